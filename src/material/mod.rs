@@ -1,0 +1,1 @@
+//! material (work in progress)

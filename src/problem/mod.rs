@@ -1,0 +1,1 @@
+//! problem (work in progress)

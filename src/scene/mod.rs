@@ -1,0 +1,1 @@
+//! scene (work in progress)

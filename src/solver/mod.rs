@@ -1,0 +1,1 @@
+//! solver (work in progress)
