@@ -22,7 +22,7 @@ impl TetMesh {
     /// Rotates about the point `pivot` (m) by `degrees` around `axis`.
     pub fn rotate_about(&mut self, axis: [f64; 3], degrees: f64, pivot: [f64; 3]) -> Result<()> {
         let n = (axis[0] * axis[0] + axis[1] * axis[1] + axis[2] * axis[2]).sqrt();
-        if !(n > 0.0 && n.is_finite()) || !degrees.is_finite() {
+        if !(n > 0.0 && n.is_finite() && degrees.is_finite()) {
             return Err(JelloError::Invalid(format!(
                 "rotation needs a non-zero finite axis and a finite angle (axis {axis:?}, {degrees}°)"
             )));
@@ -90,7 +90,9 @@ impl TetMesh {
             .ok_or_else(|| JelloError::Invalid("cannot fit an empty mesh".into()))?;
         let ext = (0..3).map(|k| hi[k] - lo[k]).fold(0.0, f64::max);
         if ext <= 0.0 {
-            return Err(JelloError::Invalid("cannot fit a mesh of zero extent".into()));
+            return Err(JelloError::Invalid(
+                "cannot fit a mesh of zero extent".into(),
+            ));
         }
         let c = [0, 1, 2].map(|k| 0.5 * (lo[k] + hi[k]));
         let f = size / ext;

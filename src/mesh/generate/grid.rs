@@ -42,8 +42,7 @@ pub(crate) fn kuhn_grid(
         for j in 0..n[1] {
             for i in 0..n[0] {
                 let cell = [i, j, k];
-                let flip: [u8; 3] =
-                    [0, 1, 2].map(|a| u8::from(mirror && 2 * cell[a] < n[a]));
+                let flip: [u8; 3] = [0, 1, 2].map(|a| u8::from(mirror && 2 * cell[a] < n[a]));
                 let corner = |code: u8| {
                     let b = [0, 1, 2].map(|a| ((code >> a) & 1) ^ flip[a]);
                     id(i + b[0] as usize, j + b[1] as usize, k + b[2] as usize)

@@ -43,7 +43,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Line of the last token read (1-based).
-    pub fn line(&self) -> usize {
+    pub fn token_line(&self) -> usize {
         self.tok_line
     }
 
@@ -147,12 +147,8 @@ impl<'a> Cursor<'a> {
     /// Next token as a signed integer.
     pub fn i64(&mut self, what: &str) -> Result<i64> {
         let t = self.token(what)?;
-        parse_i64(t).ok_or_else(|| {
-            self.err(format!(
-                "expected {what} (an integer), found `{}`",
-                show(t)
-            ))
-        })
+        parse_i64(t)
+            .ok_or_else(|| self.err(format!("expected {what} (an integer), found `{}`", show(t))))
     }
 
     /// Next token as a finite float (NaN and infinities are refused here, naming the line).
@@ -161,9 +157,7 @@ impl<'a> Cursor<'a> {
         let v = std::str::from_utf8(t)
             .ok()
             .and_then(|s| s.parse::<f64>().ok())
-            .ok_or_else(|| {
-                self.err(format!("expected {what} (a number), found `{}`", show(t)))
-            })?;
+            .ok_or_else(|| self.err(format!("expected {what} (a number), found `{}`", show(t))))?;
         if !v.is_finite() {
             return Err(self.err(format!("{what} is not finite (`{}`)", show(t))));
         }

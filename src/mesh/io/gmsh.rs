@@ -65,7 +65,10 @@ fn nodes_per_type(t: usize) -> Option<usize> {
 /// Volume element types other than the linear tet: dropping them loses material, so it warrants
 /// a warning (lower-dimensional elements are routinely present and silently ignored).
 fn is_other_volume_type(t: usize) -> bool {
-    matches!(t, 5 | 6 | 7 | 11 | 12 | 13 | 14 | 17 | 18 | 19 | 29 | 30 | 31 | 92 | 93)
+    matches!(
+        t,
+        5 | 6 | 7 | 11 | 12 | 13 | 14 | 17 | 18 | 19 | 29 | 30 | 31 | 92 | 93
+    )
 }
 
 struct Reader<'a> {
@@ -82,8 +85,6 @@ struct Reader<'a> {
     tets: Vec<[u32; 4]>,
     tet_where: Vec<u32>,
     ignored_volume: usize,
-    /// Running element count (binary location of an element).
-    element_ordinal: usize,
 }
 
 /// Node tag → 0-based index; dense when the tags are compact, hashed when sparse.
@@ -147,10 +148,18 @@ pub(crate) fn read(path: &Path) -> Result<RawMesh> {
                 return Err(c.err("binary endianness marker is not the integer 1"));
             }
         }
-        t => return Err(c.err(format!("file type must be 0 (ASCII) or 1 (binary), found {t}"))),
+        t => {
+            return Err(c.err(format!(
+                "file type must be 0 (ASCII) or 1 (binary), found {t}"
+            )))
+        }
     };
     expect(&mut c, b"$EndMeshFormat")?;
-    let size_t = if version == Version::V41 { data_size } else { 8 };
+    let size_t = if version == Version::V41 {
+        data_size
+    } else {
+        8
+    };
     let mut r = Reader {
         c,
         version,
@@ -163,7 +172,6 @@ pub(crate) fn read(path: &Path) -> Result<RawMesh> {
         tets: Vec::new(),
         tet_where: Vec::new(),
         ignored_volume: 0,
-        element_ordinal: 0,
     };
     let mut saw_elements = false;
     while let Some(t) = r.c.next_token() {
@@ -187,7 +195,7 @@ pub(crate) fn read(path: &Path) -> Result<RawMesh> {
         } else if t.len() > 1 && t[0] == b'$' {
             let mut end = b"$End".to_vec();
             end.extend_from_slice(&t[1..]);
-            let line = r.c.line();
+            let line = r.c.token_line();
             if !r.c.skip_past(&end) {
                 return Err(r.c.err_at(
                     line,
@@ -273,7 +281,7 @@ impl Reader<'_> {
     }
 
     fn same_line(&self, line: usize, what: &str) -> Result<()> {
-        if self.c.line() != line {
+        if self.c.token_line() != line {
             return Err(self.c.err_at(line, format!("incomplete {what} line")));
         }
         Ok(())
@@ -286,7 +294,7 @@ impl Reader<'_> {
         self.reserve_nodes(n);
         for _ in 0..n {
             let tag = self.c.usize("node tag")? as u64;
-            let line = self.c.line();
+            let line = self.c.token_line();
             let p = self.xyz_ascii()?;
             self.same_line(line, "node")?;
             self.push_node(tag, p, line);
@@ -317,7 +325,9 @@ impl Reader<'_> {
 
     fn check_node_binary(&self, i: usize, tag: i64, p: [f64; 3]) -> Result<()> {
         if tag <= 0 {
-            return Err(self.c.err_binary(format!("node #{i}: invalid node tag {tag}")));
+            return Err(self
+                .c
+                .err_binary(format!("node #{i}: invalid node tag {tag}")));
         }
         if p.iter().any(|v| !v.is_finite()) {
             return Err(self.c.err_binary(format!(
@@ -346,9 +356,9 @@ impl Reader<'_> {
             let extra = self.parametric_extra(dim, parametric)?;
             total = total.saturating_add(count);
             if total > n {
-                return Err(self.c.err(format!(
-                    "node blocks hold more nodes than the {n} declared"
-                )));
+                return Err(self
+                    .c
+                    .err(format!("node blocks hold more nodes than the {n} declared")));
             }
             if self.version == Version::V41 {
                 let start = self.tags.len();
@@ -358,7 +368,7 @@ impl Reader<'_> {
                 }
                 for k in 0..count {
                     let p = self.xyz_ascii()?;
-                    let line = self.c.line();
+                    let line = self.c.token_line();
                     for _ in 0..extra {
                         self.c.f64("parametric coordinate")?;
                     }
@@ -371,7 +381,7 @@ impl Reader<'_> {
             } else {
                 for _ in 0..count {
                     let tag = self.c.usize("node tag")? as u64;
-                    let line = self.c.line();
+                    let line = self.c.token_line();
                     let p = self.xyz_ascii()?;
                     for _ in 0..extra {
                         self.c.f64("parametric coordinate")?;
@@ -391,12 +401,16 @@ impl Reader<'_> {
 
     fn parametric_extra(&self, dim: usize, parametric: usize) -> Result<usize> {
         if dim > 3 {
-            return Err(self.c.err(format!("entity dimension must be 0..3, found {dim}")));
+            return Err(self
+                .c
+                .err(format!("entity dimension must be 0..3, found {dim}")));
         }
         match parametric {
             0 => Ok(0),
             1 => Ok(dim),
-            p => Err(self.c.err(format!("parametric flag must be 0 or 1, found {p}"))),
+            p => Err(self
+                .c
+                .err(format!("parametric flag must be 0 or 1, found {p}"))),
         }
     }
 
@@ -412,7 +426,11 @@ impl Reader<'_> {
         let nblocks = self.size_t(h, e);
         let n = self.size_t(&h[st..], e);
         // Least bytes per node: 4.1 stores a size_t tag + 3 doubles, 4.0 an int tag + 3 doubles.
-        let min_rec = if self.version == Version::V41 { st + 24 } else { 28 };
+        let min_rec = if self.version == Version::V41 {
+            st + 24
+        } else {
+            28
+        };
         let block_head = 12 + st;
         if n.saturating_mul(min_rec as u64) > self.c.remaining() as u64
             || nblocks.saturating_mul(block_head as u64) > self.c.remaining() as u64
@@ -438,9 +456,9 @@ impl Reader<'_> {
             }
             let extra = if parametric == 1 { dim as usize } else { 0 };
             if count > (n - total) as u64 {
-                return Err(self.c.err_binary(format!(
-                    "node blocks hold more nodes than the {n} declared"
-                )));
+                return Err(self
+                    .c
+                    .err_binary(format!("node blocks hold more nodes than the {n} declared")));
             }
             let count = count as usize;
             if self.version == Version::V41 {
@@ -513,9 +531,8 @@ impl Reader<'_> {
     fn lookup(&self, tag: u64, ordinal: usize) -> Result<u32> {
         let found = self.map.as_ref().and_then(|m| m.get(tag));
         found.ok_or_else(|| {
-            let msg = format!(
-                "element references node tag {tag}, which is out of range (not in $Nodes)"
-            );
+            let msg =
+                format!("element references node tag {tag}, which is out of range (not in $Nodes)");
             if self.endian.is_some() {
                 JelloError::mesh(
                     &self.c.path,
@@ -560,7 +577,7 @@ impl Reader<'_> {
         self.c.check_count(m, 8, "elements")?;
         for _ in 0..m {
             self.c.usize("element tag")?;
-            let line = self.c.line();
+            let line = self.c.token_line();
             let etype = self.c.usize("element type")?;
             let ntags = self.c.usize("number of element tags")?;
             for _ in 0..ntags {
@@ -657,7 +674,7 @@ impl Reader<'_> {
             if etype == TET4 {
                 for _ in 0..count {
                     self.c.usize("element tag")?;
-                    let line = self.c.line();
+                    let line = self.c.token_line();
                     self.read_tet_ascii(line)?;
                 }
             } else {
@@ -734,7 +751,6 @@ impl Reader<'_> {
             }
             total += count;
         }
-        self.element_ordinal = total;
         if total != m {
             return Err(self.c.err_binary(format!(
                 "element blocks hold {total} elements but {m} were declared"

@@ -15,10 +15,7 @@ pub(crate) fn read(path: &Path) -> Result<RawMesh> {
     let mut saw_tets = false;
     while let Some(t) = c.next_token() {
         if !t[0].is_ascii_alphabetic() {
-            return Err(c.err(format!(
-                "expected a section keyword, found `{}`",
-                show(t)
-            )));
+            return Err(c.err(format!("expected a section keyword, found `{}`", show(t))));
         }
         let key = String::from_utf8_lossy(t).to_ascii_lowercase();
         match key.as_str() {
@@ -41,11 +38,11 @@ pub(crate) fn read(path: &Path) -> Result<RawMesh> {
                 let mut p = Vec::with_capacity(n);
                 for _ in 0..n {
                     let x = c.f64("x coordinate")?;
-                    let line = c.line();
+                    let line = c.token_line();
                     let y = c.f64("y coordinate")?;
                     let z = c.f64("z coordinate")?;
                     c.i64("vertex reference")?;
-                    if c.line() != line {
+                    if c.token_line() != line {
                         return Err(c.err_at(line, "incomplete vertex line (x y z ref)"));
                     }
                     p.push([x, y, z]);
@@ -63,12 +60,12 @@ pub(crate) fn read(path: &Path) -> Result<RawMesh> {
                 lines.reserve(m);
                 for _ in 0..m {
                     let a = c.i64("vertex index")?;
-                    let line = c.line();
+                    let line = c.token_line();
                     let b = c.i64("vertex index")?;
                     let cc = c.i64("vertex index")?;
                     let d = c.i64("vertex index")?;
                     c.i64("tetrahedron reference")?;
-                    if c.line() != line {
+                    if c.token_line() != line {
                         return Err(c.err_at(line, "incomplete tetrahedron line (v1 v2 v3 v4 ref)"));
                     }
                     raw_tets.push([a, b, cc, d]);
@@ -88,8 +85,7 @@ pub(crate) fn read(path: &Path) -> Result<RawMesh> {
             }
         }
     }
-    let positions =
-        positions.ok_or_else(|| JelloError::mesh(path, "no Vertices section"))?;
+    let positions = positions.ok_or_else(|| JelloError::mesh(path, "no Vertices section"))?;
     let nv = positions.len() as i64;
     let mut tets = Vec::with_capacity(raw_tets.len());
     for (t, line) in raw_tets.iter().zip(&lines) {
@@ -98,7 +94,10 @@ pub(crate) fn read(path: &Path) -> Result<RawMesh> {
             if t[k] < 1 || t[k] > nv {
                 return Err(c.err_at(
                     *line as usize,
-                    format!("vertex index {} out of range (1-based, {nv} vertices)", t[k]),
+                    format!(
+                        "vertex index {} out of range (1-based, {nv} vertices)",
+                        t[k]
+                    ),
                 ));
             }
             tet[k] = (t[k] - 1) as u32;

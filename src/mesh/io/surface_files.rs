@@ -7,7 +7,11 @@ use std::io::Write;
 use std::path::Path;
 
 fn check(path: &Path, positions: &[[f64; 3]], surf: &BoundarySurface) -> Result<()> {
-    if let Some(&v) = surf.vertices.iter().find(|&&v| v as usize >= positions.len()) {
+    if let Some(&v) = surf
+        .vertices
+        .iter()
+        .find(|&&v| v as usize >= positions.len())
+    {
         return Err(JelloError::Invalid(format!(
             "{}: surface vertex {v} out of range ({} positions)",
             path.display(),
@@ -24,7 +28,12 @@ pub fn write_obj(path: &Path, positions: &[[f64; 3]], surf: &BoundarySurface) ->
     check(path, positions, surf)?;
     let tris = surf.local_triangles();
     atomic_write_with(path, |w| {
-        writeln!(w, "# jello boundary surface: {} vertices, {} triangles", surf.vertices.len(), tris.len())?;
+        writeln!(
+            w,
+            "# jello boundary surface: {} vertices, {} triangles",
+            surf.vertices.len(),
+            tris.len()
+        )?;
         for &v in &surf.vertices {
             let p = positions[v as usize];
             writeln!(w, "v {:?} {:?} {:?}", p[0], p[1], p[2])?;

@@ -38,11 +38,11 @@ pub(crate) fn read(path: &Path) -> Result<RawMesh> {
 fn read_node(path: &Path, bytes: &[u8]) -> Result<(Vec<[f64; 3]>, usize)> {
     let mut c = Cursor::new(path, bytes).with_hash_comments();
     let n = c.usize("number of points")?;
-    let header_line = c.line();
+    let header_line = c.token_line();
     let dim = c.usize("dimension")?;
     let nattr = c.usize("number of attributes")?;
     let nbm = c.usize("boundary-marker flag")?;
-    if c.line() != header_line {
+    if c.token_line() != header_line {
         return Err(c.err("the .node header needs 4 numbers on one line"));
     }
     if dim != 3 {
@@ -60,7 +60,7 @@ fn read_node(path: &Path, bytes: &[u8]) -> Result<(Vec<[f64; 3]>, usize)> {
     let mut base = 0usize;
     for i in 0..n {
         let idx = c.i64("point index")?;
-        let line = c.line();
+        let line = c.token_line();
         if i == 0 {
             base = match idx {
                 0 => 0,
@@ -80,7 +80,7 @@ fn read_node(path: &Path, bytes: &[u8]) -> Result<(Vec<[f64; 3]>, usize)> {
         for _ in 0..nattr + nbm {
             c.f64("point attribute or boundary marker")?;
         }
-        if c.line() != line {
+        if c.token_line() != line {
             return Err(c.err_at(line, format!("expected {per} numbers on this point line")));
         }
         positions.push([x, y, z]);
@@ -96,14 +96,16 @@ fn read_ele(
 ) -> Result<(Vec<[u32; 4]>, Vec<u32>)> {
     let mut c = Cursor::new(path, bytes).with_hash_comments();
     let n = c.usize("number of tetrahedra")?;
-    let header_line = c.line();
+    let header_line = c.token_line();
     let npt = c.usize("nodes per tetrahedron")?;
     let nattr = c.usize("number of attributes")?;
-    if c.line() != header_line {
+    if c.token_line() != header_line {
         return Err(c.err("the .ele header needs 3 numbers on one line"));
     }
     if npt != 4 && npt != 10 {
-        return Err(c.err(format!("nodes per tetrahedron must be 4 or 10, found {npt}")));
+        return Err(c.err(format!(
+            "nodes per tetrahedron must be 4 or 10, found {npt}"
+        )));
     }
     let per = 1 + npt + nattr;
     c.check_count(n, per * MIN_BYTES_PER_NUMBER, "tetrahedra")?;
@@ -111,25 +113,28 @@ fn read_ele(
     let mut lines = Vec::with_capacity(n);
     for _ in 0..n {
         c.i64("tetrahedron index")?;
-        let line = c.line();
+        let line = c.token_line();
         let mut tet = [0u32; 4];
         for k in 0..npt {
             let v = c.i64("vertex index")?;
-            if k < 4 {
+            if let Some(slot) = tet.get_mut(k) {
                 let i = v - base as i64;
                 if i < 0 || i >= num_points as i64 {
                     return Err(c.err(format!(
                         "vertex index {v} out of range ({base}-based, {num_points} points)"
                     )));
                 }
-                tet[k] = i as u32;
+                *slot = i as u32;
             }
         }
         for _ in 0..nattr {
             c.f64("tetrahedron attribute")?;
         }
-        if c.line() != line {
-            return Err(c.err_at(line, format!("expected {per} numbers on this tetrahedron line")));
+        if c.token_line() != line {
+            return Err(c.err_at(
+                line,
+                format!("expected {per} numbers on this tetrahedron line"),
+            ));
         }
         tets.push(tet);
         lines.push(line as u32);

@@ -31,7 +31,9 @@ pub(crate) fn read(path: &Path) -> Result<RawMesh> {
     let c = &mut r.c;
     let head = c.line_text().unwrap_or_default();
     if !head.starts_with(b"# vtk DataFile") {
-        return Err(c.err("not a legacy VTK file: the first line must be `# vtk DataFile Version x.y`"));
+        return Err(
+            c.err("not a legacy VTK file: the first line must be `# vtk DataFile Version x.y`")
+        );
     }
     if c.line_text().is_none() {
         return Err(c.err("file truncated: missing the title line"));
@@ -40,7 +42,11 @@ pub(crate) fn read(path: &Path) -> Result<RawMesh> {
     r.binary = match kind {
         b"ASCII" | b"ascii" => false,
         b"BINARY" | b"binary" => true,
-        k => return Err(r.c.err(format!("expected ASCII or BINARY, found `{}`", show(k)))),
+        k => {
+            return Err(r
+                .c
+                .err(format!("expected ASCII or BINARY, found `{}`", show(k))))
+        }
     };
     let ds = r.c.token("DATASET")?;
     let grid = r.c.token("dataset type")?;
@@ -59,7 +65,7 @@ pub(crate) fn read(path: &Path) -> Result<RawMesh> {
             b"POINTS" => positions = Some(r.points()?),
             b"CELLS" => cells = Some(r.cells()?),
             b"CELL_TYPES" => {
-                let line = r.c.line();
+                let line = r.c.token_line();
                 types = Some((r.cell_types()?, line));
             }
             // Attribute data follows the geometry; nothing after it is needed.
@@ -81,7 +87,10 @@ pub(crate) fn read(path: &Path) -> Result<RawMesh> {
         return Err(JelloError::parse(
             path,
             types_line,
-            format!("CELL_TYPES lists {} cells but CELLS has {ncells}", types.len()),
+            format!(
+                "CELL_TYPES lists {} cells but CELLS has {ncells}",
+                types.len()
+            ),
         ));
     }
     let where_err = |i: usize, msg: String| -> JelloError {
@@ -151,13 +160,19 @@ impl Reader<'_> {
             at.reserve(count);
             for _ in 0..count {
                 v.push(self.c.i64(what)?);
-                at.push(self.c.line() as u32);
+                at.push(self.c.token_line() as u32);
             }
         }
         Ok((v, at))
     }
 
-    fn check(&self, count: usize, ascii_bytes: usize, binary_bytes: usize, what: &str) -> Result<()> {
+    fn check(
+        &self,
+        count: usize,
+        ascii_bytes: usize,
+        binary_bytes: usize,
+        what: &str,
+    ) -> Result<()> {
         if self.binary {
             if count.saturating_mul(binary_bytes) > self.c.remaining() {
                 return Err(self.c.err(format!(
@@ -178,7 +193,11 @@ impl Reader<'_> {
             "float" => 4,
             "double" => 8,
             _ if !self.binary => 8,
-            _ => return Err(self.c.err(format!("binary points must be float or double, found {ty}"))),
+            _ => {
+                return Err(self
+                    .c
+                    .err(format!("binary points must be float or double, found {ty}")))
+            }
         };
         self.check(n, 6, 3 * size, "points")?;
         let mut p = Vec::with_capacity(n);
@@ -235,7 +254,9 @@ impl Reader<'_> {
             let (offs, at) = self.ints(a, size, "cell offset")?;
             let t = self.c.token("CONNECTIVITY")?;
             if t != b"CONNECTIVITY" {
-                return Err(self.c.err(format!("expected CONNECTIVITY, found `{}`", show(t))));
+                return Err(self
+                    .c
+                    .err(format!("expected CONNECTIVITY, found `{}`", show(t))));
             }
             let ty = self.c.word("connectivity type")?;
             let size = self.int_size(&ty)?;
@@ -263,7 +284,9 @@ impl Reader<'_> {
         // Classic layout: per cell, a point count followed by the point indices.
         self.check(b, 2, 4, "cell list entries")?;
         if a > b {
-            return Err(self.c.err(format!("{a} cells cannot fit in a list of {b} numbers")));
+            return Err(self
+                .c
+                .err(format!("{a} cells cannot fit in a list of {b} numbers")));
         }
         let (list, at_list) = self.ints(b, 4, "cell list entry")?;
         let mut offsets = Vec::with_capacity(a + 1);
@@ -272,10 +295,14 @@ impl Reader<'_> {
         let mut k = 0usize;
         offsets.push(0);
         for i in 0..a {
-            let loc = if self.binary { i as u32 } else { at_list.get(k).copied().unwrap_or(0) };
-            let cnt = *list.get(k).ok_or_else(|| {
-                self.c.err(format!("cell list ends before cell {i} of {a}"))
-            })?;
+            let loc = if self.binary {
+                i as u32
+            } else {
+                at_list.get(k).copied().unwrap_or(0)
+            };
+            let cnt = *list
+                .get(k)
+                .ok_or_else(|| self.c.err(format!("cell list ends before cell {i} of {a}")))?;
             if cnt < 0 || k + 1 + cnt as usize > list.len() {
                 return Err(self.c.err(format!("cell {i}: bad point count {cnt}")));
             }

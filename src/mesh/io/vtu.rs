@@ -86,7 +86,11 @@ pub fn write_vtu(
             )));
         }
     }
-    if let Some(&bad) = tets.iter().flatten().find(|&&i| i as usize >= positions.len()) {
+    if let Some(&bad) = tets
+        .iter()
+        .flatten()
+        .find(|&&i| i as usize >= positions.len())
+    {
         return Err(JelloError::Invalid(format!(
             "{}: tet vertex index {bad} out of range ({} points)",
             path.display(),
@@ -133,7 +137,13 @@ pub fn write_vtu(
             }
             writeln!(w, "      <{tag}>")?;
             for (name, f) in fields {
-                data_array(w, f.vtk_type(), &xml_escape(name), f.components(), &f.bytes())?;
+                data_array(
+                    w,
+                    f.vtk_type(),
+                    &xml_escape(name),
+                    f.components(),
+                    &f.bytes(),
+                )?;
             }
             writeln!(w, "      </{tag}>")?;
         }

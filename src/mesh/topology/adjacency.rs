@@ -50,7 +50,10 @@ impl VertexTets {
     /// `(tet, corner)` pairs of vertex `v`.
     pub fn of(&self, v: usize) -> impl Iterator<Item = (u32, u8)> + '_ {
         let r = self.offsets[v] as usize..self.offsets[v + 1] as usize;
-        self.tets[r.clone()].iter().copied().zip(self.local[r].iter().copied())
+        self.tets[r.clone()]
+            .iter()
+            .copied()
+            .zip(self.local[r].iter().copied())
     }
 
     /// Entries packed as `tet * 4 + corner` (one u32 each), for a single GPU buffer.

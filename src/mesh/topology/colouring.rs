@@ -48,7 +48,9 @@ fn greedy(n: usize, neighbours: impl Fn(usize, &mut dyn FnMut(usize))) -> Vec<u3
                 stamp[c] = i;
             }
         });
-        let c = (0..).find(|&c| c >= stamp.len() || stamp[c] != i).unwrap_or(0);
+        let c = (0..)
+            .find(|&c| c >= stamp.len() || stamp[c] != i)
+            .unwrap_or(0);
         colour[i] = c as u32;
     }
     colour
@@ -98,7 +100,9 @@ fn check_groups(c: &Colouring, n: usize) -> Result<()> {
         }
     }
     if let Some(i) = seen.iter().position(|&s| !s) {
-        return Err(JelloError::Invalid(format!("item {i} is in no colour group")));
+        return Err(JelloError::Invalid(format!(
+            "item {i} is in no colour group"
+        )));
     }
     Ok(())
 }
