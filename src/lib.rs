@@ -18,6 +18,7 @@ pub mod output;
 pub mod problem;
 pub mod render;
 pub mod scene;
+pub mod sim;
 pub mod solver;
 
 pub use error::{JelloError, Result};
