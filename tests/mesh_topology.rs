@@ -2,8 +2,8 @@
 //! and the validators reject broken colourings.
 
 use jello::mesh::{
-    ball, box_grid, check_tet_colouring, check_vertex_colouring, colour_tets, colour_vertices,
-    read_mesh, TetMesh, VertexAdjacency, VertexTets,
+    ball, box_grid, check_colouring, check_tet_colouring, check_vertex_colouring, colour_tets,
+    colour_vertices, read_mesh, ColouringKind, TetMesh, VertexAdjacency, VertexTets,
 };
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -93,9 +93,15 @@ fn vertex_adjacency_matches_brute_force() {
 fn colourings_are_valid_and_small() {
     for (name, m) in meshes() {
         let vc = colour_vertices(&m);
-        check_vertex_colouring(&m, &vc).unwrap();
+        check_colouring(&m, ColouringKind::Vertices, &vc).unwrap();
         let tc = colour_tets(&m);
-        check_tet_colouring(&m, &tc).unwrap();
+        check_colouring(&m, ColouringKind::Tets, &tc).unwrap();
+        // The CSR form lists the same groups.
+        let (offs, items) = tc.groups_csr();
+        assert_eq!(offs.len(), tc.num_colours() + 1);
+        for (c, g) in tc.groups.iter().enumerate() {
+            assert_eq!(&items[offs[c] as usize..offs[c + 1] as usize], &g[..]);
+        }
         // Greedy bounds: at most max degree + 1 colours.
         let adj = VertexAdjacency::new(&m);
         let max_deg = (0..m.num_vertices())

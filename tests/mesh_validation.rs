@@ -105,6 +105,26 @@ fn degenerate_tet() {
     // A repeated vertex is degenerate too.
     let e = tetgen("repeat", NODE, "1 4 0\n0 0 1 1 3\n").unwrap_err();
     assert_at(e, "repeat.ele", 2, "degenerate");
+    // Binary: the message names the element.
+    let flat = jello::mesh::TetMesh {
+        positions: vec![
+            [0.0; 3],
+            [1.0, 0.0, 0.0],
+            [0.0, 1.0, 0.0],
+            [0.0, 0.0, 1.0],
+            [0.2, 0.2, 0.0],
+        ],
+        tets: vec![[0, 1, 2, 3], [0, 1, 2, 4]],
+    };
+    let p = dir().join("degen_bin.msh");
+    jello::mesh::write_gmsh(&p, &flat, jello::mesh::GmshFormat::V41Binary).unwrap();
+    let s = read_mesh(&p).unwrap_err().to_string();
+    assert!(
+        s.contains("degen_bin.msh")
+            && s.contains("element #1 (binary data)")
+            && s.contains("degenerate"),
+        "{s}"
+    );
     // A tiny but genuine tet at a tiny scale is fine (the threshold is relative).
     let node = "4 3 0 0\n0 0 0 0\n1 1e-6 0 0\n2 0 1e-6 0\n3 0 0 1e-6\n";
     let l = tetgen("tiny", node, "1 4 0\n0 0 1 2 3\n").unwrap();
