@@ -70,6 +70,20 @@ fn box_grid_volume_orientation_conformity() {
         );
     }
     assert_eq!(m.bounding_box(), Some((lo, hi)));
+    m.validate().unwrap();
+    let mut bad = m.clone();
+    bad.tets[7].swap(0, 1);
+    assert!(bad.validate().unwrap_err().to_string().contains("tet 7"));
+    let mut bad = m.clone();
+    bad.positions[3][1] = f64::NAN;
+    assert!(bad.validate().is_err());
+    let mut bad = m.clone();
+    bad.tets[2][3] = 10_000;
+    assert!(bad
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("out of range"));
     // Conforming: every face is used by one tet (boundary) or two (interior); the boundary
     // faces are exactly the 2 triangles of each boundary quad.
     let fc = face_counts(&m);

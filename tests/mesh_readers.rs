@@ -134,7 +134,11 @@ fn medit_skips_other_sections() {
 
 #[test]
 fn vtk_legacy_classic_and_51_layouts() {
-    for name in ["two_tets_classic.vtk", "two_tets_v51.vtk"] {
+    for name in [
+        "two_tets_classic.vtk",
+        "two_tets_v51.vtk",
+        "two_tets_field_metadata.vtk",
+    ] {
         let l = read_mesh(&fixture(name)).unwrap();
         assert_eq!(l.mesh.positions, P.to_vec(), "{name}");
         assert_eq!(l.mesh.tets, vec![[0, 1, 2, 3], [1, 2, 3, 4]], "{name}");
