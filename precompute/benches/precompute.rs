@@ -9,7 +9,6 @@
 //! `PRECOMPUTE_BENCH_SWEEP=0` skips the pose sweep.
 
 #[path = "../tests/common/mod.rs"]
-#[allow(dead_code)]
 mod common;
 
 use std::path::Path;
@@ -24,12 +23,21 @@ const MESH_DIR: &str = "/work/shared/meshes";
 
 /// Minimal TetGen reader (.node: `n dim attrs markers` then `id x y z ...`; .ele: `n 4 attrs`
 /// then `id a b c d ...`), 0- or 1-based (shifted by the first id).
-fn read_tetgen(stem: &Path) -> Result<(Vec<[f64; 3]>, Vec<[u32; 4]>), String> {
+type TetMeshData = (Vec<[f64; 3]>, Vec<[u32; 4]>);
+
+fn read_tetgen(stem: &Path) -> Result<TetMeshData, String> {
     let rd = |ext: &str| -> Result<Vec<Vec<String>>, String> {
         let p = stem.with_extension(ext);
         let s = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
         Ok(s.lines()
-            .map(|l| l.split('#').next().unwrap_or("").split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+            .map(|l| {
+                l.split('#')
+                    .next()
+                    .unwrap_or("")
+                    .split_whitespace()
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            })
             .filter(|t| !t.is_empty())
             .collect())
     };
@@ -74,13 +82,22 @@ fn problem(name: &str) -> Option<Problem> {
         }
     };
     let (mu, la) = common::lame(1e5, 0.4);
-    let ke = tets.iter().map(|t| common::linear_elastic_ke(&pos, t, mu, la)).collect();
+    let ke = tets
+        .iter()
+        .map(|t| common::linear_elastic_ke(&pos, t, mu, la))
+        .collect();
     let (shares, _) = common::lumped_mass(&pos, &tets, 1000.0);
     let mut ys: Vec<f64> = pos.iter().map(|p| p[1]).collect();
     ys.sort_by(f64::total_cmp);
     let cut = ys[ys.len() - 1 - ys.len() / 100];
     let pinned = pos.iter().map(|p| p[1] >= cut).collect();
-    Some(Problem { pos, tets, ke, shares, pinned })
+    Some(Problem {
+        pos,
+        tets,
+        ke,
+        shares,
+        pinned,
+    })
 }
 
 fn input(p: &Problem) -> Jgs2Input<'_> {
@@ -102,8 +119,7 @@ fn orderings(p: &Problem) {
     for (e, ke) in p.ke.iter().enumerate() {
         a.scatter_add(&map, e, ke);
     }
-    let md: Vec<f64> = (0..3 * nv).map(|_| 0.0).collect::<Vec<_>>();
-    let mut md = md;
+    let mut md = vec![0.0; 3 * nv];
     for (t, s) in p.tets.iter().zip(&p.shares) {
         for a in 0..4 {
             for d in 0..3 {
@@ -114,7 +130,13 @@ fn orderings(p: &Problem) {
     a.add_diagonal(&md);
     println!("| ordering | analyse s | factor s | L values | solve 1 RHS s | solve 96 RHS s |");
     println!("|---|---|---|---|---|---|");
-    for (name, ord) in [("METIS ND (vertex graph)", Ordering::NestedDissection { block: 3 }), ("AMD", Ordering::Amd)] {
+    for (name, ord) in [
+        (
+            "METIS ND (vertex graph)",
+            Ordering::NestedDissection { block: 3 },
+        ),
+        ("AMD", Ordering::Amd),
+    ] {
         let t = Instant::now();
         let mut f = SparseCholesky::analyze(pat.clone(), ord).expect("analyse");
         let ta = t.elapsed().as_secs_f64();
@@ -129,7 +151,10 @@ fn orderings(p: &Problem) {
         let t = Instant::now();
         f.solve_many_in_place(&mut bb, 96).expect("solve");
         let t96 = t.elapsed().as_secs_f64();
-        println!("| {name} | {ta:.2} | {tf:.2} | {} | {t1:.4} | {t96:.3} |", f.factor_nnz());
+        println!(
+            "| {name} | {ta:.2} | {tf:.2} | {} | {t1:.4} | {t96:.3} |",
+            f.factor_nnz()
+        );
     }
 }
 
@@ -155,13 +180,21 @@ fn row(name: &str, nv: usize, s: &Jgs2Stats) {
 const HEADER: &str = "| mesh | vertices | free | factor s | basis s | eigen s | cubature s | total s | B/vertex | residual min / med / p90 / max | ≤1% | elems/vertex |\n|---|---|---|---|---|---|---|---|---|---|---|---|";
 
 fn main() {
-    let meshes = std::env::var("PRECOMPUTE_BENCH_MESHES").unwrap_or_else(|_| "armadillo_18k,armadillo_114k".into());
-    let sweep = std::env::var("PRECOMPUTE_BENCH_SWEEP").map(|v| v != "0").unwrap_or(true);
+    let meshes = std::env::var("PRECOMPUTE_BENCH_MESHES")
+        .unwrap_or_else(|_| "armadillo_18k,armadillo_114k".into());
+    let sweep = std::env::var("PRECOMPUTE_BENCH_SWEEP")
+        .map(|v| v != "0")
+        .unwrap_or(true);
     println!("threads: {}", rayon::current_num_threads());
     let mut rows = Vec::new();
     for (mi, name) in meshes.split(',').enumerate() {
         let Some(p) = problem(name) else { continue };
-        println!("\n## {name}: {} vertices, {} tets, {} pinned", p.pos.len(), p.tets.len(), p.pinned.iter().filter(|x| **x).count());
+        println!(
+            "\n## {name}: {} vertices, {} tets, {} pinned",
+            p.pos.len(),
+            p.tets.len(),
+            p.pinned.iter().filter(|x| **x).count()
+        );
         orderings(&p);
         let pre = match Jgs2Precompute::new(&input(&p), Ordering::default()) {
             Ok(pre) => pre,
@@ -179,7 +212,10 @@ fn main() {
             println!("\npose sweep on {name} (≤ 6 elements, 64 candidates):");
             println!("{HEADER}");
             for modes in [3, 6, 12] {
-                let o = Jgs2Options { n_modes: modes, ..Jgs2Options::default() };
+                let o = Jgs2Options {
+                    n_modes: modes,
+                    ..Jgs2Options::default()
+                };
                 let s = pre.run(&o).expect("jgs2").stats;
                 row(&format!("{name}, {modes} poses"), p.pos.len(), &s);
             }

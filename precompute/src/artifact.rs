@@ -155,27 +155,44 @@ pub fn decode(bytes: &[u8], key: u64) -> Result<Jgs2Basis, ArtifactErrorKind> {
     use ArtifactErrorKind as K;
     if bytes.len() < MAGIC.len() || bytes[..MAGIC.len()] != MAGIC {
         return Err(if bytes.len() < MAGIC.len() && MAGIC.starts_with(bytes) {
-            K::Truncated { needed: HEADER as u64 + 8, len: bytes.len() as u64 }
+            K::Truncated {
+                needed: HEADER as u64 + 8,
+                len: bytes.len() as u64,
+            }
         } else {
             K::BadMagic
         });
     }
     if bytes.len() < HEADER {
-        return Err(K::Truncated { needed: HEADER as u64 + 8, len: bytes.len() as u64 });
+        return Err(K::Truncated {
+            needed: HEADER as u64 + 8,
+            len: bytes.len() as u64,
+        });
     }
     let u32_at = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().unwrap_or([0; 4]));
     let u64_at = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap_or([0; 8]));
     let version = u32_at(8);
     if version != FORMAT_VERSION {
-        return Err(K::WrongVersion { found: version, expected: FORMAT_VERSION });
+        return Err(K::WrongVersion {
+            found: version,
+            expected: FORMAT_VERSION,
+        });
     }
     let payload_len = u64_at(20);
-    let needed = (HEADER as u64).saturating_add(payload_len).saturating_add(8);
+    let needed = (HEADER as u64)
+        .saturating_add(payload_len)
+        .saturating_add(8);
     if (bytes.len() as u64) < needed {
-        return Err(K::Truncated { needed, len: bytes.len() as u64 });
+        return Err(K::Truncated {
+            needed,
+            len: bytes.len() as u64,
+        });
     }
     if (bytes.len() as u64) > needed {
-        return Err(K::Malformed(format!("{} trailing bytes", bytes.len() as u64 - needed)));
+        return Err(K::Malformed(format!(
+            "{} trailing bytes",
+            bytes.len() as u64 - needed
+        )));
     }
     let end = HEADER + payload_len as usize;
     let stored = u64_at(end);
@@ -187,11 +204,21 @@ pub fn decode(bytes: &[u8], key: u64) -> Result<Jgs2Basis, ArtifactErrorKind> {
     // other inputs as a key mismatch.
     let found = u64_at(12);
     if found != key {
-        return Err(K::KeyMismatch { found, expected: key });
+        return Err(K::KeyMismatch {
+            found,
+            expected: key,
+        });
     }
-    let mut r = Reader { b: &bytes[HEADER..end], pos: 0 };
+    let mut r = Reader {
+        b: &bytes[HEADER..end],
+        pos: 0,
+    };
     let nv = r.u32()? as usize;
-    let mut stats = Jgs2Stats { n_free: r.u64()? as usize, n_modes: r.u64()? as usize, ..Default::default() };
+    let mut stats = Jgs2Stats {
+        n_free: r.u64()? as usize,
+        n_modes: r.u64()? as usize,
+        ..Default::default()
+    };
     let mut f = [0.0; 13];
     for x in &mut f {
         *x = r.f64()?;
@@ -209,10 +236,15 @@ pub fn decode(bytes: &[u8], key: u64) -> Result<Jgs2Basis, ArtifactErrorKind> {
         stats.cubature_s,
         stats.total_s,
         stats.bytes_per_vertex,
-    ] = [f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11]];
+    ] = [
+        f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11],
+    ];
     // each vertex needs at least 12 bytes: bound the allocation by what is present
     if nv > r.remaining() / 12 {
-        return Err(K::Malformed(format!("{nv} vertices cannot fit in {} bytes", r.remaining())));
+        return Err(K::Malformed(format!(
+            "{nv} vertices cannot fit in {} bytes",
+            r.remaining()
+        )));
     }
     let mut vertices = Vec::with_capacity(nv);
     for v in 0..nv {
@@ -220,9 +252,14 @@ pub fn decode(bytes: &[u8], key: u64) -> Result<Jgs2Basis, ArtifactErrorKind> {
         let residual = r.f64()?;
         let per = 4 + 8 + 36 * 8;
         if count > r.remaining() / per {
-            return Err(K::Malformed(format!("vertex {v}: {count} elements exceed the payload")));
+            return Err(K::Malformed(format!(
+                "vertex {v}: {count} elements exceed the payload"
+            )));
         }
-        let mut rec = VertexCubature { residual, ..Default::default() };
+        let mut rec = VertexCubature {
+            residual,
+            ..Default::default()
+        };
         for _ in 0..count {
             rec.elements.push(r.u32()?);
         }
@@ -243,7 +280,10 @@ pub fn decode(bytes: &[u8], key: u64) -> Result<Jgs2Basis, ArtifactErrorKind> {
         vertices.push(rec);
     }
     if r.remaining() != 0 {
-        return Err(K::Malformed(format!("{} unread payload bytes", r.remaining())));
+        return Err(K::Malformed(format!(
+            "{} unread payload bytes",
+            r.remaining()
+        )));
     }
     Ok(Jgs2Basis { vertices, stats })
 }
@@ -255,10 +295,9 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn take<const N: usize>(&mut self) -> Result<[u8; N], ArtifactErrorKind> {
-        let s = self
-            .b
-            .get(self.pos..self.pos + N)
-            .ok_or_else(|| ArtifactErrorKind::Malformed(format!("payload ends at byte {}", self.pos)))?;
+        let s = self.b.get(self.pos..self.pos + N).ok_or_else(|| {
+            ArtifactErrorKind::Malformed(format!("payload ends at byte {}", self.pos))
+        })?;
         self.pos += N;
         let mut a = [0u8; N];
         a.copy_from_slice(s);
@@ -280,9 +319,15 @@ impl Reader<'_> {
 
 /// Writes `basis` to `path` atomically (temporary sibling + rename).
 pub fn write(path: &Path, basis: &Jgs2Basis, key: u64) -> Result<(), ArtifactError> {
-    let err = |e: std::io::Error| ArtifactError { path: path.to_owned(), kind: e.into() };
+    let err = |e: std::io::Error| ArtifactError {
+        path: path.to_owned(),
+        kind: e.into(),
+    };
     let bytes = encode(basis, key);
-    let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "artifact".into());
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "artifact".into());
     let tmp = path.with_file_name(format!(".{file_name}.tmp{}", std::process::id()));
     let res = (|| {
         use std::io::Write;
@@ -299,6 +344,12 @@ pub fn write(path: &Path, basis: &Jgs2Basis, key: u64) -> Result<(), ArtifactErr
 
 /// Reads and validates the artifact at `path` against the expected `key`.
 pub fn read(path: &Path, key: u64) -> Result<Jgs2Basis, ArtifactError> {
-    let bytes = std::fs::read(path).map_err(|e| ArtifactError { path: path.to_owned(), kind: e.into() })?;
-    decode(&bytes, key).map_err(|kind| ArtifactError { path: path.to_owned(), kind })
+    let bytes = std::fs::read(path).map_err(|e| ArtifactError {
+        path: path.to_owned(),
+        kind: e.into(),
+    })?;
+    decode(&bytes, key).map_err(|kind| ArtifactError {
+        path: path.to_owned(),
+        kind,
+    })
 }

@@ -1,5 +1,8 @@
 //! Artifact format: round trip and rejection of every kind of damage.
-use jello_precompute::artifact::{decode, encode, fnv1a64, read, write, ArtifactErrorKind, FORMAT_VERSION, MAGIC};
+#![allow(clippy::needless_range_loop)]
+use jello_precompute::artifact::{
+    decode, encode, fnv1a64, read, write, ArtifactErrorKind, FORMAT_VERSION, MAGIC,
+};
 use jello_precompute::jgs2::{Jgs2Basis, Jgs2Stats, VertexCubature};
 
 fn sample() -> Jgs2Basis {
@@ -9,7 +12,9 @@ fn sample() -> Jgs2Basis {
         vertices.push(VertexCubature {
             elements: (0..c as u32).map(|j| 10 * v + j).collect(),
             weights: (0..c).map(|j| 0.5 + j as f64).collect(),
-            blocks: (0..c).map(|j| std::array::from_fn(|q| (q as f64 - 17.0) * 0.01 + j as f64 + v as f64)).collect(),
+            blocks: (0..c)
+                .map(|j| std::array::from_fn(|q| (q as f64 - 17.0) * 0.01 + j as f64 + v as f64))
+                .collect(),
             residual: 0.001 * v as f64,
         });
     }
@@ -56,10 +61,19 @@ fn round_trip_through_a_file() {
     assert!(leftovers.is_empty());
     // wrong key: typed error naming the file
     let e = read(&p, 1).unwrap_err();
-    assert!(matches!(e.kind, ArtifactErrorKind::KeyMismatch { found: 0xdead_beef, expected: 1 }));
+    assert!(matches!(
+        e.kind,
+        ArtifactErrorKind::KeyMismatch {
+            found: 0xdead_beef,
+            expected: 1
+        }
+    ));
     assert!(e.to_string().contains("rt.jgs2"), "{e}");
     // missing file
-    assert!(matches!(read(&tmp("missing.jgs2"), 1).unwrap_err().kind, ArtifactErrorKind::Io(_)));
+    assert!(matches!(
+        read(&tmp("missing.jgs2"), 1).unwrap_err().kind,
+        ArtifactErrorKind::Io(_)
+    ));
 }
 
 #[test]
@@ -76,8 +90,14 @@ fn header_fields_are_checked() {
     let end = v2.len() - 8;
     let sum = fnv1a64(&v2[..end]);
     v2[end..].copy_from_slice(&sum.to_le_bytes());
-    assert!(matches!(decode(&v2, 42), Err(ArtifactErrorKind::WrongVersion { .. })));
-    assert!(matches!(decode(&bytes, 43), Err(ArtifactErrorKind::KeyMismatch { .. })));
+    assert!(matches!(
+        decode(&v2, 42),
+        Err(ArtifactErrorKind::WrongVersion { .. })
+    ));
+    assert!(matches!(
+        decode(&bytes, 43),
+        Err(ArtifactErrorKind::KeyMismatch { .. })
+    ));
     // a valid checksum over a lying count must not allocate or panic
     let mut lie = bytes.clone();
     let off = 28 + 4 + 16 + 13 * 8; // first vertex's count
@@ -85,7 +105,10 @@ fn header_fields_are_checked() {
     let end = lie.len() - 8;
     let sum = fnv1a64(&lie[..end]);
     lie[end..].copy_from_slice(&sum.to_le_bytes());
-    assert!(matches!(decode(&lie, 42), Err(ArtifactErrorKind::Malformed(_))));
+    assert!(matches!(
+        decode(&lie, 42),
+        Err(ArtifactErrorKind::Malformed(_))
+    ));
 }
 
 #[test]
