@@ -38,6 +38,9 @@ use crate::rng::SplitMix64;
 use crate::sparse::{tet_dofs, ScatterMap, SymSparse, SymmetricPattern};
 use crate::{PrecomputeError, Result};
 
+/// Per-vertex result of one batch: (vertex, record, solve seconds, cubature seconds).
+type BatchOutput = Vec<(usize, VertexCubature, f64, f64)>;
+
 /// Plain-data input of the JGS2 precompute.
 #[derive(Clone, Copy, Debug)]
 pub struct Jgs2Input<'a> {
@@ -84,7 +87,10 @@ impl Default for Jgs2Options {
             max_elements: 6,
             batch_vertices: 32,
             seed: 0x6a67_7332,
-            eigen: EigenOptions { tol: 1e-6, ..EigenOptions::default() },
+            eigen: EigenOptions {
+                tol: 1e-6,
+                ..EigenOptions::default()
+            },
         }
     }
 }
@@ -163,7 +169,10 @@ pub struct Jgs2Precompute {
 
 impl std::fmt::Debug for Jgs2Precompute {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Jgs2Precompute").field("n_vertices", &self.n_vertices).field("n_tets", &self.tets.len()).finish()
+        f.debug_struct("Jgs2Precompute")
+            .field("n_vertices", &self.n_vertices)
+            .field("n_tets", &self.tets.len())
+            .finish()
     }
 }
 
@@ -174,7 +183,10 @@ impl Jgs2Precompute {
         let t0 = Instant::now();
         let nv = input.n_vertices;
         let ne = input.tets.len();
-        if input.elem_hessians.len() != ne || input.elem_mass.len() != ne || input.pinned.len() != nv {
+        if input.elem_hessians.len() != ne
+            || input.elem_mass.len() != ne
+            || input.pinned.len() != nv
+        {
             return Err(PrecomputeError::Invalid(format!(
                 "jgs2: {ne} tets but {} Hessians, {} mass rows, {} pin flags for {nv} vertices",
                 input.elem_hessians.len(),
@@ -183,24 +195,33 @@ impl Jgs2Precompute {
             )));
         }
         if !(input.h.is_finite() && input.h > 0.0) {
-            return Err(PrecomputeError::Invalid(format!("jgs2: time step h = {} must be positive", input.h)));
+            return Err(PrecomputeError::Invalid(format!(
+                "jgs2: time step h = {} must be positive",
+                input.h
+            )));
         }
         let mut vmass = vec![0.0; nv];
         let mut count = vec![0usize; nv + 1];
         for (e, t) in input.tets.iter().enumerate() {
             for (a, &v) in t.iter().enumerate() {
                 if v as usize >= nv {
-                    return Err(PrecomputeError::Invalid(format!("jgs2: tet {e} references vertex {v} of {nv}")));
+                    return Err(PrecomputeError::Invalid(format!(
+                        "jgs2: tet {e} references vertex {v} of {nv}"
+                    )));
                 }
                 let m = input.elem_mass[e][a];
                 if !(m.is_finite() && m >= 0.0) {
-                    return Err(PrecomputeError::Invalid(format!("jgs2: tet {e} has mass share {m}")));
+                    return Err(PrecomputeError::Invalid(format!(
+                        "jgs2: tet {e} has mass share {m}"
+                    )));
                 }
                 vmass[v as usize] += m;
                 count[v as usize + 1] += 1;
             }
             if input.elem_hessians[e].iter().any(|x| !x.is_finite()) {
-                return Err(PrecomputeError::Invalid(format!("jgs2: tet {e} Hessian is not finite")));
+                return Err(PrecomputeError::Invalid(format!(
+                    "jgs2: tet {e} Hessian is not finite"
+                )));
             }
         }
         for v in 0..nv {
@@ -220,7 +241,9 @@ impl Jgs2Precompute {
             if vert_elem_ptr[v + 1] == vert_elem_ptr[v] {
                 fixed_vertex[v] = true;
             } else if !fixed_vertex[v] && vmass[v] <= 0.0 {
-                return Err(PrecomputeError::Invalid(format!("jgs2: free vertex {v} has no mass")));
+                return Err(PrecomputeError::Invalid(format!(
+                    "jgs2: free vertex {v} has no mass"
+                )));
             }
         }
         let inv_h2 = 1.0 / (input.h * input.h);
@@ -248,7 +271,9 @@ impl Jgs2Precompute {
         }
         hbar.set_identity_rows(&fixed_dof);
         let factor = SparseCholesky::new(&hbar, ordering)?;
-        let mass: Vec<f64> = (0..3 * nv).map(|i| if fixed_dof[i] { 0.0 } else { vmass[i / 3] }).collect();
+        let mass: Vec<f64> = (0..3 * nv)
+            .map(|i| if fixed_dof[i] { 0.0 } else { vmass[i / 3] })
+            .collect();
         Ok(Self {
             n_vertices: nv,
             tets: input.tets.to_vec(),
@@ -291,7 +316,9 @@ impl Jgs2Precompute {
     /// Full `Ū_i` (Eq. 23) as a column-major `3n × 3` block; an error for fixed vertices.
     pub fn ubar_dense_for_vertex(&self, i: usize) -> Result<Vec<f64>> {
         if i >= self.n_vertices || self.fixed_vertex[i] {
-            return Err(PrecomputeError::Invalid(format!("vertex {i} is fixed or out of range")));
+            return Err(PrecomputeError::Invalid(format!(
+                "vertex {i} is fixed or out of range"
+            )));
         }
         let n = 3 * self.n_vertices;
         let mut y = vec![0.0; 3 * n];
@@ -306,13 +333,25 @@ impl Jgs2Precompute {
     /// Training poses: lowest `k` eigenpairs of `(H̄, M)` (values are `λ + 1/h²`).
     pub fn training_poses(&self, k: usize, opts: &EigenOptions) -> Result<EigenPairs> {
         let n_free_dofs = self.mass.iter().filter(|m| **m > 0.0).count();
-        lowest_generalized(&self.hbar, &self.factor, &self.mass, k.min(n_free_dofs), opts)
+        lowest_generalized(
+            &self.hbar,
+            &self.factor,
+            &self.mass,
+            k.min(n_free_dofs),
+            opts,
+        )
     }
 
     /// Runs the subspace + cubature precompute for every free vertex.
     pub fn run(&self, opts: &Jgs2Options) -> Result<Jgs2Basis> {
-        if opts.max_elements == 0 || opts.batch_vertices == 0 || !(opts.target_residual >= 0.0) {
-            return Err(PrecomputeError::Invalid("jgs2: max_elements and batch_vertices must be > 0".into()));
+        if opts.max_elements == 0
+            || opts.batch_vertices == 0
+            || opts.target_residual.is_nan()
+            || opts.target_residual < 0.0
+        {
+            return Err(PrecomputeError::Invalid(
+                "jgs2: max_elements and batch_vertices must be > 0".into(),
+            ));
         }
         let t_total = Instant::now();
         let t0 = Instant::now();
@@ -343,9 +382,11 @@ impl Jgs2Precompute {
             out
         };
 
-        let free: Vec<usize> = (0..self.n_vertices).filter(|&v| !self.fixed_vertex[v]).collect();
+        let free: Vec<usize> = (0..self.n_vertices)
+            .filter(|&v| !self.fixed_vertex[v])
+            .collect();
         let t1 = Instant::now();
-        let results: Vec<Result<Vec<(usize, VertexCubature, f64, f64)>>> = free
+        let results: Vec<Result<BatchOutput>> = free
             .par_chunks(opts.batch_vertices)
             .map(|batch| self.process_batch(batch, &poses, &pe, opts))
             .collect();
@@ -359,7 +400,11 @@ impl Jgs2Precompute {
                 cub_cpu += tc;
             }
         }
-        let share = if solve_cpu + cub_cpu > 0.0 { solve_cpu / (solve_cpu + cub_cpu) } else { 0.5 };
+        let share = if solve_cpu + cub_cpu > 0.0 {
+            solve_cpu / (solve_cpu + cub_cpu)
+        } else {
+            0.5
+        };
         let mut res: Vec<f64> = free.iter().map(|&v| vertices[v].residual).collect();
         res.sort_by(f64::total_cmp);
         let pct = |q: f64| -> f64 {
@@ -382,7 +427,11 @@ impl Jgs2Precompute {
             } else {
                 res.iter().filter(|r| **r <= opts.target_residual).count() as f64 / res.len() as f64
             },
-            mean_elements: if free.is_empty() { 0.0 } else { total_elems as f64 / free.len() as f64 },
+            mean_elements: if free.is_empty() {
+                0.0
+            } else {
+                total_elems as f64 / free.len() as f64
+            },
             factor_s: self.factor_s,
             basis_s: fused_s * share,
             eigen_s,
@@ -400,7 +449,7 @@ impl Jgs2Precompute {
         poses: &EigenPairs,
         pe: &[f64],
         opts: &Jgs2Options,
-    ) -> Result<Vec<(usize, VertexCubature, f64, f64)>> {
+    ) -> Result<BatchOutput> {
         let t0 = Instant::now();
         let n = 3 * self.n_vertices;
         let cols = 3 * batch.len();
@@ -410,7 +459,8 @@ impl Jgs2Precompute {
                 y[(3 * j + d) * n + 3 * v + d] = 1.0;
             }
         }
-        self.factor.solve_many_in_place_with(&mut y, cols, faer::Par::Seq)?;
+        self.factor
+            .solve_many_in_place_with(&mut y, cols, faer::Par::Seq)?;
         let mut ginv = Vec::with_capacity(batch.len());
         for (j, &v) in batch.iter().enumerate() {
             ginv.push(ubar_from_y(&mut y[3 * j * n..3 * (j + 1) * n], n, v)?);
@@ -478,7 +528,9 @@ impl Jgs2Precompute {
                 *bi -= ci;
             }
         }
-        let norms: Vec<f64> = (0..k).map(|t| dot(&b[3 * t..3 * t + 3], &b[3 * t..3 * t + 3]).sqrt()).collect();
+        let norms: Vec<f64> = (0..k)
+            .map(|t| dot(&b[3 * t..3 * t + 3], &b[3 * t..3 * t + 3]).sqrt())
+            .collect();
         let max_norm = norms.iter().fold(0.0f64, |m, x| m.max(*x));
         if max_norm == 0.0 || !max_norm.is_finite() {
             return VertexCubature::default();
@@ -500,13 +552,19 @@ impl Jgs2Precompute {
         // Sampling weights ‖[Ū]_e‖_F over elements outside N(i).
         let mut vnorm = vec![0.0; self.n_vertices];
         for (w, vn) in vnorm.iter_mut().enumerate() {
-            *vn = (0..3).map(|c| (0..3).map(|d| ubar[c * n + 3 * w + d].powi(2)).sum::<f64>()).sum();
+            *vn = (0..3)
+                .map(|c| (0..3).map(|d| ubar[c * n + 3 * w + d].powi(2)).sum::<f64>())
+                .sum();
         }
         let mut cum = Vec::with_capacity(self.tets.len());
         let mut acc = 0.0;
         for t in &self.tets {
             let is_local = t.contains(&(v as u32));
-            let w = if is_local { 0.0 } else { t.iter().map(|&a| vnorm[a as usize]).sum::<f64>().sqrt() };
+            let w = if is_local {
+                0.0
+            } else {
+                t.iter().map(|&a| vnorm[a as usize]).sum::<f64>().sqrt()
+            };
             acc += w;
             cum.push(acc);
         }
@@ -515,7 +573,8 @@ impl Jgs2Precompute {
         let mut chosen: Vec<usize> = Vec::new();
         let mut cols: Vec<Vec<f64>> = Vec::new();
         let mut current = bb; // squared residual with no element
-        while chosen.len() < opts.max_elements && current.sqrt() > opts.target_residual * bb.sqrt() {
+        while chosen.len() < opts.max_elements && current.sqrt() > opts.target_residual * bb.sqrt()
+        {
             // draw distinct candidates
             let mut cands: Vec<usize> = Vec::new();
             let total = *cum.last().unwrap_or(&0.0);
@@ -527,7 +586,10 @@ impl Jgs2Precompute {
                 draws += 1;
                 let x = rng.next_f64() * total;
                 let e = cum.partition_point(|&c| c <= x).min(self.tets.len() - 1);
-                if !chosen.contains(&e) && !cands.contains(&e) && !self.tets[e].contains(&(v as u32)) {
+                if !chosen.contains(&e)
+                    && !cands.contains(&e)
+                    && !self.tets[e].contains(&(v as u32))
+                {
                     cands.push(e);
                 }
             }
@@ -572,11 +634,17 @@ impl Jgs2Precompute {
             cols.push(col);
         }
         if chosen.is_empty() {
-            return VertexCubature { residual: 1.0, ..Default::default() };
+            return VertexCubature {
+                residual: 1.0,
+                ..Default::default()
+            };
         }
         let a: Vec<f64> = cols.concat();
         let sol = nnls(&a, rows, chosen.len(), &bn);
-        let mut rec = VertexCubature { residual: sol.residual / bb.sqrt(), ..Default::default() };
+        let mut rec = VertexCubature {
+            residual: sol.residual / bb.sqrt(),
+            ..Default::default()
+        };
         for (j, &e) in chosen.iter().enumerate() {
             if sol.w[j] > 0.0 {
                 rec.elements.push(e as u32);
@@ -598,9 +666,9 @@ fn ubar_from_y(y: &mut [f64], n: usize, i: usize) -> Result<[f64; 9]> {
         }
     }
     let s = (s + s.transpose()) * 0.5;
-    let inv = s
-        .try_inverse()
-        .ok_or_else(|| PrecomputeError::Numeric(format!("S_i H̄⁻¹ S_iᵀ is singular at vertex {i}")))?;
+    let inv = s.try_inverse().ok_or_else(|| {
+        PrecomputeError::Numeric(format!("S_i H̄⁻¹ S_iᵀ is singular at vertex {i}"))
+    })?;
     for row in 0..n {
         let yr = [y[row], y[n + row], y[2 * n + row]];
         for c in 0..3 {
@@ -620,13 +688,17 @@ fn ubar_from_y(y: &mut [f64], n: usize, i: usize) -> Result<[f64; 9]> {
 /// `Ū_i = I`; returns the column-major `n × 3` `Ū_i`. For tests on small meshes.
 pub fn ubar_schur_dense(hbar: &[f64], n: usize, i: usize) -> Result<Vec<f64>> {
     if hbar.len() != n * n || 3 * i + 3 > n {
-        return Err(PrecomputeError::Invalid("ubar_schur_dense: size mismatch".into()));
+        return Err(PrecomputeError::Invalid(
+            "ubar_schur_dense: size mismatch".into(),
+        ));
     }
     let comp: Vec<usize> = (0..n).filter(|r| r / 3 != i).collect();
     let m = comp.len();
     let hcc = nalgebra::DMatrix::from_fn(m, m, |r, c| hbar[comp[c] * n + comp[r]]);
     let hci = nalgebra::DMatrix::from_fn(m, 3, |r, c| hbar[(3 * i + c) * n + comp[r]]);
-    let chol = hcc.cholesky().ok_or(PrecomputeError::NotPositiveDefinite { column: 0 })?;
+    let chol = hcc
+        .cholesky()
+        .ok_or(PrecomputeError::NotPositiveDefinite { column: 0 })?;
     let uc = -chol.solve(&hci);
     let mut out = vec![0.0; 3 * n];
     for c in 0..3 {

@@ -1,4 +1,5 @@
 //! JGS2 precompute: Eq. 23 vs Eq. 8, subspace identities, cubature fit.
+#![allow(clippy::needless_range_loop)]
 mod common;
 
 use jello_precompute::cholesky::Ordering;
@@ -16,10 +17,20 @@ struct Beam {
 fn beam(nx: usize, ny: usize, nz: usize, young: f64) -> Beam {
     let (pos, tets) = common::box_grid(nx, ny, nz, 0.05);
     let (mu, la) = common::lame(young, 0.4);
-    let ke = tets.iter().map(|t| common::linear_elastic_ke(&pos, t, mu, la)).collect();
+    let ke = tets
+        .iter()
+        .map(|t| common::linear_elastic_ke(&pos, t, mu, la))
+        .collect();
     let (shares, _) = common::lumped_mass(&pos, &tets, 1000.0);
     let pinned = pos.iter().map(|p| p[0] == 0.0).collect();
-    Beam { pos, tets, ke, shares, pinned, h: 0.01 }
+    Beam {
+        pos,
+        tets,
+        ke,
+        shares,
+        pinned,
+        h: 0.01,
+    }
 }
 
 fn input(b: &Beam) -> Jgs2Input<'_> {
@@ -64,7 +75,15 @@ fn hbar_is_sum_of_element_hessians_on_free_dofs() {
     for r in 0..n {
         for c in 0..n {
             let fixed = b.pinned[r / 3] || b.pinned[c / 3];
-            let want = if fixed { if r == c { 1.0 } else { 0.0 } } else { d[c * n + r] };
+            let want = if fixed {
+                if r == c {
+                    1.0
+                } else {
+                    0.0
+                }
+            } else {
+                d[c * n + r]
+            };
             assert!((hd[c * n + r] - want).abs() < 1e-12 * scale, "({r},{c})");
         }
     }
@@ -81,9 +100,18 @@ fn eq23_matches_schur_form_and_subspace_identities() {
         for &i in free.iter().step_by(5) {
             let u = pre.ubar_dense_for_vertex(i).unwrap();
             let us = ubar_schur_dense(&hd, n, i).unwrap();
-            let diff: f64 = u.iter().zip(&us).map(|(p, q)| (p - q).powi(2)).sum::<f64>().sqrt();
+            let diff: f64 = u
+                .iter()
+                .zip(&us)
+                .map(|(p, q)| (p - q).powi(2))
+                .sum::<f64>()
+                .sqrt();
             let norm: f64 = us.iter().map(|q| q * q).sum::<f64>().sqrt();
-            assert!(diff <= 1e-10 * norm, "E={young} vertex {i}: {}", diff / norm);
+            assert!(
+                diff <= 1e-10 * norm,
+                "E={young} vertex {i}: {}",
+                diff / norm
+            );
             // S_i Ū_i = I
             for c in 0..3 {
                 for r in 0..3 {
@@ -102,7 +130,10 @@ fn eq23_matches_schur_form_and_subspace_identities() {
                         assert!(v.abs() < 1e-10 * hscale, "row {r}: {v}");
                     }
                 }
-                assert!(max_abs(local) > 1e-3 * hscale, "local rows carry the Schur complement");
+                assert!(
+                    max_abs(local) > 1e-3 * hscale,
+                    "local rows carry the Schur complement"
+                );
             }
             // pinned rows of Ū are zero
             for v in (0..b.pos.len()).filter(|&v| b.pinned[v]) {
@@ -186,7 +217,10 @@ fn cubature_fit_is_consistent_with_an_independent_recomputation() {
             let nb = (bt[0] * bt[0] + bt[1] * bt[1] + bt[2] * bt[2]).sqrt();
             let mut fit = [0.0; 3];
             for (j, &e) in rec.elements.iter().enumerate() {
-                assert!(!b.tets[e as usize].contains(&(v as u32)), "local element chosen");
+                assert!(
+                    !b.tets[e as usize].contains(&(v as u32)),
+                    "local element chosen"
+                );
                 let c = contrib(e as usize, t);
                 for d in 0..3 {
                     fit[d] += rec.weights[j] * c[d];
@@ -198,7 +232,11 @@ fn cubature_fit_is_consistent_with_an_independent_recomputation() {
             }
         }
         let rel = (num / den).sqrt();
-        assert!((rel - rec.residual).abs() < 1e-8, "vertex {v}: recomputed {rel} vs stored {}", rec.residual);
+        assert!(
+            (rel - rec.residual).abs() < 1e-8,
+            "vertex {v}: recomputed {rel} vs stored {}",
+            rec.residual
+        );
         // stored blocks are the rows of Ū
         for (j, &e) in rec.elements.iter().enumerate() {
             let m = ub(e as usize);
@@ -214,8 +252,15 @@ fn cubature_fit_is_consistent_with_an_independent_recomputation() {
     }
     let frac = on_target as f64 / free.len() as f64;
     assert!((frac - st.fraction_on_target).abs() < 1e-12);
-    assert!(st.residual_min <= st.residual_median && st.residual_median <= st.residual_p90 && st.residual_p90 <= st.residual_max);
-    assert!(st.residual_max < 1.0, "every free vertex's fit improves on no cubature at all");
+    assert!(
+        st.residual_min <= st.residual_median
+            && st.residual_median <= st.residual_p90
+            && st.residual_p90 <= st.residual_max
+    );
+    assert!(
+        st.residual_max < 1.0,
+        "every free vertex's fit improves on no cubature at all"
+    );
 }
 
 /// The Eq. 18 fit has 3k equations (k poses) and |S_i| unknowns, so the residual reachable
@@ -226,7 +271,11 @@ fn cubature_residual_distribution_versus_poses_and_elements() {
     let b = beam(8, 3, 3, 1e5);
     let pre = Jgs2Precompute::new(&input(&b), Ordering::default()).unwrap();
     let run = |modes: usize, maxe: usize| {
-        let opts = Jgs2Options { n_modes: modes, max_elements: maxe, ..Jgs2Options::default() };
+        let opts = Jgs2Options {
+            n_modes: modes,
+            max_elements: maxe,
+            ..Jgs2Options::default()
+        };
         let st = pre.run(&opts).unwrap().stats;
         eprintln!(
             "beam 8x3x3, {modes} poses, ≤{maxe} elements: residual min {:.4} median {:.4} p90 {:.4} max {:.4}, ≤1%: {:.0}%, mean elements {:.2}",
@@ -240,10 +289,17 @@ fn cubature_residual_distribution_versus_poses_and_elements() {
         st
     };
     let few = run(3, 6);
-    assert!(few.residual_median <= 0.02, "3 poses, 6 elements: median {}", few.residual_median);
+    assert!(
+        few.residual_median <= 0.02,
+        "3 poses, 6 elements: median {}",
+        few.residual_median
+    );
     let m6 = run(24, 6);
     let m12 = run(24, 12);
-    assert!(m12.residual_median < 0.8 * m6.residual_median, "more elements must fit better");
+    assert!(
+        m12.residual_median < 0.8 * m6.residual_median,
+        "more elements must fit better"
+    );
     assert!(m6.mean_elements > 5.0 && m6.mean_elements <= 6.0);
 }
 
@@ -254,15 +310,24 @@ fn bad_input_is_an_error() {
     inp.h = 0.0;
     assert!(Jgs2Precompute::new(&inp, Ordering::default()).is_err());
     let short = &b.ke[..b.ke.len() - 1];
-    let inp = Jgs2Input { elem_hessians: short, ..input(&b) };
+    let inp = Jgs2Input {
+        elem_hessians: short,
+        ..input(&b)
+    };
     assert!(Jgs2Precompute::new(&inp, Ordering::default()).is_err());
     let mut tets = b.tets.clone();
     tets[0][1] = 10_000;
-    let inp = Jgs2Input { tets: &tets, ..input(&b) };
+    let inp = Jgs2Input {
+        tets: &tets,
+        ..input(&b)
+    };
     assert!(Jgs2Precompute::new(&inp, Ordering::default()).is_err());
     let mut ke = b.ke.clone();
     ke[0][5] = f64::NAN;
-    let inp = Jgs2Input { elem_hessians: &ke, ..input(&b) };
+    let inp = Jgs2Input {
+        elem_hessians: &ke,
+        ..input(&b)
+    };
     assert!(Jgs2Precompute::new(&inp, Ordering::default()).is_err());
     // an indefinite element makes H̄ non-SPD: error, not panic
     let mut ke = b.ke.clone();
@@ -271,6 +336,9 @@ fn bad_input_is_an_error() {
             *y *= -1e6;
         }
     }
-    let inp = Jgs2Input { elem_hessians: &ke, ..input(&b) };
+    let inp = Jgs2Input {
+        elem_hessians: &ke,
+        ..input(&b)
+    };
     assert!(Jgs2Precompute::new(&inp, Ordering::default()).is_err());
 }

@@ -1,4 +1,5 @@
 //! NNLS against brute-force enumeration of active sets.
+#![allow(clippy::needless_range_loop)]
 use jello_precompute::nnls::nnls;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -11,7 +12,9 @@ fn brute_force(a: &[f64], m: usize, p: usize, b: &[f64]) -> f64 {
     for mask in 1u32..(1 << p) {
         let idx: Vec<usize> = (0..p).filter(|i| mask & (1 << i) != 0).collect();
         let sub = nalgebra::DMatrix::from_fn(m, idx.len(), |r, c| am[(r, idx[c])]);
-        let Ok(w) = sub.clone().svd(true, true).solve(&bv, 1e-14) else { continue };
+        let Ok(w) = sub.clone().svd(true, true).solve(&bv, 1e-14) else {
+            continue;
+        };
         if w.iter().all(|x| *x >= -1e-12) {
             best = best.min((&sub * &w - &bv).norm());
         }
@@ -40,7 +43,11 @@ fn nnls_matches_brute_force_and_kkt() {
         assert!((rn - sol.residual).abs() < 1e-12 * (1.0 + rn));
         // optimal: matches the enumeration
         let best = brute_force(&a, m, p, &b);
-        assert!(sol.residual <= best * (1.0 + 1e-9) + 1e-12, "trial {trial}: {} vs {best}", sol.residual);
+        assert!(
+            sol.residual <= best * (1.0 + 1e-9) + 1e-12,
+            "trial {trial}: {} vs {best}",
+            sol.residual
+        );
         // KKT: gradient Aᵀ(Aw − b) ≥ 0, and = 0 where w > 0
         for j in 0..p {
             let gj: f64 = (0..m).map(|i| -a[j * m + i] * r[i]).sum();
@@ -58,7 +65,9 @@ fn nnls_exact_positive_combination_is_recovered() {
     let (m, p) = (30, 5);
     let a: Vec<f64> = (0..m * p).map(|_| rng.random_range(-1.0..1.0)).collect();
     let w_true = [0.5, 0.0, 2.0, 1.25, 0.0];
-    let b: Vec<f64> = (0..m).map(|i| (0..p).map(|j| a[j * m + i] * w_true[j]).sum()).collect();
+    let b: Vec<f64> = (0..m)
+        .map(|i| (0..p).map(|j| a[j * m + i] * w_true[j]).sum())
+        .collect();
     let sol = nnls(&a, m, p, &b);
     for j in 0..p {
         assert!((sol.w[j] - w_true[j]).abs() < 1e-9);
