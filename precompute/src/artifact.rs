@@ -4,7 +4,7 @@
 //! ```text
 //! offset  size  field
 //! 0       8     magic  b"JELLOJG2"
-//! 8       4     format version (u32, currently 1)
+//! 8       4     format version (u32, currently 2)
 //! 12      8     cache key (u64, chosen by the caller: hash of mesh + material + h + pins)
 //! 20      8     payload length in bytes (u64)
 //! 28      L     payload
@@ -12,7 +12,11 @@
 //! ```
 //! Payload: `n_vertices: u32`, 13 stats fields (`n_free`, `n_modes` as u64; the rest f64, in
 //! [`Jgs2Stats`] declaration order), then per vertex: `count: u32`, `residual: f64`,
-//! `count × u32` element ids, `count × f64` weights, `count × 36 × f64` blocks.
+//! `count × u32` element ids, `count × f64` weights, `count × 36 × f64` blocks, then
+//! `n_inc: u32`, `n_inc × u32` incident element ids, `n_inc × 36 × f64` incident blocks,
+//! `n_s: u32`, `n_s × u32` support vertices, `n_s × 9 × f64` support blocks,
+//! `grad_residual: f64`, `n_g: u32`, `n_g × u32` gradient vertices, `n_g × f64` weights,
+//! `n_g × 9 × f64` blocks.
 //!
 //! Files are written to a temporary sibling and renamed, so a reader never sees half a file.
 //! Reading checks magic, version, key, length and checksum before decoding, and decoding
@@ -27,7 +31,7 @@ use crate::jgs2::{Jgs2Basis, Jgs2Stats, VertexCubature};
 /// File magic.
 pub const MAGIC: [u8; 8] = *b"JELLOJG2";
 /// Current format version.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 const HEADER: usize = 28;
 
 /// Why an artifact could not be read or written.
@@ -116,6 +120,37 @@ pub fn encode(basis: &Jgs2Basis, key: u64) -> Vec<u8> {
             p.extend_from_slice(&w.to_le_bytes());
         }
         for b in &v.blocks {
+            for x in b {
+                p.extend_from_slice(&x.to_le_bytes());
+            }
+        }
+        p.extend_from_slice(&(v.incident_elements.len() as u32).to_le_bytes());
+        for e in &v.incident_elements {
+            p.extend_from_slice(&e.to_le_bytes());
+        }
+        for b in &v.incident_blocks {
+            for x in b {
+                p.extend_from_slice(&x.to_le_bytes());
+            }
+        }
+        p.extend_from_slice(&(v.support_vertices.len() as u32).to_le_bytes());
+        for j in &v.support_vertices {
+            p.extend_from_slice(&j.to_le_bytes());
+        }
+        for b in &v.support_blocks {
+            for x in b {
+                p.extend_from_slice(&x.to_le_bytes());
+            }
+        }
+        p.extend_from_slice(&v.grad_residual.to_le_bytes());
+        p.extend_from_slice(&(v.grad_vertices.len() as u32).to_le_bytes());
+        for j in &v.grad_vertices {
+            p.extend_from_slice(&j.to_le_bytes());
+        }
+        for w in &v.grad_weights {
+            p.extend_from_slice(&w.to_le_bytes());
+        }
+        for b in &v.grad_blocks {
             for x in b {
                 p.extend_from_slice(&x.to_le_bytes());
             }
@@ -276,6 +311,62 @@ pub fn decode(bytes: &[u8], key: u64) -> Result<Jgs2Basis, ArtifactErrorKind> {
                 *x = r.f64()?;
             }
             rec.blocks.push(b);
+        }
+        let n_inc = r.u32()? as usize;
+        if n_inc > r.remaining() / (4 + 36 * 8) {
+            return Err(K::Malformed(format!(
+                "vertex {v}: {n_inc} incident elements exceed the payload"
+            )));
+        }
+        for _ in 0..n_inc {
+            rec.incident_elements.push(r.u32()?);
+        }
+        for _ in 0..n_inc {
+            let mut b = [0.0; 36];
+            for x in &mut b {
+                *x = r.f64()?;
+            }
+            rec.incident_blocks.push(b);
+        }
+        let n_s = r.u32()? as usize;
+        if n_s > r.remaining() / (4 + 9 * 8) {
+            return Err(K::Malformed(format!(
+                "vertex {v}: {n_s} support vertices exceed the payload"
+            )));
+        }
+        for _ in 0..n_s {
+            rec.support_vertices.push(r.u32()?);
+        }
+        for _ in 0..n_s {
+            let mut b = [0.0; 9];
+            for x in &mut b {
+                *x = r.f64()?;
+            }
+            rec.support_blocks.push(b);
+        }
+        rec.grad_residual = r.f64()?;
+        let n_g = r.u32()? as usize;
+        if n_g > r.remaining() / (4 + 8 + 9 * 8) {
+            return Err(K::Malformed(format!(
+                "vertex {v}: {n_g} gradient samples exceed the payload"
+            )));
+        }
+        for _ in 0..n_g {
+            rec.grad_vertices.push(r.u32()?);
+        }
+        for _ in 0..n_g {
+            let w = r.f64()?;
+            if !(w.is_finite() && w >= 0.0) {
+                return Err(K::Malformed(format!("vertex {v}: gradient weight {w}")));
+            }
+            rec.grad_weights.push(w);
+        }
+        for _ in 0..n_g {
+            let mut b = [0.0; 9];
+            for x in &mut b {
+                *x = r.f64()?;
+            }
+            rec.grad_blocks.push(b);
         }
         vertices.push(rec);
     }

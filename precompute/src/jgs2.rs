@@ -76,6 +76,14 @@ pub struct Jgs2Options {
     pub seed: u64,
     /// Eigen solver settings for the training poses (default tol 1e-6).
     pub eigen: EigenOptions,
+    /// Relative magnitude above which a vertex's `Ū_i[j]` enters the right-hand side exactly
+    /// (default 0.05).
+    pub support_threshold: f64,
+    /// Cap on the exact right-hand-side support per vertex (default 96).
+    pub max_support: usize,
+    /// Also fit the remote reduced Hessian Σ_{e∉N(i)} Ū_eᵀH̄_eŪ_e (six extra rows; default
+    /// true). `false` is the paper's gradient-only fit.
+    pub fit_hessian: bool,
 }
 
 impl Default for Jgs2Options {
@@ -87,6 +95,9 @@ impl Default for Jgs2Options {
             max_elements: 6,
             batch_vertices: 32,
             seed: 0x6a67_7332,
+            support_threshold: 0.05,
+            max_support: 96,
+            fit_hessian: true,
             eigen: EigenOptions {
                 tol: 1e-6,
                 ..EigenOptions::default()
@@ -107,6 +118,25 @@ pub struct VertexCubature {
     pub blocks: Vec<[f64; 36]>,
     /// Final relative residual of the Eq. 18 fit (0 for pinned vertices).
     pub residual: f64,
+    /// Elements incident to the vertex (summed exactly at run time, never cubature samples).
+    pub incident_elements: Vec<u32>,
+    /// `[Ū_i]_e` for each incident element, same layout as `blocks`.
+    pub incident_blocks: Vec<[f64; 36]>,
+    /// Exact right-hand-side support: the 1-ring of `i` plus every vertex j with
+    /// ‖Ū_i[j]‖_F ≥ `support_threshold`·‖Ū_i[i]‖_F (largest first, at most `max_support`),
+    /// excluding `i` itself.
+    pub support_vertices: Vec<u32>,
+    /// `Ū_i[j]` for the support vertices (3×3 row-major, like `grad_blocks`).
+    pub support_blocks: Vec<[f64; 9]>,
+    /// Gradient cubature: vertices outside the support whose assembled gradient stands for the
+    /// rest of the mesh in the local right-hand side.
+    pub grad_vertices: Vec<u32>,
+    /// Their non-negative weights.
+    pub grad_weights: Vec<f64>,
+    /// `Ū_i[j]` (3×3 row-major: row = axis of vertex j, column = perturbed DOF of i).
+    pub grad_blocks: Vec<[f64; 9]>,
+    /// Relative residual of the gradient-cubature fit.
+    pub grad_residual: f64,
 }
 
 /// Summary statistics of a run.
@@ -139,7 +169,7 @@ pub struct Jgs2Stats {
     /// Whole precompute, s.
     pub total_s: f64,
     /// Mean bytes per vertex (over all vertices) when stored as f32/u32:
-    /// `|S_i| · (36 + 1 + 1) · 4`.
+    /// `(|S_i| · (36 + 1 + 1) + |N(i)| · 36) · 4` (cubature plus incident-element blocks).
     pub bytes_per_vertex: f64,
 }
 
@@ -382,13 +412,23 @@ impl Jgs2Precompute {
             out
         };
 
+        // q_t = H̄ u_t (assembled), n × k column-major: the training "gradients" of the
+        // vertex-sampled right-hand-side cubature.
+        let hq: Vec<f64> = {
+            let n = 3 * self.n_vertices;
+            let mut out = vec![0.0; n * k];
+            out.par_chunks_mut(n).enumerate().for_each(|(t, dst)| {
+                self.hbar.mul_vec(&poses.vectors[t * n..(t + 1) * n], dst);
+            });
+            out
+        };
         let free: Vec<usize> = (0..self.n_vertices)
             .filter(|&v| !self.fixed_vertex[v])
             .collect();
         let t1 = Instant::now();
         let results: Vec<Result<BatchOutput>> = free
             .par_chunks(opts.batch_vertices)
-            .map(|batch| self.process_batch(batch, &poses, &pe, opts))
+            .map(|batch| self.process_batch(batch, &poses, &pe, &hq, opts))
             .collect();
         let fused_s = t1.elapsed().as_secs_f64();
         let mut vertices = vec![VertexCubature::default(); self.n_vertices];
@@ -415,6 +455,7 @@ impl Jgs2Precompute {
             }
         };
         let total_elems: usize = vertices.iter().map(|v| v.elements.len()).sum();
+        let total_incident: usize = vertices.iter().map(|v| v.incident_blocks.len()).sum();
         let stats = Jgs2Stats {
             n_free: free.len(),
             n_modes: k,
@@ -437,7 +478,10 @@ impl Jgs2Precompute {
             eigen_s,
             cubature_s: fused_s * (1.0 - share),
             total_s: self.factor_s + t_total.elapsed().as_secs_f64(),
-            bytes_per_vertex: (total_elems * 38 * 4) as f64 / self.n_vertices.max(1) as f64,
+            // Cubature: block (36) + weight + id; incident elements: block only (their ids and
+            // the implicit weight 1 come from the vertex→tet adjacency).
+            bytes_per_vertex: ((total_elems * 38 + total_incident * 36) * 4) as f64
+                / self.n_vertices.max(1) as f64,
         };
         Ok(Jgs2Basis { vertices, stats })
     }
@@ -448,6 +492,7 @@ impl Jgs2Precompute {
         batch: &[usize],
         poses: &EigenPairs,
         pe: &[f64],
+        hq: &[f64],
         opts: &Jgs2Options,
     ) -> Result<BatchOutput> {
         let t0 = Instant::now();
@@ -470,7 +515,8 @@ impl Jgs2Precompute {
         for (j, &v) in batch.iter().enumerate() {
             let t1 = Instant::now();
             let ubar = &y[3 * j * n..3 * (j + 1) * n];
-            let rec = self.cubature_for_vertex(v, ubar, &ginv[j], poses, pe, opts);
+            let mut rec = self.cubature_for_vertex(v, ubar, &ginv[j], poses, pe, opts);
+            self.gradient_cubature(v, ubar, &ginv[j], poses, hq, opts, &mut rec);
             out.push((v, rec, solve_s, t1.elapsed().as_secs_f64()));
         }
         Ok(out)
@@ -488,6 +534,24 @@ impl Jgs2Precompute {
             }
         }
         b
+    }
+
+    /// `[Ū]_eᵀ H̄_e [Ū]_e` (3×3 row-major) of element `e`.
+    fn reduced_hessian(&self, block: &[f64; 36], e: usize) -> [f64; 9] {
+        let h = &self.hbar_e[e];
+        let mut hu = [0.0; 36]; // H̄_e Ū_e, 12×3
+        for r in 0..12 {
+            for c in 0..3 {
+                hu[r * 3 + c] = (0..12).map(|q| h[r * 12 + q] * block[q * 3 + c]).sum();
+            }
+        }
+        let mut out = [0.0; 9];
+        for a in 0..3 {
+            for c in 0..3 {
+                out[a * 3 + c] = (0..12).map(|r| block[r * 3 + a] * hu[r * 3 + c]).sum();
+            }
+        }
+        out
     }
 
     /// Contribution `[Ū]_eᵀ H̄_e [u_t]_e` of element `e` for every pose (3k values).
@@ -514,6 +578,15 @@ impl Jgs2Precompute {
         let n = 3 * self.n_vertices;
         let k = poses.values.len();
         let local = self.incident_elements(v);
+        let incident_blocks: Vec<[f64; 36]> = local
+            .iter()
+            .map(|&e| self.block(ubar, e as usize))
+            .collect();
+        let with_incident = |mut rec: VertexCubature| {
+            rec.incident_elements = local.to_vec();
+            rec.incident_blocks = incident_blocks.clone();
+            rec
+        };
         // b_t = S⁻¹ u_t[i] − Σ_{e∈N(i)} [Ū]_eᵀ H̄_e [u_t]_e
         let mut b = vec![0.0; 3 * k];
         for t in 0..k {
@@ -522,8 +595,8 @@ impl Jgs2Precompute {
                 b[3 * t + r] = (0..3).map(|c| s_inv[r * 3 + c] * u[c]).sum();
             }
         }
-        for &e in local {
-            let c = self.contribution(&self.block(ubar, e as usize), pe, e as usize, k);
+        for (&e, blk) in local.iter().zip(&incident_blocks) {
+            let c = self.contribution(blk, pe, e as usize, k);
             for (bi, ci) in b.iter_mut().zip(&c) {
                 *bi -= ci;
             }
@@ -533,7 +606,7 @@ impl Jgs2Precompute {
             .collect();
         let max_norm = norms.iter().fold(0.0f64, |m, x| m.max(*x));
         if max_norm == 0.0 || !max_norm.is_finite() {
-            return VertexCubature::default();
+            return with_incident(VertexCubature::default());
         }
         let poses_used: Vec<usize> = (0..k).filter(|&t| norms[t] > 1e-12 * max_norm).collect();
         let rows = 3 * poses_used.len();
@@ -546,7 +619,53 @@ impl Jgs2Precompute {
             }
             o
         };
-        let bn = scale_rows(&b);
+        // *Choice* (beyond the paper's gradient-only fit): six more rows fit the reduced
+        // Hessian of the remote elements, Σ_{e∉N(i)} Ū_eᵀH̄_eŪ_e = −Ḡ_i − Σ_{e∈N(i)} Ū_eᵀH̄_eŪ_e
+        // (exact and cheap because ŪᵀH̄Ū = −Ḡ_i). That term is the "damping" stiffness of the
+        // local solve; a gradient-only fit left it 30–70% off on small stiff meshes and Jacobi
+        // diverged. The block is scaled to carry as much weight as all pose rows together.
+        let mut target = *s_inv;
+        for (&e, blk) in local.iter().zip(&incident_blocks) {
+            let r = self.reduced_hessian(blk, e as usize);
+            for (t, x) in target.iter_mut().zip(&r) {
+                *t -= x;
+            }
+        }
+        let sym6 = |m: &[f64; 9]| -> [f64; 6] {
+            let r2 = std::f64::consts::SQRT_2;
+            [
+                m[0],
+                m[4],
+                m[8],
+                r2 * 0.5 * (m[1] + m[3]),
+                r2 * 0.5 * (m[2] + m[6]),
+                r2 * 0.5 * (m[5] + m[7]),
+            ]
+        };
+        let t6 = sym6(&target);
+        let tnorm = dot(&t6, &t6).sqrt();
+        let hess_scale = if opts.fit_hessian && tnorm > 0.0 && tnorm.is_finite() {
+            (poses_used.len() as f64).sqrt() / tnorm
+        } else {
+            0.0
+        };
+        let extra = if hess_scale > 0.0 { 6 } else { 0 };
+        let rows = rows + extra;
+        let column = |blk: &[f64; 36], e: usize| -> Vec<f64> {
+            let mut col = scale_rows(&self.contribution(blk, pe, e, k));
+            if extra > 0 {
+                col.extend(
+                    sym6(&self.reduced_hessian(blk, e))
+                        .iter()
+                        .map(|x| x * hess_scale),
+                );
+            }
+            col
+        };
+        let mut bn = scale_rows(&b);
+        if extra > 0 {
+            bn.extend(t6.iter().map(|x| x * hess_scale));
+        }
         let bb = dot(&bn, &bn);
 
         // Sampling weights ‖[Ū]_e‖_F over elements outside N(i).
@@ -569,75 +688,22 @@ impl Jgs2Precompute {
             cum.push(acc);
         }
         let mut rng = SplitMix64::new(opts.seed ^ (v as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-
-        let mut chosen: Vec<usize> = Vec::new();
-        let mut cols: Vec<Vec<f64>> = Vec::new();
-        let mut current = bb; // squared residual with no element
-        while chosen.len() < opts.max_elements && current.sqrt() > opts.target_residual * bb.sqrt()
-        {
-            // draw distinct candidates
-            let mut cands: Vec<usize> = Vec::new();
-            let total = *cum.last().unwrap_or(&0.0);
-            if total <= 0.0 {
-                break;
-            }
-            let mut draws = 0;
-            while cands.len() < opts.candidates && draws < 4 * opts.candidates {
-                draws += 1;
-                let x = rng.next_f64() * total;
-                let e = cum.partition_point(|&c| c <= x).min(self.tets.len() - 1);
-                if !chosen.contains(&e)
-                    && !cands.contains(&e)
-                    && !self.tets[e].contains(&(v as u32))
-                {
-                    cands.push(e);
-                }
-            }
-            // score: NNLS residual of chosen ∪ {e} on the normal equations
-            let p = chosen.len() + 1;
-            let mut g = vec![0.0; p * p];
-            let mut c = vec![0.0; p];
-            for i in 0..p - 1 {
-                c[i] = dot(&cols[i], &bn);
-                for j in 0..p - 1 {
-                    g[i * p + j] = dot(&cols[i], &cols[j]);
-                }
-            }
-            let mut best: Option<(f64, usize, Vec<f64>)> = None;
-            for &e in &cands {
-                let col = scale_rows(&self.contribution(&self.block(ubar, e), pe, e, k));
-                for i in 0..p - 1 {
-                    let d = dot(&cols[i], &col);
-                    g[i * p + p - 1] = d;
-                    g[(p - 1) * p + i] = d;
-                }
-                g[p * p - 1] = dot(&col, &col);
-                c[p - 1] = dot(&col, &bn);
-                let w = nnls_gram(&g, &c, p);
-                let mut r2 = bb;
-                for i in 0..p {
-                    r2 -= 2.0 * c[i] * w[i];
-                    for j in 0..p {
-                        r2 += w[i] * g[i * p + j] * w[j];
-                    }
-                }
-                if best.as_ref().is_none_or(|b| r2 < b.0) {
-                    best = Some((r2, e, col));
-                }
-            }
-            let Some((r2, e, col)) = best else { break };
-            if r2 >= current * (1.0 - 1e-9) {
-                break;
-            }
-            current = r2.max(0.0);
-            chosen.push(e);
-            cols.push(col);
-        }
+        let chosen = greedy_selection(
+            &bn,
+            &cum,
+            |e| column(&self.block(ubar, e), e),
+            &mut rng,
+            opts,
+        );
+        let cols: Vec<Vec<f64>> = chosen
+            .iter()
+            .map(|&e| column(&self.block(ubar, e), e))
+            .collect();
         if chosen.is_empty() {
-            return VertexCubature {
+            return with_incident(VertexCubature {
                 residual: 1.0,
                 ..Default::default()
-            };
+            });
         }
         let a: Vec<f64> = cols.concat();
         let sol = nnls(&a, rows, chosen.len(), &bn);
@@ -652,8 +718,213 @@ impl Jgs2Precompute {
                 rec.blocks.push(self.block(ubar, e));
             }
         }
-        rec
+        with_incident(rec)
     }
+}
+
+impl Jgs2Precompute {
+    /// Right-hand-side cubature of vertex `v` (*choice*, see the module docs): fits
+    /// `Σ_{j∉ring(i)} Ū[j]ᵀ q_t[j]` (q_t = H̄u_t) with a few remote vertices, so the run-time
+    /// right-hand side `r_i = Σ_{j∈ring} Ū[j]ᵀg_j + Σ_s w_s Ū[s]ᵀg_s` uses the assembled
+    /// gradient g and vanishes exactly at equilibrium.
+    #[allow(clippy::too_many_arguments)]
+    fn gradient_cubature(
+        &self,
+        v: usize,
+        ubar: &[f64],
+        s_inv: &[f64; 9],
+        poses: &EigenPairs,
+        hq: &[f64],
+        opts: &Jgs2Options,
+        rec: &mut VertexCubature,
+    ) {
+        let n = 3 * self.n_vertices;
+        let k = poses.values.len();
+        let mut ring: Vec<usize> = self
+            .incident_elements(v)
+            .iter()
+            .flat_map(|&e| self.tets[e as usize].map(|a| a as usize))
+            .collect();
+        ring.push(v);
+        ring.sort_unstable();
+        ring.dedup();
+        let unorm = |j: usize| -> f64 {
+            (0..3)
+                .map(|c| (0..3).map(|d| ubar[c * n + 3 * j + d].powi(2)).sum::<f64>())
+                .sum::<f64>()
+                .sqrt()
+        };
+        let own = unorm(v);
+        let mut far: Vec<(f64, usize)> = (0..self.n_vertices)
+            .filter(|j| ring.binary_search(j).is_err())
+            .map(|j| (unorm(j), j))
+            .filter(|(u, _)| *u >= opts.support_threshold * own)
+            .collect();
+        far.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap_or(std::cmp::Ordering::Equal));
+        far.truncate(opts.max_support.saturating_sub(ring.len()));
+        ring.extend(far.iter().map(|&(_, j)| j));
+        ring.sort_unstable();
+        let urow = |j: usize| -> [f64; 9] {
+            let mut b = [0.0; 9];
+            for d in 0..3 {
+                for c in 0..3 {
+                    b[3 * d + c] = ubar[c * n + 3 * j + d];
+                }
+            }
+            b
+        };
+        // contribution of vertex j for every pose: Ū[j]ᵀ q_t[j] (3k values)
+        let contrib = |j: usize| -> Vec<f64> {
+            let b = urow(j);
+            let mut out = vec![0.0; 3 * k];
+            for t in 0..k {
+                let q = &hq[t * n + 3 * j..t * n + 3 * j + 3];
+                for c in 0..3 {
+                    out[3 * t + c] = (0..3).map(|d| b[3 * d + c] * q[d]).sum();
+                }
+            }
+            out
+        };
+        // target: ŪᵀH̄u_t = S⁻¹u_t[i] minus the ring's exact part
+        let mut b = vec![0.0; 3 * k];
+        for t in 0..k {
+            let u = &poses.vectors[t * n + 3 * v..t * n + 3 * v + 3];
+            for r in 0..3 {
+                b[3 * t + r] = (0..3).map(|c| s_inv[r * 3 + c] * u[c]).sum();
+            }
+        }
+        for &j in &ring {
+            for (bi, ci) in b.iter_mut().zip(contrib(j)) {
+                *bi -= ci;
+            }
+        }
+        let norms: Vec<f64> = (0..k)
+            .map(|t| dot(&b[3 * t..3 * t + 3], &b[3 * t..3 * t + 3]).sqrt())
+            .collect();
+        let max_norm = norms.iter().fold(0.0f64, |m, x| m.max(*x));
+        if max_norm == 0.0 || !max_norm.is_finite() {
+            return;
+        }
+        let used: Vec<usize> = (0..k).filter(|&t| norms[t] > 1e-12 * max_norm).collect();
+        let rows = 3 * used.len();
+        let scale = |full: &[f64]| -> Vec<f64> {
+            let mut o = Vec::with_capacity(rows);
+            for &t in &used {
+                for c in 0..3 {
+                    o.push(full[3 * t + c] / norms[t]);
+                }
+            }
+            o
+        };
+        for &j in &ring {
+            if j != v {
+                rec.support_vertices.push(j as u32);
+                rec.support_blocks.push(urow(j));
+            }
+        }
+        let bn = scale(&b);
+        let bb = dot(&bn, &bn);
+        // sample remote vertices ∝ ‖Ū[j]‖_F
+        let mut cum = Vec::with_capacity(self.n_vertices);
+        let mut acc = 0.0;
+        for j in 0..self.n_vertices {
+            if ring.binary_search(&j).is_err() {
+                acc += urow(j).iter().map(|x| x * x).sum::<f64>().sqrt();
+            }
+            cum.push(acc);
+        }
+        let mut rng =
+            SplitMix64::new(opts.seed ^ 0x5eed ^ (v as u64).wrapping_mul(0xD1B5_4A32_D192_ED03));
+        let chosen = greedy_selection(&bn, &cum, |j| scale(&contrib(j)), &mut rng, opts);
+        if chosen.is_empty() {
+            rec.grad_residual = 1.0;
+            return;
+        }
+        let a: Vec<f64> = chosen.iter().flat_map(|&j| scale(&contrib(j))).collect();
+        let sol = nnls(&a, rows, chosen.len(), &bn);
+        rec.grad_residual = sol.residual / bb.sqrt();
+        for (q, &j) in chosen.iter().enumerate() {
+            if sol.w[q] > 0.0 {
+                rec.grad_vertices.push(j as u32);
+                rec.grad_weights.push(sol.w[q]);
+                rec.grad_blocks.push(urow(j));
+            }
+        }
+    }
+}
+
+/// Greedy NNLS column selection (An et al. 2008 style) against the normalised target `bn`:
+/// each round draws up to `opts.candidates` distinct items with probability ∝ the increments
+/// of the cumulative weights `cum` (weight 0 = never), scores each by the NNLS residual of the
+/// chosen set plus it, and keeps the best, until `opts.target_residual`, `opts.max_elements`,
+/// or no candidate helps.
+fn greedy_selection(
+    bn: &[f64],
+    cum: &[f64],
+    column: impl Fn(usize) -> Vec<f64>,
+    rng: &mut SplitMix64,
+    opts: &Jgs2Options,
+) -> Vec<usize> {
+    let bb = dot(bn, bn);
+    let total = *cum.last().unwrap_or(&0.0);
+    let mut chosen: Vec<usize> = Vec::new();
+    let mut cols: Vec<Vec<f64>> = Vec::new();
+    let mut current = bb;
+    if total <= 0.0 || cum.is_empty() {
+        return chosen;
+    }
+    while chosen.len() < opts.max_elements && current.sqrt() > opts.target_residual * bb.sqrt() {
+        let mut cands: Vec<usize> = Vec::new();
+        let mut draws = 0;
+        while cands.len() < opts.candidates && draws < 4 * opts.candidates {
+            draws += 1;
+            let x = rng.next_f64() * total;
+            let e = cum.partition_point(|&c| c <= x).min(cum.len() - 1);
+            let w = cum[e] - if e > 0 { cum[e - 1] } else { 0.0 };
+            if w > 0.0 && !chosen.contains(&e) && !cands.contains(&e) {
+                cands.push(e);
+            }
+        }
+        let p = chosen.len() + 1;
+        let mut g = vec![0.0; p * p];
+        let mut c = vec![0.0; p];
+        for i in 0..p - 1 {
+            c[i] = dot(&cols[i], bn);
+            for j in 0..p - 1 {
+                g[i * p + j] = dot(&cols[i], &cols[j]);
+            }
+        }
+        let mut best: Option<(f64, usize, Vec<f64>)> = None;
+        for &e in &cands {
+            let col = column(e);
+            for i in 0..p - 1 {
+                let d = dot(&cols[i], &col);
+                g[i * p + p - 1] = d;
+                g[(p - 1) * p + i] = d;
+            }
+            g[p * p - 1] = dot(&col, &col);
+            c[p - 1] = dot(&col, bn);
+            let w = nnls_gram(&g, &c, p);
+            let mut r2 = bb;
+            for i in 0..p {
+                r2 -= 2.0 * c[i] * w[i];
+                for j in 0..p {
+                    r2 += w[i] * g[i * p + j] * w[j];
+                }
+            }
+            if best.as_ref().is_none_or(|b| r2 < b.0) {
+                best = Some((r2, e, col));
+            }
+        }
+        let Some((r2, e, col)) = best else { break };
+        if r2 >= current * (1.0 - 1e-9) {
+            break;
+        }
+        current = r2.max(0.0);
+        chosen.push(e);
+        cols.push(col);
+    }
+    chosen
 }
 
 /// Turns `Y = H̄⁻¹S_iᵀ` (column-major `n × 3`) into `Ū_i = −YḠ_i = Y (S_iY)⁻¹` in place and

@@ -16,6 +16,20 @@ fn sample() -> Jgs2Basis {
                 .map(|j| std::array::from_fn(|q| (q as f64 - 17.0) * 0.01 + j as f64 + v as f64))
                 .collect(),
             residual: 0.001 * v as f64,
+            incident_elements: (0..(c + 1) as u32).map(|j| 7 * v + j).collect(),
+            incident_blocks: (0..c + 1)
+                .map(|j| std::array::from_fn(|q| (q as f64 + 3.0) * 0.02 - j as f64 * v as f64))
+                .collect(),
+            grad_vertices: (0..c as u32).map(|j| 3 * v + j).collect(),
+            grad_weights: (0..c).map(|j| 0.25 * j as f64).collect(),
+            grad_blocks: (0..c)
+                .map(|j| std::array::from_fn(|q| q as f64 * 0.1 + j as f64))
+                .collect(),
+            grad_residual: 0.002 * v as f64,
+            support_vertices: (0..(2 * c) as u32).map(|j| 5 * v + j).collect(),
+            support_blocks: (0..2 * c)
+                .map(|j| std::array::from_fn(|q| q as f64 * 0.3 - j as f64))
+                .collect(),
         });
     }
     Jgs2Basis {
