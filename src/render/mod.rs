@@ -1,1 +1,29 @@
-//! render (work in progress)
+//! Offscreen rendering of deformed surfaces to RGBA images and PNG files.
+//!
+//! [`SurfaceRenderer`] draws straight from position buffers the simulation owns
+//! (`array<vec4<f32>>`, xyz in metres) plus `u32` index buffers of outward-oriented surface
+//! triangles, with flat shading reconstructed in the fragment shader from screen-space
+//! derivatives (no normal buffer), a key + fill + ambient light, a per-body colour, an optional
+//! checkered ground plane and a light background. It borrows the caller's `wgpu::Device` and
+//! `wgpu::Queue`, so a host application can embed it.
+//!
+//! Conventions are in [`camera`]: right-handed world in metres, +Y up by default
+//! ([`UpAxis::Z`] for Z-up), image origin at the top left.
+//!
+//! [`render_png`] is the one-call path for headless CLI use.
+
+pub mod camera;
+mod image;
+mod oneshot;
+mod style;
+mod surface;
+mod upload;
+
+pub use camera::{bounding_box, Camera, UpAxis};
+pub use image::{write_png, RgbaImage};
+pub use oneshot::{render_png, render_rgba};
+pub use style::{srgb_to_linear, GroundPlane, RenderStyle, DEFAULT_BODY_COLOUR};
+pub use surface::{
+    SurfaceDraw, SurfaceRenderer, COLOUR_FORMAT, DEPTH_FORMAT, POSITION_STRIDE, READBACK_TIMEOUT,
+};
+pub use upload::{positions_to_vec4, validate_surface, SurfaceMesh};
