@@ -249,13 +249,19 @@ fn near_body_occludes_far_body_in_either_draw_order() {
     for draws in orders {
         let img = render(g, size, 4, None, &cam, &draws);
         let c = img.get(64, 64).unwrap();
-        assert!(c[0] > c[2] + 40, "centre should show the near red cube, got {c:?}");
+        assert!(
+            c[0] > c[2] + 40,
+            "centre should show the near red cube, got {c:?}"
+        );
         // Off the near cube but on the far one: blue.
         let side = cam
             .project_to_pixel([0.4, 0.0, 0.5], size.0, size.1)
             .unwrap();
         let s = img.get(side[0] as u32, side[1] as u32).unwrap();
-        assert!(s[2] > s[0] + 40, "far cube should show blue at {side:?}, got {s:?}");
+        assert!(
+            s[2] > s[0] + 40,
+            "far cube should show blue at {side:?}, got {s:?}"
+        );
     }
 }
 
@@ -346,7 +352,10 @@ fn ground_plane_shows_under_the_body_and_supports_z_up() {
         let c = with
             .get(p[0] as u32, p[1] as u32)
             .unwrap_or_else(|| panic!("{up:?}: probe {p:?} outside the image"));
-        assert!(differs(c, background_bytes(), 3), "{up:?}: ground pixel is background");
+        assert!(
+            differs(c, background_bytes(), 3),
+            "{up:?}: ground pixel is background"
+        );
         let spread = c[0].max(c[1]).max(c[2]) - c[0].min(c[1]).min(c[2]);
         assert!(spread < 20, "{up:?}: ground should be grey, got {c:?}");
         // The body still wins where it rests on the plane: its centre pixel is blue.
@@ -447,4 +456,84 @@ fn bad_inputs_are_errors_not_panics() {
     ground.half_extent = -1.0;
     let mut r = r;
     assert!(r.set_ground(Some(ground)).is_err());
+}
+
+/// Reads a TetGen mesh (0-based) and returns its boundary triangles oriented away from the
+/// tet's fourth vertex (outward), independently of the library's mesh code.
+fn tetgen_surface(stem: &str) -> Option<(Vec<[f32; 4]>, Vec<[u32; 3]>)> {
+    let node = std::fs::read_to_string(format!("{stem}.node")).ok()?;
+    let ele = std::fs::read_to_string(format!("{stem}.ele")).ok()?;
+    let nums = |l: &str| -> Vec<f64> { l.split_whitespace().map(|t| t.parse().unwrap()).collect() };
+    let mut lines = node.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#'));
+    let n = nums(lines.next()?)[0] as usize;
+    let pos: Vec<[f32; 4]> = lines
+        .take(n)
+        .map(|l| {
+            let v = nums(l);
+            [v[1] as f32, v[2] as f32, v[3] as f32, 1.0]
+        })
+        .collect();
+    let mut lines = ele.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#'));
+    let m = nums(lines.next()?)[0] as usize;
+    let mut faces: std::collections::HashMap<[u32; 3], ([u32; 3], u32)> = Default::default();
+    let mut count: std::collections::HashMap<[u32; 3], u32> = Default::default();
+    for l in lines.take(m) {
+        let v = nums(l);
+        let t = [v[1] as u32, v[2] as u32, v[3] as u32, v[4] as u32];
+        for (a, b, c, d) in [(0, 1, 2, 3), (0, 1, 3, 2), (0, 2, 3, 1), (1, 2, 3, 0)] {
+            let f = [t[a], t[b], t[c]];
+            let mut key = f;
+            key.sort();
+            *count.entry(key).or_default() += 1;
+            faces.insert(key, (f, t[d]));
+        }
+    }
+    let p3 = |i: u32| Vec3::new(pos[i as usize][0], pos[i as usize][1], pos[i as usize][2]);
+    let tris = count
+        .iter()
+        .filter(|(_, &c)| c == 1)
+        .map(|(k, _)| {
+            let (f, opp) = faces[k];
+            let n = (p3(f[1]) - p3(f[0])).cross(p3(f[2]) - p3(f[0]));
+            if n.dot(p3(opp) - p3(f[0])) > 0.0 {
+                [f[0], f[2], f[1]]
+            } else {
+                f
+            }
+        })
+        .collect();
+    Some((pos, tris))
+}
+
+#[test]
+fn real_mesh_surface_renders_inside_its_framing() {
+    let Some(g) = gpu() else { return };
+    let stem = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/meshes/armadillo_18k");
+    let Some((pos, tris)) = tetgen_surface(stem)
+        .or_else(|| tetgen_surface("/work/shared/meshes/armadillo_18k"))
+    else {
+        eprintln!("skipping: armadillo_18k not found");
+        return;
+    };
+    assert!(tris.len() > 1000);
+    let (lo, hi) = bounding_box(&pos).unwrap();
+    let size = (320, 240);
+    let cam = Camera::framing(lo, hi, 320.0 / 240.0).unwrap();
+    let ground = GroundPlane::under_box(lo, hi, UpAxis::Y);
+    let img = render::render_rgba(&g.device, &g.queue, &pos, &tris, &cam, size, Some(ground))
+        .unwrap();
+    // Every surface vertex projects inside the image, and the pixel there is not background
+    // (sampled: the silhouette is covered wherever a vertex lands, up to antialiased edges).
+    let bg = background_bytes();
+    let mut covered = 0;
+    for v in pos.iter().step_by(7) {
+        let p = cam.project_to_pixel([v[0], v[1], v[2]], size.0, size.1).unwrap();
+        assert!(p[0] >= 0.0 && p[1] >= 0.0 && p[0] < size.0 as f32 && p[1] < size.1 as f32);
+        covered += differs(img.get(p[0] as u32, p[1] as u32).unwrap(), bg, 3) as usize;
+    }
+    let sampled = pos.iter().step_by(7).count();
+    assert!(covered * 100 >= sampled * 99, "{covered} of {sampled} vertices land on the body");
+    if let Ok(keep) = std::env::var("JELLO_RENDER_MESH_PNG") {
+        render::write_png(std::path::Path::new(&keep), &img).unwrap();
+    }
 }

@@ -63,7 +63,7 @@ const FRAMING_AZIMUTH_DEG: f32 = 35.0;
 const FRAMING_ELEVATION_DEG: f32 = 25.0;
 /// Vertical field of view used by [`Camera::framing`], degrees.
 const FRAMING_FOV_Y_DEG: f32 = 35.0;
-/// Margin around the framed bounding sphere (1.0 = the sphere touches the image border).
+/// Margin around the framed box (1.0 = the outermost corner touches the image border).
 const FRAMING_MARGIN: f32 = 1.08;
 
 impl Camera {
@@ -132,20 +132,42 @@ impl Camera {
         let front = up.front();
         let right = upv.cross(front); // Y-up: Y × Z = X; Z-up: Z × (−Y) = X.
         let dir = (front * az.cos() + right * az.sin()) * el.cos() + upv * el.sin();
-        // The bounding sphere fits when its radius subtends at most half the narrower FOV.
-        let half_fov_y = 0.5 * FRAMING_FOV_Y_DEG.to_radians();
-        let half_fov_x = (half_fov_y.tan() * aspect).atan();
-        let half_fov = half_fov_y.min(half_fov_x);
-        let dist = FRAMING_MARGIN * radius / half_fov.sin();
+        // Camera basis for a view along −dir (same construction as `view_matrix`).
+        let fwd = -dir;
+        let s_axis = fwd.cross(upv).normalize();
+        let u_axis = s_axis.cross(fwd);
+        let tan_y = (0.5 * FRAMING_FOV_Y_DEG.to_radians()).tan();
+        let tan_x = tan_y * aspect;
+        // Smallest eye distance along `dir` that keeps every box corner inside the image with
+        // the margin: a corner at offset r from the centre sits at depth dist − r·dir and
+        // lateral offsets (r·s, r·u), so it fits when
+        //   dist ≥ r·dir + margin · max(|r·s| / tan_x, |r·u| / tan_y).
+        // Tighter than fitting the bounding sphere for long or flat boxes.
+        let mut dist = 0f32;
+        let mut nearest = f32::MIN; // largest r·dir: the corner closest to the eye
+        for k in 0..8 {
+            let corner = Vec3::new(
+                if k & 1 == 0 { lo.x } else { hi.x },
+                if k & 2 == 0 { lo.y } else { hi.y },
+                if k & 4 == 0 { lo.z } else { hi.z },
+            );
+            let r = corner - centre;
+            let along = r.dot(dir);
+            let lateral = (r.dot(s_axis).abs() / tan_x).max(r.dot(u_axis).abs() / tan_y);
+            dist = dist.max(along + FRAMING_MARGIN * lateral);
+            nearest = nearest.max(along);
+        }
+        // Keep the eye clear of the box even when it is degenerate.
+        let dist = dist.max(nearest + 0.05 * radius).max(radius);
         Ok(Camera {
             eye: centre + dist * dir,
             target: centre,
             up: upv,
             fov_y_deg: FRAMING_FOV_Y_DEG,
             aspect,
-            // The box lies within [dist − r, dist + r]; the far plane also leaves room for a
-            // ground plane a few radii wide.
-            near: ((dist - radius) * 0.5).max(dist * 1e-3),
+            // The nearest corner is at depth dist − nearest > 0; the far plane also leaves room
+            // for a ground plane a few radii wide.
+            near: ((dist - nearest) * 0.5).max(dist * 1e-3),
             far: dist + 8.0 * radius,
         })
     }
@@ -164,7 +186,10 @@ impl Camera {
             return bad("up is zero or parallel to the view direction".into());
         }
         if !(self.fov_y_deg > 0.0 && self.fov_y_deg < 180.0) {
-            return bad(format!("fov_y_deg must be in (0, 180), got {}", self.fov_y_deg));
+            return bad(format!(
+                "fov_y_deg must be in (0, 180), got {}",
+                self.fov_y_deg
+            ));
         }
         if !(self.aspect.is_finite() && self.aspect > 0.0) {
             return bad(format!("aspect must be positive, got {}", self.aspect));
@@ -229,7 +254,12 @@ impl Camera {
     /// Projects a world point (m) to pixel coordinates of a `width × height` image (origin top
     /// left, +y down), with its depth in [0, 1]. `None` when the point is behind the eye or
     /// outside the near/far range.
-    pub fn project_to_pixel(&self, p: impl Into<Vec3>, width: u32, height: u32) -> Option<[f32; 3]> {
+    pub fn project_to_pixel(
+        &self,
+        p: impl Into<Vec3>,
+        width: u32,
+        height: u32,
+    ) -> Option<[f32; 3]> {
         let clip = self.view_proj() * Vec4::from((p.into(), 1.0));
         if clip.w <= 0.0 {
             return None;
@@ -292,11 +322,17 @@ mod tests {
         // A point at the edge of the vertical FOV lands on ndc y = 1.
         let edge = Vec3::new(0.0, 5.0 * (30f32).to_radians().tan(), 0.0);
         assert!((to_ndc(&c, edge).y - 1.0).abs() < 1e-5);
-        let px = c.project_to_pixel(Vec3::new(0.0, 0.0, 0.0), 200, 100).unwrap();
+        let px = c
+            .project_to_pixel(Vec3::new(0.0, 0.0, 0.0), 200, 100)
+            .unwrap();
         assert!((px[0] - 100.0).abs() < 1e-3 && (px[1] - 50.0).abs() < 1e-3);
-        let above = c.project_to_pixel(Vec3::new(0.0, 1.0, 0.0), 200, 100).unwrap();
+        let above = c
+            .project_to_pixel(Vec3::new(0.0, 1.0, 0.0), 200, 100)
+            .unwrap();
         assert!(above[1] < 50.0, "+Y must go up the image (smaller row)");
-        assert!(c.project_to_pixel(Vec3::new(0.0, 0.0, 6.0), 200, 100).is_none());
+        assert!(c
+            .project_to_pixel(Vec3::new(0.0, 0.0, 6.0), 200, 100)
+            .is_none());
     }
 
     #[test]
@@ -318,8 +354,11 @@ mod tests {
                     assert!(n.z > 0.0 && n.z < 1.0);
                     min_edge = min_edge.min(1.0 - n.x.abs().max(n.y.abs()));
                 }
-                // Not absurdly far away either: some corner comes within half the image.
-                assert!(min_edge < 0.5, "{up:?} {aspect}: box too small ({min_edge})");
+                // Tight: the outermost corner comes close to the border (margin 8%).
+                assert!(
+                    min_edge < 0.5,
+                    "{up:?} {aspect}: box too small ({min_edge})"
+                );
                 // The view comes from above: the eye is higher than the target along up.
                 assert!((c.eye - c.target).dot(up.vector()) > 0.0);
             }

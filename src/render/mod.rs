@@ -10,18 +10,22 @@
 //! Conventions are in [`camera`]: right-handed world in metres, +Y up by default
 //! ([`UpAxis::Z`] for Z-up), image origin at the top left.
 //!
-//! [`render_png`] is the one-call path for headless CLI use.
+//! [`render_png`] is the one-call path for headless CLI use; [`render_png_cpu`] /
+//! [`render_rgba_cpu`] give the same look with no GPU adapter at all.
 
 pub mod camera;
+mod cpu;
 mod image;
+mod lighting;
 mod oneshot;
 mod style;
 mod surface;
 mod upload;
 
 pub use camera::{bounding_box, Camera, UpAxis};
+pub use cpu::{render_rgba_cpu, CpuSurface, CPU_MAX_SIDE};
 pub use image::{write_png, RgbaImage};
-pub use oneshot::{render_png, render_rgba};
+pub use oneshot::{render_png, render_png_cpu, render_rgba};
 pub use style::{srgb_to_linear, GroundPlane, RenderStyle, DEFAULT_BODY_COLOUR};
 pub use surface::{
     SurfaceDraw, SurfaceRenderer, COLOUR_FORMAT, DEPTH_FORMAT, POSITION_STRIDE, READBACK_TIMEOUT,

@@ -1,8 +1,9 @@
 //! One-call rendering for headless CLI use.
 
 use super::camera::Camera;
+use super::cpu::{render_rgba_cpu, CpuSurface};
 use super::image::{write_png, RgbaImage};
-use super::style::{GroundPlane, DEFAULT_BODY_COLOUR};
+use super::style::{GroundPlane, RenderStyle, DEFAULT_BODY_COLOUR};
 use super::surface::SurfaceRenderer;
 use super::upload::SurfaceMesh;
 use crate::error::Result;
@@ -48,6 +49,31 @@ pub fn render_png(
     path: &Path,
 ) -> Result<RgbaImage> {
     let image = render_rgba(device, queue, positions, triangles, camera, size, ground)?;
+    write_png(path, &image)?;
+    Ok(image)
+}
+
+/// CPU-only twin of [`render_png`] (no adapter needed): rasterizes one surface in
+/// [`DEFAULT_BODY_COLOUR`] with the default style and writes the PNG to `path`.
+pub fn render_png_cpu(
+    positions: &[[f32; 4]],
+    triangles: &[[u32; 3]],
+    camera: &Camera,
+    size: (u32, u32),
+    ground: Option<GroundPlane>,
+    path: &Path,
+) -> Result<RgbaImage> {
+    let image = render_rgba_cpu(
+        &[CpuSurface {
+            positions,
+            triangles,
+            colour: DEFAULT_BODY_COLOUR,
+        }],
+        camera,
+        size,
+        &RenderStyle::default(),
+        ground.as_ref(),
+    )?;
     write_png(path, &image)?;
     Ok(image)
 }

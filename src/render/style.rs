@@ -25,9 +25,9 @@ impl Default for RenderStyle {
     fn default() -> Self {
         RenderStyle {
             background: [0.94, 0.95, 0.97],
-            key_intensity: 0.75,
-            fill_intensity: 0.25,
-            ambient: 0.28,
+            key_intensity: 0.7,
+            fill_intensity: 0.2,
+            ambient: 0.22,
         }
     }
 }
@@ -79,6 +79,25 @@ impl GroundPlane {
             half_extent: 4.0 * radius,
             cell: nice_cell(0.5 * radius),
             colour: [0.72, 0.73, 0.75],
+        }
+    }
+
+    /// Checks the plane is usable: finite height and centre, positive extent and cell.
+    pub fn validate(&self) -> crate::Result<()> {
+        let ok = self.height.is_finite()
+            && self.centre.iter().all(|c| c.is_finite())
+            && self.half_extent.is_finite()
+            && self.half_extent > 0.0
+            && self.cell.is_finite()
+            && self.cell > 0.0
+            && self.colour.iter().all(|c| c.is_finite());
+        if ok {
+            Ok(())
+        } else {
+            Err(crate::JelloError::Invalid(format!(
+                "render: ground plane needs finite height/centre/colour and positive \
+                 half_extent and cell, got {self:?}"
+            )))
         }
     }
 
@@ -163,8 +182,18 @@ mod tests {
 
     #[test]
     fn nice_cell_rounds_down_to_125() {
-        for (x, want) in [(0.37, 0.2), (0.07, 0.05), (1.0, 1.0), (9.9, 5.0), (23.0, 20.0)] {
-            assert!((nice_cell(x) - want).abs() < 1e-5 * want, "{x} → {}", nice_cell(x));
+        for (x, want) in [
+            (0.37, 0.2),
+            (0.07, 0.05),
+            (1.0, 1.0),
+            (9.9, 5.0),
+            (23.0, 20.0),
+        ] {
+            assert!(
+                (nice_cell(x) - want).abs() < 1e-5 * want,
+                "{x} → {}",
+                nice_cell(x)
+            );
         }
     }
 

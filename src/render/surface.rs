@@ -3,7 +3,9 @@
 
 use super::camera::Camera;
 use super::image::RgbaImage;
+use super::lighting::FrameParams;
 use super::style::{srgb3_to_linear, GroundPlane, RenderStyle};
+use glam::Vec3;
 use crate::error::{JelloError, Result};
 use bytemuck::{Pod, Zeroable};
 use std::time::Duration;
@@ -289,17 +291,7 @@ impl SurfaceRenderer {
     /// Sets (or removes, with `None`) the ground plane for subsequent frames.
     pub fn set_ground(&mut self, ground: Option<GroundPlane>) -> Result<()> {
         if let Some(g) = &ground {
-            let ok = g.height.is_finite()
-                && g.centre.iter().all(|c| c.is_finite())
-                && g.half_extent.is_finite()
-                && g.half_extent > 0.0
-                && g.cell.is_finite()
-                && g.cell > 0.0;
-            if !ok {
-                return Err(JelloError::Invalid(format!(
-                    "render: ground plane needs finite height/centre and positive half_extent and cell, got {g:?}"
-                )));
-            }
+            g.validate()?;
         }
         self.ground = ground;
         Ok(())
@@ -333,7 +325,8 @@ impl SurfaceRenderer {
         let slot = |k: usize| first_draw + self.draw_stride * k as u64;
         let mut put = |k: usize, u: DrawUniform| {
             let o = slot(k) as usize;
-            bytes[o..o + std::mem::size_of::<DrawUniform>()].copy_from_slice(bytemuck::bytes_of(&u));
+            bytes[o..o + std::mem::size_of::<DrawUniform>()]
+                .copy_from_slice(bytemuck::bytes_of(&u));
         };
         for (k, d) in draws.iter().enumerate() {
             let [r, g, b] = srgb3_to_linear(d.colour);
@@ -457,33 +450,23 @@ impl SurfaceRenderer {
     }
 
     fn frame_uniform(&self, camera: &Camera) -> FrameUniform {
-        let (key, fill) = RenderStyle::light_dirs(camera);
-        let up = camera.up.normalize_or_zero();
-        let bg = srgb3_to_linear(self.style.background);
-        let (g_centre, g_u, g_v) = match &self.ground {
-            Some(g) => {
-                let (u, v) = g.axes();
-                let c = g.plane_centre();
-                (
-                    [c.x, c.y, c.z, g.half_extent],
-                    [u.x, u.y, u.z, g.cell],
-                    [v.x, v.y, v.z, 0.0],
-                )
-            }
+        let f = FrameParams::new(camera, &self.style, self.ground.as_ref());
+        let v4 = |v: Vec3, w: f32| [v.x, v.y, v.z, w];
+        let (g_centre, g_u, g_v) = match &f.ground {
+            Some(g) => (
+                v4(g.centre, g.fade_radius),
+                v4(g.u, g.cell),
+                v4(g.v, 0.0),
+            ),
             None => ([0.0, 0.0, 0.0, 1.0], [1.0, 0.0, 0.0, 1.0], [0.0; 4]),
         };
-        // The ground's own up (not the camera's) decides its shading normal.
-        let up = match &self.ground {
-            Some(g) => g.up.vector(),
-            None => up,
-        };
         FrameUniform {
-            view_proj: camera.view_proj().to_cols_array_2d(),
-            eye: [camera.eye.x, camera.eye.y, camera.eye.z, 1.0],
-            key_dir: [key.x, key.y, key.z, self.style.key_intensity],
-            fill_dir: [fill.x, fill.y, fill.z, self.style.fill_intensity],
-            up: [up.x, up.y, up.z, self.style.ambient],
-            background: [bg[0], bg[1], bg[2], 1.0],
+            view_proj: f.view_proj.to_cols_array_2d(),
+            eye: v4(f.eye, 1.0),
+            key_dir: v4(f.key_dir, f.key_intensity),
+            fill_dir: v4(f.fill_dir, f.fill_intensity),
+            up: v4(f.up, f.ambient),
+            background: v4(f.background, 1.0),
             ground_centre: g_centre,
             ground_u: g_u,
             ground_v: g_v,
@@ -574,13 +557,13 @@ fn validate_draw(i: usize, d: &SurfaceDraw<'_>) -> Result<()> {
     if !d.indices.usage().contains(wgpu::BufferUsages::INDEX) {
         return bad("indices buffer lacks BufferUsages::INDEX".into());
     }
-    if d.positions.size() % POSITION_STRIDE != 0 {
+    if !d.positions.size().is_multiple_of(POSITION_STRIDE) {
         return bad(format!(
             "positions buffer size {} is not a multiple of {POSITION_STRIDE} (vec4<f32>)",
             d.positions.size()
         ));
     }
-    if d.index_count % 3 != 0 {
+    if !d.index_count.is_multiple_of(3) {
         return bad(format!(
             "index_count {} is not a multiple of 3",
             d.index_count
