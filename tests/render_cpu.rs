@@ -104,16 +104,25 @@ fn cube_lands_on_its_projection_and_moves_with_x() {
         .iter()
         .map(|p| [p[0] + shift.x, p[1], p[2], 1.0])
         .collect();
-    let b = coverage(&render_rgba_cpu(&[draw(&moved, &tris, RED)], &cam, size, &style, None).unwrap());
+    let b =
+        coverage(&render_rgba_cpu(&[draw(&moved, &tris, RED)], &cam, size, &style, None).unwrap());
     let pa = cam.project_to_pixel(Vec3::ZERO, size.0, size.1).unwrap();
     let pb = cam.project_to_pixel(shift, size.0, size.1).unwrap();
     assert!(a.0 > 300, "coverage {}", a.0);
-    assert!((a.1 - pa[0]).abs() < 4.0 && (a.2 - pa[1]).abs() < 4.0, "{a:?} vs {pa:?}");
+    assert!(
+        (a.1 - pa[0]).abs() < 4.0 && (a.2 - pa[1]).abs() < 4.0,
+        "{a:?} vs {pa:?}"
+    );
     let (seen, want) = (b.1 - a.1, pb[0] - pa[0]);
-    assert!(want > 10.0 && (seen - want).abs() < 0.15 * want, "{seen} vs {want}");
+    assert!(
+        want > 10.0 && (seen - want).abs() < 0.15 * want,
+        "{seen} vs {want}"
+    );
     // Every corner projects onto the coverage box (up to antialiased edge pixels).
     for v in &pos {
-        let q = cam.project_to_pixel([v[0], v[1], v[2]], size.0, size.1).unwrap();
+        let q = cam
+            .project_to_pixel([v[0], v[1], v[2]], size.0, size.1)
+            .unwrap();
         let bb = a.3;
         assert!(
             q[0] > bb[0] as f32 - 1.5
@@ -141,7 +150,9 @@ fn near_occludes_far_in_either_order() {
         let img = render_rgba_cpu(&draws, &cam, size, &RenderStyle::default(), None).unwrap();
         let c = img.get(48, 48).unwrap();
         assert!(c[0] > c[2] + 40, "{c:?}");
-        let side = cam.project_to_pixel([0.4, 0.0, 0.5], size.0, size.1).unwrap();
+        let side = cam
+            .project_to_pixel([0.4, 0.0, 0.5], size.0, size.1)
+            .unwrap();
         let s = img.get(side[0] as u32, side[1] as u32).unwrap();
         assert!(s[2] > s[0] + 40, "{s:?}");
     }
@@ -179,14 +190,23 @@ fn ground_crossing_the_near_plane_is_clipped_not_garbled() {
     // Camera low over a huge ground plane: the plane extends behind the eye, so its triangles
     // must be clipped at the near plane. Below the horizon every pixel is ground.
     let size = (80, 60);
-    let cam = Camera::look_at([0.0, 0.5, 0.0], [0.0, 0.3, -3.0], Vec3::Y, 50.0, 80.0 / 60.0);
+    let cam = Camera::look_at(
+        [0.0, 0.5, 0.0],
+        [0.0, 0.3, -3.0],
+        Vec3::Y,
+        50.0,
+        80.0 / 60.0,
+    );
     let mut g = GroundPlane::under_box([-1.0, 0.0, -1.0], [1.0, 0.0, 1.0], UpAxis::Y);
     g.half_extent = 400.0;
     let img = render_rgba_cpu(&[], &cam, size, &RenderStyle::default(), Some(&g)).unwrap();
     for x in 0..size.0 {
         let p = img.get(x, size.1 - 1).unwrap();
         let spread = p[0].max(p[1]).max(p[2]) - p[0].min(p[1]).min(p[2]);
-        assert!(differs(p, bg(), 3) && spread < 20, "bottom row pixel {x}: {p:?}");
+        assert!(
+            differs(p, bg(), 3) && spread < 20,
+            "bottom row pixel {x}: {p:?}"
+        );
     }
     // The top row looks above the horizon: background.
     for x in 0..size.0 {
@@ -207,10 +227,18 @@ fn z_up_scene_with_ground_and_png_output() {
     assert!(std::fs::metadata(&path).unwrap().len() > 100);
     std::fs::remove_dir_all(&dir).unwrap();
     // Top of the cube (+Z) is above its centre in the image (smaller row).
-    let top = cam.project_to_pixel([0.0, 0.0, 1.0], size.0, size.1).unwrap();
-    let mid = cam.project_to_pixel([0.0, 0.0, 0.5], size.0, size.1).unwrap();
+    let top = cam
+        .project_to_pixel([0.0, 0.0, 1.0], size.0, size.1)
+        .unwrap();
+    let mid = cam
+        .project_to_pixel([0.0, 0.0, 0.5], size.0, size.1)
+        .unwrap();
     assert!(top[1] < mid[1]);
-    assert!(differs(img.get(top[0] as u32, top[1] as u32 + 2).unwrap(), bg(), 3));
+    assert!(differs(
+        img.get(top[0] as u32, top[1] as u32 + 2).unwrap(),
+        bg(),
+        3
+    ));
     if let Ok(keep) = std::env::var("JELLO_RENDER_CPU_PNG") {
         jello::render::write_png(std::path::Path::new(&keep), &img).unwrap();
     }

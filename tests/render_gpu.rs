@@ -460,11 +460,15 @@ fn bad_inputs_are_errors_not_panics() {
 
 /// Reads a TetGen mesh (0-based) and returns its boundary triangles oriented away from the
 /// tet's fourth vertex (outward), independently of the library's mesh code.
-fn tetgen_surface(stem: &str) -> Option<(Vec<[f32; 4]>, Vec<[u32; 3]>)> {
+type Surface = (Vec<[f32; 4]>, Vec<[u32; 3]>);
+
+fn tetgen_surface(stem: &str) -> Option<Surface> {
     let node = std::fs::read_to_string(format!("{stem}.node")).ok()?;
     let ele = std::fs::read_to_string(format!("{stem}.ele")).ok()?;
     let nums = |l: &str| -> Vec<f64> { l.split_whitespace().map(|t| t.parse().unwrap()).collect() };
-    let mut lines = node.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#'));
+    let mut lines = node
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'));
     let n = nums(lines.next()?)[0] as usize;
     let pos: Vec<[f32; 4]> = lines
         .take(n)
@@ -473,7 +477,9 @@ fn tetgen_surface(stem: &str) -> Option<(Vec<[f32; 4]>, Vec<[u32; 3]>)> {
             [v[1] as f32, v[2] as f32, v[3] as f32, 1.0]
         })
         .collect();
-    let mut lines = ele.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#'));
+    let mut lines = ele
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'));
     let m = nums(lines.next()?)[0] as usize;
     let mut faces: std::collections::HashMap<[u32; 3], ([u32; 3], u32)> = Default::default();
     let mut count: std::collections::HashMap<[u32; 3], u32> = Default::default();
@@ -508,9 +514,12 @@ fn tetgen_surface(stem: &str) -> Option<(Vec<[f32; 4]>, Vec<[u32; 3]>)> {
 #[test]
 fn real_mesh_surface_renders_inside_its_framing() {
     let Some(g) = gpu() else { return };
-    let stem = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/meshes/armadillo_18k");
-    let Some((pos, tris)) = tetgen_surface(stem)
-        .or_else(|| tetgen_surface("/work/shared/meshes/armadillo_18k"))
+    let stem = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/meshes/armadillo_18k"
+    );
+    let Some((pos, tris)) =
+        tetgen_surface(stem).or_else(|| tetgen_surface("/work/shared/meshes/armadillo_18k"))
     else {
         eprintln!("skipping: armadillo_18k not found");
         return;
@@ -520,20 +529,72 @@ fn real_mesh_surface_renders_inside_its_framing() {
     let size = (320, 240);
     let cam = Camera::framing(lo, hi, 320.0 / 240.0).unwrap();
     let ground = GroundPlane::under_box(lo, hi, UpAxis::Y);
-    let img = render::render_rgba(&g.device, &g.queue, &pos, &tris, &cam, size, Some(ground))
-        .unwrap();
+    let img =
+        render::render_rgba(&g.device, &g.queue, &pos, &tris, &cam, size, Some(ground)).unwrap();
     // Every surface vertex projects inside the image, and the pixel there is not background
     // (sampled: the silhouette is covered wherever a vertex lands, up to antialiased edges).
     let bg = background_bytes();
     let mut covered = 0;
     for v in pos.iter().step_by(7) {
-        let p = cam.project_to_pixel([v[0], v[1], v[2]], size.0, size.1).unwrap();
+        let p = cam
+            .project_to_pixel([v[0], v[1], v[2]], size.0, size.1)
+            .unwrap();
         assert!(p[0] >= 0.0 && p[1] >= 0.0 && p[0] < size.0 as f32 && p[1] < size.1 as f32);
         covered += differs(img.get(p[0] as u32, p[1] as u32).unwrap(), bg, 3) as usize;
     }
     let sampled = pos.iter().step_by(7).count();
-    assert!(covered * 100 >= sampled * 99, "{covered} of {sampled} vertices land on the body");
+    assert!(
+        covered * 100 >= sampled * 99,
+        "{covered} of {sampled} vertices land on the body"
+    );
     if let Ok(keep) = std::env::var("JELLO_RENDER_MESH_PNG") {
         render::write_png(std::path::Path::new(&keep), &img).unwrap();
     }
+}
+
+/// Two independent implementations (GPU pipeline, CPU rasterizer) of the same look must agree
+/// pixel for pixel up to antialiasing and rounding.
+#[test]
+fn cpu_rasterizer_matches_gpu_image() {
+    let Some(g) = gpu() else { return };
+    let size = (200, 150);
+    let (pos, tris) = cube(Vec3::new(0.0, 0.5, 0.0), 1.0);
+    let (lo, hi) = bounding_box(&pos).unwrap();
+    let cam = Camera::framing(lo, hi, 200.0 / 150.0).unwrap();
+    let ground = GroundPlane::under_box(lo, hi, UpAxis::Y);
+    let gpu_img =
+        render::render_rgba(&g.device, &g.queue, &pos, &tris, &cam, size, Some(ground)).unwrap();
+    let cpu_img = render::render_rgba_cpu(
+        &[render::CpuSurface {
+            positions: &pos,
+            triangles: &tris,
+            colour: render::DEFAULT_BODY_COLOUR,
+        }],
+        &cam,
+        size,
+        &RenderStyle::default(),
+        Some(&ground),
+    )
+    .unwrap();
+    let n = (size.0 * size.1) as usize;
+    let mut far_off = 0;
+    let mut total = 0u64;
+    for (a, b) in gpu_img
+        .pixels
+        .chunks_exact(4)
+        .zip(cpu_img.pixels.chunks_exact(4))
+    {
+        let d = (0..3).map(|k| a[k].abs_diff(b[k])).max().unwrap();
+        total += d as u64;
+        far_off += (d > 12) as usize;
+    }
+    let mean = total as f64 / n as f64;
+    eprintln!("gpu vs cpu: mean max-channel diff {mean:.3}, {far_off} pixels off by > 12");
+    assert!(mean < 1.0, "mean difference {mean}");
+    assert!(
+        far_off * 500 < n,
+        "{far_off} of {n} pixels differ by more than 12 levels"
+    );
+    let (cg, cc) = (coverage(&gpu_img).0 as f64, coverage(&cpu_img).0 as f64);
+    assert!((cg - cc).abs() < 0.01 * cg, "coverage gpu {cg} cpu {cc}");
 }

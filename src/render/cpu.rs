@@ -148,7 +148,7 @@ fn setup_triangle(
     out: &mut Vec<ScreenTri>,
 ) {
     let normal = (v[1] - v[0]).cross(v[2] - v[0]);
-    if !(normal.length_squared() > 0.0) {
+    if !normal.is_finite() || normal.length_squared() <= 0.0 {
         return; // degenerate: covers no area
     }
     let normal = normal.normalize();
@@ -181,7 +181,7 @@ fn setup_triangle(
         let tri = [pts[0], pts[k], pts[k + 1]];
         let p = tri.map(|t| t.0);
         let area = (p[1] - p[0]).perp_dot(p[2] - p[0]);
-        if !(area.abs() > 1e-12) || !p.iter().all(|q| q.is_finite()) {
+        if area.is_nan() || area.abs() <= 1e-12 || !p.iter().all(|q| q.is_finite()) {
             continue;
         }
         let ymin = p.iter().map(|q| q.y).fold(f32::MAX, f32::min);
@@ -193,8 +193,10 @@ fn setup_triangle(
         // Ground depth bias: a constant plus twice the depth slope per pixel, like the GPU
         // pipeline's `DepthBiasState { constant, slope_scale: 2 }`.
         let bias = if is_ground {
-            let dzdx = ((z[1] - z[0]) * (p[2].y - p[0].y) - (z[2] - z[0]) * (p[1].y - p[0].y)) / area;
-            let dzdy = ((z[2] - z[0]) * (p[1].x - p[0].x) - (z[1] - z[0]) * (p[2].x - p[0].x)) / area;
+            let dzdx =
+                ((z[1] - z[0]) * (p[2].y - p[0].y) - (z[2] - z[0]) * (p[1].y - p[0].y)) / area;
+            let dzdy =
+                ((z[2] - z[0]) * (p[1].x - p[0].x) - (z[1] - z[0]) * (p[2].x - p[0].x)) / area;
             2.0 * dzdx.abs().max(dzdy.abs()) + 2e-6
         } else {
             0.0
@@ -231,7 +233,9 @@ fn raster_band(
     let area = (b - a).perp_dot(c - a);
     let inv_area = 1.0 / area;
     let xmin = a.x.min(b.x).min(c.x).max(0.0).floor() as u32;
-    let xmax = (a.x.max(b.x).max(c.x).min(width as f32 - 1.0)).max(0.0).floor() as u32;
+    let xmax = (a.x.max(b.x).max(c.x).min(width as f32 - 1.0))
+        .max(0.0)
+        .floor() as u32;
     let (r0, r1) = (t.rows.0.max(y0), t.rows.1.min(y1 - 1));
     for y in r0..=r1 {
         for x in xmin..=xmax {
@@ -256,8 +260,7 @@ fn raster_band(
                 }
                 depth[idx] = zt;
                 let iw = l0 * t.inv_w[0] + l1 * t.inv_w[1] + l2 * t.inv_w[2];
-                let world =
-                    (l0 * t.world_w[0] + l1 * t.world_w[1] + l2 * t.world_w[2]) / iw;
+                let world = (l0 * t.world_w[0] + l1 * t.world_w[1] + l2 * t.world_w[2]) / iw;
                 colour[idx] = frame.shade(world, t.normal, t.base, t.is_ground);
             }
         }

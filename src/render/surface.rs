@@ -5,9 +5,9 @@ use super::camera::Camera;
 use super::image::RgbaImage;
 use super::lighting::FrameParams;
 use super::style::{srgb3_to_linear, GroundPlane, RenderStyle};
-use glam::Vec3;
 use crate::error::{JelloError, Result};
 use bytemuck::{Pod, Zeroable};
+use glam::Vec3;
 use std::time::Duration;
 use wgpu::util::DeviceExt;
 
@@ -453,11 +453,7 @@ impl SurfaceRenderer {
         let f = FrameParams::new(camera, &self.style, self.ground.as_ref());
         let v4 = |v: Vec3, w: f32| [v.x, v.y, v.z, w];
         let (g_centre, g_u, g_v) = match &f.ground {
-            Some(g) => (
-                v4(g.centre, g.fade_radius),
-                v4(g.u, g.cell),
-                v4(g.v, 0.0),
-            ),
+            Some(g) => (v4(g.centre, g.fade_radius), v4(g.u, g.cell), v4(g.v, 0.0)),
             None => ([0.0, 0.0, 0.0, 1.0], [1.0, 0.0, 0.0, 1.0], [0.0; 4]),
         };
         FrameUniform {
