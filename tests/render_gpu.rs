@@ -458,10 +458,11 @@ fn bad_inputs_are_errors_not_panics() {
     assert!(r.set_ground(Some(ground)).is_err());
 }
 
-/// Reads a TetGen mesh (0-based) and returns its boundary triangles oriented away from the
-/// tet's fourth vertex (outward), independently of the library's mesh code.
+/// Positions and triangles of a surface.
 type Surface = (Vec<[f32; 4]>, Vec<[u32; 3]>);
 
+/// Reads a TetGen mesh (0-based) and returns its boundary triangles oriented away from the
+/// tet's fourth vertex (outward), independently of the library's mesh code.
 fn tetgen_surface(stem: &str) -> Option<Surface> {
     let node = std::fs::read_to_string(format!("{stem}.node")).ok()?;
     let ele = std::fs::read_to_string(format!("{stem}.ele")).ok()?;

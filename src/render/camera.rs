@@ -57,14 +57,34 @@ pub struct Camera {
     pub far: f32,
 }
 
-/// Azimuth of the fixed 3/4 view around the up axis, degrees (from the front axis towards +X).
-const FRAMING_AZIMUTH_DEG: f32 = 35.0;
-/// Elevation of the fixed 3/4 view above the horizontal, degrees.
-const FRAMING_ELEVATION_DEG: f32 = 25.0;
-/// Vertical field of view used by [`Camera::framing`], degrees.
-const FRAMING_FOV_Y_DEG: f32 = 35.0;
-/// Margin around the framed box (1.0 = the outermost corner touches the image border).
-const FRAMING_MARGIN: f32 = 1.08;
+/// Where [`Camera::framing_view`] looks from. The default is the fixed 3/4 view used by
+/// [`Camera::framing`]: +Y up, azimuth 35°, elevation 25°, 35° vertical FOV, 8 % margin.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FramingView {
+    /// World up axis.
+    pub up: UpAxis,
+    /// Rotation of the viewpoint about the up axis, degrees, from the "front" axis (+Z when
+    /// Y is up, −Y when Z is up) towards +X.
+    pub azimuth_deg: f32,
+    /// Height of the viewpoint above the horizontal, degrees, in (−90, 90).
+    pub elevation_deg: f32,
+    /// Vertical field of view, degrees, in (0, 180).
+    pub fov_y_deg: f32,
+    /// Space around the box: 1.0 lets the outermost corner touch the image border.
+    pub margin: f32,
+}
+
+impl Default for FramingView {
+    fn default() -> Self {
+        FramingView {
+            up: UpAxis::Y,
+            azimuth_deg: 35.0,
+            elevation_deg: 25.0,
+            fov_y_deg: 35.0,
+            margin: 1.08,
+        }
+    }
+}
 
 impl Camera {
     /// A camera at `eye` looking at `target`; near/far default to 1e-3 m and 1e3 m.
@@ -86,7 +106,8 @@ impl Camera {
         }
     }
 
-    /// A fixed 3/4 view (azimuth 35°, elevation 25°, 35° vertical FOV), +Y up, that frames the
+    /// A fixed 3/4 view ([`FramingView::default`]: azimuth 35°, elevation 25°, 35° vertical
+    /// FOV), +Y up, that frames the
     /// axis-aligned box `[bbox_min, bbox_max]` (m) for an image of the given aspect (w / h).
     /// Using one camera for every frame of a run keeps the frames comparable: pass the box of
     /// the whole run, or the first frame's box padded for the expected motion.
@@ -105,6 +126,35 @@ impl Camera {
         aspect: f32,
         up: UpAxis,
     ) -> Result<Self> {
+        let view = FramingView {
+            up,
+            ..Default::default()
+        };
+        Self::framing_view(bbox_min, bbox_max, aspect, &view)
+    }
+
+    /// A camera looking at the centre of the box `[bbox_min, bbox_max]` (m) from the direction
+    /// `view` gives, at the smallest distance that keeps all eight corners inside the image
+    /// (with the view's margin).
+    pub fn framing_view(
+        bbox_min: impl Into<Vec3>,
+        bbox_max: impl Into<Vec3>,
+        aspect: f32,
+        view: &FramingView,
+    ) -> Result<Self> {
+        let up = view.up;
+        if !(view.azimuth_deg.is_finite()
+            && view.elevation_deg.abs() < 90.0
+            && view.fov_y_deg > 0.0
+            && view.fov_y_deg < 180.0
+            && view.margin.is_finite()
+            && view.margin > 0.0)
+        {
+            return Err(JelloError::Invalid(format!(
+                "camera framing: need finite azimuth, |elevation| < 90, fov in (0, 180), \
+                 margin > 0; got {view:?}"
+            )));
+        }
         let (lo, hi) = (bbox_min.into(), bbox_max.into());
         if !(lo.is_finite() && hi.is_finite()) {
             return Err(JelloError::Invalid(format!(
@@ -125,8 +175,8 @@ impl Camera {
         // A point or a flat box still needs a finite viewing distance.
         let radius = (0.5 * (hi - lo).length()).max(1e-3);
         let (az, el) = (
-            FRAMING_AZIMUTH_DEG.to_radians(),
-            FRAMING_ELEVATION_DEG.to_radians(),
+            view.azimuth_deg.to_radians(),
+            view.elevation_deg.to_radians(),
         );
         let upv = up.vector();
         let front = up.front();
@@ -136,7 +186,7 @@ impl Camera {
         let fwd = -dir;
         let s_axis = fwd.cross(upv).normalize();
         let u_axis = s_axis.cross(fwd);
-        let tan_y = (0.5 * FRAMING_FOV_Y_DEG.to_radians()).tan();
+        let tan_y = (0.5 * view.fov_y_deg.to_radians()).tan();
         let tan_x = tan_y * aspect;
         // Smallest eye distance along `dir` that keeps every box corner inside the image with
         // the margin: a corner at offset r from the centre sits at depth dist − r·dir and
@@ -154,7 +204,7 @@ impl Camera {
             let r = corner - centre;
             let along = r.dot(dir);
             let lateral = (r.dot(s_axis).abs() / tan_x).max(r.dot(u_axis).abs() / tan_y);
-            dist = dist.max(along + FRAMING_MARGIN * lateral);
+            dist = dist.max(along + view.margin * lateral);
             nearest = nearest.max(along);
         }
         // Keep the eye clear of the box even when it is degenerate.
@@ -163,7 +213,7 @@ impl Camera {
             eye: centre + dist * dir,
             target: centre,
             up: upv,
-            fov_y_deg: FRAMING_FOV_Y_DEG,
+            fov_y_deg: view.fov_y_deg,
             aspect,
             // The nearest corner is at depth dist − nearest > 0; the far plane also leaves room
             // for a ground plane a few radii wide.
@@ -363,6 +413,24 @@ mod tests {
                 assert!((c.eye - c.target).dot(up.vector()) > 0.0);
             }
         }
+    }
+
+    #[test]
+    fn framing_view_looks_from_the_requested_side() {
+        // Azimuth 180° looks from the back (−Z when Y is up); elevation 60° from well above.
+        let view = FramingView {
+            azimuth_deg: 180.0,
+            elevation_deg: 60.0,
+            ..Default::default()
+        };
+        let c = Camera::framing_view([-1.0; 3], [1.0; 3], 1.0, &view).unwrap();
+        let d = (c.eye - c.target).normalize();
+        assert!(d.z < -0.45 && d.y > 0.85 && d.x.abs() < 1e-5, "{d}");
+        let bad = FramingView {
+            elevation_deg: 90.0,
+            ..Default::default()
+        };
+        assert!(Camera::framing_view([0.0; 3], [1.0; 3], 1.0, &bad).is_err());
     }
 
     #[test]

@@ -22,7 +22,7 @@ mod style;
 mod surface;
 mod upload;
 
-pub use camera::{bounding_box, Camera, UpAxis};
+pub use camera::{bounding_box, Camera, FramingView, UpAxis};
 pub use cpu::{render_rgba_cpu, CpuSurface, CPU_MAX_SIDE};
 pub use image::{write_png, RgbaImage};
 pub use oneshot::{render_png, render_png_cpu, render_rgba};
