@@ -12,6 +12,35 @@
 //!
 //! [`render_png`] is the one-call path for headless CLI use; [`render_png_cpu`] /
 //! [`render_rgba_cpu`] give the same look with no GPU adapter at all.
+//!
+//! Per-frame use with buffers the simulation already holds on the GPU:
+//!
+//! ```no_run
+//! # fn frames(device: &wgpu::Device, queue: &wgpu::Queue, positions: &wgpu::Buffer,
+//! #           surface_indices: &wgpu::Buffer, n_indices: u32,
+//! #           lo: [f32; 3], hi: [f32; 3]) -> jello::Result<()> {
+//! use jello::render::{Camera, GroundPlane, SurfaceDraw, SurfaceRenderer, UpAxis};
+//! let size = (800, 600);
+//! let mut renderer = SurfaceRenderer::new(device, size)?;
+//! // One camera for the whole run: frame the first frame's box, padded for the motion.
+//! let camera = Camera::framing(lo, hi, renderer.aspect())?;
+//! renderer.set_ground(Some(GroundPlane::under_box(lo, hi, UpAxis::Y)))?;
+//! for frame in 0..10 {
+//!     // ... the simulation's compute passes update `positions` ...
+//!     let mut encoder = device.create_command_encoder(&Default::default());
+//!     let draw = SurfaceDraw {
+//!         positions,
+//!         indices: surface_indices,
+//!         index_count: n_indices,
+//!         colour: [0.93, 0.45, 0.22],
+//!     };
+//!     renderer.record(device, &mut encoder, &[draw], &camera)?;
+//!     queue.submit([encoder.finish()]);
+//!     let image = renderer.read_rgba(device, queue)?;
+//!     jello::render::write_png(format!("frame_{frame:04}.png").as_ref(), &image)?;
+//! }
+//! # Ok(()) }
+//! ```
 
 pub mod camera;
 mod cpu;
