@@ -87,7 +87,9 @@ impl Default for FramingView {
 }
 
 impl Camera {
-    /// A camera at `eye` looking at `target`; near/far default to 1e-3 m and 1e3 m.
+    /// A camera at `eye` looking at `target`. Near/far default to 1/100 and 100 times the
+    /// eye–target distance: a 10⁴ range keeps the 32-bit depth buffer resolving about 10⁻⁵ of
+    /// that distance at the target. Set `near`/`far` directly for other scenes.
     pub fn look_at(
         eye: impl Into<Vec3>,
         target: impl Into<Vec3>,
@@ -95,14 +97,17 @@ impl Camera {
         fov_y_deg: f32,
         aspect: f32,
     ) -> Self {
+        let (eye, target) = (eye.into(), target.into());
+        // A zero distance is caught by `validate`; keep near > 0 so only that error shows.
+        let d = eye.distance(target).max(1e-6);
         Camera {
-            eye: eye.into(),
-            target: target.into(),
+            eye,
+            target,
             up: up.into(),
             fov_y_deg,
             aspect,
-            near: 1e-3,
-            far: 1e3,
+            near: 0.01 * d,
+            far: 100.0 * d,
         }
     }
 
