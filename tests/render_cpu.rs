@@ -256,3 +256,61 @@ fn bad_inputs_are_errors() {
     g.cell = 0.0;
     assert!(render_rgba_cpu(&[], &cam, (8, 8), &s, Some(&g)).is_err());
 }
+
+#[test]
+fn tet_box_surface_renders_like_the_hand_built_cube() {
+    // The boundary of a subdivided tet box lies on the same six planes as the 12-triangle cube,
+    // so flat shading must give the same image up to edge antialiasing.
+    let mesh = jello::mesh::box_grid([-0.5; 3], [0.5; 3], [3, 2, 4]);
+    let pos = jello::render::positions_to_vec4(&mesh.positions);
+    let tris = jello::mesh::surface(&mesh).triangles;
+    let (cpos, ctris) = cube(Vec3::ZERO, 1.0);
+    let size = (120, 90);
+    let cam = Camera::framing([-0.5; 3], [0.5; 3], 120.0 / 90.0).unwrap();
+    let s = RenderStyle::default();
+    let a = render_rgba_cpu(&[draw(&pos, &tris, RED)], &cam, size, &s, None).unwrap();
+    let b = render_rgba_cpu(&[draw(&cpos, &ctris, RED)], &cam, size, &s, None).unwrap();
+    let off = a
+        .pixels
+        .chunks_exact(4)
+        .zip(b.pixels.chunks_exact(4))
+        .filter(|(p, q)| (0..3).any(|k| p[k].abs_diff(q[k]) > 2))
+        .count();
+    assert!(coverage(&a).0 > 2000);
+    assert!(off * 200 < a.pixels.len() / 4, "{off} pixels differ");
+}
+
+#[test]
+fn ball_silhouette_has_the_projected_sphere_area() {
+    // A sphere of radius R at distance d, centred on the view axis, projects to a disc of
+    // radius (H/2)·tan(asin(R/d))/tan(fov/2) pixels.
+    let (r, d, fov) = (0.5f64, 3.0f64, 40f64);
+    let mesh = jello::mesh::ball([0.0; 3], r, 16);
+    let pos = jello::render::positions_to_vec4(&mesh.positions);
+    let tris = jello::mesh::surface(&mesh).triangles;
+    let size = (200u32, 200u32);
+    let cam = Camera::look_at([0.0, 0.0, d as f32], [0.0; 3], Vec3::Y, fov as f32, 1.0);
+    let img = render_rgba_cpu(
+        &[draw(&pos, &tris, BLUE)],
+        &cam,
+        size,
+        &RenderStyle::default(),
+        None,
+    )
+    .unwrap();
+    let rpx = 0.5 * size.1 as f64 * (r / d).asin().tan() / (0.5 * fov.to_radians()).tan();
+    let want = std::f64::consts::PI * rpx * rpx;
+    let (n, cx, cy, _) = coverage(&img);
+    // The polyhedral ball is inscribed in the sphere (a little smaller), while every partly
+    // covered rim pixel counts as covered (about half the perimeter extra, ≈ +2 % here).
+    let rim = std::f64::consts::PI * rpx;
+    let ratio = n as f64 / want;
+    assert!(
+        n as f64 > 0.95 * want && (n as f64) < want + rim,
+        "coverage {n} vs disc {want:.0} ({ratio:.3})"
+    );
+    assert!(
+        (cx - 100.0).abs() < 1.0 && (cy - 100.0).abs() < 1.0,
+        "{cx},{cy}"
+    );
+}

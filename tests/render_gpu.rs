@@ -265,6 +265,8 @@ fn near_body_occludes_far_body_in_either_draw_order() {
     }
 }
 
+/// Culling is off and the normal comes from screen-space derivatives (which do not see the
+/// winding), so a surface with every triangle flipped must render identically.
 #[test]
 fn winding_does_not_change_the_image() {
     let Some(g) = gpu() else { return };
@@ -598,4 +600,29 @@ fn cpu_rasterizer_matches_gpu_image() {
     );
     let (cg, cc) = (coverage(&gpu_img).0 as f64, coverage(&cpu_img).0 as f64);
     assert!((cg - cc).abs() < 0.01 * cg, "coverage gpu {cg} cpu {cc}");
+}
+
+#[test]
+fn tet_mesh_upload_matches_hand_built_cube_on_gpu() {
+    let Some(g) = gpu() else { return };
+    let mesh = jello::mesh::box_grid([-0.5; 3], [0.5; 3], [2, 3, 2]);
+    let tet_surface = SurfaceMesh::from_tet_mesh(&g.device, &mesh).unwrap();
+    assert_eq!(tet_surface.vertex_count() as usize, mesh.positions.len());
+    let (pos, tris) = cube(Vec3::ZERO, 1.0);
+    let hand = SurfaceMesh::new(&g.device, &pos, &tris).unwrap();
+    let size = (120, 90);
+    let cam = Camera::framing([-0.5; 3], [0.5; 3], 120.0 / 90.0).unwrap();
+    let a = render(g, size, 4, None, &cam, &[tet_surface.draw(BLUE)]);
+    let b = render(g, size, 4, None, &cam, &[hand.draw(BLUE)]);
+    let off = a
+        .pixels
+        .chunks_exact(4)
+        .zip(b.pixels.chunks_exact(4))
+        .filter(|(p, q)| (0..3).any(|k| p[k].abs_diff(q[k]) > 2))
+        .count();
+    assert!(coverage(&a).0 > 2000);
+    assert!(
+        off * 200 < (size.0 * size.1) as usize,
+        "{off} pixels differ"
+    );
 }

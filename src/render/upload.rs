@@ -3,6 +3,7 @@
 
 use super::surface::SurfaceDraw;
 use crate::error::{JelloError, Result};
+use crate::mesh::{surface, TetMesh};
 use wgpu::util::DeviceExt;
 
 /// Converts f64 xyz positions (m) to the renderer's `vec4<f32>` layout (w = 1).
@@ -87,6 +88,13 @@ impl SurfaceMesh {
             vertex_count,
             index_count,
         })
+    }
+
+    /// Uploads every vertex of a tet mesh (f64 → f32) with its outward boundary triangles
+    /// ([`crate::mesh::surface`]), the layout a simulation's position buffer has.
+    pub fn from_tet_mesh(device: &wgpu::Device, mesh: &TetMesh) -> Result<Self> {
+        let positions = positions_to_vec4(&mesh.positions);
+        Self::new(device, &positions, &surface(mesh).triangles)
     }
 
     /// Replaces all vertex positions (same count as at creation), e.g. with a new frame.
