@@ -626,3 +626,76 @@ fn tet_mesh_upload_matches_hand_built_cube_on_gpu() {
         "{off} pixels differ"
     );
 }
+
+/// The simulation's use: a compute pass moves the vertices in a STORAGE | VERTEX buffer and
+/// the render pass in the same encoder draws the moved surface, with no CPU round trip.
+#[test]
+fn draws_positions_written_by_a_compute_pass_in_the_same_encoder() {
+    let Some(g) = gpu() else { return };
+    let size = (160, 120);
+    let (pos, tris) = cube(Vec3::ZERO, 0.5);
+    let mesh = SurfaceMesh::new(&g.device, &pos, &tris).unwrap();
+    let shift = 0.6f32;
+    let module = g.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("shift x"),
+        source: wgpu::ShaderSource::Wgsl(
+            format!(
+                "@group(0) @binding(0) var<storage, read_write> p: array<vec4<f32>>;
+                     @compute @workgroup_size(64)
+                     fn main(@builtin(global_invocation_id) id: vec3<u32>) {{
+                         if (id.x < arrayLength(&p)) {{ p[id.x].x += {shift:.3}; }}
+                     }}"
+            )
+            .into(),
+        ),
+    });
+    let pipeline = g
+        .device
+        .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: None,
+            layout: None,
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+    let bind = g.device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: None,
+        layout: &pipeline.get_bind_group_layout(0),
+        entries: &[wgpu::BindGroupEntry {
+            binding: 0,
+            resource: mesh.positions().as_entire_binding(),
+        }],
+    });
+    let cam = Camera::framing([-0.25; 3], [0.25 + shift, 0.25, 0.25], 160.0 / 120.0).unwrap();
+    let r = SurfaceRenderer::new(&g.device, size).unwrap();
+    let before = {
+        let mut enc = g.device.create_command_encoder(&Default::default());
+        r.record(&g.device, &mut enc, &[mesh.draw(RED)], &cam)
+            .unwrap();
+        g.queue.submit([enc.finish()]);
+        coverage(&r.read_rgba(&g.device, &g.queue).unwrap())
+    };
+    let after = {
+        let mut enc = g.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            pass.set_pipeline(&pipeline);
+            pass.set_bind_group(0, &bind, &[]);
+            pass.dispatch_workgroups(1, 1, 1);
+        }
+        r.record(&g.device, &mut enc, &[mesh.draw(RED)], &cam)
+            .unwrap();
+        g.queue.submit([enc.finish()]);
+        coverage(&r.read_rgba(&g.device, &g.queue).unwrap())
+    };
+    let pa = cam.project_to_pixel(Vec3::ZERO, size.0, size.1).unwrap();
+    let pb = cam
+        .project_to_pixel([shift, 0.0, 0.0], size.0, size.1)
+        .unwrap();
+    let (seen, want) = (after.1 - before.1, pb[0] - pa[0]);
+    assert!(
+        want > 10.0 && (seen - want).abs() < 0.2 * want,
+        "moved {seen} px, want {want}"
+    );
+}
