@@ -454,6 +454,24 @@ fn bad_inputs_are_errors_not_panics() {
     };
     let e = r.record(&g.device, &mut enc, &[d], &cam).unwrap_err();
     assert!(e.to_string().contains("VERTEX"), "{e}");
+    let empty = g.device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: 0,
+        usage: wgpu::BufferUsages::VERTEX,
+        mapped_at_creation: false,
+    });
+    let d = SurfaceDraw {
+        positions: &empty,
+        ..mesh.draw(RED)
+    };
+    assert!(r.record(&g.device, &mut enc, &[d], &cam).is_err());
+    // Nothing to draw is fine.
+    let d = SurfaceDraw {
+        positions: &empty,
+        index_count: 0,
+        ..mesh.draw(RED)
+    };
+    r.record(&g.device, &mut enc, &[d], &cam).unwrap();
     let mut ground = GroundPlane::under_box([0.0; 3], [1.0; 3], UpAxis::Y);
     ground.half_extent = -1.0;
     let mut r = r;

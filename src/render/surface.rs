@@ -553,6 +553,9 @@ fn validate_draw(i: usize, d: &SurfaceDraw<'_>) -> Result<()> {
     if !d.indices.usage().contains(wgpu::BufferUsages::INDEX) {
         return bad("indices buffer lacks BufferUsages::INDEX".into());
     }
+    if d.index_count > 0 && d.positions.size() == 0 {
+        return bad("positions buffer is empty".into());
+    }
     if !d.positions.size().is_multiple_of(POSITION_STRIDE) {
         return bad(format!(
             "positions buffer size {} is not a multiple of {POSITION_STRIDE} (vec4<f32>)",
