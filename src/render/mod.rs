@@ -57,6 +57,7 @@ pub use image::{write_png, RgbaImage};
 pub use oneshot::{render_png, render_png_cpu, render_rgba};
 pub use style::{srgb_to_linear, GroundPlane, RenderStyle, DEFAULT_BODY_COLOUR};
 pub use surface::{
-    SurfaceDraw, SurfaceRenderer, COLOUR_FORMAT, DEPTH_FORMAT, POSITION_STRIDE, READBACK_TIMEOUT,
+    SurfaceDraw, SurfaceRenderer, COLOUR_FORMAT, DEPTH_FORMAT, MAX_DRAWS, POSITION_STRIDE,
+    READBACK_TIMEOUT,
 };
 pub use upload::{positions_to_vec4, validate_surface, SurfaceMesh};

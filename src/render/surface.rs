@@ -18,6 +18,9 @@ pub const COLOUR_FORMAT: wgpu::TextureFormat = wgpu::TextureFormat::Rgba8UnormSr
 pub const DEPTH_FORMAT: wgpu::TextureFormat = wgpu::TextureFormat::Depth32Float;
 /// Bytes per vertex of a position buffer: one `vec4<f32>` (xyz in metres, w unused).
 pub const POSITION_STRIDE: u64 = 16;
+/// Most surfaces one [`SurfaceRenderer::record`] call accepts (each takes a 256-byte uniform
+/// slot addressed by a `u32` dynamic offset).
+pub const MAX_DRAWS: usize = 65536;
 /// How long [`SurfaceRenderer::read_rgba`] waits for the GPU before giving up.
 pub const READBACK_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -309,6 +312,12 @@ impl SurfaceRenderer {
         camera: &Camera,
     ) -> Result<()> {
         camera.validate()?;
+        if draws.len() > MAX_DRAWS {
+            return Err(JelloError::Invalid(format!(
+                "render: {} draws in one frame, at most {MAX_DRAWS}",
+                draws.len()
+            )));
+        }
         for (i, d) in draws.iter().enumerate() {
             validate_draw(i, d)?;
         }
