@@ -6,7 +6,7 @@ use crate::problem::Model;
 use crate::scene::{BuiltScene, RunConfig};
 use crate::sim::Simulation;
 use crate::solver::jgs2::{
-    build_subspace, Jgs2Params, Jgs2Solver, Jgs2Subspace, SubspaceOptions, Variant,
+    load_or_build, Jgs2Params, Jgs2Solver, Jgs2Subspace, SubspaceOptions, SubspaceOrigin, Variant,
 };
 use crate::solver::{NewtonParams, NewtonSolver, StepReport, StepSolver, StopRule};
 use std::path::{Path, PathBuf};
@@ -72,9 +72,24 @@ pub fn load_or_build_subspace(
     h: f64,
     cache_dir: Option<&Path>,
 ) -> Result<Arc<Jgs2Subspace>> {
-    let opts = SubspaceOptions::default();
-    let _ = cache_dir;
-    Ok(Arc::new(build_subspace(model, h, &opts)?))
+    let (sub, origin, warnings) = load_or_build(model, h, &SubspaceOptions::default(), cache_dir)?;
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+    if let SubspaceOrigin::Built(p) = origin {
+        let s = &sub.stats;
+        eprintln!(
+            "jgs2 precompute: {:.2} s (factor {:.2}, basis {:.2}, eigen {:.2}, cubature {:.2}), {:.0} B/vertex{}",
+            s.total_s,
+            s.factor_s,
+            s.basis_s,
+            s.eigen_s,
+            s.cubature_s,
+            s.bytes_per_vertex,
+            p.map(|p| format!(", cached at {}", p.display())).unwrap_or_default()
+        );
+    }
+    Ok(Arc::new(sub))
 }
 
 /// Runs a built scene to completion. `on_step(step, report)` is called after each step (for

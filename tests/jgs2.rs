@@ -268,3 +268,41 @@ fn subspace_has_incident_blocks_and_non_negative_weights() {
     );
     let _: &TetMesh = &m.mesh;
 }
+
+/// The artifact cache: first call builds and writes, second reads the same subspace back, a
+/// corrupted file is rebuilt with a warning, never trusted.
+#[test]
+fn subspace_cache_roundtrip_and_corruption() {
+    use jello::solver::jgs2::{load_or_build, SubspaceOrigin};
+    let m = cantilever(MaterialModel::StableNeoHookean, 1e5, [4, 2, 2]);
+    let dir = std::env::temp_dir().join(format!("jello-cache-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let opts = SubspaceOptions::default();
+    let (a, o1, w1) = load_or_build(&m, 0.01, &opts, Some(&dir)).unwrap();
+    let SubspaceOrigin::Built(Some(path)) = o1 else {
+        panic!("first call must build: {o1:?}")
+    };
+    assert!(w1.is_empty() && path.exists());
+    let (b, o2, _) = load_or_build(&m, 0.01, &opts, Some(&dir)).unwrap();
+    assert_eq!(o2, SubspaceOrigin::Cache(path.clone()));
+    assert_eq!(
+        a.vertices, b.vertices,
+        "cached subspace equals the built one"
+    );
+    // A different h is a different key: built anew, not confused with the cached one.
+    let (_, o3, _) = load_or_build(&m, 0.02, &opts, Some(&dir)).unwrap();
+    assert!(matches!(o3, SubspaceOrigin::Built(_)));
+    // Flip a byte in the payload: the checksum catches it and the subspace is rebuilt.
+    let mut bytes = std::fs::read(&path).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x40;
+    std::fs::write(&path, &bytes).unwrap();
+    let (c, o4, w4) = load_or_build(&m, 0.01, &opts, Some(&dir)).unwrap();
+    assert!(
+        matches!(o4, SubspaceOrigin::Built(_)),
+        "corrupt file must not be trusted"
+    );
+    assert_eq!(w4.len(), 1, "one warning: {w4:?}");
+    assert_eq!(c.vertices, a.vertices);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -31,4 +31,7 @@ pub use local::{
     element_pass, local_system, rotations, vertex_gradient, ElementCache, GradTerm, HessTerm,
 };
 pub use solver::{Jgs2Params, Jgs2Solver, Variant};
-pub use subspace::{build_subspace, cache_key, Jgs2Subspace, SubspaceOptions, VertexSubspace};
+pub use subspace::{
+    build_subspace, cache_key, load_or_build, Jgs2Subspace, SubspaceOptions, SubspaceOrigin,
+    VertexSubspace,
+};

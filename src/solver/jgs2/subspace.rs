@@ -122,11 +122,78 @@ pub fn cache_key(model: &Model, h: f64, opts: &SubspaceOptions) -> u64 {
     }
     eat(&o.target_residual.to_le_bytes());
     eat(&o.seed.to_le_bytes());
+    eat(&o.support_threshold.to_le_bytes());
+    eat(&(o.max_support as u64).to_le_bytes());
+    eat(&[o.fit_hessian as u8]);
+    eat(&jello_precompute::artifact::FORMAT_VERSION.to_le_bytes());
     k
+}
+
+/// Where the subspace came from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SubspaceOrigin {
+    /// Read from a valid cached artifact.
+    Cache(std::path::PathBuf),
+    /// Built now (and written to the path when there was a cache directory).
+    Built(Option<std::path::PathBuf>),
+}
+
+/// The subspace of `model` at `h`: read from `cache_dir/jgs2-KEY.bin` when it exists and checks
+/// out (magic, version, key, checksum), otherwise built and written there atomically. A stale,
+/// mismatched or corrupt file is rebuilt with a warning (returned), never trusted.
+pub fn load_or_build(
+    model: &Model,
+    h: f64,
+    opts: &SubspaceOptions,
+    cache_dir: Option<&std::path::Path>,
+) -> Result<(Jgs2Subspace, SubspaceOrigin, Vec<String>)> {
+    use jello_precompute::artifact;
+    let key = cache_key(model, h, opts);
+    let mut warnings = Vec::new();
+    let path = cache_dir.map(|d| d.join(format!("jgs2-{key:016x}.bin")));
+    if let Some(p) = path.as_ref().filter(|p| p.exists()) {
+        match artifact::read(p, key) {
+            Ok(basis) => {
+                return Ok((
+                    from_basis(model, basis)?,
+                    SubspaceOrigin::Cache(p.clone()),
+                    warnings,
+                ))
+            }
+            Err(e) => warnings.push(format!(
+                "{}: {e}; rebuilding the JGS2 subspace",
+                p.display()
+            )),
+        }
+    }
+    let sub_basis = precompute(model, h, opts)?;
+    if let Some(p) = &path {
+        let made = p.parent().map(|d| std::fs::create_dir_all(d)).transpose();
+        if let Err(e) = made {
+            warnings.push(format!(
+                "{}: could not create the JGS2 cache directory: {e}",
+                p.display()
+            ));
+        } else if let Err(e) = artifact::write(p, &sub_basis, key) {
+            warnings.push(format!(
+                "{}: could not write the JGS2 cache: {e}",
+                p.display()
+            ));
+        }
+    }
+    Ok((
+        from_basis(model, sub_basis)?,
+        SubspaceOrigin::Built(path),
+        warnings,
+    ))
 }
 
 /// Runs the precompute for `model` at time step `h` (s).
 pub fn build_subspace(model: &Model, h: f64, opts: &SubspaceOptions) -> Result<Jgs2Subspace> {
+    from_basis(model, precompute(model, h, opts)?)
+}
+
+fn precompute(model: &Model, h: f64, opts: &SubspaceOptions) -> Result<Jgs2Basis> {
     let err =
         |e: jello_precompute::PrecomputeError| JelloError::Solver(format!("JGS2 precompute: {e}"));
     let (rest_h, mass) = inputs(model);
@@ -139,8 +206,7 @@ pub fn build_subspace(model: &Model, h: f64, opts: &SubspaceOptions) -> Result<J
         pinned: &model.pinned,
     };
     let pre = Jgs2Precompute::new(&input, Ordering::default()).map_err(err)?;
-    let basis: Jgs2Basis = pre.run(&opts.precompute).map_err(err)?;
-    from_basis(model, basis)
+    pre.run(&opts.precompute).map_err(err)
 }
 
 /// Converts the precompute's output to the runtime layout (incident blocks in `VertexTets`
