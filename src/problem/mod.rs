@@ -18,5 +18,5 @@ pub use char_norm::CharacteristicNorm;
 pub use hessian::HessianLayout;
 pub use model::{Body, Model, State};
 pub use obstacle::{barrier as barrier_derivatives, BarrierParams, Obstacle};
-pub use pins::{Pin, Script};
+pub use pins::{ExternalForce, Pin, Script};
 pub use potential::{ElasticTerms, StepProblem};
