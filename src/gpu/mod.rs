@@ -1,1 +1,2 @@
-//! gpu (work in progress)
+//! gpu
+pub mod shaders;
