@@ -1,0 +1,1 @@
+pub struct ElasticEvaluator; pub struct ElasticRest; pub struct Evaluation; pub struct EvalFlags;
