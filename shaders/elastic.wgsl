@@ -27,14 +27,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let t = tets[e];
     let dmi = dm_inv[e];
     let f = deformation_gradient(x[t.x].xyz, x[t.y].xyz, x[t.z].xyz, x[t.w].xyz, dmi);
-    let sv = svd3(f);
+    var sv = svd3(f);
     let p = elem[e];
     let ev = sigma_eval(p.model, p.mu, p.lambda, sv.s);
     let vol = p.volume;
-    energy[e] = vol * ev.psi;
+    var psi = ev.psi;
+    var pk1 = sv.u * mat3x3<f32>(vec3<f32>(ev.grad.x, 0.0, 0.0), vec3<f32>(0.0, ev.grad.y, 0.0), vec3<f32>(0.0, 0.0, ev.grad.z)) * transpose(sv.v);
+    if p.model == MODEL_LINEAR {
+        // ε = sym(F) − I; Ψ = μ‖ε‖² + λ/2·tr(ε)²; P = 2με + λ·tr(ε)·I.
+        let ident = mat3x3<f32>(vec3<f32>(1.0, 0.0, 0.0), vec3<f32>(0.0, 1.0, 0.0), vec3<f32>(0.0, 0.0, 1.0));
+        let eps = (f + transpose(f)) * 0.5 - ident;
+        let tr = eps[0][0] + eps[1][1] + eps[2][2];
+        psi = p.mu * (dot(eps[0], eps[0]) + dot(eps[1], eps[1]) + dot(eps[2], eps[2])) + 0.5 * p.lambda * tr * tr;
+        pk1 = eps * (2.0 * p.mu) + ident * (p.lambda * tr);
+        sv.u = ident;
+        sv.v = ident;
+    }
+    energy[e] = vol * psi;
     let dmit = transpose(dmi);
     if (P.u0 & 1u) != 0u {
-        let pk1 = sv.u * mat3x3<f32>(vec3<f32>(ev.grad.x, 0.0, 0.0), vec3<f32>(0.0, ev.grad.y, 0.0), vec3<f32>(0.0, 0.0, ev.grad.z)) * transpose(sv.v);
         let g = (pk1 * dmit) * vol;
         grad[4u * e] = vec4<f32>(-(g[0] + g[1] + g[2]), 0.0);
         grad[4u * e + 1u] = vec4<f32>(g[0], 0.0);

@@ -10,6 +10,10 @@ const MODEL_FIXED_COROTATED: u32 = 2u;
 const MODEL_NEO_HOOKEAN: u32 = 3u;
 const MODEL_STVK: u32 = 4u;
 const MODEL_ARAP: u32 = 5u;
+// Linear elasticity is not a σ-space model: the kernel evaluates Ψ and P from F directly and
+// uses U = V = I with the σ-space data below (∂²Ψ/∂σ² = 2μI + λ11ᵀ, flip 2μ, twist 0), which
+// reproduces its constant ∂P/∂F.
+const MODEL_LINEAR: u32 = 6u;
 
 // Per-element material record (16 bytes): Lamé-like parameters in Pa, rest volume in m³.
 struct ElemParams {
@@ -50,6 +54,10 @@ fn f32_infinity() -> f32 {
     return bitcast<f32>(0x7f800000u);
 }
 
+fn f32_nan() -> f32 {
+    return bitcast<f32>(0x7fc00000u);
+}
+
 fn sigma_eval(model: u32, mu: f32, lam: f32, s: vec3<f32>) -> SigmaEval {
     let ic = dot(s, s);
     let j = s.x * s.y * s.z;
@@ -71,18 +79,20 @@ fn sigma_eval(model: u32, mu: f32, lam: f32, s: vec3<f32>) -> SigmaEval {
     var infinite = false;
     switch model {
         case MODEL_STABLE_NEO_HOOKEAN: {
-            // Smith et al. 2018: μ/2(I_C−3) − μ/2·ln(I_C+1) + λ/2(J−α)², α = 1 + 3μ/(4λ).
+            // Smith et al. 2018: μ/2(I_C−3) − μ/2·ln((I_C+1)/4) + λ/2((J−α)² − (1−α)²),
+            // α = 1 + 3μ/(4λ); constants chosen so Ψ(I) = 0. (J−α)² − (1−α)² = (J−1)(J+1−2α)
+            // keeps f32 digits near rest.
             let alpha = 1.0 + 0.75 * mu / lam;
-            k = vec3<f32>(0.5 * mu * (ic - 3.0) - 0.5 * mu * log(ic + 1.0),
+            k = vec3<f32>(0.5 * mu * (ic - 3.0) - 0.5 * mu * log(0.25 * (ic + 1.0)),
                           0.5 * mu - 0.5 * mu / (ic + 1.0),
                           0.5 * mu / ((ic + 1.0) * (ic + 1.0)));
-            h = vec3<f32>(0.5 * lam * (j - alpha) * (j - alpha), lam * (j - alpha), lam);
+            h = vec3<f32>(0.5 * lam * (j - 1.0) * (j + 1.0 - 2.0 * alpha), lam * (j - alpha), lam);
         }
         case MODEL_STABLE_NEO_HOOKEAN_VBD: {
-            // μ/2(I_C−3) + λ/2(J−α)², α = 1 + μ/λ.
+            // μ/2(I_C−3) + λ/2((J−α)² − (1−α)²), α = 1 + μ/λ (Ψ(I) = 0).
             let alpha = 1.0 + mu / lam;
             k = vec3<f32>(0.5 * mu * (ic - 3.0), 0.5 * mu, 0.0);
-            h = vec3<f32>(0.5 * lam * (j - alpha) * (j - alpha), lam * (j - alpha), lam);
+            h = vec3<f32>(0.5 * lam * (j - 1.0) * (j + 1.0 - 2.0 * alpha), lam * (j - alpha), lam);
         }
         case MODEL_FIXED_COROTATED, MODEL_ARAP: {
             // μ·Σ(σ_i−1)² [+ λ/2(J−1)² for fixed corotated].
@@ -98,7 +108,7 @@ fn sigma_eval(model: u32, mu: f32, lam: f32, s: vec3<f32>) -> SigmaEval {
             }
         }
         case MODEL_NEO_HOOKEAN: {
-            // μ/2(I_C−3) − μ·ln J + λ/2(ln J)²; +∞ for J ≤ 0.
+            // μ/2(I_C−3) − μ·ln J + λ/2(ln J)²; Ψ = +∞ and NaN derivatives for J ≤ 0.
             k = vec3<f32>(0.5 * mu * (ic - 3.0), 0.5 * mu, 0.0);
             if j > 0.0 {
                 let lj = log(j);
@@ -117,6 +127,18 @@ fn sigma_eval(model: u32, mu: f32, lam: f32, s: vec3<f32>) -> SigmaEval {
             gtwist = mu * (si * si - si * sj + sj * sj - vec3<f32>(1.0));
             k = vec3<f32>(0.125 * lam * (ic - 3.0) * (ic - 3.0), 0.25 * lam * (ic - 3.0), 0.25 * lam);
         }
+        case MODEL_LINEAR: {
+            // Only the ∂P/∂F data (see MODEL_LINEAR); Ψ and P come from F in the kernel.
+            k = vec3<f32>(0.0, mu, 0.0);
+            h = vec3<f32>(0.0);
+            var r: SigmaEval;
+            r.psi = 0.0;
+            r.grad = vec3<f32>(0.0);
+            r.hess = mat3x3<f32>(vec3<f32>(2.0 * mu + lam, lam, lam), vec3<f32>(lam, 2.0 * mu + lam, lam), vec3<f32>(lam, lam, 2.0 * mu + lam));
+            r.flip = vec3<f32>(2.0 * mu);
+            r.twist = vec3<f32>(0.0);
+            return r;
+        }
         default: {
             infinite = true;
         }
@@ -131,11 +153,12 @@ fn sigma_eval(model: u32, mu: f32, lam: f32, s: vec3<f32>) -> SigmaEval {
     r.flip = vec3<f32>(2.0 * k.y) - h.y * third + gflip;
     r.twist = vec3<f32>(2.0 * k.y) + h.y * third + gtwist;
     if infinite {
+        let nan = f32_nan();
         r.psi = f32_infinity();
-        r.grad = vec3<f32>(0.0);
-        r.hess = ident * 0.0;
-        r.flip = vec3<f32>(0.0);
-        r.twist = vec3<f32>(0.0);
+        r.grad = vec3<f32>(nan);
+        r.hess = ident * nan;
+        r.flip = vec3<f32>(nan);
+        r.twist = vec3<f32>(nan);
     }
     return r;
 }

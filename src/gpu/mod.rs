@@ -49,20 +49,36 @@ pub enum GpuModel {
     StVK = 4,
     /// As-rigid-as-possible: μΣ(σ−1)².
     Arap = 5,
+    /// Linear elasticity: μ‖ε‖² + λ/2·tr(ε)², ε = sym(F) − I.
+    Linear = 6,
 }
 
 impl GpuModel {
     /// All models.
-    pub const ALL: [GpuModel; 6] = [
+    pub const ALL: [GpuModel; 7] = [
         GpuModel::StableNeoHookean,
         GpuModel::StableNeoHookeanVbd,
         GpuModel::FixedCorotated,
         GpuModel::NeoHookean,
         GpuModel::StVK,
         GpuModel::Arap,
+        GpuModel::Linear,
     ];
     /// From the raw id.
     pub fn from_id(id: u32) -> Option<Self> {
         Self::ALL.get(id as usize).copied()
+    }
+    /// The kernel's id for a material model (same numbering as `MaterialModel::gpu_id`).
+    pub fn from_material(m: crate::material::MaterialModel) -> Self {
+        use crate::material::MaterialModel as M;
+        match m {
+            M::StableNeoHookean => GpuModel::StableNeoHookean,
+            M::StableNeoHookeanVbd => GpuModel::StableNeoHookeanVbd,
+            M::FixedCorotated => GpuModel::FixedCorotated,
+            M::NeoHookean => GpuModel::NeoHookean,
+            M::StVk => GpuModel::StVK,
+            M::Arap => GpuModel::Arap,
+            M::Linear => GpuModel::Linear,
+        }
     }
 }

@@ -3,7 +3,7 @@
 use super::linalg::{self, outer3, sym_eig3};
 use super::material::sigma_eval;
 use super::{need, CHUNK};
-use crate::gpu::{ElemParams, GpuMat3, GpuTet, GpuVec4, Params};
+use crate::gpu::{ElemParams, GpuModel, GpuMat3, GpuTet, GpuVec4, Params};
 use crate::{JelloError, Result};
 use glam::{Mat3, Vec3};
 use rayon::prelude::*;
@@ -106,16 +106,26 @@ fn element(
     hess: Option<&mut [f32]>,
 ) -> ElemOut {
     let f = element_f(x, t, dmi);
-    let sv = linalg::svd3(f);
+    let mut sv = linalg::svd3(f);
     let ev = sigma_eval(prm.model, prm.mu, prm.lambda, sv.s);
     let vol = prm.volume;
+    let mut psi = ev.psi;
+    let mut pk1 = sv.u * Mat3::from_diagonal(ev.grad) * sv.v.transpose();
+    if prm.model == GpuModel::Linear as u32 {
+        let eps = (f + f.transpose()) * 0.5 - Mat3::IDENTITY;
+        let tr = eps.x_axis.x + eps.y_axis.y + eps.z_axis.z;
+        psi = prm.mu * (eps.x_axis.dot(eps.x_axis) + eps.y_axis.dot(eps.y_axis) + eps.z_axis.dot(eps.z_axis))
+            + 0.5 * prm.lambda * tr * tr;
+        pk1 = eps * (2.0 * prm.mu) + Mat3::IDENTITY * (prm.lambda * tr);
+        sv.u = Mat3::IDENTITY;
+        sv.v = Mat3::IDENTITY;
+    }
     let dmit = dmi.transpose();
     let mut out = ElemOut {
-        energy: vol * ev.psi,
+        energy: vol * psi,
         grad: [[0.0; 4]; 4],
     };
     if flags & ELASTIC_GRADIENT != 0 {
-        let pk1 = sv.u * Mat3::from_diagonal(ev.grad) * sv.v.transpose();
         let g = (pk1 * dmit) * vol;
         let c = |v: Vec3| [v.x, v.y, v.z, 0.0];
         out.grad = [

@@ -1,5 +1,6 @@
 //! Twin of `shaders/shared/material.wgsl`: isotropic models in singular-value space, f32,
 //! written as Ψ(σ) = k(I_C) + h(J) + Σ g(σ_i) so the flip/twist eigenvalues come in closed form.
+//! Constants are shifted so Ψ(I) = 0, as in `crate::material`.
 
 use super::linalg::outer3;
 use crate::gpu::GpuModel;
@@ -55,16 +56,16 @@ pub fn sigma_eval(model: u32, mu: f32, lam: f32, s: Vec3) -> SigmaEval {
         Some(GpuModel::StableNeoHookean) => {
             let alpha = 1.0 + 0.75 * mu / lam;
             k = Vec3::new(
-                0.5 * mu * (ic - 3.0) - 0.5 * mu * (ic + 1.0).ln(),
+                0.5 * mu * (ic - 3.0) - 0.5 * mu * (0.25 * (ic + 1.0)).ln(),
                 0.5 * mu - 0.5 * mu / (ic + 1.0),
                 0.5 * mu / ((ic + 1.0) * (ic + 1.0)),
             );
-            h = Vec3::new(0.5 * lam * (j - alpha) * (j - alpha), lam * (j - alpha), lam);
+            h = Vec3::new(0.5 * lam * (j - 1.0) * (j + 1.0 - 2.0 * alpha), lam * (j - alpha), lam);
         }
         Some(GpuModel::StableNeoHookeanVbd) => {
             let alpha = 1.0 + mu / lam;
             k = Vec3::new(0.5 * mu * (ic - 3.0), 0.5 * mu, 0.0);
-            h = Vec3::new(0.5 * lam * (j - alpha) * (j - alpha), lam * (j - alpha), lam);
+            h = Vec3::new(0.5 * lam * (j - 1.0) * (j + 1.0 - 2.0 * alpha), lam * (j - alpha), lam);
         }
         Some(m @ (GpuModel::FixedCorotated | GpuModel::Arap)) => {
             let d = s - Vec3::ONE;
@@ -108,15 +109,29 @@ pub fn sigma_eval(model: u32, mu: f32, lam: f32, s: Vec3) -> SigmaEval {
                 0.25 * lam,
             );
         }
+        Some(GpuModel::Linear) => {
+            // Only the ∂P/∂F data; Ψ and P come from F (see the kernel twin).
+            return SigmaEval {
+                psi: 0.0,
+                grad: Vec3::ZERO,
+                hess: Mat3::from_cols(
+                    Vec3::new(2.0 * mu + lam, lam, lam),
+                    Vec3::new(lam, 2.0 * mu + lam, lam),
+                    Vec3::new(lam, lam, 2.0 * mu + lam),
+                ),
+                flip: Vec3::splat(2.0 * mu),
+                twist: Vec3::ZERO,
+            };
+        }
         None => infinite = true,
     }
     if infinite {
         return SigmaEval {
             psi: f32::INFINITY,
-            grad: Vec3::ZERO,
-            hess: Mat3::ZERO,
-            flip: Vec3::ZERO,
-            twist: Vec3::ZERO,
+            grad: Vec3::NAN,
+            hess: Mat3::NAN,
+            flip: Vec3::NAN,
+            twist: Vec3::NAN,
         };
     }
     let off = Mat3::from_cols(
