@@ -1,1 +1,22 @@
-pub fn placeholder() {}
+//! Offline f64 numerics for jello.
+//!
+//! Pure numerics over plain arrays and sparse matrices (no GPU, no scene types):
+//! - [`sparse`]: a symmetric sparse matrix with a fixed pattern and a precomputed
+//!   element scatter map, so refilling values is a scatter-add with no search;
+//! - [`cholesky`]: sparse Cholesky with a once-per-pattern symbolic analysis
+//!   (METIS nested dissection or AMD) and cheap numeric refactors;
+//! - [`eigen`]: lowest eigenpairs of `A φ = μ M φ` by shift-invert block Krylov;
+//! - [`nnls`]: Lawson–Hanson non-negative least squares;
+//! - [`jgs2`]: the JGS2 offline precompute (perturbation subspaces + cubature);
+//! - [`artifact`]: a versioned, checksummed file format for the JGS2 basis.
+
+pub mod artifact;
+pub mod cholesky;
+pub mod eigen;
+pub mod error;
+pub mod jgs2;
+pub mod nnls;
+mod rng;
+pub mod sparse;
+
+pub use error::{PrecomputeError, Result};

@@ -1,1 +1,29 @@
-//! material (work in progress)
+//! Hyperelastic materials: energy density Ψ(F), first Piola–Kirchhoff stress P(F), the stress
+//! derivative ∂P/∂F and its PSD projection, and the per-tetrahedron energy, gradient and Hessian.
+//!
+//! Everything is generic over the scalar `T: nalgebra::RealField + Copy`: `f64` is the reference,
+//! `f32` is the CPU twin of the WGSL kernels. Isotropic models are written in singular-value space
+//! ([`sigma`]), which gives P, ∂P/∂F and an exact eigen-decomposition of ∂P/∂F (Teran et al. 2005,
+//! Smith et al. 2019) — the PSD projection clamps those nine eigenvalues at zero.
+//!
+//! Conventions: `vec(F)` is column-major (index `i + 3j` for `F[(i, j)]`, nalgebra's storage
+//! order); element vectors are vertex-major `[x0 y0 z0 x1 … z3]`. Stresses are in Pa, energy
+//! densities in J/m³, element energies in J.
+
+mod element;
+mod model;
+mod sigma;
+mod stress;
+mod svd;
+
+pub use element::{element_energy, element_gradient, element_hessian, ElementRest, ElementState};
+pub use model::{lame_from_young_poisson, Material, MaterialModel};
+pub use sigma::{sigma_derivatives, SigmaDerivatives};
+pub use stress::{dpdf, energy_density, evaluate, pk1, rest_tensor, Mat9, StressEval};
+pub use svd::{svd3, Svd3};
+
+/// Converts an `f64` literal into the generic scalar.
+#[inline(always)]
+pub(crate) fn c<T: nalgebra::RealField + Copy>(x: f64) -> T {
+    nalgebra::convert(x)
+}

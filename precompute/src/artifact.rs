@@ -1,0 +1,4 @@
+//! stub
+#[derive(Debug, thiserror::Error)]
+#[error("artifact")]
+pub struct ArtifactError;

@@ -1,0 +1,430 @@
+//! Symmetric sparse matrices with a fixed pattern.
+//!
+//! Only the upper triangle (row ≤ column) is stored, in compressed sparse column (CSC) form
+//! with sorted row indices — the layout faer's Cholesky reads with `Side::Upper`.
+//! The pattern is built once ([`SymmetricPattern`]); a [`ScatterMap`] then records, for every
+//! (element, local entry), the index into the value array, so each Newton iteration refills
+//! the matrix by a scatter-add with no searching.
+
+use std::sync::Arc;
+
+use faer::sparse::{SparseColMatRef, SymbolicSparseColMatRef};
+
+use crate::{PrecomputeError, Result};
+
+/// Sentinel in a [`ScatterMap`]: this local entry is not stored (lower triangle or fixed DOF).
+pub const SKIP: u32 = u32::MAX;
+
+/// Upper-triangular CSC sparsity pattern of a symmetric `n × n` matrix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SymmetricPattern {
+    n: usize,
+    col_ptr: Vec<usize>,
+    row_idx: Vec<usize>,
+}
+
+impl SymmetricPattern {
+    /// Builds the pattern from any list of `(row, col)` positions; each position and its
+    /// mirror are included, and the diagonal is always present (Cholesky needs it).
+    pub fn from_entries(n: usize, entries: impl IntoIterator<Item = (usize, usize)>) -> Result<Self> {
+        let mut cols: Vec<Vec<usize>> = (0..n).map(|c| vec![c]).collect();
+        for (r, c) in entries {
+            if r >= n || c >= n {
+                return Err(PrecomputeError::Invalid(format!(
+                    "pattern entry ({r}, {c}) outside a {n}×{n} matrix"
+                )));
+            }
+            let (r, c) = if r <= c { (r, c) } else { (c, r) };
+            cols[c].push(r);
+        }
+        let mut col_ptr = Vec::with_capacity(n + 1);
+        let mut row_idx = Vec::new();
+        col_ptr.push(0);
+        for mut rows in cols {
+            rows.sort_unstable();
+            rows.dedup();
+            row_idx.extend_from_slice(&rows);
+            col_ptr.push(row_idx.len());
+        }
+        Ok(Self { n, col_ptr, row_idx })
+    }
+
+    /// Pattern of a matrix with `dofs_per_node` DOFs per node where every element couples
+    /// all DOFs of all its nodes (e.g. tets: 4 nodes, 3 DOFs each → dense 12×12 blocks).
+    pub fn from_elements<const K: usize>(
+        n_nodes: usize,
+        dofs_per_node: usize,
+        elements: &[[u32; K]],
+    ) -> Result<Self> {
+        let d = dofs_per_node;
+        // Node adjacency first (cheap), then expand to DOFs.
+        let adj = node_adjacency(n_nodes, elements)?;
+        let n = n_nodes * d;
+        let mut col_ptr = Vec::with_capacity(n + 1);
+        let mut row_idx = Vec::new();
+        col_ptr.push(0);
+        for node in 0..n_nodes {
+            // neighbours (sorted) including the node itself, restricted to ≤ node
+            let mut nb: Vec<usize> = adj.neighbours(node).iter().map(|&v| v as usize).filter(|&v| v < node).collect();
+            nb.push(node);
+            nb.sort_unstable();
+            for a in 0..d {
+                let col = node * d + a;
+                for &v in &nb {
+                    for b in 0..d {
+                        let row = v * d + b;
+                        if row <= col {
+                            row_idx.push(row);
+                        }
+                    }
+                }
+                col_ptr.push(row_idx.len());
+            }
+        }
+        Ok(Self { n, col_ptr, row_idx })
+    }
+
+    /// Matrix dimension.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Number of stored (upper-triangular) entries.
+    pub fn nnz(&self) -> usize {
+        self.row_idx.len()
+    }
+
+    /// Column pointers (length `n + 1`).
+    pub fn col_ptr(&self) -> &[usize] {
+        &self.col_ptr
+    }
+
+    /// Row indices, sorted within each column.
+    pub fn row_idx(&self) -> &[usize] {
+        &self.row_idx
+    }
+
+    /// Index into the value array of entry `(row, col)` (either triangle), if stored.
+    pub fn find(&self, row: usize, col: usize) -> Option<usize> {
+        let (r, c) = if row <= col { (row, col) } else { (col, row) };
+        if c >= self.n {
+            return None;
+        }
+        let (lo, hi) = (self.col_ptr[c], self.col_ptr[c + 1]);
+        self.row_idx[lo..hi].binary_search(&r).ok().map(|k| lo + k)
+    }
+
+    /// faer view of the pattern.
+    pub fn symbolic(&self) -> SymbolicSparseColMatRef<'_, usize> {
+        SymbolicSparseColMatRef::new_checked(self.n, self.n, &self.col_ptr, None, &self.row_idx)
+    }
+
+    /// Adjacency graph of the matrix after compressing each run of `block` consecutive DOFs
+    /// into one node (self loops removed). Used to order the vertex graph of a 3-DOF problem.
+    pub fn block_graph(&self, block: usize) -> Result<Adjacency> {
+        if block == 0 || self.n % block != 0 {
+            return Err(PrecomputeError::Invalid(format!(
+                "block size {block} does not divide matrix size {}",
+                self.n
+            )));
+        }
+        let nb = self.n / block;
+        let mut lists: Vec<Vec<u32>> = vec![Vec::new(); nb];
+        for c in 0..self.n {
+            for &r in &self.row_idx[self.col_ptr[c]..self.col_ptr[c + 1]] {
+                let (bc, br) = (c / block, r / block);
+                if bc != br {
+                    lists[bc].push(br as u32);
+                    lists[br].push(bc as u32);
+                }
+            }
+        }
+        Ok(Adjacency::from_lists(lists))
+    }
+}
+
+/// Undirected graph in CSR form (sorted, duplicate-free neighbour lists, no self loops).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Adjacency {
+    /// Offsets into `adj` (length `n + 1`).
+    pub xadj: Vec<usize>,
+    /// Concatenated neighbour lists.
+    pub adj: Vec<u32>,
+}
+
+impl Adjacency {
+    fn from_lists(lists: Vec<Vec<u32>>) -> Self {
+        let mut xadj = Vec::with_capacity(lists.len() + 1);
+        let mut adj = Vec::new();
+        xadj.push(0);
+        for mut l in lists {
+            l.sort_unstable();
+            l.dedup();
+            adj.extend_from_slice(&l);
+            xadj.push(adj.len());
+        }
+        Self { xadj, adj }
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.xadj.len() - 1
+    }
+
+    /// True when the graph has no nodes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Neighbours of `node`.
+    pub fn neighbours(&self, node: usize) -> &[u32] {
+        &self.adj[self.xadj[node]..self.xadj[node + 1]]
+    }
+}
+
+/// Node adjacency of an element mesh: two nodes are adjacent when an element holds both.
+pub fn node_adjacency<const K: usize>(n_nodes: usize, elements: &[[u32; K]]) -> Result<Adjacency> {
+    let mut lists: Vec<Vec<u32>> = vec![Vec::new(); n_nodes];
+    for (e, el) in elements.iter().enumerate() {
+        for &a in el {
+            if a as usize >= n_nodes {
+                return Err(PrecomputeError::Invalid(format!(
+                    "element {e} references node {a} but there are {n_nodes} nodes"
+                )));
+            }
+        }
+        for (i, &a) in el.iter().enumerate() {
+            for (j, &b) in el.iter().enumerate() {
+                if i != j {
+                    if a == b {
+                        return Err(PrecomputeError::Invalid(format!("element {e} repeats node {a}")));
+                    }
+                    lists[a as usize].push(b);
+                }
+            }
+        }
+    }
+    Ok(Adjacency::from_lists(lists))
+}
+
+/// For every element and every entry of its dense local matrix (row-major, `n_local²`
+/// entries), the index into the value array of a [`SymSparse`], or [`SKIP`].
+///
+/// Lower-triangular global entries are skipped (the element matrix is symmetric, so its
+/// upper mirror carries the same value), as are entries touching a fixed DOF.
+#[derive(Clone, Debug)]
+pub struct ScatterMap {
+    n_local: usize,
+    idx: Vec<u32>,
+}
+
+impl ScatterMap {
+    /// Builds the map. `elem_dofs` holds `n_local` global DOF indices per element, flat;
+    /// `fixed` (optional, one flag per DOF) marks DOFs whose rows/columns are not assembled.
+    pub fn new(
+        pattern: &SymmetricPattern,
+        n_local: usize,
+        elem_dofs: &[usize],
+        fixed: Option<&[bool]>,
+    ) -> Result<Self> {
+        if n_local == 0 || elem_dofs.len() % n_local != 0 {
+            return Err(PrecomputeError::Invalid("element DOF list length is not a multiple of n_local".into()));
+        }
+        if pattern.nnz() >= SKIP as usize {
+            return Err(PrecomputeError::Invalid("pattern too large for u32 scatter indices".into()));
+        }
+        if let Some(f) = fixed {
+            if f.len() != pattern.n() {
+                return Err(PrecomputeError::Invalid(format!(
+                    "fixed mask has {} entries, matrix has {} DOFs",
+                    f.len(),
+                    pattern.n()
+                )));
+            }
+        }
+        let is_fixed = |d: usize| fixed.is_some_and(|f| f[d]);
+        let mut idx = Vec::with_capacity(elem_dofs.len() * n_local);
+        for (e, dofs) in elem_dofs.chunks_exact(n_local).enumerate() {
+            for &r in dofs {
+                for &c in dofs {
+                    if r > c || is_fixed(r) || is_fixed(c) {
+                        idx.push(SKIP);
+                        continue;
+                    }
+                    let k = pattern.find(r, c).ok_or_else(|| {
+                        PrecomputeError::Invalid(format!("element {e}: entry ({r}, {c}) is not in the pattern"))
+                    })?;
+                    idx.push(k as u32);
+                }
+            }
+        }
+        Ok(Self { n_local, idx })
+    }
+
+    /// Local matrix size.
+    pub fn n_local(&self) -> usize {
+        self.n_local
+    }
+
+    /// Number of elements.
+    pub fn n_elements(&self) -> usize {
+        self.idx.len() / (self.n_local * self.n_local)
+    }
+
+    /// Value-array indices of element `e` (row-major local entries).
+    pub fn element(&self, e: usize) -> &[u32] {
+        let s = self.n_local * self.n_local;
+        &self.idx[e * s..(e + 1) * s]
+    }
+}
+
+/// Global DOF list (flat, 12 per tet) of a tet mesh with 3 DOFs per vertex, vertex-major.
+pub fn tet_dofs(tets: &[[u32; 4]]) -> Vec<usize> {
+    let mut out = Vec::with_capacity(tets.len() * 12);
+    for t in tets {
+        for &v in t {
+            for d in 0..3 {
+                out.push(3 * v as usize + d);
+            }
+        }
+    }
+    out
+}
+
+/// Symmetric sparse matrix: shared pattern + upper-triangular values.
+#[derive(Clone, Debug)]
+pub struct SymSparse {
+    pattern: Arc<SymmetricPattern>,
+    values: Vec<f64>,
+}
+
+impl SymSparse {
+    /// All-zero matrix on `pattern`.
+    pub fn zeros(pattern: Arc<SymmetricPattern>) -> Self {
+        let values = vec![0.0; pattern.nnz()];
+        Self { pattern, values }
+    }
+
+    /// Matrix from a pattern and its upper-triangular values.
+    pub fn from_values(pattern: Arc<SymmetricPattern>, values: Vec<f64>) -> Result<Self> {
+        if values.len() != pattern.nnz() {
+            return Err(PrecomputeError::Invalid(format!(
+                "{} values for a pattern with {} entries",
+                values.len(),
+                pattern.nnz()
+            )));
+        }
+        Ok(Self { pattern, values })
+    }
+
+    /// The pattern.
+    pub fn pattern(&self) -> &Arc<SymmetricPattern> {
+        &self.pattern
+    }
+
+    /// Dimension.
+    pub fn n(&self) -> usize {
+        self.pattern.n
+    }
+
+    /// Upper-triangular values (CSC order).
+    pub fn values(&self) -> &[f64] {
+        &self.values
+    }
+
+    /// Mutable values (CSC order).
+    pub fn values_mut(&mut self) -> &mut [f64] {
+        &mut self.values
+    }
+
+    /// Sets every value to zero (pattern kept).
+    pub fn clear(&mut self) {
+        self.values.fill(0.0);
+    }
+
+    /// Adds element `e`'s dense local matrix (row-major, `n_local²`) through `map`.
+    pub fn scatter_add(&mut self, map: &ScatterMap, e: usize, local: &[f64]) {
+        debug_assert_eq!(local.len(), map.n_local * map.n_local);
+        for (&k, &v) in map.element(e).iter().zip(local) {
+            if k != SKIP {
+                self.values[k as usize] += v;
+            }
+        }
+    }
+
+    /// Entry `(row, col)` (zero when not stored).
+    pub fn get(&self, row: usize, col: usize) -> f64 {
+        self.pattern.find(row, col).map_or(0.0, |k| self.values[k])
+    }
+
+    /// Adds `d[i]` to diagonal entry `i`.
+    pub fn add_diagonal(&mut self, d: &[f64]) {
+        for (i, &di) in d.iter().enumerate().take(self.n()) {
+            if let Some(k) = self.pattern.find(i, i) {
+                self.values[k] += di;
+            }
+        }
+    }
+
+    /// Replaces the rows and columns of flagged DOFs by those of the identity.
+    pub fn set_identity_rows(&mut self, fixed: &[bool]) {
+        let p = &self.pattern;
+        for c in 0..p.n {
+            for k in p.col_ptr[c]..p.col_ptr[c + 1] {
+                let r = p.row_idx[k];
+                if fixed.get(r).copied().unwrap_or(false) || fixed.get(c).copied().unwrap_or(false) {
+                    self.values[k] = if r == c { 1.0 } else { 0.0 };
+                }
+            }
+        }
+    }
+
+    /// `y = A x`.
+    pub fn mul_vec(&self, x: &[f64], y: &mut [f64]) {
+        let p = &self.pattern;
+        y.fill(0.0);
+        for c in 0..p.n {
+            let xc = x[c];
+            let mut acc = 0.0;
+            for k in p.col_ptr[c]..p.col_ptr[c + 1] {
+                let r = p.row_idx[k];
+                let v = self.values[k];
+                if r == c {
+                    acc += v * xc;
+                } else {
+                    y[r] += v * xc;
+                    acc += v * x[r];
+                }
+            }
+            y[c] += acc;
+        }
+    }
+
+    /// `Y = A X` for a column-major `n × k` block.
+    pub fn mul_block(&self, x: &[f64], y: &mut [f64], k: usize) {
+        let n = self.n();
+        for j in 0..k {
+            self.mul_vec(&x[j * n..(j + 1) * n], &mut y[j * n..(j + 1) * n]);
+        }
+    }
+
+    /// Dense copy, column-major `n × n` (both triangles).
+    pub fn to_dense(&self) -> Vec<f64> {
+        let n = self.n();
+        let p = &self.pattern;
+        let mut d = vec![0.0; n * n];
+        for c in 0..n {
+            for k in p.col_ptr[c]..p.col_ptr[c + 1] {
+                let r = p.row_idx[k];
+                d[c * n + r] = self.values[k];
+                d[r * n + c] = self.values[k];
+            }
+        }
+        d
+    }
+
+    /// faer view (upper triangle).
+    pub fn as_faer(&self) -> SparseColMatRef<'_, usize, f64> {
+        SparseColMatRef::new(self.pattern.symbolic(), &self.values)
+    }
+}

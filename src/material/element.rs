@@ -1,0 +1,151 @@
+//! Per-tetrahedron energy, gradient and Hessian of linear FEM: F = Ds·Dm⁻¹, Ψ_e = V·Ψ(F),
+//! ∇Ψ_e = V·Bᵀ vec(P), ∇²Ψ_e = V·Bᵀ (∂P/∂F) B, where B = ∂vec(F)/∂x is built from the rest
+//! shape-function gradients.
+
+use super::{c, evaluate, Material};
+use nalgebra::{Matrix3, RealField, SMatrix, SVector, Vector3};
+
+/// Rest-state data of one tet.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ElementRest<T: RealField + Copy> {
+    /// Inverse of the rest edge matrix Dm = [X1−X0, X2−X0, X3−X0], 1/m.
+    pub dm_inv: Matrix3<T>,
+    /// Rest volume, m³ (positive).
+    pub volume: T,
+}
+
+impl ElementRest<f64> {
+    /// Rest data from the four rest positions (m); `None` when the tet is degenerate or inverted.
+    pub fn new(x: &[[f64; 3]; 4]) -> Option<Self> {
+        let p = x.map(|p| Vector3::from(p));
+        let dm = Matrix3::from_columns(&[p[1] - p[0], p[2] - p[0], p[3] - p[0]]);
+        let det = dm.determinant();
+        if !(det.is_finite() && det > 0.0) {
+            return None;
+        }
+        Some(ElementRest {
+            dm_inv: dm.try_inverse()?,
+            volume: det / 6.0,
+        })
+    }
+
+    /// Converts to another scalar type (f32 for the GPU twins).
+    pub fn cast<T: RealField + Copy>(&self) -> ElementRest<T> {
+        ElementRest {
+            dm_inv: self.dm_inv.map(|v| c(v)),
+            volume: c(self.volume),
+        }
+    }
+}
+
+impl<T: RealField + Copy> ElementRest<T> {
+    /// Gradients of the four linear shape functions at rest (1/m): ∇N₁..₃ are the rows of Dm⁻¹,
+    /// ∇N₀ = −(∇N₁ + ∇N₂ + ∇N₃).
+    pub fn shape_gradients(&self) -> [Vector3<T>; 4] {
+        let g1 = self.dm_inv.row(0).transpose();
+        let g2 = self.dm_inv.row(1).transpose();
+        let g3 = self.dm_inv.row(2).transpose();
+        [-(g1 + g2 + g3), g1, g2, g3]
+    }
+
+    /// F = Ds · Dm⁻¹ at current positions `x` (m).
+    pub fn deformation_gradient(&self, x: &[Vector3<T>; 4]) -> Matrix3<T> {
+        let ds = Matrix3::from_columns(&[x[1] - x[0], x[2] - x[0], x[3] - x[0]]);
+        ds * self.dm_inv
+    }
+}
+
+/// One tet's energy (J), gradient (N, vertex-major) and optionally Hessian (N/m).
+#[derive(Clone, Copy, Debug)]
+pub struct ElementState<T: RealField + Copy> {
+    /// V·Ψ(F), J.
+    pub energy: T,
+    /// ∂(VΨ)/∂x, 12 entries.
+    pub gradient: SVector<T, 12>,
+    /// ∂²(VΨ)/∂x², when requested.
+    pub hessian: Option<SMatrix<T, 12, 12>>,
+}
+
+/// Energy V·Ψ(F) of one tet, J.
+pub fn element_energy<T: RealField + Copy>(
+    m: &Material,
+    rest: &ElementRest<T>,
+    x: &[Vector3<T>; 4],
+) -> T {
+    let f = rest.deformation_gradient(x);
+    evaluate(m, &f, false, false).psi * rest.volume
+}
+
+/// Energy and gradient of one tet.
+pub fn element_gradient<T: RealField + Copy>(
+    m: &Material,
+    rest: &ElementRest<T>,
+    x: &[Vector3<T>; 4],
+) -> ElementState<T> {
+    element_eval(m, rest, x, false, false)
+}
+
+/// Energy, gradient and Hessian of one tet; `project` makes the Hessian PSD (by projecting ∂P/∂F,
+/// which keeps V·Bᵀ(∂P/∂F)B PSD).
+pub fn element_hessian<T: RealField + Copy>(
+    m: &Material,
+    rest: &ElementRest<T>,
+    x: &[Vector3<T>; 4],
+    project: bool,
+) -> ElementState<T> {
+    element_eval(m, rest, x, true, project)
+}
+
+fn element_eval<T: RealField + Copy>(
+    m: &Material,
+    rest: &ElementRest<T>,
+    x: &[Vector3<T>; 4],
+    want_hessian: bool,
+    project: bool,
+) -> ElementState<T> {
+    let f = rest.deformation_gradient(x);
+    let s = evaluate(m, &f, want_hessian, project);
+    let g = rest.shape_gradients();
+    let vol = rest.volume;
+    let mut gradient = SVector::<T, 12>::zeros();
+    for a in 0..4 {
+        let fa = s.p * g[a] * vol;
+        for i in 0..3 {
+            gradient[3 * a + i] = fa[i];
+        }
+    }
+    let hessian = s.dpdf.map(|d| {
+        // H[(3a+i),(3b+k)] = V Σ_jl D[(i+3j),(k+3l)] g_a[j] g_b[l]
+        let mut h = SMatrix::<T, 12, 12>::zeros();
+        // First contract the column side: T[(i+3j), (3b+k)] = Σ_l D[(i+3j),(k+3l)] g_b[l].
+        let mut t = SMatrix::<T, 9, 12>::zeros();
+        for r in 0..9 {
+            for b in 0..4 {
+                for k in 0..3 {
+                    let mut acc = T::zero();
+                    for l in 0..3 {
+                        acc += d[(r, k + 3 * l)] * g[b][l];
+                    }
+                    t[(r, 3 * b + k)] = acc;
+                }
+            }
+        }
+        for a in 0..4 {
+            for i in 0..3 {
+                for col in 0..12 {
+                    let mut acc = T::zero();
+                    for j in 0..3 {
+                        acc += t[(i + 3 * j, col)] * g[a][j];
+                    }
+                    h[(3 * a + i, col)] = acc * vol;
+                }
+            }
+        }
+        h
+    });
+    ElementState {
+        energy: s.psi * vol,
+        gradient,
+        hessian,
+    }
+}

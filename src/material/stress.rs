@@ -1,0 +1,152 @@
+//! Energy density, first Piola–Kirchhoff stress and its derivative ∂P/∂F (optionally
+//! PSD-projected) for every model, built from the singular-value derivatives.
+
+use super::{c, sigma_derivatives, svd3, Material, MaterialModel};
+use nalgebra::{Matrix3, RealField, SMatrix, SymmetricEigen, Vector3};
+
+/// 9×9 matrix over column-major vec(F).
+pub type Mat9<T> = SMatrix<T, 9, 9>;
+
+/// Everything a kernel needs at one deformation gradient.
+#[derive(Clone, Copy, Debug)]
+pub struct StressEval<T: RealField + Copy> {
+    /// Ψ(F), J/m³.
+    pub psi: T,
+    /// P(F) = ∂Ψ/∂F, Pa.
+    pub p: Matrix3<T>,
+    /// ∂P/∂F (column-major vec order), Pa; projected to PSD when requested.
+    pub dpdf: Option<Mat9<T>>,
+}
+
+/// Ψ(F) in J/m³.
+pub fn energy_density<T: RealField + Copy>(m: &Material, f: &Matrix3<T>) -> T {
+    evaluate(m, f, false, false).psi
+}
+
+/// First Piola–Kirchhoff stress P(F) = ∂Ψ/∂F, Pa.
+pub fn pk1<T: RealField + Copy>(m: &Material, f: &Matrix3<T>) -> Matrix3<T> {
+    evaluate(m, f, false, false).p
+}
+
+/// ∂P/∂F as a 9×9 matrix over column-major vec(F); `project` clamps its eigenvalues at 0.
+pub fn dpdf<T: RealField + Copy>(m: &Material, f: &Matrix3<T>, project: bool) -> Mat9<T> {
+    evaluate(m, f, true, project)
+        .dpdf
+        .unwrap_or_else(Mat9::zeros)
+}
+
+/// The rest elasticity tensor C = ∂²Ψ/∂F² at F = I (unprojected), Pa.
+pub fn rest_tensor(m: &Material) -> Mat9<f64> {
+    dpdf(m, &Matrix3::identity(), false)
+}
+
+/// Ψ, P and (optionally) ∂P/∂F at F.
+pub fn evaluate<T: RealField + Copy>(
+    m: &Material,
+    f: &Matrix3<T>,
+    want_dpdf: bool,
+    project: bool,
+) -> StressEval<T> {
+    if m.model == MaterialModel::Linear {
+        return linear(m, f, want_dpdf);
+    }
+    let svd = svd3(f);
+    let d = sigma_derivatives(m, &svd.sigma);
+    let p = svd.u * Matrix3::from_diagonal(&d.grad) * svd.v.transpose();
+    let dpdf = want_dpdf.then(|| {
+        let mut out = Mat9::zeros();
+        let mut add_mode = |lambda: T, q: &Matrix3<T>| {
+            let lambda = if project {
+                lambda.max(T::zero())
+            } else {
+                lambda
+            };
+            if lambda == T::zero() {
+                return;
+            }
+            let full = svd.u * q * svd.v.transpose();
+            // full is stored column-major, so its slice is vec(full).
+            let v = nalgebra::SVector::<T, 9>::from_column_slice(full.as_slice());
+            out += v * v.transpose() * lambda;
+        };
+        // Scaling modes: eigenvectors of the σ-space Hessian.
+        let eig = SymmetricEigen::new(d.hess);
+        for k in 0..3 {
+            let w = eig.eigenvectors.column(k);
+            add_mode(
+                eig.eigenvalues[k],
+                &Matrix3::from_diagonal(&Vector3::new(w[0], w[1], w[2])),
+            );
+        }
+        // Flip (symmetric) and twist (skew) modes for each pair of singular values.
+        let tol = T::default_epsilon().sqrt();
+        let inv_sqrt2: T = c(std::f64::consts::FRAC_1_SQRT_2);
+        for (i, j) in [(0usize, 1usize), (0, 2), (1, 2)] {
+            let (si, sj) = (svd.sigma[i], svd.sigma[j]);
+            let (gi, gj) = (d.grad[i], d.grad[j]);
+            let scale = T::one().max(si.abs()).max(sj.abs());
+            let diff = si - sj;
+            let lambda_flip = if diff.abs() > tol * scale {
+                (gi - gj) / diff
+            } else {
+                // Limit of the difference quotient for a symmetric Ψ.
+                (d.hess[(i, i)] + d.hess[(j, j)]) / c(2.0) - d.hess[(i, j)]
+            };
+            let mut sum = si + sj;
+            if sum.abs() < tol * scale {
+                sum = if sum < T::zero() {
+                    -tol * scale
+                } else {
+                    tol * scale
+                };
+            }
+            let lambda_twist = (gi + gj) / sum;
+            let mut q = Matrix3::zeros();
+            q[(i, j)] = inv_sqrt2;
+            q[(j, i)] = inv_sqrt2;
+            add_mode(lambda_flip, &q);
+            q[(j, i)] = -inv_sqrt2;
+            add_mode(lambda_twist, &q);
+        }
+        out
+    });
+    StressEval {
+        psi: d.psi,
+        p,
+        dpdf,
+    }
+}
+
+/// Linear elasticity: Ψ = μ‖ε‖² + λ/2 tr(ε)², ε = sym(F) − I; constant, PSD ∂P/∂F.
+fn linear<T: RealField + Copy>(m: &Material, f: &Matrix3<T>, want_dpdf: bool) -> StressEval<T> {
+    let mu: T = c(m.mu);
+    let la: T = c(m.lambda);
+    let eps = (f + f.transpose()) * c::<T>(0.5) - Matrix3::identity();
+    let tr = eps.trace();
+    let psi = mu * eps.norm_squared() + la / c(2.0) * tr * tr;
+    let p = eps * (c::<T>(2.0) * mu) + Matrix3::identity() * (la * tr);
+    let dpdf = want_dpdf.then(|| {
+        let mut out = Mat9::zeros();
+        for i in 0..3 {
+            for j in 0..3 {
+                for k in 0..3 {
+                    for l in 0..3 {
+                        let mut v = T::zero();
+                        if i == k && j == l {
+                            v += mu;
+                        }
+                        if i == l && j == k {
+                            v += mu;
+                        }
+                        if i == j && k == l {
+                            v += la;
+                        }
+                        out[(i + 3 * j, k + 3 * l)] = v;
+                    }
+                }
+            }
+        }
+        out
+    });
+    StressEval { psi, p, dpdf }
+}

@@ -1,0 +1,19 @@
+//! Mesh files: readers (gmsh, TetGen, MEDIT, legacy VTK) and writers (VTK XML + PVD, OBJ/PLY
+//! surfaces, TetGen, gmsh).
+
+mod convert;
+mod cursor;
+mod gmsh;
+mod load;
+mod medit;
+mod surface_files;
+mod tetgen;
+mod vtk_legacy;
+mod vtu;
+
+pub use convert::{convert, write_mesh};
+pub use gmsh::{write_gmsh, GmshFormat};
+pub use load::{read_mesh, LoadedMesh, DEGENERATE_REL_VOLUME};
+pub use surface_files::{write_obj, write_ply};
+pub use tetgen::{tetgen_paths, write_tetgen};
+pub use vtu::{write_pvd, write_vtu, Field, PvdCollection};

@@ -1,0 +1,327 @@
+//! Legacy VTK `.vtk` unstructured grids, ASCII or binary (big-endian): `POINTS`, `CELLS` (classic
+//! count-prefixed lists, or the 5.x `OFFSETS`/`CONNECTIVITY` pair) and `CELL_TYPES`; cells of type
+//! 10 (VTK_TETRA) are kept, others ignored. Point and cell data are not read.
+
+use super::cursor::{read_bytes, show, Cursor, Endian};
+use super::load::{Origin, RawMesh};
+use crate::error::{JelloError, Result};
+use std::path::Path;
+
+const VTK_TETRA: i64 = 10;
+
+/// Cells as offsets into a connectivity list.
+struct Cells {
+    offsets: Vec<usize>,
+    conn: Vec<i64>,
+    /// Line (ASCII) or cell index (binary) of each cell.
+    at: Vec<u32>,
+}
+
+struct Reader<'a> {
+    c: Cursor<'a>,
+    binary: bool,
+}
+
+pub(crate) fn read(path: &Path) -> Result<RawMesh> {
+    let bytes = read_bytes(path)?;
+    let mut r = Reader {
+        c: Cursor::new(path, &bytes),
+        binary: false,
+    };
+    let c = &mut r.c;
+    let head = c.line_text().unwrap_or_default();
+    if !head.starts_with(b"# vtk DataFile") {
+        return Err(
+            c.err("not a legacy VTK file: the first line must be `# vtk DataFile Version x.y`")
+        );
+    }
+    if c.line_text().is_none() {
+        return Err(c.err("file truncated: missing the title line"));
+    }
+    let kind = c.token("ASCII or BINARY")?;
+    r.binary = match kind {
+        b"ASCII" | b"ascii" => false,
+        b"BINARY" | b"binary" => true,
+        k => {
+            return Err(r
+                .c
+                .err(format!("expected ASCII or BINARY, found `{}`", show(k))))
+        }
+    };
+    let ds = r.c.token("DATASET")?;
+    let grid = r.c.token("dataset type")?;
+    if ds != b"DATASET" || grid != b"UNSTRUCTURED_GRID" {
+        return Err(r.c.err(format!(
+            "only `DATASET UNSTRUCTURED_GRID` is supported, found `{} {}`",
+            show(ds),
+            show(grid)
+        )));
+    }
+    let mut positions: Option<Vec<[f64; 3]>> = None;
+    let mut cells: Option<Cells> = None;
+    let mut types: Option<(Vec<i64>, usize)> = None;
+    while let Some(t) = r.c.next_token() {
+        match t {
+            b"POINTS" => positions = Some(r.points()?),
+            b"CELLS" => cells = Some(r.cells()?),
+            b"CELL_TYPES" => {
+                let line = r.c.token_line();
+                types = Some((r.cell_types()?, line));
+            }
+            // Attribute data follows the geometry; nothing after it is needed.
+            b"POINT_DATA" | b"CELL_DATA" | b"FIELD" | b"METADATA" => break,
+            _ => {
+                return Err(r.c.err(format!(
+                    "unexpected keyword `{}` in an unstructured grid",
+                    show(t)
+                )))
+            }
+        }
+    }
+    let positions = positions.ok_or_else(|| JelloError::mesh(path, "no POINTS section"))?;
+    let cells = cells.ok_or_else(|| JelloError::mesh(path, "no CELLS section"))?;
+    let (types, types_line) =
+        types.ok_or_else(|| JelloError::mesh(path, "no CELL_TYPES section"))?;
+    let ncells = cells.offsets.len() - 1;
+    if types.len() != ncells {
+        return Err(JelloError::parse(
+            path,
+            types_line,
+            format!(
+                "CELL_TYPES lists {} cells but CELLS has {ncells}",
+                types.len()
+            ),
+        ));
+    }
+    let where_err = |i: usize, msg: String| -> JelloError {
+        if r.binary {
+            JelloError::mesh(path, format!("cell #{i} (binary data): {msg}"))
+        } else {
+            JelloError::parse(path, cells.at[i] as usize, msg)
+        }
+    };
+    let nv = positions.len() as i64;
+    let mut tets = Vec::new();
+    let mut tet_where = Vec::new();
+    for (i, &ty) in types.iter().enumerate() {
+        if ty != VTK_TETRA {
+            continue;
+        }
+        let ids = &cells.conn[cells.offsets[i]..cells.offsets[i + 1]];
+        if ids.len() != 4 {
+            return Err(where_err(
+                i,
+                format!("a tetra cell (type 10) needs 4 points, found {}", ids.len()),
+            ));
+        }
+        let mut tet = [0u32; 4];
+        for k in 0..4 {
+            if ids[k] < 0 || ids[k] >= nv {
+                return Err(where_err(
+                    i,
+                    format!("point index {} out of range (0-based, {nv} points)", ids[k]),
+                ));
+            }
+            tet[k] = ids[k] as u32;
+        }
+        tets.push(tet);
+        tet_where.push(cells.at[i]);
+    }
+    Ok(RawMesh {
+        positions,
+        tets,
+        tet_where,
+        origin: if r.binary {
+            Origin::Records
+        } else {
+            Origin::Lines
+        },
+        tet_path: path.to_path_buf(),
+        warnings: Vec::new(),
+    })
+}
+
+impl Reader<'_> {
+    /// Reads `count` integers (ASCII tokens or big-endian binary of `size` bytes).
+    fn ints(&mut self, count: usize, size: usize, what: &str) -> Result<(Vec<i64>, Vec<u32>)> {
+        let mut v = Vec::with_capacity(count);
+        let mut at = Vec::new();
+        if self.binary {
+            self.c.skip_line();
+            let b = self.c.bytes(count * size, what)?;
+            for k in 0..count {
+                v.push(if size == 8 {
+                    Endian::Big.i64(&b[8 * k..])
+                } else {
+                    Endian::Big.i32(&b[4 * k..]) as i64
+                });
+            }
+        } else {
+            at.reserve(count);
+            for _ in 0..count {
+                v.push(self.c.i64(what)?);
+                at.push(self.c.token_line() as u32);
+            }
+        }
+        Ok((v, at))
+    }
+
+    fn check(
+        &self,
+        count: usize,
+        ascii_bytes: usize,
+        binary_bytes: usize,
+        what: &str,
+    ) -> Result<()> {
+        if self.binary {
+            if count.saturating_mul(binary_bytes) > self.c.remaining() {
+                return Err(self.c.err(format!(
+                    "declared {count} {what} but only {} bytes remain (truncated or corrupt count)",
+                    self.c.remaining()
+                )));
+            }
+            Ok(())
+        } else {
+            self.c.check_count(count, ascii_bytes, what)
+        }
+    }
+
+    fn points(&mut self) -> Result<Vec<[f64; 3]>> {
+        let n = self.c.usize("number of points")?;
+        let ty = self.c.word("point data type")?;
+        let size = match ty.as_str() {
+            "float" => 4,
+            "double" => 8,
+            _ if !self.binary => 8,
+            _ => {
+                return Err(self
+                    .c
+                    .err(format!("binary points must be float or double, found {ty}")))
+            }
+        };
+        self.check(n, 6, 3 * size, "points")?;
+        let mut p = Vec::with_capacity(n);
+        if self.binary {
+            self.c.skip_line();
+            let b = self.c.bytes(n * 3 * size, "point coordinates")?;
+            for i in 0..n {
+                let mut q = [0.0; 3];
+                for (k, v) in q.iter_mut().enumerate() {
+                    let o = (3 * i + k) * size;
+                    *v = if size == 4 {
+                        Endian::Big.f32(&b[o..]) as f64
+                    } else {
+                        Endian::Big.f64(&b[o..])
+                    };
+                }
+                if q.iter().any(|v| !v.is_finite()) {
+                    return Err(JelloError::mesh(
+                        &self.c.path,
+                        format!("point #{i} (binary data): non-finite coordinate {q:?}"),
+                    ));
+                }
+                p.push(q);
+            }
+        } else {
+            for _ in 0..n {
+                p.push([
+                    self.c.f64("x coordinate")?,
+                    self.c.f64("y coordinate")?,
+                    self.c.f64("z coordinate")?,
+                ]);
+            }
+        }
+        Ok(p)
+    }
+
+    fn int_size(&self, ty: &str) -> Result<usize> {
+        match ty {
+            "vtktypeint64" | "vtktypeuint64" | "long" | "unsigned_long" => Ok(8),
+            "vtktypeint32" | "vtktypeuint32" | "int" | "unsigned_int" => Ok(4),
+            _ => Err(self.c.err(format!("unsupported integer type `{ty}`"))),
+        }
+    }
+
+    fn cells(&mut self) -> Result<Cells> {
+        let a = self.c.usize("number of cells")?;
+        let b = self.c.usize("cell list size")?;
+        if self.c.peek_token() == Some(b"OFFSETS") {
+            // VTK 5.x: `a` offsets then `b` connectivity entries.
+            self.c.next_token();
+            let ty = self.c.word("offset type")?;
+            let size = self.int_size(&ty)?;
+            self.check(a, 2, size, "cell offsets")?;
+            let (offs, at) = self.ints(a, size, "cell offset")?;
+            let t = self.c.token("CONNECTIVITY")?;
+            if t != b"CONNECTIVITY" {
+                return Err(self
+                    .c
+                    .err(format!("expected CONNECTIVITY, found `{}`", show(t))));
+            }
+            let ty = self.c.word("connectivity type")?;
+            let size = self.int_size(&ty)?;
+            self.check(b, 2, size, "connectivity entries")?;
+            let (conn, _) = self.ints(b, size, "connectivity entry")?;
+            if a == 0 {
+                return Err(self.c.err("CELLS needs at least one offset"));
+            }
+            let mut offsets = Vec::with_capacity(a);
+            let mut prev = 0usize;
+            for (i, &o) in offs.iter().enumerate() {
+                if o < prev as i64 || o as usize > conn.len() || (i == 0 && o != 0) {
+                    return Err(self.c.err(format!("bad cell offset {o} at position {i}")));
+                }
+                prev = o as usize;
+                offsets.push(prev);
+            }
+            let at = if self.binary {
+                (0..a as u32).collect()
+            } else {
+                at
+            };
+            return Ok(Cells { offsets, conn, at });
+        }
+        // Classic layout: per cell, a point count followed by the point indices.
+        self.check(b, 2, 4, "cell list entries")?;
+        if a > b {
+            return Err(self
+                .c
+                .err(format!("{a} cells cannot fit in a list of {b} numbers")));
+        }
+        let (list, at_list) = self.ints(b, 4, "cell list entry")?;
+        let mut offsets = Vec::with_capacity(a + 1);
+        let mut conn = Vec::with_capacity(b);
+        let mut at = Vec::with_capacity(a);
+        let mut k = 0usize;
+        offsets.push(0);
+        for i in 0..a {
+            let loc = if self.binary {
+                i as u32
+            } else {
+                at_list.get(k).copied().unwrap_or(0)
+            };
+            let cnt = *list
+                .get(k)
+                .ok_or_else(|| self.c.err(format!("cell list ends before cell {i} of {a}")))?;
+            if cnt < 0 || k + 1 + cnt as usize > list.len() {
+                return Err(self.c.err(format!("cell {i}: bad point count {cnt}")));
+            }
+            conn.extend_from_slice(&list[k + 1..k + 1 + cnt as usize]);
+            k += 1 + cnt as usize;
+            offsets.push(conn.len());
+            at.push(loc);
+        }
+        if k != list.len() {
+            return Err(self.c.err(format!(
+                "CELLS declares a list of {b} numbers but its {a} cells use {k}"
+            )));
+        }
+        Ok(Cells { offsets, conn, at })
+    }
+
+    fn cell_types(&mut self) -> Result<Vec<i64>> {
+        let n = self.c.usize("number of cell types")?;
+        self.check(n, 2, 4, "cell types")?;
+        Ok(self.ints(n, 4, "cell type")?.0)
+    }
+}

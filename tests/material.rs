@@ -1,0 +1,334 @@
+//! Material and element tests: finite-difference checks of P, ∂P/∂F and element gradients and
+//! Hessians, rest-state and rotation invariants, PSD projection, and the parameter mappings.
+
+mod common;
+
+use jello::material::*;
+use nalgebra::{Matrix3, Rotation3, SMatrix, Vector3};
+use rand::Rng;
+
+fn random_f(rng: &mut impl Rng, spread: f64) -> Matrix3<f64> {
+    Matrix3::identity() + Matrix3::from_fn(|_, _| rng.random_range(-spread..spread))
+}
+
+fn random_rotation(rng: &mut impl Rng) -> Matrix3<f64> {
+    let axis = Vector3::new(
+        rng.random_range(-1.0..1.0),
+        rng.random_range(-1.0..1.0),
+        rng.random_range(-1.0..1.0),
+    );
+    Rotation3::new(axis.normalize() * rng.random_range(0.0..3.0)).into_inner()
+}
+
+fn materials() -> Vec<Material> {
+    MaterialModel::ALL
+        .iter()
+        .map(|&m| Material::from_young_poisson(m, 1e5, 0.4).unwrap())
+        .collect()
+}
+
+/// Relative error ‖a − b‖ / max(‖b‖, floor).
+fn rel(a: f64, b: f64, floor: f64) -> f64 {
+    (a - b).abs() / b.abs().max(floor)
+}
+
+#[test]
+fn svd_recomposes_and_is_signed() {
+    let mut rng = common::rng("svd_recomposes_and_is_signed");
+    for k in 0..2000 {
+        let mut f = random_f(&mut rng, 1.5);
+        if k % 5 == 0 {
+            // Rank-deficient and zero matrices must not break it.
+            f.set_column(2, &(f.column(0) * 0.5));
+        }
+        if k == 7 {
+            f = Matrix3::zeros();
+        }
+        let s = svd3(&f);
+        assert!(
+            (s.recompose() - f).norm() <= 1e-12 * f.norm().max(1.0),
+            "recompose {f}"
+        );
+        assert!((s.u.determinant() - 1.0).abs() < 1e-12);
+        assert!((s.v.determinant() - 1.0).abs() < 1e-12);
+        assert!(s.sigma[0] >= s.sigma[1] && s.sigma[1] >= s.sigma[2].abs() - 1e-15);
+        if f.determinant().abs() > 1e-9 {
+            assert_eq!(
+                f.determinant() < 0.0,
+                s.sigma[2] < 0.0,
+                "sign of σ3 follows det F"
+            );
+        }
+    }
+}
+
+#[test]
+fn rest_state_is_stress_free_and_energy_free() {
+    for m in materials() {
+        let p = pk1(&m, &Matrix3::<f64>::identity());
+        assert!(p.norm() < 1e-9 * m.mu, "{:?}: P(I) = {p}", m.model);
+        assert!(energy_density(&m, &Matrix3::<f64>::identity()).abs() < 1e-9 * m.mu);
+    }
+}
+
+#[test]
+fn pk1_matches_finite_differences_of_psi() {
+    let mut rng = common::rng("pk1_matches_finite_differences_of_psi");
+    for m in materials() {
+        for _ in 0..50 {
+            let f = random_f(&mut rng, 0.4);
+            let p = pk1(&m, &f);
+            let h = 1e-6;
+            let mut fd = Matrix3::zeros();
+            for i in 0..3 {
+                for j in 0..3 {
+                    let mut fp = f;
+                    fp[(i, j)] += h;
+                    let mut fm = f;
+                    fm[(i, j)] -= h;
+                    fd[(i, j)] = (energy_density(&m, &fp) - energy_density(&m, &fm)) / (2.0 * h);
+                }
+            }
+            let err = (p - fd).norm() / p.norm().max(m.mu * 1e-3);
+            assert!(
+                err < 1e-6,
+                "{:?}: P vs FD rel err {err:e} at F = {f}",
+                m.model
+            );
+        }
+    }
+}
+
+#[test]
+fn dpdf_matches_finite_differences_of_pk1() {
+    let mut rng = common::rng("dpdf_matches_finite_differences_of_pk1");
+    for m in materials() {
+        for k in 0..50 {
+            let mut f = random_f(&mut rng, 0.4);
+            if k == 0 {
+                // Repeated singular values exercise the limit branch.
+                f = Rotation3::new(Vector3::new(0.3, -0.2, 0.5)).into_inner() * 1.1;
+            }
+            let d = dpdf(&m, &f, false);
+            let h = 1e-6;
+            let mut fd = SMatrix::<f64, 9, 9>::zeros();
+            for col in 0..9 {
+                let mut fp = f;
+                fp.as_mut_slice()[col] += h;
+                let mut fm = f;
+                fm.as_mut_slice()[col] -= h;
+                let dp = (pk1(&m, &fp) - pk1(&m, &fm)) / (2.0 * h);
+                fd.set_column(
+                    col,
+                    &nalgebra::SVector::<f64, 9>::from_column_slice(dp.as_slice()),
+                );
+            }
+            let err = (d - fd).norm() / d.norm().max(m.mu);
+            assert!(
+                err < 1e-5,
+                "{:?}: dP/dF vs FD rel err {err:e} at F = {f}",
+                m.model
+            );
+            assert!(
+                (d - d.transpose()).norm() <= 1e-9 * d.norm(),
+                "dP/dF symmetric"
+            );
+        }
+    }
+}
+
+#[test]
+fn energy_is_rotation_invariant() {
+    let mut rng = common::rng("energy_is_rotation_invariant");
+    for m in materials() {
+        if m.model == MaterialModel::Linear {
+            continue; // small-strain elasticity is not rotation invariant, by design
+        }
+        for _ in 0..50 {
+            let f = random_f(&mut rng, 0.4);
+            let r = random_rotation(&mut rng);
+            let e0 = energy_density(&m, &f);
+            let e1 = energy_density(&m, &(r * f));
+            assert!(rel(e1, e0, m.mu * 1e-6) < 1e-9, "{:?}", m.model);
+            // P is rotation covariant: P(RF) = R P(F).
+            let p0 = pk1(&m, &f);
+            let p1 = pk1(&m, &(r * f));
+            assert!(
+                (p1 - r * p0).norm() <= 1e-9 * p0.norm().max(m.mu),
+                "{:?}",
+                m.model
+            );
+        }
+    }
+}
+
+#[test]
+fn projection_is_psd_and_identity_on_psd() {
+    let mut rng = common::rng("projection_is_psd_and_identity_on_psd");
+    for m in materials() {
+        for _ in 0..50 {
+            // Include strongly compressed and inverted states, where the raw Hessian is indefinite.
+            let mut f = random_f(&mut rng, 1.2);
+            if m.model == MaterialModel::NeoHookean && f.determinant() <= 0.05 {
+                f = Matrix3::identity() * 0.9;
+            }
+            let raw = dpdf(&m, &f, false);
+            let proj = dpdf(&m, &f, true);
+            let eig = nalgebra::SymmetricEigen::new(proj);
+            let min = eig.eigenvalues.min();
+            assert!(
+                min >= -1e-8 * proj.norm(),
+                "{:?}: projected min eigenvalue {min}",
+                m.model
+            );
+            let raw_min = nalgebra::SymmetricEigen::new(raw).eigenvalues.min();
+            if raw_min >= 0.0 {
+                assert!(
+                    (raw - proj).norm() <= 1e-9 * raw.norm(),
+                    "PSD input must be unchanged"
+                );
+            } else {
+                // Projection is the nearest PSD matrix: it only removes the negative part.
+                let eig_raw = nalgebra::SymmetricEigen::new(raw);
+                let neg: f64 = eig_raw
+                    .eigenvalues
+                    .iter()
+                    .filter(|&&l| l < 0.0)
+                    .map(|l| l * l)
+                    .sum();
+                assert!(((raw - proj).norm_squared() - neg).abs() <= 1e-6 * raw.norm_squared());
+            }
+        }
+    }
+}
+
+#[test]
+fn small_strain_response_matches_young_and_poisson() {
+    // Every model's rest tensor must equal that of linear elasticity with the same E, ν
+    // (this checks the documented Lamé mappings, e.g. Smith et al.'s for stable Neo-Hookean).
+    let lin = Material::from_young_poisson(MaterialModel::Linear, 2e5, 0.3).unwrap();
+    let c_lin = rest_tensor(&lin);
+    for model in MaterialModel::ALL {
+        if model == MaterialModel::Arap {
+            continue; // ARAP has no volumetric term
+        }
+        let m = Material::from_young_poisson(model, 2e5, 0.3).unwrap();
+        let c = rest_tensor(&m);
+        // The rest tensor is only defined on symmetric strains for rotation-invariant models:
+        // compare the action on symmetric perturbations.
+        let mut rng = common::rng("small_strain_response");
+        for _ in 0..10 {
+            let a = Matrix3::from_fn(|_, _| rng.random_range(-1.0..1.0));
+            let e = (a + a.transpose()) * 0.5;
+            let v = nalgebra::SVector::<f64, 9>::from_column_slice(e.as_slice());
+            let q0 = (v.transpose() * c_lin * v)[0];
+            let q1 = (v.transpose() * c * v)[0];
+            assert!(rel(q1, q0, 1.0) < 1e-9, "{model:?}: {q1} vs {q0}");
+        }
+    }
+}
+
+#[test]
+fn neo_hookean_is_infinite_when_inverted() {
+    let m = Material::from_young_poisson(MaterialModel::NeoHookean, 1e5, 0.3).unwrap();
+    let f = Matrix3::from_diagonal(&Vector3::new(1.0, 1.0, -0.5));
+    assert_eq!(energy_density(&m, &f), f64::INFINITY);
+    let m = Material::from_young_poisson(MaterialModel::StableNeoHookean, 1e5, 0.3).unwrap();
+    assert!(
+        energy_density(&m, &f).is_finite(),
+        "stable NH is defined when inverted"
+    );
+}
+
+#[test]
+fn impossible_parameters_are_rejected() {
+    for (e, nu) in [
+        (0.0, 0.3),
+        (-1.0, 0.3),
+        (1e5, 0.5),
+        (1e5, 0.7),
+        (1e5, -1.0),
+        (f64::NAN, 0.3),
+    ] {
+        let err = Material::from_young_poisson(MaterialModel::FixedCorotated, e, nu).unwrap_err();
+        assert!(err.to_string().contains("invalid material"), "{err}");
+    }
+}
+
+fn tet_positions(rng: &mut impl Rng) -> ([[f64; 3]; 4], [Vector3<f64>; 4]) {
+    let rest = [
+        [0.0, 0.0, 0.0],
+        [0.1, 0.0, 0.0],
+        [0.0, 0.1, 0.0],
+        [0.0, 0.0, 0.1],
+    ];
+    let x = rest.map(|p| Vector3::from(p) + Vector3::from_fn(|_, _| rng.random_range(-0.02..0.02)));
+    (rest, x)
+}
+
+#[test]
+fn element_gradient_and_hessian_match_finite_differences() {
+    let mut rng = common::rng("element_gradient_and_hessian_match_finite_differences");
+    for m in materials() {
+        for _ in 0..10 {
+            let (rest, x) = tet_positions(&mut rng);
+            let r = ElementRest::new(&rest).unwrap();
+            let st = element_hessian(&m, &r, &x, false);
+            let h = 1e-7;
+            for dof in 0..12 {
+                let (a, i) = (dof / 3, dof % 3);
+                let mut xp = x;
+                xp[a][i] += h;
+                let mut xm = x;
+                xm[a][i] -= h;
+                let fd = (element_energy(&m, &r, &xp) - element_energy(&m, &r, &xm)) / (2.0 * h);
+                let scale = st.gradient.norm().max(m.mu * r.volume * 1e-2);
+                assert!(
+                    (st.gradient[dof] - fd).abs() / scale < 1e-6,
+                    "{:?} grad dof {dof}",
+                    m.model
+                );
+                let gp = element_gradient(&m, &r, &xp).gradient;
+                let gm = element_gradient(&m, &r, &xm).gradient;
+                let col_fd = (gp - gm) / (2.0 * h);
+                let hs = st.hessian.unwrap();
+                let err = (hs.column(dof) - col_fd).norm() / hs.norm();
+                assert!(err < 1e-6, "{:?} hess col {dof}: {err:e}", m.model);
+            }
+            // Translation invariance: gradient sums to zero per axis.
+            for i in 0..3 {
+                let s: f64 = (0..4).map(|a| st.gradient[3 * a + i]).sum();
+                assert!(s.abs() < 1e-9 * st.gradient.norm().max(1e-12));
+            }
+            let proj = element_hessian(&m, &r, &x, true).hessian.unwrap();
+            let min = nalgebra::SymmetricEigen::new(proj).eigenvalues.min();
+            assert!(
+                min >= -1e-8 * proj.norm(),
+                "{:?} projected element Hessian PSD",
+                m.model
+            );
+        }
+    }
+}
+
+#[test]
+fn f32_twin_agrees_with_f64() {
+    let mut rng = common::rng("f32_twin_agrees_with_f64");
+    for m in materials() {
+        let (rest, x) = tet_positions(&mut rng);
+        let r = ElementRest::new(&rest).unwrap();
+        let a = element_hessian(&m, &r, &x, true);
+        let r32 = r.cast::<f32>();
+        let x32 = x.map(|v| v.map(|c| c as f32));
+        let b = element_hessian(&m, &r32, &x32, true);
+        let gerr = (a.gradient - b.gradient.map(|v| v as f64)).norm() / a.gradient.norm().max(1e-9);
+        let ha = a.hessian.unwrap();
+        let herr = (ha - b.hessian.unwrap().map(|v| v as f64)).norm() / ha.norm();
+        // f32 has ~7 digits; F = I + O(0.2) perturbations keep cancellation mild.
+        assert!(
+            gerr < 1e-3 && herr < 1e-3,
+            "{:?}: grad {gerr:e} hess {herr:e}",
+            m.model
+        );
+    }
+}
