@@ -17,6 +17,7 @@
 
 mod adapter;
 mod cpu_device;
+mod csr;
 mod device;
 mod evaluator;
 pub mod kernel;
@@ -27,6 +28,7 @@ mod wgpu_device;
 
 pub use adapter::{list_adapters, AdapterList, AdapterReport, Backend, DeviceInfo};
 pub use cpu_device::CpuDevice;
+pub use csr::VertexCsr;
 pub use device::{Buf, BufferId, Device, Plan, ReduceOp};
 pub use evaluator::{ElasticEvaluator, ElasticRest, Evaluation, EvalFlags};
 pub use kernel::Kernel;
