@@ -3,7 +3,7 @@
 //! the twin's argument order; a test checks the table against naga's reflection of the shader.
 
 use super::layout::{ElemParams, GpuMat3, GpuTet, GpuVec4, Params};
-use super::shaders::{self, ShaderInfo};
+use super::shaders;
 use super::twins;
 use crate::{JelloError, Result};
 use bytemuck::Pod;
@@ -116,9 +116,9 @@ pub struct KernelDesc {
 }
 
 impl KernelDesc {
-    /// The embedded shader.
-    pub fn shader(&self) -> &'static ShaderInfo {
-        shaders::shader(self.name).expect("kernel table names an embedded shader (checked by tests)")
+    /// The preprocessed WGSL source (entry point `main`).
+    pub fn source(&self) -> &'static str {
+        shaders::source(self.name).expect("kernel table names an embedded shader (checked by tests)")
     }
     /// Workgroups needed for `n` items (at least 1).
     pub fn groups(&self, n: u32) -> u32 {

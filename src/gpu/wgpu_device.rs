@@ -214,11 +214,10 @@ impl GpuDevice {
             return Ok(());
         }
         let desc = k.desc();
-        let shader = desc.shader();
         let pipe = self.scoped(&format!("creating pipeline `{}`", desc.name), |s| {
             let module = s.device.create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some(desc.name),
-                source: wgpu::ShaderSource::Wgsl(shader.source.into()),
+                source: wgpu::ShaderSource::Wgsl(desc.source().into()),
             });
             let entries: Vec<wgpu::BindGroupLayoutEntry> = desc
                 .bindings
@@ -250,7 +249,7 @@ impl GpuDevice {
                 label: Some(desc.name),
                 layout: Some(&pl),
                 module: &module,
-                entry_point: Some(shader.entry),
+                entry_point: Some("main"),
                 compilation_options: Default::default(),
                 cache: None,
             });

@@ -213,8 +213,8 @@ pub fn elastic(
     // Split the outputs into matching chunks so rayon can fill them in parallel.
     type Chunk<'a> = (usize, &'a mut [f32], Option<&'a mut [GpuVec4]>, Option<&'a mut [f32]>);
     let mut chunks: Vec<Chunk<'_>> = Vec::with_capacity(n.div_ceil(CHUNK));
-    let mut g_rest: Option<&mut [GpuVec4]> = want_g.then_some(&mut grad[..4 * n]);
-    let mut h_rest: Option<&mut [f32]> = want_h.then_some(&mut hess[..144 * n]);
+    let mut g_rest: Option<&mut [GpuVec4]> = if want_g { Some(&mut grad[..4 * n]) } else { None };
+    let mut h_rest: Option<&mut [f32]> = if want_h { Some(&mut hess[..144 * n]) } else { None };
     for (ci, ec) in energy[..n].chunks_mut(CHUNK).enumerate() {
         let len = ec.len();
         let gc = g_rest.take().map(|g| {
