@@ -60,14 +60,21 @@ fn main() {
             .filter(|ep| ep.stage == naga::ShaderStage::Compute && ep.name == "main")
             .count();
         if computes != 1 {
-            failures.push(format!("{}: expected one compute entry point `main`", path.display()));
+            failures.push(format!(
+                "{}: expected one compute entry point `main`",
+                path.display()
+            ));
         }
     }
     if !failures.is_empty() {
         for f in &failures {
             eprintln!("{f}");
         }
-        panic!("{} WGSL shader(s) failed validation:\n{}", failures.len(), failures.join("\n"));
+        panic!(
+            "{} WGSL shader(s) failed validation:\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
     }
 }
 

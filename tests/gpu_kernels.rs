@@ -14,8 +14,8 @@ mod common;
 use glam::{Mat3, Quat, Vec3};
 use jello::gpu::twins::{self, linalg};
 use jello::gpu::{
-    Backend, Buf, Device, ElasticEvaluator, ElasticRest, ElemParams, EvalFlags, GpuMat3, GpuModel, GpuVec4,
-    Kernel, Params, Plan, VertexCsr,
+    Backend, Buf, Device, ElasticEvaluator, ElasticRest, ElemParams, EvalFlags, GpuMat3, GpuModel,
+    GpuVec4, Kernel, Params, Plan, VertexCsr,
 };
 use jello::material::{element_hessian, ElementRest, Material, MaterialModel};
 use nalgebra::Vector3;
@@ -55,7 +55,13 @@ enum Data {
 
 /// Uploads `inputs` (outputs are given as NaN-filled data) on `dev`, dispatches, and reads back
 /// every buffer as f32 words (u32 inputs are read back bit-cast; only outputs are compared).
-fn run_on(dev: &mut Device, kernel: Kernel, data: &[Data], params: Params, n: u32) -> Vec<Vec<f32>> {
+fn run_on(
+    dev: &mut Device,
+    kernel: Kernel,
+    data: &[Data],
+    params: Params,
+    n: u32,
+) -> Vec<Vec<f32>> {
     enum H {
         F(Buf<f32>),
         U(Buf<u32>),
@@ -109,7 +115,12 @@ fn run_on(dev: &mut Device, kernel: Kernel, data: &[Data], params: Params, n: u3
 }
 
 /// Runs the kernel on the CPU twin and (when available) on the GPU.
-fn run_both(kernel: Kernel, data: &[Data], params: Params, n: u32) -> (Vec<Vec<f32>>, Option<Vec<Vec<f32>>>) {
+fn run_both(
+    kernel: Kernel,
+    data: &[Data],
+    params: Params,
+    n: u32,
+) -> (Vec<Vec<f32>>, Option<Vec<Vec<f32>>>) {
     let cpu = run_on(&mut Device::cpu(), kernel, data, params, n);
     let gpu = gpu().map(|mut d| run_on(&mut d, kernel, data, params, n));
     (cpu, gpu)
@@ -122,7 +133,12 @@ fn nan_v4(n: usize) -> Data {
     Data::V4(vec![[f32::NAN; 4]; n])
 }
 fn nan_m3(n: usize) -> Data {
-    Data::M3(vec![GpuMat3 { cols: [[f32::NAN; 4]; 3] }; n])
+    Data::M3(vec![
+        GpuMat3 {
+            cols: [[f32::NAN; 4]; 3]
+        };
+        n
+    ])
 }
 
 /// ‖a − b‖ / ‖b‖ over finite entries, after checking both have no NaN (no unwritten poison).
@@ -165,7 +181,14 @@ fn box_mesh(nx: usize, ny: usize, nz: usize, h: f64) -> (Vec<[f64; 3]>, Vec<[u32
             }
         }
     }
-    let perms = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
+    let perms = [
+        [0, 1, 2],
+        [0, 2, 1],
+        [1, 0, 2],
+        [1, 2, 0],
+        [2, 0, 1],
+        [2, 1, 0],
+    ];
     let mut tets = Vec::new();
     for k in 0..nz {
         for j in 0..ny {
@@ -199,7 +222,11 @@ fn deform(rng: &mut ChaCha8Rng, x: &[[f64; 3]], noise: f64) -> Vec<f64> {
         Vec3::new(rng.random(), rng.random(), rng.random::<f32>() + 0.1).normalize(),
         rng.random_range(0.0..6.0),
     );
-    let s = [rng.random_range(0.7..1.4), rng.random_range(0.7..1.4), rng.random_range(0.7..1.4)];
+    let s = [
+        rng.random_range(0.7..1.4),
+        rng.random_range(0.7..1.4),
+        rng.random_range(0.7..1.4),
+    ];
     let shift = [5.0, -3.0, 2.0];
     x.iter()
         .flat_map(|p| {
@@ -237,7 +264,9 @@ fn random_materials(rng: &mut ChaCha8Rng, n: usize, allow_nh: bool) -> Vec<Mater
 }
 
 fn vec4s(x: &[f64]) -> Vec<GpuVec4> {
-    x.chunks(3).map(|p| [p[0] as f32, p[1] as f32, p[2] as f32, 0.0]).collect()
+    x.chunks(3)
+        .map(|p| [p[0] as f32, p[1] as f32, p[2] as f32, 0.0])
+        .collect()
 }
 
 // ---------------------------------------------------------------- table
@@ -252,12 +281,20 @@ fn kernel_table_matches_naga_reflection() {
     let mut files: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".wgsl")).map(String::from))
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.strip_suffix(".wgsl"))
+                .map(String::from)
+        })
         .collect();
     files.sort();
     let mut embedded: Vec<String> = shaders::names().map(String::from).collect();
     embedded.sort();
-    assert_eq!(files, embedded, "src/gpu/shaders.rs must list every shaders/*.wgsl");
+    assert_eq!(
+        files, embedded,
+        "src/gpu/shaders.rs must list every shaders/*.wgsl"
+    );
     let mut in_table: Vec<String> = KERNELS.iter().map(|d| d.name.to_string()).collect();
     in_table.sort();
     assert_eq!(in_table, embedded, "every shader has a kernel-table entry");
@@ -277,11 +314,17 @@ fn kernel_table_matches_naga_reflection() {
         }
         let uniforms: Vec<_> = s.bindings.iter().filter(|b| b.group == 1).collect();
         assert!(
-            uniforms.len() == 1 && uniforms[0].binding == 0 && uniforms[0].kind == BindingKind::Uniform,
+            uniforms.len() == 1
+                && uniforms[0].binding == 0
+                && uniforms[0].kind == BindingKind::Uniform,
             "{}: params at group 1 binding 0",
             d.name
         );
-        assert!(d.bindings.len() <= 8, "{}: Limits::default() allows 8 storage buffers", d.name);
+        assert!(
+            d.bindings.len() <= 8,
+            "{}: Limits::default() allows 8 storage buffers",
+            d.name
+        );
         let wg = s.workgroup_size[0] * s.workgroup_size[1] * s.workgroup_size[2];
         assert!(wg <= 256, "{}: ≤ 256 invocations", d.name);
         assert!(
@@ -311,13 +354,27 @@ fn axpy_and_scale_match() {
     let y = randf(&mut rng, n, 10.0);
     let a: f32 = rng.random_range(-3.0..3.0);
     // Exact reference in f64; one f32 FMA-or-not rounding per entry: 1e-6 relative.
-    let exact: Vec<f32> = x.iter().zip(&y).map(|(x, y)| (a as f64 * *x as f64 + *y as f64) as f32).collect();
-    let (cpu, gpu) = run_both(Kernel::Axpy, &[Data::F32(x.clone()), Data::F32(y.clone())], Params::new().f0(a), n as u32);
+    let exact: Vec<f32> = x
+        .iter()
+        .zip(&y)
+        .map(|(x, y)| (a as f64 * *x as f64 + *y as f64) as f32)
+        .collect();
+    let (cpu, gpu) = run_both(
+        Kernel::Axpy,
+        &[Data::F32(x.clone()), Data::F32(y.clone())],
+        Params::new().f0(a),
+        n as u32,
+    );
     assert_close(&cpu[1], &exact, 1e-6, "axpy cpu vs f64");
     if let Some(g) = gpu {
         assert_close(&g[1], &cpu[1], 1e-6, "axpy gpu vs cpu");
     }
-    let (cpu, gpu) = run_both(Kernel::Scale, &[Data::F32(x.clone())], Params::new().f0(a), n as u32);
+    let (cpu, gpu) = run_both(
+        Kernel::Scale,
+        &[Data::F32(x.clone())],
+        Params::new().f0(a),
+        n as u32,
+    );
     let exact: Vec<f32> = x.iter().map(|v| a * v).collect();
     assert_close(&cpu[0], &exact, 1e-7, "scale cpu vs exact");
     if let Some(g) = gpu {
@@ -335,7 +392,11 @@ fn reductions_match() {
     let sum64: f64 = a.iter().map(|&v| v as f64).sum();
     let dot64: f64 = a.iter().zip(&b).map(|(&x, &y)| x as f64 * y as f64).sum();
     let abs_sum: f64 = a.iter().map(|&v| v.abs() as f64).sum();
-    let abs_dot: f64 = a.iter().zip(&b).map(|(&x, &y)| (x as f64 * y as f64).abs()).sum();
+    let abs_dot: f64 = a
+        .iter()
+        .zip(&b)
+        .map(|(&x, &y)| (x as f64 * y as f64).abs())
+        .sum();
     let max64 = a.iter().fold(0.0f32, |m, v| m.max(v.abs()));
     let mut devs = vec![Device::cpu()];
     devs.extend(gpu());
@@ -347,15 +408,29 @@ fn reductions_match() {
         let d = dev.dot(&ab, &bb, n as u32).unwrap() as f64;
         let m = dev.max_abs(&ab, n as u32).unwrap();
         // f32 tree sums: error ≤ ~(4 + log2 n)·ε·Σ|terms| ≈ 2.5e-6·Σ|terms|; allow 1e-5.
-        assert!((s - sum64).abs() <= 1e-5 * abs_sum, "{}: sum {s} vs {sum64}", dev.info());
-        assert!((d - dot64).abs() <= 1e-5 * abs_dot, "{}: dot {d} vs {dot64}", dev.info());
+        assert!(
+            (s - sum64).abs() <= 1e-5 * abs_sum,
+            "{}: sum {s} vs {sum64}",
+            dev.info()
+        );
+        assert!(
+            (d - dot64).abs() <= 1e-5 * abs_dot,
+            "{}: dot {d} vs {dot64}",
+            dev.info()
+        );
         assert_eq!(m, max64, "{}: max-abs is exact", dev.info());
         results.push((s, d));
     }
     if results.len() == 2 {
         // Same tree, same order: GPU and twin differ only by FMA contraction in the dot.
-        assert!((results[0].0 - results[1].0).abs() <= 1e-6 * abs_sum, "sum gpu vs cpu");
-        assert!((results[0].1 - results[1].1).abs() <= 1e-6 * abs_dot, "dot gpu vs cpu");
+        assert!(
+            (results[0].0 - results[1].0).abs() <= 1e-6 * abs_sum,
+            "sum gpu vs cpu"
+        );
+        assert!(
+            (results[0].1 - results[1].1).abs() <= 1e-6 * abs_dot,
+            "dot gpu vs cpu"
+        );
     }
 }
 
@@ -375,7 +450,12 @@ fn plan_records_many_steps_in_one_submit() {
         let out = dev.upload("out", &[f32::NAN; 4]).unwrap();
         let mut p = Plan::new();
         p.copy(&yb, 0, &zb, 0, n) // z = y
-            .dispatch(Kernel::Axpy, &[xb.id(), zb.id()], Params::new().f0(2.0), n as u32) // z = 2x + y
+            .dispatch(
+                Kernel::Axpy,
+                &[xb.id(), zb.id()],
+                Params::new().f0(2.0),
+                n as u32,
+            ) // z = 2x + y
             .dispatch(Kernel::Scale, &[zb.id()], Params::new().f0(0.5), n as u32) // z = x + y/2
             .dot(&zb, &zb, n as u32, &out, 0)
             .sum(&zb, n as u32, &out, 1)
@@ -384,15 +464,31 @@ fn plan_records_many_steps_in_one_submit() {
         dev.submit(&p).unwrap();
         outs.push(dev.read(&out).unwrap());
     }
-    let z: Vec<f64> = x.iter().zip(&y).map(|(&a, &b)| a as f64 + 0.5 * b as f64).collect();
+    let z: Vec<f64> = x
+        .iter()
+        .zip(&y)
+        .map(|(&a, &b)| a as f64 + 0.5 * b as f64)
+        .collect();
     let dot: f64 = z.iter().map(|v| v * v).sum();
     let sum: f64 = z.iter().sum();
     let abs_sum: f64 = z.iter().map(|v| v.abs()).sum();
     let max = z.iter().fold(0.0f64, |m, v| m.max(v.abs()));
     for o in &outs {
-        assert!((o[0] as f64 - dot).abs() <= 1e-5 * dot, "dot {} vs {dot}", o[0]);
-        assert!((o[1] as f64 - sum).abs() <= 1e-5 * abs_sum, "sum {} vs {sum}", o[1]);
-        assert!((o[2] as f64 - max).abs() <= 1e-6 * max, "max {} vs {max}", o[2]);
+        assert!(
+            (o[0] as f64 - dot).abs() <= 1e-5 * dot,
+            "dot {} vs {dot}",
+            o[0]
+        );
+        assert!(
+            (o[1] as f64 - sum).abs() <= 1e-5 * abs_sum,
+            "sum {} vs {sum}",
+            o[1]
+        );
+        assert!(
+            (o[2] as f64 - max).abs() <= 1e-6 * max,
+            "max {} vs {max}",
+            o[2]
+        );
         assert_eq!(o[3], 0.0);
     }
 }
@@ -403,14 +499,26 @@ fn plan_records_many_steps_in_one_submit() {
 /// near-degenerate (σ ~ 1e-4) and repeated-σ cases.
 fn random_f(rng: &mut ChaCha8Rng) -> Mat3 {
     let rot = |rng: &mut ChaCha8Rng| {
-        Mat3::from_quat(Quat::from_xyzw(rng.random(), rng.random(), rng.random(), rng.random::<f32>() + 0.01).normalize())
+        Mat3::from_quat(
+            Quat::from_xyzw(
+                rng.random(),
+                rng.random(),
+                rng.random(),
+                rng.random::<f32>() + 0.01,
+            )
+            .normalize(),
+        )
     };
     let kind = rng.random_range(0..5);
-    let mut s = Vec3::new(rng.random_range(0.2..3.0), rng.random_range(0.2..3.0), rng.random_range(0.2..3.0));
+    let mut s = Vec3::new(
+        rng.random_range(0.2..3.0),
+        rng.random_range(0.2..3.0),
+        rng.random_range(0.2..3.0),
+    );
     match kind {
-        1 => s.z = -s.z,                           // inverted
-        2 => s.z = rng.random_range(1e-4..1e-3),   // near-degenerate
-        3 => s.y = s.x,                            // repeated
+        1 => s.z = -s.z,                         // inverted
+        2 => s.z = rng.random_range(1e-4..1e-3), // near-degenerate
+        3 => s.y = s.x,                          // repeated
         4 => s = Vec3::splat(s.x) * Vec3::new(1.0, 1.0, if rng.random() { -1.0 } else { 1.0 }),
         _ => {}
     }
@@ -421,7 +529,9 @@ fn random_f(rng: &mut ChaCha8Rng) -> Mat3 {
 fn svd3_matches_and_reconstructs() {
     let mut rng = common::rng("svd3_matches_and_reconstructs");
     let n = 4000;
-    let fs: Vec<GpuMat3> = (0..n).map(|_| GpuMat3::from_glam(random_f(&mut rng))).collect();
+    let fs: Vec<GpuMat3> = (0..n)
+        .map(|_| GpuMat3::from_glam(random_f(&mut rng)))
+        .collect();
     let data = [Data::M3(fs.clone()), nan_m3(n), nan_v4(n), nan_m3(n)];
     let (cpu, gpu) = run_both(Kernel::Svd3, &data, Params::new(), n as u32);
     let mut sets = vec![("cpu", cpu)];
@@ -437,12 +547,32 @@ fn svd3_matches_and_reconstructs() {
             let fnorm = frob(f);
             // Jacobi + Givens in f32: a few ε·‖F‖ per entry; 2e-5·‖F‖ leaves margin.
             let rec = u * Mat3::from_diagonal(s) * v.transpose();
-            assert!(frob(rec - f) <= 2e-5 * fnorm, "{name} elem {e}: reconstruction error {}", frob(rec - f) / fnorm);
-            assert!(frob(u.transpose() * u - Mat3::IDENTITY) < 1e-5, "{name} elem {e}: U not orthonormal");
-            assert!(frob(v.transpose() * v - Mat3::IDENTITY) < 1e-5, "{name} elem {e}: V not orthonormal");
-            assert!(u.determinant() > 0.0 && v.determinant() > 0.0, "{name} elem {e}: rotations");
-            assert!(s.x >= s.y - 1e-6 * fnorm && s.y >= s.z.abs() - 1e-6 * fnorm, "{name} elem {e}: order {s}");
-            assert_eq!(s.z < 0.0, f.determinant() < 0.0, "{name} elem {e}: sign of σ₃ vs det F");
+            assert!(
+                frob(rec - f) <= 2e-5 * fnorm,
+                "{name} elem {e}: reconstruction error {}",
+                frob(rec - f) / fnorm
+            );
+            assert!(
+                frob(u.transpose() * u - Mat3::IDENTITY) < 1e-5,
+                "{name} elem {e}: U not orthonormal"
+            );
+            assert!(
+                frob(v.transpose() * v - Mat3::IDENTITY) < 1e-5,
+                "{name} elem {e}: V not orthonormal"
+            );
+            assert!(
+                u.determinant() > 0.0 && v.determinant() > 0.0,
+                "{name} elem {e}: rotations"
+            );
+            assert!(
+                s.x >= s.y - 1e-6 * fnorm && s.y >= s.z.abs() - 1e-6 * fnorm,
+                "{name} elem {e}: order {s}"
+            );
+            assert_eq!(
+                s.z < 0.0,
+                f.determinant() < 0.0,
+                "{name} elem {e}: sign of σ₃ vs det F"
+            );
         }
     }
     if sets.len() == 2 {
@@ -452,7 +582,11 @@ fn svd3_matches_and_reconstructs() {
 }
 
 fn m3(c: &[f32]) -> Mat3 {
-    Mat3::from_cols(Vec3::new(c[0], c[1], c[2]), Vec3::new(c[4], c[5], c[6]), Vec3::new(c[8], c[9], c[10]))
+    Mat3::from_cols(
+        Vec3::new(c[0], c[1], c[2]),
+        Vec3::new(c[4], c[5], c[6]),
+        Vec3::new(c[8], c[9], c[10]),
+    )
 }
 fn frob(m: Mat3) -> f32 {
     (m.x_axis.length_squared() + m.y_axis.length_squared() + m.z_axis.length_squared()).sqrt()
@@ -463,15 +597,29 @@ fn deformation_gradient_matches() {
     let mut rng = common::rng("deformation_gradient_matches");
     let (x0, tets) = box_mesh(6, 5, 4, 0.1);
     let x = deform(&mut rng, &x0, 0.01);
-    let rest: Vec<ElementRest<f64>> = tets.iter().map(|t| ElementRest::new(&t.map(|i| x0[i as usize])).unwrap()).collect();
+    let rest: Vec<ElementRest<f64>> = tets
+        .iter()
+        .map(|t| ElementRest::new(&t.map(|i| x0[i as usize])).unwrap())
+        .collect();
     let dm: Vec<GpuMat3> = rest.iter().map(|r| dm_gpu(r)).collect();
     let ne = tets.len();
-    let data = [Data::V4(vec4s(&x)), Data::T4(tets.clone()), Data::M3(dm), nan_m3(ne)];
+    let data = [
+        Data::V4(vec4s(&x)),
+        Data::T4(tets.clone()),
+        Data::M3(dm),
+        nan_m3(ne),
+    ];
     let (cpu, gpu) = run_both(Kernel::DeformationGradient, &data, Params::new(), ne as u32);
     // f64 reference.
     let mut exact = Vec::new();
     for (t, r) in tets.iter().zip(&rest) {
-        let p = t.map(|i| Vector3::new(x[3 * i as usize], x[3 * i as usize + 1], x[3 * i as usize + 2]));
+        let p = t.map(|i| {
+            Vector3::new(
+                x[3 * i as usize],
+                x[3 * i as usize + 1],
+                x[3 * i as usize + 2],
+            )
+        });
         let f = r.deformation_gradient(&p);
         for c in 0..3 {
             exact.extend([f[(0, c)] as f32, f[(1, c)] as f32, f[(2, c)] as f32, 0.0]);
@@ -505,14 +653,19 @@ struct ElasticCase {
     ep: Vec<ElemParams>,
 }
 
-fn elastic_case(rng: &mut ChaCha8Rng, allow_nh: bool) -> ElasticCase {
+/// A 480-tet box (edge 0.05 m) under a random rotation/stretch plus per-vertex noise of
+/// amplitude `noise` (m); noise ≳ 0.025 inverts a fair share of the elements.
+fn elastic_case(rng: &mut ChaCha8Rng, allow_nh: bool, noise: f64) -> ElasticCase {
     let (x0, tets) = box_mesh(5, 4, 4, 0.05);
     // Positions relative to a point near the body, as the evaluator uploads them.
-    let mut x = deform(rng, &x0, 0.008);
+    let mut x = deform(rng, &x0, noise);
     for (i, v) in x.iter_mut().enumerate() {
         *v -= [5.0, -3.0, 2.0][i % 3];
     }
-    let rest: Vec<ElementRest<f64>> = tets.iter().map(|t| ElementRest::new(&t.map(|i| x0[i as usize])).unwrap()).collect();
+    let rest: Vec<ElementRest<f64>> = tets
+        .iter()
+        .map(|t| ElementRest::new(&t.map(|i| x0[i as usize])).unwrap())
+        .collect();
     let mats = random_materials(rng, tets.len(), allow_nh);
     let ep = rest
         .iter()
@@ -524,41 +677,88 @@ fn elastic_case(rng: &mut ChaCha8Rng, allow_nh: bool) -> ElasticCase {
             model: GpuModel::from_material(m.model) as u32,
         })
         .collect();
-    ElasticCase { x: vec4s(&x), xf64: x, tets, rest, mats, ep }
+    ElasticCase {
+        x: vec4s(&x),
+        xf64: x,
+        tets,
+        rest,
+        mats,
+        ep,
+    }
 }
 
 #[test]
 fn elastic_matches_twin_on_gpu() {
     let mut rng = common::rng("elastic_matches_twin_on_gpu");
-    let c = elastic_case(&mut rng, true);
-    let ne = c.tets.len();
-    let dm: Vec<GpuMat3> = c.rest.iter().map(dm_gpu).collect();
-    for (flags, label) in [(1 | 2 | 4, "projected"), (1 | 2, "unprojected")] {
-        let data = [
-            Data::V4(c.x.clone()),
-            Data::T4(c.tets.clone()),
-            Data::M3(dm.clone()),
-            Data::Ep(c.ep.clone()),
-            nan_f32(ne),
-            nan_v4(4 * ne),
-            nan_f32(144 * ne),
-        ];
-        let (cpu, gpu) = run_both(Kernel::Elastic, &data, Params::new().u0(flags), ne as u32);
-        let Some(g) = gpu else { return };
-        // Inverted Neo-Hookean elements are +∞ / NaN on both sides: compare that pattern, then
-        // the finite elements.
-        let bad: Vec<bool> = (0..ne).map(|e| cpu[4][e].is_infinite()).collect();
-        for e in 0..ne {
-            assert_eq!(bad[e], g[4][e].is_infinite(), "element {e}: ∞ energy pattern");
+    for (noise, flags, label) in [
+        (0.008, 1 | 2 | 4, "mild, projected"),
+        (0.008, 1 | 2, "mild, unprojected"),
+        (0.03, 1 | 2 | 4, "strong with inversions, projected"),
+    ] {
+        let c = elastic_case(&mut rng, true, noise);
+        let ne = c.tets.len();
+        let dm: Vec<GpuMat3> = c.rest.iter().map(dm_gpu).collect();
+        let inverted = c
+            .tets
+            .iter()
+            .filter(|t| {
+                let p = t
+                    .map(|i| Vec3::new(c.x[i as usize][0], c.x[i as usize][1], c.x[i as usize][2]));
+                (p[1] - p[0]).dot((p[2] - p[0]).cross(p[3] - p[0])) < 0.0
+            })
+            .count();
+        eprintln!("{label}: {inverted} of {ne} elements inverted");
+        {
+            let data = [
+                Data::V4(c.x.clone()),
+                Data::T4(c.tets.clone()),
+                Data::M3(dm.clone()),
+                Data::Ep(c.ep.clone()),
+                nan_f32(ne),
+                nan_v4(4 * ne),
+                nan_f32(144 * ne),
+            ];
+            let (cpu, gpu) = run_both(Kernel::Elastic, &data, Params::new().u0(flags), ne as u32);
+            let Some(g) = gpu else { return };
+            // Inverted Neo-Hookean elements are +∞ / NaN on both sides: compare that pattern, then
+            // the finite elements.
+            let bad: Vec<bool> = (0..ne).map(|e| cpu[4][e].is_infinite()).collect();
+            for e in 0..ne {
+                assert_eq!(
+                    bad[e],
+                    g[4][e].is_infinite(),
+                    "element {e}: ∞ energy pattern"
+                );
+            }
+            let keep = |v: &[f32], k: usize| -> Vec<f32> {
+                (0..ne)
+                    .filter(|&e| !bad[e])
+                    .flat_map(|e| v[k * e..k * e + k].to_vec())
+                    .collect()
+            };
+            // Energies: twin and GPU run the same f32 formulas; differences come from the SVD's
+            // rounding (σ to ~1e-6 relative) amplified by λ/μ ≤ ~10: 1e-5.
+            assert_close(
+                &keep(&g[4], 1),
+                &keep(&cpu[4], 1),
+                1e-5,
+                &format!("elastic energy ({label})"),
+            );
+            assert_close(
+                &keep(&g[5], 4),
+                &keep(&cpu[5], 4),
+                1e-4,
+                &format!("elastic gradient ({label})"),
+            );
+            // Hessians: the flip/twist eigenvalues divide by σ_i + σ_j, and near-repeated σ make U, V
+            // ill-determined (the Hessian is invariant, its rounding is not): 1e-3 globally.
+            assert_close(
+                &keep(&g[6], 144),
+                &keep(&cpu[6], 144),
+                1e-3,
+                &format!("elastic hessian ({label})"),
+            );
         }
-        let keep = |v: &[f32], k: usize| -> Vec<f32> { (0..ne).filter(|&e| !bad[e]).flat_map(|e| v[k * e..k * e + k].to_vec()).collect() };
-        // Energies: twin and GPU run the same f32 formulas; differences come from the SVD's
-        // rounding (σ to ~1e-6 relative) amplified by λ/μ ≤ ~10: 1e-5.
-        assert_close(&keep(&g[4], 1), &keep(&cpu[4], 1), 1e-5, &format!("elastic energy ({label})"));
-        assert_close(&keep(&g[5], 4), &keep(&cpu[5], 4), 1e-4, &format!("elastic gradient ({label})"));
-        // Hessians: the flip/twist eigenvalues divide by σ_i + σ_j, and near-repeated σ make U, V
-        // ill-determined (the Hessian is invariant, its rounding is not): 1e-3 globally.
-        assert_close(&keep(&g[6], 144), &keep(&cpu[6], 144), 1e-3, &format!("elastic hessian ({label})"));
     }
 }
 
@@ -567,55 +767,81 @@ fn elastic_twin_matches_f64_reference() {
     // The f32 twin against crate::material (f64, nalgebra SVD, generic difference quotients):
     // an independent implementation of the same formulas.
     let mut rng = common::rng("elastic_twin_matches_f64_reference");
-    let c = elastic_case(&mut rng, false);
-    let ne = c.tets.len();
-    let dm: Vec<GpuMat3> = c.rest.iter().map(dm_gpu).collect();
-    let mut energy = vec![f32::NAN; ne];
-    let mut grad = vec![[f32::NAN; 4]; 4 * ne];
-    let mut hess = vec![f32::NAN; 144 * ne];
-    let p = Params { n: ne as u32, u0: 7, ..Params::new() };
-    twins::elastic(&p, &c.x, &c.tets, &dm, &c.ep, &mut energy, &mut grad, &mut hess).unwrap();
-    let (mut e64, mut g64, mut h64) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut e32, mut g32, mut h32) = (Vec::new(), Vec::new(), Vec::new());
-    let mut skipped = 0;
-    for e in 0..ne {
-        let t = c.tets[e];
-        let p = t.map(|i| Vector3::new(c.xf64[3 * i as usize], c.xf64[3 * i as usize + 1], c.xf64[3 * i as usize + 2]));
-        let f = c.rest[e].deformation_gradient(&p);
-        let s = f.svd(false, false).singular_values;
-        // Skip elements within 1e-2 of a repeated or sign-cancelling σ pair, where the f64
-        // reference switches to its limit formulas and the f32 closed forms differ by design.
-        let mut ss: Vec<f64> = s.iter().copied().collect();
-        ss.sort_by(|a, b| b.partial_cmp(a).unwrap());
-        if ss.windows(2).any(|w| (w[0] - w[1]).abs() < 1e-2) || f.determinant() < 0.05 {
-            skipped += 1;
-            continue;
-        }
-        let r = element_hessian(&c.mats[e], &c.rest[e], &p, true);
-        e64.push(r.energy as f32);
-        e32.push(energy[e]);
-        for a in 0..4 {
-            for k in 0..3 {
-                g64.push(r.gradient[3 * a + k] as f32);
-                g32.push(grad[4 * e + a][k]);
+    for noise in [0.008, 0.03] {
+        let c = elastic_case(&mut rng, false, noise);
+        let ne = c.tets.len();
+        let dm: Vec<GpuMat3> = c.rest.iter().map(dm_gpu).collect();
+        let mut energy = vec![f32::NAN; ne];
+        let mut grad = vec![[f32::NAN; 4]; 4 * ne];
+        let mut hess = vec![f32::NAN; 144 * ne];
+        let p = Params {
+            n: ne as u32,
+            u0: 7,
+            ..Params::new()
+        };
+        twins::elastic(
+            &p,
+            &c.x,
+            &c.tets,
+            &dm,
+            &c.ep,
+            &mut energy,
+            &mut grad,
+            &mut hess,
+        )
+        .unwrap();
+        let (mut e64, mut g64, mut h64) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut e32, mut g32, mut h32) = (Vec::new(), Vec::new(), Vec::new());
+        let mut skipped = 0;
+        for e in 0..ne {
+            let t = c.tets[e];
+            let p = t.map(|i| {
+                Vector3::new(
+                    c.xf64[3 * i as usize],
+                    c.xf64[3 * i as usize + 1],
+                    c.xf64[3 * i as usize + 2],
+                )
+            });
+            let f = c.rest[e].deformation_gradient(&p);
+            let s = f.svd(false, false).singular_values;
+            // Skip elements within 1e-2 of a repeated |σ| pair or a vanishing σ, where the f64
+            // reference switches to its limit formulas and the f32 closed forms differ by design
+            // (inverted elements are compared: signed σ₃ < 0).
+            let mut ss: Vec<f64> = s.iter().copied().collect();
+            ss.sort_by(|a, b| b.partial_cmp(a).unwrap());
+            if ss.windows(2).any(|w| (w[0] - w[1]).abs() < 1e-2) || ss[2] < 1e-2 {
+                skipped += 1;
+                continue;
+            }
+            let r = element_hessian(&c.mats[e], &c.rest[e], &p, true);
+            e64.push(r.energy as f32);
+            e32.push(energy[e]);
+            for a in 0..4 {
+                for k in 0..3 {
+                    g64.push(r.gradient[3 * a + k] as f32);
+                    g32.push(grad[4 * e + a][k]);
+                }
+            }
+            let h = r.hessian.unwrap();
+            for i in 0..12 {
+                for j in 0..12 {
+                    h64.push(h[(i, j)] as f32);
+                    h32.push(hess[144 * e + 12 * i + j]);
+                }
             }
         }
-        let h = r.hessian.unwrap();
-        for i in 0..12 {
-            for j in 0..12 {
-                h64.push(h[(i, j)] as f32);
-                h32.push(hess[144 * e + 12 * i + j]);
-            }
-        }
+        eprintln!(
+            "compared {} elements, skipped {skipped} near-degenerate",
+            ne - skipped
+        );
+        assert!(skipped < ne / 2, "deformation too degenerate to test");
+        // f32 positions (~1e-7 relative) through F = Ds·Dm⁻¹ (edges ~0.05 m ⇒ ~1e-6 on F) and the
+        // stiff λ terms (λ/μ up to ~10, J − α cancellation near rest): 1e-4 on energies and
+        // gradients is the f32 floor with margin; Hessians 1e-3.
+        assert_close(&e32, &e64, 1e-4, "twin energy vs f64");
+        assert_close(&g32, &g64, 1e-3, "twin gradient vs f64");
+        assert_close(&h32, &h64, 1e-3, "twin hessian vs f64");
     }
-    eprintln!("compared {} elements, skipped {skipped} near-degenerate", ne - skipped);
-    assert!(skipped < ne / 2, "deformation too degenerate to test");
-    // f32 positions (~1e-7 relative) through F = Ds·Dm⁻¹ (edges ~0.05 m ⇒ ~1e-6 on F) and the
-    // stiff λ terms (λ/μ up to ~10, J − α cancellation near rest): 1e-4 on energies and
-    // gradients is the f32 floor with margin; Hessians 1e-3.
-    assert_close(&e32, &e64, 1e-4, "twin energy vs f64");
-    assert_close(&g32, &g64, 1e-3, "twin gradient vs f64");
-    assert_close(&h32, &h64, 1e-3, "twin hessian vs f64");
 }
 
 // ---------------------------------------------------------------- gathers and inertia
@@ -627,7 +853,16 @@ fn gathers_match() {
     let nv = x0.len();
     let ne = tets.len();
     let csr = VertexCsr::new(&tets, nv).unwrap();
-    let eg: Vec<GpuVec4> = (0..4 * ne).map(|_| [rng.random_range(-1.0..1.0), rng.random_range(-1.0..1.0), rng.random_range(-1.0..1.0), 0.0]).collect();
+    let eg: Vec<GpuVec4> = (0..4 * ne)
+        .map(|_| {
+            [
+                rng.random_range(-1.0..1.0),
+                rng.random_range(-1.0..1.0),
+                rng.random_range(-1.0..1.0),
+                0.0,
+            ]
+        })
+        .collect();
     let eh = randf(&mut rng, 144 * ne, 1.0);
     // f64 scatter reference.
     let mut g64 = vec![0.0f64; 3 * nv];
@@ -637,12 +872,20 @@ fn gathers_match() {
             for k in 0..3 {
                 g64[3 * v as usize + k] += eg[4 * e + l][k] as f64;
                 for c in 0..3 {
-                    h64[9 * v as usize + 3 * c + k] += eh[144 * e + (3 * l + k) * 12 + 3 * l + c] as f64;
+                    h64[9 * v as usize + 3 * c + k] +=
+                        eh[144 * e + (3 * l + k) * 12 + 3 * l + c] as f64;
                 }
             }
         }
     }
-    let csr_data = |a: Data| vec![a, Data::U32(csr.offsets.clone()), Data::U32(csr.tets.clone()), Data::U32(csr.local.clone())];
+    let csr_data = |a: Data| {
+        vec![
+            a,
+            Data::U32(csr.offsets.clone()),
+            Data::U32(csr.tets.clone()),
+            Data::U32(csr.local.clone()),
+        ]
+    };
     let mut d = csr_data(Data::V4(eg));
     d.push(nan_v4(nv));
     let (cpu, gpu) = run_both(Kernel::GatherGradient, &d, Params::new(), nv as u32);
@@ -668,12 +911,24 @@ fn gathers_match() {
 fn inertia_matches() {
     let mut rng = common::rng("inertia_matches");
     let nv = 3000 + rng.random_range(0..100);
-    let x: Vec<GpuVec4> = (0..nv).map(|_| [rng.random(), rng.random(), rng.random(), 0.0]).collect();
-    let xt: Vec<GpuVec4> = (0..nv).map(|_| [rng.random(), rng.random(), rng.random(), 0.0]).collect();
+    let x: Vec<GpuVec4> = (0..nv)
+        .map(|_| [rng.random(), rng.random(), rng.random(), 0.0])
+        .collect();
+    let xt: Vec<GpuVec4> = (0..nv)
+        .map(|_| [rng.random(), rng.random(), rng.random(), 0.0])
+        .collect();
     let m: Vec<f32> = (0..nv).map(|_| rng.random_range(0.01..1.0)).collect();
-    let g0: Vec<GpuVec4> = (0..nv).map(|_| [rng.random(), rng.random(), rng.random(), 7.0]).collect();
+    let g0: Vec<GpuVec4> = (0..nv)
+        .map(|_| [rng.random(), rng.random(), rng.random(), 7.0])
+        .collect();
     let inv_h2 = 1.0f32 / (0.01 * 0.01);
-    let data = [Data::V4(x.clone()), Data::V4(xt.clone()), Data::F32(m.clone()), Data::V4(g0.clone()), nan_f32(nv)];
+    let data = [
+        Data::V4(x.clone()),
+        Data::V4(xt.clone()),
+        Data::F32(m.clone()),
+        Data::V4(g0.clone()),
+        nan_f32(nv),
+    ];
     let (cpu, gpu) = run_both(Kernel::Inertia, &data, Params::new().f0(inv_h2), nv as u32);
     let mut eg = Vec::new();
     let mut ee = Vec::new();
@@ -701,19 +956,38 @@ fn evaluator_matches_f64_and_across_backends() {
     let mut rng = common::rng("evaluator_matches_f64_and_across_backends");
     let (x0, tets) = box_mesh(4, 3, 3, 0.1);
     let nv = x0.len();
-    let rest: Vec<ElementRest<f64>> = tets.iter().map(|t| ElementRest::new(&t.map(|i| x0[i as usize])).unwrap()).collect();
+    let rest: Vec<ElementRest<f64>> = tets
+        .iter()
+        .map(|t| ElementRest::new(&t.map(|i| x0[i as usize])).unwrap())
+        .collect();
     let mats = random_materials(&mut rng, tets.len(), false);
     let masses: Vec<f64> = (0..nv).map(|_| rng.random_range(0.1..1.0)).collect();
     let x = deform(&mut rng, &x0, 0.005);
-    let xt: Vec<f64> = x.iter().map(|v| v + rng.random_range(-0.01..0.01)).collect();
+    let xt: Vec<f64> = x
+        .iter()
+        .map(|v| v + rng.random_range(-0.01..0.01))
+        .collect();
     let h = 1.0 / 60.0;
     let origin = [5.0, -3.0, 2.0];
-    let setup = ElasticRest { num_vertices: nv, tets: &tets, rest: &rest, materials: &mats, masses: &masses, origin };
+    let setup = ElasticRest {
+        num_vertices: nv,
+        tets: &tets,
+        rest: &rest,
+        materials: &mats,
+        masses: &masses,
+        origin,
+    };
     // f64 reference.
     let mut e_ref = 0.0;
     let mut g_ref = vec![0.0; 3 * nv];
     for (e, t) in tets.iter().enumerate() {
-        let p = t.map(|i| Vector3::new(x[3 * i as usize], x[3 * i as usize + 1], x[3 * i as usize + 2]));
+        let p = t.map(|i| {
+            Vector3::new(
+                x[3 * i as usize],
+                x[3 * i as usize + 1],
+                x[3 * i as usize + 2],
+            )
+        });
         let r = element_hessian(&mats[e], &rest[e], &p, true);
         e_ref += r.energy;
         for (a, &v) in t.iter().enumerate() {
@@ -737,12 +1011,24 @@ fn evaluator_matches_f64_and_across_backends() {
         assert_eq!(r.gradient.len(), 3 * nv);
         assert_eq!(r.element_hessians.len(), tets.len());
         // f32 evaluation of a sum of ~O(1) relative terms: 1e-4 relative on the total energy.
-        assert!((r.energy - e_ref).abs() <= 1e-4 * e_ref.abs().max(1e-12), "{name}: energy {} vs {e_ref}", r.energy);
+        assert!(
+            (r.energy - e_ref).abs() <= 1e-4 * e_ref.abs().max(1e-12),
+            "{name}: energy {} vs {e_ref}",
+            r.energy
+        );
         let gf: Vec<f32> = r.gradient.iter().map(|&v| v as f32).collect();
         let gr: Vec<f32> = g_ref.iter().map(|&v| v as f32).collect();
-        assert_close(&gf, &gr, 1e-3, &format!("{name}: evaluator gradient vs f64"));
+        assert_close(
+            &gf,
+            &gr,
+            1e-3,
+            &format!("{name}: evaluator gradient vs f64"),
+        );
         let eo = ev.evaluate(&x, &xt, h, EvalFlags::energy_only()).unwrap();
-        assert!((eo.energy - r.energy).abs() <= 1e-6 * r.energy.abs(), "{name}: energy-only path");
+        assert!(
+            (eo.energy - r.energy).abs() <= 1e-6 * r.energy.abs(),
+            "{name}: energy-only path"
+        );
         assert!(eo.gradient.is_empty() && eo.element_hessians.is_empty());
         assert_eq!(ev.positions_buffer().is_some(), ev.device().is_gpu());
         results.push(r);
@@ -751,8 +1037,18 @@ fn evaluator_matches_f64_and_across_backends() {
         let a: Vec<f32> = results[1].gradient.iter().map(|&v| v as f32).collect();
         let b: Vec<f32> = results[0].gradient.iter().map(|&v| v as f32).collect();
         assert_close(&a, &b, 1e-4, "evaluator gradient gpu vs cpu");
-        let ha: Vec<f32> = results[1].element_hessians.iter().flatten().copied().collect();
-        let hb: Vec<f32> = results[0].element_hessians.iter().flatten().copied().collect();
+        let ha: Vec<f32> = results[1]
+            .element_hessians
+            .iter()
+            .flatten()
+            .copied()
+            .collect();
+        let hb: Vec<f32> = results[0]
+            .element_hessians
+            .iter()
+            .flatten()
+            .copied()
+            .collect();
         assert_close(&ha, &hb, 1e-3, "evaluator hessians gpu vs cpu");
     }
 }
@@ -767,32 +1063,82 @@ fn bad_input_is_an_error_not_a_panic() {
         let a = dev.alloc::<f32>("a", 10).unwrap();
         let b = dev.alloc::<f32>("b", 5).unwrap();
         // Too short for n = 10.
-        assert!(dev.dispatch(Kernel::Axpy, &[a.id(), b.id()], Params::new(), 10).is_err());
+        assert!(dev
+            .dispatch(Kernel::Axpy, &[a.id(), b.id()], Params::new(), 10)
+            .is_err());
         // Wrong count and element size.
-        assert!(dev.dispatch(Kernel::Axpy, &[a.id()], Params::new(), 5).is_err());
+        assert!(dev
+            .dispatch(Kernel::Axpy, &[a.id()], Params::new(), 5)
+            .is_err());
         let t = dev.alloc::<[u32; 4]>("t", 10).unwrap();
-        assert!(dev.dispatch(Kernel::Axpy, &[t.id(), a.id()], Params::new(), 5).is_err());
+        assert!(dev
+            .dispatch(Kernel::Axpy, &[t.id(), a.id()], Params::new(), 5)
+            .is_err());
         // Writable aliasing.
-        assert!(dev.dispatch(Kernel::Axpy, &[a.id(), a.id()], Params::new(), 5).is_err());
+        assert!(dev
+            .dispatch(Kernel::Axpy, &[a.id(), a.id()], Params::new(), 5)
+            .is_err());
         // Writes and reads out of range.
         assert!(dev.write(&a, 8, &[1.0f32; 3]).is_err());
         assert!(dev.read_range(&a, 5..11).is_err());
         // Freed buffer.
         dev.free(b);
-        assert!(dev.dispatch(Kernel::Axpy, &[a.id(), b.id()], Params::new(), 5).is_err());
+        assert!(dev
+            .dispatch(Kernel::Axpy, &[a.id(), b.id()], Params::new(), 5)
+            .is_err());
         // Evaluator with inconsistent data.
         let tets = [[0u32, 1, 2, 9]];
-        let rest = [ElementRest::new(&[[0.0; 3], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]).unwrap()];
+        let rest =
+            [
+                ElementRest::new(&[[0.0; 3], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+                    .unwrap(),
+            ];
         let mats = [Material::new(MaterialModel::Arap, 1.0, 0.0).unwrap()];
-        let setup = ElasticRest { num_vertices: 4, tets: &tets, rest: &rest, materials: &mats, masses: &[1.0; 4], origin: [0.0; 3] };
+        let setup = ElasticRest {
+            num_vertices: 4,
+            tets: &tets,
+            rest: &rest,
+            materials: &mats,
+            masses: &[1.0; 4],
+            origin: [0.0; 3],
+        };
         assert!(ElasticEvaluator::new(dev, &setup).is_err());
     }
     // Out-of-range tet index reaching the twin directly.
-    let p = Params { n: 1, ..Params::new() };
+    let p = Params {
+        n: 1,
+        ..Params::new()
+    };
     let mut f = [GpuMat3::default()];
-    assert!(twins::deformation_gradient(&p, &[[0.0; 4]; 3], &[[0, 1, 2, 3]], &[GpuMat3::default()], &mut f).is_err());
+    assert!(twins::deformation_gradient(
+        &p,
+        &[[0.0; 4]; 3],
+        &[[0, 1, 2, 3]],
+        &[GpuMat3::default()],
+        &mut f
+    )
+    .is_err());
+    // A buffer beyond the device's storage-binding limit is a Gpu error, not a panic or abort.
+    if let Some(mut g) = gpu() {
+        let too_big = g
+            .as_gpu()
+            .unwrap()
+            .device()
+            .limits()
+            .max_storage_buffer_binding_size as usize
+            / 4
+            + 1;
+        match g.alloc::<f32>("too big", too_big) {
+            Err(jello::JelloError::Gpu(m)) => eprintln!("oversized buffer: {m}"),
+            other => panic!("expected a Gpu error, got {other:?}"),
+        }
+    }
     // sanity: the twin's sym_eig3 diagonalises
-    let m = Mat3::from_cols(Vec3::new(2.0, 1.0, 0.0), Vec3::new(1.0, 3.0, 0.5), Vec3::new(0.0, 0.5, 1.0));
+    let m = Mat3::from_cols(
+        Vec3::new(2.0, 1.0, 0.0),
+        Vec3::new(1.0, 3.0, 0.5),
+        Vec3::new(0.0, 0.5, 1.0),
+    );
     let e = linalg::sym_eig3(m);
     let rec = e.vectors * Mat3::from_diagonal(e.values) * e.vectors.transpose();
     assert!(frob(rec - m) < 1e-5);

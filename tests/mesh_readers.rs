@@ -56,8 +56,16 @@ fn assert_two_tets(l: &LoadedMesh, reoriented: usize, unreferenced: usize) {
     let m = &l.mesh;
     assert_eq!(m.num_tets(), 2);
     assert_eq!(geometric_tets(m), expected_two_tets());
-    assert!((m.signed_volume(0) - 1.0 / 6.0).abs() < 1e-12, "{}", m.signed_volume(0));
-    assert!((m.signed_volume(1) - 1.0 / 3.0).abs() < 1e-12, "{}", m.signed_volume(1));
+    assert!(
+        (m.signed_volume(0) - 1.0 / 6.0).abs() < 1e-12,
+        "{}",
+        m.signed_volume(0)
+    );
+    assert!(
+        (m.signed_volume(1) - 1.0 / 3.0).abs() < 1e-12,
+        "{}",
+        m.signed_volume(1)
+    );
     assert!((m.total_volume() - 0.5).abs() < 1e-12);
     assert_eq!(l.reoriented, reoriented);
     assert_eq!(l.unreferenced, unreferenced);
@@ -138,7 +146,9 @@ fn vtk_legacy_classic_and_51_layouts() {
 #[test]
 fn vtk_legacy_binary_big_endian() {
     let mut b: Vec<u8> = Vec::new();
-    b.extend_from_slice(b"# vtk DataFile Version 3.0\nbinary two tets\nBINARY\nDATASET UNSTRUCTURED_GRID\n");
+    b.extend_from_slice(
+        b"# vtk DataFile Version 3.0\nbinary two tets\nBINARY\nDATASET UNSTRUCTURED_GRID\n",
+    );
     b.extend_from_slice(b"POINTS 5 double\n");
     for p in P {
         for x in p {
@@ -344,7 +354,11 @@ fn externally_written_files_agree() {
         assert_eq!(m.num_tets(), 114, "{name}");
         assert_eq!(l.reoriented, 0, "{name}");
         assert_eq!(l.unreferenced, 0, "{name}");
-        assert!((m.total_volume() - 0.48).abs() < 1e-12, "{name}: {}", m.total_volume());
+        assert!(
+            (m.total_volume() - 0.48).abs() < 1e-12,
+            "{name}: {}",
+            m.total_volume()
+        );
         assert_eq!(geometric_tets(m), geometric_tets(&reference), "{name}");
         let (lo, hi) = m.bounding_box().unwrap();
         assert_eq!((lo, hi), ([0.0; 3], [1.0, 0.8, 0.6]), "{name}");

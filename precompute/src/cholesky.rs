@@ -9,13 +9,13 @@
 //! that entry point accepts a custom permutation.
 
 use faer::dyn_stack::{MemBuffer, MemStack};
+use faer::linalg::cholesky::llt::factor::LltError;
 use faer::linalg::cholesky::llt::factor::LltRegularization;
 use faer::perm::PermRef;
 use faer::sparse::linalg::cholesky::{
-    factorize_symbolic_cholesky, CholeskySymbolicParams, LltRef, SymbolicCholesky, SymbolicCholeskyRaw,
-    SymmetricOrdering,
+    factorize_symbolic_cholesky, CholeskySymbolicParams, LltRef, SymbolicCholesky,
+    SymbolicCholeskyRaw, SymmetricOrdering,
 };
-use faer::linalg::cholesky::llt::factor::LltError;
 use faer::{Conj, MatMut, Par, Side};
 
 use crate::sparse::{SymSparse, SymmetricPattern};
@@ -78,10 +78,21 @@ impl SparseCholesky {
             (None, Ordering::Identity) => SymmetricOrdering::Identity,
             (None, _) => SymmetricOrdering::Amd,
         };
-        let symbolic = factorize_symbolic_cholesky(pattern.symbolic(), Side::Upper, ord, CholeskySymbolicParams::default())
-            .map_err(|e| PrecomputeError::Numeric(format!("symbolic Cholesky: {e:?}")))?;
+        let symbolic = factorize_symbolic_cholesky(
+            pattern.symbolic(),
+            Side::Upper,
+            ord,
+            CholeskySymbolicParams::default(),
+        )
+        .map_err(|e| PrecomputeError::Numeric(format!("symbolic Cholesky: {e:?}")))?;
         let l_values = vec![0.0; symbolic.len_val()];
-        Ok(Self { pattern, symbolic, l_values, factored: false, ordering })
+        Ok(Self {
+            pattern,
+            symbolic,
+            l_values,
+            factored: false,
+            ordering,
+        })
     }
 
     /// Analysis followed by a first numeric factorisation of `a`.
@@ -116,16 +127,23 @@ impl SparseCholesky {
     /// then unusable until a successful refactor.
     pub fn refactor(&mut self, a: &SymSparse) -> Result<()> {
         if !std::sync::Arc::ptr_eq(a.pattern(), &self.pattern) && **a.pattern() != *self.pattern {
-            return Err(PrecomputeError::Invalid("refactor: matrix pattern differs from the analysed one".into()));
+            return Err(PrecomputeError::Invalid(
+                "refactor: matrix pattern differs from the analysed one".into(),
+            ));
         }
         if a.values().iter().any(|v| !v.is_finite()) {
             self.factored = false;
-            return Err(PrecomputeError::Invalid("refactor: matrix has non-finite values".into()));
+            return Err(PrecomputeError::Invalid(
+                "refactor: matrix has non-finite values".into(),
+            ));
         }
         self.factored = false;
         let par = faer::get_global_parallelism();
-        let req = self.symbolic.factorize_numeric_llt_scratch::<f64>(par, Default::default());
-        let mut mem = MemBuffer::try_new(req).map_err(|_| PrecomputeError::Numeric("out of memory".into()))?;
+        let req = self
+            .symbolic
+            .factorize_numeric_llt_scratch::<f64>(par, Default::default());
+        let mut mem = MemBuffer::try_new(req)
+            .map_err(|_| PrecomputeError::Numeric("out of memory".into()))?;
         let res = self.symbolic.factorize_numeric_llt::<f64>(
             &mut self.l_values,
             a.as_faer(),
@@ -148,7 +166,9 @@ impl SparseCholesky {
 
     fn check_ready(&self, len: usize, k: usize) -> Result<()> {
         if !self.factored {
-            return Err(PrecomputeError::Invalid("solve with a factor that holds no valid factorisation".into()));
+            return Err(PrecomputeError::Invalid(
+                "solve with a factor that holds no valid factorisation".into(),
+            ));
         }
         if len != self.n() * k {
             return Err(PrecomputeError::Invalid(format!(
@@ -179,7 +199,8 @@ impl SparseCholesky {
         }
         let n = self.n();
         let req = self.symbolic.solve_in_place_scratch::<f64>(k, par);
-        let mut mem = MemBuffer::try_new(req).map_err(|_| PrecomputeError::Numeric("out of memory".into()))?;
+        let mut mem = MemBuffer::try_new(req)
+            .map_err(|_| PrecomputeError::Numeric("out of memory".into()))?;
         let mat = MatMut::from_column_major_slice_mut(rhs, n, k);
         LltRef::<usize, f64>::new(&self.symbolic, &self.l_values).solve_in_place_with_conj(
             Conj::No,
@@ -194,7 +215,10 @@ impl SparseCholesky {
 /// METIS nested-dissection permutation `(fwd, inv)` of the pattern's DOFs, computed on the
 /// graph that merges each `block` consecutive DOFs into one node.
 /// `fwd[new] = old`, `inv[old] = new` (faer's convention).
-pub fn nested_dissection(pattern: &SymmetricPattern, block: usize) -> Result<(Vec<usize>, Vec<usize>)> {
+pub fn nested_dissection(
+    pattern: &SymmetricPattern,
+    block: usize,
+) -> Result<(Vec<usize>, Vec<usize>)> {
     let n = pattern.n();
     let g = pattern.block_graph(block)?;
     let nb = g.len();
@@ -202,7 +226,9 @@ pub fn nested_dissection(pattern: &SymmetricPattern, block: usize) -> Result<(Ve
         (0..nb).collect()
     } else {
         if g.adj.len() >= i32::MAX as usize {
-            return Err(PrecomputeError::Ordering("graph too large for 32-bit METIS".into()));
+            return Err(PrecomputeError::Ordering(
+                "graph too large for 32-bit METIS".into(),
+            ));
         }
         let mut xadj: Vec<i32> = g.xadj.iter().map(|&x| x as i32).collect();
         let mut adjncy: Vec<i32> = g.adj.iter().map(|&x| x as i32).collect();
@@ -225,7 +251,9 @@ pub fn nested_dissection(pattern: &SymmetricPattern, block: usize) -> Result<(Ve
             )
         };
         if status != metis_sys::rstatus_et_METIS_OK {
-            return Err(PrecomputeError::Ordering(format!("METIS_NodeND returned status {status}")));
+            return Err(PrecomputeError::Ordering(format!(
+                "METIS_NodeND returned status {status}"
+            )));
         }
         // METIS: perm[new] = old ("fill-reducing permutation"), iperm[old] = new.
         perm.iter().map(|&p| p as usize).collect()

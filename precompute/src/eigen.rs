@@ -36,7 +36,13 @@ pub struct EigenOptions {
 
 impl Default for EigenOptions {
     fn default() -> Self {
-        Self { extra: 8, depth: 3, tol: 1e-8, max_restarts: 60, seed: 0x5eed }
+        Self {
+            extra: 8,
+            depth: 3,
+            tol: 1e-8,
+            max_restarts: 60,
+            seed: 0x5eed,
+        }
     }
 }
 
@@ -86,7 +92,9 @@ pub fn lowest_generalized(
         )));
     }
     if mass.iter().any(|m| !m.is_finite() || *m < 0.0) {
-        return Err(PrecomputeError::Invalid("eigen: mass must be finite and ≥ 0".into()));
+        return Err(PrecomputeError::Invalid(
+            "eigen: mass must be finite and ≥ 0".into(),
+        ));
     }
     let n_pos = mass.iter().filter(|m| **m > 0.0).count();
     if k == 0 || k > n_pos {
@@ -99,12 +107,16 @@ pub fn lowest_generalized(
 
     // Start block: T applied to random vectors (lands in range(T), zero mass handled).
     let mut rng = SplitMix64::new(opts.seed);
-    let mut x: Vec<f64> = (0..n * p).map(|i| if mass[i % n] > 0.0 { rng.normal() } else { 0.0 }).collect();
+    let mut x: Vec<f64> = (0..n * p)
+        .map(|i| if mass[i % n] > 0.0 { rng.normal() } else { 0.0 })
+        .collect();
     apply_t(a_factor, mass, &mut x, p)?;
     let mut basis: Vec<f64> = Vec::new();
     let mut xcols = m_orthonormalize_into(&mut basis, &x, n, p, mass, 0);
     if xcols < k {
-        return Err(PrecomputeError::Numeric("eigen: start block is rank deficient".into()));
+        return Err(PrecomputeError::Numeric(
+            "eigen: start block is rank deficient".into(),
+        ));
     }
 
     let mut restarts = 0;
@@ -142,7 +154,11 @@ pub fn lowest_generalized(
         }
         let xnew = matmul(&basis, &z, n, m, keep);
         let axnew = matmul(&av, &z, n, m, keep);
-        let values: Vec<f64> = order.iter().take(keep).map(|&o| eig.eigenvalues[o]).collect();
+        let values: Vec<f64> = order
+            .iter()
+            .take(keep)
+            .map(|&o| eig.eigenvalues[o])
+            .collect();
         let mut residuals = Vec::with_capacity(k);
         for j in 0..k.min(keep) {
             let mu = values[j];
@@ -170,13 +186,20 @@ pub fn lowest_generalized(
         basis.clear();
         xcols = m_orthonormalize_into(&mut basis, &xnew, n, keep, mass, 0);
         if xcols < k {
-            return Err(PrecomputeError::Numeric("eigen: Ritz block lost rank".into()));
+            return Err(PrecomputeError::Numeric(
+                "eigen: Ritz block lost rank".into(),
+            ));
         }
     }
 }
 
 /// Lowest `k` eigenpairs of the SPD matrix `A` (`M = I`).
-pub fn lowest_standard(a: &SymSparse, a_factor: &SparseCholesky, k: usize, opts: &EigenOptions) -> Result<EigenPairs> {
+pub fn lowest_standard(
+    a: &SymSparse,
+    a_factor: &SparseCholesky,
+    k: usize,
+    opts: &EigenOptions,
+) -> Result<EigenPairs> {
     lowest_generalized(a, a_factor, &vec![1.0; a.n()], k, opts)
 }
 
@@ -226,9 +249,18 @@ fn matmul(x: &[f64], z: &[f64], n: usize, m: usize, c: usize) -> Vec<f64> {
 /// (twice, classical Gram–Schmidt), then orthonormalises them among themselves and appends
 /// the survivors (columns whose norm collapses below 1e-10 of their size are dropped).
 /// Returns the number of columns appended.
-fn m_orthonormalize_into(basis: &mut Vec<f64>, w: &[f64], n: usize, cols: usize, mass: &[f64], have: usize) -> usize {
+fn m_orthonormalize_into(
+    basis: &mut Vec<f64>,
+    w: &[f64],
+    n: usize,
+    cols: usize,
+    mass: &[f64],
+    have: usize,
+) -> usize {
     let mut w = w[..n * cols].to_vec();
-    let norms0: Vec<f64> = (0..cols).map(|j| m_norm(&w[j * n..(j + 1) * n], mass)).collect();
+    let norms0: Vec<f64> = (0..cols)
+        .map(|j| m_norm(&w[j * n..(j + 1) * n], mass))
+        .collect();
     if have > 0 {
         for _ in 0..2 {
             let c = gram(&basis[..have * n], &w, n, have, cols, Some(mass));
@@ -264,5 +296,9 @@ fn m_orthonormalize_into(basis: &mut Vec<f64>, w: &[f64], n: usize, cols: usize,
 }
 
 fn m_norm(v: &[f64], mass: &[f64]) -> f64 {
-    v.iter().zip(mass).map(|(x, m)| m * x * x).sum::<f64>().sqrt()
+    v.iter()
+        .zip(mass)
+        .map(|(x, m)| m * x * x)
+        .sum::<f64>()
+        .sqrt()
 }

@@ -38,7 +38,10 @@ pub fn nnls(a: &[f64], m: usize, p: usize, b: &[f64]) -> NnlsSolution {
             }
         }
     }
-    NnlsSolution { w, residual: dot(&r, &r).sqrt() }
+    NnlsSolution {
+        w,
+        residual: dot(&r, &r).sqrt(),
+    }
 }
 
 /// Lawson–Hanson on the normal equations: `G = AᵀA` (row-major `p × p`), `c = Aᵀb`.
@@ -46,12 +49,22 @@ pub fn nnls(a: &[f64], m: usize, p: usize, b: &[f64]) -> NnlsSolution {
 pub fn nnls_gram(g: &[f64], c: &[f64], p: usize) -> Vec<f64> {
     let mut w = vec![0.0; p];
     let mut passive = vec![false; p];
-    let scale = (0..p).map(|i| g[i * p + i]).fold(0.0f64, f64::max).max(f64::MIN_POSITIVE);
-    let tol = 1e-13 * scale.sqrt() * c.iter().fold(0.0f64, |m, x| m.max(x.abs())).max(f64::MIN_POSITIVE).sqrt();
+    let scale = (0..p)
+        .map(|i| g[i * p + i])
+        .fold(0.0f64, f64::max)
+        .max(f64::MIN_POSITIVE);
+    let tol = 1e-13
+        * scale.sqrt()
+        * c.iter()
+            .fold(0.0f64, |m, x| m.max(x.abs()))
+            .max(f64::MIN_POSITIVE)
+            .sqrt();
     let max_outer = 3 * p + 10;
     for _ in 0..max_outer {
         // gradient of ½‖Aw−b‖²: negative "dual" d = c − G w
-        let d: Vec<f64> = (0..p).map(|i| c[i] - (0..p).map(|j| g[i * p + j] * w[j]).sum::<f64>()).collect();
+        let d: Vec<f64> = (0..p)
+            .map(|i| c[i] - (0..p).map(|j| g[i * p + j] * w[j]).sum::<f64>())
+            .collect();
         let mut best = None;
         let mut best_d = tol;
         for i in 0..p {

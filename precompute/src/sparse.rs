@@ -26,7 +26,10 @@ pub struct SymmetricPattern {
 impl SymmetricPattern {
     /// Builds the pattern from any list of `(row, col)` positions; each position and its
     /// mirror are included, and the diagonal is always present (Cholesky needs it).
-    pub fn from_entries(n: usize, entries: impl IntoIterator<Item = (usize, usize)>) -> Result<Self> {
+    pub fn from_entries(
+        n: usize,
+        entries: impl IntoIterator<Item = (usize, usize)>,
+    ) -> Result<Self> {
         let mut cols: Vec<Vec<usize>> = (0..n).map(|c| vec![c]).collect();
         for (r, c) in entries {
             if r >= n || c >= n {
@@ -46,7 +49,11 @@ impl SymmetricPattern {
             row_idx.extend_from_slice(&rows);
             col_ptr.push(row_idx.len());
         }
-        Ok(Self { n, col_ptr, row_idx })
+        Ok(Self {
+            n,
+            col_ptr,
+            row_idx,
+        })
     }
 
     /// Pattern of a matrix with `dofs_per_node` DOFs per node where every element couples
@@ -65,7 +72,12 @@ impl SymmetricPattern {
         col_ptr.push(0);
         for node in 0..n_nodes {
             // neighbours (sorted) including the node itself, restricted to ≤ node
-            let mut nb: Vec<usize> = adj.neighbours(node).iter().map(|&v| v as usize).filter(|&v| v < node).collect();
+            let mut nb: Vec<usize> = adj
+                .neighbours(node)
+                .iter()
+                .map(|&v| v as usize)
+                .filter(|&v| v < node)
+                .collect();
             nb.push(node);
             nb.sort_unstable();
             for a in 0..d {
@@ -81,7 +93,11 @@ impl SymmetricPattern {
                 col_ptr.push(row_idx.len());
             }
         }
-        Ok(Self { n, col_ptr, row_idx })
+        Ok(Self {
+            n,
+            col_ptr,
+            row_idx,
+        })
     }
 
     /// Matrix dimension.
@@ -197,7 +213,9 @@ pub fn node_adjacency<const K: usize>(n_nodes: usize, elements: &[[u32; K]]) -> 
             for (j, &b) in el.iter().enumerate() {
                 if i != j {
                     if a == b {
-                        return Err(PrecomputeError::Invalid(format!("element {e} repeats node {a}")));
+                        return Err(PrecomputeError::Invalid(format!(
+                            "element {e} repeats node {a}"
+                        )));
                     }
                     lists[a as usize].push(b);
                 }
@@ -228,10 +246,14 @@ impl ScatterMap {
         fixed: Option<&[bool]>,
     ) -> Result<Self> {
         if n_local == 0 || elem_dofs.len() % n_local != 0 {
-            return Err(PrecomputeError::Invalid("element DOF list length is not a multiple of n_local".into()));
+            return Err(PrecomputeError::Invalid(
+                "element DOF list length is not a multiple of n_local".into(),
+            ));
         }
         if pattern.nnz() >= SKIP as usize {
-            return Err(PrecomputeError::Invalid("pattern too large for u32 scatter indices".into()));
+            return Err(PrecomputeError::Invalid(
+                "pattern too large for u32 scatter indices".into(),
+            ));
         }
         if let Some(f) = fixed {
             if f.len() != pattern.n() {
@@ -252,7 +274,9 @@ impl ScatterMap {
                         continue;
                     }
                     let k = pattern.find(r, c).ok_or_else(|| {
-                        PrecomputeError::Invalid(format!("element {e}: entry ({r}, {c}) is not in the pattern"))
+                        PrecomputeError::Invalid(format!(
+                            "element {e}: entry ({r}, {c}) is not in the pattern"
+                        ))
                     })?;
                     idx.push(k as u32);
                 }
@@ -372,7 +396,8 @@ impl SymSparse {
         for c in 0..p.n {
             for k in p.col_ptr[c]..p.col_ptr[c + 1] {
                 let r = p.row_idx[k];
-                if fixed.get(r).copied().unwrap_or(false) || fixed.get(c).copied().unwrap_or(false) {
+                if fixed.get(r).copied().unwrap_or(false) || fixed.get(c).copied().unwrap_or(false)
+                {
                     self.values[k] = if r == c { 1.0 } else { 0.0 };
                 }
             }

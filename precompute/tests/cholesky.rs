@@ -10,7 +10,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 fn build(n: usize, entries: &[(usize, usize, f64)]) -> SymSparse {
-    let pat = Arc::new(SymmetricPattern::from_entries(n, entries.iter().map(|&(r, c, _)| (r, c))).unwrap());
+    let pat = Arc::new(
+        SymmetricPattern::from_entries(n, entries.iter().map(|&(r, c, _)| (r, c))).unwrap(),
+    );
     let mut a = SymSparse::zeros(pat.clone());
     for &(r, c, v) in entries {
         let k = pat.find(r, c).unwrap();
@@ -27,7 +29,12 @@ fn dense(a: &SymSparse) -> nalgebra::DMatrix<f64> {
 fn rel_residual(a: &SymSparse, x: &[f64], b: &[f64]) -> f64 {
     let mut ax = vec![0.0; b.len()];
     a.mul_vec(x, &mut ax);
-    let num: f64 = ax.iter().zip(b).map(|(p, q)| (p - q).powi(2)).sum::<f64>().sqrt();
+    let num: f64 = ax
+        .iter()
+        .zip(b)
+        .map(|(p, q)| (p - q).powi(2))
+        .sum::<f64>()
+        .sqrt();
     num / b.iter().map(|v| v * v).sum::<f64>().sqrt()
 }
 
@@ -54,8 +61,16 @@ fn solve_matches_dense_for_all_orderings() {
         let mut rng = ChaCha8Rng::seed_from_u64(seed + 100);
         let k = 5;
         let b: Vec<f64> = (0..n * k).map(|_| rng.random_range(-1.0..1.0)).collect();
-        let xd = d.clone().cholesky().expect("reference SPD").solve(&nalgebra::DMatrix::from_column_slice(n, k, &b));
-        for ord in [Ordering::Amd, Ordering::NestedDissection { block: 1 }, Ordering::Identity] {
+        let xd = d
+            .clone()
+            .cholesky()
+            .expect("reference SPD")
+            .solve(&nalgebra::DMatrix::from_column_slice(n, k, &b));
+        for ord in [
+            Ordering::Amd,
+            Ordering::NestedDissection { block: 1 },
+            Ordering::Identity,
+        ] {
             let f = SparseCholesky::new(&a, ord).unwrap();
             // single RHS
             let mut x1 = b[..n].to_vec();
@@ -72,7 +87,8 @@ fn solve_matches_dense_for_all_orderings() {
             }
             // sequential path gives the same answer
             let mut xs = b.clone();
-            f.solve_many_in_place_with(&mut xs, k, faer::Par::Seq).unwrap();
+            f.solve_many_in_place_with(&mut xs, k, faer::Par::Seq)
+                .unwrap();
             for (p, q) in xs.iter().zip(&x) {
                 assert!((p - q).abs() < 1e-12 * (1.0 + q.abs()));
             }
@@ -95,12 +111,21 @@ fn elasticity_matrix_nested_dissection_by_vertex() {
     // (Round-off may leave tiny positive pivots; a negative shift makes it certainly indefinite.)
     let mut bad = a.clone();
     bad.add_diagonal(&vec![-1.0; 3 * nv]);
-    let mut f = SparseCholesky::analyze(pat.clone(), Ordering::NestedDissection { block: 3 }).unwrap();
-    assert!(matches!(f.refactor(&bad), Err(PrecomputeError::NotPositiveDefinite { .. })));
-    assert!(f.solve_in_place(&mut vec![0.0; 3 * nv]).is_err(), "failed factor must not be used");
+    let mut f =
+        SparseCholesky::analyze(pat.clone(), Ordering::NestedDissection { block: 3 }).unwrap();
+    assert!(matches!(
+        f.refactor(&bad),
+        Err(PrecomputeError::NotPositiveDefinite { .. })
+    ));
+    assert!(
+        f.solve_in_place(&mut vec![0.0; 3 * nv]).is_err(),
+        "failed factor must not be used"
+    );
     a.add_diagonal(&vec![1e3; 3 * nv]);
     f.refactor(&a).unwrap();
-    let b: Vec<f64> = (0..3 * nv).map(|i| ((i * 7919) % 13) as f64 - 6.0).collect();
+    let b: Vec<f64> = (0..3 * nv)
+        .map(|i| ((i * 7919) % 13) as f64 - 6.0)
+        .collect();
     let mut x = b.clone();
     f.solve_in_place(&mut x).unwrap();
     assert!(rel_residual(&a, &x, &b) < 1e-10);
@@ -108,7 +133,10 @@ fn elasticity_matrix_nested_dissection_by_vertex() {
     let mut d = vec![0.0; 9 * nv * nv];
     for t in &tets {
         let ke = common::linear_elastic_ke(&pos, t, mu, la);
-        let dofs: Vec<usize> = t.iter().flat_map(|&v| (0..3).map(move |c| 3 * v as usize + c)).collect();
+        let dofs: Vec<usize> = t
+            .iter()
+            .flat_map(|&v| (0..3).map(move |c| 3 * v as usize + c))
+            .collect();
         for r in 0..12 {
             for c in 0..12 {
                 d[dofs[c] * 3 * nv + dofs[r]] += ke[r * 12 + c];
@@ -148,11 +176,17 @@ fn refactor_reuses_symbolic_and_detects_non_spd() {
     assert!(rel_residual(&a2, &x, &b) < 1e-10);
     // the old matrix's solution is no longer what we get
     let mut x_old = b.clone();
-    SparseCholesky::new(&a, Ordering::Amd).unwrap().solve_in_place(&mut x_old).unwrap();
+    SparseCholesky::new(&a, Ordering::Amd)
+        .unwrap()
+        .solve_in_place(&mut x_old)
+        .unwrap();
     assert!(x.iter().zip(&x_old).any(|(p, q)| (p - q).abs() > 1e-6));
 
     let bad = build(n, &common::random_sym_entries(n, 4, 9, false));
-    assert!(matches!(f.refactor(&bad), Err(PrecomputeError::NotPositiveDefinite { .. })));
+    assert!(matches!(
+        f.refactor(&bad),
+        Err(PrecomputeError::NotPositiveDefinite { .. })
+    ));
     assert!(f.solve_in_place(&mut x).is_err());
     // NaN input is an error too
     let mut nan = a.clone();

@@ -29,7 +29,11 @@ fn dense_generalized(k: &SymSparse, mass: &[f64], keep: &[usize]) -> Vec<f64> {
     let m = nalgebra::DMatrix::from_fn(s, s, |i, j| {
         kd[keep[j] * n + keep[i]] / (mass[keep[i]] * mass[keep[j]]).sqrt()
     });
-    let mut ev: Vec<f64> = nalgebra::SymmetricEigen::new(m).eigenvalues.iter().copied().collect();
+    let mut ev: Vec<f64> = nalgebra::SymmetricEigen::new(m)
+        .eigenvalues
+        .iter()
+        .copied()
+        .collect();
     ev.sort_by(f64::total_cmp);
     ev
 }
@@ -41,8 +45,14 @@ fn check_pairs(a: &SymSparse, mass: &[f64], pairs: &jello_precompute::eigen::Eig
         let mut ap = vec![0.0; n];
         a.mul_vec(phi, &mut ap);
         let mu = pairs.values[j];
-        let r: f64 = (0..n).map(|i| (ap[i] - mu * mass[i] * phi[i]).powi(2)).sum::<f64>().sqrt();
-        let s: f64 = (0..n).map(|i| (mu * mass[i] * phi[i]).powi(2)).sum::<f64>().sqrt();
+        let r: f64 = (0..n)
+            .map(|i| (ap[i] - mu * mass[i] * phi[i]).powi(2))
+            .sum::<f64>()
+            .sqrt();
+        let s: f64 = (0..n)
+            .map(|i| (mu * mass[i] * phi[i]).powi(2))
+            .sum::<f64>()
+            .sqrt();
         assert!(r / s < 1e-7, "pair {j}: residual {}", r / s);
         for l in 0..k {
             let d: f64 = (0..n).map(|i| phi[i] * mass[i] * pairs.vector(l)[i]).sum();
@@ -67,7 +77,12 @@ fn generalized_matches_dense_free_body() {
     let reference = dense_generalized(&k, &mass, &(0..n).collect::<Vec<_>>());
     for j in 0..nk {
         let scale = reference[nk].abs().max(1.0);
-        assert!((lam[j] - reference[j]).abs() < 1e-6 * scale, "λ{j}: {} vs {}", lam[j], reference[j]);
+        assert!(
+            (lam[j] - reference[j]).abs() < 1e-6 * scale,
+            "λ{j}: {} vs {}",
+            lam[j],
+            reference[j]
+        );
     }
     // the first six are rigid modes (λ ≈ 0), the seventh is not
     assert!(lam[5].abs() < 1e-6 * reference[6]);
@@ -87,7 +102,9 @@ fn generalized_with_zero_mass_pinned_dofs() {
     let s = 1e4;
     k.set_identity_rows(&fixed);
     let mut a = k.clone();
-    let shift: Vec<f64> = (0..n).map(|i| if fixed[i] { 0.0 } else { s * mass[i] }).collect();
+    let shift: Vec<f64> = (0..n)
+        .map(|i| if fixed[i] { 0.0 } else { s * mass[i] })
+        .collect();
     a.add_diagonal(&shift);
     for i in 0..n {
         if fixed[i] {
@@ -101,7 +118,12 @@ fn generalized_with_zero_mass_pinned_dofs() {
     let free: Vec<usize> = (0..n).filter(|&i| !fixed[i]).collect();
     let reference = dense_generalized(&a, &mass, &free);
     for j in 0..nk {
-        assert!((pairs.values[j] - reference[j]).abs() < 1e-8 * reference[j], "{} vs {}", pairs.values[j], reference[j]);
+        assert!(
+            (pairs.values[j] - reference[j]).abs() < 1e-8 * reference[j],
+            "{} vs {}",
+            pairs.values[j],
+            reference[j]
+        );
         for &i in (0..n).filter(|&i| fixed[i]).collect::<Vec<_>>().iter() {
             assert_eq!(pairs.vector(j)[i], 0.0);
         }

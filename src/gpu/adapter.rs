@@ -70,7 +70,9 @@ impl DeviceInfo {
             name: info.name.clone(),
             backend: backend_name(info.backend).into(),
             device_type: device_type_name(info.device_type).into(),
-            driver: format!("{} {}", info.driver, info.driver_info).trim().to_string(),
+            driver: format!("{} {}", info.driver, info.driver_info)
+                .trim()
+                .to_string(),
         }
     }
     /// True for the CPU backend.
@@ -120,7 +122,9 @@ pub(crate) fn instance() -> wgpu::Instance {
 /// best by type (discrete > integrated > virtual > other > software). `None` when none exists.
 pub(crate) fn pick_adapter(instance: &wgpu::Instance) -> Result<Option<wgpu::Adapter>> {
     let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
-    let wanted = std::env::var("WGPU_ADAPTER_NAME").ok().map(|s| s.to_lowercase());
+    let wanted = std::env::var("WGPU_ADAPTER_NAME")
+        .ok()
+        .map(|s| s.to_lowercase());
     if let Some(w) = &wanted {
         let found = adapters
             .into_iter()

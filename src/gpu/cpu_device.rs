@@ -91,7 +91,11 @@ impl BackendImpl for CpuDevice {
                     let data = self.read_bytes(*src, *src_offset..src_offset + bytes)?;
                     self.write_bytes(*dst, *dst_offset, &data)?;
                 }
-                Step::Dispatch { kernel, bufs, params } => {
+                Step::Dispatch {
+                    kernel,
+                    bufs,
+                    params,
+                } => {
                     let desc = kernel.desc();
                     // Take the writable buffers out so the read-only ones can be borrowed alongside.
                     let mut taken: Vec<(usize, Vec<u32>)> = Vec::new();
@@ -109,7 +113,9 @@ impl BackendImpl for CpuDevice {
                                 let (_, w) = rw_iter.next().expect("one per writable binding");
                                 bindings.push_rw(w);
                             } else {
-                                bindings.push_ro(&self.bufs[id.0 as usize].as_ref().expect("validated").words);
+                                bindings.push_ro(
+                                    &self.bufs[id.0 as usize].as_ref().expect("validated").words,
+                                );
                             }
                         }
                         (desc.cpu)(params, &mut bindings)
@@ -118,7 +124,9 @@ impl BackendImpl for CpuDevice {
                         self.bufs[i].as_mut().expect("validated").words = w;
                     }
                     result.map_err(|e| match e {
-                        JelloError::Invalid(m) => JelloError::Invalid(format!("kernel `{}`: {m}", desc.name)),
+                        JelloError::Invalid(m) => {
+                            JelloError::Invalid(format!("kernel `{}`: {m}", desc.name))
+                        }
                         other => other,
                     })?;
                 }

@@ -17,7 +17,10 @@ pub struct VertexCsr {
 impl VertexCsr {
     /// Builds the CSR; errors on an index ≥ `num_vertices` or more than u32::MAX entries.
     pub fn new(tets: &[[u32; 4]], num_vertices: usize) -> Result<Self> {
-        let entries = tets.len().checked_mul(4).filter(|&n| n <= u32::MAX as usize);
+        let entries = tets
+            .len()
+            .checked_mul(4)
+            .filter(|&n| n <= u32::MAX as usize);
         let Some(entries) = entries else {
             return Err(JelloError::Invalid("too many tets for a u32 CSR".into()));
         };

@@ -113,7 +113,13 @@ impl Plan {
     }
     /// Records `kernel` over `n` items with `bufs` in binding order and `params` (`n`/`row` are
     /// filled in at submit).
-    pub fn dispatch(&mut self, kernel: Kernel, bufs: &[BufferId], params: Params, n: u32) -> &mut Self {
+    pub fn dispatch(
+        &mut self,
+        kernel: Kernel,
+        bufs: &[BufferId],
+        params: Params,
+        n: u32,
+    ) -> &mut Self {
         self.ops.push(Op::Dispatch {
             kernel,
             bufs: bufs.to_vec(),
@@ -127,14 +133,29 @@ impl Plan {
         self.reduce(ReduceOp::Sum, a.id(), None, n, out.id(), index)
     }
     /// Records `out[index] = Σ a[i]·b[i]` over `0..n`.
-    pub fn dot(&mut self, a: &Buf<f32>, b: &Buf<f32>, n: u32, out: &Buf<f32>, index: u32) -> &mut Self {
+    pub fn dot(
+        &mut self,
+        a: &Buf<f32>,
+        b: &Buf<f32>,
+        n: u32,
+        out: &Buf<f32>,
+        index: u32,
+    ) -> &mut Self {
         self.reduce(ReduceOp::Dot, a.id(), Some(b.id()), n, out.id(), index)
     }
     /// Records `out[index] = max |a[i]|` over `0..n`.
     pub fn max_abs(&mut self, a: &Buf<f32>, n: u32, out: &Buf<f32>, index: u32) -> &mut Self {
         self.reduce(ReduceOp::MaxAbs, a.id(), None, n, out.id(), index)
     }
-    fn reduce(&mut self, op: ReduceOp, a: BufferId, b: Option<BufferId>, n: u32, out: BufferId, index: u32) -> &mut Self {
+    fn reduce(
+        &mut self,
+        op: ReduceOp,
+        a: BufferId,
+        b: Option<BufferId>,
+        n: u32,
+        out: BufferId,
+        index: u32,
+    ) -> &mut Self {
         self.ops.push(Op::Reduce {
             op,
             a,
@@ -146,7 +167,14 @@ impl Plan {
         self
     }
     /// Records a copy of `len` elements from `src[src_start..]` to `dst[dst_start..]`.
-    pub fn copy<T: Pod>(&mut self, src: &Buf<T>, src_start: usize, dst: &Buf<T>, dst_start: usize, len: usize) -> &mut Self {
+    pub fn copy<T: Pod>(
+        &mut self,
+        src: &Buf<T>,
+        src_start: usize,
+        dst: &Buf<T>,
+        dst_start: usize,
+        len: usize,
+    ) -> &mut Self {
         let s = size_of::<T>() as u64;
         self.ops.push(Op::Copy {
             src: src.id(),
@@ -293,8 +321,11 @@ impl Device {
         if data.is_empty() {
             return Ok(());
         }
-        self.imp_mut()
-            .write_bytes(buf.id, (start * size_of::<T>()) as u64, bytemuck::cast_slice(data))
+        self.imp_mut().write_bytes(
+            buf.id,
+            (start * size_of::<T>()) as u64,
+            bytemuck::cast_slice(data),
+        )
     }
     /// Reads the whole buffer back (waits for the GPU, with a timeout).
     pub fn read<T: Pod>(&mut self, buf: &Buf<T>) -> Result<Vec<T>> {
@@ -318,7 +349,13 @@ impl Device {
         Ok(bytemuck::pod_collect_to_vec(&bytes))
     }
     /// Runs one kernel now (a one-dispatch plan).
-    pub fn dispatch(&mut self, kernel: Kernel, bufs: &[BufferId], params: Params, n: u32) -> Result<()> {
+    pub fn dispatch(
+        &mut self,
+        kernel: Kernel,
+        bufs: &[BufferId],
+        params: Params,
+        n: u32,
+    ) -> Result<()> {
         let mut p = Plan::new();
         p.dispatch(kernel, bufs, params, n);
         self.submit(&p)
@@ -393,19 +430,44 @@ impl Device {
             })
             .max()
             .unwrap_or(0);
-        let scratch = if need > 1 { Some(self.ensure_scratch(need)?) } else { None };
+        let scratch = if need > 1 {
+            Some(self.ensure_scratch(need)?)
+        } else {
+            None
+        };
         let mut steps = Vec::with_capacity(plan.ops.len());
-        let push = |steps: &mut Vec<Step>, kernel: Kernel, bufs: Vec<BufferId>, mut params: Params, n: u32| {
+        let push = |steps: &mut Vec<Step>,
+                    kernel: Kernel,
+                    bufs: Vec<BufferId>,
+                    mut params: Params,
+                    n: u32| {
             params.n = n;
-            steps.push(Step::Dispatch { kernel, bufs, params });
+            steps.push(Step::Dispatch {
+                kernel,
+                bufs,
+                params,
+            });
         };
         for op in &plan.ops {
             match op {
-                Op::Dispatch { kernel, bufs, params, n } => push(&mut steps, *kernel, bufs.clone(), *params, *n),
-                Op::Copy { src, src_offset, dst, dst_offset, bytes } => {
+                Op::Dispatch {
+                    kernel,
+                    bufs,
+                    params,
+                    n,
+                } => push(&mut steps, *kernel, bufs.clone(), *params, *n),
+                Op::Copy {
+                    src,
+                    src_offset,
+                    dst,
+                    dst_offset,
+                    bytes,
+                } => {
                     let (se, sl) = self.meta(*src)?;
                     let (de, dl) = self.meta(*dst)?;
-                    if src_offset + bytes > se as u64 * sl as u64 || dst_offset + bytes > de as u64 * dl as u64 {
+                    if src_offset + bytes > se as u64 * sl as u64
+                        || dst_offset + bytes > de as u64 * dl as u64
+                    {
                         return Err(JelloError::Invalid("plan copy outside a buffer".into()));
                     }
                     steps.push(Step::Copy {
@@ -416,7 +478,14 @@ impl Device {
                         bytes: *bytes,
                     });
                 }
-                Op::Reduce { op, a, b, n, out, index } => {
+                Op::Reduce {
+                    op,
+                    a,
+                    b,
+                    n,
+                    out,
+                    index,
+                } => {
                     let (first, rest) = match op {
                         ReduceOp::Sum => (Kernel::ReduceSum, Kernel::ReduceSum),
                         ReduceOp::Dot => (Kernel::ReduceDot, Kernel::ReduceSum),
@@ -433,7 +502,13 @@ impl Device {
                         if groups == 1 {
                             let mut bufs = src_bufs.clone();
                             bufs.push(*out);
-                            push(&mut steps, kernel, bufs, Params::new().u0(*index), len as u32);
+                            push(
+                                &mut steps,
+                                kernel,
+                                bufs,
+                                Params::new().u0(*index),
+                                len as u32,
+                            );
                             break;
                         }
                         let mut bufs = src_bufs.clone();
@@ -448,12 +523,22 @@ impl Device {
             }
         }
         for s in &steps {
-            if let Step::Dispatch { kernel, bufs, params } = s {
-                let metas = bufs.iter().map(|id| self.meta(*id)).collect::<Result<Vec<_>>>()?;
+            if let Step::Dispatch {
+                kernel,
+                bufs,
+                params,
+            } = s
+            {
+                let metas = bufs
+                    .iter()
+                    .map(|id| self.meta(*id))
+                    .collect::<Result<Vec<_>>>()?;
                 kernel::validate(kernel.desc(), params, &metas)?;
                 for (i, (bd, id)) in kernel.desc().bindings.iter().zip(bufs).enumerate() {
                     let aliased = bufs[..i].iter().zip(kernel.desc().bindings).any(|(o, od)| {
-                        o == id && (bd.access == kernel::Access::ReadWrite || od.access == kernel::Access::ReadWrite)
+                        o == id
+                            && (bd.access == kernel::Access::ReadWrite
+                                || od.access == kernel::Access::ReadWrite)
                     });
                     if aliased {
                         return Err(JelloError::Invalid(format!(

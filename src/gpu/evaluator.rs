@@ -132,7 +132,9 @@ impl ElasticEvaluator {
             )));
         }
         if ne > u32::MAX as usize / 4 || nv > u32::MAX as usize {
-            return Err(JelloError::Invalid("evaluator: mesh too large for u32 indices".into()));
+            return Err(JelloError::Invalid(
+                "evaluator: mesh too large for u32 indices".into(),
+            ));
         }
         let csr = VertexCsr::new(rest.tets, nv)?;
         let mut dm = Vec::with_capacity(ne);
@@ -140,7 +142,9 @@ impl ElasticEvaluator {
         for (e, (r, m)) in rest.rest.iter().zip(rest.materials).enumerate() {
             let d = r.dm_inv;
             if !(d.iter().all(|v| v.is_finite()) && r.volume.is_finite() && r.volume > 0.0) {
-                return Err(JelloError::Invalid(format!("evaluator: element {e} has a degenerate rest shape")));
+                return Err(JelloError::Invalid(format!(
+                    "evaluator: element {e} has a degenerate rest shape"
+                )));
             }
             dm.push(GpuMat3::from_rows([
                 [d[(0, 0)] as f32, d[(0, 1)] as f32, d[(0, 2)] as f32],
@@ -227,12 +231,22 @@ impl ElasticEvaluator {
 
     /// Evaluates the incremental potential at `x` (3n, m) for predicted positions `x_tilde`
     /// (3n, m) and time step `h` (s).
-    pub fn evaluate(&mut self, x: &[f64], x_tilde: &[f64], h: f64, flags: EvalFlags) -> Result<Evaluation> {
+    pub fn evaluate(
+        &mut self,
+        x: &[f64],
+        x_tilde: &[f64],
+        h: f64,
+        flags: EvalFlags,
+    ) -> Result<Evaluation> {
         if !(h.is_finite() && h > 0.0) {
-            return Err(JelloError::Invalid(format!("evaluate: time step h = {h} must be > 0")));
+            return Err(JelloError::Invalid(format!(
+                "evaluate: time step h = {h} must be > 0"
+            )));
         }
         self.upload_positions(x)?;
-        let dxv = to_vec4(x_tilde, self.nv, "x_tilde", |i, k| x[3 * i + k] - x_tilde[3 * i + k])?;
+        let dxv = to_vec4(x_tilde, self.nv, "x_tilde", |i, k| {
+            x[3 * i + k] - x_tilde[3 * i + k]
+        })?;
         self.device.write(&self.dx, 0, &dxv)?;
         let ne = self.ne as u32;
         let nv = self.nv as u32;
@@ -243,7 +257,10 @@ impl ElasticEvaluator {
                 kflags |= ELASTIC_PROJECT;
             }
             if self.hess.is_none() {
-                self.hess = Some(self.device.alloc::<f32>("element hessians", 144 * self.ne)?);
+                self.hess = Some(
+                    self.device
+                        .alloc::<f32>("element hessians", 144 * self.ne)?,
+                );
             }
         }
         let hess_id = match (&self.hess, flags.hessian) {
@@ -279,13 +296,24 @@ impl ElasticEvaluator {
         );
         plan.dispatch(
             Kernel::Inertia,
-            &[self.dx.id(), self.zeros.id(), self.mass.id(), self.vgrad.id(), self.venergy.id()],
+            &[
+                self.dx.id(),
+                self.zeros.id(),
+                self.mass.id(),
+                self.vgrad.id(),
+                self.venergy.id(),
+            ],
             Params::new().f0((1.0 / (h * h)) as f32),
             nv,
         );
         // First reduction pass only: partials are summed in f64 on the host.
         let pe = self.ne.div_ceil(REDUCE_BLOCK).max(1);
-        plan.dispatch(Kernel::ReduceSum, &[self.energy.id(), self.partials.id()], Params::new(), ne);
+        plan.dispatch(
+            Kernel::ReduceSum,
+            &[self.energy.id(), self.partials.id()],
+            Params::new(),
+            ne,
+        );
         plan.dispatch(
             Kernel::ReduceSum,
             &[self.venergy.id(), self.partials.id()],
@@ -304,7 +332,10 @@ impl ElasticEvaluator {
         };
         if flags.gradient {
             let g = self.device.read(&self.vgrad)?;
-            out.gradient = g.iter().flat_map(|v| [v[0] as f64, v[1] as f64, v[2] as f64]).collect();
+            out.gradient = g
+                .iter()
+                .flat_map(|v| [v[0] as f64, v[1] as f64, v[2] as f64])
+                .collect();
         }
         if flags.hessian {
             if let Some(hb) = &self.hess {
@@ -317,7 +348,12 @@ impl ElasticEvaluator {
 }
 
 /// Packs a 3n f64 array into vec4 f32 with `f(i, k)` giving component k of vertex i.
-fn to_vec4(a: &[f64], nv: usize, what: &str, f: impl Fn(usize, usize) -> f64) -> Result<Vec<GpuVec4>> {
+fn to_vec4(
+    a: &[f64],
+    nv: usize,
+    what: &str,
+    f: impl Fn(usize, usize) -> f64,
+) -> Result<Vec<GpuVec4>> {
     if a.len() != 3 * nv {
         return Err(JelloError::Invalid(format!(
             "{what} has {} values, expected 3 × {nv}",

@@ -118,7 +118,8 @@ pub struct KernelDesc {
 impl KernelDesc {
     /// The preprocessed WGSL source (entry point `main`).
     pub fn source(&self) -> &'static str {
-        shaders::source(self.name).expect("kernel table names an embedded shader (checked by tests)")
+        shaders::source(self.name)
+            .expect("kernel table names an embedded shader (checked by tests)")
     }
     /// Workgroups needed for `n` items (at least 1).
     pub fn groups(&self, n: u32) -> u32 {
@@ -222,7 +223,16 @@ pub static KERNELS: [KernelDesc; 11] = [
         ],
         items_per_group: 64,
         cpu: |p, b| {
-            twins::elastic(p, b.ro(0), b.ro(1), b.ro(2), b.ro(3), b.rw(4), b.rw(5), b.rw(6))
+            twins::elastic(
+                p,
+                b.ro(0),
+                b.ro(1),
+                b.ro(2),
+                b.ro(3),
+                b.rw(4),
+                b.rw(5),
+                b.rw(6),
+            )
         },
     },
     KernelDesc {
@@ -348,7 +358,9 @@ impl<'a> Bindings<'a> {
     /// As [`Bindings::ro`].
     pub fn rw<T: Pod>(&mut self, i: usize) -> &'a mut [T] {
         match &mut self.slots[i] {
-            Slot::Rw(w) => bytemuck::cast_slice_mut(w.take().expect("read-write binding taken twice")),
+            Slot::Rw(w) => {
+                bytemuck::cast_slice_mut(w.take().expect("read-write binding taken twice"))
+            }
             Slot::Ro(_) => panic!("binding {i} is read-only in the kernel table"),
         }
     }

@@ -30,7 +30,7 @@ pub use adapter::{list_adapters, AdapterList, AdapterReport, Backend, DeviceInfo
 pub use cpu_device::CpuDevice;
 pub use csr::VertexCsr;
 pub use device::{Buf, BufferId, Device, Plan, ReduceOp};
-pub use evaluator::{ElasticEvaluator, ElasticRest, Evaluation, EvalFlags};
+pub use evaluator::{ElasticEvaluator, ElasticRest, EvalFlags, Evaluation};
 pub use kernel::Kernel;
 pub use layout::{ElemParams, GpuMat3, GpuTet, GpuVec4, Params};
 pub use wgpu_device::{GpuDevice, DEFAULT_READBACK_TIMEOUT};

@@ -13,13 +13,25 @@ use std::sync::LazyLock;
 /// Kernel files (`shaders/<name>.wgsl`), sorted by name.
 static FILES: &[(&str, &str)] = &[
     ("axpy", include_str!("../../shaders/axpy.wgsl")),
-    ("deformation_gradient", include_str!("../../shaders/deformation_gradient.wgsl")),
+    (
+        "deformation_gradient",
+        include_str!("../../shaders/deformation_gradient.wgsl"),
+    ),
     ("elastic", include_str!("../../shaders/elastic.wgsl")),
-    ("gather_gradient", include_str!("../../shaders/gather_gradient.wgsl")),
-    ("gather_hessian_diag", include_str!("../../shaders/gather_hessian_diag.wgsl")),
+    (
+        "gather_gradient",
+        include_str!("../../shaders/gather_gradient.wgsl"),
+    ),
+    (
+        "gather_hessian_diag",
+        include_str!("../../shaders/gather_hessian_diag.wgsl"),
+    ),
     ("inertia", include_str!("../../shaders/inertia.wgsl")),
     ("reduce_dot", include_str!("../../shaders/reduce_dot.wgsl")),
-    ("reduce_max_abs", include_str!("../../shaders/reduce_max_abs.wgsl")),
+    (
+        "reduce_max_abs",
+        include_str!("../../shaders/reduce_max_abs.wgsl"),
+    ),
     ("reduce_sum", include_str!("../../shaders/reduce_sum.wgsl")),
     ("scale", include_str!("../../shaders/scale.wgsl")),
     ("svd3", include_str!("../../shaders/svd3.wgsl")),
@@ -28,7 +40,10 @@ static FILES: &[(&str, &str)] = &[
 /// Shared snippets (`shaders/shared/<name>.wgsl`).
 static SHARED: &[(&str, &str)] = &[
     ("linalg", include_str!("../../shaders/shared/linalg.wgsl")),
-    ("material", include_str!("../../shaders/shared/material.wgsl")),
+    (
+        "material",
+        include_str!("../../shaders/shared/material.wgsl"),
+    ),
     ("params", include_str!("../../shaders/shared/params.wgsl")),
 ];
 
@@ -66,7 +81,10 @@ pub fn names() -> impl Iterator<Item = &'static str> {
 
 /// The preprocessed WGSL of kernel `name`.
 pub fn source(name: &str) -> Option<&'static str> {
-    PREPROCESSED.iter().find(|(n, _)| *n == name).map(|(_, s)| s.as_str())
+    PREPROCESSED
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, s)| s.as_str())
 }
 
 /// How a shader accesses one of its bindings.
@@ -107,9 +125,12 @@ pub fn reflect(name: &str) -> Result<Reflection, String> {
     use wgpu::naga;
     let src = source(name).ok_or_else(|| format!("no shader `{name}`"))?;
     let module = naga::front::wgsl::parse_str(src).map_err(|e| e.emit_to_string(src))?;
-    naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::default())
-        .validate(&module)
-        .map_err(|e| e.emit_to_string(src))?;
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::default(),
+    )
+    .validate(&module)
+    .map_err(|e| e.emit_to_string(src))?;
     let ep = module
         .entry_points
         .iter()
@@ -120,11 +141,18 @@ pub fn reflect(name: &str) -> Result<Reflection, String> {
         let Some(rb) = &gv.binding else { continue };
         let kind = match gv.space {
             naga::AddressSpace::Uniform => BindingKind::Uniform,
-            naga::AddressSpace::Storage { access } if access.contains(naga::StorageAccess::STORE) => {
+            naga::AddressSpace::Storage { access }
+                if access.contains(naga::StorageAccess::STORE) =>
+            {
                 BindingKind::StorageReadWrite
             }
             naga::AddressSpace::Storage { .. } => BindingKind::StorageRead,
-            _ => return Err(format!("{name}: unsupported resource at binding {}", rb.binding)),
+            _ => {
+                return Err(format!(
+                    "{name}: unsupported resource at binding {}",
+                    rb.binding
+                ))
+            }
         };
         bindings.push(ShaderBinding {
             group: rb.group,

@@ -66,11 +66,17 @@ impl GpuDevice {
         let al = adapter.limits();
         let mut limits = wgpu::Limits::default();
         // Larger buffers only when the adapter offers them (bigger meshes), nothing else.
-        limits.max_storage_buffer_binding_size = limits.max_storage_buffer_binding_size.max(al.max_storage_buffer_binding_size);
+        limits.max_storage_buffer_binding_size = limits
+            .max_storage_buffer_binding_size
+            .max(al.max_storage_buffer_binding_size);
         limits.max_buffer_size = limits.max_buffer_size.max(al.max_buffer_size);
         // A downlevel adapter (some GL drivers) gets its own limits; check_needs() then says whether
         // they are enough.
-        let limits = if limits.check_limits(&al) { limits } else { al.clone() };
+        let limits = if limits.check_limits(&al) {
+            limits
+        } else {
+            al.clone()
+        };
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("jello"),
             required_features: wgpu::Features::empty(),
@@ -78,14 +84,20 @@ impl GpuDevice {
             ..Default::default()
         }))
         .map_err(|e| gpu_err("request_device", e))?;
-        let d = Self::build(device, queue, DeviceInfo::from_adapter(&adapter.get_info()), true)?;
+        let d = Self::build(
+            device,
+            queue,
+            DeviceInfo::from_adapter(&adapter.get_info()),
+            true,
+        )?;
         d.check_needs()?;
         let unc = d.uncaptured.clone();
-        d.device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
-            if let Ok(mut v) = unc.lock() {
-                v.push(e.to_string());
-            }
-        }));
+        d.device
+            .on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+                if let Ok(mut v) = unc.lock() {
+                    v.push(e.to_string());
+                }
+            }));
         let lost = d.lost.clone();
         d.device.set_device_lost_callback(move |reason, msg| {
             if let Ok(mut l) = lost.lock() {
@@ -112,17 +124,37 @@ impl GpuDevice {
             if ok {
                 Ok(())
             } else {
-                Err(JelloError::Gpu(format!("device {} lacks {what}", self.info)))
+                Err(JelloError::Gpu(format!(
+                    "device {} lacks {what}",
+                    self.info
+                )))
             }
         };
-        need(l.max_storage_buffers_per_shader_stage >= 7, "7 storage buffers per stage")?;
-        need(l.max_compute_invocations_per_workgroup >= 256, "256 invocations per workgroup")?;
-        need(l.max_compute_workgroup_size_x >= 256, "workgroup size x ≥ 256")?;
+        need(
+            l.max_storage_buffers_per_shader_stage >= 7,
+            "7 storage buffers per stage",
+        )?;
+        need(
+            l.max_compute_invocations_per_workgroup >= 256,
+            "256 invocations per workgroup",
+        )?;
+        need(
+            l.max_compute_workgroup_size_x >= 256,
+            "workgroup size x ≥ 256",
+        )?;
         need(l.max_bind_groups >= 2, "2 bind groups")?;
-        need(l.max_dynamic_uniform_buffers_per_pipeline_layout >= 1, "a dynamic uniform buffer")
+        need(
+            l.max_dynamic_uniform_buffers_per_pipeline_layout >= 1,
+            "a dynamic uniform buffer",
+        )
     }
 
-    fn build(device: wgpu::Device, queue: wgpu::Queue, info: DeviceInfo, owned: bool) -> Result<Self> {
+    fn build(
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        info: DeviceInfo,
+        owned: bool,
+    ) -> Result<Self> {
         let params_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some("jello params"),
             entries: &[wgpu::BindGroupLayoutEntry {
@@ -180,7 +212,11 @@ impl GpuDevice {
         if let Some(l) = self.lost.lock().ok().and_then(|l| l.clone()) {
             return Err(JelloError::Gpu(l));
         }
-        let errs: Vec<String> = self.uncaptured.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default();
+        let errs: Vec<String> = self
+            .uncaptured
+            .lock()
+            .map(|mut v| std::mem::take(&mut *v))
+            .unwrap_or_default();
         if !errs.is_empty() {
             return Err(JelloError::Gpu(errs.join("; ")));
         }
@@ -236,23 +272,29 @@ impl GpuDevice {
                     count: None,
                 })
                 .collect();
-            let layout = s.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-                label: Some(desc.name),
-                entries: &entries,
-            });
-            let pl = s.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some(desc.name),
-                bind_group_layouts: &[Some(&layout), Some(&s.params_layout)],
-                immediate_size: 0,
-            });
-            let pipeline = s.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(desc.name),
-                layout: Some(&pl),
-                module: &module,
-                entry_point: Some("main"),
-                compilation_options: Default::default(),
-                cache: None,
-            });
+            let layout = s
+                .device
+                .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                    label: Some(desc.name),
+                    entries: &entries,
+                });
+            let pl = s
+                .device
+                .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                    label: Some(desc.name),
+                    bind_group_layouts: &[Some(&layout), Some(&s.params_layout)],
+                    immediate_size: 0,
+                });
+            let pipeline = s
+                .device
+                .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                    label: Some(desc.name),
+                    layout: Some(&pl),
+                    module: &module,
+                    entry_point: Some("main"),
+                    compilation_options: Default::default(),
+                    cache: None,
+                });
             Pipe { pipeline, layout }
         })?;
         self.pipes[k.index()] = Some(pipe);
@@ -297,7 +339,10 @@ impl GpuDevice {
         if self.bind_groups.contains_key(&key) {
             return Ok(());
         }
-        let layout = &self.pipes[k.index()].as_ref().expect("pipeline created first").layout;
+        let layout = &self.pipes[k.index()]
+            .as_ref()
+            .expect("pipeline created first")
+            .layout;
         let mut entries = Vec::with_capacity(bufs.len());
         for (i, id) in bufs.iter().enumerate() {
             entries.push(wgpu::BindGroupEntry {
@@ -342,12 +387,14 @@ impl BackendImpl for GpuDevice {
             .checked_mul(elem_bytes as u64)
             .ok_or_else(|| JelloError::Invalid("buffer size overflows".into()))?;
         let limits = self.device.limits();
-        let max = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
+        let max = limits
+            .max_storage_buffer_binding_size
+            .min(limits.max_buffer_size);
         if bytes > max {
             return Err(JelloError::Gpu(format!(
-                "buffer `{label}` needs {} MiB; the device allows {} MiB per storage binding",
-                bytes >> 20,
-                max >> 20
+                "buffer `{label}` needs {:.1} MiB; the device allows {:.1} MiB per storage binding",
+                bytes as f64 / 1048576.0,
+                max as f64 / 1048576.0
             )));
         }
         // Zero-sized bindings are invalid; 16 bytes is the smallest vec4 array.
@@ -383,7 +430,9 @@ impl BackendImpl for GpuDevice {
     }
     fn write_bytes(&mut self, id: BufferId, offset: u64, data: &[u8]) -> Result<()> {
         let b = self.get(id)?;
-        self.scoped("writing a buffer", |s| s.queue.write_buffer(&b.buffer, offset, data))
+        self.scoped("writing a buffer", |s| {
+            s.queue.write_buffer(&b.buffer, offset, data)
+        })
     }
     fn read_bytes(&mut self, id: BufferId, range: Range<u64>) -> Result<Vec<u8>> {
         let b = self.get(id)?;
@@ -400,7 +449,8 @@ impl BackendImpl for GpuDevice {
             let index = s.queue.submit([enc.finish()]);
             (staging, index)
         })?;
-        let status: Arc<Mutex<Option<std::result::Result<(), wgpu::BufferAsyncError>>>> = Arc::new(Mutex::new(None));
+        let status: Arc<Mutex<Option<std::result::Result<(), wgpu::BufferAsyncError>>>> =
+            Arc::new(Mutex::new(None));
         let st = status.clone();
         staging.map_async(wgpu::MapMode::Read, .., move |r| {
             if let Ok(mut s) = st.lock() {
@@ -436,12 +486,21 @@ impl BackendImpl for GpuDevice {
         if steps.is_empty() {
             return Ok(());
         }
-        let max_groups = self.device.limits().max_compute_workgroups_per_dimension.max(1);
+        let max_groups = self
+            .device
+            .limits()
+            .max_compute_workgroups_per_dimension
+            .max(1);
         // Pipelines, bind groups and the params block before encoding.
         let mut param_bytes: Vec<u8> = Vec::new();
         let mut grids = Vec::new();
         for s in steps {
-            if let Step::Dispatch { kernel, bufs, params } = s {
+            if let Step::Dispatch {
+                kernel,
+                bufs,
+                params,
+            } = s
+            {
                 self.ensure_pipeline(*kernel)?;
                 self.ensure_bind_group(*kernel, bufs)?;
                 let groups = kernel.desc().groups(params.n);
@@ -472,7 +531,11 @@ impl BackendImpl for GpuDevice {
                     s.queue.write_buffer(pb, 0, &param_bytes);
                 }
             }
-            let mut enc = s.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("jello plan") });
+            let mut enc = s
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("jello plan"),
+                });
             let mut grid = grids.iter();
             let mut pass: Option<wgpu::ComputePass<'_>> = None;
             for st in steps {
@@ -480,19 +543,38 @@ impl BackendImpl for GpuDevice {
                     Step::Dispatch { kernel, bufs, .. } => {
                         let (off, gx, gy) = *grid.next().expect("one grid per dispatch");
                         let p = pass.get_or_insert_with(|| {
-                            enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("jello"), timestamp_writes: None })
-                                .forget_lifetime()
+                            enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                                label: Some("jello"),
+                                timestamp_writes: None,
+                            })
+                            .forget_lifetime()
                         });
                         let pipe = s.pipes[kernel.index()].as_ref().expect("created above");
                         p.set_pipeline(&pipe.pipeline);
                         p.set_bind_group(0, &s.bind_groups[&(*kernel, bufs.clone())], &[]);
-                        p.set_bind_group(1, &s.params_buf.as_ref().expect("params allocated").1, &[off]);
+                        p.set_bind_group(
+                            1,
+                            &s.params_buf.as_ref().expect("params allocated").1,
+                            &[off],
+                        );
                         p.dispatch_workgroups(gx, gy, 1);
                     }
-                    Step::Copy { src, src_offset, dst, dst_offset, bytes } => {
+                    Step::Copy {
+                        src,
+                        src_offset,
+                        dst,
+                        dst_offset,
+                        bytes,
+                    } => {
                         drop(pass.take());
                         if let (Ok(a), Ok(b)) = (s.get(*src), s.get(*dst)) {
-                            enc.copy_buffer_to_buffer(&a.buffer, *src_offset, &b.buffer, *dst_offset, *bytes);
+                            enc.copy_buffer_to_buffer(
+                                &a.buffer,
+                                *src_offset,
+                                &b.buffer,
+                                *dst_offset,
+                                *bytes,
+                            );
                         }
                     }
                 }

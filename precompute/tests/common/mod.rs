@@ -18,7 +18,14 @@ pub fn box_grid(nx: usize, ny: usize, nz: usize, dx: f64) -> (Vec<[f64; 3]>, Vec
     }
     let mut tets = Vec::new();
     // Kuhn split: the 6 monotone lattice paths from corner 000 to 111.
-    let perms = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
+    let perms = [
+        [0, 1, 2],
+        [0, 2, 1],
+        [1, 0, 2],
+        [1, 2, 0],
+        [2, 0, 1],
+        [2, 1, 0],
+    ];
     for k in 0..nz {
         for j in 0..ny {
             for i in 0..nx {
@@ -109,7 +116,12 @@ pub fn lumped_mass(pos: &[[f64; 3]], tets: &[[u32; 4]], rho: f64) -> (Vec<[f64; 
 
 /// Random symmetric sparse matrix entries (upper triangle incl. diagonal), SPD by strict
 /// diagonal dominance when `spd`, else with one negative diagonal entry.
-pub fn random_sym_entries(n: usize, per_col: usize, seed: u64, spd: bool) -> Vec<(usize, usize, f64)> {
+pub fn random_sym_entries(
+    n: usize,
+    per_col: usize,
+    seed: u64,
+    spd: bool,
+) -> Vec<(usize, usize, f64)> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut off = std::collections::BTreeMap::new();
     for c in 0..n {

@@ -3,7 +3,7 @@
 use super::linalg::{self, outer3, sym_eig3};
 use super::material::sigma_eval;
 use super::{need, CHUNK};
-use crate::gpu::{ElemParams, GpuModel, GpuMat3, GpuTet, GpuVec4, Params};
+use crate::gpu::{ElemParams, GpuMat3, GpuModel, GpuTet, GpuVec4, Params};
 use crate::{JelloError, Result};
 use glam::{Mat3, Vec3};
 use rayon::prelude::*;
@@ -114,7 +114,10 @@ fn element(
     if prm.model == GpuModel::Linear as u32 {
         let eps = (f + f.transpose()) * 0.5 - Mat3::IDENTITY;
         let tr = eps.x_axis.x + eps.y_axis.y + eps.z_axis.z;
-        psi = prm.mu * (eps.x_axis.dot(eps.x_axis) + eps.y_axis.dot(eps.y_axis) + eps.z_axis.dot(eps.z_axis))
+        psi = prm.mu
+            * (eps.x_axis.dot(eps.x_axis)
+                + eps.y_axis.dot(eps.y_axis)
+                + eps.z_axis.dot(eps.z_axis))
             + 0.5 * prm.lambda * tr * tr;
         pk1 = eps * (2.0 * prm.mu) + Mat3::IDENTITY * (prm.lambda * tr);
         sv.u = Mat3::IDENTITY;
@@ -162,7 +165,12 @@ fn element(
                 lam[m] = lam[m].max(0.0);
             }
             let wm = q * dmit;
-            w[m] = [-(wm.x_axis + wm.y_axis + wm.z_axis), wm.x_axis, wm.y_axis, wm.z_axis];
+            w[m] = [
+                -(wm.x_axis + wm.y_axis + wm.z_axis),
+                wm.x_axis,
+                wm.y_axis,
+                wm.z_axis,
+            ];
         }
         for a in 0..4 {
             for b in 0..4 {
@@ -211,10 +219,23 @@ pub fn elastic(
     }
     check_tets(tets, n, x.len())?;
     // Split the outputs into matching chunks so rayon can fill them in parallel.
-    type Chunk<'a> = (usize, &'a mut [f32], Option<&'a mut [GpuVec4]>, Option<&'a mut [f32]>);
+    type Chunk<'a> = (
+        usize,
+        &'a mut [f32],
+        Option<&'a mut [GpuVec4]>,
+        Option<&'a mut [f32]>,
+    );
     let mut chunks: Vec<Chunk<'_>> = Vec::with_capacity(n.div_ceil(CHUNK));
-    let mut g_rest: Option<&mut [GpuVec4]> = if want_g { Some(&mut grad[..4 * n]) } else { None };
-    let mut h_rest: Option<&mut [f32]> = if want_h { Some(&mut hess[..144 * n]) } else { None };
+    let mut g_rest: Option<&mut [GpuVec4]> = if want_g {
+        Some(&mut grad[..4 * n])
+    } else {
+        None
+    };
+    let mut h_rest: Option<&mut [f32]> = if want_h {
+        Some(&mut hess[..144 * n])
+    } else {
+        None
+    };
     for (ci, ec) in energy[..n].chunks_mut(CHUNK).enumerate() {
         let len = ec.len();
         let gc = g_rest.take().map(|g| {

@@ -14,7 +14,9 @@ fn check_csr(offsets: &[u32], tets: &[u32], local: &[u32], n: usize, n_elems: us
     need(local.len(), end, "CSR local")?;
     for v in 0..n {
         if offsets[v] > offsets[v + 1] {
-            return Err(JelloError::Invalid(format!("CSR offsets decrease at vertex {v}")));
+            return Err(JelloError::Invalid(format!(
+                "CSR offsets decrease at vertex {v}"
+            )));
         }
     }
     for k in offsets[0] as usize..end {
@@ -102,7 +104,11 @@ pub fn inertia(
         .zip(energy[..n].par_iter_mut())
         .enumerate()
         .for_each(|(v, (g, en))| {
-            let d = [x[v][0] - x_tilde[v][0], x[v][1] - x_tilde[v][1], x[v][2] - x_tilde[v][2]];
+            let d = [
+                x[v][0] - x_tilde[v][0],
+                x[v][1] - x_tilde[v][1],
+                x[v][2] - x_tilde[v][2],
+            ];
             let k = mass[v] * inv_h2;
             for i in 0..3 {
                 g[i] += k * d[i];

@@ -60,12 +60,20 @@ pub fn sigma_eval(model: u32, mu: f32, lam: f32, s: Vec3) -> SigmaEval {
                 0.5 * mu - 0.5 * mu / (ic + 1.0),
                 0.5 * mu / ((ic + 1.0) * (ic + 1.0)),
             );
-            h = Vec3::new(0.5 * lam * (j - 1.0) * (j + 1.0 - 2.0 * alpha), lam * (j - alpha), lam);
+            h = Vec3::new(
+                0.5 * lam * (j - 1.0) * (j + 1.0 - 2.0 * alpha),
+                lam * (j - alpha),
+                lam,
+            );
         }
         Some(GpuModel::StableNeoHookeanVbd) => {
             let alpha = 1.0 + mu / lam;
             k = Vec3::new(0.5 * mu * (ic - 3.0), 0.5 * mu, 0.0);
-            h = Vec3::new(0.5 * lam * (j - 1.0) * (j + 1.0 - 2.0 * alpha), lam * (j - alpha), lam);
+            h = Vec3::new(
+                0.5 * lam * (j - 1.0) * (j + 1.0 - 2.0 * alpha),
+                lam * (j - alpha),
+                lam,
+            );
         }
         Some(m @ (GpuModel::FixedCorotated | GpuModel::Arap)) => {
             let d = s - Vec3::ONE;
@@ -143,7 +151,11 @@ pub fn sigma_eval(model: u32, mu: f32, lam: f32, s: Vec3) -> SigmaEval {
     SigmaEval {
         psi: k.x + h.x + g0,
         grad: 2.0 * k.y * s + h.y * pj + g1,
-        hess: outer3(s, s) * (4.0 * k.z) + Mat3::IDENTITY * (2.0 * k.y) + outer3(pj, pj) * h.z + off * h.y + diag,
+        hess: outer3(s, s) * (4.0 * k.z)
+            + Mat3::IDENTITY * (2.0 * k.y)
+            + outer3(pj, pj) * h.z
+            + off * h.y
+            + diag,
         flip: Vec3::splat(2.0 * k.y) - h.y * third + gflip,
         twist: Vec3::splat(2.0 * k.y) + h.y * third + gtwist,
     }

@@ -13,7 +13,9 @@ pub mod linalg;
 pub mod material;
 mod vector;
 
-pub use element::{deformation_gradient, elastic, svd3, ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT};
+pub use element::{
+    deformation_gradient, elastic, svd3, ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT,
+};
 pub use gather::{gather_gradient, gather_hessian_diag, inertia};
 pub use vector::{axpy, reduce_dot, reduce_max_abs, reduce_sum, scale, REDUCE_BLOCK};
 
