@@ -17,7 +17,9 @@ pub mod mesh;
 pub mod output;
 pub mod problem;
 pub mod render;
+pub mod runner;
 pub mod scene;
+pub mod sim;
 pub mod solver;
 
 pub use error::{JelloError, Result};

@@ -134,7 +134,11 @@ fn medit_skips_other_sections() {
 
 #[test]
 fn vtk_legacy_classic_and_51_layouts() {
-    for name in ["two_tets_classic.vtk", "two_tets_v51.vtk"] {
+    for name in [
+        "two_tets_classic.vtk",
+        "two_tets_v51.vtk",
+        "two_tets_field_metadata.vtk",
+    ] {
         let l = read_mesh(&fixture(name)).unwrap();
         assert_eq!(l.mesh.positions, P.to_vec(), "{name}");
         assert_eq!(l.mesh.tets, vec![[0, 1, 2, 3], [1, 2, 3, 4]], "{name}");
@@ -362,5 +366,32 @@ fn externally_written_files_agree() {
         assert_eq!(geometric_tets(m), geometric_tets(&reference), "{name}");
         let (lo, hi) = m.bounding_box().unwrap();
         assert_eq!((lo, hi), ([0.0; 3], [1.0, 0.8, 0.6]), "{name}");
+    }
+}
+
+/// Windows line endings read the same.
+#[test]
+fn crlf_line_endings() {
+    for name in [
+        "two_tets_v22.msh",
+        "two_tets_v41.msh",
+        "two_tets.mesh",
+        "two_tets_classic.vtk",
+        "two_tets_1based.node",
+    ] {
+        let unix = read_mesh(&fixture(name)).unwrap();
+        let ext = Path::new(name).extension().unwrap().to_str().unwrap();
+        let out = scratch(&format!("crlf_{}", name));
+        let crlf = |p: &Path| std::fs::read_to_string(p).unwrap().replace('\n', "\r\n");
+        std::fs::write(&out, crlf(&fixture(name))).unwrap();
+        if ext == "node" {
+            std::fs::write(
+                out.with_extension("ele"),
+                crlf(&fixture(name).with_extension("ele")),
+            )
+            .unwrap();
+        }
+        let l = read_mesh(&out).unwrap();
+        assert_eq!(l.mesh, unix.mesh, "{name}");
     }
 }

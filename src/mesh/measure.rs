@@ -1,5 +1,6 @@
 //! Geometric measures of a [`TetMesh`]: volumes, edge lengths, element quality, vertex usage.
 
+use crate::error::{JelloError, Result};
 use crate::mesh::TetMesh;
 
 /// The six edges of a tet as corner pairs.
@@ -57,6 +58,48 @@ impl TetMesh {
             return 0.0;
         }
         v.signum() * 12.0 * (3.0 * v.abs()).powf(2.0 / 3.0) / l2
+    }
+
+    /// Checks a mesh built in code (the readers already guarantee all of this): tet indices in
+    /// range, finite coordinates, every tet positively oriented and not degenerate (same
+    /// threshold as the readers, [`crate::mesh::DEGENERATE_REL_VOLUME`]), at least one tet.
+    pub fn validate(&self) -> Result<()> {
+        if self.tets.is_empty() {
+            return Err(JelloError::Invalid("mesh has no tetrahedra".into()));
+        }
+        if let Some(i) = self
+            .positions
+            .iter()
+            .position(|p| p.iter().any(|x| !x.is_finite()))
+        {
+            return Err(JelloError::Invalid(format!(
+                "vertex {i} has a non-finite coordinate {:?}",
+                self.positions[i]
+            )));
+        }
+        let n = self.positions.len();
+        if let Some(t) = self
+            .tets
+            .iter()
+            .position(|t| t.iter().any(|&v| v as usize >= n))
+        {
+            return Err(JelloError::Invalid(format!(
+                "tet {t} {:?} has a vertex index out of range ({n} vertices)",
+                self.tets[t]
+            )));
+        }
+        let h = self.mean_edge_length();
+        let tol = crate::mesh::DEGENERATE_REL_VOLUME * h * h * h;
+        for t in 0..self.tets.len() {
+            let v = self.signed_volume(t);
+            if v <= tol {
+                return Err(JelloError::Invalid(format!(
+                    "tet {t} {:?} is inverted or degenerate (volume {v:.3e} m³)",
+                    self.tets[t]
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Vertices that no tet uses, ascending.

@@ -18,6 +18,6 @@ pub use measure::TET_EDGES;
 pub use stats::MeshInfo;
 pub use tet_mesh::TetMesh;
 pub use topology::{
-    check_tet_colouring, check_vertex_colouring, colour_tets, colour_vertices, surface,
-    BoundarySurface, Colouring, VertexAdjacency, VertexTets, TET_FACES,
+    check_colouring, check_tet_colouring, check_vertex_colouring, colour_tets, colour_vertices,
+    surface, BoundarySurface, Colouring, ColouringKind, VertexAdjacency, VertexTets, TET_FACES,
 };

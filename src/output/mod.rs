@@ -1,5 +1,9 @@
 //! Outputs: atomic file writes, frames, statistics, plots.
 
 mod atomic;
+mod frames;
+mod stats;
 
 pub use atomic::{atomic_write, atomic_write_with};
+pub use frames::{FrameOptions, FrameWriter};
+pub use stats::{RunStats, StepStats};

@@ -629,7 +629,11 @@ impl Reader<'_> {
                 )));
             }
             let rec = 4 * (1 + ntags + nn);
-            let b = self.c.bytes(follow * rec, "element records")?;
+            let len = follow.checked_mul(rec).ok_or_else(|| {
+                self.c
+                    .err_binary(format!("element #{read}: block size overflows"))
+            })?;
+            let b = self.c.bytes(len, "element records")?;
             if etype as usize == TET4 {
                 for k in 0..follow {
                     let r = &b[k * rec + 4 * (1 + ntags)..];

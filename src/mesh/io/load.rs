@@ -88,7 +88,7 @@ fn locate(raw: &RawMesh, t: usize, msg: String) -> JelloError {
 }
 
 /// Shared post-processing of every reader.
-pub(crate) fn finish(raw: RawMesh) -> Result<LoadedMesh> {
+pub(crate) fn finish(mut raw: RawMesh) -> Result<LoadedMesh> {
     if raw.tets.is_empty() {
         return Err(JelloError::mesh(
             &raw.tet_path,
@@ -96,8 +96,8 @@ pub(crate) fn finish(raw: RawMesh) -> Result<LoadedMesh> {
         ));
     }
     let mut mesh = TetMesh {
-        positions: raw.positions.clone(),
-        tets: raw.tets.clone(),
+        positions: std::mem::take(&mut raw.positions),
+        tets: std::mem::take(&mut raw.tets),
     };
     let h = mesh.mean_edge_length();
     let tol = DEGENERATE_REL_VOLUME * h * h * h;

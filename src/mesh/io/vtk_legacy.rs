@@ -9,6 +9,16 @@ use std::path::Path;
 
 const VTK_TETRA: i64 = 10;
 
+/// Section keywords of an unstructured grid.
+const SECTIONS: [&[u8]; 6] = [
+    b"POINTS",
+    b"CELLS",
+    b"CELL_TYPES",
+    b"POINT_DATA",
+    b"CELL_DATA",
+    b"FIELD",
+];
+
 /// Cells as offsets into a connectivity list.
 struct Cells {
     offsets: Vec<usize>,
@@ -69,7 +79,18 @@ pub(crate) fn read(path: &Path) -> Result<RawMesh> {
                 types = Some((r.cell_types()?, line));
             }
             // Attribute data follows the geometry; nothing after it is needed.
-            b"POINT_DATA" | b"CELL_DATA" | b"FIELD" | b"METADATA" => break,
+            b"POINT_DATA" | b"CELL_DATA" => break,
+            // Dataset-level field data (e.g. TIME) may come before the geometry.
+            b"FIELD" => r.skip_field()?,
+            // 5.x array metadata (text) follows an array; skip to the next section.
+            b"METADATA" => {
+                while let Some(t) = r.c.peek_token() {
+                    if SECTIONS.contains(&t) {
+                        break;
+                    }
+                    r.c.next_token();
+                }
+            }
             _ => {
                 return Err(r.c.err(format!(
                     "unexpected keyword `{}` in an unstructured grid",
@@ -317,6 +338,39 @@ impl Reader<'_> {
             )));
         }
         Ok(Cells { offsets, conn, at })
+    }
+
+    /// Skips `FIELD name n` and its `n` arrays (`name components tuples type` + values).
+    fn skip_field(&mut self) -> Result<()> {
+        self.c.token("field name")?;
+        let n = self.c.usize("number of field arrays")?;
+        self.check(n, 8, 8, "field arrays")?;
+        for _ in 0..n {
+            self.c.token("array name")?;
+            let comps = self.c.usize("number of components")?;
+            let tuples = self.c.usize("number of tuples")?;
+            let ty = self.c.word("array type")?;
+            let size = match ty.as_str() {
+                "char" | "unsigned_char" | "bit" => 1,
+                "short" | "unsigned_short" => 2,
+                "int" | "unsigned_int" | "float" | "vtktypeint32" | "vtktypeuint32" => 4,
+                "long" | "unsigned_long" | "double" | "vtktypeint64" | "vtktypeuint64" => 8,
+                _ => return Err(self.c.err(format!("unsupported field array type `{ty}`"))),
+            };
+            let count = comps
+                .checked_mul(tuples)
+                .ok_or_else(|| self.c.err("field array size overflows"))?;
+            self.check(count, 2, size, "field values")?;
+            if self.binary {
+                self.c.skip_line();
+                self.c.bytes(count * size, "field values")?;
+            } else {
+                for _ in 0..count {
+                    self.c.token("field value")?;
+                }
+            }
+        }
+        Ok(())
     }
 
     fn cell_types(&mut self) -> Result<Vec<i64>> {

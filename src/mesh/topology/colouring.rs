@@ -21,6 +21,19 @@ impl Colouring {
         self.groups.len()
     }
 
+    /// The groups as CSR (`offsets` of length `num_colours + 1`, `items` concatenated), ready
+    /// to upload as two GPU buffers: colour `c` is `items[offsets[c]..offsets[c+1]]`.
+    pub fn groups_csr(&self) -> (Vec<u32>, Vec<u32>) {
+        let mut offsets = Vec::with_capacity(self.groups.len() + 1);
+        let mut items = Vec::with_capacity(self.colour.len());
+        offsets.push(0);
+        for g in &self.groups {
+            items.extend_from_slice(g);
+            offsets.push(items.len() as u32);
+        }
+        (offsets, items)
+    }
+
     fn from_colours(colour: Vec<u32>) -> Self {
         let nc = colour.iter().map(|&c| c as usize + 1).max().unwrap_or(0);
         let mut groups = vec![Vec::new(); nc];
@@ -78,6 +91,23 @@ pub fn colour_tets(mesh: &TetMesh) -> Colouring {
             }
         }
     }))
+}
+
+/// What a [`Colouring`] colours, for [`check_colouring`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColouringKind {
+    /// Vertices; conflict when they share a tet.
+    Vertices,
+    /// Tets; conflict when they share a vertex.
+    Tets,
+}
+
+/// Checks a colouring of either kind (see [`check_vertex_colouring`], [`check_tet_colouring`]).
+pub fn check_colouring(mesh: &TetMesh, kind: ColouringKind, c: &Colouring) -> Result<()> {
+    match kind {
+        ColouringKind::Vertices => check_vertex_colouring(mesh, c),
+        ColouringKind::Tets => check_tet_colouring(mesh, c),
+    }
 }
 
 fn check_groups(c: &Colouring, n: usize) -> Result<()> {

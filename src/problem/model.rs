@@ -1,0 +1,180 @@
+//! The simulated model and its state.
+
+use super::{BarrierParams, CharacteristicNorm, Obstacle, Pin};
+use crate::error::{JelloError, Result};
+use crate::material::{ElementRest, Material};
+use crate::mesh::TetMesh;
+use std::ops::Range;
+
+/// One object of a scene: a contiguous range of the model's vertices and tets.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Body {
+    /// Name from the scene (or "body{i}").
+    pub name: String,
+    /// Its vertices in the combined mesh.
+    pub vertices: Range<usize>,
+    /// Its tets in the combined mesh.
+    pub tets: Range<usize>,
+}
+
+/// Everything that does not change during a run.
+#[derive(Clone, Debug)]
+pub struct Model {
+    /// All bodies' meshes concatenated (rest = initial positions), m.
+    pub mesh: TetMesh,
+    /// Body ranges.
+    pub bodies: Vec<Body>,
+    /// Per-element rest data (Dm⁻¹, volume).
+    pub rest: Vec<ElementRest<f64>>,
+    /// Per-element material.
+    pub materials: Vec<Material>,
+    /// Per-element density, kg/m³.
+    pub density: Vec<f64>,
+    /// Lumped vertex masses, kg (each tet gives ρV/4 to each of its vertices).
+    pub mass: Vec<f64>,
+    /// Gravitational acceleration, m/s².
+    pub gravity: [f64; 3],
+    /// Dirichlet sets.
+    pub pins: Vec<Pin>,
+    /// Per-vertex flag: driven by a pin.
+    pub pinned: Vec<bool>,
+    /// Static obstacles.
+    pub obstacles: Vec<Obstacle>,
+    /// Barrier parameters.
+    pub barrier: BarrierParams,
+    /// Scale of the characteristic-norm stopping criterion.
+    pub char_norm: CharacteristicNorm,
+}
+
+/// The dynamic state: positions and velocities, flattened `[x0 y0 z0 x1 …]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct State {
+    /// Positions, m.
+    pub x: Vec<f64>,
+    /// Velocities, m/s.
+    pub v: Vec<f64>,
+    /// Time, s.
+    pub t: f64,
+}
+
+impl Model {
+    /// Builds a model; validates sizes and element shapes.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        mesh: TetMesh,
+        bodies: Vec<Body>,
+        materials: Vec<Material>,
+        density: Vec<f64>,
+        gravity: [f64; 3],
+        pins: Vec<Pin>,
+        obstacles: Vec<Obstacle>,
+        barrier: BarrierParams,
+    ) -> Result<Self> {
+        let nt = mesh.num_tets();
+        let nv = mesh.num_vertices();
+        if materials.len() != nt || density.len() != nt {
+            return Err(JelloError::Invalid(format!(
+                "model: {} tets but {} materials and {} densities",
+                nt,
+                materials.len(),
+                density.len()
+            )));
+        }
+        let mut rest = Vec::with_capacity(nt);
+        let mut mass = vec![0.0; nv];
+        for (t, tet) in mesh.tets.iter().enumerate() {
+            let x = tet.map(|i| mesh.positions[i as usize]);
+            let r = ElementRest::new(&x).ok_or_else(|| {
+                JelloError::Invalid(format!("model: tet {t} is degenerate or inverted at rest"))
+            })?;
+            if !(density[t].is_finite() && density[t] > 0.0) {
+                return Err(JelloError::Material(format!(
+                    "density must be > 0 kg/m³, got {}",
+                    density[t]
+                )));
+            }
+            for &i in tet {
+                mass[i as usize] += density[t] * r.volume / 4.0;
+            }
+            rest.push(r);
+        }
+        let mut pinned = vec![false; nv];
+        for p in &pins {
+            for &v in &p.vertices {
+                let v = v as usize;
+                if v >= nv {
+                    return Err(JelloError::Invalid(format!("pin vertex {v} out of range")));
+                }
+                pinned[v] = true;
+            }
+        }
+        let char_norm = CharacteristicNorm::new(&mesh, &rest, &materials, &pinned);
+        Ok(Model {
+            mesh,
+            bodies,
+            rest,
+            materials,
+            density,
+            mass,
+            gravity,
+            pins,
+            pinned,
+            obstacles,
+            barrier,
+            char_norm,
+        })
+    }
+
+    /// Number of vertices.
+    pub fn num_vertices(&self) -> usize {
+        self.mesh.num_vertices()
+    }
+
+    /// The state at t = 0 with the given per-vertex initial velocities (m/s).
+    pub fn initial_state(&self, velocity: &[[f64; 3]]) -> State {
+        State {
+            x: self.mesh.positions.iter().flatten().copied().collect(),
+            v: velocity.iter().flatten().copied().collect(),
+            t: 0.0,
+        }
+    }
+
+    /// Total linear momentum Σ m v, kg·m/s.
+    pub fn linear_momentum(&self, v: &[f64]) -> [f64; 3] {
+        let mut p = [0.0; 3];
+        for (i, m) in self.mass.iter().enumerate() {
+            for k in 0..3 {
+                p[k] += m * v[3 * i + k];
+            }
+        }
+        p
+    }
+
+    /// Total angular momentum Σ x × m v about the origin, kg·m²/s.
+    pub fn angular_momentum(&self, x: &[f64], v: &[f64]) -> [f64; 3] {
+        let mut l = [0.0; 3];
+        for (i, m) in self.mass.iter().enumerate() {
+            let (p, q) = (&x[3 * i..3 * i + 3], &v[3 * i..3 * i + 3]);
+            l[0] += m * (p[1] * q[2] - p[2] * q[1]);
+            l[1] += m * (p[2] * q[0] - p[0] * q[2]);
+            l[2] += m * (p[0] * q[1] - p[1] * q[0]);
+        }
+        l
+    }
+
+    /// Smallest ratio of current to rest volume over all tets (≤ 0 means an element inverted).
+    pub fn min_volume_ratio(&self, x: &[f64]) -> f64 {
+        self.mesh
+            .tets
+            .iter()
+            .zip(&self.rest)
+            .map(|(tet, r)| {
+                let p = tet.map(|i| {
+                    nalgebra::Vector3::from_column_slice(&x[3 * i as usize..3 * i as usize + 3])
+                });
+                let ds = nalgebra::Matrix3::from_columns(&[p[1] - p[0], p[2] - p[0], p[3] - p[0]]);
+                ds.determinant() / 6.0 / r.volume
+            })
+            .fold(f64::INFINITY, f64::min)
+    }
+}

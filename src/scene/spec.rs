@@ -1,0 +1,387 @@
+//! The serde types of the scene file. Units: metres, seconds, kilograms, pascals, radians
+//! (rotations given in degrees say so in the key name).
+
+use serde::{Deserialize, Serialize};
+
+fn default_gravity() -> [f64; 3] {
+    [0.0, -9.81, 0.0]
+}
+fn default_one() -> f64 {
+    1.0
+}
+fn default_every() -> usize {
+    1
+}
+fn default_true() -> bool {
+    true
+}
+
+/// The whole scene file.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SceneSpec {
+    /// Time stepping.
+    pub simulation: SimulationSpec,
+    /// Solver choice and parameters.
+    #[serde(default)]
+    pub solver: SolverSpec,
+    /// What to write.
+    #[serde(default)]
+    pub output: OutputSpec,
+    /// The deformable bodies.
+    pub objects: Vec<ObjectSpec>,
+    /// Dirichlet regions and their scripts.
+    #[serde(default)]
+    pub pins: Vec<PinSpec>,
+    /// Static obstacles.
+    #[serde(default)]
+    pub obstacles: Vec<ObstacleSpec>,
+    /// Barrier parameters.
+    #[serde(default)]
+    pub contact: ContactSpec,
+}
+
+/// `[simulation]`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimulationSpec {
+    /// Time step h, s (> 0).
+    pub h: f64,
+    /// Number of steps (≥ 1).
+    pub steps: usize,
+    /// Gravitational acceleration, m/s² (default [0, −9.81, 0]: +y is up).
+    #[serde(default = "default_gravity")]
+    pub gravity: [f64; 3],
+}
+
+/// `[solver]`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SolverSpec {
+    /// `newton` (default), `jgs2` or `vbd`.
+    #[serde(default = "SolverSpec::default_name")]
+    pub name: String,
+    /// Stop rule: `cn` (characteristic norm, default) or `dx` (max position change).
+    #[serde(default = "SolverSpec::default_stop")]
+    pub stop: String,
+    /// ε of the characteristic-norm rule (default 1e-5).
+    #[serde(default = "SolverSpec::default_tolerance")]
+    pub tolerance: f64,
+    /// Tolerance of the dx rule, fraction of the scene's largest extent (default 1e-3).
+    #[serde(default = "SolverSpec::default_dx")]
+    pub dx_tolerance: f64,
+    /// Iteration cap per step (default: 100 for Newton, 1000 for the vertex solvers).
+    #[serde(default)]
+    pub max_iterations: Option<usize>,
+    /// JGS2/VBD variant: `jacobi` or `gs` (default `gs` for VBD, `jacobi` for JGS2).
+    #[serde(default)]
+    pub variant: Option<String>,
+}
+
+impl SolverSpec {
+    fn default_name() -> String {
+        "newton".into()
+    }
+    fn default_stop() -> String {
+        "cn".into()
+    }
+    fn default_tolerance() -> f64 {
+        1e-5
+    }
+    fn default_dx() -> f64 {
+        1e-3
+    }
+}
+
+impl Default for SolverSpec {
+    fn default() -> Self {
+        SolverSpec {
+            name: Self::default_name(),
+            stop: Self::default_stop(),
+            tolerance: Self::default_tolerance(),
+            dx_tolerance: Self::default_dx(),
+            max_iterations: None,
+            variant: None,
+        }
+    }
+}
+
+/// `[output]`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputSpec {
+    /// Write a frame every N steps (default 1); frame 0 is the initial state.
+    #[serde(default = "default_every")]
+    pub every: usize,
+    /// Write .vtu frames and a .pvd series (default true).
+    #[serde(default = "default_true")]
+    pub vtu: bool,
+    /// Write an .obj of the boundary surface per frame (default false).
+    #[serde(default)]
+    pub obj: bool,
+    /// Render a PNG per frame (default false).
+    #[serde(default)]
+    pub png: bool,
+    /// PNG size in pixels (default [800, 600]).
+    #[serde(default = "OutputSpec::default_size")]
+    pub png_size: [u32; 2],
+}
+
+impl OutputSpec {
+    fn default_size() -> [u32; 2] {
+        [800, 600]
+    }
+}
+
+impl Default for OutputSpec {
+    fn default() -> Self {
+        OutputSpec {
+            every: 1,
+            vtu: true,
+            obj: false,
+            png: false,
+            png_size: Self::default_size(),
+        }
+    }
+}
+
+/// One `[[objects]]` entry.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObjectSpec {
+    /// Name used by pins and in outputs (default `object{i}`).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Where the mesh comes from.
+    pub mesh: MeshSpec,
+    /// Transform applied to the mesh, in the order fit → scale → rotate → translate.
+    #[serde(default)]
+    pub transform: TransformSpec,
+    /// The body's material.
+    pub material: MaterialSpec,
+    /// Per-region material overrides (an element belongs to a region when its centroid does);
+    /// later entries win.
+    #[serde(default)]
+    pub regions: Vec<RegionMaterialSpec>,
+    /// Initial linear velocity, m/s.
+    #[serde(default)]
+    pub velocity: [f64; 3],
+    /// Initial rigid spin about the body's centroid.
+    #[serde(default)]
+    pub angular_velocity: Option<AngularVelocitySpec>,
+}
+
+/// A mesh file or a generator. Exactly one of `file` / `generator`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeshSpec {
+    /// Path to a mesh file (.msh, .node/.ele, .mesh, .vtk), relative to the scene file.
+    #[serde(default)]
+    pub file: Option<String>,
+    /// `box` or `ball`.
+    #[serde(default)]
+    pub generator: Option<String>,
+    /// Box: lower corner, m.
+    #[serde(default)]
+    pub min: Option<[f64; 3]>,
+    /// Box: upper corner, m.
+    #[serde(default)]
+    pub max: Option<[f64; 3]>,
+    /// Box: cells along x, y, z (6 tets per cell).
+    #[serde(default)]
+    pub cells: Option<[usize; 3]>,
+    /// Ball: centre, m.
+    #[serde(default)]
+    pub center: Option<[f64; 3]>,
+    /// Ball: radius, m.
+    #[serde(default)]
+    pub radius: Option<f64>,
+    /// Ball: cells across the diameter.
+    #[serde(default)]
+    pub resolution: Option<usize>,
+}
+
+/// Mesh transform.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TransformSpec {
+    /// Scale about the bounding-box centre so the largest extent equals this, m.
+    #[serde(default)]
+    pub fit: Option<f64>,
+    /// Uniform scale factor.
+    #[serde(default)]
+    pub scale: Option<f64>,
+    /// Rotation about the origin.
+    #[serde(default)]
+    pub rotate: Option<RotateSpec>,
+    /// Translation, m.
+    #[serde(default)]
+    pub translate: Option<[f64; 3]>,
+}
+
+/// An axis-angle rotation.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RotateSpec {
+    /// Axis (normalised internally).
+    pub axis: [f64; 3],
+    /// Angle, degrees.
+    pub degrees: f64,
+}
+
+/// A material.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MaterialSpec {
+    /// `stable_neo_hookean`, `stable_neo_hookean_vbd`, `fixed_corotated`, `neo_hookean`, `st_vk`,
+    /// `arap`, `linear`.
+    pub model: String,
+    /// Young's modulus E, Pa (with `poisson_ratio`).
+    #[serde(default)]
+    pub youngs_modulus: Option<f64>,
+    /// Poisson's ratio ν ∈ (−1, 0.5).
+    #[serde(default)]
+    pub poisson_ratio: Option<f64>,
+    /// The model's own μ, Pa (instead of E, ν).
+    #[serde(default)]
+    pub mu: Option<f64>,
+    /// The model's own λ, Pa (instead of E, ν).
+    #[serde(default)]
+    pub lambda: Option<f64>,
+    /// Density ρ, kg/m³ (> 0).
+    pub density: f64,
+}
+
+/// A material override for elements whose centroid lies in `region`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegionMaterialSpec {
+    /// The region.
+    pub region: RegionSpec,
+    /// The material there.
+    pub material: MaterialSpec,
+}
+
+/// A region of space: `{ box = { min, max } }` or `{ slab = { normal, offset, thickness } }`
+/// (points with |normal·x − offset| ≤ thickness/2).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum RegionSpec {
+    /// Axis-aligned box, m.
+    Box {
+        /// Lower corner.
+        min: [f64; 3],
+        /// Upper corner.
+        max: [f64; 3],
+    },
+    /// Slab around a plane.
+    Slab {
+        /// Plane normal (normalised internally).
+        normal: [f64; 3],
+        /// Plane offset along the normal, m.
+        offset: f64,
+        /// Slab thickness, m.
+        thickness: f64,
+    },
+}
+
+/// Initial rigid spin.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AngularVelocitySpec {
+    /// Axis (normalised internally).
+    pub axis: [f64; 3],
+    /// Angular speed, rad/s.
+    pub omega: f64,
+}
+
+/// One `[[pins]]` entry.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PinSpec {
+    /// Restrict to this object (default: all objects).
+    #[serde(default)]
+    pub object: Option<String>,
+    /// Which vertices (their positions at t = 0).
+    pub region: RegionSpec,
+    /// How they move (default fixed).
+    #[serde(default)]
+    pub script: ScriptSpec,
+}
+
+/// A kinematic script.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ScriptSpec {
+    /// Stay put.
+    #[default]
+    Fixed,
+    /// Constant velocity, m/s.
+    Translate {
+        /// Velocity, m/s.
+        velocity: [f64; 3],
+    },
+    /// Rigid rotation about an axis through `center` at `omega` rad/s.
+    Rotate {
+        /// Point on the axis, m.
+        center: [f64; 3],
+        /// Axis direction.
+        axis: [f64; 3],
+        /// Angular velocity, rad/s.
+        omega: f64,
+    },
+}
+
+/// One `[[obstacles]]` entry.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ObstacleSpec {
+    /// Horizontal ground: the half-space below `height` along −gravity's axis (default +y up).
+    Ground {
+        /// Height of the ground plane, m.
+        #[serde(default)]
+        height: f64,
+    },
+    /// Half-space `normal·x < offset` is solid.
+    HalfSpace {
+        /// Outward normal.
+        normal: [f64; 3],
+        /// Offset, m.
+        offset: f64,
+    },
+    /// Solid axis-aligned box.
+    Box {
+        /// Lower corner, m.
+        min: [f64; 3],
+        /// Upper corner, m.
+        max: [f64; 3],
+    },
+    /// Solid sphere.
+    Sphere {
+        /// Centre, m.
+        center: [f64; 3],
+        /// Radius, m.
+        radius: f64,
+    },
+}
+
+/// `[contact]`: the IPC barrier.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContactSpec {
+    /// Activation distance d̂, m (default 1e-3 × the scene's bounding-box diagonal).
+    #[serde(default)]
+    pub dhat: Option<f64>,
+    /// Dimensionless barrier stiffness κ, scaled per vertex by m/h² (default 1).
+    #[serde(default = "default_one")]
+    pub kappa: f64,
+}
+
+impl Default for ContactSpec {
+    fn default() -> Self {
+        ContactSpec {
+            dhat: None,
+            kappa: 1.0,
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! Backtracking line search on the true energy, with the obstacle and inversion filters.
+
+use crate::problem::{ElasticTerms, StepProblem};
+
+/// Outcome of a line search.
+#[derive(Clone, Debug)]
+pub struct LineSearchResult {
+    /// Accepted step length (0 when nothing was accepted).
+    pub alpha: f64,
+    /// Energy at the accepted point, J.
+    pub energy: f64,
+    /// Whether sufficient decrease was met.
+    pub accepted: bool,
+}
+
+/// Armijo backtracking from `x` along `dx`: starts at min(1, filter) (the filter keeps vertices
+/// outside obstacles and elements uninverted), halves until
+/// E(x + α dx) ≤ E(x) + c α gᵀdx with c = 1e-4, at most 40 halvings. On success `x_new` holds
+/// the accepted point.
+pub fn backtracking(
+    problem: &StepProblem,
+    elastic: &dyn ElasticTerms,
+    x: &[f64],
+    dx: &[f64],
+    e0: f64,
+    g_dot_dx: f64,
+    x_new: &mut Vec<f64>,
+) -> LineSearchResult {
+    let mut alpha = problem.max_step(x, dx);
+    x_new.resize(x.len(), 0.0);
+    for _ in 0..40 {
+        if alpha <= 0.0 {
+            break;
+        }
+        for k in 0..x.len() {
+            x_new[k] = x[k] + alpha * dx[k];
+        }
+        let e = problem.energy(elastic, x_new);
+        // The relative slack absorbs round-off in E near convergence, where the decrease is
+        // below E's last digits.
+        if e.is_finite() && e <= e0 + 1e-4 * alpha * g_dot_dx + 1e-13 * e0.abs() {
+            return LineSearchResult {
+                alpha,
+                energy: e,
+                accepted: true,
+            };
+        }
+        alpha *= 0.5;
+    }
+    LineSearchResult {
+        alpha: 0.0,
+        energy: e0,
+        accepted: false,
+    }
+}
