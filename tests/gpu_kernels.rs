@@ -601,7 +601,7 @@ fn deformation_gradient_matches() {
         .iter()
         .map(|t| ElementRest::new(&t.map(|i| x0[i as usize])).unwrap())
         .collect();
-    let dm: Vec<GpuMat3> = rest.iter().map(|r| dm_gpu(r)).collect();
+    let dm: Vec<GpuMat3> = rest.iter().map(dm_gpu).collect();
     let ne = tets.len();
     let data = [
         Data::V4(vec4s(&x)),
@@ -817,9 +817,9 @@ fn elastic_twin_matches_f64_reference() {
             e64.push(r.energy as f32);
             e32.push(energy[e]);
             for a in 0..4 {
-                for k in 0..3 {
+                for (k, gk) in grad[4 * e + a][..3].iter().enumerate() {
                     g64.push(r.gradient[3 * a + k] as f32);
-                    g32.push(grad[4 * e + a][k]);
+                    g32.push(*gk);
                 }
             }
             let h = r.hessian.unwrap();

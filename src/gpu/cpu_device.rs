@@ -47,7 +47,7 @@ impl BackendImpl for CpuDevice {
         &self.info
     }
     fn alloc(&mut self, _label: &str, elem_bytes: u32, len: usize) -> Result<BufferId> {
-        debug_assert!(elem_bytes % 4 == 0);
+        debug_assert!(elem_bytes.is_multiple_of(4));
         let words = len
             .checked_mul(elem_bytes as usize / 4)
             .ok_or_else(|| JelloError::Invalid("buffer size overflows".into()))?;

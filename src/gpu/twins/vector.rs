@@ -21,7 +21,7 @@ pub fn axpy(p: &Params, x: &[f32], y: &mut [f32]) -> Result<()> {
     y[..n]
         .par_iter_mut()
         .zip(x[..n].par_iter())
-        .for_each(|(y, x)| *y = a * *x + *y);
+        .for_each(|(y, x)| *y += a * *x);
     Ok(())
 }
 
