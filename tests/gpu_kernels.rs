@@ -1147,3 +1147,66 @@ fn bad_input_is_an_error_not_a_panic() {
     let rec = e.vectors * Mat3::from_diagonal(e.values) * e.vectors.transpose();
     assert!(frob(rec - m) < 1e-5);
 }
+
+// ---------------------------------------------------------------- adapters and adoption
+
+#[test]
+fn adapters_are_listed_and_reported() {
+    let Some(dev) = gpu() else { return };
+    let list = jello::gpu::list_adapters();
+    let text = list.to_string();
+    eprintln!("{text}");
+    assert!(
+        !list.0.is_empty(),
+        "a device exists, so the list cannot be empty"
+    );
+    assert!(
+        text.contains(&dev.info().name),
+        "the chosen adapter appears in the listing"
+    );
+    assert!(list
+        .0
+        .iter()
+        .all(|a| a.limits.max_storage_buffers_per_shader_stage >= 4));
+    assert_eq!(Device::cpu().info().backend, "cpu");
+}
+
+#[test]
+fn adopts_a_host_device_without_owning_it() {
+    if gpu().is_none() {
+        return;
+    }
+    // The host creates its own device and queue.
+    let instance =
+        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle().with_env());
+    let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+        force_fallback_adapter: false,
+        ..Default::default()
+    }))
+    .expect("an adapter exists (gpu() succeeded)");
+    let (device, queue) =
+        pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor::default())).unwrap();
+    let mut dev = Device::from_wgpu(device.clone(), queue.clone()).unwrap();
+    assert!(!dev.as_gpu().unwrap().owns_device());
+    let a = dev.upload("a", &[1.0f32, 2.0, 3.0]).unwrap();
+    let b = dev.upload("b", &[10.0f32, 20.0, 30.0]).unwrap();
+    dev.dispatch(Kernel::Axpy, &[a.id(), b.id()], Params::new().f0(2.0), 3)
+        .unwrap();
+    assert_eq!(dev.read(&b).unwrap(), vec![12.0, 24.0, 36.0]);
+    // The host can bind an engine buffer directly (e.g. positions as a vertex buffer).
+    let raw = dev.as_gpu().unwrap().buffer(b.id()).unwrap();
+    assert!(raw
+        .usage()
+        .contains(wgpu::BufferUsages::VERTEX | wgpu::BufferUsages::STORAGE));
+    drop(dev);
+    // The host's device is still alive and usable after the engine is gone.
+    let buf = device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: 16,
+        usage: wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    queue.write_buffer(&buf, 0, &[0u8; 16]);
+    queue.submit([]);
+    device.poll(wgpu::PollType::wait_indefinitely()).unwrap();
+}
