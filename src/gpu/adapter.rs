@@ -1,0 +1,211 @@
+//! Backend choice, adapter selection and adapter reports.
+
+use crate::{JelloError, Result};
+use std::fmt;
+use std::str::FromStr;
+
+/// Which device the engine runs on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Backend {
+    /// A GPU adapter when one exists (software adapters such as lavapipe/llvmpipe included),
+    /// else the CPU twins.
+    #[default]
+    Auto,
+    /// A GPU adapter, or an error.
+    Gpu,
+    /// The CPU twins (rayon).
+    Cpu,
+}
+
+impl FromStr for Backend {
+    type Err = JelloError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(Backend::Auto),
+            "gpu" => Ok(Backend::Gpu),
+            "cpu" => Ok(Backend::Cpu),
+            other => Err(JelloError::Invalid(format!(
+                "backend `{other}`: expected auto, gpu or cpu"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Backend::Auto => "auto",
+            Backend::Gpu => "gpu",
+            Backend::Cpu => "cpu",
+        })
+    }
+}
+
+/// What ran a computation, for stats.json and logs.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct DeviceInfo {
+    /// Adapter name ("cpu" for the CPU backend).
+    pub name: String,
+    /// Graphics API ("vulkan", "gl", "metal", "dx12", or "cpu").
+    pub backend: String,
+    /// "discrete", "integrated", "virtual", "software" (CPU adapter), "other", or "cpu".
+    pub device_type: String,
+    /// Driver and driver info, when known.
+    pub driver: String,
+}
+
+impl DeviceInfo {
+    /// The CPU backend.
+    pub fn cpu() -> Self {
+        DeviceInfo {
+            name: "cpu".into(),
+            backend: "cpu".into(),
+            device_type: "cpu".into(),
+            driver: format!("rayon, {} threads", rayon::current_num_threads()),
+        }
+    }
+    /// From a wgpu adapter's info.
+    pub fn from_adapter(info: &wgpu::AdapterInfo) -> Self {
+        DeviceInfo {
+            name: info.name.clone(),
+            backend: backend_name(info.backend).into(),
+            device_type: device_type_name(info.device_type).into(),
+            driver: format!("{} {}", info.driver, info.driver_info)
+                .trim()
+                .to_string(),
+        }
+    }
+    /// True for the CPU backend.
+    pub fn is_cpu(&self) -> bool {
+        self.backend == "cpu"
+    }
+}
+
+impl fmt::Display for DeviceInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}, {})", self.name, self.backend, self.device_type)
+    }
+}
+
+fn backend_name(b: wgpu::Backend) -> &'static str {
+    match b {
+        wgpu::Backend::Vulkan => "vulkan",
+        wgpu::Backend::Metal => "metal",
+        wgpu::Backend::Dx12 => "dx12",
+        wgpu::Backend::Gl => "gl",
+        wgpu::Backend::BrowserWebGpu => "webgpu",
+        _ => "other",
+    }
+}
+
+fn device_type_name(t: wgpu::DeviceType) -> &'static str {
+    match t {
+        wgpu::DeviceType::DiscreteGpu => "discrete",
+        wgpu::DeviceType::IntegratedGpu => "integrated",
+        wgpu::DeviceType::VirtualGpu => "virtual",
+        wgpu::DeviceType::Cpu => "software",
+        wgpu::DeviceType::Other => "other",
+    }
+}
+
+/// The wgpu instance for headless compute; backends from env `WGPU_BACKEND` (e.g. `vulkan`,
+/// `gl`), default all native backends.
+pub(crate) fn instance() -> wgpu::Instance {
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+    if let Some(b) = wgpu::Backends::from_env() {
+        desc.backends = b;
+    }
+    wgpu::Instance::new(desc)
+}
+
+/// Picks an adapter: env `WGPU_ADAPTER_NAME` (case-insensitive substring) when set, else the
+/// best by type (discrete > integrated > virtual > other > software). `None` when none exists.
+pub(crate) fn pick_adapter(instance: &wgpu::Instance) -> Result<Option<wgpu::Adapter>> {
+    let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+    let wanted = std::env::var("WGPU_ADAPTER_NAME")
+        .ok()
+        .map(|s| s.to_lowercase());
+    if let Some(w) = &wanted {
+        let found = adapters
+            .into_iter()
+            .find(|a| a.get_info().name.to_lowercase().contains(w.as_str()));
+        return match found {
+            Some(a) => Ok(Some(a)),
+            None => Err(JelloError::Gpu(format!(
+                "no adapter matches WGPU_ADAPTER_NAME=`{w}` (see `jello info`)"
+            ))),
+        };
+    }
+    let rank = |a: &wgpu::Adapter| match a.get_info().device_type {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Other => 3,
+        wgpu::DeviceType::Cpu => 4,
+    };
+    Ok(adapters.into_iter().min_by_key(rank))
+}
+
+/// One adapter with the limits and features that matter to jello.
+#[derive(Clone, Debug)]
+pub struct AdapterReport {
+    /// Name, API, type, driver.
+    pub info: DeviceInfo,
+    /// Adapter limits.
+    pub limits: wgpu::Limits,
+    /// Adapter features.
+    pub features: wgpu::Features,
+}
+
+/// All adapters the instance sees (honouring `WGPU_BACKEND`), for `jello info`.
+#[derive(Clone, Debug, Default)]
+pub struct AdapterList(pub Vec<AdapterReport>);
+
+/// Lists every adapter with its limits and features.
+pub fn list_adapters() -> AdapterList {
+    let instance = instance();
+    let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+    AdapterList(
+        adapters
+            .iter()
+            .map(|a| AdapterReport {
+                info: DeviceInfo::from_adapter(&a.get_info()),
+                limits: a.limits(),
+                features: a.features(),
+            })
+            .collect(),
+    )
+}
+
+impl fmt::Display for AdapterReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let l = &self.limits;
+        writeln!(f, "{}", self.info)?;
+        writeln!(f, "  driver: {}", self.info.driver)?;
+        writeln!(
+            f,
+            "  limits: storage buffers/stage {}, storage binding {} MiB, buffer {} MiB, invocations/workgroup {}, workgroups/dim {}",
+            l.max_storage_buffers_per_shader_stage,
+            l.max_storage_buffer_binding_size / (1 << 20),
+            l.max_buffer_size / (1 << 20),
+            l.max_compute_invocations_per_workgroup,
+            l.max_compute_workgroups_per_dimension
+        )?;
+        write!(f, "  features: {:?}", self.features)
+    }
+}
+
+impl fmt::Display for AdapterList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return write!(f, "no GPU adapter found (the CPU backend is available)");
+        }
+        for (i, a) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "[{i}] {a}")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,554 @@
+//! The device API every solver is written against: typed buffers, dispatches of table kernels,
+//! reductions and recorded plans, implemented by a wgpu backend ([`GpuDevice`]) and a CPU
+//! backend ([`CpuDevice`], the kernels' Rust twins).
+
+use super::adapter::{Backend, DeviceInfo};
+use super::cpu_device::CpuDevice;
+use super::kernel::{self, Kernel};
+use super::layout::Params;
+use super::twins::REDUCE_BLOCK;
+use super::wgpu_device::GpuDevice;
+use crate::{JelloError, Result};
+use bytemuck::Pod;
+use std::marker::PhantomData;
+use std::mem::size_of;
+use std::ops::Range;
+
+/// Opaque id of a device buffer (untyped; what `dispatch` takes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BufferId(pub(crate) u32);
+
+/// Typed handle to a device buffer of `len` elements of `T`. Copyable; freeing is explicit
+/// ([`Device::free`]) or happens when the device is dropped.
+pub struct Buf<T> {
+    id: BufferId,
+    len: usize,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for Buf<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Buf<T> {}
+impl<T> std::fmt::Debug for Buf<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Buf({:?}, len {})", self.id, self.len)
+    }
+}
+
+impl<T> Buf<T> {
+    /// The untyped id, for `dispatch` buffer lists.
+    pub fn id(&self) -> BufferId {
+        self.id
+    }
+    /// Number of `T` elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True when the buffer holds no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// Scalar reductions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceOp {
+    /// Σ aᵢ.
+    Sum,
+    /// Σ aᵢbᵢ.
+    Dot,
+    /// max |aᵢ|.
+    MaxAbs,
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Dispatch {
+        kernel: Kernel,
+        bufs: Vec<BufferId>,
+        params: Params,
+        n: u32,
+    },
+    Reduce {
+        op: ReduceOp,
+        a: BufferId,
+        b: Option<BufferId>,
+        n: u32,
+        out: BufferId,
+        index: u32,
+    },
+    Copy {
+        src: BufferId,
+        src_offset: u64,
+        dst: BufferId,
+        dst_offset: u64,
+        bytes: u64,
+    },
+}
+
+/// A recorded sequence of dispatches, reductions and copies, executed in order by one
+/// [`Device::submit`] (one queue submission on the GPU, so a solver iteration costs one submit).
+/// A plan holds only ids and parameters, so it can be built once and submitted many times;
+/// buffer contents change between submits through [`Device::write`].
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    ops: Vec<Op>,
+}
+
+impl Plan {
+    /// An empty plan.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Number of recorded operations.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+    /// True when nothing is recorded.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+    /// Records `kernel` over `n` items with `bufs` in binding order and `params` (`n`/`row` are
+    /// filled in at submit).
+    pub fn dispatch(
+        &mut self,
+        kernel: Kernel,
+        bufs: &[BufferId],
+        params: Params,
+        n: u32,
+    ) -> &mut Self {
+        self.ops.push(Op::Dispatch {
+            kernel,
+            bufs: bufs.to_vec(),
+            params,
+            n,
+        });
+        self
+    }
+    /// Records `out[index] = Σ a[0..n]` (tree reduction passes, no atomics).
+    pub fn sum(&mut self, a: &Buf<f32>, n: u32, out: &Buf<f32>, index: u32) -> &mut Self {
+        self.reduce(ReduceOp::Sum, a.id(), None, n, out.id(), index)
+    }
+    /// Records `out[index] = Σ a[i]·b[i]` over `0..n`.
+    pub fn dot(
+        &mut self,
+        a: &Buf<f32>,
+        b: &Buf<f32>,
+        n: u32,
+        out: &Buf<f32>,
+        index: u32,
+    ) -> &mut Self {
+        self.reduce(ReduceOp::Dot, a.id(), Some(b.id()), n, out.id(), index)
+    }
+    /// Records `out[index] = max |a[i]|` over `0..n`.
+    pub fn max_abs(&mut self, a: &Buf<f32>, n: u32, out: &Buf<f32>, index: u32) -> &mut Self {
+        self.reduce(ReduceOp::MaxAbs, a.id(), None, n, out.id(), index)
+    }
+    fn reduce(
+        &mut self,
+        op: ReduceOp,
+        a: BufferId,
+        b: Option<BufferId>,
+        n: u32,
+        out: BufferId,
+        index: u32,
+    ) -> &mut Self {
+        self.ops.push(Op::Reduce {
+            op,
+            a,
+            b,
+            n,
+            out,
+            index,
+        });
+        self
+    }
+    /// Records a copy of `len` elements from `src[src_start..]` to `dst[dst_start..]`.
+    pub fn copy<T: Pod>(
+        &mut self,
+        src: &Buf<T>,
+        src_start: usize,
+        dst: &Buf<T>,
+        dst_start: usize,
+        len: usize,
+    ) -> &mut Self {
+        let s = size_of::<T>() as u64;
+        self.ops.push(Op::Copy {
+            src: src.id(),
+            src_offset: src_start as u64 * s,
+            dst: dst.id(),
+            dst_offset: dst_start as u64 * s,
+            bytes: len as u64 * s,
+        });
+        self
+    }
+}
+
+/// One resolved step of a plan (reductions expanded into passes).
+#[derive(Clone, Debug)]
+pub(crate) enum Step {
+    Dispatch {
+        kernel: Kernel,
+        bufs: Vec<BufferId>,
+        params: Params,
+    },
+    Copy {
+        src: BufferId,
+        src_offset: u64,
+        dst: BufferId,
+        dst_offset: u64,
+        bytes: u64,
+    },
+}
+
+/// What both backends implement; [`Device`] adds typing, plans and reductions on top.
+pub(crate) trait BackendImpl {
+    fn info(&self) -> &DeviceInfo;
+    fn alloc(&mut self, label: &str, elem_bytes: u32, len: usize) -> Result<BufferId>;
+    fn free(&mut self, id: BufferId);
+    /// (element size in bytes, length in elements).
+    fn meta(&self, id: BufferId) -> Option<(u32, usize)>;
+    fn write_bytes(&mut self, id: BufferId, offset: u64, data: &[u8]) -> Result<()>;
+    fn read_bytes(&mut self, id: BufferId, range: Range<u64>) -> Result<Vec<u8>>;
+    fn run(&mut self, steps: &[Step]) -> Result<()>;
+    fn wait_idle(&mut self) -> Result<()>;
+}
+
+/// A compute device: the wgpu backend or the CPU backend behind one API.
+pub enum Device {
+    /// wgpu (f32 WGSL kernels).
+    Gpu(GpuDevice),
+    /// The kernels' CPU twins.
+    Cpu(CpuDevice),
+}
+
+/// Scratch buffers for multi-pass reductions (ping-pong), grown on demand.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    bufs: Option<(BufferId, BufferId, usize)>,
+}
+
+impl Device {
+    /// Creates a device for `backend`: `Cpu` → CPU twins; `Gpu` → a headless wgpu device on the
+    /// adapter chosen by env `WGPU_BACKEND` / `WGPU_ADAPTER_NAME` (else the best one; software
+    /// adapters accepted), or an error; `Auto` → GPU when an adapter exists, else CPU.
+    pub fn new(backend: Backend) -> Result<Self> {
+        match backend {
+            Backend::Cpu => Ok(Device::cpu()),
+            Backend::Gpu => Ok(Device::Gpu(GpuDevice::new_headless()?)),
+            Backend::Auto => match GpuDevice::new_headless() {
+                Ok(g) => Ok(Device::Gpu(g)),
+                Err(e) => {
+                    log::info!("no usable GPU adapter ({e}); using the CPU backend");
+                    Ok(Device::cpu())
+                }
+            },
+        }
+    }
+    /// The CPU backend.
+    pub fn cpu() -> Self {
+        Device::Cpu(CpuDevice::new())
+    }
+    /// Adopts a host application's device and queue (see [`GpuDevice::from_wgpu`] for what the
+    /// device must support). The engine keeps clones of the handles and never destroys the device.
+    pub fn from_wgpu(device: wgpu::Device, queue: wgpu::Queue) -> Result<Self> {
+        Ok(Device::Gpu(GpuDevice::from_wgpu(device, queue)?))
+    }
+    fn imp(&self) -> &dyn BackendImpl {
+        match self {
+            Device::Gpu(g) => g,
+            Device::Cpu(c) => c,
+        }
+    }
+    fn imp_mut(&mut self) -> &mut dyn BackendImpl {
+        match self {
+            Device::Gpu(g) => g,
+            Device::Cpu(c) => c,
+        }
+    }
+    fn scratch(&mut self) -> &mut Scratch {
+        match self {
+            Device::Gpu(g) => &mut g.scratch,
+            Device::Cpu(c) => &mut c.scratch,
+        }
+    }
+    /// Which adapter (or the CPU) runs this device's work.
+    pub fn info(&self) -> &DeviceInfo {
+        self.imp().info()
+    }
+    /// True for the wgpu backend.
+    pub fn is_gpu(&self) -> bool {
+        matches!(self, Device::Gpu(_))
+    }
+    /// The wgpu backend, if that is what this is.
+    pub fn as_gpu(&self) -> Option<&GpuDevice> {
+        match self {
+            Device::Gpu(g) => Some(g),
+            Device::Cpu(_) => None,
+        }
+    }
+    /// A zero-filled buffer of `len` elements.
+    pub fn alloc<T: Pod>(&mut self, label: &str, len: usize) -> Result<Buf<T>> {
+        let id = self.imp_mut().alloc(label, size_of::<T>() as u32, len)?;
+        Ok(Buf {
+            id,
+            len,
+            _t: PhantomData,
+        })
+    }
+    /// A buffer holding `data`.
+    pub fn upload<T: Pod>(&mut self, label: &str, data: &[T]) -> Result<Buf<T>> {
+        let b = self.alloc::<T>(label, data.len())?;
+        self.write(&b, 0, data)?;
+        Ok(b)
+    }
+    /// Frees a buffer (later use of its handle is an error).
+    pub fn free<T>(&mut self, buf: Buf<T>) {
+        self.imp_mut().free(buf.id);
+    }
+    /// Writes `data` at element `start`. Ordered after every earlier submit and before every later one.
+    pub fn write<T: Pod>(&mut self, buf: &Buf<T>, start: usize, data: &[T]) -> Result<()> {
+        if start + data.len() > buf.len {
+            return Err(JelloError::Invalid(format!(
+                "write of {} elements at {start} overflows a buffer of {}",
+                data.len(),
+                buf.len
+            )));
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.imp_mut().write_bytes(
+            buf.id,
+            (start * size_of::<T>()) as u64,
+            bytemuck::cast_slice(data),
+        )
+    }
+    /// Reads the whole buffer back (waits for the GPU, with a timeout).
+    pub fn read<T: Pod>(&mut self, buf: &Buf<T>) -> Result<Vec<T>> {
+        self.read_range(buf, 0..buf.len)
+    }
+    /// Reads elements `range` back.
+    pub fn read_range<T: Pod>(&mut self, buf: &Buf<T>, range: Range<usize>) -> Result<Vec<T>> {
+        if range.start > range.end || range.end > buf.len {
+            return Err(JelloError::Invalid(format!(
+                "read of {range:?} outside a buffer of {}",
+                buf.len
+            )));
+        }
+        if range.is_empty() {
+            return Ok(Vec::new());
+        }
+        let s = size_of::<T>() as u64;
+        let bytes = self
+            .imp_mut()
+            .read_bytes(buf.id, range.start as u64 * s..range.end as u64 * s)?;
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+    /// Runs one kernel now (a one-dispatch plan).
+    pub fn dispatch(
+        &mut self,
+        kernel: Kernel,
+        bufs: &[BufferId],
+        params: Params,
+        n: u32,
+    ) -> Result<()> {
+        let mut p = Plan::new();
+        p.dispatch(kernel, bufs, params, n);
+        self.submit(&p)
+    }
+    /// Executes a plan: one queue submission on the GPU, the twins in order on the CPU.
+    /// Returns without waiting for the GPU; reads wait.
+    pub fn submit(&mut self, plan: &Plan) -> Result<()> {
+        let steps = self.resolve(plan)?;
+        self.imp_mut().run(&steps)
+    }
+    /// Waits until all submitted work has finished (timeout → error).
+    pub fn wait_idle(&mut self) -> Result<()> {
+        self.imp_mut().wait_idle()
+    }
+    /// Σ a[0..n], as f32 computed on the device.
+    pub fn sum(&mut self, a: &Buf<f32>, n: u32) -> Result<f32> {
+        self.scalar(|p, out| {
+            p.sum(a, n, out, 0);
+        })
+    }
+    /// Σ a[i]·b[i] over 0..n.
+    pub fn dot(&mut self, a: &Buf<f32>, b: &Buf<f32>, n: u32) -> Result<f32> {
+        self.scalar(|p, out| {
+            p.dot(a, b, n, out, 0);
+        })
+    }
+    /// max |a[i]| over 0..n.
+    pub fn max_abs(&mut self, a: &Buf<f32>, n: u32) -> Result<f32> {
+        self.scalar(|p, out| {
+            p.max_abs(a, n, out, 0);
+        })
+    }
+    fn scalar(&mut self, record: impl FnOnce(&mut Plan, &Buf<f32>)) -> Result<f32> {
+        let out = self.alloc::<f32>("reduction result", 1)?;
+        let mut p = Plan::new();
+        record(&mut p, &out);
+        let r = self.submit(&p).and_then(|_| self.read(&out));
+        self.free(out);
+        Ok(r?[0])
+    }
+
+    fn meta(&self, id: BufferId) -> Result<(u32, usize)> {
+        self.imp()
+            .meta(id)
+            .ok_or_else(|| JelloError::Invalid(format!("buffer {id:?} does not exist (freed?)")))
+    }
+
+    fn ensure_scratch(&mut self, len: usize) -> Result<(BufferId, BufferId)> {
+        if let Some((a, b, cap)) = self.scratch().bufs {
+            if cap >= len {
+                return Ok((a, b));
+            }
+            self.imp_mut().free(a);
+            self.imp_mut().free(b);
+            self.scratch().bufs = None;
+        }
+        let cap = len.next_power_of_two().max(64);
+        let a = self.imp_mut().alloc("reduction scratch A", 4, cap)?;
+        let b = self.imp_mut().alloc("reduction scratch B", 4, cap)?;
+        self.scratch().bufs = Some((a, b, cap));
+        Ok((a, b))
+    }
+
+    /// Expands reductions, fills `n`, and validates every dispatch against the kernel table.
+    fn resolve(&mut self, plan: &Plan) -> Result<Vec<Step>> {
+        let need = plan
+            .ops
+            .iter()
+            .map(|op| match op {
+                Op::Reduce { n, .. } => (*n as usize).div_ceil(REDUCE_BLOCK),
+                _ => 0,
+            })
+            .max()
+            .unwrap_or(0);
+        let scratch = if need > 1 {
+            Some(self.ensure_scratch(need)?)
+        } else {
+            None
+        };
+        let mut steps = Vec::with_capacity(plan.ops.len());
+        let push = |steps: &mut Vec<Step>,
+                    kernel: Kernel,
+                    bufs: Vec<BufferId>,
+                    mut params: Params,
+                    n: u32| {
+            params.n = n;
+            steps.push(Step::Dispatch {
+                kernel,
+                bufs,
+                params,
+            });
+        };
+        for op in &plan.ops {
+            match op {
+                Op::Dispatch {
+                    kernel,
+                    bufs,
+                    params,
+                    n,
+                } => push(&mut steps, *kernel, bufs.clone(), *params, *n),
+                Op::Copy {
+                    src,
+                    src_offset,
+                    dst,
+                    dst_offset,
+                    bytes,
+                } => {
+                    let (se, sl) = self.meta(*src)?;
+                    let (de, dl) = self.meta(*dst)?;
+                    if src_offset + bytes > se as u64 * sl as u64
+                        || dst_offset + bytes > de as u64 * dl as u64
+                    {
+                        return Err(JelloError::Invalid("plan copy outside a buffer".into()));
+                    }
+                    steps.push(Step::Copy {
+                        src: *src,
+                        src_offset: *src_offset,
+                        dst: *dst,
+                        dst_offset: *dst_offset,
+                        bytes: *bytes,
+                    });
+                }
+                Op::Reduce {
+                    op,
+                    a,
+                    b,
+                    n,
+                    out,
+                    index,
+                } => {
+                    let (first, rest) = match op {
+                        ReduceOp::Sum => (Kernel::ReduceSum, Kernel::ReduceSum),
+                        ReduceOp::Dot => (Kernel::ReduceDot, Kernel::ReduceSum),
+                        ReduceOp::MaxAbs => (Kernel::ReduceMaxAbs, Kernel::ReduceMaxAbs),
+                    };
+                    let mut inputs = vec![*a];
+                    inputs.extend(b.iter().copied());
+                    let mut len = *n as usize;
+                    let mut kernel = first;
+                    let mut src_bufs = inputs;
+                    let (mut s0, mut s1) = scratch.unwrap_or((*out, *out));
+                    loop {
+                        let groups = len.div_ceil(REDUCE_BLOCK).max(1);
+                        if groups == 1 {
+                            let mut bufs = src_bufs.clone();
+                            bufs.push(*out);
+                            push(
+                                &mut steps,
+                                kernel,
+                                bufs,
+                                Params::new().u0(*index),
+                                len as u32,
+                            );
+                            break;
+                        }
+                        let mut bufs = src_bufs.clone();
+                        bufs.push(s0);
+                        push(&mut steps, kernel, bufs, Params::new(), len as u32);
+                        src_bufs = vec![s0];
+                        std::mem::swap(&mut s0, &mut s1);
+                        len = groups;
+                        kernel = rest;
+                    }
+                }
+            }
+        }
+        for s in &steps {
+            if let Step::Dispatch {
+                kernel,
+                bufs,
+                params,
+            } = s
+            {
+                let metas = bufs
+                    .iter()
+                    .map(|id| self.meta(*id))
+                    .collect::<Result<Vec<_>>>()?;
+                kernel::validate(kernel.desc(), params, &metas)?;
+                for (i, (bd, id)) in kernel.desc().bindings.iter().zip(bufs).enumerate() {
+                    let aliased = bufs[..i].iter().zip(kernel.desc().bindings).any(|(o, od)| {
+                        o == id
+                            && (bd.access == kernel::Access::ReadWrite
+                                || od.access == kernel::Access::ReadWrite)
+                    });
+                    if aliased {
+                        return Err(JelloError::Invalid(format!(
+                            "kernel `{}`: buffer {id:?} bound twice with a writable binding",
+                            kernel.desc().name
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(steps)
+    }
+}

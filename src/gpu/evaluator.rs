@@ -1,0 +1,369 @@
+//! The incremental-potential evaluator the Newton-type solvers call:
+//! `E(x) = Σ_e V_e·Ψ(F_e(x)) + Σ_v m_v/(2h²)·|x_v − x̃_v|²`, its gradient and the element Hessians.
+//!
+//! Precision: kernels are f32. Positions are uploaded **relative to the rest centroid** (so F
+//! keeps f32 digits for meshes far from the origin) and the inertia term receives `x − x̃`
+//! computed in f64 (so it keeps f32 *relative* precision even when x ≈ x̃). Element energies are
+//! reduced on the device into per-1024-element partials, which are summed in f64 on the host.
+
+use super::csr::VertexCsr;
+use super::device::{Buf, Device, Plan};
+use super::kernel::Kernel;
+use super::layout::{ElemParams, GpuMat3, GpuTet, GpuVec4, Params};
+use super::twins::{ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT, REDUCE_BLOCK};
+use super::{DeviceInfo, GpuModel};
+use crate::material::{ElementRest, Material};
+use crate::{JelloError, Result};
+
+/// Rest-state data of the elastic body.
+#[derive(Clone, Copy, Debug)]
+pub struct ElasticRest<'a> {
+    /// Number of vertices.
+    pub num_vertices: usize,
+    /// Tetrahedra (vertex indices, positively oriented).
+    pub tets: &'a [[u32; 4]],
+    /// Per element: Dm⁻¹ (1/m) and rest volume (m³).
+    pub rest: &'a [ElementRest<f64>],
+    /// Per element material (model-space μ, λ in Pa).
+    pub materials: &'a [Material],
+    /// Per-vertex lumped masses (kg).
+    pub masses: &'a [f64],
+    /// Reference point (m) positions are uploaded relative to; use the rest centroid.
+    pub origin: [f64; 3],
+}
+
+/// What to compute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EvalFlags {
+    /// Compute the gradient.
+    pub gradient: bool,
+    /// Compute the element Hessians.
+    pub hessian: bool,
+    /// Project each element Hessian to PSD.
+    pub project: bool,
+}
+
+impl Default for EvalFlags {
+    fn default() -> Self {
+        EvalFlags {
+            gradient: true,
+            hessian: false,
+            project: true,
+        }
+    }
+}
+
+impl EvalFlags {
+    /// Energy only (line searches).
+    pub fn energy_only() -> Self {
+        EvalFlags {
+            gradient: false,
+            hessian: false,
+            project: false,
+        }
+    }
+    /// Energy, gradient and PSD-projected element Hessians (projected Newton).
+    pub fn newton() -> Self {
+        EvalFlags {
+            gradient: true,
+            hessian: true,
+            project: true,
+        }
+    }
+}
+
+/// Result of one evaluation.
+#[derive(Clone, Debug, Default)]
+pub struct Evaluation {
+    /// Total incremental potential (J) = elastic + inertia.
+    pub energy: f64,
+    /// Σ_e V_e Ψ_e (J).
+    pub elastic_energy: f64,
+    /// Σ_v m_v/(2h²)|x_v − x̃_v|² (J).
+    pub inertia_energy: f64,
+    /// ∂E/∂x, 3n, vertex-major (N); empty unless requested.
+    pub gradient: Vec<f64>,
+    /// Per element 12×12 Hessian of V·Ψ (N/m), row-major, dofs `[x0 y0 z0 x1 …]`; empty unless
+    /// requested. The inertia Hessian m/h²·I is not included.
+    pub element_hessians: Vec<[f32; 144]>,
+}
+
+/// Evaluates the incremental potential on a [`Device`] (GPU or CPU twins).
+pub struct ElasticEvaluator {
+    device: Device,
+    nv: usize,
+    ne: usize,
+    origin: [f64; 3],
+    x: Buf<GpuVec4>,
+    dx: Buf<GpuVec4>,
+    zeros: Buf<GpuVec4>,
+    tets: Buf<GpuTet>,
+    dm_inv: Buf<GpuMat3>,
+    elem: Buf<ElemParams>,
+    mass: Buf<f32>,
+    offsets: Buf<u32>,
+    csr_tets: Buf<u32>,
+    csr_local: Buf<u32>,
+    energy: Buf<f32>,
+    elem_grad: Buf<GpuVec4>,
+    vgrad: Buf<GpuVec4>,
+    venergy: Buf<f32>,
+    partials: Buf<f32>,
+    hess: Option<Buf<f32>>,
+    dummy: Buf<f32>,
+}
+
+impl ElasticEvaluator {
+    /// Uploads the rest data. Errors on inconsistent lengths, bad indices or non-finite data.
+    pub fn new(mut device: Device, rest: &ElasticRest<'_>) -> Result<Self> {
+        let ne = rest.tets.len();
+        let nv = rest.num_vertices;
+        if rest.rest.len() != ne || rest.materials.len() != ne {
+            return Err(JelloError::Invalid(format!(
+                "evaluator: {ne} tets but {} rest records and {} materials",
+                rest.rest.len(),
+                rest.materials.len()
+            )));
+        }
+        if rest.masses.len() != nv {
+            return Err(JelloError::Invalid(format!(
+                "evaluator: {nv} vertices but {} masses",
+                rest.masses.len()
+            )));
+        }
+        if ne > u32::MAX as usize / 4 || nv > u32::MAX as usize {
+            return Err(JelloError::Invalid(
+                "evaluator: mesh too large for u32 indices".into(),
+            ));
+        }
+        let csr = VertexCsr::new(rest.tets, nv)?;
+        let mut dm = Vec::with_capacity(ne);
+        let mut ep = Vec::with_capacity(ne);
+        for (e, (r, m)) in rest.rest.iter().zip(rest.materials).enumerate() {
+            let d = r.dm_inv;
+            if !(d.iter().all(|v| v.is_finite()) && r.volume.is_finite() && r.volume > 0.0) {
+                return Err(JelloError::Invalid(format!(
+                    "evaluator: element {e} has a degenerate rest shape"
+                )));
+            }
+            dm.push(GpuMat3::from_rows([
+                [d[(0, 0)] as f32, d[(0, 1)] as f32, d[(0, 2)] as f32],
+                [d[(1, 0)] as f32, d[(1, 1)] as f32, d[(1, 2)] as f32],
+                [d[(2, 0)] as f32, d[(2, 1)] as f32, d[(2, 2)] as f32],
+            ]));
+            ep.push(ElemParams {
+                mu: m.mu as f32,
+                lambda: m.lambda as f32,
+                volume: r.volume as f32,
+                model: GpuModel::from_material(m.model) as u32,
+            });
+        }
+        let masses: Vec<f32> = rest.masses.iter().map(|&m| m as f32).collect();
+        let d = &mut device;
+        let x = d.alloc::<GpuVec4>("positions", nv)?;
+        let dx = d.alloc::<GpuVec4>("x - x_tilde", nv)?;
+        let zeros = d.alloc::<GpuVec4>("zeros", nv)?;
+        let tets = d.upload::<GpuTet>("tets", rest.tets)?;
+        let dm_inv = d.upload("Dm^-1", &dm)?;
+        let elem = d.upload("element params", &ep)?;
+        let mass = d.upload("masses", &masses)?;
+        let offsets = d.upload("csr offsets", &csr.offsets)?;
+        let csr_tets = d.upload("csr tets", &csr.tets)?;
+        let csr_local = d.upload("csr local", &csr.local)?;
+        let energy = d.alloc::<f32>("element energy", ne)?;
+        let elem_grad = d.alloc::<GpuVec4>("element gradients", 4 * ne)?;
+        let vgrad = d.alloc::<GpuVec4>("vertex gradient", nv)?;
+        let venergy = d.alloc::<f32>("vertex energy", nv)?;
+        let np = ne.div_ceil(REDUCE_BLOCK).max(1) + nv.div_ceil(REDUCE_BLOCK).max(1);
+        let partials = d.alloc::<f32>("energy partials", np)?;
+        let dummy = d.alloc::<f32>("unused binding", 4)?;
+        Ok(ElasticEvaluator {
+            device,
+            nv,
+            ne,
+            origin: rest.origin,
+            x,
+            dx,
+            zeros,
+            tets,
+            dm_inv,
+            elem,
+            mass,
+            offsets,
+            csr_tets,
+            csr_local,
+            energy,
+            elem_grad,
+            vgrad,
+            venergy,
+            partials,
+            hess: None,
+            dummy,
+        })
+    }
+
+    /// The device (GPU or CPU) this evaluator runs on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+    /// Which adapter ran the evaluations.
+    pub fn info(&self) -> &DeviceInfo {
+        self.device.info()
+    }
+    /// The reference point positions are stored relative to (m).
+    pub fn origin(&self) -> [f64; 3] {
+        self.origin
+    }
+    /// The GPU position buffer (None on the CPU backend): `array<vec4<f32>>`, 16-byte stride,
+    /// xyz = position − [`origin`](Self::origin) in metres as of the last `evaluate`/`upload`,
+    /// w = 0; usage STORAGE | VERTEX | COPY_SRC | COPY_DST, so a host can bind it as a vertex
+    /// buffer (`Float32x4`, or `Float32x3` with stride 16) and add the origin in its transform.
+    pub fn positions_buffer(&self) -> Option<&wgpu::Buffer> {
+        self.device.as_gpu()?.buffer(self.x.id())
+    }
+
+    /// Uploads positions `x` (3n, m) relative to the origin.
+    pub fn upload_positions(&mut self, x: &[f64]) -> Result<()> {
+        let o = self.origin;
+        let v = to_vec4(x, self.nv, "x", |i, k| x[3 * i + k] - o[k])?;
+        self.device.write(&self.x, 0, &v)
+    }
+
+    /// Evaluates the incremental potential at `x` (3n, m) for predicted positions `x_tilde`
+    /// (3n, m) and time step `h` (s).
+    pub fn evaluate(
+        &mut self,
+        x: &[f64],
+        x_tilde: &[f64],
+        h: f64,
+        flags: EvalFlags,
+    ) -> Result<Evaluation> {
+        if !(h.is_finite() && h > 0.0) {
+            return Err(JelloError::Invalid(format!(
+                "evaluate: time step h = {h} must be > 0"
+            )));
+        }
+        self.upload_positions(x)?;
+        let dxv = to_vec4(x_tilde, self.nv, "x_tilde", |i, k| {
+            x[3 * i + k] - x_tilde[3 * i + k]
+        })?;
+        self.device.write(&self.dx, 0, &dxv)?;
+        let ne = self.ne as u32;
+        let nv = self.nv as u32;
+        let mut kflags = ELASTIC_GRADIENT;
+        if flags.hessian {
+            kflags |= ELASTIC_HESSIAN;
+            if flags.project {
+                kflags |= ELASTIC_PROJECT;
+            }
+            if self.hess.is_none() {
+                self.hess = Some(
+                    self.device
+                        .alloc::<f32>("element hessians", 144 * self.ne)?,
+                );
+            }
+        }
+        let hess_id = match (&self.hess, flags.hessian) {
+            (Some(h), true) => h.id(),
+            _ => self.dummy.id(),
+        };
+        let mut plan = Plan::new();
+        plan.dispatch(
+            Kernel::Elastic,
+            &[
+                self.x.id(),
+                self.tets.id(),
+                self.dm_inv.id(),
+                self.elem.id(),
+                self.energy.id(),
+                self.elem_grad.id(),
+                hess_id,
+            ],
+            Params::new().u0(kflags),
+            ne,
+        );
+        plan.dispatch(
+            Kernel::GatherGradient,
+            &[
+                self.elem_grad.id(),
+                self.offsets.id(),
+                self.csr_tets.id(),
+                self.csr_local.id(),
+                self.vgrad.id(),
+            ],
+            Params::new(),
+            nv,
+        );
+        plan.dispatch(
+            Kernel::Inertia,
+            &[
+                self.dx.id(),
+                self.zeros.id(),
+                self.mass.id(),
+                self.vgrad.id(),
+                self.venergy.id(),
+            ],
+            Params::new().f0((1.0 / (h * h)) as f32),
+            nv,
+        );
+        // First reduction pass only: partials are summed in f64 on the host.
+        let pe = self.ne.div_ceil(REDUCE_BLOCK).max(1);
+        plan.dispatch(
+            Kernel::ReduceSum,
+            &[self.energy.id(), self.partials.id()],
+            Params::new(),
+            ne,
+        );
+        plan.dispatch(
+            Kernel::ReduceSum,
+            &[self.venergy.id(), self.partials.id()],
+            Params::new().u0(pe as u32),
+            nv,
+        );
+        self.device.submit(&plan)?;
+        let partials = self.device.read(&self.partials)?;
+        let elastic_energy: f64 = partials[..pe].iter().map(|&v| v as f64).sum();
+        let inertia_energy: f64 = partials[pe..].iter().map(|&v| v as f64).sum();
+        let mut out = Evaluation {
+            energy: elastic_energy + inertia_energy,
+            elastic_energy,
+            inertia_energy,
+            ..Default::default()
+        };
+        if flags.gradient {
+            let g = self.device.read(&self.vgrad)?;
+            out.gradient = g
+                .iter()
+                .flat_map(|v| [v[0] as f64, v[1] as f64, v[2] as f64])
+                .collect();
+        }
+        if flags.hessian {
+            if let Some(hb) = &self.hess {
+                let hv = self.device.read(hb)?;
+                out.element_hessians = bytemuck::pod_collect_to_vec(&hv);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Packs a 3n f64 array into vec4 f32 with `f(i, k)` giving component k of vertex i.
+fn to_vec4(
+    a: &[f64],
+    nv: usize,
+    what: &str,
+    f: impl Fn(usize, usize) -> f64,
+) -> Result<Vec<GpuVec4>> {
+    if a.len() != 3 * nv {
+        return Err(JelloError::Invalid(format!(
+            "{what} has {} values, expected 3 × {nv}",
+            a.len()
+        )));
+    }
+    if let Some(i) = a.iter().position(|v| !v.is_finite()) {
+        return Err(JelloError::Invalid(format!("{what}[{i}] is not finite")));
+    }
+    Ok((0..nv)
+        .map(|i| [f(i, 0) as f32, f(i, 1) as f32, f(i, 2) as f32, 0.0])
+        .collect())
+}

@@ -1,0 +1,114 @@
+//! Plain-old-data types shared bit for bit between Rust and WGSL. Every type is `#[repr(C)]`,
+//! `bytemuck::Pod`, has only 4-byte scalars and its size is asserted at compile time, so there
+//! are no vec3/mat3 padding surprises: 3-vectors are stored as `[f32; 4]` (WGSL `vec4<f32>`,
+//! w unused) and 3×3 matrices as [`GpuMat3`] (WGSL `mat3x3<f32>`, three 16-byte columns).
+
+use bytemuck::{Pod, Zeroable};
+
+/// A 3-vector padded to 16 bytes: WGSL `vec4<f32>`, `.xyz` used, `.w` unused (0).
+///
+/// This is the **position buffer layout**: `array<vec4<f32>>`, 16-byte stride, xyz in metres,
+/// w unused. Hosts may bind the evaluator's position buffer as a vertex buffer with
+/// `VertexFormat::Float32x4` (or `Float32x3` with stride 16).
+pub type GpuVec4 = [f32; 4];
+
+/// A tetrahedron's 4 vertex indices: WGSL `vec4<u32>`.
+pub type GpuTet = [u32; 4];
+
+/// Column-major 3×3 f32 matrix with 16-byte columns: exactly WGSL `mat3x3<f32>` in a storage
+/// buffer (size 48, stride 48). `cols[c][r]` is row r, column c; `cols[c][3]` is padding.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct GpuMat3 {
+    /// Columns; the 4th lane of each is padding (kept 0).
+    pub cols: [[f32; 4]; 3],
+}
+
+impl GpuMat3 {
+    /// From a row-major `[[row0], [row1], [row2]]` array.
+    pub fn from_rows(r: [[f32; 3]; 3]) -> Self {
+        let mut cols = [[0.0; 4]; 3];
+        for (c, col) in cols.iter_mut().enumerate() {
+            for (i, row) in r.iter().enumerate() {
+                col[i] = row[c];
+            }
+        }
+        GpuMat3 { cols }
+    }
+    /// Entry at row `r`, column `c`.
+    pub fn get(&self, r: usize, c: usize) -> f32 {
+        self.cols[c][r]
+    }
+    /// To glam (column-major).
+    pub fn to_glam(&self) -> glam::Mat3 {
+        let c = |i: usize| glam::Vec3::new(self.cols[i][0], self.cols[i][1], self.cols[i][2]);
+        glam::Mat3::from_cols(c(0), c(1), c(2))
+    }
+    /// From glam (column-major).
+    pub fn from_glam(m: glam::Mat3) -> Self {
+        let c = |v: glam::Vec3| [v.x, v.y, v.z, 0.0];
+        GpuMat3 {
+            cols: [c(m.x_axis), c(m.y_axis), c(m.z_axis)],
+        }
+    }
+}
+
+/// Per-element material record (WGSL `ElemParams`, 16 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct ElemParams {
+    /// Shear-like parameter μ of the model (Pa).
+    pub mu: f32,
+    /// λ of the model (Pa).
+    pub lambda: f32,
+    /// Rest volume (m³).
+    pub volume: f32,
+    /// Model id, see [`GpuModel`](super::GpuModel).
+    pub model: u32,
+}
+
+/// Per-dispatch parameters (WGSL `Params`, 32 bytes, bound as a uniform with dynamic offset).
+/// `n` and `row` are filled by the runtime; the rest is kernel-specific (see each shader header).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct Params {
+    /// Number of items the dispatch covers (set by `dispatch`).
+    pub n: u32,
+    /// Workgroups per row of a 2-D dispatch (set by the runtime).
+    pub row: u32,
+    /// Kernel-specific integer parameter 0 (flags, output offset…).
+    pub u0: u32,
+    /// Kernel-specific integer parameter 1.
+    pub u1: u32,
+    /// Kernel-specific float parameter 0 (axpy's a, inertia's 1/h²…).
+    pub f0: f32,
+    /// Kernel-specific float parameter 1.
+    pub f1: f32,
+    /// Kernel-specific float parameter 2.
+    pub f2: f32,
+    /// Kernel-specific float parameter 3.
+    pub f3: f32,
+}
+
+impl Params {
+    /// All zero.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// With `u0` set.
+    pub fn u0(mut self, v: u32) -> Self {
+        self.u0 = v;
+        self
+    }
+    /// With `f0` set.
+    pub fn f0(mut self, v: f32) -> Self {
+        self.f0 = v;
+        self
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<GpuVec4>() == 16);
+const _: () = assert!(std::mem::size_of::<GpuTet>() == 16);
+const _: () = assert!(std::mem::size_of::<GpuMat3>() == 48);
+const _: () = assert!(std::mem::size_of::<ElemParams>() == 16);
+const _: () = assert!(std::mem::size_of::<Params>() == 32);

@@ -1,0 +1,169 @@
+//! The WGSL kernels, embedded with `include_str!` and preprocessed at first use.
+//!
+//! Preprocessing is one directive: a line `#import name` is replaced by
+//! `shaders/shared/name.wgsl` (each snippet once per kernel; snippets may import others).
+//! `build.rs` runs the same preprocessing and validates every kernel with naga, so a broken
+//! shader fails `cargo build`. The sources are embedded from the source tree rather than from
+//! `OUT_DIR` so that several checkouts sharing one cargo target directory can never pick up
+//! each other's generated files.
+
+use std::collections::HashSet;
+use std::sync::LazyLock;
+
+/// Kernel files (`shaders/<name>.wgsl`), sorted by name.
+static FILES: &[(&str, &str)] = &[
+    ("axpy", include_str!("../../shaders/axpy.wgsl")),
+    (
+        "deformation_gradient",
+        include_str!("../../shaders/deformation_gradient.wgsl"),
+    ),
+    ("elastic", include_str!("../../shaders/elastic.wgsl")),
+    (
+        "gather_gradient",
+        include_str!("../../shaders/gather_gradient.wgsl"),
+    ),
+    (
+        "gather_hessian_diag",
+        include_str!("../../shaders/gather_hessian_diag.wgsl"),
+    ),
+    ("inertia", include_str!("../../shaders/inertia.wgsl")),
+    ("reduce_dot", include_str!("../../shaders/reduce_dot.wgsl")),
+    (
+        "reduce_max_abs",
+        include_str!("../../shaders/reduce_max_abs.wgsl"),
+    ),
+    ("reduce_sum", include_str!("../../shaders/reduce_sum.wgsl")),
+    ("scale", include_str!("../../shaders/scale.wgsl")),
+    ("svd3", include_str!("../../shaders/svd3.wgsl")),
+];
+
+/// Shared snippets (`shaders/shared/<name>.wgsl`).
+static SHARED: &[(&str, &str)] = &[
+    ("linalg", include_str!("../../shaders/shared/linalg.wgsl")),
+    (
+        "material",
+        include_str!("../../shaders/shared/material.wgsl"),
+    ),
+    ("params", include_str!("../../shaders/shared/params.wgsl")),
+];
+
+static PREPROCESSED: LazyLock<Vec<(&'static str, String)>> = LazyLock::new(|| {
+    FILES
+        .iter()
+        .map(|(name, src)| (*name, preprocess(src, &mut HashSet::new())))
+        .collect()
+});
+
+fn preprocess(src: &str, seen: &mut HashSet<String>) -> String {
+    let mut out = String::with_capacity(src.len());
+    for line in src.lines() {
+        if let Some(rest) = line.trim_start().strip_prefix("#import") {
+            let name = rest.trim();
+            if seen.insert(name.to_string()) {
+                // build.rs has already rejected unknown snippet names.
+                if let Some((_, s)) = SHARED.iter().find(|(n, _)| *n == name) {
+                    out.push_str(&preprocess(s, seen));
+                }
+            }
+            out.push('\n');
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Names of all embedded kernels (file stems in `shaders/`).
+pub fn names() -> impl Iterator<Item = &'static str> {
+    FILES.iter().map(|(n, _)| *n)
+}
+
+/// The preprocessed WGSL of kernel `name`.
+pub fn source(name: &str) -> Option<&'static str> {
+    PREPROCESSED
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, s)| s.as_str())
+}
+
+/// How a shader accesses one of its bindings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BindingKind {
+    /// `var<uniform>`.
+    Uniform,
+    /// `var<storage, read>`.
+    StorageRead,
+    /// `var<storage, read_write>`.
+    StorageReadWrite,
+}
+
+/// One resource binding as declared by a shader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShaderBinding {
+    /// Bind group (0 = storage buffers, 1 = params).
+    pub group: u32,
+    /// Binding index.
+    pub binding: u32,
+    /// Access.
+    pub kind: BindingKind,
+}
+
+/// A shader's interface as naga sees it.
+#[derive(Clone, Debug)]
+pub struct Reflection {
+    /// Compute entry point name.
+    pub entry: String,
+    /// `@workgroup_size`.
+    pub workgroup_size: [u32; 3],
+    /// Bindings sorted by (group, binding).
+    pub bindings: Vec<ShaderBinding>,
+}
+
+/// Parses and validates kernel `name` with naga and reflects its interface.
+pub fn reflect(name: &str) -> Result<Reflection, String> {
+    use wgpu::naga;
+    let src = source(name).ok_or_else(|| format!("no shader `{name}`"))?;
+    let module = naga::front::wgsl::parse_str(src).map_err(|e| e.emit_to_string(src))?;
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::default(),
+    )
+    .validate(&module)
+    .map_err(|e| e.emit_to_string(src))?;
+    let ep = module
+        .entry_points
+        .iter()
+        .find(|e| e.stage == naga::ShaderStage::Compute)
+        .ok_or_else(|| format!("{name}: no compute entry point"))?;
+    let mut bindings = Vec::new();
+    for (_, gv) in module.global_variables.iter() {
+        let Some(rb) = &gv.binding else { continue };
+        let kind = match gv.space {
+            naga::AddressSpace::Uniform => BindingKind::Uniform,
+            naga::AddressSpace::Storage { access }
+                if access.contains(naga::StorageAccess::STORE) =>
+            {
+                BindingKind::StorageReadWrite
+            }
+            naga::AddressSpace::Storage { .. } => BindingKind::StorageRead,
+            _ => {
+                return Err(format!(
+                    "{name}: unsupported resource at binding {}",
+                    rb.binding
+                ))
+            }
+        };
+        bindings.push(ShaderBinding {
+            group: rb.group,
+            binding: rb.binding,
+            kind,
+        });
+    }
+    bindings.sort_by_key(|b| (b.group, b.binding));
+    Ok(Reflection {
+        entry: ep.name.clone(),
+        workgroup_size: ep.workgroup_size,
+        bindings,
+    })
+}

@@ -1,0 +1,34 @@
+//! CPU twins of the WGSL kernels: one Rust function per kernel, taking its resources in the
+//! shader's binding order (read-only as `&[T]`, read-write as `&mut [T]`) and the same
+//! [`Params`](super::Params). They are the CPU backend and the oracle of the GPU tests, so they
+//! mirror the WGSL operation for operation (same algorithms, same summation order, f32).
+//!
+//! Twins never panic on bad data: out-of-range indices or short buffers return
+//! `JelloError::Invalid` (the GPU would silently read clamped garbage; the device API validates
+//! lengths before dispatching on either backend).
+
+mod element;
+mod gather;
+pub mod linalg;
+pub mod material;
+mod vector;
+
+pub use element::{
+    deformation_gradient, elastic, svd3, ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT,
+};
+pub use gather::{gather_gradient, gather_hessian_diag, inertia};
+pub use vector::{axpy, reduce_dot, reduce_max_abs, reduce_sum, scale, REDUCE_BLOCK};
+
+use crate::{JelloError, Result};
+
+/// Items per rayon task in the per-element and per-vertex twins.
+pub(crate) const CHUNK: usize = 256;
+
+pub(crate) fn need(len: usize, required: usize, what: &str) -> Result<()> {
+    if len < required {
+        return Err(JelloError::Invalid(format!(
+            "{what}: buffer holds {len} items, kernel needs {required}"
+        )));
+    }
+    Ok(())
+}
