@@ -10,6 +10,7 @@
 //! per step a [`problem::StepProblem`] (the incremental potential) → a [`solver`] → a
 //! [`solver::StepReport`].
 
+pub mod compare;
 pub mod error;
 pub mod gpu;
 pub mod material;

@@ -1,8 +1,9 @@
 //! Headless runs: build the solver a scene asks for, step, write frames and `stats.json`.
 
 use crate::error::{JelloError, Result};
+use crate::gpu::Backend;
 use crate::output::{atomic_write, FrameOptions, FrameWriter, RunStats, StepStats};
-use crate::problem::Model;
+use crate::problem::{DeviceElastic, ElasticTerms, Model};
 use crate::scene::{BuiltScene, RunConfig};
 use crate::sim::Simulation;
 use crate::solver::jgs2::{
@@ -19,6 +20,35 @@ pub struct RunOptions {
     pub out_dir: Option<PathBuf>,
     /// Record per-iteration residual and energy.
     pub trace: bool,
+    /// Where element work runs: `Cpu` = the f64 reference, `Gpu` = wgpu kernels (error when no
+    /// adapter), `Auto` = GPU when an adapter exists, else the f64 CPU path.
+    pub backend: Backend,
+}
+
+/// The elastic-term evaluator for `backend`: `None` means the model's own f64 CPU path.
+/// Returns the evaluator and the adapter description (None on the CPU).
+pub fn elastic_backend(
+    model: &Model,
+    backend: Backend,
+) -> Result<(Option<DeviceElastic>, Option<String>)> {
+    match backend {
+        Backend::Cpu => Ok((None, None)),
+        Backend::Gpu => {
+            let d = DeviceElastic::new(model, Backend::Gpu)?;
+            let name = d.backend_name();
+            Ok((Some(d), Some(name)))
+        }
+        Backend::Auto => match DeviceElastic::new(model, Backend::Gpu) {
+            Ok(d) => {
+                let name = d.backend_name();
+                Ok((Some(d), Some(name)))
+            }
+            Err(e) => {
+                log::info!("no GPU adapter ({e}); running on the CPU");
+                Ok((None, None))
+            }
+        },
+    }
 }
 
 /// Builds the solver named in `config` for `model`.
@@ -105,7 +135,11 @@ pub fn run(
     let cache_dir = scene_path.parent().map(|d| d.join(".jello-cache"));
     let solver = make_solver(&config, &built.model, cache_dir.as_deref())?;
     let state = built.model.initial_state(&built.velocity);
+    let (device, adapter) = elastic_backend(&built.model, opts.backend)?;
     let mut sim = Simulation::new(built.model, state, config.h, solver)?;
+    if let Some(d) = device {
+        sim.set_elastic_backend(Box::new(d));
+    }
     let (stop, tolerance) = match config.stop {
         StopRule::Cn { eps } => ("cn", eps),
         StopRule::Dx { tol } => ("dx", tol),
@@ -115,8 +149,12 @@ pub fn run(
         solver: sim.solver_name(),
         stop: stop.into(),
         tolerance,
-        backend: "cpu".into(),
-        adapter: None,
+        backend: if adapter.is_some() {
+            "gpu".into()
+        } else {
+            "cpu".into()
+        },
+        adapter,
         vertices: sim.model.num_vertices(),
         tets: sim.model.mesh.num_tets(),
         h: config.h,

@@ -26,8 +26,9 @@ enum Cmd {
         /// Override the scene's solver (newton, jgs2, vbd).
         #[arg(long)]
         solver: Option<String>,
-        /// Where kernels run: auto (GPU when an adapter exists), cpu or gpu.
-        #[arg(long, default_value = "cpu")]
+        /// Where element work runs: auto (GPU when an adapter exists, else CPU), cpu (f64
+        /// reference) or gpu (wgpu kernels; error without an adapter).
+        #[arg(long, default_value = "auto")]
         backend: String,
         /// Override the number of steps.
         #[arg(long)]
@@ -45,6 +46,26 @@ enum Cmd {
         #[arg(long)]
         obj: bool,
     },
+    /// Run a scene on the f64 CPU path and on the GPU in lockstep and report per-step vertex
+    /// deviations; exits non-zero when a step deviates more than --max-deviation.
+    Compare {
+        /// Scene file (TOML).
+        scene: PathBuf,
+        /// Steps to compare (default: the scene's).
+        #[arg(long)]
+        steps: Option<usize>,
+        /// Override the scene's solver.
+        #[arg(long)]
+        solver: Option<String>,
+        /// Largest allowed per-step max deviation, fraction of the bounding-box diagonal.
+        #[arg(long, default_value_t = jello::compare::DEFAULT_MAX_DEVIATION)]
+        max_deviation: f64,
+        /// Also write the report as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// List GPU adapters with their limits and features.
+    Info,
     /// Build (or verify) the JGS2 subspace artifact of a scene in SCENE_DIR/.jello-cache.
     Precompute {
         /// Scene file (TOML).
@@ -100,6 +121,18 @@ fn run(cli: Cli) -> Result<()> {
             obj,
         } => cmd_run(scene, solver, backend, steps, out, stop, trace, obj),
         Cmd::Precompute { scene } => cmd_precompute(scene),
+        Cmd::Info => {
+            println!("jello {}", env!("CARGO_PKG_VERSION"));
+            println!("{}", jello::gpu::list_adapters());
+            Ok(())
+        }
+        Cmd::Compare {
+            scene,
+            steps,
+            solver,
+            max_deviation,
+            json,
+        } => cmd_compare(scene, steps, solver, max_deviation, json),
         Cmd::Mesh { cmd } => match cmd {
             MeshCmd::Info { file } => {
                 let loaded = jello::mesh::read_mesh(&file)?;
@@ -171,16 +204,14 @@ fn cmd_run(
     if obj {
         c.output.obj = true;
     }
-    match backend.as_str() {
-        "cpu" | "auto" => {}
-        "gpu" => bail!("--backend gpu: the GPU backend is not available in this build"),
-        other => bail!("--backend: unknown backend `{other}` (expected auto, cpu or gpu)"),
-    }
+    let backend: jello::gpu::Backend = backend
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--backend: {e}"))?;
     let total = c.steps;
     let verts = built.model.num_vertices();
     let tets = built.model.mesh.num_tets();
     eprintln!(
-        "jello: {} — {verts} vertices, {tets} tets, solver {}, h = {} s, {total} steps, backend cpu",
+        "jello: {} — {verts} vertices, {tets} tets, solver {}, h = {} s, {total} steps",
         scene_path.display(),
         c.solver,
         c.h
@@ -198,6 +229,7 @@ fn cmd_run(
     let opts = jello::runner::RunOptions {
         out_dir: Some(out.clone()),
         trace,
+        backend,
     };
     let (_sim, stats) = jello::runner::run(&scene_path, built, &opts, |step, r| {
         let line = format!(
@@ -220,7 +252,13 @@ fn cmd_run(
         b.finish();
     }
     println!(
-        "{} steps, {}/{} converged, {} iterations total, {:.1} ms total; wrote {}",
+        "backend {}{}: {} steps, {}/{} converged, {} iterations total, {:.1} ms total; wrote {}",
+        stats.backend,
+        stats
+            .adapter
+            .as_ref()
+            .map(|a| format!(" ({a})"))
+            .unwrap_or_default(),
         stats.steps.len(),
         stats.converged_steps,
         stats.steps.len(),
@@ -267,5 +305,62 @@ fn cmd_precompute(scene_path: PathBuf) -> Result<()> {
         "cubature relative residual: min {:.3} median {:.3} p90 {:.3} max {:.3}",
         s.residual_min, s.residual_median, s.residual_p90, s.residual_max
     );
+    Ok(())
+}
+
+fn cmd_compare(
+    scene_path: PathBuf,
+    steps: Option<usize>,
+    solver: Option<String>,
+    max_deviation: f64,
+    json: Option<PathBuf>,
+) -> Result<()> {
+    if !(max_deviation.is_finite() && max_deviation > 0.0) {
+        bail!("--max-deviation must be > 0");
+    }
+    let mut built = Scene::load(&scene_path)?.build()?;
+    if let Some(s) = solver {
+        let s = s.to_ascii_lowercase();
+        if !jello::scene::SOLVERS.contains(&s.as_str()) {
+            bail!(
+                "--solver: unknown solver `{s}` (expected one of: {})",
+                jello::scene::SOLVERS.join(", ")
+            );
+        }
+        built.config.solver = s;
+    }
+    let n = steps.unwrap_or(built.config.steps);
+    if n == 0 {
+        bail!("--steps must be ≥ 1");
+    }
+    let report = jello::compare::compare(&scene_path, &built, n)?;
+    println!(
+        "GPU: {}   (deviations relative to the bounding-box diagonal {:.4} m)",
+        report.adapter, report.diagonal
+    );
+    println!(
+        "{:>5} {:>12} {:>12} {:>8} {:>8}",
+        "step", "max dev", "mean dev", "it cpu", "it gpu"
+    );
+    for s in &report.steps {
+        let flag = if s.max_deviation > max_deviation {
+            "  > limit"
+        } else {
+            ""
+        };
+        println!(
+            "{:>5} {:>12.3e} {:>12.3e} {:>8} {:>8}{flag}",
+            s.step, s.max_deviation, s.mean_deviation, s.iterations_cpu, s.iterations_gpu
+        );
+    }
+    if let Some(p) = json {
+        let bytes = serde_json::to_vec_pretty(&report)?;
+        jello::output::atomic_write(&p, &bytes)?;
+    }
+    let worst = report.worst();
+    if worst > max_deviation {
+        bail!("max deviation {worst:.3e} exceeds --max-deviation {max_deviation:.3e}");
+    }
+    println!("ok: worst step deviation {worst:.3e} ≤ {max_deviation:.1e}");
     Ok(())
 }

@@ -8,6 +8,7 @@
 //! removed from the unknowns (their gradient rows are zero and Hessian rows identity).
 
 mod char_norm;
+mod device_elastic;
 mod hessian;
 mod model;
 mod obstacle;
@@ -15,6 +16,7 @@ mod pins;
 mod potential;
 
 pub use char_norm::CharacteristicNorm;
+pub use device_elastic::DeviceElastic;
 pub use hessian::HessianLayout;
 pub use model::{Body, Model, State};
 pub use obstacle::{barrier as barrier_derivatives, BarrierParams, Obstacle};

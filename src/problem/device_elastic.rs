@@ -1,0 +1,110 @@
+//! Ψ evaluated through the device API: the bridge that lets the f64 solvers run their element
+//! work on the GPU (f32 WGSL kernels) — or on the kernels' CPU twins — while factorisations and
+//! line searches stay on the CPU in f64.
+
+use super::{ElasticTerms, Model};
+use crate::error::Result;
+use crate::gpu::{Backend, Device, ElasticEvaluator, ElasticRest, EvalFlags};
+use std::sync::Mutex;
+
+/// [`ElasticTerms`] backed by an [`ElasticEvaluator`] on a [`Device`].
+///
+/// Gradient and element Hessians come from the device (f32). The energy used by line searches
+/// is the model's f64 sum: f32 element energies carry ~1e-7 relative error, far above the
+/// decrease a converging line search must resolve.
+pub struct DeviceElastic {
+    /// A copy of the model: the f64 energy for line searches is evaluated on it.
+    model: Model,
+    eval: Mutex<ElasticEvaluator>,
+    name: String,
+}
+
+impl DeviceElastic {
+    /// Uploads `model`'s rest data to a device of the given backend.
+    pub fn new(model: &Model, backend: Backend) -> Result<Self> {
+        Self::on_device(model, Device::new(backend)?)
+    }
+
+    /// Uploads `model`'s rest data to an existing device (e.g. one adopted from a host).
+    pub fn on_device(model: &Model, device: Device) -> Result<Self> {
+        let origin = centroid(&model.mesh.positions);
+        let eval = ElasticEvaluator::new(
+            device,
+            &ElasticRest {
+                num_vertices: model.num_vertices(),
+                tets: &model.mesh.tets,
+                rest: &model.rest,
+                materials: &model.materials,
+                masses: &model.mass,
+                origin,
+            },
+        )?;
+        let name = eval.info().to_string();
+        Ok(DeviceElastic {
+            model: model.clone(),
+            eval: Mutex::new(eval),
+            name,
+        })
+    }
+
+    /// Whether the evaluator runs on a GPU adapter (false: CPU twins).
+    pub fn is_gpu(&self) -> bool {
+        self.eval
+            .lock()
+            .map(|e| e.device().is_gpu())
+            .unwrap_or(false)
+    }
+
+    fn run(&self, x: &[f64], flags: EvalFlags) -> crate::gpu::Evaluation {
+        let mut e = self.eval.lock().unwrap_or_else(|p| p.into_inner());
+        // x̃ = x and h = 1 switch the inertia term off: only Ψ's terms are wanted here.
+        match e.evaluate(x, x, 1.0, flags) {
+            Ok(v) => v,
+            Err(err) => {
+                // The trait has no error channel; NaN makes the solver report a failed step.
+                log::error!("device evaluation failed: {err}");
+                crate::gpu::Evaluation {
+                    elastic_energy: f64::NAN,
+                    gradient: vec![f64::NAN; x.len()],
+                    element_hessians: vec![[f32::NAN; 144]; self.model.mesh.num_tets()],
+                    ..Default::default()
+                }
+            }
+        }
+    }
+}
+
+impl ElasticTerms for DeviceElastic {
+    fn elastic_energy(&self, x: &[f64]) -> f64 {
+        self.model.elastic_energy(x)
+    }
+
+    fn elastic_gradient(&self, x: &[f64], g: &mut [f64]) -> f64 {
+        let ev = self.run(x, EvalFlags::default());
+        for (gi, v) in g.iter_mut().zip(&ev.gradient) {
+            *gi += v;
+        }
+        self.model.elastic_energy(x)
+    }
+
+    fn elastic_element_hessians(&self, x: &[f64], out: &mut Vec<[f64; 144]>) {
+        let ev = self.run(x, EvalFlags::newton());
+        out.clear();
+        out.extend(ev.element_hessians.iter().map(|h| h.map(|v| v as f64)));
+    }
+
+    fn backend_name(&self) -> String {
+        self.name.clone()
+    }
+}
+
+fn centroid(p: &[[f64; 3]]) -> [f64; 3] {
+    let n = p.len().max(1) as f64;
+    let mut c = [0.0; 3];
+    for q in p {
+        for k in 0..3 {
+            c[k] += q[k] / n;
+        }
+    }
+    c
+}
