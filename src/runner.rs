@@ -2,7 +2,7 @@
 
 use crate::error::{JelloError, Result};
 use crate::gpu::Backend;
-use crate::output::{atomic_write, FrameOptions, FrameWriter, RunStats, StepStats};
+use crate::output::{atomic_write, FrameOptions, FramePainter, FrameWriter, RunStats, StepStats};
 use crate::problem::{DeviceElastic, ElasticTerms, Model};
 use crate::scene::{BuiltScene, RunConfig};
 use crate::sim::Simulation;
@@ -181,8 +181,23 @@ pub fn run(
         }
         Ok(())
     };
+    let painter = match (&opts.out_dir, config.output.png) {
+        (Some(_), true) => Some(FramePainter::new(
+            &sim.model,
+            (config.output.png_size[0], config.output.png_size[1]),
+            opts.backend != Backend::Cpu,
+        )?),
+        _ => None,
+    };
+    let paint = |index: usize, x: &[f64]| -> Result<()> {
+        if let (Some(p), Some(d)) = (&painter, &opts.out_dir) {
+            p.paint(x, &d.join("frames").join(format!("frame_{index:05}.png")))?;
+        }
+        Ok(())
+    };
     if let Some(f) = frames.as_mut() {
         f.write(0, 0.0, &sim.model.mesh, &sim.state.x, &sim.state.v)?;
+        paint(0, &sim.state.x)?;
     }
     for step in 1..=config.steps {
         let report = sim.step(opts.trace)?;
@@ -193,13 +208,8 @@ pub fn run(
         stats.steps.push(StepStats::new(step, sim.state.t, report));
         if step % config.output.every == 0 || step == config.steps {
             if let Some(f) = frames.as_mut() {
-                f.write(
-                    step,
-                    sim.state.t,
-                    &sim.model.mesh,
-                    &sim.state.x,
-                    &sim.state.v,
-                )?;
+                f.write(step, sim.state.t, &sim.model.mesh, &sim.state.x, &sim.state.v)?;
+                paint(step, &sim.state.x)?;
             }
             write_stats(&stats)?;
         }

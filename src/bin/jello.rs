@@ -45,6 +45,9 @@ enum Cmd {
         /// Also write an .obj surface per frame.
         #[arg(long)]
         obj: bool,
+        /// Also render a PNG per frame (fixed camera framing the scene).
+        #[arg(long)]
+        png: bool,
     },
     /// Run a scene on the f64 CPU path and on the GPU in lockstep and report per-step vertex
     /// deviations; exits non-zero when a step deviates more than --max-deviation.
@@ -119,7 +122,8 @@ fn run(cli: Cli) -> Result<()> {
             stop,
             trace,
             obj,
-        } => cmd_run(scene, solver, backend, steps, out, stop, trace, obj),
+            png,
+        } => cmd_run(scene, solver, backend, steps, out, stop, trace, obj, png),
         Cmd::Precompute { scene } => cmd_precompute(scene),
         Cmd::Info => {
             println!("jello {}", env!("CARGO_PKG_VERSION"));
@@ -169,6 +173,7 @@ fn cmd_run(
     stop: Option<String>,
     trace: bool,
     obj: bool,
+    png: bool,
 ) -> Result<()> {
     let scene = Scene::load(&scene_path)?;
     let mut built = scene.build()?;
@@ -203,6 +208,9 @@ fn cmd_run(
     }
     if obj {
         c.output.obj = true;
+    }
+    if png {
+        c.output.png = true;
     }
     let backend: jello::gpu::Backend = backend
         .parse()

@@ -2,8 +2,10 @@
 
 mod atomic;
 mod frames;
+mod pictures;
 mod stats;
 
 pub use atomic::{atomic_write, atomic_write_with};
 pub use frames::{FrameOptions, FrameWriter};
+pub use pictures::FramePainter;
 pub use stats::{RunStats, StepStats};
