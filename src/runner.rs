@@ -208,7 +208,13 @@ pub fn run(
         stats.steps.push(StepStats::new(step, sim.state.t, report));
         if step % config.output.every == 0 || step == config.steps {
             if let Some(f) = frames.as_mut() {
-                f.write(step, sim.state.t, &sim.model.mesh, &sim.state.x, &sim.state.v)?;
+                f.write(
+                    step,
+                    sim.state.t,
+                    &sim.model.mesh,
+                    &sim.state.x,
+                    &sim.state.v,
+                )?;
                 paint(step, &sim.state.x)?;
             }
             write_stats(&stats)?;

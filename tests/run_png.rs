@@ -33,11 +33,17 @@ fn run_png_frames_show_the_body_where_it_is() {
     assert!(painter.on_gpu(), "the frame painter must use the adapter");
     let out = std::env::temp_dir().join(format!("jello-run-png-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
-    let opts = RunOptions { out_dir: Some(out.clone()), trace: false, backend: Backend::Auto };
+    let opts = RunOptions {
+        out_dir: Some(out.clone()),
+        trace: false,
+        backend: Backend::Auto,
+    };
     let (sim, _) = run(&scene_path, built, &opts, |_, _| {}).unwrap();
     let read = |name: &str| {
         let file = std::fs::File::open(out.join("frames").join(name)).unwrap();
-        let mut dec = png::Decoder::new(std::io::BufReader::new(file)).read_info().unwrap();
+        let mut dec = png::Decoder::new(std::io::BufReader::new(file))
+            .read_info()
+            .unwrap();
         let mut buf = vec![0; dec.output_buffer_size().unwrap()];
         let info = dec.next_frame(&mut buf).unwrap();
         assert_eq!((info.width, info.height), (320, 240));
@@ -58,14 +64,27 @@ fn run_png_frames_show_the_body_where_it_is() {
     let (last, _) = read("frame_00012.png");
     let (_, y0, n0) = centroid_px(&first, w);
     let (_, y1, n1) = centroid_px(&last, w);
-    assert!(n0 > 200.0 && n1 > 200.0, "frames must show the body ({n0}, {n1} body pixels)");
-    assert!(y1 > y0 + 2.0, "the falling ball must move down the image: {y0} → {y1}");
+    assert!(
+        n0 > 200.0 && n1 > 200.0,
+        "frames must show the body ({n0}, {n1} body pixels)"
+    );
+    assert!(
+        y1 > y0 + 2.0,
+        "the falling ball must move down the image: {y0} → {y1}"
+    );
     // The simulated centre of mass, projected with the run's camera, lands on a body pixel.
     let x = &sim.state.x;
     let n = x.len() / 3;
-    let c: [f32; 3] = std::array::from_fn(|k| (x.iter().skip(k).step_by(3).sum::<f64>() / n as f64) as f32);
-    let [px, py, _] = painter.camera().project_to_pixel(c, 320, 240).expect("centre in view");
+    let c: [f32; 3] =
+        std::array::from_fn(|k| (x.iter().skip(k).step_by(3).sum::<f64>() / n as f64) as f32);
+    let [px, py, _] = painter
+        .camera()
+        .project_to_pixel(c, 320, 240)
+        .expect("centre in view");
     let i = 4 * (py as usize * 320 + px as usize);
-    assert!(body_like([last[i], last[i + 1], last[i + 2], 255]), "pixel at the projected centre is not the body");
+    assert!(
+        body_like([last[i], last[i + 1], last[i + 2], 255]),
+        "pixel at the projected centre is not the body"
+    );
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -45,7 +45,11 @@ impl FramePainter {
             hi[k] += pad;
         }
         let camera = Camera::framing(lo, hi, size.0 as f32 / size.1 as f32)?;
-        let gpu = if use_gpu { GpuDevice::new_headless().ok() } else { None };
+        let gpu = if use_gpu {
+            GpuDevice::new_headless().ok()
+        } else {
+            None
+        };
         Ok(FramePainter {
             gpu,
             camera,
@@ -82,7 +86,14 @@ impl FramePainter {
                 self.ground,
                 path,
             ),
-            None => render_png_cpu(&pos, &self.triangles, &self.camera, self.size, self.ground, path),
+            None => render_png_cpu(
+                &pos,
+                &self.triangles,
+                &self.camera,
+                self.size,
+                self.ground,
+                path,
+            ),
         }
     }
 }

@@ -47,6 +47,27 @@ impl DeviceElastic {
         })
     }
 
+    /// The device's position buffer (`array<vec4<f32>>`, xyz in metres relative to
+    /// [`DeviceElastic::origin`], 16-byte stride, usage STORAGE | VERTEX | COPY_SRC | COPY_DST):
+    /// a host binds it as a vertex buffer to draw without a CPU copy. `None` on the CPU twins.
+    /// Call [`DeviceElastic::sync_positions`] after a step so it holds the step's result.
+    pub fn positions_buffer(&self) -> Option<wgpu::Buffer> {
+        let e = self.eval.lock().unwrap_or_else(|p| p.into_inner());
+        e.positions_buffer().cloned()
+    }
+
+    /// Uploads positions `x` (flattened, m) into the position buffer.
+    pub fn sync_positions(&self, x: &[f64]) -> Result<()> {
+        let mut e = self.eval.lock().unwrap_or_else(|p| p.into_inner());
+        e.upload_positions(x)
+    }
+
+    /// The point positions on the device are relative to (the rest centroid), m.
+    pub fn origin(&self) -> [f64; 3] {
+        let e = self.eval.lock().unwrap_or_else(|p| p.into_inner());
+        e.origin()
+    }
+
     /// Whether the evaluator runs on a GPU adapter (false: CPU twins).
     pub fn is_gpu(&self) -> bool {
         self.eval
@@ -107,4 +128,21 @@ fn centroid(p: &[[f64; 3]]) -> [f64; 3] {
         }
     }
     c
+}
+
+/// Shared ownership lets a host keep a handle (for the position buffer) while the simulation
+/// uses the evaluator.
+impl ElasticTerms for std::sync::Arc<DeviceElastic> {
+    fn elastic_energy(&self, x: &[f64]) -> f64 {
+        self.as_ref().elastic_energy(x)
+    }
+    fn elastic_gradient(&self, x: &[f64], g: &mut [f64]) -> f64 {
+        self.as_ref().elastic_gradient(x, g)
+    }
+    fn elastic_element_hessians(&self, x: &[f64], out: &mut Vec<[f64; 144]>) {
+        self.as_ref().elastic_element_hessians(x, out)
+    }
+    fn backend_name(&self) -> String {
+        self.as_ref().backend_name()
+    }
 }
