@@ -200,10 +200,7 @@ fn main() {
         rayon::current_num_threads()
     );
     let mut rows = vec![twist(twist_steps)];
-    println!(
-        "twist per-step iterations: {:?}",
-        rows[0].iterations
-    );
+    println!("twist per-step iterations: {:?}", rows[0].iterations);
     if node.exists() {
         for ordering in [Ordering::NestedDissection { block: 3 }, Ordering::Amd] {
             let Some(model) = armadillo_model(&node) else {

@@ -81,14 +81,22 @@ fn static_tip_deflection(model: &str, h: f64, max_steps: usize) -> f64 {
         .collect();
     assert_eq!(tip.len(), (CELLS[1] + 1) * (CELLS[2] + 1));
     let pinned = built.model.pinned.iter().filter(|&&p| p).count();
-    assert_eq!(pinned, (CELLS[1] + 1) * (CELLS[2] + 1), "the clamp is the x = 0 face");
+    assert_eq!(
+        pinned,
+        (CELLS[1] + 1) * (CELLS[2] + 1),
+        "the clamp is the x = 0 face"
+    );
     let solver = make_solver(&built.config, &built.model).unwrap();
     let state = built.model.initial_state(&built.velocity);
     let mut sim = Simulation::new(built.model, state, h, solver).unwrap();
     let mut last = f64::NAN;
     for step in 0..max_steps {
         let r = sim.step(false).unwrap();
-        assert!(r.converged, "{model} step {step}: residual {:e}", r.residual);
+        assert!(
+            r.converged,
+            "{model} step {step}: residual {:e}",
+            r.residual
+        );
         let tip_y: f64 = tip
             .iter()
             .map(|&v| sim.model.mesh.positions[v][1] - sim.state.x[3 * v + 1])
@@ -117,8 +125,16 @@ fn check(model: &str, delta: f64) {
         CELLS[1],
         CELLS[2]
     );
-    assert!(delta / L < 0.01, "not a small deflection: δ/L = {}", delta / L);
-    assert!(err.abs() < 0.05, "{model}: error {:.2}% exceeds 5%", 100.0 * err);
+    assert!(
+        delta / L < 0.01,
+        "not a small deflection: δ/L = {}",
+        delta / L
+    );
+    assert!(
+        err.abs() < 0.05,
+        "{model}: error {:.2}% exceeds 5%",
+        100.0 * err
+    );
 }
 
 /// Linear elasticity: the incremental potential is quadratic, so each step is one exact Newton
@@ -138,5 +154,9 @@ fn stable_neo_hookean_cantilever_matches_euler_bernoulli() {
     let lin = static_tip_deflection("linear", 1000.0, 4);
     let rel = (d - lin).abs() / lin;
     eprintln!("stable NH vs linear: {:.3e} relative", rel);
-    assert!(rel < 0.005, "stable NH and linear differ by {:.3}%", 100.0 * rel);
+    assert!(
+        rel < 0.005,
+        "stable NH and linear differ by {:.3}%",
+        100.0 * rel
+    );
 }

@@ -56,8 +56,14 @@ fn ball_drops_touches_the_ground_and_bounces_without_penetration_or_inversion() 
         let y = min_y(&sim);
         let ratio = sim.model.min_volume_ratio(&sim.state.x);
         let vy = com_vy(&sim);
-        assert!(y > 0.0, "step {step}: a vertex is at or below the ground (y = {y:e})");
-        assert!(ratio > 0.0, "step {step}: an element inverted (min volume ratio {ratio})");
+        assert!(
+            y > 0.0,
+            "step {step}: a vertex is at or below the ground (y = {y:e})"
+        );
+        assert!(
+            ratio > 0.0,
+            "step {step}: an element inverted (min volume ratio {ratio})"
+        );
         if y < lowest {
             lowest = y;
             lowest_step = step;

@@ -41,9 +41,9 @@ fn simulation(gravity: [f64; 3]) -> Simulation {
     // The scene's velocity is rigid (throw + spin about the centroid): check that, then make it
     // non-rigid.
     let p = &built.model.mesh.positions;
-    let c = p.iter().fold([0.0; 3], |a, q| {
-        [a[0] + q[0], a[1] + q[1], a[2] + q[2]]
-    });
+    let c = p
+        .iter()
+        .fold([0.0; 3], |a, q| [a[0] + q[0], a[1] + q[1], a[2] + q[2]]);
     let c = c.map(|s| s / p.len() as f64);
     for (v, q) in built.velocity.iter_mut().zip(p) {
         let r = sub(*q, c);
@@ -81,7 +81,10 @@ fn spinning_deforming_body_conserves_linear_momentum() {
     let mut sim = simulation([0.0; 3]);
     let p0 = sim.model.linear_momentum(&sim.state.v);
     let l0 = sim.model.angular_momentum(&sim.state.x, &sim.state.v);
-    assert!(norm(p0) > 1.0 && norm(l0) > 0.01, "the body moves and spins");
+    assert!(
+        norm(p0) > 1.0 && norm(l0) > 0.01,
+        "the body moves and spins"
+    );
     let mut max_strain: f64 = 0.0;
     for step in 1..=20 {
         let r = sim.step(false).unwrap();
@@ -103,7 +106,10 @@ fn spinning_deforming_body_conserves_linear_momentum() {
         "angular momentum drift over 20 steps (implicit Euler, reported not asserted): {:.3e} relative",
         norm(sub(l, l0)) / norm(l0)
     );
-    assert!(max_strain > 0.01, "the body must deform, max edge strain {max_strain}");
+    assert!(
+        max_strain > 0.01,
+        "the body must deform, max edge strain {max_strain}"
+    );
     assert!(sim.model.min_volume_ratio(&sim.state.x) > 0.0);
 }
 
@@ -122,7 +128,10 @@ fn gravity_changes_linear_momentum_by_h_g_m_each_step() {
         let p1 = sim.model.linear_momentum(&sim.state.v);
         let dp = sub(p1, p);
         let err = norm(sub(dp, impulse)) / (norm(p) + norm(impulse));
-        eprintln!("step {step:2}: {} it, |Δp − h g M| / (|p| + |h g M|) = {err:.2e}", r.iterations);
+        eprintln!(
+            "step {step:2}: {} it, |Δp − h g M| / (|p| + |h g M|) = {err:.2e}",
+            r.iterations
+        );
         assert!(err < 1e-9, "step {step}: Δp = {dp:?}, h g M = {impulse:?}");
         p = p1;
     }

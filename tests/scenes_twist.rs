@@ -57,7 +57,10 @@ fn twist_scene_converges_every_step() {
         stats.total_iterations as f64 / steps as f64,
         iterations.iter().max().unwrap()
     );
-    assert!(failures.is_empty(), "steps not converged (step, its, residual): {failures:?}");
+    assert!(
+        failures.is_empty(),
+        "steps not converged (step, its, residual): {failures:?}"
+    );
     assert_eq!(stats.converged_steps, steps);
     assert_eq!(stats.steps.len(), steps);
     // Every iteration that was taken reduced the residual below ε by the end of its step.
@@ -73,16 +76,28 @@ fn twist_scene_converges_every_step() {
     let cap = 0.1 * std::f64::consts::PI * t;
     let a_right = section_angle(&rest, &sim.state.x, 0.5);
     let a_left = section_angle(&rest, &sim.state.x, -0.5);
-    assert!((a_right - cap).abs() < 1e-9 && (a_left + cap).abs() < 1e-9, "pins follow the script");
+    assert!(
+        (a_right - cap).abs() < 1e-9 && (a_left + cap).abs() < 1e-9,
+        "pins follow the script"
+    );
     let a_mid = section_angle(&rest, &sim.state.x, 0.0);
     let a_q = section_angle(&rest, &sim.state.x, 0.25);
     let a_mq = section_angle(&rest, &sim.state.x, -0.25);
     eprintln!(
         "t = {t} s: cap ±{cap:.4} rad, section angles: x=-0.25 {a_mq:.4}, x=0 {a_mid:.4}, x=0.25 {a_q:.4}"
     );
-    assert!(a_mid.abs() < 0.02 * cap, "middle section turned {a_mid} rad");
-    assert!((a_q - cap / 2.0).abs() < 0.1 * cap / 2.0, "x = 0.25 turned {a_q} rad");
-    assert!((a_mq + cap / 2.0).abs() < 0.1 * cap / 2.0, "x = -0.25 turned {a_mq} rad");
+    assert!(
+        a_mid.abs() < 0.02 * cap,
+        "middle section turned {a_mid} rad"
+    );
+    assert!(
+        (a_q - cap / 2.0).abs() < 0.1 * cap / 2.0,
+        "x = 0.25 turned {a_q} rad"
+    );
+    assert!(
+        (a_mq + cap / 2.0).abs() < 0.1 * cap / 2.0,
+        "x = -0.25 turned {a_mq} rad"
+    );
 }
 
 /// The ε = 1e-5 trajectory is the converged one: over the whole run it stays within 1e-4 m
@@ -114,5 +129,8 @@ fn twist_at_cn_tolerance_tracks_the_tightly_converged_trajectory() {
         .map(|(a, b)| (a - b).abs())
         .fold(0.0, f64::max);
     eprintln!("max |x(ε = 1e-5) − x(ε = 1e-10)| after 2 s = {d:.3e} m");
-    assert!(d < 1e-4, "ε = 1e-5 drifts {d:e} m from the converged trajectory");
+    assert!(
+        d < 1e-4,
+        "ε = 1e-5 drifts {d:e} m from the converged trajectory"
+    );
 }
