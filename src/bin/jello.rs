@@ -101,11 +101,18 @@ fn main() {
     let cli = Cli::parse();
     if let Err(e) = run(cli) {
         // One line with the cause chain, non-zero exit, no panic.
-        let msg = e
-            .chain()
-            .map(|c| c.to_string())
-            .collect::<Vec<_>>()
-            .join(": ");
+        // JelloError::Io's Display already includes its source; skip causes already shown.
+        let mut msg = String::new();
+        for c in e.chain() {
+            let c = c.to_string();
+            if !msg.contains(&c) {
+                if !msg.is_empty() {
+                    msg.push_str(": ");
+                }
+                msg.push_str(&c);
+            }
+        }
+        let msg = msg.replace('\n', " ");
         eprintln!("error: {msg}");
         std::process::exit(1);
     }

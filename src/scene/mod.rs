@@ -39,11 +39,66 @@ impl Scene {
                 .span()
                 .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
                 .unwrap_or(0);
-            JelloError::parse(path, line, e.message().replace('\n', " "))
+            let msg = e.message().replace('\n', " ");
+            // serde's messages do not say where (e.g. "invalid type: string, expected f64"):
+            // name the dotted key at the error's position when the text parses as TOML.
+            let key = e.span().and_then(|s| key_at(text, s.start));
+            let msg = match key {
+                Some(k) => format!("key `{k}`: {msg}"),
+                None => msg,
+            };
+            JelloError::parse(path, line, msg)
         })?;
         Ok(Scene {
             path: path.to_path_buf(),
             spec,
         })
     }
+}
+
+/// The dotted key path (`objects[0].material.density`) of the innermost key or value whose
+/// span contains byte offset `pos`, or `None` if `text` is not valid TOML or nothing matches.
+fn key_at(text: &str, pos: usize) -> Option<String> {
+    use toml::de::{DeTable, DeValue};
+    fn in_span(span: std::ops::Range<usize>, pos: usize) -> bool {
+        span.start <= pos && pos < span.end.max(span.start + 1)
+    }
+    fn search(table: &DeTable, pos: usize, path: &mut String) -> bool {
+        for (k, v) in table.iter() {
+            let len = path.len();
+            if !path.is_empty() {
+                path.push('.');
+            }
+            path.push_str(k.get_ref());
+            if in_span(k.span(), pos) {
+                return true;
+            }
+            match v.get_ref() {
+                DeValue::Table(t) if search(t, pos, path) => return true,
+                DeValue::Array(a) => {
+                    for (i, e) in a.iter().enumerate() {
+                        let len = path.len();
+                        path.push_str(&format!("[{i}]"));
+                        let found = match e.get_ref() {
+                            DeValue::Table(t) => search(t, pos, path) || in_span(e.span(), pos),
+                            _ => in_span(e.span(), pos),
+                        };
+                        if found {
+                            return true;
+                        }
+                        path.truncate(len);
+                    }
+                }
+                _ => {}
+            }
+            if in_span(v.span(), pos) {
+                return true;
+            }
+            path.truncate(len);
+        }
+        false
+    }
+    let doc = DeTable::parse(text).ok()?;
+    let mut path = String::new();
+    search(doc.get_ref(), pos, &mut path).then_some(path)
 }

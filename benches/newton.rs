@@ -1,0 +1,299 @@
+//! Projected Newton per-step cost: the twist bar (assets/scenes/twist.toml) and the
+//! armadillo_114k swinging from its top under gravity (skipped when /work/shared is absent),
+//! with the assembly / factorisation / solve / line-search split, the Cholesky fill, and METIS
+//! nested dissection against AMD on the armadillo.
+//!
+//! `cargo bench --bench newton`. Env: `JELLO_BENCH_TWIST_STEPS` (default 40),
+//! `JELLO_BENCH_ARMADILLO_STEPS` (default 5), `JELLO_BENCH_ARMADILLO` (path of the .node file,
+//! default /work/shared/meshes/armadillo_114k.node).
+
+use jello::material::{Material, MaterialModel};
+use jello::mesh::read_mesh;
+use jello::problem::{BarrierParams, Body, HessianLayout, Model, Pin, Script, StepProblem};
+use jello::scene::Scene;
+use jello::sim::Simulation;
+use jello::solver::{NewtonParams, NewtonSolver, StepTimings};
+use jello_precompute::cholesky::{Ordering, SparseCholesky};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// One table row.
+struct Row {
+    case: String,
+    ordering: &'static str,
+    vertices: usize,
+    tets: usize,
+    steps: usize,
+    converged: usize,
+    iterations: Vec<usize>,
+    analyse_ms: f64,
+    factor_nnz: usize,
+    step_ms: f64,
+    split: StepTimings,
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+fn ordering_name(o: Ordering) -> &'static str {
+    match o {
+        Ordering::NestedDissection { .. } => "metis-nd(3)",
+        Ordering::Amd => "amd",
+        Ordering::Identity => "identity",
+    }
+}
+
+/// Runs `steps` Newton steps of `model` from rest (velocity `vel`) and collects the figures.
+fn bench_model(
+    case: &str,
+    model: Model,
+    vel: &[[f64; 3]],
+    h: f64,
+    steps: usize,
+    params: NewtonParams,
+) -> Row {
+    let t0 = Instant::now();
+    let solver = NewtonSolver::new(&model, params).expect("symbolic analysis");
+    let analyse_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let factor_nnz = solver.factor_nnz();
+    let (vertices, tets) = (model.num_vertices(), model.mesh.num_tets());
+    let state = model.initial_state(vel);
+    let mut sim = Simulation::new(model, state, h, Box::new(solver)).expect("simulation");
+    let mut row = Row {
+        case: case.into(),
+        ordering: ordering_name(params.ordering),
+        vertices,
+        tets,
+        steps,
+        converged: 0,
+        iterations: Vec::with_capacity(steps),
+        analyse_ms,
+        factor_nnz,
+        step_ms: 0.0,
+        split: StepTimings::default(),
+    };
+    for _ in 0..steps {
+        let r = sim.step(false).expect("step");
+        row.converged += r.converged as usize;
+        row.iterations.push(r.iterations);
+        row.step_ms += r.wall_ms;
+        row.split.assembly_ms += r.timings.assembly_ms;
+        row.split.factor_ms += r.timings.factor_ms;
+        row.split.solve_ms += r.timings.solve_ms;
+        row.split.line_search_ms += r.timings.line_search_ms;
+    }
+    assert!(
+        sim.model.min_volume_ratio(&sim.state.x) > 0.0,
+        "{case}: an element inverted"
+    );
+    row
+}
+
+fn twist(steps: usize) -> Row {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenes/twist.toml");
+    let built = Scene::load(&path)
+        .and_then(|s| s.build())
+        .expect("twist scene");
+    let params = NewtonParams {
+        stop: built.config.stop,
+        ..NewtonParams::default()
+    };
+    bench_model(
+        "twist bar",
+        built.model,
+        &built.velocity,
+        built.config.h,
+        steps,
+        params,
+    )
+}
+
+/// The armadillo hanging from the vertices within 2% of its bounding-box top (+y), released
+/// from rest under gravity: stable Neo-Hookean, E = 5e5 Pa, ν = 0.4, ρ = 1000 kg/m³, h = 0.02 s.
+fn armadillo_model(node: &Path) -> Option<Model> {
+    let mesh = match read_mesh(node) {
+        Ok(m) => m.mesh,
+        Err(e) => {
+            eprintln!("skipping the armadillo: {e}");
+            return None;
+        }
+    };
+    let (lo, hi) = mesh.bounding_box().expect("non-empty mesh");
+    let y_cut = hi[1] - 0.02 * (hi[1] - lo[1]);
+    let vertices: Vec<u32> = (0..mesh.num_vertices() as u32)
+        .filter(|&v| mesh.positions[v as usize][1] >= y_cut)
+        .collect();
+    let start = vertices
+        .iter()
+        .map(|&v| mesh.positions[v as usize])
+        .collect();
+    let (nv, nt) = (mesh.num_vertices(), mesh.num_tets());
+    let mat = Material::from_young_poisson(MaterialModel::StableNeoHookean, 5e5, 0.4).unwrap();
+    let model = Model::new(
+        mesh,
+        vec![Body {
+            name: "armadillo".into(),
+            vertices: 0..nv,
+            tets: 0..nt,
+        }],
+        vec![mat; nt],
+        vec![1000.0; nt],
+        [0.0, -9.81, 0.0],
+        vec![Pin {
+            vertices,
+            start,
+            script: Script::Fixed,
+        }],
+        vec![],
+        BarrierParams {
+            dhat: 1e-3,
+            kappa: 1.0,
+        },
+    )
+    .expect("armadillo model");
+    Some(model)
+}
+
+/// The orderings on one and the same matrix: the projected Hessian of the armadillo's first step
+/// at its inertial start, factorised and solved `reps` times per ordering, alternating, keeping
+/// the fastest run of each (robust to other load on the machine).
+fn ordering_comparison(model: &Model, reps: usize) {
+    let vel = vec![[0.0; 3]; model.num_vertices()];
+    let state = model.initial_state(&vel);
+    let problem = StepProblem::new(model, &state, 0.02);
+    let layout = HessianLayout::new(model).expect("layout");
+    let mut matrix = layout.zeros();
+    let mut scratch = Vec::new();
+    let t0 = Instant::now();
+    problem.hessian(model, &problem.x_start, &layout, &mut matrix, &mut scratch);
+    let assemble_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let mut g = vec![0.0; problem.x_start.len()];
+    problem.gradient(model, &problem.x_start, &mut g);
+    let orderings = [Ordering::NestedDissection { block: 3 }, Ordering::Amd];
+    let mut factors = Vec::new();
+    let mut analyse = Vec::new();
+    for o in orderings {
+        let t0 = Instant::now();
+        factors.push(SparseCholesky::analyze(layout.pattern.clone(), o).expect("analyse"));
+        analyse.push(t0.elapsed().as_secs_f64() * 1e3);
+    }
+    let mut best = vec![(f64::INFINITY, f64::INFINITY); orderings.len()];
+    let mut solutions: Vec<Vec<f64>> = vec![Vec::new(); orderings.len()];
+    for _ in 0..reps {
+        for (k, f) in factors.iter_mut().enumerate() {
+            let t0 = Instant::now();
+            f.refactor(&matrix).expect("refactor");
+            let fac = t0.elapsed().as_secs_f64() * 1e3;
+            let mut x: Vec<f64> = g.iter().map(|v| -v).collect();
+            let t0 = Instant::now();
+            f.solve_in_place(&mut x).expect("solve");
+            let sol = t0.elapsed().as_secs_f64() * 1e3;
+            best[k] = (best[k].0.min(fac), best[k].1.min(sol));
+            solutions[k] = x;
+        }
+    }
+    // Both orderings solve the same system: their Newton directions must agree.
+    let diff = solutions[0]
+        .iter()
+        .zip(&solutions[1])
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    let scale = solutions[0].iter().map(|v| v.abs()).fold(0.0, f64::max);
+    println!(
+        "\narmadillo_114k, one projected Hessian ({} DOFs, {} stored upper entries, assembled in {:.0} ms), best of {reps}:",
+        g.len(),
+        matrix.values().len(),
+        assemble_ms
+    );
+    println!("| ordering | analyse ms | factor nnz | factor ms | solve ms |");
+    println!("|---|---|---|---|---|");
+    for (k, o) in orderings.iter().enumerate() {
+        println!(
+            "| {} | {:.0} | {} | {:.1} | {:.1} |",
+            ordering_name(*o),
+            analyse[k],
+            factors[k].factor_nnz(),
+            best[k].0,
+            best[k].1
+        );
+    }
+    println!(
+        "(max |dx_nd − dx_amd| / max |dx| = {:.1e})",
+        diff / scale.max(1e-300)
+    );
+}
+
+fn print_table(rows: &[Row]) {
+    println!(
+        "\n| case | ordering | verts | tets | steps (conv.) | Newton it/step (min–max) | ms/step | assembly | factor | solve | line search | analyse ms | factor nnz |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for r in rows {
+        let n = r.steps.max(1) as f64;
+        let it: usize = r.iterations.iter().sum();
+        println!(
+            "| {} | {} | {} | {} | {} ({}) | {:.2} ({}–{}) | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} | {} |",
+            r.case,
+            r.ordering,
+            r.vertices,
+            r.tets,
+            r.steps,
+            r.converged,
+            it as f64 / n,
+            r.iterations.iter().min().unwrap_or(&0),
+            r.iterations.iter().max().unwrap_or(&0),
+            r.step_ms / n,
+            r.split.assembly_ms / n,
+            r.split.factor_ms / n,
+            r.split.solve_ms / n,
+            r.split.line_search_ms / n,
+            r.analyse_ms,
+            r.factor_nnz
+        );
+    }
+    println!("(times are means per step, ms; 'analyse' is the one-off symbolic factorisation)");
+}
+
+fn main() {
+    let twist_steps = env_usize("JELLO_BENCH_TWIST_STEPS", 40);
+    let arm_steps = env_usize("JELLO_BENCH_ARMADILLO_STEPS", 5);
+    let node = std::env::var("JELLO_BENCH_ARMADILLO")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from("/work/shared/meshes/armadillo_114k.node"));
+    println!(
+        "projected Newton (f64, CN ε = 1e-5), {} rayon threads",
+        rayon::current_num_threads()
+    );
+    let mut rows = vec![twist(twist_steps)];
+    println!("twist per-step iterations: {:?}", rows[0].iterations);
+    if node.exists() {
+        for ordering in [Ordering::NestedDissection { block: 3 }, Ordering::Amd] {
+            let Some(model) = armadillo_model(&node) else {
+                break;
+            };
+            let vel = vec![[0.0; 3]; model.num_vertices()];
+            let params = NewtonParams {
+                ordering,
+                ..NewtonParams::default()
+            };
+            let row = bench_model("armadillo_114k", model, &vel, 0.02, arm_steps, params);
+            println!(
+                "armadillo ({}) per-step iterations: {:?}",
+                row.ordering, row.iterations
+            );
+            rows.push(row);
+        }
+    } else {
+        println!("skipping the armadillo: {} not found", node.display());
+    }
+    print_table(&rows);
+    if node.exists() {
+        if let Some(model) = armadillo_model(&node) {
+            ordering_comparison(&model, env_usize("JELLO_BENCH_ORDERING_REPS", 3));
+        }
+    }
+}
