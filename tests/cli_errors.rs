@@ -342,6 +342,8 @@ fn run_cantilever(test: &str, extra: &[&str]) -> (PathBuf, serde_json::Value) {
         scene.to_str().unwrap(),
         "--steps",
         "3",
+        "--backend",
+        "cpu",
         "--out",
         out_dir.to_str().unwrap(),
     ];

@@ -66,3 +66,25 @@ fn newton_drop_gpu_matches_cpu() {
     // Includes the impact: barrier terms are f64 on the CPU in both runs.
     check("drop.toml", 30, 1e-5);
 }
+
+/// `--backend gpu` runs on an adapter and says which one in stats.json.
+#[test]
+fn gpu_run_reports_its_adapter() {
+    if !gpu_or_skip() {
+        return;
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenes/cantilever.toml");
+    let mut built = Scene::load(&path).unwrap().build().unwrap();
+    built.config.steps = 2;
+    let opts = jello::runner::RunOptions {
+        out_dir: None,
+        trace: false,
+        backend: jello::gpu::Backend::Gpu,
+    };
+    let (sim, stats) = jello::runner::run(&path, built, &opts, |_, _| {}).unwrap();
+    assert_eq!(stats.backend, "gpu");
+    let adapter = stats.adapter.expect("adapter name");
+    assert!(!adapter.is_empty());
+    assert_eq!(sim.elastic_backend_name(), adapter);
+    assert_eq!(stats.converged_steps, 2);
+}

@@ -86,7 +86,7 @@ fn static_tip_deflection(model: &str, h: f64, max_steps: usize) -> f64 {
         (CELLS[1] + 1) * (CELLS[2] + 1),
         "the clamp is the x = 0 face"
     );
-    let solver = make_solver(&built.config, &built.model).unwrap();
+    let solver = make_solver(&built.config, &built.model, None).unwrap();
     let state = built.model.initial_state(&built.velocity);
     let mut sim = Simulation::new(built.model, state, h, solver).unwrap();
     let mut last = f64::NAN;

@@ -17,7 +17,7 @@ fn ball_drops_touches_the_ground_and_bounces_without_penetration_or_inversion() 
     let h = built.config.h;
     let dhat = built.model.barrier.dhat;
     assert_eq!(built.model.obstacles.len(), 1);
-    let solver = make_solver(&built.config, &built.model).unwrap();
+    let solver = make_solver(&built.config, &built.model, None).unwrap();
     let state = built.model.initial_state(&built.velocity);
     let mut sim = Simulation::new(built.model, state, h, solver).unwrap();
     let total_mass: f64 = sim.model.mass.iter().sum();

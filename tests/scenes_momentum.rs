@@ -50,7 +50,7 @@ fn simulation(gravity: [f64; 3]) -> Simulation {
         v[0] += 2.0 * r[0] + 1.5 * r[1];
         v[1] -= 1.0 * r[1];
     }
-    let solver = make_solver(&built.config, &built.model).unwrap();
+    let solver = make_solver(&built.config, &built.model, None).unwrap();
     let state = built.model.initial_state(&built.velocity);
     Simulation::new(built.model, state, built.config.h, solver).unwrap()
 }

@@ -42,6 +42,7 @@ fn twist_scene_converges_every_step() {
     let opts = RunOptions {
         out_dir: None,
         trace: false,
+        backend: jello::gpu::Backend::Cpu,
     };
     let (sim, stats) = run(&path, built, &opts, |step, r| {
         iterations.push(r.iterations);
@@ -115,6 +116,7 @@ fn twist_at_cn_tolerance_tracks_the_tightly_converged_trajectory() {
         let opts = RunOptions {
             out_dir: None,
             trace: false,
+            backend: jello::gpu::Backend::Cpu,
         };
         let (sim, stats) = run(&path, built, &opts, |_, r| its.push(r.iterations)).unwrap();
         assert_eq!(stats.converged_steps, stats.steps.len(), "ε = {tol}");

@@ -99,7 +99,8 @@ pub struct StepProblem<'a> {
     /// Per DOF: driven by a pin (its value is fixed to the script's target).
     pub fixed: Vec<bool>,
     /// A feasible initial guess: x̃ pulled back toward xᵗ until no vertex crosses an obstacle and
-    /// no element inverts, with pinned vertices at their targets.
+    /// no element inverts, with pinned vertices at their targets — or xᵗ itself (pins at their
+    /// targets) when that has the lower energy.
     pub x_start: Vec<f64>,
 }
 
@@ -154,7 +155,15 @@ impl<'a> StepProblem<'a> {
             }
         }
         let alpha = prob.max_step(&base, &dx);
-        prob.x_start = (0..n).map(|k| base[k] + alpha * dx[k]).collect();
+        let predicted: Vec<f64> = (0..n).map(|k| base[k] + alpha * dx[k]).collect();
+        // With huge steps (h²g of metres) the inertial prediction can be a far worse start than
+        // staying put; take whichever has the lower energy (one extra f64 energy evaluation).
+        let e_pred = prob.energy(model, &predicted);
+        prob.x_start = if e_pred.is_finite() && e_pred <= prob.energy(model, &base) {
+            predicted
+        } else {
+            base
+        };
         prob
     }
 
