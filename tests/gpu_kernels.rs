@@ -407,6 +407,13 @@ fn reductions_match() {
         let s = dev.sum(&ab, n as u32).unwrap() as f64;
         let d = dev.dot(&ab, &bb, n as u32).unwrap() as f64;
         let m = dev.max_abs(&ab, n as u32).unwrap();
+        let nrm = dev.norm(&ab, n as u32).unwrap() as f64;
+        let nrm64 = a.iter().map(|&v| v as f64 * v as f64).sum::<f64>().sqrt();
+        assert!(
+            (nrm - nrm64).abs() <= 1e-5 * nrm64,
+            "{}: norm {nrm} vs {nrm64}",
+            dev.info()
+        );
         // f32 tree sums: error ≤ ~(4 + log2 n)·ε·Σ|terms| ≈ 2.5e-6·Σ|terms|; allow 1e-5.
         assert!(
             (s - sum64).abs() <= 1e-5 * abs_sum,
