@@ -1017,9 +1017,30 @@ fn evaluator_matches_f64_and_across_backends() {
     for dev in devs {
         let name = dev.info().to_string();
         let mut ev = ElasticEvaluator::new(dev, &setup).unwrap();
-        let r = ev.evaluate(&x, &xt, h, EvalFlags::newton()).unwrap();
+        let flags = EvalFlags {
+            hessian_diagonal: true,
+            ..EvalFlags::newton()
+        };
+        let r = ev.evaluate(&x, &xt, h, flags).unwrap();
         assert_eq!(r.gradient.len(), 3 * nv);
         assert_eq!(r.element_hessians.len(), tets.len());
+        // The gathered diagonal blocks equal the sums of the returned element Hessians' blocks.
+        let mut diag = vec![[0.0f64; 9]; nv];
+        for (t, he) in tets.iter().zip(&r.element_hessians) {
+            for (l, &v) in t.iter().enumerate() {
+                for i in 0..9 {
+                    diag[v as usize][i] += he[(3 * l + i / 3) * 12 + 3 * l + i % 3] as f64;
+                }
+            }
+        }
+        let a: Vec<f32> = r
+            .vertex_hessian_diagonal
+            .iter()
+            .flatten()
+            .map(|&v| v as f32)
+            .collect();
+        let b: Vec<f32> = diag.iter().flatten().map(|&v| v as f32).collect();
+        assert_close(&a, &b, 1e-6, &format!("{name}: evaluator hessian diagonal"));
         // f32 element energies (~1e-6 relative each, see above) summed in f64 from f32 block
         // partials: 1e-4 relative on the total energy; gradient observed ≤ 2e-6, tolerance 5e-5.
         assert!(
@@ -1041,6 +1062,14 @@ fn evaluator_matches_f64_and_across_backends() {
             "{name}: energy-only path"
         );
         assert!(eo.gradient.is_empty() && eo.element_hessians.is_empty());
+        let bad = EvalFlags {
+            hessian: false,
+            hessian_diagonal: true,
+            ..EvalFlags::default()
+        };
+        assert!(ev.evaluate(&x, &xt, h, bad).is_err());
+        assert!(ev.evaluate(&x[1..], &xt, h, EvalFlags::default()).is_err());
+        assert!(ev.evaluate(&x, &xt, 0.0, EvalFlags::default()).is_err());
         assert_eq!(ev.positions_buffer().is_some(), ev.device().is_gpu());
         results.push(r);
     }

@@ -290,6 +290,13 @@ impl Device {
             Device::Cpu(_) => None,
         }
     }
+    /// The wgpu backend, mutably (e.g. to set the readback timeout).
+    pub fn as_gpu_mut(&mut self) -> Option<&mut GpuDevice> {
+        match self {
+            Device::Gpu(g) => Some(g),
+            Device::Cpu(_) => None,
+        }
+    }
     /// A zero-filled buffer of `len` elements.
     pub fn alloc<T: Pod>(&mut self, label: &str, len: usize) -> Result<Buf<T>> {
         let id = self.imp_mut().alloc(label, size_of::<T>() as u32, len)?;

@@ -41,6 +41,9 @@ pub struct EvalFlags {
     pub hessian: bool,
     /// Project each element Hessian to PSD.
     pub project: bool,
+    /// Also gather the per-vertex diagonal 3×3 blocks of the assembled elastic Hessian
+    /// (requires `hessian`; for Jacobi/VBD-style preconditioners).
+    pub hessian_diagonal: bool,
 }
 
 impl Default for EvalFlags {
@@ -49,6 +52,7 @@ impl Default for EvalFlags {
             gradient: true,
             hessian: false,
             project: true,
+            hessian_diagonal: false,
         }
     }
 }
@@ -60,6 +64,7 @@ impl EvalFlags {
             gradient: false,
             hessian: false,
             project: false,
+            hessian_diagonal: false,
         }
     }
     /// Energy, gradient and PSD-projected element Hessians (projected Newton).
@@ -68,6 +73,7 @@ impl EvalFlags {
             gradient: true,
             hessian: true,
             project: true,
+            hessian_diagonal: false,
         }
     }
 }
@@ -86,6 +92,9 @@ pub struct Evaluation {
     /// Per element 12×12 Hessian of V·Ψ (N/m), row-major, dofs `[x0 y0 z0 x1 …]`; empty unless
     /// requested. The inertia Hessian m/h²·I is not included.
     pub element_hessians: Vec<[f32; 144]>,
+    /// Per vertex, the diagonal 3×3 block of the assembled elastic Hessian (N/m), row-major;
+    /// empty unless `hessian_diagonal` was requested. Inertia (m/h²·I) not included.
+    pub vertex_hessian_diagonal: Vec<[f64; 9]>,
 }
 
 /// Evaluates the incremental potential on a [`Device`] (GPU or CPU twins).
@@ -110,6 +119,7 @@ pub struct ElasticEvaluator {
     venergy: Buf<f32>,
     partials: Buf<f32>,
     hess: Option<Buf<f32>>,
+    hdiag: Option<Buf<GpuMat3>>,
     dummy: Buf<f32>,
 }
 
@@ -198,6 +208,7 @@ impl ElasticEvaluator {
             venergy,
             partials,
             hess: None,
+            hdiag: None,
             dummy,
         })
     }
@@ -242,6 +253,11 @@ impl ElasticEvaluator {
             return Err(JelloError::Invalid(format!(
                 "evaluate: time step h = {h} must be > 0"
             )));
+        }
+        if flags.hessian_diagonal && !flags.hessian {
+            return Err(JelloError::Invalid(
+                "evaluate: hessian_diagonal needs hessian".into(),
+            ));
         }
         self.upload_positions(x)?;
         let dxv = to_vec4(x_tilde, self.nv, "x_tilde", |i, k| {
@@ -306,6 +322,30 @@ impl ElasticEvaluator {
             Params::new().f0((1.0 / (h * h)) as f32),
             nv,
         );
+        if flags.hessian_diagonal {
+            if self.hdiag.is_none() {
+                self.hdiag = Some(
+                    self.device
+                        .alloc::<GpuMat3>("vertex hessian diagonal", self.nv)?,
+                );
+            }
+            let (hb, db) = (
+                self.hess.expect("allocated above"),
+                self.hdiag.expect("allocated above"),
+            );
+            plan.dispatch(
+                Kernel::GatherHessianDiag,
+                &[
+                    hb.id(),
+                    self.offsets.id(),
+                    self.csr_tets.id(),
+                    self.csr_local.id(),
+                    db.id(),
+                ],
+                Params::new(),
+                nv,
+            );
+        }
         // First reduction pass only: partials are summed in f64 on the host.
         let pe = self.ne.div_ceil(REDUCE_BLOCK).max(1);
         plan.dispatch(
@@ -341,6 +381,22 @@ impl ElasticEvaluator {
             if let Some(hb) = &self.hess {
                 let hv = self.device.read(hb)?;
                 out.element_hessians = bytemuck::pod_collect_to_vec(&hv);
+            }
+        }
+        if flags.hessian_diagonal {
+            if let Some(db) = &self.hdiag {
+                out.vertex_hessian_diagonal = self
+                    .device
+                    .read(db)?
+                    .iter()
+                    .map(|m| {
+                        let mut r = [0.0; 9];
+                        for (i, v) in r.iter_mut().enumerate() {
+                            *v = m.get(i / 3, i % 3) as f64;
+                        }
+                        r
+                    })
+                    .collect();
             }
         }
         Ok(out)
