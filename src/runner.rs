@@ -5,8 +5,12 @@ use crate::output::{atomic_write, FrameOptions, FrameWriter, RunStats, StepStats
 use crate::problem::Model;
 use crate::scene::{BuiltScene, RunConfig};
 use crate::sim::Simulation;
+use crate::solver::jgs2::{
+    load_or_build, Jgs2Params, Jgs2Solver, Jgs2Subspace, SubspaceOptions, SubspaceOrigin, Variant,
+};
 use crate::solver::{NewtonParams, NewtonSolver, StepReport, StepSolver, StopRule};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// What a run writes.
 #[derive(Clone, Debug)]
@@ -18,7 +22,11 @@ pub struct RunOptions {
 }
 
 /// Builds the solver named in `config` for `model`.
-pub fn make_solver(config: &RunConfig, model: &Model) -> Result<Box<dyn StepSolver>> {
+pub fn make_solver(
+    config: &RunConfig,
+    model: &Model,
+    cache_dir: Option<&Path>,
+) -> Result<Box<dyn StepSolver>> {
     match config.solver.as_str() {
         "newton" => {
             let params = NewtonParams {
@@ -28,10 +36,60 @@ pub fn make_solver(config: &RunConfig, model: &Model) -> Result<Box<dyn StepSolv
             };
             Ok(Box::new(NewtonSolver::new(model, params)?))
         }
+        "vbd" | "jgs2" => {
+            let variant = match (config.variant.as_deref(), config.solver.as_str()) {
+                (Some("jacobi"), _) | (None, "jgs2") => Variant::Jacobi,
+                _ => Variant::GaussSeidel,
+            };
+            let params = Jgs2Params {
+                stop: config.stop,
+                max_iterations: config.max_iterations.unwrap_or(1000),
+                variant,
+                ..Jgs2Params::default()
+            };
+            if config.solver == "vbd" {
+                // VBD as published: no energy safeguard (its local Newton steps on the exact
+                // local energy do not overshoot the way a global subspace can).
+                let params = Jgs2Params {
+                    safeguard: false,
+                    ..params
+                };
+                return Ok(Box::new(Jgs2Solver::vbd(model, params)));
+            }
+            let subspace = load_or_build_subspace(model, config.h, cache_dir)?;
+            Ok(Box::new(Jgs2Solver::jgs2(model, params, subspace)?))
+        }
         other => Err(JelloError::Invalid(format!(
             "solver `{other}` is not available in this build"
         ))),
     }
+}
+
+/// The JGS2 subspace for `model` at time step `h`: read from `cache_dir` when a valid artifact
+/// with the same key is there, else built (and written there when a directory is given).
+pub fn load_or_build_subspace(
+    model: &Model,
+    h: f64,
+    cache_dir: Option<&Path>,
+) -> Result<Arc<Jgs2Subspace>> {
+    let (sub, origin, warnings) = load_or_build(model, h, &SubspaceOptions::default(), cache_dir)?;
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+    if let SubspaceOrigin::Built(p) = origin {
+        let s = &sub.stats;
+        eprintln!(
+            "jgs2 precompute: {:.2} s (factor {:.2}, basis {:.2}, eigen {:.2}, cubature {:.2}), {:.0} B/vertex{}",
+            s.total_s,
+            s.factor_s,
+            s.basis_s,
+            s.eigen_s,
+            s.cubature_s,
+            s.bytes_per_vertex,
+            p.map(|p| format!(", cached at {}", p.display())).unwrap_or_default()
+        );
+    }
+    Ok(Arc::new(sub))
 }
 
 /// Runs a built scene to completion. `on_step(step, report)` is called after each step (for
@@ -44,7 +102,8 @@ pub fn run(
     mut on_step: impl FnMut(usize, &StepReport),
 ) -> Result<(Simulation, RunStats)> {
     let config = built.config.clone();
-    let solver = make_solver(&config, &built.model)?;
+    let cache_dir = scene_path.parent().map(|d| d.join(".jello-cache"));
+    let solver = make_solver(&config, &built.model, cache_dir.as_deref())?;
     let state = built.model.initial_state(&built.velocity);
     let mut sim = Simulation::new(built.model, state, config.h, solver)?;
     let (stop, tolerance) = match config.stop {

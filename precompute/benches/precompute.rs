@@ -1,1 +1,228 @@
-fn main() {}
+//! JGS2 precompute bench on the shared armadillo meshes (skipped when missing).
+//!
+//! Linear-elastic rest Hessians (E = 1e5 Pa, ν = 0.4), ρ = 1000 kg/m³, h = 0.01 s, the top
+//! 1% of vertices (by y) pinned. Prints: the precompute phases per mesh, nested dissection
+//! vs AMD (analysis, factor, multi-RHS solve), and — on the smallest mesh — the cubature
+//! residual versus the number of training poses.
+//!
+//! `PRECOMPUTE_BENCH_MESHES=armadillo_18k` restricts the meshes;
+//! `PRECOMPUTE_BENCH_SWEEP=0` skips the pose sweep.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use jello_precompute::cholesky::{Ordering, SparseCholesky};
+use jello_precompute::jgs2::{Jgs2Input, Jgs2Options, Jgs2Precompute, Jgs2Stats};
+use jello_precompute::sparse::{tet_dofs, ScatterMap, SymSparse, SymmetricPattern};
+
+const MESH_DIR: &str = "/work/shared/meshes";
+
+/// Minimal TetGen reader (.node: `n dim attrs markers` then `id x y z ...`; .ele: `n 4 attrs`
+/// then `id a b c d ...`), 0- or 1-based (shifted by the first id).
+type TetMeshData = (Vec<[f64; 3]>, Vec<[u32; 4]>);
+
+fn read_tetgen(stem: &Path) -> Result<TetMeshData, String> {
+    let rd = |ext: &str| -> Result<Vec<Vec<String>>, String> {
+        let p = stem.with_extension(ext);
+        let s = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        Ok(s.lines()
+            .map(|l| {
+                l.split('#')
+                    .next()
+                    .unwrap_or("")
+                    .split_whitespace()
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            })
+            .filter(|t| !t.is_empty())
+            .collect())
+    };
+    let node = rd("node")?;
+    let ele = rd("ele")?;
+    let num = |t: &str| t.parse::<f64>().map_err(|e| format!("bad number {t}: {e}"));
+    let nn = num(&node[0][0])? as usize;
+    let base = num(&node[1][0])? as usize;
+    let mut pos = Vec::with_capacity(nn);
+    for l in &node[1..=nn] {
+        pos.push([num(&l[1])?, num(&l[2])?, num(&l[3])?]);
+    }
+    let ne = num(&ele[0][0])? as usize;
+    let mut tets = Vec::with_capacity(ne);
+    for l in &ele[1..=ne] {
+        let mut t = [0u32; 4];
+        for k in 0..4 {
+            t[k] = (num(&l[1 + k])? as usize - base) as u32;
+        }
+        if common::signed_volume(&pos, &t) < 0.0 {
+            t.swap(2, 3);
+        }
+        tets.push(t);
+    }
+    Ok((pos, tets))
+}
+
+struct Problem {
+    pos: Vec<[f64; 3]>,
+    tets: Vec<[u32; 4]>,
+    ke: Vec<[f64; 144]>,
+    shares: Vec<[f64; 4]>,
+    pinned: Vec<bool>,
+}
+
+fn problem(name: &str) -> Option<Problem> {
+    let (pos, tets) = match read_tetgen(&Path::new(MESH_DIR).join(name)) {
+        Ok(m) => m,
+        Err(e) => {
+            println!("skipping {name}: {e}");
+            return None;
+        }
+    };
+    let (mu, la) = common::lame(1e5, 0.4);
+    let ke = tets
+        .iter()
+        .map(|t| common::linear_elastic_ke(&pos, t, mu, la))
+        .collect();
+    let (shares, _) = common::lumped_mass(&pos, &tets, 1000.0);
+    let mut ys: Vec<f64> = pos.iter().map(|p| p[1]).collect();
+    ys.sort_by(f64::total_cmp);
+    let cut = ys[ys.len() - 1 - ys.len() / 100];
+    let pinned = pos.iter().map(|p| p[1] >= cut).collect();
+    Some(Problem {
+        pos,
+        tets,
+        ke,
+        shares,
+        pinned,
+    })
+}
+
+fn input(p: &Problem) -> Jgs2Input<'_> {
+    Jgs2Input {
+        n_vertices: p.pos.len(),
+        tets: &p.tets,
+        elem_hessians: &p.ke,
+        elem_mass: &p.shares,
+        h: 0.01,
+        pinned: &p.pinned,
+    }
+}
+
+fn orderings(p: &Problem) {
+    let nv = p.pos.len();
+    let pat = Arc::new(SymmetricPattern::from_elements(nv, 3, &p.tets).expect("pattern"));
+    let map = ScatterMap::new(&pat, 12, &tet_dofs(&p.tets), None).expect("map");
+    let mut a = SymSparse::zeros(pat.clone());
+    for (e, ke) in p.ke.iter().enumerate() {
+        a.scatter_add(&map, e, ke);
+    }
+    let mut md = vec![0.0; 3 * nv];
+    for (t, s) in p.tets.iter().zip(&p.shares) {
+        for a in 0..4 {
+            for d in 0..3 {
+                md[3 * t[a] as usize + d] += s[a] / 1e-4;
+            }
+        }
+    }
+    a.add_diagonal(&md);
+    println!("| ordering | analyse s | factor s | L values | solve 1 RHS s | solve 96 RHS s |");
+    println!("|---|---|---|---|---|---|");
+    for (name, ord) in [
+        (
+            "METIS ND (vertex graph)",
+            Ordering::NestedDissection { block: 3 },
+        ),
+        ("AMD", Ordering::Amd),
+    ] {
+        let t = Instant::now();
+        let mut f = SparseCholesky::analyze(pat.clone(), ord).expect("analyse");
+        let ta = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        f.refactor(&a).expect("factor");
+        let tf = t.elapsed().as_secs_f64();
+        let mut b: Vec<f64> = (0..3 * nv).map(|i| (i as f64).sin()).collect();
+        let t = Instant::now();
+        f.solve_in_place(&mut b).expect("solve");
+        let t1 = t.elapsed().as_secs_f64();
+        let mut bb: Vec<f64> = (0..3 * nv * 96).map(|i| ((i % 977) as f64).cos()).collect();
+        let t = Instant::now();
+        f.solve_many_in_place(&mut bb, 96).expect("solve");
+        let t96 = t.elapsed().as_secs_f64();
+        println!(
+            "| {name} | {ta:.2} | {tf:.2} | {} | {t1:.4} | {t96:.3} |",
+            f.factor_nnz()
+        );
+    }
+}
+
+fn row(name: &str, nv: usize, s: &Jgs2Stats) {
+    println!(
+        "| {name} | {nv} | {} | {:.2} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} | {:.3} / {:.3} / {:.3} / {:.3} | {:.0}% | {:.2} |",
+        s.n_free,
+        s.factor_s,
+        s.basis_s,
+        s.eigen_s,
+        s.cubature_s,
+        s.total_s,
+        s.bytes_per_vertex,
+        s.residual_min,
+        s.residual_median,
+        s.residual_p90,
+        s.residual_max,
+        100.0 * s.fraction_on_target,
+        s.mean_elements
+    );
+}
+
+const HEADER: &str = "| mesh | vertices | free | factor s | basis s | eigen s | cubature s | total s | B/vertex | residual min / med / p90 / max | ≤1% | elems/vertex |\n|---|---|---|---|---|---|---|---|---|---|---|---|";
+
+fn main() {
+    let meshes = std::env::var("PRECOMPUTE_BENCH_MESHES")
+        .unwrap_or_else(|_| "armadillo_18k,armadillo_114k".into());
+    let sweep = std::env::var("PRECOMPUTE_BENCH_SWEEP")
+        .map(|v| v != "0")
+        .unwrap_or(true);
+    println!("threads: {}", rayon::current_num_threads());
+    let mut rows = Vec::new();
+    for (mi, name) in meshes.split(',').enumerate() {
+        let Some(p) = problem(name) else { continue };
+        println!(
+            "\n## {name}: {} vertices, {} tets, {} pinned",
+            p.pos.len(),
+            p.tets.len(),
+            p.pinned.iter().filter(|x| **x).count()
+        );
+        orderings(&p);
+        let pre = match Jgs2Precompute::new(&input(&p), Ordering::default()) {
+            Ok(pre) => pre,
+            Err(e) => {
+                println!("precompute failed: {e}");
+                continue;
+            }
+        };
+        let opts = Jgs2Options::default();
+        let basis = pre.run(&opts).expect("jgs2");
+        println!("{HEADER}");
+        row(name, p.pos.len(), &basis.stats);
+        rows.push((name.to_owned(), p.pos.len(), basis.stats.clone()));
+        if sweep && mi == 0 {
+            println!("\npose sweep on {name} (≤ 6 elements, 64 candidates):");
+            println!("{HEADER}");
+            for modes in [3, 6, 12] {
+                let o = Jgs2Options {
+                    n_modes: modes,
+                    ..Jgs2Options::default()
+                };
+                let s = pre.run(&o).expect("jgs2").stats;
+                row(&format!("{name}, {modes} poses"), p.pos.len(), &s);
+            }
+        }
+    }
+    println!("\n## summary (defaults: 24 poses, ≤ 6 elements, 64 candidates, target 1%)\n{HEADER}");
+    for (n, nv, s) in &rows {
+        row(n, *nv, s);
+    }
+}

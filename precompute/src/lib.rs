@@ -10,6 +10,9 @@
 //! - [`jgs2`]: the JGS2 offline precompute (perturbation subspaces + cubature);
 //! - [`artifact`]: a versioned, checksummed file format for the JGS2 basis.
 
+// Index loops mirror the maths (rows/columns of small dense blocks) and read better here.
+#![allow(clippy::needless_range_loop)]
+
 pub mod artifact;
 pub mod cholesky;
 pub mod eigen;

@@ -138,7 +138,7 @@ impl SymmetricPattern {
     /// Adjacency graph of the matrix after compressing each run of `block` consecutive DOFs
     /// into one node (self loops removed). Used to order the vertex graph of a 3-DOF problem.
     pub fn block_graph(&self, block: usize) -> Result<Adjacency> {
-        if block == 0 || self.n % block != 0 {
+        if block == 0 || !self.n.is_multiple_of(block) {
             return Err(PrecomputeError::Invalid(format!(
                 "block size {block} does not divide matrix size {}",
                 self.n
@@ -245,7 +245,7 @@ impl ScatterMap {
         elem_dofs: &[usize],
         fixed: Option<&[bool]>,
     ) -> Result<Self> {
-        if n_local == 0 || elem_dofs.len() % n_local != 0 {
+        if n_local == 0 || !elem_dofs.len().is_multiple_of(n_local) {
             return Err(PrecomputeError::Invalid(
                 "element DOF list length is not a multiple of n_local".into(),
             ));

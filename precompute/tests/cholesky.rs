@@ -1,4 +1,5 @@
 //! Sparse Cholesky against dense references.
+#![allow(clippy::needless_range_loop)]
 mod common;
 
 use std::sync::Arc;

@@ -1,4 +1,5 @@
 //! Eigenpairs against dense references.
+#![allow(clippy::needless_range_loop)]
 mod common;
 
 use std::sync::Arc;

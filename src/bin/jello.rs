@@ -45,6 +45,11 @@ enum Cmd {
         #[arg(long)]
         obj: bool,
     },
+    /// Build (or verify) the JGS2 subspace artifact of a scene in SCENE_DIR/.jello-cache.
+    Precompute {
+        /// Scene file (TOML).
+        scene: PathBuf,
+    },
     /// Mesh tools.
     Mesh {
         #[command(subcommand)]
@@ -94,6 +99,7 @@ fn run(cli: Cli) -> Result<()> {
             trace,
             obj,
         } => cmd_run(scene, solver, backend, steps, out, stop, trace, obj),
+        Cmd::Precompute { scene } => cmd_precompute(scene),
         Cmd::Mesh { cmd } => match cmd {
             MeshCmd::Info { file } => {
                 let loaded = jello::mesh::read_mesh(&file)?;
@@ -221,6 +227,45 @@ fn cmd_run(
         stats.total_iterations,
         stats.total_wall_ms,
         out.display()
+    );
+    Ok(())
+}
+
+fn cmd_precompute(scene_path: PathBuf) -> Result<()> {
+    use jello::solver::jgs2::{load_or_build, SubspaceOptions, SubspaceOrigin};
+    let built = Scene::load(&scene_path)?.build()?;
+    let cache = scene_path.parent().map(|d| d.join(".jello-cache"));
+    let (sub, origin, warnings) = load_or_build(
+        &built.model,
+        built.config.h,
+        &SubspaceOptions::default(),
+        cache.as_deref(),
+    )?;
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+    let s = &sub.stats;
+    match origin {
+        SubspaceOrigin::Cache(p) => {
+            println!("up to date: {} (valid checksum and key)", p.display())
+        }
+        SubspaceOrigin::Built(p) => println!(
+            "built {} in {:.2} s: factor {:.2} s, basis {:.2} s, eigen {:.2} s, cubature {:.2} s",
+            p.map(|p| p.display().to_string()).unwrap_or_default(),
+            s.total_s,
+            s.factor_s,
+            s.basis_s,
+            s.eigen_s,
+            s.cubature_s
+        ),
+    }
+    println!(
+        "{} free vertices, {} training modes, {:.2} cubature elements/vertex, {:.0} bytes/vertex (f32)",
+        s.n_free, s.n_modes, s.mean_elements, s.bytes_per_vertex
+    );
+    println!(
+        "cubature relative residual: min {:.3} median {:.3} p90 {:.3} max {:.3}",
+        s.residual_min, s.residual_median, s.residual_p90, s.residual_max
     );
     Ok(())
 }

@@ -17,6 +17,6 @@ mod potential;
 pub use char_norm::CharacteristicNorm;
 pub use hessian::HessianLayout;
 pub use model::{Body, Model, State};
-pub use obstacle::{BarrierParams, Obstacle};
-pub use pins::{Pin, Script};
+pub use obstacle::{barrier as barrier_derivatives, BarrierParams, Obstacle};
+pub use pins::{ExternalForce, Pin, Script};
 pub use potential::{ElasticTerms, StepProblem};

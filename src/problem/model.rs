@@ -1,6 +1,6 @@
 //! The simulated model and its state.
 
-use super::{BarrierParams, CharacteristicNorm, Obstacle, Pin};
+use super::{BarrierParams, CharacteristicNorm, ExternalForce, Obstacle, Pin};
 use crate::error::{JelloError, Result};
 use crate::material::{ElementRest, Material};
 use crate::mesh::TetMesh;
@@ -44,6 +44,8 @@ pub struct Model {
     pub barrier: BarrierParams,
     /// Scale of the characteristic-norm stopping criterion.
     pub char_norm: CharacteristicNorm,
+    /// Time-windowed external forces (see [`Model::with_forces`]).
+    pub forces: Vec<ExternalForce>,
 }
 
 /// The dynamic state: positions and velocities, flattened `[x0 y0 z0 x1 …]`.
@@ -122,7 +124,27 @@ impl Model {
             obstacles,
             barrier,
             char_norm,
+            forces: Vec::new(),
         })
+    }
+
+    /// Adds external forces; errors on out-of-range vertices or non-finite values.
+    pub fn with_forces(mut self, forces: Vec<ExternalForce>) -> Result<Self> {
+        for f in &forces {
+            if f.vertices
+                .iter()
+                .any(|&v| v as usize >= self.num_vertices())
+            {
+                return Err(JelloError::Invalid(
+                    "external force on a vertex out of range".into(),
+                ));
+            }
+            if !(f.force.iter().all(|c| c.is_finite()) && f.start.is_finite() && !f.end.is_nan()) {
+                return Err(JelloError::Invalid("external force must be finite".into()));
+            }
+        }
+        self.forces = forces;
+        Ok(self)
     }
 
     /// Number of vertices.

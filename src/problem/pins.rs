@@ -62,3 +62,24 @@ pub struct Pin {
     /// The motion.
     pub script: Script,
 }
+
+/// An external force on a set of vertices during a time window (e.g. a sudden kick on a foot).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExternalForce {
+    /// Global vertex indices.
+    pub vertices: Vec<u32>,
+    /// Total force, N, split over the vertices in proportion to their masses (so it acts as a
+    /// uniform acceleration of the region).
+    pub force: [f64; 3],
+    /// Start time, s (inclusive).
+    pub start: f64,
+    /// End time, s (exclusive).
+    pub end: f64,
+}
+
+impl ExternalForce {
+    /// Whether the force acts during the step that starts at `t` (s).
+    pub fn active(&self, t: f64) -> bool {
+        t >= self.start && t < self.end
+    }
+}

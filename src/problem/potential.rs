@@ -112,6 +112,17 @@ impl<'a> StepProblem<'a> {
             .map(|k| state.x[k] + h * state.v[k] + h * h * g[k % 3])
             .collect();
         let t_end = state.t + h;
+        // External forces: x̃ += h² f_v / m_v, with the total force split by mass.
+        for f in model.forces.iter().filter(|f| f.active(state.t)) {
+            let m_total: f64 = f.vertices.iter().map(|&v| model.mass[v as usize]).sum();
+            if m_total > 0.0 {
+                for &v in &f.vertices {
+                    for k in 0..3 {
+                        x_tilde[3 * v as usize + k] += h * h * f.force[k] / m_total;
+                    }
+                }
+            }
+        }
         let mut fixed = vec![false; n];
         let mut targets = state.x.clone();
         for pin in &model.pins {

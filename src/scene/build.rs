@@ -5,7 +5,7 @@ use super::Scene;
 use crate::error::{JelloError, Result};
 use crate::material::{Material, MaterialModel};
 use crate::mesh::{ball, box_grid, read_mesh, TetMesh};
-use crate::problem::{BarrierParams, Body, Model, Obstacle, Pin, Script};
+use crate::problem::{BarrierParams, Body, ExternalForce, Model, Obstacle, Pin, Script};
 use crate::solver::StopRule;
 use nalgebra::Vector3;
 
@@ -185,6 +185,10 @@ impl Scene {
             },
         )
         .map_err(|e| cx.err("objects", e.to_string()))?;
+        let forces = self.forces(&cx, &model.mesh, &model.bodies)?;
+        let model = model
+            .with_forces(forces)
+            .map_err(|e| cx.err("forces", e.to_string()))?;
         Ok(BuiltScene {
             model,
             velocity,
@@ -413,6 +417,25 @@ impl Scene {
         Ok(out)
     }
 
+    fn forces(&self, cx: &Ctx, mesh: &TetMesh, bodies: &[Body]) -> Result<Vec<ExternalForce>> {
+        let mut out = Vec::new();
+        for (i, f) in self.spec.forces.iter().enumerate() {
+            let key = format!("forces[{i}]");
+            let vertices = select(cx, &key, mesh, bodies, f.object.as_deref(), &f.region)?;
+            cx.finite(&format!("{key}.force"), &f.force)?;
+            if !f.start.is_finite() || f.end.is_nan() || f.end <= f.start {
+                return Err(cx.err(format!("{key}.end"), "needs finite start < end (s)"));
+            }
+            out.push(ExternalForce {
+                vertices,
+                force: f.force,
+                start: f.start,
+                end: f.end,
+            });
+        }
+        Ok(out)
+    }
+
     fn obstacles(&self, cx: &Ctx, mesh: &TetMesh) -> Result<Vec<Obstacle>> {
         let g = Vector3::from(self.spec.simulation.gravity);
         let mut out = Vec::new();
@@ -473,6 +496,34 @@ impl Scene {
         }
         Ok(out)
     }
+}
+
+/// The vertices of `object` (or all) inside `region`; an error when none is selected.
+fn select(
+    cx: &Ctx,
+    key: &str,
+    mesh: &TetMesh,
+    bodies: &[Body],
+    object: Option<&str>,
+    r: &RegionSpec,
+) -> Result<Vec<u32>> {
+    let range = match object {
+        Some(name) => bodies
+            .iter()
+            .find(|b| b.name == name)
+            .map(|b| b.vertices.clone())
+            .ok_or_else(|| cx.err(format!("{key}.object"), format!("no object named `{name}`")))?,
+        None => 0..mesh.num_vertices(),
+    };
+    let region = region(cx, &format!("{key}.region"), r)?;
+    let vertices: Vec<u32> = range
+        .filter(|&v| region.contains(&mesh.positions[v]))
+        .map(|v| v as u32)
+        .collect();
+    if vertices.is_empty() {
+        return Err(cx.err(format!("{key}.region"), "selects no vertex"));
+    }
+    Ok(vertices)
 }
 
 fn centroid(m: &TetMesh) -> Vector3<f64> {

@@ -36,6 +36,9 @@ pub struct SceneSpec {
     /// Static obstacles.
     #[serde(default)]
     pub obstacles: Vec<ObstacleSpec>,
+    /// External forces on regions during time windows.
+    #[serde(default)]
+    pub forces: Vec<ForceSpec>,
     /// Barrier parameters.
     #[serde(default)]
     pub contact: ContactSpec,
@@ -383,5 +386,31 @@ impl Default for ContactSpec {
             dhat: None,
             kappa: 1.0,
         }
+    }
+}
+
+/// One `[[forces]]` entry: a total force (N) on the vertices of a region, split by mass, acting
+/// from `start` to `end` (s).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForceSpec {
+    /// Restrict to this object (default: all objects).
+    #[serde(default)]
+    pub object: Option<String>,
+    /// Which vertices (their positions at t = 0).
+    pub region: RegionSpec,
+    /// Total force, N.
+    pub force: [f64; 3],
+    /// Start time, s (default 0).
+    #[serde(default)]
+    pub start: f64,
+    /// End time, s (default: never ends).
+    #[serde(default = "ForceSpec::forever")]
+    pub end: f64,
+}
+
+impl ForceSpec {
+    fn forever() -> f64 {
+        f64::INFINITY
     }
 }

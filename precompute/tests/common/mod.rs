@@ -1,6 +1,6 @@
 //! Test fixtures: a box-grid tet mesh (Kuhn split, 6 tets per cell) and linear-elastic
 //! element stiffness matrices computed independently of the crate under test.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::needless_range_loop)]
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

@@ -1,0 +1,168 @@
+//! Artifact format: round trip and rejection of every kind of damage.
+#![allow(clippy::needless_range_loop)]
+use jello_precompute::artifact::{
+    decode, encode, fnv1a64, read, write, ArtifactErrorKind, FORMAT_VERSION, MAGIC,
+};
+use jello_precompute::jgs2::{Jgs2Basis, Jgs2Stats, VertexCubature};
+
+fn sample() -> Jgs2Basis {
+    let mut vertices = Vec::new();
+    for v in 0..7u32 {
+        let c = (v % 4) as usize;
+        vertices.push(VertexCubature {
+            elements: (0..c as u32).map(|j| 10 * v + j).collect(),
+            weights: (0..c).map(|j| 0.5 + j as f64).collect(),
+            blocks: (0..c)
+                .map(|j| std::array::from_fn(|q| (q as f64 - 17.0) * 0.01 + j as f64 + v as f64))
+                .collect(),
+            residual: 0.001 * v as f64,
+            incident_elements: (0..(c + 1) as u32).map(|j| 7 * v + j).collect(),
+            incident_blocks: (0..c + 1)
+                .map(|j| std::array::from_fn(|q| (q as f64 + 3.0) * 0.02 - j as f64 * v as f64))
+                .collect(),
+            grad_vertices: (0..c as u32).map(|j| 3 * v + j).collect(),
+            grad_weights: (0..c).map(|j| 0.25 * j as f64).collect(),
+            grad_blocks: (0..c)
+                .map(|j| std::array::from_fn(|q| q as f64 * 0.1 + j as f64))
+                .collect(),
+            grad_residual: 0.002 * v as f64,
+            support_vertices: (0..(2 * c) as u32).map(|j| 5 * v + j).collect(),
+            support_blocks: (0..2 * c)
+                .map(|j| std::array::from_fn(|q| q as f64 * 0.3 - j as f64))
+                .collect(),
+        });
+    }
+    Jgs2Basis {
+        vertices,
+        stats: Jgs2Stats {
+            n_free: 6,
+            n_modes: 24,
+            residual_min: 0.001,
+            residual_median: 0.003,
+            residual_p90: 0.005,
+            residual_max: 0.006,
+            fraction_on_target: 1.0,
+            mean_elements: 1.5,
+            factor_s: 1.0,
+            basis_s: 2.0,
+            eigen_s: 3.0,
+            cubature_s: 4.0,
+            total_s: 10.0,
+            bytes_per_vertex: 228.0,
+        },
+    }
+}
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("jello-precompute-test-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+#[test]
+fn round_trip_through_a_file() {
+    let b = sample();
+    let p = tmp("rt.jgs2");
+    write(&p, &b, 0xdead_beef).unwrap();
+    let back = read(&p, 0xdead_beef).unwrap();
+    assert_eq!(back, b);
+    // no temporary file left behind
+    let leftovers: Vec<_> = std::fs::read_dir(p.parent().unwrap())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty());
+    // wrong key: typed error naming the file
+    let e = read(&p, 1).unwrap_err();
+    assert!(matches!(
+        e.kind,
+        ArtifactErrorKind::KeyMismatch {
+            found: 0xdead_beef,
+            expected: 1
+        }
+    ));
+    assert!(e.to_string().contains("rt.jgs2"), "{e}");
+    // missing file
+    assert!(matches!(
+        read(&tmp("missing.jgs2"), 1).unwrap_err().kind,
+        ArtifactErrorKind::Io(_)
+    ));
+}
+
+#[test]
+fn header_fields_are_checked() {
+    let b = sample();
+    let bytes = encode(&b, 42);
+    assert_eq!(&bytes[..8], &MAGIC);
+    let mut bad = bytes.clone();
+    bad[0] ^= 0xff;
+    assert!(matches!(decode(&bad, 42), Err(ArtifactErrorKind::BadMagic)));
+    // a different version with a consistent checksum is reported as a version error
+    let mut v2 = bytes.clone();
+    v2[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
+    let end = v2.len() - 8;
+    let sum = fnv1a64(&v2[..end]);
+    v2[end..].copy_from_slice(&sum.to_le_bytes());
+    assert!(matches!(
+        decode(&v2, 42),
+        Err(ArtifactErrorKind::WrongVersion { .. })
+    ));
+    assert!(matches!(
+        decode(&bytes, 43),
+        Err(ArtifactErrorKind::KeyMismatch { .. })
+    ));
+    // a valid checksum over a lying count must not allocate or panic
+    let mut lie = bytes.clone();
+    let off = 28 + 4 + 16 + 13 * 8; // first vertex's count
+    lie[off..off + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    let end = lie.len() - 8;
+    let sum = fnv1a64(&lie[..end]);
+    lie[end..].copy_from_slice(&sum.to_le_bytes());
+    assert!(matches!(
+        decode(&lie, 42),
+        Err(ArtifactErrorKind::Malformed(_))
+    ));
+}
+
+#[test]
+fn every_flipped_byte_and_every_truncation_is_rejected() {
+    let bytes = encode(&sample(), 7);
+    assert!(decode(&bytes, 7).is_ok());
+    for i in 0..bytes.len() {
+        for mask in [0x01u8, 0x80] {
+            let mut b = bytes.clone();
+            b[i] ^= mask;
+            assert!(decode(&b, 7).is_err(), "flip of byte {i} accepted");
+        }
+    }
+    for len in 0..bytes.len() {
+        match decode(&bytes[..len], 7) {
+            Err(ArtifactErrorKind::Truncated { .. }) => {}
+            other => panic!("truncation to {len} gave {other:?}"),
+        }
+    }
+    let mut longer = bytes.clone();
+    longer.push(0);
+    assert!(decode(&longer, 7).is_err());
+}
+
+#[test]
+fn arbitrary_bytes_never_panic() {
+    let mut x: u64 = 12345;
+    for len in 0..400usize {
+        let mut b: Vec<u8> = (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        assert!(decode(&b, 0).is_err());
+        if len >= 8 {
+            b[..8].copy_from_slice(&MAGIC);
+            assert!(decode(&b, 0).is_err());
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! The per-element and per-vertex passes of JGS2/VBD (the CPU reference of the WGSL kernels).
+
+use crate::material::{element_hessian, svd3};
+use crate::mesh::VertexTets;
+use crate::problem::{barrier_derivatives, Model, StepProblem};
+use nalgebra::{Matrix3, SMatrix, SVector, Vector3};
+use rayon::prelude::*;
+
+/// Element gradients and PSD-projected Hessians of Ψ at the current positions.
+#[derive(Clone, Debug, Default)]
+pub struct ElementCache {
+    /// ∇Ψ_e, 12 per element (N).
+    pub grad: Vec<SVector<f64, 12>>,
+    /// ∇²Ψ_e projected, per element (N/m).
+    pub hess: Vec<SMatrix<f64, 12, 12>>,
+}
+
+fn corners(x: &[f64], tet: &[u32; 4]) -> [Vector3<f64>; 4] {
+    tet.map(|i| Vector3::from_column_slice(&x[3 * i as usize..3 * i as usize + 3]))
+}
+
+/// Recomputes the cache entries of `elements` (all when `None`) at `x`.
+pub fn element_pass(model: &Model, x: &[f64], cache: &mut ElementCache, elements: Option<&[u32]>) {
+    let nt = model.mesh.num_tets();
+    if cache.grad.len() != nt {
+        cache.grad = vec![SVector::zeros(); nt];
+        cache.hess = vec![SMatrix::zeros(); nt];
+    }
+    let eval = |t: usize| {
+        let s = element_hessian(
+            &model.materials[t],
+            &model.rest[t],
+            &corners(x, &model.mesh.tets[t]),
+            true,
+        );
+        (s.gradient, s.hessian.unwrap_or_else(SMatrix::zeros))
+    };
+    match elements {
+        None => {
+            let out: Vec<_> = (0..nt).into_par_iter().map(eval).collect();
+            for (t, (g, h)) in out.into_iter().enumerate() {
+                cache.grad[t] = g;
+                cache.hess[t] = h;
+            }
+        }
+        Some(list) => {
+            let out: Vec<_> = list.par_iter().map(|&t| eval(t as usize)).collect();
+            for (&t, (g, h)) in list.iter().zip(out) {
+                cache.grad[t as usize] = g;
+                cache.hess[t as usize] = h;
+            }
+        }
+    }
+}
+
+/// The assembled gradient of E at vertex `v` from the element cache: inertia + Σ incident ∇Ψ_e +
+/// obstacle barrier (zero for pinned vertices) — the same quantity as
+/// [`StepProblem::gradient`], without re-evaluating elements.
+pub fn vertex_gradient(
+    problem: &StepProblem,
+    cache: &ElementCache,
+    vt: &VertexTets,
+    x: &[f64],
+    v: usize,
+) -> Vector3<f64> {
+    let model = problem.model;
+    if model.pinned[v] {
+        return Vector3::zeros();
+    }
+    let ih2 = 1.0 / (problem.h * problem.h);
+    let p = Vector3::from_column_slice(&x[3 * v..3 * v + 3]);
+    let mut g = (p - Vector3::from_column_slice(&problem.x_tilde[3 * v..3 * v + 3]))
+        * (model.mass[v] * ih2);
+    for (t, c) in vt.of(v) {
+        g += cache.grad[t as usize].fixed_rows::<3>(3 * c as usize);
+    }
+    let dhat = model.barrier.dhat;
+    for o in &model.obstacles {
+        let de = o.distance(&p);
+        if de.d < dhat {
+            let (_, db, _) = barrier_derivatives(de.d, dhat);
+            g += de.grad * (model.barrier.kappa * model.mass[v] * ih2 * db);
+        }
+    }
+    g
+}
+
+/// Per-vertex rotations R_j = polar(F̄_j), F̄_j = Σ_{e∋j} V_e F_e / Σ V_e (identity for vertices
+/// in no element).
+pub fn rotations(model: &Model, x: &[f64], vertex_tets: &VertexTets) -> Vec<Matrix3<f64>> {
+    let nv = model.num_vertices();
+    (0..nv)
+        .into_par_iter()
+        .map(|v| {
+            let mut f = Matrix3::zeros();
+            let mut w = 0.0;
+            for (t, _) in vertex_tets.of(v) {
+                let r = &model.rest[t as usize];
+                f += r.deformation_gradient(&corners(x, &model.mesh.tets[t as usize])) * r.volume;
+                w += r.volume;
+            }
+            if w == 0.0 {
+                return Matrix3::identity();
+            }
+            svd3(&(f / w)).rotation()
+        })
+        .collect()
+}
+
+/// A Hessian term of vertex i's local system: element, weight, and the 12×3 row-major Ū_{i,e}
+/// (`None`: VBD, U_e = identity at i's corner).
+pub type HessTerm<'a> = (u32, f64, Option<&'a [f64; 36]>);
+/// A gradient term: vertex j, weight, and the 3×3 row-major block Ū_i[j] (rows of vertex j).
+pub type GradTerm<'a> = (u32, f64, &'a [f64; 9]);
+
+/// Vertex `i`'s 3×3 system (A, r); the step is δx_i = −A⁻¹ r.
+///
+/// A = Σ w_e U_eᵀ H_e U_e over `hess_terms` + the barrier Hessian at i, with
+/// H_e = ∇²Ψ_e + (ρ_e V_e/4)/h² per corner. r = g_i + Σ w_j U_jᵀ g_j over `grad_terms`, where g is
+/// the assembled gradient of E (`g`, flattened): using the global gradient (not element
+/// gradients) keeps the iteration's fixed point exactly the minimiser, whatever the cubature
+/// error — at ∇E = 0 every r_i vanishes. U blocks are co-rotated by `rot` when given:
+/// U_{·,j} = R_j Ū_{·,j} R_iᵀ.
+pub fn local_system<'a>(
+    problem: &StepProblem,
+    cache: &ElementCache,
+    x: &[f64],
+    g: &[f64],
+    i: usize,
+    hess_terms: impl Iterator<Item = HessTerm<'a>>,
+    grad_terms: impl Iterator<Item = GradTerm<'a>>,
+    rot: Option<&[Matrix3<f64>]>,
+) -> (Matrix3<f64>, Vector3<f64>) {
+    let model = problem.model;
+    let ih2 = 1.0 / (problem.h * problem.h);
+    let ri_t = rot.map(|r| r[i].transpose());
+    let mut a = Matrix3::zeros();
+    for (e, w, block) in hess_terms {
+        let e = e as usize;
+        let tet = &model.mesh.tets[e];
+        let ms = model.density[e] * model.rest[e].volume / 4.0 * ih2;
+        let mut hess = cache.hess[e];
+        for c in 0..12 {
+            hess[(c, c)] += ms;
+        }
+        match block {
+            None => {
+                let c = tet
+                    .iter()
+                    .position(|&v| v as usize == i)
+                    .expect("incident element");
+                a += hess.fixed_view::<3, 3>(3 * c, 3 * c) * w;
+            }
+            Some(b) => {
+                let mut u = SMatrix::<f64, 12, 3>::from_row_slice(b);
+                if let (Some(rot), Some(ri_t)) = (rot, ri_t) {
+                    for (c, &v) in tet.iter().enumerate() {
+                        let blk = rot[v as usize] * u.fixed_view::<3, 3>(3 * c, 0) * ri_t;
+                        u.fixed_view_mut::<3, 3>(3 * c, 0).copy_from(&blk);
+                    }
+                }
+                // Pinned corners have zero Ū rows, so their (fixed) DOFs never enter.
+                a += u.transpose() * hess * u * w;
+            }
+        }
+    }
+    let mut r = Vector3::from_column_slice(&g[3 * i..3 * i + 3]);
+    for (j, w, b) in grad_terms {
+        let j = j as usize;
+        let mut u = Matrix3::from_row_slice(b);
+        if let (Some(rot), Some(ri_t)) = (rot, ri_t) {
+            u = rot[j] * u * ri_t;
+        }
+        r += u.transpose() * Vector3::from_column_slice(&g[3 * j..3 * j + 3]) * w;
+    }
+    // Obstacle barrier curvature on vertex i itself (its gradient is already in g_i).
+    let dhat = model.barrier.dhat;
+    let p = Vector3::from_column_slice(&x[3 * i..3 * i + 3]);
+    for o in &model.obstacles {
+        let de = o.distance(&p);
+        if de.d < dhat {
+            let (_, db, ddb) = barrier_derivatives(de.d, dhat);
+            let wv = model.barrier.kappa * model.mass[i] * ih2;
+            a += de.grad * de.grad.transpose() * (wv * ddb);
+            if db > 0.0 {
+                a += de.hess * (wv * db);
+            }
+        }
+    }
+    (a, r)
+}

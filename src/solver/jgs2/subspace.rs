@@ -1,0 +1,252 @@
+//! Building (or loading from the cache) the JGS2 perturbation subspaces of a model.
+
+use crate::error::{JelloError, Result};
+use crate::material::element_hessian;
+use crate::mesh::VertexTets;
+use crate::problem::Model;
+use jello_precompute::cholesky::Ordering;
+use jello_precompute::jgs2::{Jgs2Basis, Jgs2Input, Jgs2Options, Jgs2Precompute, VertexCubature};
+use nalgebra::Vector3;
+
+/// One vertex's subspace data: Ū blocks of its incident elements (in `VertexTets` order, summed
+/// exactly at run time) and its cubature (remote elements, weights ≥ 0, Ū blocks).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct VertexSubspace {
+    /// Ū_{i,e} (12×3 row-major) for each incident element, in `VertexTets::of(i)` order.
+    pub incident: Vec<[f64; 36]>,
+    /// Cubature elements.
+    pub elements: Vec<u32>,
+    /// Cubature weights.
+    pub weights: Vec<f64>,
+    /// Ū_{i,e} for the cubature elements.
+    pub blocks: Vec<[f64; 36]>,
+    /// Gradient terms (vertex j ≠ i, weight, Ū_i[j] 3×3 row-major): the exact support (1-ring
+    /// plus every vertex where Ū_i is ≥ 5% of its own magnitude, weight 1), then the remote
+    /// gradient-cubature vertices with their NNLS weights.
+    pub grad_terms: Vec<(u32, f64, [f64; 9])>,
+}
+
+impl VertexSubspace {
+    /// Gradient terms: the exact support (weight 1) then the remote gradient cubature.
+    fn with_grad_terms(mut self, rec: &VertexCubature) -> Self {
+        let support = rec
+            .support_vertices
+            .iter()
+            .zip(&rec.support_blocks)
+            .map(|(&j, b)| (j, 1.0, *b));
+        let remote = rec
+            .grad_vertices
+            .iter()
+            .zip(&rec.grad_weights)
+            .zip(&rec.grad_blocks)
+            .map(|((&j, &w), b)| (j, w, *b));
+        self.grad_terms = support.chain(remote).collect();
+        self
+    }
+}
+
+/// All vertices' subspaces plus the precompute statistics.
+#[derive(Clone, Debug)]
+pub struct Jgs2Subspace {
+    /// Per vertex (empty for pinned ones).
+    pub vertices: Vec<VertexSubspace>,
+    /// Precompute statistics (timings, residual distribution, bytes per vertex).
+    pub stats: jello_precompute::jgs2::Jgs2Stats,
+}
+
+/// Options of the subspace build.
+#[derive(Clone, Debug, Default)]
+pub struct SubspaceOptions {
+    /// Precompute tuning (modes, candidates, target residual, max elements).
+    pub precompute: Jgs2Options,
+}
+
+/// The inputs of the precompute for `model` at time step `h`: rest element Hessians of Ψ,
+/// per-corner mass shares and the pinned mask.
+fn inputs(model: &Model) -> (Vec<[f64; 144]>, Vec<[f64; 4]>) {
+    let rest_h: Vec<[f64; 144]> = (0..model.mesh.num_tets())
+        .map(|t| {
+            let x = model.mesh.tets[t].map(|v| Vector3::from(model.mesh.positions[v as usize]));
+            let s = element_hessian(&model.materials[t], &model.rest[t], &x, true);
+            let h = s.hessian.unwrap_or_default();
+            let mut out = [0.0; 144];
+            for p in 0..12 {
+                for q in 0..12 {
+                    out[12 * p + q] = h[(p, q)];
+                }
+            }
+            out
+        })
+        .collect();
+    let mass: Vec<[f64; 4]> = (0..model.mesh.num_tets())
+        .map(|t| [model.density[t] * model.rest[t].volume / 4.0; 4])
+        .collect();
+    (rest_h, mass)
+}
+
+/// A 64-bit key identifying everything the subspace depends on (mesh, materials, densities,
+/// pins, h, options) — FNV-1a over their bytes, stable across runs and platforms.
+pub fn cache_key(model: &Model, h: f64, opts: &SubspaceOptions) -> u64 {
+    let mut k = 0xcbf2_9ce4_8422_2325u64;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes {
+            k ^= b as u64;
+            k = k.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    for p in &model.mesh.positions {
+        for c in p {
+            eat(&c.to_le_bytes());
+        }
+    }
+    for t in &model.mesh.tets {
+        for v in t {
+            eat(&v.to_le_bytes());
+        }
+    }
+    for (m, d) in model.materials.iter().zip(&model.density) {
+        eat(&m.model.gpu_id().to_le_bytes());
+        eat(&m.mu.to_le_bytes());
+        eat(&m.lambda.to_le_bytes());
+        eat(&d.to_le_bytes());
+    }
+    for (v, p) in model.pinned.iter().enumerate() {
+        if *p {
+            eat(&(v as u64).to_le_bytes());
+        }
+    }
+    eat(&h.to_le_bytes());
+    let o = &opts.precompute;
+    for v in [o.n_modes, o.candidates, o.max_elements] {
+        eat(&(v as u64).to_le_bytes());
+    }
+    eat(&o.target_residual.to_le_bytes());
+    eat(&o.seed.to_le_bytes());
+    eat(&o.support_threshold.to_le_bytes());
+    eat(&(o.max_support as u64).to_le_bytes());
+    eat(&[o.fit_hessian as u8]);
+    eat(&jello_precompute::artifact::FORMAT_VERSION.to_le_bytes());
+    k
+}
+
+/// Where the subspace came from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SubspaceOrigin {
+    /// Read from a valid cached artifact.
+    Cache(std::path::PathBuf),
+    /// Built now (and written to the path when there was a cache directory).
+    Built(Option<std::path::PathBuf>),
+}
+
+/// The subspace of `model` at `h`: read from `cache_dir/jgs2-KEY.bin` when it exists and checks
+/// out (magic, version, key, checksum), otherwise built and written there atomically. A stale,
+/// mismatched or corrupt file is rebuilt with a warning (returned), never trusted.
+pub fn load_or_build(
+    model: &Model,
+    h: f64,
+    opts: &SubspaceOptions,
+    cache_dir: Option<&std::path::Path>,
+) -> Result<(Jgs2Subspace, SubspaceOrigin, Vec<String>)> {
+    use jello_precompute::artifact;
+    let key = cache_key(model, h, opts);
+    let mut warnings = Vec::new();
+    let path = cache_dir.map(|d| d.join(format!("jgs2-{key:016x}.bin")));
+    if let Some(p) = path.as_ref().filter(|p| p.exists()) {
+        match artifact::read(p, key) {
+            Ok(basis) => {
+                return Ok((
+                    from_basis(model, basis)?,
+                    SubspaceOrigin::Cache(p.clone()),
+                    warnings,
+                ))
+            }
+            Err(e) => warnings.push(format!(
+                "{}: {e}; rebuilding the JGS2 subspace",
+                p.display()
+            )),
+        }
+    }
+    let sub_basis = precompute(model, h, opts)?;
+    if let Some(p) = &path {
+        let made = p.parent().map(|d| std::fs::create_dir_all(d)).transpose();
+        if let Err(e) = made {
+            warnings.push(format!(
+                "{}: could not create the JGS2 cache directory: {e}",
+                p.display()
+            ));
+        } else if let Err(e) = artifact::write(p, &sub_basis, key) {
+            warnings.push(format!(
+                "{}: could not write the JGS2 cache: {e}",
+                p.display()
+            ));
+        }
+    }
+    Ok((
+        from_basis(model, sub_basis)?,
+        SubspaceOrigin::Built(path),
+        warnings,
+    ))
+}
+
+/// Runs the precompute for `model` at time step `h` (s).
+pub fn build_subspace(model: &Model, h: f64, opts: &SubspaceOptions) -> Result<Jgs2Subspace> {
+    from_basis(model, precompute(model, h, opts)?)
+}
+
+fn precompute(model: &Model, h: f64, opts: &SubspaceOptions) -> Result<Jgs2Basis> {
+    let err =
+        |e: jello_precompute::PrecomputeError| JelloError::Solver(format!("JGS2 precompute: {e}"));
+    let (rest_h, mass) = inputs(model);
+    let input = Jgs2Input {
+        n_vertices: model.num_vertices(),
+        tets: &model.mesh.tets,
+        elem_hessians: &rest_h,
+        elem_mass: &mass,
+        h,
+        pinned: &model.pinned,
+    };
+    let pre = Jgs2Precompute::new(&input, Ordering::default()).map_err(err)?;
+    pre.run(&opts.precompute).map_err(err)
+}
+
+/// Converts the precompute's output to the runtime layout (incident blocks in `VertexTets`
+/// order).
+fn from_basis(model: &Model, basis: Jgs2Basis) -> Result<Jgs2Subspace> {
+    let vt = VertexTets::new(&model.mesh);
+    let mut vertices = Vec::with_capacity(basis.vertices.len());
+    for (v, rec) in basis.vertices.into_iter().enumerate() {
+        if model.pinned[v] {
+            vertices.push(VertexSubspace::default());
+            continue;
+        }
+        let order: Vec<u32> = vt.of(v).map(|(t, _)| t).collect();
+        let incident = order
+            .iter()
+            .map(|t| {
+                rec.incident_elements
+                    .iter()
+                    .position(|e| e == t)
+                    .map(|k| rec.incident_blocks[k])
+                    .ok_or_else(|| {
+                        JelloError::Solver(format!(
+                            "JGS2 basis lacks incident element {t} of vertex {v}"
+                        ))
+                    })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        vertices.push(
+            VertexSubspace {
+                incident,
+                elements: rec.elements.clone(),
+                weights: rec.weights.clone(),
+                blocks: rec.blocks.clone(),
+                grad_terms: Vec::new(),
+            }
+            .with_grad_terms(&rec),
+        );
+    }
+    Ok(Jgs2Subspace {
+        vertices,
+        stats: basis.stats,
+    })
+}
