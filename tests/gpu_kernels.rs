@@ -1246,3 +1246,82 @@ fn adopts_a_host_device_without_owning_it() {
     queue.submit([]);
     device.poll(wgpu::PollType::wait_indefinitely()).unwrap();
 }
+
+#[test]
+fn rest_state_is_stress_free_for_every_model() {
+    // Through Model and ElasticRest::from_model: at rest (x = x̃ = X) every model has Ψ(I) = 0
+    // and P(I) = 0, so energy and gradient must vanish up to f32 rounding — relative to the
+    // gradient of a 1 % stretch, which is O(μ·ε·area).
+    let mut rng = common::rng("rest_state_is_stress_free_for_every_model");
+    let (x0, tets) = box_mesh(3, 3, 2, 0.1);
+    let shift = [rng.random_range(-10.0..10.0), 3.0, -7.0];
+    let positions: Vec<[f64; 3]> = x0
+        .iter()
+        .map(|p| [p[0] + shift[0], p[1] + shift[1], p[2] + shift[2]])
+        .collect();
+    let backends: Vec<Backend> = match gpu() {
+        Some(_) => vec![Backend::Cpu, Backend::Gpu],
+        None => vec![Backend::Cpu],
+    };
+    for backend in backends {
+        for model in MaterialModel::ALL {
+            let dev = Device::new(backend).unwrap();
+            let name = dev.info().to_string();
+            let mesh = jello::mesh::TetMesh {
+                positions: positions.clone(),
+                tets: tets.clone(),
+            };
+            let nt = mesh.num_tets();
+            let mat = Material::from_young_poisson(model, 1e5, 0.4).unwrap();
+            let m = jello::problem::Model::new(
+                mesh,
+                vec![],
+                vec![mat; nt],
+                vec![1000.0; nt],
+                [0.0; 3],
+                vec![],
+                vec![],
+                jello::problem::BarrierParams {
+                    dhat: 1e-3,
+                    kappa: 1.0,
+                },
+            )
+            .unwrap();
+            let setup = ElasticRest::from_model(&m);
+            let mut ev = ElasticEvaluator::new(dev, &setup).unwrap();
+            let x: Vec<f64> = positions.iter().flatten().copied().collect();
+            let r = ev.evaluate(&x, &x, 0.01, EvalFlags::default()).unwrap();
+            let stretched: Vec<f64> = x
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    if i % 3 == 0 {
+                        v + 0.01 * (v - shift[0])
+                    } else {
+                        *v
+                    }
+                })
+                .collect();
+            let s = ev
+                .evaluate(&stretched, &stretched, 0.01, EvalFlags::default())
+                .unwrap();
+            let gmax = |g: &[f64]| g.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+            eprintln!("{name} {model:?}: rest |g|∞ = {:.2e}, stretched |g|∞ = {:.2e}, rest E = {:.2e}, stretched E = {:.2e}", gmax(&r.gradient), gmax(&s.gradient), r.energy, s.energy);
+            assert!(
+                s.energy > 0.0 && gmax(&s.gradient) > 0.0,
+                "{name} {model:?}: a stretch stores energy"
+            );
+            // f32 F at rest is I ± ~1e-6 (positions relative to the centroid): P(I ± δ) ~ δ·μ,
+            // i.e. ~1e-4 of the 1 % stretch's gradient; the energy is second order: ~1e-8 of it.
+            assert!(
+                gmax(&r.gradient) <= 1e-3 * gmax(&s.gradient),
+                "{name} {model:?}: rest gradient"
+            );
+            assert!(
+                r.energy.abs() <= 1e-4 * s.energy,
+                "{name} {model:?}: rest energy {}",
+                r.energy
+            );
+        }
+    }
+}

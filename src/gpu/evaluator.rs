@@ -32,6 +32,28 @@ pub struct ElasticRest<'a> {
     pub origin: [f64; 3],
 }
 
+impl<'a> ElasticRest<'a> {
+    /// The elastic part of a [`Model`](crate::problem::Model): its tets, rest data, materials and
+    /// lumped masses, with the rest centroid as origin.
+    pub fn from_model(model: &'a crate::problem::Model) -> Self {
+        let n = model.mesh.num_vertices();
+        let mut c = [0.0; 3];
+        for p in &model.mesh.positions {
+            for k in 0..3 {
+                c[k] += p[k];
+            }
+        }
+        ElasticRest {
+            num_vertices: n,
+            tets: &model.mesh.tets,
+            rest: &model.rest,
+            materials: &model.materials,
+            masses: &model.mass,
+            origin: c.map(|v| v / n.max(1) as f64),
+        }
+    }
+}
+
 /// What to compute.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EvalFlags {
