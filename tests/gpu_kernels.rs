@@ -516,7 +516,7 @@ fn random_f(rng: &mut ChaCha8Rng) -> Mat3 {
             .normalize(),
         )
     };
-    let kind = rng.random_range(0..5);
+    let kind = rng.random_range(0..8);
     let mut s = Vec3::new(
         rng.random_range(0.2..3.0),
         rng.random_range(0.2..3.0),
@@ -527,6 +527,9 @@ fn random_f(rng: &mut ChaCha8Rng) -> Mat3 {
         2 => s.z = rng.random_range(1e-4..1e-3), // near-degenerate
         3 => s.y = s.x,                          // repeated
         4 => s = Vec3::splat(s.x) * Vec3::new(1.0, 1.0, if rng.random() { -1.0 } else { 1.0 }),
+        5 => s.z = 0.0,                                    // singular (flat element)
+        6 => s = Vec3::new(s.x, 0.0, 0.0),                 // rank one
+        7 => s *= 10f32.powf(rng.random_range(-3.0..3.0)), // tiny or huge scale
         _ => {}
     }
     rot(rng) * Mat3::from_diagonal(s) * rot(rng)
@@ -575,16 +578,27 @@ fn svd3_matches_and_reconstructs() {
                 s.x >= s.y - 1e-6 * fnorm && s.y >= s.z.abs() - 1e-6 * fnorm,
                 "{name} elem {e}: order {s}"
             );
-            assert_eq!(
-                s.z < 0.0,
-                f.determinant() < 0.0,
+            // The sign of σ₃ is only defined when det F is not lost in rounding.
+            let det = f.determinant();
+            assert!(
+                det.abs() <= 1e-5 * fnorm.powi(3) || (s.z < 0.0) == (det < 0.0),
                 "{name} elem {e}: sign of σ₃ vs det F"
             );
         }
     }
     if sets.len() == 2 {
-        // σ are unique (U, V are not for repeated σ): compare σ only; 1e-5 relative.
-        assert_close(&sets[1].1[2], &sets[0].1[2], 1e-5, "svd σ gpu vs cpu");
+        // σ are unique (U, V are not for repeated σ): compare σ per element, relative to ‖F‖
+        // (scales span 1e-3..1e3): 1e-5.
+        let (g, c) = (&sets[1].1[2], &sets[0].1[2]);
+        let mut worst = 0.0f32;
+        for e in 0..n {
+            let fnorm = frob(fs[e].to_glam()).max(1e-30);
+            for k in 0..3 {
+                worst = worst.max((g[4 * e + k] - c[4 * e + k]).abs() / fnorm);
+            }
+        }
+        eprintln!("svd σ gpu vs cpu: worst per-element error {worst:.2e} ‖F‖ (tolerance 1e-5)");
+        assert!(worst <= 1e-5, "svd σ gpu vs cpu: {worst:.3e}");
     }
 }
 
