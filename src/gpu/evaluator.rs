@@ -288,7 +288,10 @@ impl ElasticEvaluator {
         self.device.write(&self.dx, 0, &dxv)?;
         let ne = self.ne as u32;
         let nv = self.nv as u32;
-        let mut kflags = ELASTIC_GRADIENT;
+        // Energy-only evaluations (line searches) skip the element gradients and their gather;
+        // the inertia kernel then adds into a gradient buffer nobody reads.
+        let want_grad = flags.gradient || flags.hessian;
+        let mut kflags = if want_grad { ELASTIC_GRADIENT } else { 0 };
         if flags.hessian {
             kflags |= ELASTIC_HESSIAN;
             if flags.project {
@@ -320,18 +323,20 @@ impl ElasticEvaluator {
             Params::new().u0(kflags),
             ne,
         );
-        plan.dispatch(
-            Kernel::GatherGradient,
-            &[
-                self.elem_grad.id(),
-                self.offsets.id(),
-                self.csr_tets.id(),
-                self.csr_local.id(),
-                self.vgrad.id(),
-            ],
-            Params::new(),
-            nv,
-        );
+        if want_grad {
+            plan.dispatch(
+                Kernel::GatherGradient,
+                &[
+                    self.elem_grad.id(),
+                    self.offsets.id(),
+                    self.csr_tets.id(),
+                    self.csr_local.id(),
+                    self.vgrad.id(),
+                ],
+                Params::new(),
+                nv,
+            );
+        }
         plan.dispatch(
             Kernel::Inertia,
             &[
