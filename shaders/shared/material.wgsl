@@ -1,7 +1,8 @@
-// Isotropic hyperelastic models in singular-value space (f32). Each model is written as
-//   Ψ(σ) = k(I_C) + h(J) + Σ_i g(σ_i),   I_C = Σσ_i², J = σ₀σ₁σ₂,
+// Isotropic hyperelastic models in singular-value space (f32). Each model's derivatives are
+// written as those of Ψ(σ) = k(I_C) + h(J) + Σ_i g(σ_i),   I_C = Σσ_i², J = σ₀σ₁σ₂,
 // which gives ∂Ψ/∂σ, ∂²Ψ/∂σ² and the closed-form eigenvalues of the 2×2 flip/twist blocks
-// without dividing by σ_i − σ_j. The CPU twin (src/gpu/twins/material.rs) mirrors this file.
+// without dividing by σ_i − σ_j. Ψ itself is evaluated in e = σ − 1, rearranged so that no
+// first-order terms cancel at rest (f32 energy differences stay meaningful near rest). The CPU twin (src/gpu/twins/material.rs) mirrors this file.
 // Model ids match `jello::gpu::GpuModel`.
 
 const MODEL_STABLE_NEO_HOOKEAN: u32 = 0u;
@@ -58,20 +59,49 @@ fn f32_nan() -> f32 {
     return bitcast<f32>(0x7fc00000u);
 }
 
+// x − ln(1 + x) for x > −1 without cancellation: a Taylor series for |x| < 0.1 (truncation
+// < 1e-9 relative), else the direct formula (WGSL's log has absolute error ≤ 2⁻²¹ near 1, which
+// the series avoids where it would matter).
+fn x_minus_log1p(x: f32) -> f32 {
+    if abs(x) < 0.1 {
+        // x²/2 − x³/3 + x⁴/4 − x⁵/5 + x⁶/6 − x⁷/7 + x⁸/8 (Horner).
+        let p = 1.0 / 6.0 + x * (-1.0 / 7.0 + x * (1.0 / 8.0));
+        return x * x * (0.5 + x * (-1.0 / 3.0 + x * (0.25 + x * (-0.2 + x * p))));
+    }
+    return x - log(1.0 + x);
+}
+
+// ln(1 + x) for x > −1, accurate near 0 (see x_minus_log1p).
+fn log1p_f32(x: f32) -> f32 {
+    if abs(x) < 0.1 {
+        return x - x_minus_log1p(x);
+    }
+    return log(1.0 + x);
+}
+
 fn sigma_eval(model: u32, mu: f32, lam: f32, s: vec3<f32>) -> SigmaEval {
     let ic = dot(s, s);
     let j = s.x * s.y * s.z;
+    // Energies are evaluated in e = σ − 1 so that Ψ keeps f32 relative precision near rest:
+    // I_C − 3, J − 1 and w = (I_C − 3)/2 − (J − 1) (second order at rest) without cancellation.
+    let e1 = s - vec3<f32>(1.0);
+    let se = e1.x + e1.y + e1.z;
+    let pe = e1.x * e1.y + e1.x * e1.z + e1.y * e1.z;
+    let te = e1.x * e1.y * e1.z;
+    let d_ic = dot(e1, e1) + 2.0 * se;
+    let d_j = se + pe + te;
+    let w = 0.5 * dot(e1, e1) - pe - te;
+    var psi = 0.0;
     // ∂J/∂σ_i.
     let pj = vec3<f32>(s.y * s.z, s.x * s.z, s.x * s.y);
     // Pair (0,1),(0,2),(1,2): first, second, and the remaining singular value.
     let si = vec3<f32>(s.x, s.x, s.y);
     let sj = vec3<f32>(s.y, s.z, s.z);
     let third = vec3<f32>(s.z, s.y, s.x);
-    // k(I_C) and its first two derivatives; h(J) likewise.
+    // First and second derivatives of k(I_C) (.y, .z) and of h(J); .x unused.
     var k = vec3<f32>(0.0);
     var h = vec3<f32>(0.0);
-    // Separable part: Σg, g'(σ_i), g''(σ_i), and its flip/twist contributions per pair.
-    var g0 = 0.0;
+    // Separable part: g'(σ_i), g''(σ_i), and its flip/twist contributions per pair.
     var g1 = vec3<f32>(0.0);
     var g2 = vec3<f32>(0.0);
     var gflip = vec3<f32>(0.0);
@@ -80,57 +110,57 @@ fn sigma_eval(model: u32, mu: f32, lam: f32, s: vec3<f32>) -> SigmaEval {
     switch model {
         case MODEL_STABLE_NEO_HOOKEAN: {
             // Smith et al. 2018: μ/2(I_C−3) − μ/2·ln((I_C+1)/4) + λ/2((J−α)² − (1−α)²),
-            // α = 1 + 3μ/(4λ); constants chosen so Ψ(I) = 0. (J−α)² − (1−α)² = (J−1)(J+1−2α)
-            // keeps f32 digits near rest.
+            // α = 1 + 3μ/(4λ); constants chosen so Ψ(I) = 0. Rearranged with q = (I_C−3)/4:
+            // Ψ = μ/2·(q − ln(1+q)) + 3μ/4·w + λ/2·(J−1)², each term second order at rest.
             let alpha = 1.0 + 0.75 * mu / lam;
-            k = vec3<f32>(0.5 * mu * (ic - 3.0) - 0.5 * mu * log(0.25 * (ic + 1.0)),
-                          0.5 * mu - 0.5 * mu / (ic + 1.0),
-                          0.5 * mu / ((ic + 1.0) * (ic + 1.0)));
-            h = vec3<f32>(0.5 * lam * (j - 1.0) * (j + 1.0 - 2.0 * alpha), lam * (j - alpha), lam);
+            psi = 0.5 * mu * x_minus_log1p(0.25 * d_ic) + 0.75 * mu * w + 0.5 * lam * d_j * d_j;
+            k = vec3<f32>(0.0, 0.5 * mu - 0.5 * mu / (ic + 1.0), 0.5 * mu / ((ic + 1.0) * (ic + 1.0)));
+            h = vec3<f32>(0.0, lam * (j - alpha), lam);
         }
         case MODEL_STABLE_NEO_HOOKEAN_VBD: {
-            // μ/2(I_C−3) + λ/2((J−α)² − (1−α)²), α = 1 + μ/λ (Ψ(I) = 0).
+            // μ/2(I_C−3) + λ/2((J−α)² − (1−α)²), α = 1 + μ/λ (Ψ(I) = 0) = μ·w + λ/2·(J−1)².
             let alpha = 1.0 + mu / lam;
-            k = vec3<f32>(0.5 * mu * (ic - 3.0), 0.5 * mu, 0.0);
-            h = vec3<f32>(0.5 * lam * (j - 1.0) * (j + 1.0 - 2.0 * alpha), lam * (j - alpha), lam);
+            psi = mu * w + 0.5 * lam * d_j * d_j;
+            k = vec3<f32>(0.0, 0.5 * mu, 0.0);
+            h = vec3<f32>(0.0, lam * (j - alpha), lam);
         }
         case MODEL_FIXED_COROTATED, MODEL_ARAP: {
             // μ·Σ(σ_i−1)² [+ λ/2(J−1)² for fixed corotated].
-            let d = s - vec3<f32>(1.0);
-            g0 = mu * dot(d, d);
-            g1 = 2.0 * mu * d;
+            psi = mu * dot(e1, e1);
+            g1 = 2.0 * mu * e1;
             g2 = vec3<f32>(2.0 * mu);
             gflip = vec3<f32>(2.0 * mu);
             let sum = vec3<f32>(guard_pair_sum(si.x + sj.x), guard_pair_sum(si.y + sj.y), guard_pair_sum(si.z + sj.z));
             gtwist = 2.0 * mu * (vec3<f32>(1.0) - 2.0 / sum);
             if model == MODEL_FIXED_COROTATED {
-                h = vec3<f32>(0.5 * lam * (j - 1.0) * (j - 1.0), lam * (j - 1.0), lam);
+                psi += 0.5 * lam * d_j * d_j;
+                h = vec3<f32>(0.0, lam * d_j, lam);
             }
         }
         case MODEL_NEO_HOOKEAN: {
             // μ/2(I_C−3) − μ·ln J + λ/2(ln J)²; Ψ = +∞ and NaN derivatives for J ≤ 0.
-            k = vec3<f32>(0.5 * mu * (ic - 3.0), 0.5 * mu, 0.0);
+            // Rearranged: μ·w + μ·((J−1) − ln J) + λ/2·(ln J)².
+            k = vec3<f32>(0.0, 0.5 * mu, 0.0);
             if j > 0.0 {
-                let lj = log(j);
-                h = vec3<f32>(-mu * lj + 0.5 * lam * lj * lj, (lam * lj - mu) / j, (mu + lam - lam * lj) / (j * j));
+                let lj = log1p_f32(d_j);
+                psi = mu * w + mu * x_minus_log1p(d_j) + 0.5 * lam * lj * lj;
+                h = vec3<f32>(0.0, (lam * lj - mu) / j, (mu + lam - lam * lj) / (j * j));
             } else {
                 infinite = true;
             }
         }
         case MODEL_STVK: {
-            // μ·tr(E²) + λ/2·tr(E)², E = (FᵀF − I)/2.
-            let e = 0.5 * (s * s - vec3<f32>(1.0));
-            g0 = mu * dot(e, e);
+            // μ·tr(E²) + λ/2·tr(E)², E = (FᵀF − I)/2, E_i = e_i + e_i²/2.
+            let e = e1 + 0.5 * e1 * e1;
+            psi = mu * dot(e, e) + 0.125 * lam * d_ic * d_ic;
             g1 = 2.0 * mu * e * s;
             g2 = mu * (3.0 * s * s - vec3<f32>(1.0));
             gflip = mu * (si * si + si * sj + sj * sj - vec3<f32>(1.0));
             gtwist = mu * (si * si - si * sj + sj * sj - vec3<f32>(1.0));
-            k = vec3<f32>(0.125 * lam * (ic - 3.0) * (ic - 3.0), 0.25 * lam * (ic - 3.0), 0.25 * lam);
+            k = vec3<f32>(0.0, 0.25 * lam * d_ic, 0.25 * lam);
         }
         case MODEL_LINEAR: {
             // Only the ∂P/∂F data (see MODEL_LINEAR); Ψ and P come from F in the kernel.
-            k = vec3<f32>(0.0, mu, 0.0);
-            h = vec3<f32>(0.0);
             var r: SigmaEval;
             r.psi = 0.0;
             r.grad = vec3<f32>(0.0);
@@ -144,7 +174,7 @@ fn sigma_eval(model: u32, mu: f32, lam: f32, s: vec3<f32>) -> SigmaEval {
         }
     }
     var r: SigmaEval;
-    r.psi = k.x + h.x + g0;
+    r.psi = psi;
     r.grad = 2.0 * k.y * s + h.y * pj + g1;
     let off = mat3x3<f32>(vec3<f32>(0.0, s.z, s.y), vec3<f32>(s.z, 0.0, s.x), vec3<f32>(s.y, s.x, 0.0));
     let diag = mat3x3<f32>(vec3<f32>(g2.x, 0.0, 0.0), vec3<f32>(0.0, g2.y, 0.0), vec3<f32>(0.0, 0.0, g2.z));

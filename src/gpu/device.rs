@@ -290,6 +290,13 @@ impl Device {
             Device::Cpu(_) => None,
         }
     }
+    /// The wgpu backend, mutably (e.g. to set the readback timeout).
+    pub fn as_gpu_mut(&mut self) -> Option<&mut GpuDevice> {
+        match self {
+            Device::Gpu(g) => Some(g),
+            Device::Cpu(_) => None,
+        }
+    }
     /// A zero-filled buffer of `len` elements.
     pub fn alloc<T: Pod>(&mut self, label: &str, len: usize) -> Result<Buf<T>> {
         let id = self.imp_mut().alloc(label, size_of::<T>() as u32, len)?;
@@ -376,13 +383,17 @@ impl Device {
             p.sum(a, n, out, 0);
         })
     }
-    /// Σ a[i]·b[i] over 0..n.
+    /// `Σ a[i]·b[i]` over `0..n`.
     pub fn dot(&mut self, a: &Buf<f32>, b: &Buf<f32>, n: u32) -> Result<f32> {
         self.scalar(|p, out| {
             p.dot(a, b, n, out, 0);
         })
     }
-    /// max |a[i]| over 0..n.
+    /// Euclidean norm `√(Σ a[i]²)` over 0..n (the dot reduction, square root on the host).
+    pub fn norm(&mut self, a: &Buf<f32>, n: u32) -> Result<f32> {
+        Ok(self.dot(a, a, n)?.max(0.0).sqrt())
+    }
+    /// `max |a[i]|` over `0..n`.
     pub fn max_abs(&mut self, a: &Buf<f32>, n: u32) -> Result<f32> {
         self.scalar(|p, out| {
             p.max_abs(a, n, out, 0);

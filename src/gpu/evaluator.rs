@@ -32,6 +32,28 @@ pub struct ElasticRest<'a> {
     pub origin: [f64; 3],
 }
 
+impl<'a> ElasticRest<'a> {
+    /// The elastic part of a [`Model`](crate::problem::Model): its tets, rest data, materials and
+    /// lumped masses, with the rest centroid as origin.
+    pub fn from_model(model: &'a crate::problem::Model) -> Self {
+        let n = model.mesh.num_vertices();
+        let mut c = [0.0; 3];
+        for p in &model.mesh.positions {
+            for k in 0..3 {
+                c[k] += p[k];
+            }
+        }
+        ElasticRest {
+            num_vertices: n,
+            tets: &model.mesh.tets,
+            rest: &model.rest,
+            materials: &model.materials,
+            masses: &model.mass,
+            origin: c.map(|v| v / n.max(1) as f64),
+        }
+    }
+}
+
 /// What to compute.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EvalFlags {
@@ -41,6 +63,9 @@ pub struct EvalFlags {
     pub hessian: bool,
     /// Project each element Hessian to PSD.
     pub project: bool,
+    /// Also gather the per-vertex diagonal 3×3 blocks of the assembled elastic Hessian
+    /// (requires `hessian`; for Jacobi/VBD-style preconditioners).
+    pub hessian_diagonal: bool,
 }
 
 impl Default for EvalFlags {
@@ -49,6 +74,7 @@ impl Default for EvalFlags {
             gradient: true,
             hessian: false,
             project: true,
+            hessian_diagonal: false,
         }
     }
 }
@@ -60,6 +86,7 @@ impl EvalFlags {
             gradient: false,
             hessian: false,
             project: false,
+            hessian_diagonal: false,
         }
     }
     /// Energy, gradient and PSD-projected element Hessians (projected Newton).
@@ -68,6 +95,7 @@ impl EvalFlags {
             gradient: true,
             hessian: true,
             project: true,
+            hessian_diagonal: false,
         }
     }
 }
@@ -86,6 +114,9 @@ pub struct Evaluation {
     /// Per element 12×12 Hessian of V·Ψ (N/m), row-major, dofs `[x0 y0 z0 x1 …]`; empty unless
     /// requested. The inertia Hessian m/h²·I is not included.
     pub element_hessians: Vec<[f32; 144]>,
+    /// Per vertex, the diagonal 3×3 block of the assembled elastic Hessian (N/m), row-major;
+    /// empty unless `hessian_diagonal` was requested. Inertia (m/h²·I) not included.
+    pub vertex_hessian_diagonal: Vec<[f64; 9]>,
 }
 
 /// Evaluates the incremental potential on a [`Device`] (GPU or CPU twins).
@@ -110,6 +141,7 @@ pub struct ElasticEvaluator {
     venergy: Buf<f32>,
     partials: Buf<f32>,
     hess: Option<Buf<f32>>,
+    hdiag: Option<Buf<GpuMat3>>,
     dummy: Buf<f32>,
 }
 
@@ -198,6 +230,7 @@ impl ElasticEvaluator {
             venergy,
             partials,
             hess: None,
+            hdiag: None,
             dummy,
         })
     }
@@ -243,6 +276,11 @@ impl ElasticEvaluator {
                 "evaluate: time step h = {h} must be > 0"
             )));
         }
+        if flags.hessian_diagonal && !flags.hessian {
+            return Err(JelloError::Invalid(
+                "evaluate: hessian_diagonal needs hessian".into(),
+            ));
+        }
         self.upload_positions(x)?;
         let dxv = to_vec4(x_tilde, self.nv, "x_tilde", |i, k| {
             x[3 * i + k] - x_tilde[3 * i + k]
@@ -250,7 +288,10 @@ impl ElasticEvaluator {
         self.device.write(&self.dx, 0, &dxv)?;
         let ne = self.ne as u32;
         let nv = self.nv as u32;
-        let mut kflags = ELASTIC_GRADIENT;
+        // Energy-only evaluations (line searches) skip the element gradients and their gather;
+        // the inertia kernel then adds into a gradient buffer nobody reads.
+        let want_grad = flags.gradient || flags.hessian;
+        let mut kflags = if want_grad { ELASTIC_GRADIENT } else { 0 };
         if flags.hessian {
             kflags |= ELASTIC_HESSIAN;
             if flags.project {
@@ -282,18 +323,20 @@ impl ElasticEvaluator {
             Params::new().u0(kflags),
             ne,
         );
-        plan.dispatch(
-            Kernel::GatherGradient,
-            &[
-                self.elem_grad.id(),
-                self.offsets.id(),
-                self.csr_tets.id(),
-                self.csr_local.id(),
-                self.vgrad.id(),
-            ],
-            Params::new(),
-            nv,
-        );
+        if want_grad {
+            plan.dispatch(
+                Kernel::GatherGradient,
+                &[
+                    self.elem_grad.id(),
+                    self.offsets.id(),
+                    self.csr_tets.id(),
+                    self.csr_local.id(),
+                    self.vgrad.id(),
+                ],
+                Params::new(),
+                nv,
+            );
+        }
         plan.dispatch(
             Kernel::Inertia,
             &[
@@ -306,6 +349,30 @@ impl ElasticEvaluator {
             Params::new().f0((1.0 / (h * h)) as f32),
             nv,
         );
+        if flags.hessian_diagonal {
+            if self.hdiag.is_none() {
+                self.hdiag = Some(
+                    self.device
+                        .alloc::<GpuMat3>("vertex hessian diagonal", self.nv)?,
+                );
+            }
+            let (hb, db) = (
+                self.hess.expect("allocated above"),
+                self.hdiag.expect("allocated above"),
+            );
+            plan.dispatch(
+                Kernel::GatherHessianDiag,
+                &[
+                    hb.id(),
+                    self.offsets.id(),
+                    self.csr_tets.id(),
+                    self.csr_local.id(),
+                    db.id(),
+                ],
+                Params::new(),
+                nv,
+            );
+        }
         // First reduction pass only: partials are summed in f64 on the host.
         let pe = self.ne.div_ceil(REDUCE_BLOCK).max(1);
         plan.dispatch(
@@ -341,6 +408,22 @@ impl ElasticEvaluator {
             if let Some(hb) = &self.hess {
                 let hv = self.device.read(hb)?;
                 out.element_hessians = bytemuck::pod_collect_to_vec(&hv);
+            }
+        }
+        if flags.hessian_diagonal {
+            if let Some(db) = &self.hdiag {
+                out.vertex_hessian_diagonal = self
+                    .device
+                    .read(db)?
+                    .iter()
+                    .map(|m| {
+                        let mut r = [0.0; 9];
+                        for (i, v) in r.iter_mut().enumerate() {
+                            *v = m.get(i / 3, i % 3) as f64;
+                        }
+                        r
+                    })
+                    .collect();
             }
         }
         Ok(out)

@@ -10,10 +10,34 @@
 //!   kernel with naga and embeds it ([`shaders`]).
 //! * [`ElasticEvaluator`] — energy, gradient and element Hessians of the incremental potential.
 //!
-//! Layouts ([`layout`]) are `#[repr(C)]` Pod with compile-time size checks. The **position
-//! buffer** is `array<vec4<f32>>` (16-byte stride, xyz in metres relative to the rest centroid,
-//! w unused) with usage `STORAGE | VERTEX | COPY_SRC | COPY_DST`; see
-//! [`ElasticEvaluator::positions_buffer`].
+//! Layouts ([`layout`]) are `#[repr(C)]` Pod with compile-time size checks.
+//!
+//! # Choosing the device
+//! [`Device::new`] with [`Backend::Auto`] takes a GPU adapter when one exists (software adapters
+//! such as Mesa lavapipe/llvmpipe included), else the CPU twins. Env `WGPU_BACKEND`
+//! (`vulkan`, `gl`, `metal`, `dx12`) restricts the APIs, `WGPU_ADAPTER_NAME` (case-insensitive
+//! substring) picks an adapter. [`Device::info`] reports what runs (name, API, device type) for
+//! stats.json and logs; [`list_adapters`] lists every adapter with its limits and features.
+//!
+//! # Embedding in a host application
+//! [`Device::from_wgpu`] adopts the host's `wgpu::Device` and `wgpu::Queue` (clones of the
+//! handles; the engine never destroys the device and installs no error or device-lost
+//! callbacks on it). Needed: no optional features; within `Limits::default()`: 7 storage
+//! buffers per compute stage, 256 invocations per workgroup, 2 bind groups, 1 dynamic uniform
+//! buffer; bindings up to `max_storage_buffer_binding_size` (Hessians take 576 B per element).
+//!
+//! The **position buffer** ([`ElasticEvaluator::positions_buffer`]) is `array<vec4<f32>>`,
+//! 16-byte stride, xyz in metres relative to [`ElasticEvaluator::origin`] (the rest centroid),
+//! w = 0, usage `STORAGE | VERTEX | COPY_SRC | COPY_DST` — bind it as a vertex buffer with
+//! `VertexFormat::Float32x4` (or `Float32x3`, stride 16) and add the origin in the model
+//! transform. This layout is stable. Every engine buffer has the same usages
+//! ([`GpuDevice::buffer`]).
+//!
+//! # Precision
+//! Kernels are f32. Energies are evaluated in e = σ − 1 without first-order cancellation, so
+//! energy differences near rest keep f32 relative precision; the evaluator sums per-block energy
+//! partials in f64. GPU results match the f32 twins to ~1e-6 relative (see tests/gpu_kernels.rs)
+//! and the f64 reference (`crate::material`) to ~1e-6 on well-conditioned elements.
 
 mod adapter;
 mod cpu_device;
