@@ -17,7 +17,7 @@ pub struct ElementRest<T: RealField + Copy> {
 impl ElementRest<f64> {
     /// Rest data from the four rest positions (m); `None` when the tet is degenerate or inverted.
     pub fn new(x: &[[f64; 3]; 4]) -> Option<Self> {
-        let p = x.map(|p| Vector3::from(p));
+        let p = x.map(Vector3::from);
         let dm = Matrix3::from_columns(&[p[1] - p[0], p[2] - p[0], p[3] - p[0]]);
         let det = dm.determinant();
         if !(det.is_finite() && det > 0.0) {

@@ -296,7 +296,7 @@ impl Scene {
                 if (0..3).any(|k| max[k] <= min[k]) {
                     return Err(cx.err(format!("{key}.max"), "must exceed min on every axis"));
                 }
-                if cells.iter().any(|&c| c == 0) || cells.iter().product::<usize>() > 2_000_000 {
+                if cells.contains(&0) || cells.iter().product::<usize>() > 2_000_000 {
                     return Err(cx.err(
                         format!("{key}.cells"),
                         "each count must be ≥ 1 and the total ≤ 2e6",
@@ -623,7 +623,7 @@ fn region(cx: &Ctx, key: &str, r: &RegionSpec) -> Result<Region> {
             if n.norm() == 0.0 {
                 return Err(cx.err(format!("{key}.slab.normal"), "must be non-zero"));
             }
-            if !(thickness.is_finite() && *thickness > 0.0) || !offset.is_finite() {
+            if !(thickness.is_finite() && *thickness > 0.0 && offset.is_finite()) {
                 return Err(cx.err(
                     format!("{key}.slab.thickness"),
                     "must be > 0 m (and offset finite)",

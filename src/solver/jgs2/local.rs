@@ -121,6 +121,7 @@ pub type GradTerm<'a> = (u32, f64, &'a [f64; 9]);
 /// gradients) keeps the iteration's fixed point exactly the minimiser, whatever the cubature
 /// error — at ∇E = 0 every r_i vanishes. U blocks are co-rotated by `rot` when given:
 /// U_{·,j} = R_j Ū_{·,j} R_iᵀ.
+#[allow(clippy::too_many_arguments)] // mirrors the kernel's binding list
 pub fn local_system<'a>(
     problem: &StepProblem,
     cache: &ElementCache,

@@ -289,7 +289,8 @@ impl StepSolver for Jgs2Solver {
                     let mut tries = 0;
                     // After 8 halvings the (small) update is kept: near convergence E's round-off
                     // can hide a true decrease, and stalling would be worse.
-                    while !(e1 <= e0 + 1e-12 * e0.abs()) && tries < 8 {
+                    let rejected = |e: f64| e.is_nan() || e > e0 + 1e-12 * e0.abs();
+                    while rejected(e1) && tries < 8 {
                         apply(x, -0.5 * scale);
                         scale *= 0.5;
                         e1 = energy_of(x);

@@ -168,7 +168,7 @@ pub fn load_or_build(
     }
     let sub_basis = precompute(model, h, opts)?;
     if let Some(p) = &path {
-        let made = p.parent().map(|d| std::fs::create_dir_all(d)).transpose();
+        let made = p.parent().map(std::fs::create_dir_all).transpose();
         if let Err(e) = made {
             warnings.push(format!(
                 "{}: could not create the JGS2 cache directory: {e}",
