@@ -189,14 +189,7 @@ fn cmd_run(
     }
     let c = &mut built.config;
     if let Some(s) = solver {
-        let s = s.to_ascii_lowercase();
-        if !jello::scene::SOLVERS.contains(&s.as_str()) {
-            bail!(
-                "--solver: unknown solver `{s}` (expected one of: {})",
-                jello::scene::SOLVERS.join(", ")
-            );
-        }
-        c.solver = s;
+        c.solver = solver_name(&s)?;
     }
     if let Some(n) = steps {
         if n == 0 {
@@ -335,14 +328,7 @@ fn cmd_compare(
     }
     let mut built = Scene::load(&scene_path)?.build()?;
     if let Some(s) = solver {
-        let s = s.to_ascii_lowercase();
-        if !jello::scene::SOLVERS.contains(&s.as_str()) {
-            bail!(
-                "--solver: unknown solver `{s}` (expected one of: {})",
-                jello::scene::SOLVERS.join(", ")
-            );
-        }
-        built.config.solver = s;
+        built.config.solver = solver_name(&s)?;
     }
     let n = steps.unwrap_or(built.config.steps);
     if n == 0 {
@@ -378,4 +364,16 @@ fn cmd_compare(
     }
     println!("ok: worst step deviation {worst:.3e} ≤ {max_deviation:.1e}");
     Ok(())
+}
+
+/// Validates a `--solver` value.
+fn solver_name(s: &str) -> Result<String> {
+    let s = s.to_ascii_lowercase();
+    if !jello::scene::SOLVERS.contains(&s.as_str()) {
+        bail!(
+            "--solver: unknown solver `{s}` (expected one of: {})",
+            jello::scene::SOLVERS.join(", ")
+        );
+    }
+    Ok(s)
 }

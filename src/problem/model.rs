@@ -147,6 +147,15 @@ impl Model {
         Ok(self)
     }
 
+    /// Largest side of the rest bounding box, m (1 for an empty mesh): the unit of the `dx`
+    /// stop rule.
+    pub fn largest_extent(&self) -> f64 {
+        self.mesh
+            .bounding_box()
+            .map(|(lo, hi)| (0..3).map(|k| hi[k] - lo[k]).fold(0.0, f64::max))
+            .unwrap_or(1.0)
+    }
+
     /// Number of vertices.
     pub fn num_vertices(&self) -> usize {
         self.mesh.num_vertices()

@@ -51,11 +51,7 @@ impl NewtonSolver {
         let factor = SparseCholesky::analyze(layout.pattern.clone(), params.ordering)
             .map_err(|e| JelloError::Solver(format!("Cholesky analysis: {e}")))?;
         let matrix = layout.zeros();
-        let extent = model
-            .mesh
-            .bounding_box()
-            .map(|(lo, hi)| (0..3).map(|k| hi[k] - lo[k]).fold(0.0, f64::max))
-            .unwrap_or(1.0);
+        let extent = model.largest_extent();
         Ok(NewtonSolver {
             params,
             layout,

@@ -76,11 +76,7 @@ impl Jgs2Solver {
     }
 
     fn new(model: &Model, params: Jgs2Params, subspace: Option<Arc<Jgs2Subspace>>) -> Self {
-        let extent = model
-            .mesh
-            .bounding_box()
-            .map(|(lo, hi)| (0..3).map(|k| hi[k] - lo[k]).fold(0.0, f64::max))
-            .unwrap_or(1.0);
+        let extent = model.largest_extent();
         Jgs2Solver {
             params,
             subspace,
