@@ -2,7 +2,8 @@
 //! the same run: items/s, bytes moved per item (the kernel's own reads + writes, an estimate of
 //! compulsory traffic), achieved GB/s and the GPU:CPU time ratio.
 //!
-//! Meshes: a generated box (~100k tets) and, when present, /work/shared/meshes/armadillo_114k.
+//! Meshes: a generated box (~100k tets) and, when present, ../shared/meshes/armadillo_114k
+//! (beside the repository root).
 //! `cargo bench --bench kernels` (env JELLO_BENCH_REPS to change repetitions, WGPU_BACKEND to
 //! pick the adapter). Software adapters (lavapipe/llvmpipe) are expected to be slower than the
 //! CPU twins; the table reports what it measures.
@@ -420,7 +421,9 @@ fn main() {
         eprintln!("box bench failed: {e}");
         std::process::exit(1);
     }
-    let arm = std::path::Path::new("/work/shared/meshes/armadillo_114k.node");
+    let arm = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/meshes/armadillo_114k.node");
+    let arm = arm.as_path();
     if arm.exists() {
         match jello::mesh::read_mesh(arm) {
             Ok(m) => {

@@ -1,11 +1,11 @@
 //! Projected Newton per-step cost: the twist bar (assets/scenes/twist.toml) and the
-//! armadillo_114k swinging from its top under gravity (skipped when /work/shared is absent),
+//! armadillo_114k swinging from its top under gravity (skipped when ../shared/meshes is absent),
 //! with the assembly / factorisation / solve / line-search split, the Cholesky fill, and METIS
 //! nested dissection against AMD on the armadillo.
 //!
 //! `cargo bench --bench newton`. Env: `JELLO_BENCH_TWIST_STEPS` (default 40),
 //! `JELLO_BENCH_ARMADILLO_STEPS` (default 5), `JELLO_BENCH_ARMADILLO` (path of the .node file,
-//! default /work/shared/meshes/armadillo_114k.node).
+//! default ../shared/meshes/armadillo_114k.node beside the repository root).
 
 use jello::material::{Material, MaterialModel};
 use jello::mesh::read_mesh;
@@ -263,7 +263,9 @@ fn main() {
     let arm_steps = env_usize("JELLO_BENCH_ARMADILLO_STEPS", 5);
     let node = std::env::var("JELLO_BENCH_ARMADILLO")
         .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from("/work/shared/meshes/armadillo_114k.node"));
+        .unwrap_or_else(|_| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/meshes/armadillo_114k.node")
+        });
     println!(
         "projected Newton (f64, CN ε = 1e-5), {} rayon threads",
         rayon::current_num_threads()

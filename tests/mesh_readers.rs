@@ -1,11 +1,13 @@
 //! Every reader on hand-written fixtures (checked against hand-computed counts and volumes),
 //! binary gmsh variants built byte by byte here, round trips through the writers, and the real
-//! meshes in /work/shared/meshes when present.
+//! meshes in ../shared/meshes (beside the repository root) when present.
 
 use jello::mesh::{
     read_mesh, surface, write_gmsh, write_tetgen, GmshFormat, LoadedMesh, MeshInfo, TetMesh,
 };
 use std::path::{Path, PathBuf};
+
+mod common;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -299,20 +301,17 @@ fn convert_writes_by_extension() {
     assert!(err.to_string().contains("conv.xyz"), "{err}");
 }
 
-/// The real meshes: counts from /work/shared/meshes/README.md, all tets already positive.
+/// The real meshes: counts from ../shared/meshes/README.md, all tets already positive.
 #[test]
 fn shared_meshes_load_when_present() {
-    let dir = Path::new("/work/shared/meshes");
     let cases = [
         ("armadillo_18k", 4_855, 17_500),
         ("bunny_20k", 5_722, 22_090),
     ];
     for (name, nv, nt) in cases {
-        let path = dir.join(format!("{name}.node"));
-        if !path.exists() {
-            println!("skipping {name}: {} not present", path.display());
+        let Some(path) = common::shared_mesh(&format!("{name}.node")) else {
             continue;
-        }
+        };
         let l = read_mesh(&path).unwrap();
         assert_eq!(l.mesh.num_vertices(), nv, "{name}");
         assert_eq!(l.mesh.num_tets(), nt, "{name}");

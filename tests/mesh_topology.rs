@@ -6,7 +6,8 @@ use jello::mesh::{
     colour_vertices, read_mesh, ColouringKind, TetMesh, VertexAdjacency, VertexTets,
 };
 use std::collections::BTreeSet;
-use std::path::Path;
+
+mod common;
 
 /// A box grid with vertices renumbered by a fixed pseudo-random permutation (so nothing relies on
 /// lattice order) plus one unreferenced vertex.
@@ -28,11 +29,8 @@ fn meshes() -> Vec<(String, TetMesh)> {
         ("shuffled grid".to_string(), shuffled()),
         ("ball".to_string(), ball([0.0; 3], 1.0, 6)),
     ];
-    let p = Path::new("/work/shared/meshes/bunny_20k.node");
-    if p.exists() {
-        v.push(("bunny_20k".into(), read_mesh(p).unwrap().mesh));
-    } else {
-        println!("skipping bunny_20k: {} not present", p.display());
+    if let Some(p) = common::shared_mesh("bunny_20k.node") {
+        v.push(("bunny_20k".into(), read_mesh(&p).unwrap().mesh));
     }
     v
 }

@@ -19,7 +19,10 @@ use jello_precompute::cholesky::{Ordering, SparseCholesky};
 use jello_precompute::jgs2::{Jgs2Input, Jgs2Options, Jgs2Precompute, Jgs2Stats};
 use jello_precompute::sparse::{tet_dofs, ScatterMap, SymSparse, SymmetricPattern};
 
-const MESH_DIR: &str = "/work/shared/meshes";
+/// ../shared/meshes beside the repository root (the precompute crate lives in precompute/).
+fn mesh_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/meshes")
+}
 
 /// Minimal TetGen reader (.node: `n dim attrs markers` then `id x y z ...`; .ele: `n 4 attrs`
 /// then `id a b c d ...`), 0- or 1-based (shifted by the first id).
@@ -74,7 +77,7 @@ struct Problem {
 }
 
 fn problem(name: &str) -> Option<Problem> {
-    let (pos, tets) = match read_tetgen(&Path::new(MESH_DIR).join(name)) {
+    let (pos, tets) = match read_tetgen(&mesh_dir().join(name)) {
         Ok(m) => m,
         Err(e) => {
             println!("skipping {name}: {e}");
