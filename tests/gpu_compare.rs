@@ -88,3 +88,68 @@ fn gpu_run_reports_its_adapter() {
     assert_eq!(sim.elastic_backend_name(), adapter);
     assert_eq!(stats.converged_steps, 2);
 }
+
+/// `jello compare` on the command line: within the default bound it exits 0 and writes the
+/// per-step report as JSON; with a bound below what f32 kernels can reach it exits non-zero with
+/// a one-line error naming the limit.
+#[test]
+fn compare_cli_exits_non_zero_beyond_the_bound() {
+    if !gpu_or_skip() {
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_jello");
+    let scene = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenes/cantilever.toml");
+    let dir = std::env::temp_dir().join(format!("jello_compare_cli_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("compare.json");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["compare", scene.to_str().unwrap(), "--steps", "3"];
+        args.extend_from_slice(extra);
+        std::process::Command::new(bin)
+            .args(&args)
+            .output()
+            .unwrap()
+    };
+
+    let ok = run(&["--json", json.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&ok.stdout);
+    assert!(
+        ok.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert!(stdout.contains("ok: worst step deviation"), "{stdout}");
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert!(!report["adapter"].as_str().unwrap().is_empty());
+    let steps = report["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 3);
+    let mut worst = 0.0f64;
+    for (i, s) in steps.iter().enumerate() {
+        assert_eq!(s["step"].as_u64(), Some(i as u64 + 1));
+        let (max, mean) = (
+            s["max_deviation"].as_f64().unwrap(),
+            s["mean_deviation"].as_f64().unwrap(),
+        );
+        assert!(
+            (0.0..=max).contains(&mean),
+            "step {}: mean {mean} max {max}",
+            i + 1
+        );
+        assert!(max <= jello::compare::DEFAULT_MAX_DEVIATION);
+        assert!(s["iterations_cpu"].as_u64().is_some() && s["iterations_gpu"].as_u64().is_some());
+        worst = worst.max(max);
+    }
+    // f32 element work against f64 cannot agree to 1e-15 of the diagonal over three Newton steps
+    // of a sagging beam; if it ever did, the limit case below would test nothing.
+    assert!(worst > 1e-15, "worst deviation {worst:e}: runs identical?");
+
+    let tight = run(&["--max-deviation", "1e-15"]);
+    let stderr = String::from_utf8_lossy(&tight.stderr);
+    assert_eq!(tight.status.code(), Some(1), "stderr: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("exceeds --max-deviation"), "{stderr}");
+    // The offending steps are flagged in the table.
+    assert!(String::from_utf8_lossy(&tight.stdout).contains("> limit"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
