@@ -587,3 +587,66 @@ script = { type = "fixed" }
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// With no adapter visible (WGPU_BACKEND names an API this platform lacks), `--backend auto`
+/// runs on the CPU and says so in stats.json and the summary, while `--backend gpu` is an error
+/// (exit 1, no panic), as is a WGPU_ADAPTER_NAME that matches nothing.
+#[test]
+fn auto_backend_falls_back_to_the_cpu_without_an_adapter() {
+    let absent_api = if cfg!(target_os = "macos") {
+        "dx12"
+    } else {
+        "metal"
+    };
+    let dir = tmp("no_adapter");
+    let scene = dir.join("base.toml");
+    std::fs::write(&scene, BASE).unwrap();
+    let xdg = dir.join("xdg");
+    std::fs::create_dir_all(&xdg).unwrap();
+    let run = |backend: &str, env: (&str, &str)| {
+        let out = dir.join(format!("out_{backend}"));
+        Command::new(BIN)
+            .args([
+                "run",
+                scene.to_str().unwrap(),
+                "--backend",
+                backend,
+                "--out",
+                out.to_str().unwrap(),
+            ])
+            .env("XDG_RUNTIME_DIR", &xdg)
+            .env(env.0, env.1)
+            .output()
+            .unwrap()
+    };
+
+    let auto = run("auto", ("WGPU_BACKEND", absent_api));
+    let stderr = String::from_utf8_lossy(&auto.stderr);
+    assert!(auto.status.success(), "{stderr}");
+    let stats: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("out_auto/stats.json")).unwrap()).unwrap();
+    assert_eq!(stats["backend"], "cpu");
+    assert!(stats["adapter"].is_null(), "adapter: {}", stats["adapter"]);
+    assert!(
+        String::from_utf8_lossy(&auto.stdout).contains("backend cpu:"),
+        "{}",
+        String::from_utf8_lossy(&auto.stdout)
+    );
+
+    for (env, needle) in [
+        (("WGPU_BACKEND", absent_api), "no GPU adapter"),
+        (
+            ("WGPU_ADAPTER_NAME", "no-such-adapter-xyz"),
+            "WGPU_ADAPTER_NAME",
+        ),
+    ] {
+        let gpu = run("gpu", env);
+        let stderr = String::from_utf8_lossy(&gpu.stderr);
+        assert_eq!(gpu.status.code(), Some(1), "{env:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        let last = stderr.lines().last().unwrap_or("");
+        assert!(last.contains(needle), "{env:?}: `{last}`");
+        assert!(!dir.join("out_gpu/stats.json").exists());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
