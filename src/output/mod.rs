@@ -3,6 +3,7 @@
 mod atomic;
 mod frames;
 mod pictures;
+pub mod plot;
 mod stats;
 
 pub use atomic::{atomic_write, atomic_write_with};
