@@ -246,7 +246,7 @@ fn subspace_has_incident_blocks_and_non_negative_weights() {
             continue;
         }
         assert_eq!(vs.incident.len(), vt.of(v).count());
-        assert!(vs.weights.iter().all(|&w| w >= 0.0 && w.is_finite()));
+        assert!(vs.far.iter().all(|&(_, w, _)| w >= 0.0 && w.is_finite()));
         // S_i Ū_i = I: vertex i's own rows in any incident block are the identity.
         for ((t, corner), b) in vt.of(v).zip(&vs.incident) {
             let _ = t;
@@ -257,14 +257,14 @@ fn subspace_has_incident_blocks_and_non_negative_weights() {
                 }
             }
         }
-        residuals.push(vs.weights.len());
+        residuals.push(vs.far.len());
     }
     eprintln!(
-        "cubature residual median {:.3e}, p90 {:.3e}, max {:.3e}, mean elements {:.2}",
+        "cubature residual median {:.3e}, p90 {:.3e}, max {:.3e}, mean samples {:.2}",
         sub.stats.residual_median,
         sub.stats.residual_p90,
         sub.stats.residual_max,
-        sub.stats.mean_elements
+        sub.stats.mean_samples
     );
     let _: &TetMesh = &m.mesh;
 }

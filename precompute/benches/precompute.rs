@@ -163,8 +163,9 @@ fn orderings(p: &Problem) {
 
 fn row(name: &str, nv: usize, s: &Jgs2Stats) {
     println!(
-        "| {name} | {nv} | {} | {:.2} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} | {:.3} / {:.3} / {:.3} / {:.3} | {:.0}% | {:.2} |",
+        "| {name} | {nv} | {} | {} | {:.2} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} | {:.3} / {:.3} / {:.3} / {:.3} | {:.0}% | {:.1} | {:.2} |",
         s.n_free,
+        s.n_clusters,
         s.factor_s,
         s.basis_s,
         s.eigen_s,
@@ -176,11 +177,12 @@ fn row(name: &str, nv: usize, s: &Jgs2Stats) {
         s.residual_p90,
         s.residual_max,
         100.0 * s.fraction_on_target,
-        s.mean_elements
+        s.mean_near,
+        s.mean_samples
     );
 }
 
-const HEADER: &str = "| mesh | vertices | free | factor s | basis s | eigen s | cubature s | total s | B/vertex | residual min / med / p90 / max | ≤1% | elems/vertex |\n|---|---|---|---|---|---|---|---|---|---|---|---|";
+const HEADER: &str = "| mesh | vertices | free | clusters | factor s | basis s | eigen s | cubature s | total s | B/vertex | far residual min / med / p90 / max | ≤1% | near/vertex | samples/vertex |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
 
 fn main() {
     let meshes = std::env::var("PRECOMPUTE_BENCH_MESHES")
@@ -212,7 +214,7 @@ fn main() {
         row(name, p.pos.len(), &basis.stats);
         rows.push((name.to_owned(), p.pos.len(), basis.stats.clone()));
         if sweep && mi == 0 {
-            println!("\npose sweep on {name} (≤ 6 elements, 64 candidates):");
+            println!("\npose sweep on {name} (≤ 6 samples, 64 candidates):");
             println!("{HEADER}");
             for modes in [3, 6, 12] {
                 let o = Jgs2Options {
@@ -224,7 +226,7 @@ fn main() {
             }
         }
     }
-    println!("\n## summary (defaults: 24 poses, ≤ 6 elements, 64 candidates, target 1%)\n{HEADER}");
+    println!("\n## summary (defaults: 24 poses, ≤ 6 cluster samples, 64 candidates, target 1%)\n{HEADER}");
     for (n, nv, s) in &rows {
         row(n, *nv, s);
     }

@@ -4,19 +4,18 @@
 //! ```text
 //! offset  size  field
 //! 0       8     magic  b"JELLOJG2"
-//! 8       4     format version (u32, currently 2)
+//! 8       4     format version (u32, currently 3)
 //! 12      8     cache key (u64, chosen by the caller: hash of mesh + material + h + pins)
 //! 20      8     payload length in bytes (u64)
 //! 28      L     payload
 //! 28+L    8     FNV-1a-64 of bytes [0, 28+L)
 //! ```
-//! Payload: `n_vertices: u32`, 13 stats fields (`n_free`, `n_modes` as u64; the rest f64, in
-//! [`Jgs2Stats`] declaration order), then per vertex: `count: u32`, `residual: f64`,
-//! `count × u32` element ids, `count × f64` weights, `count × 36 × f64` blocks, then
-//! `n_inc: u32`, `n_inc × u32` incident element ids, `n_inc × 36 × f64` incident blocks,
-//! `n_s: u32`, `n_s × u32` support vertices, `n_s × 9 × f64` support blocks,
-//! `grad_residual: f64`, `n_g: u32`, `n_g × u32` gradient vertices, `n_g × f64` weights,
-//! `n_g × 9 × f64` blocks.
+//! Payload: `n_vertices: u32`, `n_perm: u32`, `n_nodes: u32`, stats (`n_free`, `n_modes`,
+//! `n_nodes` as u64, then 14 f64 in [`Jgs2Stats`] declaration order, the last reserved), the
+//! cluster tree (`n_perm × u32` permutation, then per node `start, end, left, right, parent`
+//! as u32 with `u32::MAX` for none), then per vertex: `Â` (9 f64), `S` (9 f64), far residual (f64),
+//! `n_near: u32`, `n_near × u32` vertices, `n_near × 9 × f64` blocks, `n_far: u32`,
+//! `n_far × u32` tree nodes, `n_far × f64` weights, `n_far × 9 × f64` blocks.
 //!
 //! Files are written to a temporary sibling and renamed, so a reader never sees half a file.
 //! Reading checks magic, version, key, length and checksum before decoding, and decoding
@@ -26,12 +25,13 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-use crate::jgs2::{Jgs2Basis, Jgs2Stats, VertexCubature};
+use crate::jgs2::{Jgs2Basis, Jgs2Stats, VertexSubspaceData};
+use crate::tree::ClusterTree;
 
 /// File magic.
 pub const MAGIC: [u8; 8] = *b"JELLOJG2";
 /// Current format version.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 const HEADER: usize = 28;
 
 /// Why an artifact could not be read or written.
@@ -103,57 +103,49 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
 /// Serialises `basis` with `key` into the file format (in memory).
 pub fn encode(basis: &Jgs2Basis, key: u64) -> Vec<u8> {
     let mut p = Vec::new();
-    p.extend_from_slice(&(basis.vertices.len() as u32).to_le_bytes());
+    let u32s = |p: &mut Vec<u8>, x: u32| p.extend_from_slice(&x.to_le_bytes());
+    let f64s = |p: &mut Vec<u8>, x: f64| p.extend_from_slice(&x.to_le_bytes());
+    u32s(&mut p, basis.vertices.len() as u32);
+    let t = &basis.tree;
+    u32s(&mut p, t.perm.len() as u32);
+    u32s(&mut p, t.len() as u32);
     let s = &basis.stats;
-    p.extend_from_slice(&(s.n_free as u64).to_le_bytes());
-    p.extend_from_slice(&(s.n_modes as u64).to_le_bytes());
+    for x in [s.n_free, s.n_modes, s.n_nodes] {
+        p.extend_from_slice(&(x as u64).to_le_bytes());
+    }
     for x in stats_f64(s) {
-        p.extend_from_slice(&x.to_le_bytes());
+        f64s(&mut p, x);
+    }
+    for &v in &t.perm {
+        u32s(&mut p, v);
+    }
+    for c in 0..t.len() {
+        let (l, r) = t.children[c].unwrap_or((u32::MAX, u32::MAX));
+        for x in [t.start[c], t.end[c], l, r, t.parent[c]] {
+            u32s(&mut p, x);
+        }
     }
     for v in &basis.vertices {
-        p.extend_from_slice(&(v.elements.len() as u32).to_le_bytes());
-        p.extend_from_slice(&v.residual.to_le_bytes());
-        for e in &v.elements {
-            p.extend_from_slice(&e.to_le_bytes());
+        for &x in v.a_hat.iter().chain(&v.schur) {
+            f64s(&mut p, x);
         }
-        for w in &v.weights {
-            p.extend_from_slice(&w.to_le_bytes());
+        f64s(&mut p, v.far_residual);
+        u32s(&mut p, v.near_vertices.len() as u32);
+        for &j in &v.near_vertices {
+            u32s(&mut p, j);
         }
-        for b in &v.blocks {
-            for x in b {
-                p.extend_from_slice(&x.to_le_bytes());
-            }
+        for &x in v.near_blocks.iter().flatten() {
+            f64s(&mut p, x);
         }
-        p.extend_from_slice(&(v.incident_elements.len() as u32).to_le_bytes());
-        for e in &v.incident_elements {
-            p.extend_from_slice(&e.to_le_bytes());
+        u32s(&mut p, v.far_nodes.len() as u32);
+        for &c in &v.far_nodes {
+            u32s(&mut p, c);
         }
-        for b in &v.incident_blocks {
-            for x in b {
-                p.extend_from_slice(&x.to_le_bytes());
-            }
+        for &w in &v.far_weights {
+            f64s(&mut p, w);
         }
-        p.extend_from_slice(&(v.support_vertices.len() as u32).to_le_bytes());
-        for j in &v.support_vertices {
-            p.extend_from_slice(&j.to_le_bytes());
-        }
-        for b in &v.support_blocks {
-            for x in b {
-                p.extend_from_slice(&x.to_le_bytes());
-            }
-        }
-        p.extend_from_slice(&v.grad_residual.to_le_bytes());
-        p.extend_from_slice(&(v.grad_vertices.len() as u32).to_le_bytes());
-        for j in &v.grad_vertices {
-            p.extend_from_slice(&j.to_le_bytes());
-        }
-        for w in &v.grad_weights {
-            p.extend_from_slice(&w.to_le_bytes());
-        }
-        for b in &v.grad_blocks {
-            for x in b {
-                p.extend_from_slice(&x.to_le_bytes());
-            }
+        for &x in v.far_blocks.iter().flatten() {
+            f64s(&mut p, x);
         }
     }
     let mut out = Vec::with_capacity(HEADER + p.len() + 8);
@@ -167,14 +159,17 @@ pub fn encode(basis: &Jgs2Basis, key: u64) -> Vec<u8> {
     out
 }
 
-fn stats_f64(s: &Jgs2Stats) -> [f64; 13] {
+const N_STATS_F64: usize = 14;
+
+fn stats_f64(s: &Jgs2Stats) -> [f64; N_STATS_F64] {
     [
         s.residual_min,
         s.residual_median,
         s.residual_p90,
         s.residual_max,
         s.fraction_on_target,
-        s.mean_elements,
+        s.mean_samples,
+        s.mean_near,
         s.factor_s,
         s.basis_s,
         s.eigen_s,
@@ -249,12 +244,15 @@ pub fn decode(bytes: &[u8], key: u64) -> Result<Jgs2Basis, ArtifactErrorKind> {
         pos: 0,
     };
     let nv = r.u32()? as usize;
+    let n_perm = r.u32()? as usize;
+    let n_nodes = r.u32()? as usize;
     let mut stats = Jgs2Stats {
         n_free: r.u64()? as usize,
         n_modes: r.u64()? as usize,
+        n_nodes: r.u64()? as usize,
         ..Default::default()
     };
-    let mut f = [0.0; 13];
+    let mut f = [0.0; N_STATS_F64];
     for x in &mut f {
         *x = r.f64()?;
     }
@@ -264,7 +262,8 @@ pub fn decode(bytes: &[u8], key: u64) -> Result<Jgs2Basis, ArtifactErrorKind> {
         stats.residual_p90,
         stats.residual_max,
         stats.fraction_on_target,
-        stats.mean_elements,
+        stats.mean_samples,
+        stats.mean_near,
         stats.factor_s,
         stats.basis_s,
         stats.eigen_s,
@@ -272,101 +271,102 @@ pub fn decode(bytes: &[u8], key: u64) -> Result<Jgs2Basis, ArtifactErrorKind> {
         stats.total_s,
         stats.bytes_per_vertex,
     ] = [
-        f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11],
+        f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11], f[12],
     ];
-    // each vertex needs at least 12 bytes: bound the allocation by what is present
-    if nv > r.remaining() / 12 {
+    // Bound allocations by what is present: 4 bytes per permutation entry, 20 per node, at
+    // least 19·8 + 12 per vertex.
+    if n_perm > nv || n_perm > r.remaining() / 4 || n_nodes > r.remaining() / 20 {
+        return Err(K::Malformed(format!(
+            "tree of {n_perm} vertices and {n_nodes} nodes cannot fit in {} bytes",
+            r.remaining()
+        )));
+    }
+    let mut tree = ClusterTree::default();
+    for _ in 0..n_perm {
+        let v = r.u32()?;
+        if v as usize >= nv {
+            return Err(K::Malformed(format!("tree vertex {v} of {nv}")));
+        }
+        tree.perm.push(v);
+    }
+    for c in 0..n_nodes {
+        let [start, end, l, rr, parent] = [r.u32()?, r.u32()?, r.u32()?, r.u32()?, r.u32()?];
+        let bad_child = |x: u32| x as usize >= n_nodes || x as usize <= c;
+        if start > end
+            || end as usize > n_perm
+            || (l == u32::MAX) != (rr == u32::MAX)
+            || (l != u32::MAX && (bad_child(l) || bad_child(rr)))
+            || (parent != u32::MAX && parent as usize >= c)
+            || (parent == u32::MAX && c != 0)
+        {
+            return Err(K::Malformed(format!("tree node {c} is inconsistent")));
+        }
+        tree.start.push(start);
+        tree.end.push(end);
+        tree.children.push((l != u32::MAX).then_some((l, rr)));
+        tree.parent.push(parent);
+    }
+    if nv > r.remaining() / (19 * 8 + 12) {
         return Err(K::Malformed(format!(
             "{nv} vertices cannot fit in {} bytes",
             r.remaining()
         )));
     }
+    let block = |r: &mut Reader<'_>| -> Result<[f64; 9], ArtifactErrorKind> {
+        let mut b = [0.0; 9];
+        for x in &mut b {
+            *x = r.f64()?;
+        }
+        Ok(b)
+    };
     let mut vertices = Vec::with_capacity(nv);
     for v in 0..nv {
-        let count = r.u32()? as usize;
-        let residual = r.f64()?;
-        let per = 4 + 8 + 36 * 8;
-        if count > r.remaining() / per {
-            return Err(K::Malformed(format!(
-                "vertex {v}: {count} elements exceed the payload"
-            )));
-        }
-        let mut rec = VertexCubature {
-            residual,
+        let mut rec = VertexSubspaceData {
+            a_hat: block(&mut r)?,
+            schur: block(&mut r)?,
+            far_residual: r.f64()?,
             ..Default::default()
         };
-        for _ in 0..count {
-            rec.elements.push(r.u32()?);
+        let n_near = r.u32()? as usize;
+        if n_near > r.remaining() / (4 + 9 * 8) {
+            return Err(K::Malformed(format!(
+                "vertex {v}: {n_near} near vertices exceed the payload"
+            )));
         }
-        for _ in 0..count {
+        for _ in 0..n_near {
+            let j = r.u32()?;
+            if j as usize >= nv {
+                return Err(K::Malformed(format!("vertex {v}: near vertex {j} of {nv}")));
+            }
+            rec.near_vertices.push(j);
+        }
+        for _ in 0..n_near {
+            rec.near_blocks.push(block(&mut r)?);
+        }
+        let n_far = r.u32()? as usize;
+        if n_far > r.remaining() / (4 + 8 + 9 * 8) {
+            return Err(K::Malformed(format!(
+                "vertex {v}: {n_far} far samples exceed the payload"
+            )));
+        }
+        for _ in 0..n_far {
+            let c = r.u32()?;
+            if c as usize >= n_nodes {
+                return Err(K::Malformed(format!(
+                    "vertex {v}: far node {c} of {n_nodes}"
+                )));
+            }
+            rec.far_nodes.push(c);
+        }
+        for _ in 0..n_far {
             let w = r.f64()?;
             if !(w.is_finite() && w >= 0.0) {
                 return Err(K::Malformed(format!("vertex {v}: weight {w}")));
             }
-            rec.weights.push(w);
+            rec.far_weights.push(w);
         }
-        for _ in 0..count {
-            let mut b = [0.0; 36];
-            for x in &mut b {
-                *x = r.f64()?;
-            }
-            rec.blocks.push(b);
-        }
-        let n_inc = r.u32()? as usize;
-        if n_inc > r.remaining() / (4 + 36 * 8) {
-            return Err(K::Malformed(format!(
-                "vertex {v}: {n_inc} incident elements exceed the payload"
-            )));
-        }
-        for _ in 0..n_inc {
-            rec.incident_elements.push(r.u32()?);
-        }
-        for _ in 0..n_inc {
-            let mut b = [0.0; 36];
-            for x in &mut b {
-                *x = r.f64()?;
-            }
-            rec.incident_blocks.push(b);
-        }
-        let n_s = r.u32()? as usize;
-        if n_s > r.remaining() / (4 + 9 * 8) {
-            return Err(K::Malformed(format!(
-                "vertex {v}: {n_s} support vertices exceed the payload"
-            )));
-        }
-        for _ in 0..n_s {
-            rec.support_vertices.push(r.u32()?);
-        }
-        for _ in 0..n_s {
-            let mut b = [0.0; 9];
-            for x in &mut b {
-                *x = r.f64()?;
-            }
-            rec.support_blocks.push(b);
-        }
-        rec.grad_residual = r.f64()?;
-        let n_g = r.u32()? as usize;
-        if n_g > r.remaining() / (4 + 8 + 9 * 8) {
-            return Err(K::Malformed(format!(
-                "vertex {v}: {n_g} gradient samples exceed the payload"
-            )));
-        }
-        for _ in 0..n_g {
-            rec.grad_vertices.push(r.u32()?);
-        }
-        for _ in 0..n_g {
-            let w = r.f64()?;
-            if !(w.is_finite() && w >= 0.0) {
-                return Err(K::Malformed(format!("vertex {v}: gradient weight {w}")));
-            }
-            rec.grad_weights.push(w);
-        }
-        for _ in 0..n_g {
-            let mut b = [0.0; 9];
-            for x in &mut b {
-                *x = r.f64()?;
-            }
-            rec.grad_blocks.push(b);
+        for _ in 0..n_far {
+            rec.far_blocks.push(block(&mut r)?);
         }
         vertices.push(rec);
     }
@@ -376,7 +376,11 @@ pub fn decode(bytes: &[u8], key: u64) -> Result<Jgs2Basis, ArtifactErrorKind> {
             r.remaining()
         )));
     }
-    Ok(Jgs2Basis { vertices, stats })
+    Ok(Jgs2Basis {
+        vertices,
+        tree,
+        stats,
+    })
 }
 
 struct Reader<'a> {

@@ -1,30 +1,44 @@
-//! JGS2 offline precompute (Lan et al., "JGS2", §5–§6): per-vertex perturbation subspaces
-//! `Ū_i` and their cubature (elements, non-negative weights, 12×3 blocks of `Ū_i`).
+//! JGS2 offline precompute (Lan et al., "JGS2", §4–§6): per-vertex perturbation subspaces
+//! `Ū_i` (Eq. 23) compressed into an exact near field, a cubature-sampled far field and a
+//! rest-state reduced Hessian.
 //!
-//! Definitions used here (decisions where the paper is silent are marked *choice*):
-//! - `H̄ = Σ_e H̄_e` on free DOFs, with `H̄_e = K_e + M_e/h²`: `K_e` is the element's rest
-//!   Hessian and `M_e` gives each of the element's 4 vertices its mass share (`elem_mass`,
-//!   Σ_e shares = vertex mass). Rows/columns of pinned DOFs are replaced by the identity.
-//!   *Choice*: including inertia in `H̄_e` makes `H̄` SPD without pins and lets the cubature
-//!   approximate the complete complement (elasticity + inertia of the other vertices).
-//! - Eq. 23: `Y_i = H̄⁻¹S_iᵀ`, `Ḡ_i = −(S_iY_i)⁻¹`, `Ū_i = −Y_iḠ_i`, computed for many
-//!   vertices per multi-RHS solve (`batch_vertices` vertices = 3× that many columns per
-//!   solve), batches in parallel with rayon, each solve sequential; memory is bounded by
-//!   (threads × batch) dense columns because each batch is reduced to its cubature at once.
-//! - Training poses: the `n_modes` lowest eigenvectors of `(H̄, M)` (equivalently of `(K, M)`,
-//!   shifted by `1/h²`), M-normalised. *Choice*: default 24 modes; pinned DOFs carry no mass
-//!   in this problem so the modes vanish there.
-//! - Eq. 17–18 gradient fit for vertex `i` and pose `u_t`:
-//!   `b_t = Σ_{e∉N(i)} [Ū_i]_eᵀ H̄_e [u_t]_e = −Ḡ_iᵀ u_t[i] − Σ_{e∈N(i)} [Ū_i]_eᵀ H̄_e [u_t]_e`
-//!   (the full sum equals `(H̄Ū_i)ᵀu_t = −Ḡ_iᵀ S_i u_t`, so no sum over all elements is
-//!   needed). `N(i)` = elements incident to `i`, which the runtime treats exactly.
-//!   Block rows are normalised per pose by `‖b_t‖`; poses with `‖b_t‖ ≤ 1e-12 max_t ‖b_t‖`
-//!   are dropped.
-//! - Greedy selection (An et al. 2008 style): each round draws up to `candidates` distinct
-//!   elements outside `N(i)` and the chosen set, sampled with probability ∝ `‖[Ū_i]_e‖_F`
-//!   (*choice*: elements where `Ū_i` is negligible cannot help), scores each by the NNLS
-//!   residual of chosen ∪ {candidate}, adds the best; stops at `target_residual` relative
-//!   residual, at `max_elements`, or when no candidate lowers the residual.
+//! What the run-time local system needs from `Ū_i` (see `jello::solver::jgs2` for the system
+//! itself) is the reduced gradient `Ū_iᵀg = Σ_j Ū_i[j]ᵀ g_j` and the reduced Hessian
+//! `Ū_iᵀHŪ_i`. Definitions (decisions where the paper is silent are marked *choice*):
+//! - `H̄ = Σ_e H̄_e` on free DOFs, `H̄_e = K̄_e + M_e/h²` (`K̄_e`: rest Hessian of the element's
+//!   elastic energy, `M_e`: its corners' mass shares). Pinned rows/columns are identity.
+//!   *Choice*: with the inertia in `H̄`, the subspace exists for free bodies and decays over
+//!   about one wave length `h·√(E/ρ)`, so soft or short-step bodies get local subspaces and
+//!   stiff ones global subspaces (the paper's §4.4 observation).
+//! - Eq. 23, batched: `Y = H̄⁻¹S_iᵀ` for `batch_vertices` vertices per multi-RHS solve,
+//!   `Ū_i = Y(S_iY)⁻¹`; the Schur complement `S_i = (S_iY)⁻¹ = Ū_iᵀH̄Ū_i` comes for free.
+//! - Cluster tree ([`crate::tree`]): recursive median splits of the free vertices, leaves of
+//!   at most `leaf_size` vertices; every node is a compact vertex cluster.
+//! - **Near/far split**, per vertex, by walking the tree from the root: a node that holds
+//!   neither `i` nor a vertex of its 1-ring, and over which `Ū_i` deviates from its mean by at
+//!   most `far_tolerance·‖Ū_i[i]‖_F` (Frobenius norm of the deviation over the whole node), is a
+//!   **far sample**: the run time adds `ū_{i,c}ᵀ G_c` with `ū_{i,c}` the node mean and
+//!   `G_c = Σ_{j∈c} g_j`. Other nodes are split; leaves that still fail go to the **near
+//!   field**, whose rows `Ū_i[j]` are stored and summed exactly. *Choice*: the paper samples a
+//!   few single elements with NNLS weights fitted on low-frequency training poses; samples that
+//!   see one element (or one vertex) of a residual multiply its high-frequency part, which the
+//!   poses never show, by weights of 10–30, and Jacobi diverged on a clamped ARAP beam
+//!   (E = 1 MPa, h = 10 ms). A node mean sums the gradient over a compact patch, so high
+//!   frequencies average out, and the tolerance bounds the far-field error directly.
+//! - **Cubature** (Eqs. 17–18), optional (`max_samples > 0`): the far samples are compressed to
+//!   at most `max_samples` nodes with weights `w_c ≥ 0` by greedy NNLS (An et al. 2008) on the
+//!   training poses: each round draws up to `candidates` far nodes with probability ∝
+//!   `‖Σ_{j∈c}Ū_i[j]‖_F`, keeps the one whose addition gives the smallest residual, and stops
+//!   at `target_residual`, at `max_samples`, or when nothing helps.
+//! - Training poses: the `n_modes` lowest eigenvectors `u_t` of `(H̄, M)`; their "gradients"
+//!   are `q_t = H̄u_t`. The far field's exact value for pose `t` is
+//!   `Σ_{j far} Ū_i[j]ᵀq_t[j] = S_i u_t[i] − Σ_{j near ∪ {i}} Ū_i[j]ᵀq_t[j]` (no sum over the
+//!   whole mesh, since `Ū_iᵀH̄ = S_iS_i`); `far_residual` is the relative error of the far
+//!   samples on the poses, rows normalised by `‖S_i u_t[i]‖` — the whole reduced gradient — so
+//!   it measures the error of what the local solve uses.
+//! - Rest reduced Hessian without the incident elements' elasticity:
+//!   `Â_i = S_i − Σ_{e∋i} Ū_eᵀK̄_eŪ_e` (the run time adds the incident elements' current,
+//!   co-rotated `U_eᵀK_e(x)U_e`, so `A_i` is exact at rest and follows the deformation near `i`).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -34,18 +48,21 @@ use rayon::prelude::*;
 use crate::cholesky::{Ordering, SparseCholesky};
 use crate::eigen::{lowest_generalized, EigenOptions, EigenPairs};
 use crate::nnls::{dot, nnls, nnls_gram};
+use crate::tree::ClusterTree;
 use crate::rng::SplitMix64;
 use crate::sparse::{tet_dofs, ScatterMap, SymSparse, SymmetricPattern};
 use crate::{PrecomputeError, Result};
 
 /// Per-vertex result of one batch: (vertex, record, solve seconds, cubature seconds).
-type BatchOutput = Vec<(usize, VertexCubature, f64, f64)>;
+type BatchOutput = Vec<(usize, VertexSubspaceData, f64, f64)>;
 
 /// Plain-data input of the JGS2 precompute.
 #[derive(Clone, Copy, Debug)]
 pub struct Jgs2Input<'a> {
     /// Number of vertices.
     pub n_vertices: usize,
+    /// Rest positions, m (for the cluster tree).
+    pub positions: &'a [[f64; 3]],
     /// Tetrahedra (vertex indices).
     pub tets: &'a [[u32; 4]],
     /// Per-element rest Hessian of the elastic energy, 12×12 row-major, DOFs vertex-major
@@ -64,40 +81,37 @@ pub struct Jgs2Input<'a> {
 pub struct Jgs2Options {
     /// Number of training poses (lowest eigenmodes); default 24.
     pub n_modes: usize,
-    /// Candidates drawn per greedy round; default 64.
+    /// Vertices per leaf of the cluster tree; default 32.
+    pub leaf_size: usize,
+    /// Far-sample tolerance: a node is a far sample when `Ū_i`'s deviation from its mean over
+    /// the node is at most this × `‖Ū_i[i]‖_F`; default 0.05.
+    pub far_tolerance: f64,
+    /// Cubature compression of the far samples: 0 (default) keeps every far node with weight
+    /// 1; `k > 0` keeps at most `k` nodes with NNLS weights.
+    pub max_samples: usize,
+    /// Candidates drawn per greedy cubature round; default 64.
     pub candidates: usize,
-    /// Target relative residual of the Eq. 18 fit; default 0.01.
+    /// Target relative residual of the cubature fit; default 0.01.
     pub target_residual: f64,
-    /// Maximum cubature elements per vertex; default 6.
-    pub max_elements: usize,
     /// Vertices per multi-RHS solve (3 columns each); default 32.
     pub batch_vertices: usize,
     /// Seed of the candidate sampling (each vertex derives its own stream).
     pub seed: u64,
     /// Eigen solver settings for the training poses (default tol 1e-6).
     pub eigen: EigenOptions,
-    /// Relative magnitude above which a vertex's `Ū_i[j]` enters the right-hand side exactly
-    /// (default 0.05).
-    pub support_threshold: f64,
-    /// Cap on the exact right-hand-side support per vertex (default 96).
-    pub max_support: usize,
-    /// Also fit the remote reduced Hessian Σ_{e∉N(i)} Ū_eᵀH̄_eŪ_e (six extra rows; default
-    /// true). `false` is the paper's gradient-only fit.
-    pub fit_hessian: bool,
 }
 
 impl Default for Jgs2Options {
     fn default() -> Self {
         Self {
             n_modes: 24,
+            leaf_size: 32,
+            far_tolerance: 0.05,
+            max_samples: 0,
             candidates: 64,
             target_residual: 0.01,
-            max_elements: 6,
             batch_vertices: 32,
             seed: 0x6a67_7332,
-            support_threshold: 0.05,
-            max_support: 96,
-            fit_hessian: true,
             eigen: EigenOptions {
                 tol: 1e-6,
                 ..EigenOptions::default()
@@ -106,37 +120,28 @@ impl Default for Jgs2Options {
     }
 }
 
-/// Cubature record of one vertex.
+/// Subspace data of one vertex (empty for pinned vertices).
+///
+/// 3×3 blocks are row-major with row = axis of the vertex (or cluster) they belong to and
+/// column = the perturbed DOF of `i`, i.e. `Ū_i[j]` as a 3×3 block of the `3n × 3` matrix.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct VertexCubature {
-    /// Chosen element ids.
-    pub elements: Vec<u32>,
-    /// Non-negative weights, one per element.
-    pub weights: Vec<f64>,
-    /// `[Ū_i]_e` per element: 12×3 row-major (row `3a+d` = local vertex `a`, axis `d`;
-    /// column = the perturbed DOF of vertex `i`), dimensionless.
-    pub blocks: Vec<[f64; 36]>,
-    /// Final relative residual of the Eq. 18 fit (0 for pinned vertices).
-    pub residual: f64,
-    /// Elements incident to the vertex (summed exactly at run time, never cubature samples).
-    pub incident_elements: Vec<u32>,
-    /// `[Ū_i]_e` for each incident element, same layout as `blocks`.
-    pub incident_blocks: Vec<[f64; 36]>,
-    /// Exact right-hand-side support: the 1-ring of `i` plus every vertex j with
-    /// ‖Ū_i[j]‖_F ≥ `support_threshold`·‖Ū_i[i]‖_F (largest first, at most `max_support`),
-    /// excluding `i` itself.
-    pub support_vertices: Vec<u32>,
-    /// `Ū_i[j]` for the support vertices (3×3 row-major, like `grad_blocks`).
-    pub support_blocks: Vec<[f64; 9]>,
-    /// Gradient cubature: vertices outside the support whose assembled gradient stands for the
-    /// rest of the mesh in the local right-hand side.
-    pub grad_vertices: Vec<u32>,
-    /// Their non-negative weights.
-    pub grad_weights: Vec<f64>,
-    /// `Ū_i[j]` (3×3 row-major: row = axis of vertex j, column = perturbed DOF of i).
-    pub grad_blocks: Vec<[f64; 9]>,
-    /// Relative residual of the gradient-cubature fit.
-    pub grad_residual: f64,
+pub struct VertexSubspaceData {
+    /// Near-field vertices (free, `≠ i`), ascending; always includes the free 1-ring.
+    pub near_vertices: Vec<u32>,
+    /// `Ū_i[j]` for each near vertex.
+    pub near_blocks: Vec<[f64; 9]>,
+    /// Far samples: cluster-tree node ids.
+    pub far_nodes: Vec<u32>,
+    /// Their non-negative weights (1 without cubature compression).
+    pub far_weights: Vec<f64>,
+    /// `w_c · ū_{i,c}` per sample (weight folded in): the run time adds `blockᵀ G_c`.
+    pub far_blocks: Vec<[f64; 9]>,
+    /// Relative error of the far samples on the training poses (0 without a far field).
+    pub far_residual: f64,
+    /// `Â_i = S_i − Σ_{e∋i} Ū_eᵀK̄_eŪ_e` (N/m, symmetric, row-major).
+    pub a_hat: [f64; 9],
+    /// `S_i = Ū_iᵀH̄Ū_i`, the rest Schur complement (N/m, row-major); kept for tests and stats.
+    pub schur: [f64; 9],
 }
 
 /// Summary statistics of a run.
@@ -146,30 +151,34 @@ pub struct Jgs2Stats {
     pub n_free: usize,
     /// Training poses used.
     pub n_modes: usize,
-    /// Relative residual distribution over free vertices.
+    /// Nodes of the cluster tree.
+    pub n_nodes: usize,
+    /// Far-field residual distribution over free vertices: smallest.
     pub residual_min: f64,
-    /// Median relative residual.
+    /// Median.
     pub residual_median: f64,
-    /// 90th percentile relative residual.
+    /// 90th percentile.
     pub residual_p90: f64,
-    /// Largest relative residual.
+    /// Largest.
     pub residual_max: f64,
     /// Fraction of free vertices at or below the target residual.
     pub fraction_on_target: f64,
-    /// Mean cubature elements per free vertex.
-    pub mean_elements: f64,
-    /// Assembly + symbolic + numeric factorisation of `H̄`, s.
+    /// Mean far samples (tree nodes) per free vertex.
+    pub mean_samples: f64,
+    /// Mean near-field size (vertices) per free vertex.
+    pub mean_near: f64,
+    /// Assembly + symbolic + numeric factorisation of `H̄` and the cluster tree, s.
     pub factor_s: f64,
     /// Multi-RHS solves and `Ū_i` formation (share of the fused phase's wall time), s.
     pub basis_s: f64,
     /// Training-pose eigen solve, s.
     pub eigen_s: f64,
-    /// Greedy NNLS cubature (share of the fused phase's wall time), s.
+    /// Near/far split and cubature (share of the fused phase's wall time), s.
     pub cubature_s: f64,
     /// Whole precompute, s.
     pub total_s: f64,
-    /// Mean bytes per vertex (over all vertices) when stored as f32/u32:
-    /// `(|S_i| · (36 + 1 + 1) + |N(i)| · 36) · 4` (cubature plus incident-element blocks).
+    /// Mean bytes per vertex of the run-time data as f32/u32: near rows (id + 9), far samples
+    /// (id + 9) and `Â` (9), plus the tree (one permutation entry per vertex, 2 per node).
     pub bytes_per_vertex: f64,
 }
 
@@ -177,7 +186,9 @@ pub struct Jgs2Stats {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Jgs2Basis {
     /// One record per vertex (empty for pinned vertices).
-    pub vertices: Vec<VertexCubature>,
+    pub vertices: Vec<VertexSubspaceData>,
+    /// The cluster tree over the free vertices (far samples are its nodes).
+    pub tree: ClusterTree,
     /// Statistics.
     pub stats: Jgs2Stats,
 }
@@ -194,6 +205,11 @@ pub struct Jgs2Precompute {
     factor: SparseCholesky,
     vert_elem_ptr: Vec<usize>,
     vert_elem: Vec<u32>,
+    /// Rest positions (for the cluster tree), m.
+    positions: Vec<[f64; 3]>,
+    /// Per element, the mass share of each corner (kg) and 1/h² (1/s²): `K̄_e = H̄_e − M_e/h²`.
+    elem_mass: Vec<[f64; 4]>,
+    inv_h2: f64,
     factor_s: f64,
 }
 
@@ -216,12 +232,15 @@ impl Jgs2Precompute {
         if input.elem_hessians.len() != ne
             || input.elem_mass.len() != ne
             || input.pinned.len() != nv
+            || input.positions.len() != nv
         {
             return Err(PrecomputeError::Invalid(format!(
-                "jgs2: {ne} tets but {} Hessians, {} mass rows, {} pin flags for {nv} vertices",
+                "jgs2: {ne} tets but {} Hessians, {} mass rows; {} pin flags and {} positions for \
+                 {nv} vertices",
                 input.elem_hessians.len(),
                 input.elem_mass.len(),
-                input.pinned.len()
+                input.pinned.len(),
+                input.positions.len()
             )));
         }
         if !(input.h.is_finite() && input.h > 0.0) {
@@ -314,6 +333,9 @@ impl Jgs2Precompute {
             factor,
             vert_elem_ptr,
             vert_elem,
+            positions: input.positions.to_vec(),
+            elem_mass: input.elem_mass.to_vec(),
+            inv_h2,
             factor_s: t0.elapsed().as_secs_f64(),
         })
     }
@@ -372,66 +394,77 @@ impl Jgs2Precompute {
         )
     }
 
-    /// Runs the subspace + cubature precompute for every free vertex.
+    /// Runs the subspace precompute for every free vertex.
     pub fn run(&self, opts: &Jgs2Options) -> Result<Jgs2Basis> {
-        if opts.max_elements == 0
-            || opts.batch_vertices == 0
-            || opts.target_residual.is_nan()
-            || opts.target_residual < 0.0
+        if opts.batch_vertices == 0
+            || opts.leaf_size == 0
+            || !(opts.target_residual.is_finite() && opts.target_residual >= 0.0)
+            || !(opts.far_tolerance.is_finite() && opts.far_tolerance >= 0.0)
         {
             return Err(PrecomputeError::Invalid(
-                "jgs2: max_elements and batch_vertices must be > 0".into(),
+                "jgs2: batch_vertices and leaf_size must be > 0, target_residual and \
+                 far_tolerance finite and ≥ 0"
+                    .into(),
             ));
         }
         let t_total = Instant::now();
+        let t_c = Instant::now();
+        let free: Vec<usize> = (0..self.n_vertices)
+            .filter(|&v| !self.fixed_vertex[v])
+            .collect();
+        let free_u32: Vec<u32> = free.iter().map(|&v| v as u32).collect();
+        let tree = ClusterTree::build(&self.positions, &free_u32, opts.leaf_size);
+        let leaf_of = tree.leaf_of(self.n_vertices);
+        let tree_s = t_c.elapsed().as_secs_f64();
+
         let t0 = Instant::now();
         let poses = self.training_poses(opts.n_modes, &opts.eigen)?;
         let eigen_s = t0.elapsed().as_secs_f64();
         let k = poses.values.len();
-
-        // P_e = H̄_e [u_t]_e for every element and pose: 12 × k per element (row-major by t).
-        let pe: Vec<f64> = {
-            let n = 3 * self.n_vertices;
-            let mut out = vec![0.0; self.tets.len() * 12 * k];
-            out.par_chunks_mut(12 * k).enumerate().for_each(|(e, dst)| {
-                let t = &self.tets[e];
-                let he = &self.hbar_e[e];
-                for p in 0..k {
-                    let u = &poses.vectors[p * n..(p + 1) * n];
-                    let mut ue = [0.0; 12];
-                    for a in 0..4 {
-                        for d in 0..3 {
-                            ue[3 * a + d] = u[3 * t[a] as usize + d];
-                        }
-                    }
-                    for r in 0..12 {
-                        dst[p * 12 + r] = (0..12).map(|c| he[r * 12 + c] * ue[c]).sum();
-                    }
-                }
-            });
-            out
-        };
-
-        // q_t = H̄ u_t (assembled), n × k column-major: the training "gradients" of the
-        // vertex-sampled right-hand-side cubature.
+        let n = 3 * self.n_vertices;
+        // q_t = H̄ u_t, n × k column-major: the training "gradients".
         let hq: Vec<f64> = {
-            let n = 3 * self.n_vertices;
             let mut out = vec![0.0; n * k];
-            out.par_chunks_mut(n).enumerate().for_each(|(t, dst)| {
+            out.par_chunks_mut(n.max(1)).enumerate().for_each(|(t, dst)| {
                 self.hbar.mul_vec(&poses.vectors[t * n..(t + 1) * n], dst);
             });
             out
         };
-        let free: Vec<usize> = (0..self.n_vertices)
-            .filter(|&v| !self.fixed_vertex[v])
-            .collect();
+        // Σ_{j∈c} q_t[j] per node: 3k values (pose-major), children before parents.
+        let mut pose_sums = vec![vec![0.0; 3 * k]; tree.len()];
+        for c in (0..tree.len()).rev() {
+            match tree.children[c] {
+                None => {
+                    for &j in tree.members(c) {
+                        for t in 0..k {
+                            for d in 0..3 {
+                                pose_sums[c][3 * t + d] += hq[t * n + 3 * j as usize + d];
+                            }
+                        }
+                    }
+                }
+                Some((l, r)) => {
+                    let sum: Vec<f64> = pose_sums[l as usize]
+                        .iter()
+                        .zip(&pose_sums[r as usize])
+                        .map(|(a, b)| a + b)
+                        .collect();
+                    pose_sums[c] = sum;
+                }
+            }
+        }
+        let tt = TreeTables {
+            tree: &tree,
+            leaf_of: &leaf_of,
+            pose_sums: &pose_sums,
+        };
         let t1 = Instant::now();
         let results: Vec<Result<BatchOutput>> = free
             .par_chunks(opts.batch_vertices)
-            .map(|batch| self.process_batch(batch, &poses, &pe, &hq, opts))
+            .map(|batch| self.process_batch(batch, &poses, &hq, &tt, opts))
             .collect();
         let fused_s = t1.elapsed().as_secs_f64();
-        let mut vertices = vec![VertexCubature::default(); self.n_vertices];
+        let mut vertices = vec![VertexSubspaceData::default(); self.n_vertices];
         let (mut solve_cpu, mut cub_cpu) = (0.0, 0.0);
         for r in results {
             for (v, rec, ts, tc) in r? {
@@ -445,7 +478,7 @@ impl Jgs2Precompute {
         } else {
             0.5
         };
-        let mut res: Vec<f64> = free.iter().map(|&v| vertices[v].residual).collect();
+        let mut res: Vec<f64> = free.iter().map(|&v| vertices[v].far_residual).collect();
         res.sort_by(f64::total_cmp);
         let pct = |q: f64| -> f64 {
             if res.is_empty() {
@@ -454,11 +487,19 @@ impl Jgs2Precompute {
                 res[((res.len() - 1) as f64 * q).round() as usize]
             }
         };
-        let total_elems: usize = vertices.iter().map(|v| v.elements.len()).sum();
-        let total_incident: usize = vertices.iter().map(|v| v.incident_blocks.len()).sum();
+        let per_free = |total: usize| {
+            if free.is_empty() {
+                0.0
+            } else {
+                total as f64 / free.len() as f64
+            }
+        };
+        let total_far: usize = vertices.iter().map(|v| v.far_nodes.len()).sum();
+        let total_near: usize = vertices.iter().map(|v| v.near_vertices.len()).sum();
         let stats = Jgs2Stats {
             n_free: free.len(),
             n_modes: k,
+            n_nodes: tree.len(),
             residual_min: pct(0.0),
             residual_median: pct(0.5),
             residual_p90: pct(0.9),
@@ -468,31 +509,32 @@ impl Jgs2Precompute {
             } else {
                 res.iter().filter(|r| **r <= opts.target_residual).count() as f64 / res.len() as f64
             },
-            mean_elements: if free.is_empty() {
-                0.0
-            } else {
-                total_elems as f64 / free.len() as f64
-            },
-            factor_s: self.factor_s,
+            mean_samples: per_free(total_far),
+            mean_near: per_free(total_near),
+            factor_s: self.factor_s + tree_s,
             basis_s: fused_s * share,
             eigen_s,
             cubature_s: fused_s * (1.0 - share),
             total_s: self.factor_s + t_total.elapsed().as_secs_f64(),
-            // Cubature: block (36) + weight + id; incident elements: block only (their ids and
-            // the implicit weight 1 come from the vertex→tet adjacency).
-            bytes_per_vertex: ((total_elems * 38 + total_incident * 36) * 4) as f64
+            bytes_per_vertex: (((total_near + total_far) * 10 + free.len() * 9) * 4
+                + 4 * tree.perm.len()
+                + 8 * tree.len()) as f64
                 / self.n_vertices.max(1) as f64,
         };
-        Ok(Jgs2Basis { vertices, stats })
+        Ok(Jgs2Basis {
+            vertices,
+            tree,
+            stats,
+        })
     }
 
-    /// One multi-RHS solve for a batch of vertices, then each vertex's cubature.
+    /// One multi-RHS solve for a batch of vertices, then each vertex's near/far split.
     fn process_batch(
         &self,
         batch: &[usize],
         poses: &EigenPairs,
-        pe: &[f64],
         hq: &[f64],
+        tt: &TreeTables<'_>,
         opts: &Jgs2Options,
     ) -> Result<BatchOutput> {
         let t0 = Instant::now();
@@ -506,24 +548,23 @@ impl Jgs2Precompute {
         }
         self.factor
             .solve_many_in_place_with(&mut y, cols, faer::Par::Seq)?;
-        let mut ginv = Vec::with_capacity(batch.len());
+        let mut schur = Vec::with_capacity(batch.len());
         for (j, &v) in batch.iter().enumerate() {
-            ginv.push(ubar_from_y(&mut y[3 * j * n..3 * (j + 1) * n], n, v)?);
+            schur.push(ubar_from_y(&mut y[3 * j * n..3 * (j + 1) * n], n, v)?);
         }
         let solve_s = t0.elapsed().as_secs_f64() / batch.len() as f64;
         let mut out = Vec::with_capacity(batch.len());
         for (j, &v) in batch.iter().enumerate() {
             let t1 = Instant::now();
             let ubar = &y[3 * j * n..3 * (j + 1) * n];
-            let mut rec = self.cubature_for_vertex(v, ubar, &ginv[j], poses, pe, opts);
-            self.gradient_cubature(v, ubar, &ginv[j], poses, hq, opts, &mut rec);
+            let rec = self.vertex_data(v, ubar, &schur[j], poses, hq, tt, opts);
             out.push((v, rec, solve_s, t1.elapsed().as_secs_f64()));
         }
         Ok(out)
     }
 
     /// `[Ū]_e` as 12×3 row-major from a column-major `n × 3` `Ū`.
-    fn block(&self, ubar: &[f64], e: usize) -> [f64; 36] {
+    pub fn element_block(&self, ubar: &[f64], e: usize) -> [f64; 36] {
         let n = 3 * self.n_vertices;
         let mut b = [0.0; 36];
         for (a, &v) in self.tets[e].iter().enumerate() {
@@ -536,13 +577,16 @@ impl Jgs2Precompute {
         b
     }
 
-    /// `[Ū]_eᵀ H̄_e [Ū]_e` (3×3 row-major) of element `e`.
-    fn reduced_hessian(&self, block: &[f64; 36], e: usize) -> [f64; 9] {
+    /// `[Ū]_eᵀ K̄_e [Ū]_e` (3×3 row-major): the element's rest *elastic* reduced Hessian.
+    fn reduced_stiffness(&self, block: &[f64; 36], e: usize) -> [f64; 9] {
         let h = &self.hbar_e[e];
-        let mut hu = [0.0; 36]; // H̄_e Ū_e, 12×3
+        let m = &self.elem_mass[e];
+        let mut hu = [0.0; 36]; // K̄_e Ū_e, 12×3
         for r in 0..12 {
+            let mass = m[r / 3] * self.inv_h2;
             for c in 0..3 {
-                hu[r * 3 + c] = (0..12).map(|q| h[r * 12 + q] * block[q * 3 + c]).sum();
+                let kv: f64 = (0..12).map(|q| h[r * 12 + q] * block[q * 3 + c]).sum();
+                hu[r * 3 + c] = kv - mass * block[r * 3 + c];
             }
         }
         let mut out = [0.0; 9];
@@ -554,217 +598,24 @@ impl Jgs2Precompute {
         out
     }
 
-    /// Contribution `[Ū]_eᵀ H̄_e [u_t]_e` of element `e` for every pose (3k values).
-    fn contribution(&self, block: &[f64; 36], pe: &[f64], e: usize, k: usize) -> Vec<f64> {
-        let p = &pe[e * 12 * k..(e + 1) * 12 * k];
-        let mut out = vec![0.0; 3 * k];
-        for t in 0..k {
-            for c in 0..3 {
-                out[3 * t + c] = (0..12).map(|r| block[r * 3 + c] * p[t * 12 + r]).sum();
-            }
-        }
-        out
-    }
-
-    fn cubature_for_vertex(
-        &self,
-        v: usize,
-        ubar: &[f64],
-        s_inv: &[f64; 9],
-        poses: &EigenPairs,
-        pe: &[f64],
-        opts: &Jgs2Options,
-    ) -> VertexCubature {
-        let n = 3 * self.n_vertices;
-        let k = poses.values.len();
-        let local = self.incident_elements(v);
-        let incident_blocks: Vec<[f64; 36]> = local
-            .iter()
-            .map(|&e| self.block(ubar, e as usize))
-            .collect();
-        let with_incident = |mut rec: VertexCubature| {
-            rec.incident_elements = local.to_vec();
-            rec.incident_blocks = incident_blocks.clone();
-            rec
-        };
-        // b_t = S⁻¹ u_t[i] − Σ_{e∈N(i)} [Ū]_eᵀ H̄_e [u_t]_e
-        let mut b = vec![0.0; 3 * k];
-        for t in 0..k {
-            let u = &poses.vectors[t * n + 3 * v..t * n + 3 * v + 3];
-            for r in 0..3 {
-                b[3 * t + r] = (0..3).map(|c| s_inv[r * 3 + c] * u[c]).sum();
-            }
-        }
-        for (&e, blk) in local.iter().zip(&incident_blocks) {
-            let c = self.contribution(blk, pe, e as usize, k);
-            for (bi, ci) in b.iter_mut().zip(&c) {
-                *bi -= ci;
-            }
-        }
-        let norms: Vec<f64> = (0..k)
-            .map(|t| dot(&b[3 * t..3 * t + 3], &b[3 * t..3 * t + 3]).sqrt())
-            .collect();
-        let max_norm = norms.iter().fold(0.0f64, |m, x| m.max(*x));
-        if max_norm == 0.0 || !max_norm.is_finite() {
-            return with_incident(VertexCubature::default());
-        }
-        let poses_used: Vec<usize> = (0..k).filter(|&t| norms[t] > 1e-12 * max_norm).collect();
-        let rows = 3 * poses_used.len();
-        let scale_rows = |full: &[f64]| -> Vec<f64> {
-            let mut o = Vec::with_capacity(rows);
-            for &t in &poses_used {
-                for c in 0..3 {
-                    o.push(full[3 * t + c] / norms[t]);
-                }
-            }
-            o
-        };
-        // *Choice* (beyond the paper's gradient-only fit): six more rows fit the reduced
-        // Hessian of the remote elements, Σ_{e∉N(i)} Ū_eᵀH̄_eŪ_e = −Ḡ_i − Σ_{e∈N(i)} Ū_eᵀH̄_eŪ_e
-        // (exact and cheap because ŪᵀH̄Ū = −Ḡ_i). That term is the "damping" stiffness of the
-        // local solve; a gradient-only fit left it 30–70% off on small stiff meshes and Jacobi
-        // diverged. The block is scaled to carry as much weight as all pose rows together.
-        let mut target = *s_inv;
-        for (&e, blk) in local.iter().zip(&incident_blocks) {
-            let r = self.reduced_hessian(blk, e as usize);
-            for (t, x) in target.iter_mut().zip(&r) {
-                *t -= x;
-            }
-        }
-        let sym6 = |m: &[f64; 9]| -> [f64; 6] {
-            let r2 = std::f64::consts::SQRT_2;
-            [
-                m[0],
-                m[4],
-                m[8],
-                r2 * 0.5 * (m[1] + m[3]),
-                r2 * 0.5 * (m[2] + m[6]),
-                r2 * 0.5 * (m[5] + m[7]),
-            ]
-        };
-        let t6 = sym6(&target);
-        let tnorm = dot(&t6, &t6).sqrt();
-        let hess_scale = if opts.fit_hessian && tnorm > 0.0 && tnorm.is_finite() {
-            (poses_used.len() as f64).sqrt() / tnorm
-        } else {
-            0.0
-        };
-        let extra = if hess_scale > 0.0 { 6 } else { 0 };
-        let rows = rows + extra;
-        let column = |blk: &[f64; 36], e: usize| -> Vec<f64> {
-            let mut col = scale_rows(&self.contribution(blk, pe, e, k));
-            if extra > 0 {
-                col.extend(
-                    sym6(&self.reduced_hessian(blk, e))
-                        .iter()
-                        .map(|x| x * hess_scale),
-                );
-            }
-            col
-        };
-        let mut bn = scale_rows(&b);
-        if extra > 0 {
-            bn.extend(t6.iter().map(|x| x * hess_scale));
-        }
-        let bb = dot(&bn, &bn);
-
-        // Sampling weights ‖[Ū]_e‖_F over elements outside N(i).
-        let mut vnorm = vec![0.0; self.n_vertices];
-        for (w, vn) in vnorm.iter_mut().enumerate() {
-            *vn = (0..3)
-                .map(|c| (0..3).map(|d| ubar[c * n + 3 * w + d].powi(2)).sum::<f64>())
-                .sum();
-        }
-        let mut cum = Vec::with_capacity(self.tets.len());
-        let mut acc = 0.0;
-        for t in &self.tets {
-            let is_local = t.contains(&(v as u32));
-            let w = if is_local {
-                0.0
-            } else {
-                t.iter().map(|&a| vnorm[a as usize]).sum::<f64>().sqrt()
-            };
-            acc += w;
-            cum.push(acc);
-        }
-        let mut rng = SplitMix64::new(opts.seed ^ (v as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        let chosen = greedy_selection(
-            &bn,
-            &cum,
-            |e| column(&self.block(ubar, e), e),
-            &mut rng,
-            opts,
-        );
-        let cols: Vec<Vec<f64>> = chosen
-            .iter()
-            .map(|&e| column(&self.block(ubar, e), e))
-            .collect();
-        if chosen.is_empty() {
-            return with_incident(VertexCubature {
-                residual: 1.0,
-                ..Default::default()
-            });
-        }
-        let a: Vec<f64> = cols.concat();
-        let sol = nnls(&a, rows, chosen.len(), &bn);
-        let mut rec = VertexCubature {
-            residual: sol.residual / bb.sqrt(),
-            ..Default::default()
-        };
-        for (j, &e) in chosen.iter().enumerate() {
-            if sol.w[j] > 0.0 {
-                rec.elements.push(e as u32);
-                rec.weights.push(sol.w[j]);
-                rec.blocks.push(self.block(ubar, e));
-            }
-        }
-        with_incident(rec)
-    }
-}
-
-impl Jgs2Precompute {
-    /// Right-hand-side cubature of vertex `v` (*choice*, see the module docs): fits
-    /// `Σ_{j∉ring(i)} Ū[j]ᵀ q_t[j]` (q_t = H̄u_t) with a few remote vertices, so the run-time
-    /// right-hand side `r_i = Σ_{j∈ring} Ū[j]ᵀg_j + Σ_s w_s Ū[s]ᵀg_s` uses the assembled
-    /// gradient g and vanishes exactly at equilibrium.
+    /// Near field, far samples (optionally cubature-compressed) and `Â` of free vertex `i`
+    /// from its column-major `n × 3` `Ū_i` and Schur complement `S_i` (row-major).
     #[allow(clippy::too_many_arguments)]
-    fn gradient_cubature(
+    fn vertex_data(
         &self,
-        v: usize,
+        i: usize,
         ubar: &[f64],
-        s_inv: &[f64; 9],
+        schur: &[f64; 9],
         poses: &EigenPairs,
         hq: &[f64],
+        tt: &TreeTables<'_>,
         opts: &Jgs2Options,
-        rec: &mut VertexCubature,
-    ) {
+    ) -> VertexSubspaceData {
         let n = 3 * self.n_vertices;
         let k = poses.values.len();
-        let mut ring: Vec<usize> = self
-            .incident_elements(v)
-            .iter()
-            .flat_map(|&e| self.tets[e as usize].map(|a| a as usize))
-            .collect();
-        ring.push(v);
-        ring.sort_unstable();
-        ring.dedup();
-        let unorm = |j: usize| -> f64 {
-            (0..3)
-                .map(|c| (0..3).map(|d| ubar[c * n + 3 * j + d].powi(2)).sum::<f64>())
-                .sum::<f64>()
-                .sqrt()
-        };
-        let own = unorm(v);
-        let mut far: Vec<(f64, usize)> = (0..self.n_vertices)
-            .filter(|j| ring.binary_search(j).is_err())
-            .map(|j| (unorm(j), j))
-            .filter(|(u, _)| *u >= opts.support_threshold * own)
-            .collect();
-        far.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap_or(std::cmp::Ordering::Equal));
-        far.truncate(opts.max_support.saturating_sub(ring.len()));
-        ring.extend(far.iter().map(|&(_, j)| j));
-        ring.sort_unstable();
-        let urow = |j: usize| -> [f64; 9] {
+        let tree = tt.tree;
+        let nn = tree.len();
+        let row = |j: usize| -> [f64; 9] {
             let mut b = [0.0; 9];
             for d in 0..3 {
                 for c in 0..3 {
@@ -773,97 +624,219 @@ impl Jgs2Precompute {
             }
             b
         };
-        // contribution of vertex j for every pose: Ū[j]ᵀ q_t[j] (3k values)
-        let contrib = |j: usize| -> Vec<f64> {
-            let b = urow(j);
-            let mut out = vec![0.0; 3 * k];
+        let sq = |b: &[f64; 9]| b.iter().map(|x| x * x).sum::<f64>();
+        // Per node: Σ Ū_i[j] and Σ ‖Ū_i[j]‖², children before parents.
+        let mut s1 = vec![[0.0f64; 9]; nn];
+        let mut s2 = vec![0.0f64; nn];
+        for c in (0..nn).rev() {
+            match tree.children[c] {
+                None => {
+                    for &j in tree.members(c) {
+                        let r = row(j as usize);
+                        s2[c] += sq(&r);
+                        for (a, x) in s1[c].iter_mut().zip(&r) {
+                            *a += x;
+                        }
+                    }
+                }
+                Some((l, r)) => {
+                    let (l, r) = (l as usize, r as usize);
+                    s2[c] = s2[l] + s2[r];
+                    for q in 0..9 {
+                        s1[c][q] = s1[l][q] + s1[r][q];
+                    }
+                }
+            }
+        }
+        // Nodes holding i or its 1-ring are never far samples.
+        let mut blocked = vec![false; nn];
+        let mut block_up = |v: usize| {
+            let mut c = tt.leaf_of[v];
+            while c != u32::MAX && !blocked[c as usize] {
+                blocked[c as usize] = true;
+                c = tree.parent[c as usize];
+            }
+        };
+        block_up(i);
+        for &e in self.incident_elements(i) {
+            for &v in &self.tets[e as usize] {
+                block_up(v as usize);
+            }
+        }
+        let own = sq(&row(i)).sqrt();
+        let tol2 = (opts.far_tolerance * own).powi(2);
+        let mut near_vertices = Vec::new();
+        let mut far: Vec<(usize, [f64; 9])> = Vec::new();
+        let mut stack = if nn > 0 { vec![0usize] } else { Vec::new() };
+        while let Some(c) = stack.pop() {
+            let m = tree.members(c).len() as f64;
+            let dev2 = s2[c] - sq(&s1[c]) / m;
+            if !blocked[c] && dev2 <= tol2 {
+                // A node whose rows are all negligible contributes nothing.
+                if s2[c] > 1e-24 * own * own {
+                    far.push((c, s1[c].map(|x| x / m)));
+                }
+            } else if let Some((l, r)) = tree.children[c] {
+                stack.push(r as usize);
+                stack.push(l as usize);
+            } else {
+                near_vertices.extend(tree.members(c).iter().copied().filter(|&j| j as usize != i));
+            }
+        }
+        near_vertices.sort_unstable();
+        let near_blocks: Vec<[f64; 9]> = near_vertices.iter().map(|&j| row(j as usize)).collect();
+
+        let mut a_hat = *schur;
+        for &e in self.incident_elements(i) {
+            let r = self.reduced_stiffness(&self.element_block(ubar, e as usize), e as usize);
+            for (a, x) in a_hat.iter_mut().zip(&r) {
+                *a -= x;
+            }
+        }
+        let mut rec = VertexSubspaceData {
+            near_vertices,
+            near_blocks,
+            a_hat,
+            schur: *schur,
+            ..Default::default()
+        };
+        let keep_all = |rec: &mut VertexSubspaceData, far: &[(usize, [f64; 9])]| {
+            for (c, b) in far {
+                rec.far_nodes.push(*c as u32);
+                rec.far_weights.push(1.0);
+                rec.far_blocks.push(*b);
+            }
+        };
+        if far.is_empty() || k == 0 {
+            keep_all(&mut rec, &far);
+            return rec;
+        }
+        // Training poses: exact far field b_t = S_i u_t[i] − Σ_{j ∈ near ∪ {i}} Ū_i[j]ᵀ q_t[j].
+        let mut full = vec![0.0; 3 * k];
+        for t in 0..k {
+            let u = &poses.vectors[t * n + 3 * i..t * n + 3 * i + 3];
+            for r in 0..3 {
+                full[3 * t + r] = (0..3).map(|c| schur[r * 3 + c] * u[c]).sum();
+            }
+        }
+        let mut b = full.clone();
+        let mut sub = |j: usize, blk: &[f64; 9]| {
             for t in 0..k {
                 let q = &hq[t * n + 3 * j..t * n + 3 * j + 3];
                 for c in 0..3 {
-                    out[3 * t + c] = (0..3).map(|d| b[3 * d + c] * q[d]).sum();
+                    b[3 * t + c] -= (0..3).map(|d| blk[3 * d + c] * q[d]).sum::<f64>();
                 }
             }
-            out
         };
-        // target: ŪᵀH̄u_t = S⁻¹u_t[i] minus the ring's exact part
-        let mut b = vec![0.0; 3 * k];
-        for t in 0..k {
-            let u = &poses.vectors[t * n + 3 * v..t * n + 3 * v + 3];
-            for r in 0..3 {
-                b[3 * t + r] = (0..3).map(|c| s_inv[r * 3 + c] * u[c]).sum();
-            }
-        }
-        for &j in &ring {
-            for (bi, ci) in b.iter_mut().zip(contrib(j)) {
-                *bi -= ci;
-            }
+        sub(i, &row(i));
+        for (&j, blk) in rec.near_vertices.iter().zip(&rec.near_blocks) {
+            sub(j as usize, blk);
         }
         let norms: Vec<f64> = (0..k)
-            .map(|t| dot(&b[3 * t..3 * t + 3], &b[3 * t..3 * t + 3]).sqrt())
+            .map(|t| dot(&full[3 * t..3 * t + 3], &full[3 * t..3 * t + 3]).sqrt())
             .collect();
         let max_norm = norms.iter().fold(0.0f64, |m, x| m.max(*x));
         if max_norm == 0.0 || !max_norm.is_finite() {
-            return;
+            keep_all(&mut rec, &far);
+            return rec;
         }
         let used: Vec<usize> = (0..k).filter(|&t| norms[t] > 1e-12 * max_norm).collect();
         let rows = 3 * used.len();
-        let scale = |full: &[f64]| -> Vec<f64> {
+        let scale = |v: &[f64]| -> Vec<f64> {
             let mut o = Vec::with_capacity(rows);
             for &t in &used {
                 for c in 0..3 {
-                    o.push(full[3 * t + c] / norms[t]);
+                    o.push(v[3 * t + c] / norms[t]);
                 }
             }
             o
         };
-        for &j in &ring {
-            if j != v {
-                rec.support_vertices.push(j as u32);
-                rec.support_blocks.push(urow(j));
-            }
-        }
         let bn = scale(&b);
-        let bb = dot(&bn, &bn);
-        // sample remote vertices ∝ ‖Ū[j]‖_F
-        let mut cum = Vec::with_capacity(self.n_vertices);
-        let mut acc = 0.0;
-        for j in 0..self.n_vertices {
-            if ring.binary_search(&j).is_err() {
-                acc += urow(j).iter().map(|x| x * x).sum::<f64>().sqrt();
+        // Every used pose's full reduced gradient has norm 1 after scaling.
+        let whole = (used.len() as f64).sqrt();
+        let column = |q: usize| -> Vec<f64> {
+            let (c, u) = &far[q];
+            let s = &tt.pose_sums[*c];
+            let mut col = vec![0.0; 3 * k];
+            for t in 0..k {
+                for cc in 0..3 {
+                    col[3 * t + cc] = (0..3).map(|d| u[3 * d + cc] * s[3 * t + d]).sum();
+                }
             }
+            scale(&col)
+        };
+        let residual_of = |picked: &[(usize, f64)]| -> f64 {
+            let mut r = bn.clone();
+            for &(q, w) in picked {
+                for (ri, ci) in r.iter_mut().zip(column(q)) {
+                    *ri -= w * ci;
+                }
+            }
+            dot(&r, &r).sqrt() / whole
+        };
+        if opts.max_samples == 0 || far.len() <= opts.max_samples {
+            let all: Vec<(usize, f64)> = (0..far.len()).map(|q| (q, 1.0)).collect();
+            rec.far_residual = residual_of(&all);
+            keep_all(&mut rec, &far);
+            return rec;
+        }
+        let mut cum = Vec::with_capacity(far.len());
+        let mut acc = 0.0;
+        for (c, _) in &far {
+            acc += sq(&s1[*c]).sqrt();
             cum.push(acc);
         }
-        let mut rng =
-            SplitMix64::new(opts.seed ^ 0x5eed ^ (v as u64).wrapping_mul(0xD1B5_4A32_D192_ED03));
-        let chosen = greedy_selection(&bn, &cum, |j| scale(&contrib(j)), &mut rng, opts);
-        if chosen.is_empty() {
-            rec.grad_residual = 1.0;
-            return;
-        }
-        let a: Vec<f64> = chosen.iter().flat_map(|&j| scale(&contrib(j))).collect();
+        let mut rng = SplitMix64::new(opts.seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let chosen = greedy_selection(
+            &bn,
+            &cum,
+            column,
+            &mut rng,
+            opts.max_samples,
+            opts.candidates,
+            opts.target_residual * whole,
+        );
+        let a: Vec<f64> = chosen.iter().flat_map(|&q| column(q)).collect();
         let sol = nnls(&a, rows, chosen.len(), &bn);
-        rec.grad_residual = sol.residual / bb.sqrt();
-        for (q, &j) in chosen.iter().enumerate() {
-            if sol.w[q] > 0.0 {
-                rec.grad_vertices.push(j as u32);
-                rec.grad_weights.push(sol.w[q]);
-                rec.grad_blocks.push(urow(j));
-            }
+        let picked: Vec<(usize, f64)> = chosen
+            .iter()
+            .zip(&sol.w)
+            .filter(|(_, w)| **w > 0.0)
+            .map(|(&q, &w)| (q, w))
+            .collect();
+        rec.far_residual = residual_of(&picked);
+        for (q, w) in picked {
+            let (c, u) = &far[q];
+            rec.far_nodes.push(*c as u32);
+            rec.far_weights.push(w);
+            rec.far_blocks.push(u.map(|x| x * w));
         }
+        rec
     }
 }
 
+/// Cluster-tree data shared by every vertex of a run.
+struct TreeTables<'a> {
+    tree: &'a ClusterTree,
+    /// Leaf of each vertex (`u32::MAX` for fixed vertices).
+    leaf_of: &'a [u32],
+    /// `Σ_{j∈c} q_t[j]` per node, 3 values per pose.
+    pose_sums: &'a [Vec<f64>],
+}
+
 /// Greedy NNLS column selection (An et al. 2008 style) against the normalised target `bn`:
-/// each round draws up to `opts.candidates` distinct items with probability ∝ the increments
+/// each round draws up to `candidates` distinct items with probability ∝ the increments
 /// of the cumulative weights `cum` (weight 0 = never), scores each by the NNLS residual of the
-/// chosen set plus it, and keeps the best, until `opts.target_residual`, `opts.max_elements`,
-/// or no candidate helps.
+/// chosen set plus it, and keeps the best, until the residual norm is at most `stop_at`,
+/// `max_items` are chosen, or no candidate helps.
 fn greedy_selection(
     bn: &[f64],
     cum: &[f64],
     column: impl Fn(usize) -> Vec<f64>,
     rng: &mut SplitMix64,
-    opts: &Jgs2Options,
+    max_items: usize,
+    candidates: usize,
+    stop_at: f64,
 ) -> Vec<usize> {
     let bb = dot(bn, bn);
     let total = *cum.last().unwrap_or(&0.0);
@@ -873,10 +846,10 @@ fn greedy_selection(
     if total <= 0.0 || cum.is_empty() {
         return chosen;
     }
-    while chosen.len() < opts.max_elements && current.sqrt() > opts.target_residual * bb.sqrt() {
+    while chosen.len() < max_items && current.sqrt() > stop_at {
         let mut cands: Vec<usize> = Vec::new();
         let mut draws = 0;
-        while cands.len() < opts.candidates && draws < 4 * opts.candidates {
+        while cands.len() < candidates && draws < 4 * candidates {
             draws += 1;
             let x = rng.next_f64() * total;
             let e = cum.partition_point(|&c| c <= x).min(cum.len() - 1);

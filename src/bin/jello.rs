@@ -306,12 +306,18 @@ fn cmd_precompute(scene_path: PathBuf) -> Result<()> {
         ),
     }
     println!(
-        "{} free vertices, {} training modes, {:.2} cubature elements/vertex, {:.0} bytes/vertex (f32)",
-        s.n_free, s.n_modes, s.mean_elements, s.bytes_per_vertex
+        "{} free vertices, {} cluster-tree nodes, {} training modes, near field {:.1} vertices/vertex, \
+         {:.2} far samples/vertex, {:.0} bytes/vertex (f32)",
+        s.n_free, s.n_nodes, s.n_modes, s.mean_near, s.mean_samples, s.bytes_per_vertex
     );
     println!(
-        "cubature relative residual: min {:.3} median {:.3} p90 {:.3} max {:.3}",
-        s.residual_min, s.residual_median, s.residual_p90, s.residual_max
+        "far-field relative error on the training poses: min {:.4} median {:.4} p90 {:.4} max {:.4} \
+         ({:.0}% on target)",
+        s.residual_min,
+        s.residual_median,
+        s.residual_p90,
+        s.residual_max,
+        100.0 * s.fraction_on_target
     );
     Ok(())
 }

@@ -316,10 +316,9 @@ impl<'a> StepProblem<'a> {
         }
     }
 
-    /// The largest step fraction α ∈ [0, 1] along `dx` from `x` that keeps every vertex outside
-    /// every obstacle (with a 0.9 safety factor on the time of impact, as in IPC) and every
-    /// element that is positively oriented at `x` positively oriented.
-    pub fn max_step(&self, x: &[f64], dx: &[f64]) -> f64 {
+    /// Largest α ≤ 1 such that no vertex crosses an obstacle along `x + α·dx` (0.9 × the first
+    /// time of impact), without the inversion filter of [`Self::max_step`].
+    pub fn max_obstacle_step(&self, x: &[f64], dx: &[f64]) -> f64 {
         let mut alpha = 1.0f64;
         for v in 0..self.model.num_vertices() {
             let p = Vector3::from_column_slice(&x[3 * v..3 * v + 3]);
@@ -334,6 +333,14 @@ impl<'a> StepProblem<'a> {
                 }
             }
         }
+        alpha
+    }
+
+    /// The largest step fraction α ∈ [0, 1] along `dx` from `x` that keeps every vertex outside
+    /// every obstacle (with a 0.9 safety factor on the time of impact, as in IPC) and every
+    /// element that is positively oriented at `x` positively oriented.
+    pub fn max_step(&self, x: &[f64], dx: &[f64]) -> f64 {
+        let mut alpha = self.max_obstacle_step(x, dx);
         // Inversion filter: halve until every initially positive tet stays positive.
         let vol = |y: &[f64], tet: &[u32; 4]| {
             let p = corners(y, tet);

@@ -1,5 +1,7 @@
 //! The per-element and per-vertex passes of JGS2/VBD (the CPU reference of the WGSL kernels).
 
+use super::subspace::VertexSubspace;
+use jello_precompute::tree::ClusterTree;
 use crate::material::{element_hessian, svd3};
 use crate::mesh::VertexTets;
 use crate::problem::{barrier_derivatives, Model, StepProblem};
@@ -175,18 +177,155 @@ pub fn local_system<'a>(
         r += u.transpose() * Vector3::from_column_slice(&g[3 * j..3 * j + 3]) * w;
     }
     // Obstacle barrier curvature on vertex i itself (its gradient is already in g_i).
+    a += barrier_hessian(problem, x, i);
+    (a, r)
+}
+
+/// Rest-frame gradients `ĝ_j = R_jᵀ g_j` and their sums `G_c = Σ_{j∈c} ĝ_j` over every node of
+/// the cluster tree (`rot = None`: identity rotations).
+pub fn rest_frame_gradients(
+    g: &[f64],
+    rot: Option<&[Matrix3<f64>]>,
+    tree: &ClusterTree,
+) -> (Vec<Vector3<f64>>, Vec<Vector3<f64>>) {
+    let ghat: Vec<Vector3<f64>> = (0..g.len() / 3)
+        .map(|j| {
+            let gj = Vector3::from_column_slice(&g[3 * j..3 * j + 3]);
+            match rot {
+                Some(r) => r[j].transpose() * gj,
+                None => gj,
+            }
+        })
+        .collect();
+    // Children follow their parents in the node order, so a reverse pass sees children first.
+    let mut sums = vec![Vector3::zeros(); tree.len()];
+    for c in (0..tree.len()).rev() {
+        sums[c] = match tree.children[c] {
+            None => tree.members(c).iter().map(|&j| ghat[j as usize]).sum(),
+            Some((l, r)) => sums[l as usize] + sums[r as usize],
+        };
+    }
+    (ghat, sums)
+}
+
+/// Vertex `i`'s JGS2 system (A, r), δx_i = −A⁻¹r:
+///
+/// r = g_i + R_i (Σ_{j near} Ū_i[j]ᵀ ĝ_j + Σ_{c far} w_c ū_{i,c}ᵀ G_c)  (c: cluster-tree nodes),
+/// A = R_i Â_i R_iᵀ + Σ_{e∋i} U_eᵀ K_e(x) U_e + barrier curvature at i,
+///
+/// with U_e's corner blocks R_v Ū_i[v] R_iᵀ (co-rotated, Eq. 14), K_e the element's projected
+/// elastic Hessian from `cache`, ĝ/G from [`rest_frame_gradients`]. Exact at rest: there
+/// A = Ū_iᵀH̄Ū_i (the Schur complement) and r = Ū_iᵀg up to the far-field cubature.
+#[allow(clippy::too_many_arguments)] // mirrors the kernel's binding list
+pub fn jgs2_system(
+    problem: &StepProblem,
+    cache: &ElementCache,
+    vt: &VertexTets,
+    x: &[f64],
+    g: &[f64],
+    rot: Option<&[Matrix3<f64>]>,
+    ghat: &[Vector3<f64>],
+    gsum: &[Vector3<f64>],
+    i: usize,
+    vs: &VertexSubspace,
+) -> (Matrix3<f64>, Vector3<f64>) {
+    let model = problem.model;
+    let ri = rot.map_or_else(Matrix3::identity, |r| r[i]);
+    let mut acc = Vector3::zeros();
+    for (j, b) in &vs.near {
+        acc += Matrix3::from_row_slice(b).tr_mul(&ghat[*j as usize]);
+    }
+    for (c, _, b) in &vs.far {
+        acc += Matrix3::from_row_slice(b).tr_mul(&gsum[*c as usize]);
+    }
+    let r = Vector3::from_column_slice(&g[3 * i..3 * i + 3]) + ri * acc;
+    let mut a = ri * Matrix3::from_row_slice(&vs.a_hat) * ri.transpose();
+    for ((t, _), b) in vt.of(i).zip(&vs.incident) {
+        let tet = &model.mesh.tets[t as usize];
+        let mut u = SMatrix::<f64, 12, 3>::from_row_slice(b);
+        if let Some(rot) = rot {
+            for (c, &v) in tet.iter().enumerate() {
+                let blk = rot[v as usize] * u.fixed_view::<3, 3>(3 * c, 0) * ri.transpose();
+                u.fixed_view_mut::<3, 3>(3 * c, 0).copy_from(&blk);
+            }
+        }
+        a += u.transpose() * cache.hess[t as usize] * u;
+    }
+    a += barrier_hessian(problem, x, i);
+    (a, r)
+}
+
+/// Vertex `i`'s VBD system (Chen et al. 2024): A = m_i/h² I + Σ_{e∋i} ∇²_{ii}Ψ_e + barrier,
+/// r = g_i.
+pub fn vbd_system(
+    problem: &StepProblem,
+    cache: &ElementCache,
+    vt: &VertexTets,
+    x: &[f64],
+    g: &[f64],
+    i: usize,
+) -> (Matrix3<f64>, Vector3<f64>) {
+    let ih2 = 1.0 / (problem.h * problem.h);
+    let mut a = Matrix3::identity() * (problem.model.mass[i] * ih2);
+    for (t, c) in vt.of(i) {
+        let c = 3 * c as usize;
+        a += cache.hess[t as usize].fixed_view::<3, 3>(c, c);
+    }
+    a += barrier_hessian(problem, x, i);
+    (a, Vector3::from_column_slice(&g[3 * i..3 * i + 3]))
+}
+
+/// The obstacle barrier's Hessian at vertex `i` (κ m_i/h² (b''∇d∇dᵀ + b'∇²d) for each obstacle
+/// within d̂; its gradient is already in the assembled gradient).
+pub fn barrier_hessian(problem: &StepProblem, x: &[f64], i: usize) -> Matrix3<f64> {
+    let model = problem.model;
+    let mut a = Matrix3::zeros();
     let dhat = model.barrier.dhat;
     let p = Vector3::from_column_slice(&x[3 * i..3 * i + 3]);
     for o in &model.obstacles {
         let de = o.distance(&p);
         if de.d < dhat {
             let (_, db, ddb) = barrier_derivatives(de.d, dhat);
-            let wv = model.barrier.kappa * model.mass[i] * ih2;
+            let wv = model.barrier.kappa * model.mass[i] / (problem.h * problem.h);
             a += de.grad * de.grad.transpose() * (wv * ddb);
             if db > 0.0 {
                 a += de.hess * (wv * db);
             }
         }
     }
-    (a, r)
+    a
+}
+
+/// `H v` for the incremental potential's Hessian at the cached state: Σ_e K_e v_e (projected
+/// element Hessians) + M v/h² + barrier curvature, zero on pinned vertices.
+pub fn hess_vec(
+    problem: &StepProblem,
+    cache: &ElementCache,
+    vt: &VertexTets,
+    x: &[f64],
+    v: &[f64],
+) -> Vec<f64> {
+    let model = problem.model;
+    let ih2 = 1.0 / (problem.h * problem.h);
+    let nv = model.num_vertices();
+    let out: Vec<Vector3<f64>> = (0..nv)
+        .into_par_iter()
+        .map(|i| {
+            if model.pinned[i] {
+                return Vector3::zeros();
+            }
+            let vi = Vector3::from_column_slice(&v[3 * i..3 * i + 3]);
+            let mut y = vi * (model.mass[i] * ih2) + barrier_hessian(problem, x, i) * vi;
+            for (t, c) in vt.of(i) {
+                let tet = &model.mesh.tets[t as usize];
+                let h = &cache.hess[t as usize];
+                for (b, &w) in tet.iter().enumerate() {
+                    let vw = Vector3::from_column_slice(&v[3 * w as usize..3 * w as usize + 3]);
+                    y += h.fixed_view::<3, 3>(3 * c as usize, 3 * b) * vw;
+                }
+            }
+            y
+        })
+        .collect();
+    out.iter().flat_map(|y| [y.x, y.y, y.z]).collect()
 }

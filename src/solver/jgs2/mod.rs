@@ -28,7 +28,8 @@ mod solver;
 mod subspace;
 
 pub use local::{
-    element_pass, local_system, rotations, vertex_gradient, ElementCache, GradTerm, HessTerm,
+    barrier_hessian, element_pass, hess_vec, jgs2_system, local_system, rest_frame_gradients,
+    rotations, vbd_system, vertex_gradient, ElementCache, GradTerm, HessTerm,
 };
 pub use solver::{Jgs2Params, Jgs2Solver, Variant};
 pub use subspace::{

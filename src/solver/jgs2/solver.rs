@@ -1,6 +1,9 @@
 //! The JGS2 / VBD iteration (Jacobi or coloured Gauss–Seidel) on the CPU in f64.
 
-use super::local::{element_pass, local_system, rotations, vertex_gradient, ElementCache};
+use super::local::{
+    element_pass, hess_vec, jgs2_system, rest_frame_gradients, rotations, vbd_system,
+    vertex_gradient, ElementCache,
+};
 use super::subspace::Jgs2Subspace;
 use crate::error::{JelloError, Result};
 use crate::mesh::{colour_vertices, Colouring, VertexTets};
@@ -30,10 +33,16 @@ pub struct Jgs2Params {
     pub max_iterations: usize,
     /// Sweep order.
     pub variant: Variant,
-    /// Energy safeguard: when a sweep (Jacobi) or a colour's update (Gauss–Seidel) raises E,
-    /// scale that update back by halving. Costs one or two energy evaluations per sweep or
-    /// colour; off reproduces the paper's plain iteration, which can overshoot when the
-    /// subspace or cubature is poor (stiff bodies whose Ū spans the whole mesh).
+    /// Safeguard (default on for JGS2, off for VBD).
+    ///
+    /// Jacobi: each iteration takes the step that minimises the quadratic model of E over
+    /// span{JGS2 step, block-Jacobi (VBD) step, previous step} — three Hessian-vector products
+    /// and a 3×3 solve — limited by the obstacle/inversion filter and backtracked on the true
+    /// energy (obstacle filter only; see `subspace_step`). Where the subspace is accurate this is the plain JGS2 step (coefficients ≈ 1,
+    /// 0, 0); where the far-field cubature cannot represent a stiff body's global response it
+    /// keeps the iteration monotone and convergent instead of diverging.
+    /// Gauss–Seidel: a colour's update that raises E is halved (up to 8 times, then dropped).
+    /// Off: the paper's plain iteration, x += δ.
     pub safeguard: bool,
 }
 
@@ -76,7 +85,6 @@ impl Jgs2Solver {
     }
 
     fn new(model: &Model, params: Jgs2Params, subspace: Option<Arc<Jgs2Subspace>>) -> Self {
-        let extent = model.largest_extent();
         Jgs2Solver {
             params,
             subspace,
@@ -85,7 +93,7 @@ impl Jgs2Solver {
             free: (0..model.num_vertices() as u32)
                 .filter(|&v| !model.pinned[v as usize])
                 .collect(),
-            extent,
+            extent: model.largest_extent(),
             cache: ElementCache::default(),
         }
     }
@@ -95,65 +103,51 @@ impl Jgs2Solver {
         self.colouring.num_colours()
     }
 
-    /// The step for vertex `i` at `x` with assembled gradient `g` (before the obstacle filter).
-    fn vertex_step(
+    /// Local steps of `group` at `x` with assembled gradient `g`: JGS2 (or VBD without a
+    /// subspace), each limited so the vertex cannot cross an obstacle.
+    fn local_steps(
         &self,
         problem: &StepProblem,
         x: &[f64],
         g: &[f64],
-        rot: Option<&[Matrix3<f64>]>,
-        i: usize,
-    ) -> Vector3<f64> {
-        let (a, r) = match &self.subspace {
-            None => local_system(
-                problem,
-                &self.cache,
-                x,
-                g,
-                i,
-                self.vertex_tets.of(i).map(|(t, _)| (t, 1.0, None)),
-                std::iter::empty(),
-                None,
-            ),
-            Some(s) => {
-                let vs = &s.vertices[i];
-                let incident = self
-                    .vertex_tets
-                    .of(i)
-                    .zip(&vs.incident)
-                    .map(|((t, _), b)| (t, 1.0, Some(b)));
-                let cub = vs
-                    .elements
-                    .iter()
-                    .zip(&vs.weights)
-                    .zip(&vs.blocks)
-                    .map(|((&e, &w), b)| (e, w, Some(b)));
-                let grad = vs.grad_terms.iter().map(|(j, w, b)| (*j, *w, b));
-                local_system(
-                    problem,
-                    &self.cache,
-                    x,
-                    g,
-                    i,
-                    incident.chain(cub),
-                    grad,
-                    rot,
-                )
-            }
-        };
-        // A is SPD (projected element Hessians + mass); fall back to a gradient step if round-off
-        // says otherwise.
-        let d = match a.cholesky() {
-            Some(c) => -c.solve(&r),
-            None => -r / a.diagonal().max().max(1e-300),
-        };
-        // A vertex whose local system broke down (e.g. a degenerate element) stays put this
-        // iteration rather than poisoning the state.
-        if d.iter().all(|v| v.is_finite()) {
-            d
-        } else {
-            Vector3::zeros()
-        }
+        group: &[u32],
+        vbd: bool,
+    ) -> Vec<Vector3<f64>> {
+        let model = problem.model;
+        let frame = self.subspace.as_ref().filter(|_| !vbd).map(|s| {
+            let rot = rotations(model, x, &self.vertex_tets);
+            let (ghat, gsum) = rest_frame_gradients(g, Some(&rot), &s.tree);
+            (s, rot, ghat, gsum)
+        });
+        group
+            .par_iter()
+            .map(|&i| {
+                let i = i as usize;
+                let vbd_sys = || vbd_system(problem, &self.cache, &self.vertex_tets, x, g, i);
+                let (a, r) = match &frame {
+                    None => vbd_sys(),
+                    Some((s, rot, ghat, gsum)) => jgs2_system(
+                        problem,
+                        &self.cache,
+                        &self.vertex_tets,
+                        x,
+                        g,
+                        Some(rot),
+                        ghat,
+                        gsum,
+                        i,
+                        &s.vertices[i],
+                    ),
+                };
+                // A is SPD by construction (PSD element terms + an SPD rest Schur complement);
+                // should round-off break that, the vertex falls back to its VBD step.
+                let d = solve_spd(&a, &r).or_else(|| {
+                    let (a, r) = vbd_sys();
+                    solve_spd(&a, &r)
+                });
+                filter(problem, x, i, d.unwrap_or_else(Vector3::zeros))
+            })
+            .collect()
     }
 
     /// Refreshes the assembled gradient at `vertices` from the element cache.
@@ -167,18 +161,111 @@ impl Jgs2Solver {
         }
     }
 
-    /// Limits a vertex's step so it cannot cross an obstacle (0.9 × time of impact).
-    fn filter(problem: &StepProblem, x: &[f64], i: usize, d: Vector3<f64>) -> Vector3<f64> {
-        let p = Vector3::from_column_slice(&x[3 * i..3 * i + 3]);
-        let mut alpha = 1.0f64;
-        for o in &problem.model.obstacles {
-            let toi = o.time_of_impact(&p, &d);
-            if toi < 1.0 {
-                alpha = alpha.min(0.9 * toi);
+    /// One safeguarded Jacobi iteration: the step minimising the quadratic model over
+    /// span{JGS2, VBD, previous step}, filtered and backtracked. Returns (step taken, α).
+    fn subspace_step(
+        &self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        x: &[f64],
+        g: &[f64],
+        prev: &[f64],
+    ) -> (Vec<f64>, f64) {
+        let n = x.len();
+        let scatter = |steps: &[Vector3<f64>]| {
+            let mut d = vec![0.0; n];
+            for (&i, s) in self.free.iter().zip(steps) {
+                d[3 * i as usize..3 * i as usize + 3].copy_from_slice(s.as_slice());
+            }
+            d
+        };
+        let mut dirs = vec![scatter(&self.local_steps(problem, x, g, &self.free, false))];
+        if self.subspace.is_some() {
+            dirs.push(scatter(&self.local_steps(problem, x, g, &self.free, true)));
+        }
+        if prev.iter().any(|&v| v != 0.0) {
+            dirs.push(prev.to_vec());
+        }
+        let hd: Vec<Vec<f64>> = dirs
+            .iter()
+            .map(|d| hess_vec(problem, &self.cache, &self.vertex_tets, x, d))
+            .collect();
+        let coef = model_minimiser(g, &dirs, &hd);
+        let mut step = vec![0.0; n];
+        for (c, d) in coef.iter().zip(&dirs) {
+            for (s, v) in step.iter_mut().zip(d) {
+                *s += c * v;
             }
         }
-        d * alpha
+        let slope: f64 = g.iter().zip(&step).map(|(a, b)| a * b).sum();
+        if slope >= 0.0 {
+            return (vec![0.0; n], 0.0);
+        }
+        // Obstacles only: the stable Neo-Hookean family, ARAP and corotated models stay finite
+        // through inversion, and Neo-Hookean's +∞ for J ≤ 0 fails the energy test below.
+        let mut alpha = problem.max_obstacle_step(x, &step);
+        let e0 = problem.energy(elastic, x);
+        let mut trial = vec![0.0; n];
+        for _ in 0..30 {
+            for k in 0..n {
+                trial[k] = x[k] + alpha * step[k];
+            }
+            let e1 = problem.energy(elastic, &trial);
+            // Armijo on the true energy; a relative round-off allowance keeps the last digits
+            // of a converged step from stalling it.
+            if e1.is_finite() && e1 <= e0 + 1e-4 * alpha * slope + 1e-13 * e0.abs() {
+                break;
+            }
+            alpha *= 0.5;
+        }
+        if std::env::var("JELLO_DEBUG_JGS2").is_ok() {
+            eprintln!("coef {coef:?} slope {slope:.3e} alpha {alpha:.3e} dirs {}", dirs.len());
+        }
+        for s in step.iter_mut() {
+            *s *= alpha;
+        }
+        (step, alpha)
     }
+}
+
+/// `A⁻¹ r` negated when A is SPD and the result finite.
+fn solve_spd(a: &Matrix3<f64>, r: &Vector3<f64>) -> Option<Vector3<f64>> {
+    let d = -a.cholesky()?.solve(r);
+    d.iter().all(|v| v.is_finite()).then_some(d)
+}
+
+/// Limits a vertex's step so it cannot cross an obstacle (0.9 × time of impact).
+fn filter(problem: &StepProblem, x: &[f64], i: usize, d: Vector3<f64>) -> Vector3<f64> {
+    let p = Vector3::from_column_slice(&x[3 * i..3 * i + 3]);
+    let mut alpha = 1.0f64;
+    for o in &problem.model.obstacles {
+        let toi = o.time_of_impact(&p, &d);
+        if toi < 1.0 {
+            alpha = alpha.min(0.9 * toi);
+        }
+    }
+    d * alpha
+}
+
+/// Coefficients c minimising gᵀ(Σ c_k d_k) + ½ (Σ c_k d_k)ᵀ H (Σ c_k d_k), given `hd[k] = H d_k`.
+/// Directions that are (numerically) dependent on the others get coefficient 0.
+fn model_minimiser(g: &[f64], dirs: &[Vec<f64>], hd: &[Vec<f64>]) -> Vec<f64> {
+    let k = dirs.len();
+    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+    let a = nalgebra::DMatrix::from_fn(k, k, |p, q| 0.5 * (dot(&dirs[p], &hd[q]) + dot(&dirs[q], &hd[p])));
+    let b = nalgebra::DVector::from_fn(k, |p, _| -dot(g, &dirs[p]));
+    // Symmetric eigen-solve with a relative cut-off: a pseudo-inverse on the well-determined
+    // part of span{d_k}.
+    let eig = a.clone().symmetric_eigen();
+    let top = eig.eigenvalues.iter().fold(0.0f64, |m, v| m.max(*v));
+    let mut c = nalgebra::DVector::zeros(k);
+    for (j, &lam) in eig.eigenvalues.iter().enumerate() {
+        if lam > 1e-10 * top {
+            let v = eig.eigenvectors.column(j);
+            c += v * (v.dot(&b) / lam);
+        }
+    }
+    c.iter().copied().collect()
 }
 
 impl StepSolver for Jgs2Solver {
@@ -225,6 +312,7 @@ impl StepSolver for Jgs2Solver {
         let mut iterations = 0;
         let mut converged;
         let mut max_dx = f64::INFINITY;
+        let mut prev = vec![0.0; n];
         loop {
             converged = match self.params.stop {
                 StopRule::Cn { eps } => residual < eps,
@@ -235,87 +323,88 @@ impl StepSolver for Jgs2Solver {
             }
             iterations += 1;
             let t0 = Instant::now();
-            let rot = self
-                .subspace
-                .as_ref()
-                .map(|_| rotations(model, x, &self.vertex_tets));
-            let rot = rot.as_deref();
             max_dx = 0.0;
-            let groups: Vec<Vec<u32>> = match self.params.variant {
-                Variant::Jacobi => vec![self.free.clone()],
-                Variant::GaussSeidel => self
-                    .colouring
-                    .groups
-                    .iter()
-                    .map(|grp| {
-                        grp.iter()
-                            .copied()
-                            .filter(|&v| !model.pinned[v as usize])
-                            .collect()
-                    })
-                    .collect(),
-            };
-            for group in groups.iter().filter(|grp| !grp.is_empty()) {
-                let e_old = self.params.safeguard.then(|| energy_of(x));
-                let this = &*self;
-                let (xs, gs): (&[f64], &[f64]) = (x, &g);
-                let steps: Vec<Vector3<f64>> = group
-                    .par_iter()
-                    .map(|&i| {
-                        Self::filter(
-                            problem,
-                            xs,
-                            i as usize,
-                            this.vertex_step(problem, xs, gs, rot, i as usize),
-                        )
-                    })
-                    .collect();
-                let mut scale = 1.0;
-                let apply = |x: &mut [f64], s: f64| {
-                    for (&i, d) in group.iter().zip(&steps) {
-                        for k in 0..3 {
-                            x[3 * i as usize + k] += s * d[k];
-                        }
+            let mut alpha_it = 1.0;
+            match (self.params.variant, self.params.safeguard) {
+                (Variant::Jacobi, true) => {
+                    let (step, alpha) = self.subspace_step(problem, elastic, x, &g, &prev);
+                    for (xi, s) in x.iter_mut().zip(&step) {
+                        *xi += s;
                     }
-                };
-                apply(x, 1.0);
-                if let Some(e0) = e_old {
-                    // Energy safeguard: halve this group's update while it raises E.
-                    let mut e1 = energy_of(x);
-                    let mut tries = 0;
-                    // After 8 halvings the (small) update is kept: near convergence E's round-off
-                    // can hide a true decrease, and stalling would be worse.
-                    let rejected = |e: f64| e.is_nan() || e > e0 + 1e-12 * e0.abs();
-                    while rejected(e1) && tries < 8 {
-                        apply(x, -0.5 * scale);
-                        scale *= 0.5;
-                        e1 = energy_of(x);
-                        tries += 1;
+                    for v in step.chunks(3) {
+                        max_dx = max_dx.max((v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt());
                     }
-                }
-                for d in &steps {
-                    max_dx = max_dx.max(scale * d.norm());
-                }
-                // Refresh the elements touching the moved vertices and the gradient at their
-                // corners (for Jacobi: everything).
-                if group.len() == self.free.len() {
+                    prev = step;
+                    alpha_it = alpha;
                     element_pass(model, x, &mut self.cache, None);
                     self.gather(problem, x, &mut g, &all);
-                } else {
-                    let mut touched: Vec<u32> = group
+                }
+                (Variant::Jacobi, false) => {
+                    let steps = self.local_steps(problem, x, &g, &self.free, false);
+                    for (&i, d) in self.free.iter().zip(&steps) {
+                        for k in 0..3 {
+                            x[3 * i as usize + k] += d[k];
+                        }
+                        max_dx = max_dx.max(d.norm());
+                    }
+                    element_pass(model, x, &mut self.cache, None);
+                    self.gather(problem, x, &mut g, &all);
+                }
+                (Variant::GaussSeidel, safeguard) => {
+                    let groups: Vec<Vec<u32>> = self
+                        .colouring
+                        .groups
                         .iter()
-                        .flat_map(|&i| self.vertex_tets.of(i as usize).map(|(t, _)| t))
+                        .map(|grp| {
+                            grp.iter()
+                                .copied()
+                                .filter(|&v| !model.pinned[v as usize])
+                                .collect()
+                        })
                         .collect();
-                    touched.sort_unstable();
-                    touched.dedup();
-                    element_pass(model, x, &mut self.cache, Some(&touched));
-                    let mut verts: Vec<u32> = touched
-                        .iter()
-                        .flat_map(|&t| model.mesh.tets[t as usize])
-                        .collect();
-                    verts.sort_unstable();
-                    verts.dedup();
-                    self.gather(problem, x, &mut g, &verts);
+                    for group in groups.iter().filter(|grp| !grp.is_empty()) {
+                        let e_old = safeguard.then(|| energy_of(x));
+                        let steps = self.local_steps(problem, x, &g, group, false);
+                        let apply = |x: &mut [f64], s: f64| {
+                            for (&i, d) in group.iter().zip(&steps) {
+                                for k in 0..3 {
+                                    x[3 * i as usize + k] += s * d[k];
+                                }
+                            }
+                        };
+                        let mut scale = 1.0;
+                        apply(x, 1.0);
+                        if let Some(e0) = e_old {
+                            // Halve this colour's update while it raises E; drop it after 8.
+                            let rejected = |e: f64| !(e <= e0 + 1e-13 * e0.abs());
+                            let mut tries = 0;
+                            while rejected(energy_of(x)) && scale > 0.0 {
+                                tries += 1;
+                                let next = if tries > 8 { 0.0 } else { 0.5 * scale };
+                                apply(x, next - scale);
+                                scale = next;
+                            }
+                        }
+                        for d in &steps {
+                            max_dx = max_dx.max(scale * d.norm());
+                        }
+                        // Refresh the elements touching the moved vertices and the gradient at
+                        // their corners.
+                        let mut touched: Vec<u32> = group
+                            .iter()
+                            .flat_map(|&i| self.vertex_tets.of(i as usize).map(|(t, _)| t))
+                            .collect();
+                        touched.sort_unstable();
+                        touched.dedup();
+                        element_pass(model, x, &mut self.cache, Some(&touched));
+                        let mut verts: Vec<u32> = touched
+                            .iter()
+                            .flat_map(|&t| model.mesh.tets[t as usize])
+                            .collect();
+                        verts.sort_unstable();
+                        verts.dedup();
+                        self.gather(problem, x, &mut g, &verts);
+                    }
                 }
             }
             timings.solve_ms += ms(t0);
@@ -330,7 +419,7 @@ impl StepSolver for Jgs2Solver {
                 r.push(IterationRecord {
                     residual,
                     energy: energy_of(x),
-                    alpha: 1.0,
+                    alpha: alpha_it,
                 });
             }
         }

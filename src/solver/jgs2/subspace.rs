@@ -5,51 +5,33 @@ use crate::material::element_hessian;
 use crate::mesh::VertexTets;
 use crate::problem::Model;
 use jello_precompute::cholesky::Ordering;
-use jello_precompute::jgs2::{Jgs2Basis, Jgs2Input, Jgs2Options, Jgs2Precompute, VertexCubature};
+use jello_precompute::jgs2::{Jgs2Basis, Jgs2Input, Jgs2Options, Jgs2Precompute};
+use jello_precompute::tree::ClusterTree;
 use nalgebra::Vector3;
 
-/// One vertex's subspace data: Ū blocks of its incident elements (in `VertexTets` order, summed
-/// exactly at run time) and its cubature (remote elements, weights ≥ 0, Ū blocks).
+/// One vertex's run-time subspace data (see [`super::jgs2_system`]).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct VertexSubspace {
-    /// Ū_{i,e} (12×3 row-major) for each incident element, in `VertexTets::of(i)` order.
+    /// `Ū_{i,e}` (12×3 row-major) for each incident element, in `VertexTets::of(i)` order
+    /// (rows of the near field; zero at pinned corners).
     pub incident: Vec<[f64; 36]>,
-    /// Cubature elements.
-    pub elements: Vec<u32>,
-    /// Cubature weights.
-    pub weights: Vec<f64>,
-    /// Ū_{i,e} for the cubature elements.
-    pub blocks: Vec<[f64; 36]>,
-    /// Gradient terms (vertex j ≠ i, weight, Ū_i[j] 3×3 row-major): the exact support (1-ring
-    /// plus every vertex where Ū_i is ≥ 5% of its own magnitude, weight 1), then the remote
-    /// gradient-cubature vertices with their NNLS weights.
-    pub grad_terms: Vec<(u32, f64, [f64; 9])>,
+    /// Exact near field: vertex `j` and `Ū_i[j]` (3×3 row-major).
+    pub near: Vec<(u32, [f64; 9])>,
+    /// Far samples: cluster-tree node `c`, weight `w_c ≥ 0` (1 without cubature compression)
+    /// and `w_c·ū_{i,c}` (3×3 row-major).
+    pub far: Vec<(u32, f64, [f64; 9])>,
+    /// `Â_i` (3×3 row-major, N/m): the rest Schur complement minus the incident elements' rest
+    /// elastic part.
+    pub a_hat: [f64; 9],
 }
 
-impl VertexSubspace {
-    /// Gradient terms: the exact support (weight 1) then the remote gradient cubature.
-    fn with_grad_terms(mut self, rec: &VertexCubature) -> Self {
-        let support = rec
-            .support_vertices
-            .iter()
-            .zip(&rec.support_blocks)
-            .map(|(&j, b)| (j, 1.0, *b));
-        let remote = rec
-            .grad_vertices
-            .iter()
-            .zip(&rec.grad_weights)
-            .zip(&rec.grad_blocks)
-            .map(|((&j, &w), b)| (j, w, *b));
-        self.grad_terms = support.chain(remote).collect();
-        self
-    }
-}
-
-/// All vertices' subspaces plus the precompute statistics.
+/// All vertices' subspaces, the cluster tree, plus the precompute statistics.
 #[derive(Clone, Debug)]
 pub struct Jgs2Subspace {
     /// Per vertex (empty for pinned ones).
     pub vertices: Vec<VertexSubspace>,
+    /// The cluster tree over the free vertices; far samples are its nodes.
+    pub tree: ClusterTree,
     /// Precompute statistics (timings, residual distribution, bytes per vertex).
     pub stats: jello_precompute::jgs2::Jgs2Stats,
 }
@@ -57,7 +39,7 @@ pub struct Jgs2Subspace {
 /// Options of the subspace build.
 #[derive(Clone, Debug, Default)]
 pub struct SubspaceOptions {
-    /// Precompute tuning (modes, candidates, target residual, max elements).
+    /// Precompute tuning (modes, candidates, target residual, samples, clusters, near field).
     pub precompute: Jgs2Options,
 }
 
@@ -117,14 +99,12 @@ pub fn cache_key(model: &Model, h: f64, opts: &SubspaceOptions) -> u64 {
     }
     eat(&h.to_le_bytes());
     let o = &opts.precompute;
-    for v in [o.n_modes, o.candidates, o.max_elements] {
+    for v in [o.n_modes, o.leaf_size, o.max_samples, o.candidates] {
         eat(&(v as u64).to_le_bytes());
     }
     eat(&o.target_residual.to_le_bytes());
+    eat(&o.far_tolerance.to_le_bytes());
     eat(&o.seed.to_le_bytes());
-    eat(&o.support_threshold.to_le_bytes());
-    eat(&(o.max_support as u64).to_le_bytes());
-    eat(&[o.fit_hessian as u8]);
     eat(&jello_precompute::artifact::FORMAT_VERSION.to_le_bytes());
     k
 }
@@ -199,6 +179,7 @@ fn precompute(model: &Model, h: f64, opts: &SubspaceOptions) -> Result<Jgs2Basis
     let (rest_h, mass) = inputs(model);
     let input = Jgs2Input {
         n_vertices: model.num_vertices(),
+        positions: &model.mesh.positions,
         tets: &model.mesh.tets,
         elem_hessians: &rest_h,
         elem_mass: &mass,
@@ -210,43 +191,71 @@ fn precompute(model: &Model, h: f64, opts: &SubspaceOptions) -> Result<Jgs2Basis
 }
 
 /// Converts the precompute's output to the runtime layout (incident blocks in `VertexTets`
-/// order).
+/// order, built from the near-field rows).
 fn from_basis(model: &Model, basis: Jgs2Basis) -> Result<Jgs2Subspace> {
     let vt = VertexTets::new(&model.mesh);
+    if basis.vertices.len() != model.num_vertices() {
+        return Err(JelloError::Solver(format!(
+            "JGS2 basis has {} vertices, the model {}",
+            basis.vertices.len(),
+            model.num_vertices()
+        )));
+    }
     let mut vertices = Vec::with_capacity(basis.vertices.len());
     for (v, rec) in basis.vertices.into_iter().enumerate() {
         if model.pinned[v] {
             vertices.push(VertexSubspace::default());
             continue;
         }
-        let order: Vec<u32> = vt.of(v).map(|(t, _)| t).collect();
-        let incident = order
-            .iter()
-            .map(|t| {
-                rec.incident_elements
-                    .iter()
-                    .position(|e| e == t)
-                    .map(|k| rec.incident_blocks[k])
-                    .ok_or_else(|| {
-                        JelloError::Solver(format!(
-                            "JGS2 basis lacks incident element {t} of vertex {v}"
-                        ))
-                    })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        vertices.push(
-            VertexSubspace {
-                incident,
-                elements: rec.elements.clone(),
-                weights: rec.weights.clone(),
-                blocks: rec.blocks.clone(),
-                grad_terms: Vec::new(),
+        let row = |j: u32| -> Result<Option<[f64; 9]>> {
+            if j as usize == v {
+                return Ok(Some([1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]));
             }
-            .with_grad_terms(&rec),
-        );
+            if model.pinned[j as usize] {
+                return Ok(None);
+            }
+            match rec.near_vertices.binary_search(&j) {
+                Ok(k) => Ok(Some(rec.near_blocks[k])),
+                Err(_) => Err(JelloError::Solver(format!(
+                    "JGS2 basis: vertex {v}'s near field lacks its neighbour {j}"
+                ))),
+            }
+        };
+        let mut incident = Vec::new();
+        for (t, _) in vt.of(v) {
+            let mut b = [0.0; 36];
+            for (c, &w) in model.mesh.tets[t as usize].iter().enumerate() {
+                if let Some(r) = row(w)? {
+                    for d in 0..3 {
+                        for col in 0..3 {
+                            b[(3 * c + d) * 3 + col] = r[3 * d + col];
+                        }
+                    }
+                }
+            }
+            incident.push(b);
+        }
+        vertices.push(VertexSubspace {
+            incident,
+            near: rec
+                .near_vertices
+                .iter()
+                .copied()
+                .zip(rec.near_blocks.iter().copied())
+                .collect(),
+            far: rec
+                .far_nodes
+                .iter()
+                .zip(&rec.far_weights)
+                .zip(&rec.far_blocks)
+                .map(|((&c, &w), b)| (c, w, *b))
+                .collect(),
+            a_hat: rec.a_hat,
+        });
     }
     Ok(Jgs2Subspace {
         vertices,
+        tree: basis.tree,
         stats: basis.stats,
     })
 }

@@ -1,0 +1,321 @@
+//! Convergence benchmark (issue "JGS2 solver"): iterations to reach the characteristic-norm
+//! tolerance for Newton, JGS2-Jacobi, JGS2-GS and VBD, per step, on
+//! (a) an ARAP cantilever sagging under gravity at h = 1/100 s (the paper's Fig. 2 setting), and
+//! (b) ../shared/meshes/armadillo_18k, stable Neo-Hookean, left hand pinned, a sudden large
+//!     force on the right foot, h = 1/100 s, at base stiffness and 20× stiffer (Fig. 3).
+//!
+//! Prints one table per case (iterations per step, mean, ratio to Newton, converged steps,
+//! wall time per iteration on this machine's CPU) and writes a PNG plot of the residual versus
+//! iteration per solver for one step of each case into `JELLO_BENCH_OUT` (default
+//! `target/bench-out`).
+//!
+//! `cargo bench --bench convergence`. Env: `JELLO_CONV_CASES` (comma list of
+//! `cantilever,armadillo,armadillo_stiff`), `JELLO_CONV_STEPS` (steps per case, default 6),
+//! `JELLO_CONV_SOLVERS` (comma list of `newton,jgs2,jgs2-gs,vbd`), `JELLO_CONV_VBD_CAP`
+//! (VBD iteration cap per step, default 4000), `JELLO_CONV_EPS` (ε, default 1e-5).
+
+use jello::problem::Model;
+use jello::scene::Scene;
+use jello::sim::Simulation;
+use jello::solver::jgs2::{build_subspace, Jgs2Params, Jgs2Solver, SubspaceOptions, Variant};
+use jello::solver::{NewtonParams, NewtonSolver, StepSolver, StopRule};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+fn shared_mesh(name: &str) -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/meshes")
+        .join(name);
+    p.exists().then_some(p)
+}
+
+/// A benchmark case: a scene, the number of steps and which step to plot.
+struct Case {
+    name: &'static str,
+    about: String,
+    scene: String,
+    steps: usize,
+    plot_step: usize,
+}
+
+fn cantilever(steps: usize) -> Case {
+    let scene = r#"
+[simulation]
+h = 0.01
+steps = 1
+gravity = [0.0, -9.81, 0.0]
+
+[[objects]]
+name = "beam"
+mesh = { generator = "box", min = [0.0, -0.05, -0.05], max = [1.0, 0.05, 0.05], cells = [40, 4, 4] }
+material = { model = "arap", youngs_modulus = 1e6, poisson_ratio = 0.3, density = 1000.0 }
+
+[[pins]]
+region = { slab = { normal = [1.0, 0.0, 0.0], offset = 0.0, thickness = 0.002 } }
+"#
+    .to_string();
+    Case {
+        name: "cantilever",
+        about: "ARAP cantilever 1 m × 0.1 m × 0.1 m (40×4×4 cells, 4,100 vertices), E = 1 MPa, \
+                ν = 0.3, ρ = 1000 kg/m³, clamped at x = 0, sagging from rest under gravity, \
+                h = 10 ms"
+            .into(),
+        scene,
+        steps,
+        plot_step: 1,
+    }
+}
+
+fn armadillo(steps: usize, stiffness: f64) -> Option<Case> {
+    let mesh = shared_mesh("armadillo_18k.node")?;
+    let e = 1e5 * stiffness;
+    // The kick scales with the stiffness so both cases deform alike (the CN tolerance is
+    // relative to the stiffness scale).
+    let kick = env_or("JELLO_CONV_KICK", 1000.0) * stiffness.powf(env_or("JELLO_CONV_KICKPOW", 1.0));
+    // y is up (feet at y = -0.5, hands at x = ±0.42, y ≈ 0.3). The left hand (x < 0) is
+    // pinned; the right foot (x > 0, y < -0.44) is kicked along +z for 20 ms, then released.
+    let scene = format!(
+        r#"
+[simulation]
+h = 0.01
+steps = 1
+gravity = [0.0, -9.81, 0.0]
+
+[[objects]]
+name = "armadillo"
+mesh = {{ file = "{}" }}
+material = {{ model = "stable_neo_hookean", youngs_modulus = {e:e}, poisson_ratio = 0.4, density = 1000.0 }}
+
+[[pins]]
+region = {{ box = {{ min = [-1.0, -1.0, -1.0], max = [-0.37, 1.0, 1.0] }} }}
+
+[[forces]]
+region = {{ box = {{ min = [0.0, -1.0, -1.0], max = [1.0, -0.44, 1.0] }} }}
+force = [0.0, 0.0, {kick}]
+start = 0.0
+end = 0.02
+"#,
+        mesh.display()
+    );
+    Some(Case {
+        name: if stiffness == 1.0 {
+            "armadillo"
+        } else {
+            "armadillo_stiff"
+        },
+        about: format!(
+            "armadillo_18k (4,855 vertices, 17,500 tets), stable Neo-Hookean E = {e:.0} Pa \
+             ({stiffness}× base), ν = 0.4, ρ = 1000 kg/m³, left hand pinned, {kick} N on the \
+             right foot for 20 ms, h = 10 ms"
+        ),
+        scene,
+        steps,
+        plot_step: env_or("JELLO_CONV_PLOT_STEP", 1usize),
+    })
+}
+
+/// What one solver did on one case.
+struct Run {
+    solver: String,
+    iterations: Vec<usize>,
+    converged: Vec<bool>,
+    solve_ms: f64,
+    precompute_s: f64,
+    /// Residual trace of the plotted step.
+    trace: Vec<f64>,
+    error: Option<String>,
+}
+
+fn make(
+    name: &str,
+    model: &Model,
+    h: f64,
+    stop: StopRule,
+    vbd_cap: usize,
+) -> (Box<dyn StepSolver>, f64) {
+    let jgs2 = |variant| {
+        let t = Instant::now();
+        let mut opts = SubspaceOptions::default();
+        let o = &mut opts.precompute;
+        o.far_tolerance = env_or("JELLO_CONV_TOL", o.far_tolerance);
+        o.leaf_size = env_or("JELLO_CONV_LEAF", o.leaf_size);
+        o.max_samples = env_or("JELLO_CONV_SAMPLES", o.max_samples);
+        let sub = Arc::new(build_subspace(model, h, &opts).expect("precompute"));
+        let s = &sub.stats;
+        println!(
+            "  jgs2 precompute ({variant:?}): {:.2} s, {} tree nodes, near {:.0} vertices/vertex, {:.2} far samples/vertex, far residual median {:.4} p90 {:.4}, {:.0} B/vertex",
+            t.elapsed().as_secs_f64(),
+            s.n_nodes,
+            s.mean_near,
+            s.mean_samples,
+            s.residual_median,
+            s.residual_p90,
+            s.bytes_per_vertex
+        );
+        let p = Jgs2Params {
+            stop,
+            max_iterations: 1000,
+            variant,
+            safeguard: std::env::var("JELLO_CONV_PLAIN").is_err(),
+        };
+        (
+            Box::new(Jgs2Solver::jgs2(model, p, sub).expect("jgs2")) as Box<dyn StepSolver>,
+            t.elapsed().as_secs_f64(),
+        )
+    };
+    match name {
+        "newton" => (
+            Box::new(
+                NewtonSolver::new(
+                    model,
+                    NewtonParams {
+                        stop,
+                        ..NewtonParams::default()
+                    },
+                )
+                .expect("newton"),
+            ),
+            0.0,
+        ),
+        "jgs2" => jgs2(Variant::Jacobi),
+        "jgs2-gs" => jgs2(Variant::GaussSeidel),
+        "vbd" => (
+            Box::new(Jgs2Solver::vbd(
+                model,
+                Jgs2Params {
+                    stop,
+                    max_iterations: vbd_cap,
+                    variant: Variant::GaussSeidel,
+                    safeguard: false,
+                },
+            )),
+            0.0,
+        ),
+        other => panic!("unknown solver {other}"),
+    }
+}
+
+fn run_case(case: &Case, solvers: &[String], stop: StopRule, vbd_cap: usize) -> Vec<Run> {
+    let scene = Scene::parse(Path::new("bench.toml"), &case.scene).expect("scene");
+    let built = scene.build().expect("build");
+    let h = built.config.h;
+    let mut runs = Vec::new();
+    for name in solvers {
+        let (solver, precompute_s) = make(name, &built.model, h, stop, vbd_cap);
+        let state = built.model.initial_state(&built.velocity);
+        let mut sim = Simulation::new(built.model.clone(), state, h, solver).expect("sim");
+        let mut run = Run {
+            solver: sim.solver_name(),
+            iterations: Vec::new(),
+            converged: Vec::new(),
+            solve_ms: 0.0,
+            precompute_s,
+            trace: Vec::new(),
+            error: None,
+        };
+        for step in 1..=case.steps {
+            match sim.step(step == case.plot_step) {
+                Ok(r) => {
+                    run.iterations.push(r.iterations);
+                    run.converged.push(r.converged);
+                    run.solve_ms += r.wall_ms;
+                    if let Some(t) = r.trace {
+                        run.trace = t.iter().map(|it| it.residual).collect();
+                        let al: Vec<String> = t.iter().map(|it| format!("{:.2}", it.alpha)).collect();
+                        println!("  alphas: {}", al.join(" "));
+                    }
+                }
+                Err(e) => {
+                    run.error = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        let tr: Vec<String> = run.trace.iter().take(60).map(|r| format!("{r:.1e}")).collect();
+        println!("  trace: {}", tr.join(" "));
+        println!(
+            "  {:<12} iterations {:?}{}",
+            run.solver,
+            run.iterations,
+            run.error
+                .as_ref()
+                .map(|e| format!(" — error: {e}"))
+                .unwrap_or_default()
+        );
+        runs.push(run);
+    }
+    runs
+}
+
+fn table(case: &Case, runs: &[Run], eps: f64) {
+    println!("\n### {} — {}\n", case.name, case.about);
+    println!("ε = {eps:e} (characteristic norm). Iterations per step; a `*` marks a step stopped at the cap without converging.\n");
+    println!("| solver | iterations per step | mean | × Newton | converged | ms / iteration | precompute s |");
+    println!("|---|---|---|---|---|---|---|");
+    let mean = |r: &Run| r.iterations.iter().sum::<usize>() as f64 / r.iterations.len().max(1) as f64;
+    let newton = runs.iter().find(|r| r.solver == "newton").map(mean);
+    for r in runs {
+        let its: Vec<String> = r
+            .iterations
+            .iter()
+            .zip(&r.converged)
+            .map(|(i, c)| if *c { i.to_string() } else { format!("{i}*") })
+            .collect();
+        let total: usize = r.iterations.iter().sum();
+        println!(
+            "| {} | {} | {:.1} | {} | {}/{} | {:.2} | {:.2} |",
+            r.solver,
+            its.join(" "),
+            mean(r),
+            newton
+                .filter(|n| *n > 0.0)
+                .map(|n| format!("{:.2}", mean(r) / n))
+                .unwrap_or_else(|| "–".into()),
+            r.converged.iter().filter(|c| **c).count(),
+            case.steps,
+            r.solve_ms / total.max(1) as f64,
+            r.precompute_s
+        );
+    }
+}
+
+fn main() {
+    let steps = env_or("JELLO_CONV_STEPS", 6usize);
+    let eps = env_or("JELLO_CONV_EPS", 1e-5f64);
+    let vbd_cap = env_or("JELLO_CONV_VBD_CAP", 4000usize);
+    let stop = StopRule::Cn { eps };
+    let cases: Vec<String> = std::env::var("JELLO_CONV_CASES")
+        .unwrap_or_else(|_| "cantilever,armadillo,armadillo_stiff".into())
+        .split(',')
+        .map(str::to_owned)
+        .collect();
+    let solvers: Vec<String> = std::env::var("JELLO_CONV_SOLVERS")
+        .unwrap_or_else(|_| "newton,jgs2,jgs2-gs,vbd".into())
+        .split(',')
+        .map(str::to_owned)
+        .collect();
+    println!("threads: {}", rayon::current_num_threads());
+    for name in &cases {
+        let case = match name.as_str() {
+            "cantilever" => Some(cantilever(steps)),
+            "armadillo" => armadillo(steps, 1.0),
+            "armadillo_stiff" => armadillo(steps, 20.0),
+            other => panic!("unknown case {other}"),
+        };
+        let Some(case) = case else {
+            println!("skipping {name}: ../shared/meshes/armadillo_18k.node not present");
+            continue;
+        };
+        println!("\n## {}", case.name);
+        let runs = run_case(&case, &solvers, stop, vbd_cap);
+        table(&case, &runs, eps);
+    }
+}
