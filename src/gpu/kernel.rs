@@ -2,7 +2,10 @@
 //! rule), items per workgroup and CPU twin. Binding order is the shader's `@binding` order and
 //! the twin's argument order; a test checks the table against naga's reflection of the shader.
 
-use super::layout::{ElemParams, GpuMat3, GpuTet, GpuVec4, Params};
+use super::layout::{
+    ElemParams, GpuLocalSystem, GpuMat3, GpuObstacle, GpuTet, GpuTreeNode, GpuVec4, GpuVertexInfo,
+    Params,
+};
 use super::shaders;
 use super::twins;
 use crate::{JelloError, Result};
@@ -34,11 +37,35 @@ pub enum Kernel {
     GatherHessianDiag,
     /// Per-vertex inertia gradient (added) and energy (f0 = 1/h²).
     Inertia,
+    /// `elastic` on listed elements (u0 flags, u1 list offset).
+    ElasticList,
+    /// JGS2/VBD per-vertex terms: inertia + barrier gradient, vertex energy, barrier Hessian.
+    Jgs2VertexTerms,
+    /// JGS2 per-vertex rotations and rest-frame gradients.
+    Jgs2Rotation,
+    /// JGS2 cluster-tree node sums of the rest-frame gradients (one level per dispatch).
+    Jgs2TreeSum,
+    /// JGS2 per-vertex local system and its VBD fallback.
+    Jgs2System,
+    /// VBD per-vertex local system.
+    VbdSystem,
+    /// Per-vertex 3×3 Cholesky solve with fallback and obstacle filter.
+    VertexSolve,
+    /// Hessian-vector products (up to 3 vectors) gathered per vertex.
+    HessVec,
+    /// Block partial dot products of the safeguarded JGS2 iteration.
+    Jgs2Dots,
+    /// Safeguarded step from the directions and per-vertex obstacle bounds.
+    Jgs2Combine,
+    /// Line-search trial positions, previous step and per-vertex moves.
+    Jgs2Trial,
+    /// Applies a scaled step to listed vertices.
+    Jgs2Apply,
 }
 
 impl Kernel {
     /// All kernels, in table order.
-    pub const ALL: [Kernel; 11] = [
+    pub const ALL: [Kernel; 23] = [
         Kernel::Axpy,
         Kernel::Scale,
         Kernel::ReduceSum,
@@ -50,6 +77,18 @@ impl Kernel {
         Kernel::GatherGradient,
         Kernel::GatherHessianDiag,
         Kernel::Inertia,
+        Kernel::ElasticList,
+        Kernel::Jgs2VertexTerms,
+        Kernel::Jgs2Rotation,
+        Kernel::Jgs2TreeSum,
+        Kernel::Jgs2System,
+        Kernel::VbdSystem,
+        Kernel::VertexSolve,
+        Kernel::HessVec,
+        Kernel::Jgs2Dots,
+        Kernel::Jgs2Combine,
+        Kernel::Jgs2Trial,
+        Kernel::Jgs2Apply,
     ];
     /// Index into [`Kernel::ALL`] / [`KERNELS`].
     pub fn index(self) -> usize {
@@ -143,9 +182,13 @@ const V4: usize = size_of::<GpuVec4>();
 const M3: usize = size_of::<GpuMat3>();
 const T4: usize = size_of::<GpuTet>();
 const EP: usize = size_of::<ElemParams>();
+const OB: usize = size_of::<GpuObstacle>();
+const VI: usize = size_of::<GpuVertexInfo>();
+const LS: usize = size_of::<GpuLocalSystem>();
+const TN: usize = size_of::<GpuTreeNode>();
 
 /// The kernel table, indexed by [`Kernel::index`].
-pub static KERNELS: [KernelDesc; 11] = [
+pub static KERNELS: [KernelDesc; 23] = [
     KernelDesc {
         kernel: Kernel::Axpy,
         name: "axpy",
@@ -273,6 +316,243 @@ pub static KERNELS: [KernelDesc; 11] = [
         ],
         items_per_group: 64,
         cpu: |p, b| twins::inertia(p, b.ro(0), b.ro(1), b.ro(2), b.rw(3), b.rw(4)),
+    },
+    KernelDesc {
+        kernel: Kernel::ElasticList,
+        name: "elastic_list",
+        bindings: &[
+            b("x", R, V4, Len::Any),
+            b("tets", R, T4, Len::Any),
+            b("dm_inv", R, M3, Len::Any),
+            b("elem", R, EP, Len::Any),
+            b("lists", R, U, Len::Any),
+            b("energy", W, F, Len::Any),
+            b("grad", W, V4, Len::Any),
+            b("hess", W, F, Len::Any),
+        ],
+        items_per_group: 64,
+        cpu: |p, b| {
+            twins::elastic_list(
+                p,
+                b.ro(0),
+                b.ro(1),
+                b.ro(2),
+                b.ro(3),
+                b.ro(4),
+                b.rw(5),
+                b.rw(6),
+                b.rw(7),
+            )
+        },
+    },
+    KernelDesc {
+        kernel: Kernel::Jgs2VertexTerms,
+        name: "jgs2_vertex_terms",
+        bindings: &[
+            b("x", R, V4, Len::PerItem(1)),
+            b("x_tilde", R, V4, Len::PerItem(1)),
+            b("vinfo", R, VI, Len::PerItem(1)),
+            b("obstacles", R, OB, Len::Any),
+            b("g", W, V4, Len::PerItem(1)),
+            b("venergy", W, F, Len::PerItem(1)),
+            b("hbar", W, M3, Len::PerItem(1)),
+        ],
+        items_per_group: 64,
+        cpu: |p, b| {
+            twins::jgs2_vertex_terms(
+                p,
+                b.ro(0),
+                b.ro(1),
+                b.ro(2),
+                b.ro(3),
+                b.rw(4),
+                b.rw(5),
+                b.rw(6),
+            )
+        },
+    },
+    KernelDesc {
+        kernel: Kernel::Jgs2Rotation,
+        name: "jgs2_rotation",
+        bindings: &[
+            b("f", R, M3, Len::Any),
+            b("elem", R, EP, Len::Any),
+            b("offsets", R, U, Len::PerItemPlusOne(1)),
+            b("csr_tets", R, U, Len::Any),
+            b("g", R, V4, Len::PerItem(1)),
+            b("rot", W, M3, Len::PerItem(1)),
+            b("frame", W, V4, Len::PerItem(1)),
+        ],
+        items_per_group: 64,
+        cpu: |p, b| {
+            twins::jgs2_rotation(
+                p,
+                b.ro(0),
+                b.ro(1),
+                b.ro(2),
+                b.ro(3),
+                b.ro(4),
+                b.rw(5),
+                b.rw(6),
+            )
+        },
+    },
+    KernelDesc {
+        kernel: Kernel::Jgs2TreeSum,
+        name: "jgs2_tree_sum",
+        bindings: &[
+            b("lists", R, U, Len::Any),
+            b("nodes", R, TN, Len::Any),
+            b("perm", R, U, Len::Any),
+            b("frame", W, V4, Len::Any),
+        ],
+        items_per_group: 64,
+        cpu: |p, b| twins::jgs2_tree_sum(p, b.ro(0), b.ro(1), b.ro(2), b.rw(3)),
+    },
+    KernelDesc {
+        kernel: Kernel::Jgs2System,
+        name: "jgs2_system",
+        bindings: &[
+            b("lists", R, U, Len::Any),
+            b("blob", R, U, Len::Any),
+            b("g", R, V4, Len::Any),
+            b("rot", R, M3, Len::Any),
+            b("frame", R, V4, Len::Any),
+            b("hess", R, F, Len::Any),
+            b("sys", W, LS, Len::Any),
+        ],
+        items_per_group: 64,
+        cpu: |p, b| {
+            twins::jgs2_system(
+                p,
+                b.ro(0),
+                b.ro(1),
+                b.ro(2),
+                b.ro(3),
+                b.ro(4),
+                b.ro(5),
+                b.rw(6),
+            )
+        },
+    },
+    KernelDesc {
+        kernel: Kernel::VbdSystem,
+        name: "vbd_system",
+        bindings: &[
+            b("lists", R, U, Len::Any),
+            b("vinfo", R, VI, Len::Any),
+            b("g", R, V4, Len::Any),
+            b("hess", R, F, Len::Any),
+            b("offsets", R, U, Len::Any),
+            b("packed", R, U, Len::Any),
+            b("sys", W, LS, Len::Any),
+        ],
+        items_per_group: 64,
+        cpu: |p, b| {
+            twins::vbd_system(
+                p,
+                b.ro(0),
+                b.ro(1),
+                b.ro(2),
+                b.ro(3),
+                b.ro(4),
+                b.ro(5),
+                b.rw(6),
+            )
+        },
+    },
+    KernelDesc {
+        kernel: Kernel::VertexSolve,
+        name: "vertex_solve",
+        bindings: &[
+            b("lists", R, U, Len::Any),
+            b("sys", R, LS, Len::Any),
+            b("hbar", R, M3, Len::Any),
+            b("x", R, V4, Len::Any),
+            b("obstacles", R, OB, Len::Any),
+            b("dirs", W, V4, Len::Any),
+        ],
+        items_per_group: 64,
+        cpu: |p, b| twins::vertex_solve(p, b.ro(0), b.ro(1), b.ro(2), b.ro(3), b.ro(4), b.rw(5)),
+    },
+    KernelDesc {
+        kernel: Kernel::HessVec,
+        name: "hess_vec",
+        bindings: &[
+            b("hess", R, F, Len::Any),
+            b("tets", R, T4, Len::Any),
+            b("offsets", R, U, Len::PerItemPlusOne(1)),
+            b("packed", R, U, Len::Any),
+            b("vinfo", R, VI, Len::PerItem(1)),
+            b("hbar", R, M3, Len::PerItem(1)),
+            b("dirs", R, V4, Len::Any),
+            b("out", W, V4, Len::Any),
+        ],
+        items_per_group: 64,
+        cpu: |p, b| {
+            twins::hess_vec(
+                p,
+                b.ro(0),
+                b.ro(1),
+                b.ro(2),
+                b.ro(3),
+                b.ro(4),
+                b.ro(5),
+                b.ro(6),
+                b.rw(7),
+            )
+        },
+    },
+    KernelDesc {
+        kernel: Kernel::Jgs2Dots,
+        name: "jgs2_dots",
+        bindings: &[
+            b("g", R, V4, Len::PerItem(1)),
+            b("dirs", R, V4, Len::Any),
+            b("hd", R, V4, Len::Any),
+            b("out", W, F, Len::Any),
+        ],
+        items_per_group: twins::REDUCE_BLOCK as u32,
+        cpu: |p, b| twins::jgs2_dots(p, b.ro(0), b.ro(1), b.ro(2), b.rw(3)),
+    },
+    KernelDesc {
+        kernel: Kernel::Jgs2Combine,
+        name: "jgs2_combine",
+        bindings: &[
+            b("dirs", R, V4, Len::PerItem(3)),
+            b("x", R, V4, Len::PerItem(1)),
+            b("obstacles", R, OB, Len::Any),
+            b("step", W, V4, Len::PerItem(1)),
+            b("bound", W, F, Len::PerItem(1)),
+        ],
+        items_per_group: 64,
+        cpu: |p, b| twins::jgs2_combine(p, b.ro(0), b.ro(1), b.ro(2), b.rw(3), b.rw(4)),
+    },
+    KernelDesc {
+        kernel: Kernel::Jgs2Trial,
+        name: "jgs2_trial",
+        bindings: &[
+            b("x", R, V4, Len::PerItem(1)),
+            b("step", R, V4, Len::PerItem(1)),
+            b("scal", R, F, Len::Any),
+            b("x_new", W, V4, Len::PerItem(1)),
+            b("dirs", W, V4, Len::PerItem(3)),
+            b("dxn", W, F, Len::PerItem(1)),
+        ],
+        items_per_group: 64,
+        cpu: |p, b| twins::jgs2_trial(p, b.ro(0), b.ro(1), b.ro(2), b.rw(3), b.rw(4), b.rw(5)),
+    },
+    KernelDesc {
+        kernel: Kernel::Jgs2Apply,
+        name: "jgs2_apply",
+        bindings: &[
+            b("lists", R, U, Len::Any),
+            b("dirs", R, V4, Len::Any),
+            b("x", W, V4, Len::Any),
+            b("dxn", W, F, Len::Any),
+        ],
+        items_per_group: 64,
+        cpu: |p, b| twins::jgs2_apply(p, b.ro(0), b.ro(1), b.rw(2), b.rw(3)),
     },
 ];
 

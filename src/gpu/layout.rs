@@ -107,8 +107,70 @@ impl Params {
     }
 }
 
+/// A static obstacle record of the JGS2/VBD kernels (WGSL `Obstacle`, 48 bytes), coordinates
+/// relative to the solver's origin. `kind`: [`GpuObstacle::HALF_SPACE`] (`a.xyz` unit normal,
+/// `a.w` offset), [`GpuObstacle::BOX`] (`a.xyz` min, `b.xyz` max), [`GpuObstacle::SPHERE`]
+/// (`a.xyz` centre, `a.w` radius) or [`GpuObstacle::NONE`] (ignored; the placeholder record of a
+/// scene without obstacles, since bindings cannot be empty).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct GpuObstacle {
+    /// Obstacle kind.
+    pub kind: u32,
+    /// Padding (0).
+    pub pad: [u32; 3],
+    /// First parameter vector (see the type docs).
+    pub a: [f32; 4],
+    /// Second parameter vector (boxes only).
+    pub b: [f32; 4],
+}
+
+impl GpuObstacle {
+    /// `normal·x < offset` is inside.
+    pub const HALF_SPACE: u32 = 0;
+    /// Solid axis-aligned box.
+    pub const BOX: u32 = 1;
+    /// Solid sphere.
+    pub const SPHERE: u32 = 2;
+    /// No obstacle (skipped by the kernels).
+    pub const NONE: u32 = 0xffff_ffff;
+}
+
+/// Per-vertex static data of the JGS2/VBD kernels (WGSL `VertexInfo`, 8 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct GpuVertexInfo {
+    /// Lumped mass, kg.
+    pub mass: f32,
+    /// 1 for a free vertex, 0 for a pinned one.
+    pub free: u32,
+}
+
+/// One vertex's local 3×3 systems (WGSL `LocalSystem`, 128 bytes): the primary system
+/// `a·δ = −r` (JGS2, or VBD in VBD mode) and the fallback `a_fallback·δ = −r_fallback` (VBD),
+/// both without the obstacle barrier's curvature (the solve adds it).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct GpuLocalSystem {
+    /// Primary matrix (N/m).
+    pub a: GpuMat3,
+    /// Primary right-hand side (N), w = 0.
+    pub r: [f32; 4],
+    /// Fallback (VBD) matrix (N/m).
+    pub a_fallback: GpuMat3,
+    /// Fallback right-hand side (N), w = 0.
+    pub r_fallback: [f32; 4],
+}
+
+/// A cluster-tree node of the JGS2 far field: `(start, end, left, right)` — members
+/// `perm[start..end]`, children ids or `u32::MAX` for a leaf (WGSL `vec4<u32>`).
+pub type GpuTreeNode = [u32; 4];
+
 const _: () = assert!(std::mem::size_of::<GpuVec4>() == 16);
 const _: () = assert!(std::mem::size_of::<GpuTet>() == 16);
 const _: () = assert!(std::mem::size_of::<GpuMat3>() == 48);
 const _: () = assert!(std::mem::size_of::<ElemParams>() == 16);
 const _: () = assert!(std::mem::size_of::<Params>() == 32);
+const _: () = assert!(std::mem::size_of::<GpuObstacle>() == 48);
+const _: () = assert!(std::mem::size_of::<GpuVertexInfo>() == 8);
+const _: () = assert!(std::mem::size_of::<GpuLocalSystem>() == 128);

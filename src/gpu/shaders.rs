@@ -19,6 +19,10 @@ static FILES: &[(&str, &str)] = &[
     ),
     ("elastic", include_str!("../../shaders/elastic.wgsl")),
     (
+        "elastic_list",
+        include_str!("../../shaders/elastic_list.wgsl"),
+    ),
+    (
         "gather_gradient",
         include_str!("../../shaders/gather_gradient.wgsl"),
     ),
@@ -26,7 +30,31 @@ static FILES: &[(&str, &str)] = &[
         "gather_hessian_diag",
         include_str!("../../shaders/gather_hessian_diag.wgsl"),
     ),
+    ("hess_vec", include_str!("../../shaders/hess_vec.wgsl")),
     ("inertia", include_str!("../../shaders/inertia.wgsl")),
+    ("jgs2_apply", include_str!("../../shaders/jgs2_apply.wgsl")),
+    (
+        "jgs2_combine",
+        include_str!("../../shaders/jgs2_combine.wgsl"),
+    ),
+    ("jgs2_dots", include_str!("../../shaders/jgs2_dots.wgsl")),
+    (
+        "jgs2_rotation",
+        include_str!("../../shaders/jgs2_rotation.wgsl"),
+    ),
+    (
+        "jgs2_system",
+        include_str!("../../shaders/jgs2_system.wgsl"),
+    ),
+    (
+        "jgs2_tree_sum",
+        include_str!("../../shaders/jgs2_tree_sum.wgsl"),
+    ),
+    ("jgs2_trial", include_str!("../../shaders/jgs2_trial.wgsl")),
+    (
+        "jgs2_vertex_terms",
+        include_str!("../../shaders/jgs2_vertex_terms.wgsl"),
+    ),
     ("reduce_dot", include_str!("../../shaders/reduce_dot.wgsl")),
     (
         "reduce_max_abs",
@@ -35,14 +63,33 @@ static FILES: &[(&str, &str)] = &[
     ("reduce_sum", include_str!("../../shaders/reduce_sum.wgsl")),
     ("scale", include_str!("../../shaders/scale.wgsl")),
     ("svd3", include_str!("../../shaders/svd3.wgsl")),
+    ("vbd_system", include_str!("../../shaders/vbd_system.wgsl")),
+    (
+        "vertex_solve",
+        include_str!("../../shaders/vertex_solve.wgsl"),
+    ),
 ];
 
 /// Shared snippets (`shaders/shared/<name>.wgsl`).
 static SHARED: &[(&str, &str)] = &[
+    (
+        "elastic_element",
+        include_str!("../../shaders/shared/elastic_element.wgsl"),
+    ),
+    (
+        "hess_block",
+        include_str!("../../shaders/shared/hess_block.wgsl"),
+    ),
+    ("jgs2", include_str!("../../shaders/shared/jgs2.wgsl")),
     ("linalg", include_str!("../../shaders/shared/linalg.wgsl")),
+    ("mat3", include_str!("../../shaders/shared/mat3.wgsl")),
     (
         "material",
         include_str!("../../shaders/shared/material.wgsl"),
+    ),
+    (
+        "obstacle",
+        include_str!("../../shaders/shared/obstacle.wgsl"),
     ),
     ("params", include_str!("../../shaders/shared/params.wgsl")),
 ];

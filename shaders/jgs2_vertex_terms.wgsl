@@ -1,0 +1,55 @@
+// Per vertex v < n, the vertex terms of the incremental potential (f0 = 1/h², f1 = κ, f2 = d̂):
+//   g[v].xyz      = free ? g[v].xyz (gathered ∇Ψ) + m/h²(x − x̃) + Σ_o κm/h² b'(d_o)∇d_o : 0
+//   venergy[v]    = m/(2h²)|x − x̃|² + Σ_o κm/h² b(d_o)                 (J, every vertex)
+//   hbar[v]       = Σ_o κm/h² (b''∇d∇dᵀ + [b' > 0] b'∇²d)               (N/m)
+// over the obstacles with d_o < d̂ (local.rs: vertex_gradient, barrier_hessian; potential.rs).
+#import params
+#import jgs2
+#import obstacle
+
+@group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> x_tilde: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> vinfo: array<VertexInfo>;
+@group(0) @binding(3) var<storage, read> obstacles: array<Obstacle>;
+@group(0) @binding(4) var<storage, read_write> g: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read_write> venergy: array<f32>;
+@group(0) @binding(6) var<storage, read_write> hbar: array<mat3x3<f32>>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let v = linear_group(wid) * 64u + lid.x;
+    if v >= P.n {
+        return;
+    }
+    let p = x[v].xyz;
+    let info = vinfo[v];
+    let k = info.mass * P.f0;
+    let d = p - x_tilde[v].xyz;
+    var e = 0.5 * k * dot(d, d);
+    let wv = P.f1 * info.mass * P.f0;
+    var gb = vec3<f32>(0.0);
+    var hb = mat3_zero();
+    for (var o = 0u; o < arrayLength(&obstacles); o++) {
+        let ob = obstacles[o];
+        if ob.kind == OBSTACLE_NONE {
+            continue;
+        }
+        let de = obstacle_distance(ob, p);
+        if de.d < P.f2 {
+            let b = barrier(de.d, P.f2);
+            e += wv * b.x;
+            gb += de.grad * (wv * b.y);
+            hb += outer_vv(de.grad, de.grad) * (wv * b.z);
+            if b.y > 0.0 {
+                hb += de.hess * (wv * b.y);
+            }
+        }
+    }
+    venergy[v] = e;
+    hbar[v] = hb;
+    if info.free != 0u {
+        g[v] = vec4<f32>(g[v].xyz + k * d + gb, 0.0);
+    } else {
+        g[v] = vec4<f32>(0.0);
+    }
+}
