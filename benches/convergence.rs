@@ -79,7 +79,8 @@ fn armadillo(steps: usize, stiffness: f64) -> Option<Case> {
     let e = 1e5 * stiffness;
     // The kick scales with the stiffness so both cases deform alike (the CN tolerance is
     // relative to the stiffness scale).
-    let kick = env_or("JELLO_CONV_KICK", 1000.0) * stiffness.powf(env_or("JELLO_CONV_KICKPOW", 1.0));
+    let kick =
+        env_or("JELLO_CONV_KICK", 1000.0) * stiffness.powf(env_or("JELLO_CONV_KICKPOW", 1.0));
     // y is up (feet at y = -0.5, hands at x = ±0.42, y ≈ 0.3). The left hand (x < 0) is
     // pinned; the right foot (x > 0, y < -0.44) is kicked along +z for 20 ms, then released.
     let scene = format!(
@@ -229,7 +230,8 @@ fn run_case(case: &Case, solvers: &[String], stop: StopRule, vbd_cap: usize) -> 
                     run.solve_ms += r.wall_ms;
                     if let Some(t) = r.trace {
                         run.trace = t.iter().map(|it| it.residual).collect();
-                        let al: Vec<String> = t.iter().map(|it| format!("{:.2}", it.alpha)).collect();
+                        let al: Vec<String> =
+                            t.iter().map(|it| format!("{:.2}", it.alpha)).collect();
                         println!("  alphas: {}", al.join(" "));
                     }
                 }
@@ -239,7 +241,12 @@ fn run_case(case: &Case, solvers: &[String], stop: StopRule, vbd_cap: usize) -> 
                 }
             }
         }
-        let tr: Vec<String> = run.trace.iter().take(60).map(|r| format!("{r:.1e}")).collect();
+        let tr: Vec<String> = run
+            .trace
+            .iter()
+            .take(60)
+            .map(|r| format!("{r:.1e}"))
+            .collect();
         println!("  trace: {}", tr.join(" "));
         println!(
             "  {:<12} iterations {:?}{}",
@@ -260,7 +267,8 @@ fn table(case: &Case, runs: &[Run], eps: f64) {
     println!("ε = {eps:e} (characteristic norm). Iterations per step; a `*` marks a step stopped at the cap without converging.\n");
     println!("| solver | iterations per step | mean | × Newton | converged | ms / iteration | precompute s |");
     println!("|---|---|---|---|---|---|---|");
-    let mean = |r: &Run| r.iterations.iter().sum::<usize>() as f64 / r.iterations.len().max(1) as f64;
+    let mean =
+        |r: &Run| r.iterations.iter().sum::<usize>() as f64 / r.iterations.len().max(1) as f64;
     let newton = runs.iter().find(|r| r.solver == "newton").map(mean);
     for r in runs {
         let its: Vec<String> = r

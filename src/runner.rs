@@ -95,8 +95,9 @@ pub fn make_solver(
     }
 }
 
-/// The JGS2 subspace for `model` at time step `h`: read from `cache_dir` when a valid artifact
-/// with the same key is there, else built (and written there when a directory is given).
+/// The JGS2 subspace for `model` at time step `h` (shared by the Jacobi and Gauss–Seidel
+/// variants): read from `cache_dir` when a valid artifact with the same key is there, else
+/// built (and written there when a directory is given).
 pub fn load_or_build_subspace(
     model: &Model,
     h: f64,

@@ -48,9 +48,9 @@ use rayon::prelude::*;
 use crate::cholesky::{Ordering, SparseCholesky};
 use crate::eigen::{lowest_generalized, EigenOptions, EigenPairs};
 use crate::nnls::{dot, nnls, nnls_gram};
-use crate::tree::ClusterTree;
 use crate::rng::SplitMix64;
 use crate::sparse::{tet_dofs, ScatterMap, SymSparse, SymmetricPattern};
+use crate::tree::ClusterTree;
 use crate::{PrecomputeError, Result};
 
 /// Per-vertex result of one batch: (vertex, record, solve seconds, cubature seconds).
@@ -394,8 +394,60 @@ impl Jgs2Precompute {
         )
     }
 
-    /// Runs the subspace precompute for every free vertex.
+    /// Runs the subspace precompute for every free vertex: one subspace per vertex (Eq. 23),
+    /// for the Jacobi iteration.
     pub fn run(&self, opts: &Jgs2Options) -> Result<Jgs2Basis> {
+        self.run_with(opts, None)
+    }
+
+    /// Group-wise subspaces for the Gauss–Seidel iteration (paper §8.1): vertices of one group
+    /// (a colour: no two share an element) are updated together, so vertex `i`'s subspace
+    /// perturbs `i` with the *other* vertices of its group held fixed and the rest following
+    /// harmonically: `Ū_i[C] = −H̄_CC⁻¹H̄_{C,i}` with `C` = the vertices outside the group,
+    /// `Ū_i[i] = I`, zero on the rest of the group. One factorisation of `H̄_CC` per group
+    /// (same symbolic pattern, group rows set to identity), then 3 solves per vertex.
+    /// `groups` must cover every free vertex once and hold no two vertices of one element.
+    pub fn run_grouped(&self, opts: &Jgs2Options, groups: &[Vec<u32>]) -> Result<Jgs2Basis> {
+        let mut seen = vec![false; self.n_vertices];
+        for g in groups {
+            for &v in g {
+                let v = v as usize;
+                if v >= self.n_vertices || seen[v] {
+                    return Err(PrecomputeError::Invalid(format!(
+                        "jgs2: vertex {v} is out of range or in two groups"
+                    )));
+                }
+                seen[v] = true;
+            }
+        }
+        if let Some(v) = (0..self.n_vertices).find(|&v| !self.fixed_vertex[v] && !seen[v]) {
+            return Err(PrecomputeError::Invalid(format!(
+                "jgs2: free vertex {v} is in no group"
+            )));
+        }
+        for (e, t) in self.tets.iter().enumerate() {
+            let mut group_of = [usize::MAX; 4];
+            for (a, &v) in t.iter().enumerate() {
+                group_of[a] = groups
+                    .iter()
+                    .position(|g| g.binary_search(&v).is_ok())
+                    .unwrap_or(usize::MAX - a);
+            }
+            for a in 0..4 {
+                for b in a + 1..4 {
+                    if group_of[a] == group_of[b] && group_of[a] < groups.len() {
+                        return Err(PrecomputeError::Invalid(format!(
+                            "jgs2: element {e} holds two vertices of group {}",
+                            group_of[a]
+                        )));
+                    }
+                }
+            }
+        }
+        self.run_with(opts, Some(groups))
+    }
+
+    fn run_with(&self, opts: &Jgs2Options, groups: Option<&[Vec<u32>]>) -> Result<Jgs2Basis> {
         if opts.batch_vertices == 0
             || opts.leaf_size == 0
             || !(opts.target_residual.is_finite() && opts.target_residual >= 0.0)
@@ -425,9 +477,11 @@ impl Jgs2Precompute {
         // q_t = H̄ u_t, n × k column-major: the training "gradients".
         let hq: Vec<f64> = {
             let mut out = vec![0.0; n * k];
-            out.par_chunks_mut(n.max(1)).enumerate().for_each(|(t, dst)| {
-                self.hbar.mul_vec(&poses.vectors[t * n..(t + 1) * n], dst);
-            });
+            out.par_chunks_mut(n.max(1))
+                .enumerate()
+                .for_each(|(t, dst)| {
+                    self.hbar.mul_vec(&poses.vectors[t * n..(t + 1) * n], dst);
+                });
             out
         };
         // Σ_{j∈c} q_t[j] per node: 3k values (pose-major), children before parents.
@@ -459,10 +513,49 @@ impl Jgs2Precompute {
             pose_sums: &pose_sums,
         };
         let t1 = Instant::now();
-        let results: Vec<Result<BatchOutput>> = free
-            .par_chunks(opts.batch_vertices)
-            .map(|batch| self.process_batch(batch, &poses, &hq, &tt, opts))
-            .collect();
+        let mut results: Vec<Result<BatchOutput>> = Vec::new();
+        match groups {
+            None => {
+                results = free
+                    .par_chunks(opts.batch_vertices)
+                    .map(|batch| self.process_batch(batch, Mode::PerVertex, &poses, &hq, &tt, opts))
+                    .collect();
+            }
+            Some(groups) => {
+                for g in groups {
+                    let members: Vec<usize> = g
+                        .iter()
+                        .map(|&v| v as usize)
+                        .filter(|&v| !self.fixed_vertex[v])
+                        .collect();
+                    if members.is_empty() {
+                        continue;
+                    }
+                    let mut mask = self.fixed_vertex.clone();
+                    for &v in &members {
+                        mask[v] = true;
+                    }
+                    let dof_mask: Vec<bool> = mask.iter().flat_map(|&f| [f; 3]).collect();
+                    let mut hg = self.hbar.clone();
+                    hg.set_identity_rows(&dof_mask);
+                    let mut factor = SparseCholesky::analyze(
+                        self.hbar.pattern().clone(),
+                        self.factor.ordering(),
+                    )?;
+                    factor.refactor(&hg)?;
+                    let mode = Mode::Group {
+                        factor: &factor,
+                        mask: &mask,
+                    };
+                    results.extend(
+                        members
+                            .par_chunks(opts.batch_vertices)
+                            .map(|batch| self.process_batch(batch, mode, &poses, &hq, &tt, opts))
+                            .collect::<Vec<_>>(),
+                    );
+                }
+            }
+        }
         let fused_s = t1.elapsed().as_secs_f64();
         let mut vertices = vec![VertexSubspaceData::default(); self.n_vertices];
         let (mut solve_cpu, mut cub_cpu) = (0.0, 0.0);
@@ -532,6 +625,7 @@ impl Jgs2Precompute {
     fn process_batch(
         &self,
         batch: &[usize],
+        mode: Mode<'_>,
         poses: &EigenPairs,
         hq: &[f64],
         tt: &TreeTables<'_>,
@@ -541,23 +635,81 @@ impl Jgs2Precompute {
         let n = 3 * self.n_vertices;
         let cols = 3 * batch.len();
         let mut y = vec![0.0; n * cols];
-        for (j, &v) in batch.iter().enumerate() {
-            for d in 0..3 {
-                y[(3 * j + d) * n + 3 * v + d] = 1.0;
-            }
-        }
-        self.factor
-            .solve_many_in_place_with(&mut y, cols, faer::Par::Seq)?;
         let mut schur = Vec::with_capacity(batch.len());
-        for (j, &v) in batch.iter().enumerate() {
-            schur.push(ubar_from_y(&mut y[3 * j * n..3 * (j + 1) * n], n, v)?);
+        match mode {
+            Mode::PerVertex => {
+                for (j, &v) in batch.iter().enumerate() {
+                    for d in 0..3 {
+                        y[(3 * j + d) * n + 3 * v + d] = 1.0;
+                    }
+                }
+                self.factor
+                    .solve_many_in_place_with(&mut y, cols, faer::Par::Seq)?;
+                for (j, &v) in batch.iter().enumerate() {
+                    schur.push(ubar_from_y(&mut y[3 * j * n..3 * (j + 1) * n], n, v)?);
+                }
+            }
+            Mode::Group { factor, mask } => {
+                // Right-hand sides −H̄[C, i] assembled from i's elements, zero on masked rows.
+                for (j, &v) in batch.iter().enumerate() {
+                    for &e in self.incident_elements(v) {
+                        let t = &self.tets[e as usize];
+                        let he = &self.hbar_e[e as usize];
+                        let ai = t.iter().position(|&w| w as usize == v).expect("incident");
+                        for (a, &w) in t.iter().enumerate() {
+                            if mask[w as usize] {
+                                continue;
+                            }
+                            for r in 0..3 {
+                                for d in 0..3 {
+                                    y[(3 * j + d) * n + 3 * w as usize + r] -=
+                                        he[(3 * a + r) * 12 + 3 * ai + d];
+                                }
+                            }
+                        }
+                    }
+                }
+                factor.solve_many_in_place_with(&mut y, cols, faer::Par::Seq)?;
+                for (j, &v) in batch.iter().enumerate() {
+                    let u = &mut y[3 * j * n..3 * (j + 1) * n];
+                    for d in 0..3 {
+                        for r in 0..3 {
+                            u[d * n + 3 * v + r] = if r == d { 1.0 } else { 0.0 };
+                        }
+                    }
+                    // S_i = (H̄Ū_i)[i] = Σ_{e∋i} (H̄_e Ū_e)[i's corner].
+                    let mut s = [0.0; 9];
+                    for &e in self.incident_elements(v) {
+                        let t = &self.tets[e as usize];
+                        let he = &self.hbar_e[e as usize];
+                        let ai = t.iter().position(|&w| w as usize == v).expect("incident");
+                        let blk = self.element_block(u, e as usize);
+                        for r in 0..3 {
+                            for c in 0..3 {
+                                s[3 * r + c] += (0..12)
+                                    .map(|q| he[(3 * ai + r) * 12 + q] * blk[q * 3 + c])
+                                    .sum::<f64>();
+                            }
+                        }
+                    }
+                    for r in 0..3 {
+                        for c in 0..r {
+                            let m = 0.5 * (s[3 * r + c] + s[3 * c + r]);
+                            s[3 * r + c] = m;
+                            s[3 * c + r] = m;
+                        }
+                    }
+                    schur.push(s);
+                }
+            }
         }
         let solve_s = t0.elapsed().as_secs_f64() / batch.len() as f64;
         let mut out = Vec::with_capacity(batch.len());
         for (j, &v) in batch.iter().enumerate() {
             let t1 = Instant::now();
             let ubar = &y[3 * j * n..3 * (j + 1) * n];
-            let rec = self.vertex_data(v, ubar, &schur[j], poses, hq, tt, opts);
+            let exact_total = matches!(mode, Mode::PerVertex);
+            let rec = self.vertex_data(v, ubar, &schur[j], exact_total, poses, hq, tt, opts);
             out.push((v, rec, solve_s, t1.elapsed().as_secs_f64()));
         }
         Ok(out)
@@ -600,12 +752,15 @@ impl Jgs2Precompute {
 
     /// Near field, far samples (optionally cubature-compressed) and `Â` of free vertex `i`
     /// from its column-major `n × 3` `Ū_i` and Schur complement `S_i` (row-major).
+    /// `per_vertex`: `Ū_i` is Eq. 23's, so `Ū_iᵀH̄u = S_i u[i]` gives the pose totals for free;
+    /// otherwise (group-wise subspaces) they are summed over the mesh.
     #[allow(clippy::too_many_arguments)]
     fn vertex_data(
         &self,
         i: usize,
         ubar: &[f64],
         schur: &[f64; 9],
+        per_vertex: bool,
         poses: &EigenPairs,
         hq: &[f64],
         tt: &TreeTables<'_>,
@@ -713,10 +868,25 @@ impl Jgs2Precompute {
         }
         // Training poses: exact far field b_t = S_i u_t[i] − Σ_{j ∈ near ∪ {i}} Ū_i[j]ᵀ q_t[j].
         let mut full = vec![0.0; 3 * k];
-        for t in 0..k {
-            let u = &poses.vectors[t * n + 3 * i..t * n + 3 * i + 3];
-            for r in 0..3 {
-                full[3 * t + r] = (0..3).map(|c| schur[r * 3 + c] * u[c]).sum();
+        if per_vertex {
+            for t in 0..k {
+                let u = &poses.vectors[t * n + 3 * i..t * n + 3 * i + 3];
+                for r in 0..3 {
+                    full[3 * t + r] = (0..3).map(|c| schur[r * 3 + c] * u[c]).sum();
+                }
+            }
+        } else {
+            for j in 0..self.n_vertices {
+                if self.fixed_vertex[j] {
+                    continue;
+                }
+                let blk = row(j);
+                for t in 0..k {
+                    let q = &hq[t * n + 3 * j..t * n + 3 * j + 3];
+                    for c in 0..3 {
+                        full[3 * t + c] += (0..3).map(|d| blk[3 * d + c] * q[d]).sum::<f64>();
+                    }
+                }
             }
         }
         let mut b = full.clone();
@@ -813,6 +983,19 @@ impl Jgs2Precompute {
         }
         rec
     }
+}
+
+/// How a batch's subspaces are formed.
+#[derive(Clone, Copy)]
+enum Mode<'a> {
+    /// Eq. 23 with the factor of `H̄`.
+    PerVertex,
+    /// Group-wise: the factor of `H̄` with `mask`ed vertices (the group and the fixed ones) as
+    /// identity rows.
+    Group {
+        factor: &'a SparseCholesky,
+        mask: &'a [bool],
+    },
 }
 
 /// Cluster-tree data shared by every vertex of a run.

@@ -7,7 +7,6 @@
 //!   (METIS nested dissection or AMD) and cheap numeric refactors;
 //! - [`eigen`]: lowest eigenpairs of `A φ = μ M φ` by shift-invert block Krylov;
 //! - [`nnls`]: Lawson–Hanson non-negative least squares;
-//! - [`partition`]: METIS k-way graph partitions;
 //! - [`tree`]: a k-d cluster tree over vertices;
 //! - [`jgs2`]: the JGS2 offline precompute (perturbation subspaces: exact near field,
 //!   tree-sampled far field with optional cubature, rest reduced Hessians);
@@ -22,9 +21,8 @@ pub mod eigen;
 pub mod error;
 pub mod jgs2;
 pub mod nnls;
-pub mod partition;
-pub mod tree;
 mod rng;
 pub mod sparse;
+pub mod tree;
 
 pub use error::{PrecomputeError, Result};

@@ -3,33 +3,31 @@
 use jello_precompute::artifact::{
     decode, encode, fnv1a64, read, write, ArtifactErrorKind, FORMAT_VERSION, MAGIC,
 };
-use jello_precompute::jgs2::{Jgs2Basis, Jgs2Stats, VertexCubature};
+use jello_precompute::jgs2::{Jgs2Basis, Jgs2Stats, VertexSubspaceData};
+use jello_precompute::tree::ClusterTree;
 
 fn sample() -> Jgs2Basis {
+    // A real tree over 7 vertices (leaves of ≤ 2), so node ids and ranges are consistent.
+    let positions: Vec<[f64; 3]> = (0..7).map(|v| [v as f64 * 0.1, (v % 3) as f64, 0.0]).collect();
+    let free: Vec<u32> = (0..7).collect();
+    let tree = ClusterTree::build(&positions, &free, 2);
     let mut vertices = Vec::new();
     for v in 0..7u32 {
         let c = (v % 4) as usize;
-        vertices.push(VertexCubature {
-            elements: (0..c as u32).map(|j| 10 * v + j).collect(),
-            weights: (0..c).map(|j| 0.5 + j as f64).collect(),
-            blocks: (0..c)
+        let nodes = tree.len() as u32;
+        vertices.push(VertexSubspaceData {
+            near_vertices: (0..c as u32).map(|j| (v + j + 1) % 7).collect(),
+            near_blocks: (0..c)
                 .map(|j| std::array::from_fn(|q| (q as f64 - 17.0) * 0.01 + j as f64 + v as f64))
                 .collect(),
-            residual: 0.001 * v as f64,
-            incident_elements: (0..(c + 1) as u32).map(|j| 7 * v + j).collect(),
-            incident_blocks: (0..c + 1)
-                .map(|j| std::array::from_fn(|q| (q as f64 + 3.0) * 0.02 - j as f64 * v as f64))
-                .collect(),
-            grad_vertices: (0..c as u32).map(|j| 3 * v + j).collect(),
-            grad_weights: (0..c).map(|j| 0.25 * j as f64).collect(),
-            grad_blocks: (0..c)
+            far_nodes: (0..c as u32).map(|j| (3 * v + j) % nodes).collect(),
+            far_weights: (0..c).map(|j| 0.25 * j as f64).collect(),
+            far_blocks: (0..c)
                 .map(|j| std::array::from_fn(|q| q as f64 * 0.1 + j as f64))
                 .collect(),
-            grad_residual: 0.002 * v as f64,
-            support_vertices: (0..(2 * c) as u32).map(|j| 5 * v + j).collect(),
-            support_blocks: (0..2 * c)
-                .map(|j| std::array::from_fn(|q| q as f64 * 0.3 - j as f64))
-                .collect(),
+            far_residual: 0.002 * v as f64,
+            a_hat: std::array::from_fn(|q| q as f64 * 0.3 - v as f64),
+            schur: std::array::from_fn(|q| q as f64 * 0.7 + v as f64),
         });
     }
     Jgs2Basis {
@@ -37,12 +35,14 @@ fn sample() -> Jgs2Basis {
         stats: Jgs2Stats {
             n_free: 6,
             n_modes: 24,
+            n_nodes: tree.len(),
             residual_min: 0.001,
             residual_median: 0.003,
             residual_p90: 0.005,
             residual_max: 0.006,
             fraction_on_target: 1.0,
-            mean_elements: 1.5,
+            mean_samples: 1.5,
+            mean_near: 2.5,
             factor_s: 1.0,
             basis_s: 2.0,
             eigen_s: 3.0,
@@ -50,6 +50,7 @@ fn sample() -> Jgs2Basis {
             total_s: 10.0,
             bytes_per_vertex: 228.0,
         },
+        tree,
     }
 }
 
@@ -114,7 +115,9 @@ fn header_fields_are_checked() {
     ));
     // a valid checksum over a lying count must not allocate or panic
     let mut lie = bytes.clone();
-    let off = 28 + 4 + 16 + 13 * 8; // first vertex's count
+    // header, 3 counts, 3 u64 + 14 f64 stats, the 7-entry permutation, 5 u32 per node, then
+    // the first vertex's Â, S and residual: its near count.
+    let off = 28 + 12 + 24 + 14 * 8 + 7 * 4 + 20 * b.tree.len() + 19 * 8;
     lie[off..off + 4].copy_from_slice(&u32::MAX.to_le_bytes());
     let end = lie.len() - 8;
     let sum = fnv1a64(&lie[..end]);

@@ -1,10 +1,10 @@
 //! The per-element and per-vertex passes of JGS2/VBD (the CPU reference of the WGSL kernels).
 
 use super::subspace::VertexSubspace;
-use jello_precompute::tree::ClusterTree;
 use crate::material::{element_hessian, svd3};
 use crate::mesh::VertexTets;
 use crate::problem::{barrier_derivatives, Model, StepProblem};
+use jello_precompute::tree::ClusterTree;
 use nalgebra::{Matrix3, SMatrix, SVector, Vector3};
 use rayon::prelude::*;
 

@@ -74,7 +74,8 @@ impl Jgs2Solver {
         Self::new(model, params, None)
     }
 
-    /// JGS2 with a precomputed subspace for this model and h.
+    /// JGS2 with a precomputed subspace for this model and h (the same per-vertex subspaces
+    /// serve Jacobi and Gauss–Seidel).
     pub fn jgs2(model: &Model, params: Jgs2Params, subspace: Arc<Jgs2Subspace>) -> Result<Self> {
         if subspace.vertices.len() != model.num_vertices() {
             return Err(JelloError::Solver(
@@ -161,27 +162,36 @@ impl Jgs2Solver {
         }
     }
 
-    /// One safeguarded Jacobi iteration: the step minimising the quadratic model over
-    /// span{JGS2, VBD, previous step}, filtered and backtracked. Returns (step taken, α).
-    fn subspace_step(
+    /// The Jacobi direction: every free vertex's local step at `x`, scattered into 3n.
+    fn jacobi_direction(&self, problem: &StepProblem, x: &[f64], g: &[f64], vbd: bool) -> Vec<f64> {
+        let mut d = vec![0.0; x.len()];
+        for (&i, s) in self
+            .free
+            .iter()
+            .zip(self.local_steps(problem, x, g, &self.free, vbd))
+        {
+            d[3 * i as usize..3 * i as usize + 3].copy_from_slice(s.as_slice());
+        }
+        d
+    }
+
+    /// The safeguarded step from `x` (element cache and gradient `g` current at `x`): the step
+    /// minimising the quadratic model over span{`primary`, block-Jacobi (VBD) step, `prev`},
+    /// limited by the obstacle filter and backtracked (Armijo) on the true energy.
+    /// Returns (step taken, α).
+    fn safeguarded_step(
         &self,
         problem: &StepProblem,
         elastic: &dyn ElasticTerms,
         x: &[f64],
         g: &[f64],
+        primary: Vec<f64>,
         prev: &[f64],
     ) -> (Vec<f64>, f64) {
         let n = x.len();
-        let scatter = |steps: &[Vector3<f64>]| {
-            let mut d = vec![0.0; n];
-            for (&i, s) in self.free.iter().zip(steps) {
-                d[3 * i as usize..3 * i as usize + 3].copy_from_slice(s.as_slice());
-            }
-            d
-        };
-        let mut dirs = vec![scatter(&self.local_steps(problem, x, g, &self.free, false))];
+        let mut dirs = vec![primary];
         if self.subspace.is_some() {
-            dirs.push(scatter(&self.local_steps(problem, x, g, &self.free, true)));
+            dirs.push(self.jacobi_direction(problem, x, g, true));
         }
         if prev.iter().any(|&v| v != 0.0) {
             dirs.push(prev.to_vec());
@@ -218,13 +228,48 @@ impl Jgs2Solver {
             }
             alpha *= 0.5;
         }
-        if std::env::var("JELLO_DEBUG_JGS2").is_ok() {
-            eprintln!("coef {coef:?} slope {slope:.3e} alpha {alpha:.3e} dirs {}", dirs.len());
-        }
         for s in step.iter_mut() {
             *s *= alpha;
         }
         (step, alpha)
+    }
+
+    /// One Gauss–Seidel sweep from `x`: colour by colour, each colour's local steps at the
+    /// current iterate, applied at once; the element cache and `g` follow the moved vertices.
+    fn gauss_seidel_sweep(&mut self, problem: &StepProblem, x: &mut [f64], g: &mut [f64]) {
+        let model = problem.model;
+        for c in 0..self.colouring.groups.len() {
+            let group: Vec<u32> = self.colouring.groups[c]
+                .iter()
+                .copied()
+                .filter(|&v| !model.pinned[v as usize])
+                .collect();
+            if group.is_empty() {
+                continue;
+            }
+            let steps = self.local_steps(problem, x, g, &group, false);
+            for (&i, d) in group.iter().zip(&steps) {
+                for k in 0..3 {
+                    x[3 * i as usize + k] += d[k];
+                }
+            }
+            // Refresh the elements touching the moved vertices and the gradient at their
+            // corners.
+            let mut touched: Vec<u32> = group
+                .iter()
+                .flat_map(|&i| self.vertex_tets.of(i as usize).map(|(t, _)| t))
+                .collect();
+            touched.sort_unstable();
+            touched.dedup();
+            element_pass(model, x, &mut self.cache, Some(&touched));
+            let mut verts: Vec<u32> = touched
+                .iter()
+                .flat_map(|&t| model.mesh.tets[t as usize])
+                .collect();
+            verts.sort_unstable();
+            verts.dedup();
+            self.gather(problem, x, g, &verts);
+        }
     }
 }
 
@@ -252,7 +297,9 @@ fn filter(problem: &StepProblem, x: &[f64], i: usize, d: Vector3<f64>) -> Vector
 fn model_minimiser(g: &[f64], dirs: &[Vec<f64>], hd: &[Vec<f64>]) -> Vec<f64> {
     let k = dirs.len();
     let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
-    let a = nalgebra::DMatrix::from_fn(k, k, |p, q| 0.5 * (dot(&dirs[p], &hd[q]) + dot(&dirs[q], &hd[p])));
+    let a = nalgebra::DMatrix::from_fn(k, k, |p, q| {
+        0.5 * (dot(&dirs[p], &hd[q]) + dot(&dirs[q], &hd[p]))
+    });
     let b = nalgebra::DVector::from_fn(k, |p, _| -dot(g, &dirs[p]));
     // Symmetric eigen-solve with a relative cut-off: a pseudo-inverse on the well-determined
     // part of span{d_k}.
@@ -313,6 +360,7 @@ impl StepSolver for Jgs2Solver {
         let mut converged;
         let mut max_dx = f64::INFINITY;
         let mut prev = vec![0.0; n];
+        let mut prev_x = x.clone();
         loop {
             converged = match self.params.stop {
                 StopRule::Cn { eps } => residual < eps,
@@ -323,90 +371,64 @@ impl StepSolver for Jgs2Solver {
             }
             iterations += 1;
             let t0 = Instant::now();
-            max_dx = 0.0;
             let mut alpha_it = 1.0;
-            match (self.params.variant, self.params.safeguard) {
-                (Variant::Jacobi, true) => {
-                    let (step, alpha) = self.subspace_step(problem, elastic, x, &g, &prev);
-                    for (xi, s) in x.iter_mut().zip(&step) {
-                        *xi += s;
-                    }
-                    for v in step.chunks(3) {
-                        max_dx = max_dx.max((v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt());
-                    }
-                    prev = step;
-                    alpha_it = alpha;
-                    element_pass(model, x, &mut self.cache, None);
-                    self.gather(problem, x, &mut g, &all);
-                }
-                (Variant::Jacobi, false) => {
-                    let steps = self.local_steps(problem, x, &g, &self.free, false);
-                    for (&i, d) in self.free.iter().zip(&steps) {
-                        for k in 0..3 {
-                            x[3 * i as usize + k] += d[k];
-                        }
-                        max_dx = max_dx.max(d.norm());
-                    }
-                    element_pass(model, x, &mut self.cache, None);
-                    self.gather(problem, x, &mut g, &all);
-                }
-                (Variant::GaussSeidel, safeguard) => {
-                    let groups: Vec<Vec<u32>> = self
-                        .colouring
-                        .groups
-                        .iter()
-                        .map(|grp| {
-                            grp.iter()
-                                .copied()
-                                .filter(|&v| !model.pinned[v as usize])
-                                .collect()
-                        })
-                        .collect();
-                    for group in groups.iter().filter(|grp| !grp.is_empty()) {
-                        let e_old = safeguard.then(|| energy_of(x));
-                        let steps = self.local_steps(problem, x, &g, group, false);
-                        let apply = |x: &mut [f64], s: f64| {
-                            for (&i, d) in group.iter().zip(&steps) {
-                                for k in 0..3 {
-                                    x[3 * i as usize + k] += s * d[k];
-                                }
-                            }
-                        };
-                        let mut scale = 1.0;
-                        apply(x, 1.0);
-                        if let Some(e0) = e_old {
-                            // Halve this colour's update while it raises E; drop it after 8.
-                            let rejected = |e: f64| !(e <= e0 + 1e-13 * e0.abs());
-                            let mut tries = 0;
-                            while rejected(energy_of(x)) && scale > 0.0 {
-                                tries += 1;
-                                let next = if tries > 8 { 0.0 } else { 0.5 * scale };
-                                apply(x, next - scale);
-                                scale = next;
-                            }
-                        }
-                        for d in &steps {
-                            max_dx = max_dx.max(scale * d.norm());
-                        }
-                        // Refresh the elements touching the moved vertices and the gradient at
-                        // their corners.
-                        let mut touched: Vec<u32> = group
-                            .iter()
-                            .flat_map(|&i| self.vertex_tets.of(i as usize).map(|(t, _)| t))
-                            .collect();
-                        touched.sort_unstable();
-                        touched.dedup();
-                        element_pass(model, x, &mut self.cache, Some(&touched));
-                        let mut verts: Vec<u32> = touched
-                            .iter()
-                            .flat_map(|&t| model.mesh.tets[t as usize])
-                            .collect();
-                        verts.sort_unstable();
-                        verts.dedup();
-                        self.gather(problem, x, &mut g, &verts);
+            let safeguard = self.params.safeguard;
+            let step: Vec<f64> = match self.params.variant {
+                Variant::Jacobi => {
+                    let d = self.jacobi_direction(problem, x, &g, false);
+                    if safeguard {
+                        let (step, alpha) = self.safeguarded_step(problem, elastic, x, &g, d, &prev);
+                        alpha_it = alpha;
+                        step
+                    } else {
+                        d
                     }
                 }
+                Variant::GaussSeidel => {
+                    // With the safeguard the sweep's total displacement is the primary
+                    // direction of a safeguarded step from the pre-sweep state (a colour on
+                    // its own may raise E a lot: its subspace assumes the other colours follow,
+                    // which they do only later in the sweep).
+                    let saved = safeguard.then(|| (x.clone(), g.clone(), self.cache.clone()));
+                    self.gauss_seidel_sweep(problem, x, &mut g);
+                    match saved {
+                        None => vec![0.0; n], // already applied
+                        Some((x0, g0, cache0)) => {
+                            let d: Vec<f64> = x.iter().zip(&x0).map(|(a, b)| a - b).collect();
+                            x.copy_from_slice(&x0);
+                            g = g0;
+                            self.cache = cache0;
+                            let (step, alpha) =
+                                self.safeguarded_step(problem, elastic, x, &g, d, &prev);
+                            alpha_it = alpha;
+                            step
+                        }
+                    }
+                }
+            };
+            let applied = self.params.variant == Variant::Jacobi || safeguard;
+            if applied {
+                for (xi, s) in x.iter_mut().zip(&step) {
+                    *xi += s;
+                }
+                element_pass(model, x, &mut self.cache, None);
+                self.gather(problem, x, &mut g, &all);
+                prev.copy_from_slice(&step);
             }
+            max_dx = if applied {
+                step.chunks(3)
+                    .map(|v| (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt())
+                    .fold(0.0, f64::max)
+            } else {
+                // Plain Gauss–Seidel: the sweep moved x in place.
+                let moved: f64 = x
+                    .chunks(3)
+                    .zip(prev_x.chunks(3))
+                    .map(|(a, b)| ((a[0] - b[0]).powi(2) + (a[1] - b[1]).powi(2) + (a[2] - b[2]).powi(2)).sqrt())
+                    .fold(0.0, f64::max);
+                prev_x.copy_from_slice(x);
+                moved
+            };
             timings.solve_ms += ms(t0);
             residual = model.char_norm.residual(&g);
             if !residual.is_finite() || x.iter().any(|v| !v.is_finite()) {
