@@ -8,7 +8,9 @@ use jello_precompute::tree::ClusterTree;
 
 fn sample() -> Jgs2Basis {
     // A real tree over 7 vertices (leaves of ≤ 2), so node ids and ranges are consistent.
-    let positions: Vec<[f64; 3]> = (0..7).map(|v| [v as f64 * 0.1, (v % 3) as f64, 0.0]).collect();
+    let positions: Vec<[f64; 3]> = (0..7)
+        .map(|v| [v as f64 * 0.1, (v % 3) as f64, 0.0])
+        .collect();
     let free: Vec<u32> = (0..7).collect();
     let tree = ClusterTree::build(&positions, &free, 2);
     let mut vertices = Vec::new();

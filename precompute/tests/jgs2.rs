@@ -210,7 +210,12 @@ fn near_far_split_matches_an_independent_recomputation() {
                 let err: f64 = blk.iter().zip(&want).map(|(p, q)| (p - q).abs()).sum();
                 assert!(err < 1e-12 * own, "vertex {i}: near row {j} off by {err}");
             }
-            for ((&c, &w), blk) in rec.far_nodes.iter().zip(&rec.far_weights).zip(&rec.far_blocks) {
+            for ((&c, &w), blk) in rec
+                .far_nodes
+                .iter()
+                .zip(&rec.far_weights)
+                .zip(&rec.far_blocks)
+            {
                 assert_eq!(w, 1.0, "no cubature compression by default");
                 let members = tree.members(c as usize);
                 let mut mean = [0.0; 9];
@@ -224,7 +229,10 @@ fn near_far_split_matches_an_independent_recomputation() {
                     .iter()
                     .map(|&j| {
                         let r = row(&u, n, j as usize);
-                        r.iter().zip(&mean).map(|(p, q)| (p - q).powi(2)).sum::<f64>()
+                        r.iter()
+                            .zip(&mean)
+                            .map(|(p, q)| (p - q).powi(2))
+                            .sum::<f64>()
                     })
                     .sum::<f64>()
                     .sqrt();
@@ -233,7 +241,10 @@ fn near_far_split_matches_an_independent_recomputation() {
                     "vertex {i}: far node {c} deviates {dev} > tolerance"
                 );
                 let err: f64 = blk.iter().zip(&mean).map(|(p, q)| (p - q).abs()).sum();
-                assert!(err < 1e-12 * own, "vertex {i}: far node {c} mean off by {err}");
+                assert!(
+                    err < 1e-12 * own,
+                    "vertex {i}: far node {c} mean off by {err}"
+                );
             }
             for &v in &free {
                 // Nodes whose rows are all negligible may be dropped.
@@ -257,7 +268,10 @@ fn near_far_split_matches_an_independent_recomputation() {
             }
             let sn = frob(&s);
             let err: f64 = rec.schur.iter().zip(&s).map(|(p, q)| (p - q).abs()).sum();
-            assert!(err < 1e-8 * sn, "vertex {i}: Schur complement off by {err} of {sn}");
+            assert!(
+                err < 1e-8 * sn,
+                "vertex {i}: Schur complement off by {err} of {sn}"
+            );
             // Â = S − Σ_{e∋i} Ū_eᵀ K̄_e Ū_e with K̄_e = the input element Hessian.
             let mut a_hat = s;
             for (e, t) in b.tets.iter().enumerate() {
@@ -285,7 +299,12 @@ fn near_far_split_matches_an_independent_recomputation() {
                     }
                 }
             }
-            let err: f64 = rec.a_hat.iter().zip(&a_hat).map(|(p, q)| (p - q).abs()).sum();
+            let err: f64 = rec
+                .a_hat
+                .iter()
+                .zip(&a_hat)
+                .map(|(p, q)| (p - q).abs())
+                .sum();
             assert!(err < 1e-8 * sn, "vertex {i}: Â off by {err}");
             near_total += rec.near_vertices.len();
             far_total += rec.far_nodes.len();
@@ -326,7 +345,8 @@ fn cubature_compression_weights_and_residuals() {
     let hq: Vec<Vec<f64>> = (0..k)
         .map(|t| {
             let mut y = vec![0.0; n];
-            pre.hbar().mul_vec(&poses.vectors[t * n..(t + 1) * n], &mut y);
+            pre.hbar()
+                .mul_vec(&poses.vectors[t * n..(t + 1) * n], &mut y);
             y
         })
         .collect();
@@ -345,7 +365,10 @@ fn cubature_compression_weights_and_residuals() {
             assert!(rec.far_nodes.len() <= samples.max(full.far_nodes.len().min(samples)));
             assert!(rec.far_weights.iter().all(|w| w.is_finite() && *w >= 0.0));
             for &c in &rec.far_nodes {
-                assert!(full.far_nodes.contains(&c), "samples come from the far nodes");
+                assert!(
+                    full.far_nodes.contains(&c),
+                    "samples come from the far nodes"
+                );
             }
             assert_eq!(rec.near_vertices, full.near_vertices);
             if full.far_nodes.len() <= samples {
@@ -353,8 +376,12 @@ fn cubature_compression_weights_and_residuals() {
             }
             // Independent residual: poses' far field vs the samples.
             let u = pre.ubar_dense_for_vertex(i).unwrap();
-            let near: std::collections::HashSet<u32> =
-                rec.near_vertices.iter().copied().chain([i as u32]).collect();
+            let near: std::collections::HashSet<u32> = rec
+                .near_vertices
+                .iter()
+                .copied()
+                .chain([i as u32])
+                .collect();
             let (mut num, mut den) = (0.0, 0.0);
             let mut used = 0;
             let norms: Vec<f64> = (0..k)
@@ -453,7 +480,11 @@ fn group_wise_subspaces_hold_the_group_fixed() {
     }
     let nc = colour.iter().max().unwrap() + 1;
     let groups: Vec<Vec<u32>> = (0..nc)
-        .map(|c| (0..nv as u32).filter(|&v| colour[v as usize] == c).collect())
+        .map(|c| {
+            (0..nv as u32)
+                .filter(|&v| colour[v as usize] == c)
+                .collect()
+        })
         .collect();
     let opts = Jgs2Options {
         leaf_size: 4,
@@ -482,7 +513,10 @@ fn group_wise_subspaces_hold_the_group_fixed() {
         let group = &groups[colour[i]];
         for &g in group {
             if g as usize != i {
-                assert!(frob(&row(&u, n, g as usize)) == 0.0, "vertex {i}: group member {g} moves");
+                assert!(
+                    frob(&row(&u, n, g as usize)) == 0.0,
+                    "vertex {i}: group member {g} moves"
+                );
             }
         }
         for c in 0..3 {
@@ -491,7 +525,10 @@ fn group_wise_subspaces_hold_the_group_fixed() {
             for (r, v) in hu.iter().enumerate() {
                 let w = r / 3;
                 if w != i && !b.pinned[w] && group.binary_search(&(w as u32)).is_err() {
-                    assert!(v.abs() < 1e-9 * hscale, "vertex {i}: row {r} not harmonic: {v}");
+                    assert!(
+                        v.abs() < 1e-9 * hscale,
+                        "vertex {i}: row {r} not harmonic: {v}"
+                    );
                 }
             }
             for a in 0..3 {

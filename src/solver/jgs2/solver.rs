@@ -105,7 +105,8 @@ impl Jgs2Solver {
     }
 
     /// Local steps of `group` at `x` with assembled gradient `g`: JGS2 (or VBD without a
-    /// subspace), each limited so the vertex cannot cross an obstacle.
+    /// subspace), each limited so the vertex cannot cross an obstacle. `rot`: the per-vertex
+    /// rotations to use (computed at `x` when `None`).
     fn local_steps(
         &self,
         problem: &StepProblem,
@@ -113,10 +114,14 @@ impl Jgs2Solver {
         g: &[f64],
         group: &[u32],
         vbd: bool,
+        rot: Option<&[Matrix3<f64>]>,
     ) -> Vec<Vector3<f64>> {
         let model = problem.model;
         let frame = self.subspace.as_ref().filter(|_| !vbd).map(|s| {
-            let rot = rotations(model, x, &self.vertex_tets);
+            let rot = match rot {
+                Some(r) => r.to_vec(),
+                None => rotations(model, x, &self.vertex_tets),
+            };
             let (ghat, gsum) = rest_frame_gradients(g, Some(&rot), &s.tree);
             (s, rot, ghat, gsum)
         });
@@ -168,7 +173,7 @@ impl Jgs2Solver {
         for (&i, s) in self
             .free
             .iter()
-            .zip(self.local_steps(problem, x, g, &self.free, vbd))
+            .zip(self.local_steps(problem, x, g, &self.free, vbd, None))
         {
             d[3 * i as usize..3 * i as usize + 3].copy_from_slice(s.as_slice());
         }
@@ -228,6 +233,12 @@ impl Jgs2Solver {
             }
             alpha *= 0.5;
         }
+        if std::env::var("JELLO_DEBUG_JGS2").is_ok() {
+            eprintln!(
+                "coef {coef:?} slope {slope:.3e} alpha {alpha:.3e} dirs {}",
+                dirs.len()
+            );
+        }
         for s in step.iter_mut() {
             *s *= alpha;
         }
@@ -238,6 +249,13 @@ impl Jgs2Solver {
     /// current iterate, applied at once; the element cache and `g` follow the moved vertices.
     fn gauss_seidel_sweep(&mut self, problem: &StepProblem, x: &mut [f64], g: &mut [f64]) {
         let model = problem.model;
+        // Rotations once per sweep, at the sweep's start (the paper's R^k): refreshing them per
+        // colour let early colours' large moves re-rotate later colours' subspaces, and the
+        // sweep took 63 instead of 29 iterations on a stiff beam (tests/jgs2.rs).
+        let rot = self
+            .subspace
+            .is_some()
+            .then(|| rotations(model, x, &self.vertex_tets));
         for c in 0..self.colouring.groups.len() {
             let group: Vec<u32> = self.colouring.groups[c]
                 .iter()
@@ -247,7 +265,7 @@ impl Jgs2Solver {
             if group.is_empty() {
                 continue;
             }
-            let steps = self.local_steps(problem, x, g, &group, false);
+            let steps = self.local_steps(problem, x, g, &group, false, rot.as_deref());
             for (&i, d) in group.iter().zip(&steps) {
                 for k in 0..3 {
                     x[3 * i as usize + k] += d[k];
@@ -293,17 +311,29 @@ fn filter(problem: &StepProblem, x: &[f64], i: usize, d: Vector3<f64>) -> Vector
 }
 
 /// Coefficients c minimising gᵀ(Σ c_k d_k) + ½ (Σ c_k d_k)ᵀ H (Σ c_k d_k), given `hd[k] = H d_k`.
-/// Directions that are (numerically) dependent on the others get coefficient 0.
+/// The directions are first scaled to unit H-norm, so one huge direction cannot hide the
+/// others; directions that are (numerically) dependent on the others get coefficient 0.
 fn model_minimiser(g: &[f64], dirs: &[Vec<f64>], hd: &[Vec<f64>]) -> Vec<f64> {
     let k = dirs.len();
     let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
-    let a = nalgebra::DMatrix::from_fn(k, k, |p, q| {
+    let raw = nalgebra::DMatrix::from_fn(k, k, |p, q| {
         0.5 * (dot(&dirs[p], &hd[q]) + dot(&dirs[q], &hd[p]))
     });
-    let b = nalgebra::DVector::from_fn(k, |p, _| -dot(g, &dirs[p]));
+    let scale: Vec<f64> = (0..k)
+        .map(|p| {
+            let d = raw[(p, p)];
+            if d > 0.0 && d.is_finite() {
+                1.0 / d.sqrt()
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let a = nalgebra::DMatrix::from_fn(k, k, |p, q| raw[(p, q)] * scale[p] * scale[q]);
+    let b = nalgebra::DVector::from_fn(k, |p, _| -dot(g, &dirs[p]) * scale[p]);
     // Symmetric eigen-solve with a relative cut-off: a pseudo-inverse on the well-determined
     // part of span{d_k}.
-    let eig = a.clone().symmetric_eigen();
+    let eig = a.symmetric_eigen();
     let top = eig.eigenvalues.iter().fold(0.0f64, |m, v| m.max(*v));
     let mut c = nalgebra::DVector::zeros(k);
     for (j, &lam) in eig.eigenvalues.iter().enumerate() {
@@ -312,7 +342,7 @@ fn model_minimiser(g: &[f64], dirs: &[Vec<f64>], hd: &[Vec<f64>]) -> Vec<f64> {
             c += v * (v.dot(&b) / lam);
         }
     }
-    c.iter().copied().collect()
+    c.iter().zip(&scale).map(|(c, s)| c * s).collect()
 }
 
 impl StepSolver for Jgs2Solver {
@@ -377,7 +407,8 @@ impl StepSolver for Jgs2Solver {
                 Variant::Jacobi => {
                     let d = self.jacobi_direction(problem, x, &g, false);
                     if safeguard {
-                        let (step, alpha) = self.safeguarded_step(problem, elastic, x, &g, d, &prev);
+                        let (step, alpha) =
+                            self.safeguarded_step(problem, elastic, x, &g, d, &prev);
                         alpha_it = alpha;
                         step
                     } else {
@@ -424,7 +455,10 @@ impl StepSolver for Jgs2Solver {
                 let moved: f64 = x
                     .chunks(3)
                     .zip(prev_x.chunks(3))
-                    .map(|(a, b)| ((a[0] - b[0]).powi(2) + (a[1] - b[1]).powi(2) + (a[2] - b[2]).powi(2)).sqrt())
+                    .map(|(a, b)| {
+                        ((a[0] - b[0]).powi(2) + (a[1] - b[1]).powi(2) + (a[2] - b[2]).powi(2))
+                            .sqrt()
+                    })
                     .fold(0.0, f64::max);
                 prev_x.copy_from_slice(x);
                 moved
