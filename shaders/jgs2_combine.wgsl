@@ -1,15 +1,14 @@
 // Per vertex v < n: the safeguarded Jacobi step step_v = f0·d0_v + f1·d1_v + f2·d2_v (dirs slots
 // of n entries each) and bound[v] = 1 − α_v, α_v = min(1, 0.9 × first time of impact of
-// x_v + s·step_v with any obstacle), 1 for a zero step — so max_v bound[v] = 1 − α with α the
-// problem's max_obstacle_step (potential.rs).
+// x_v + s·step_v with any obstacle (contact records, nc = len(contacts) / n per vertex), 1 for a
+// zero step — so max_v bound[v] = 1 − α with α the problem's max_obstacle_step (potential.rs).
 #import params
 #import obstacle
 
 @group(0) @binding(0) var<storage, read> dirs: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> obstacles: array<Obstacle>;
-@group(0) @binding(3) var<storage, read_write> step: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read_write> bound: array<f32>;
+@group(0) @binding(1) var<storage, read> contacts: array<Contact>;
+@group(0) @binding(2) var<storage, read_write> step: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> bound: array<f32>;
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -22,7 +21,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     step[v] = vec4<f32>(s, 0.0);
     var alpha = 1.0;
     if any(s != vec3<f32>(0.0)) {
-        alpha = obstacle_step_bound(x[v].xyz, s);
+        alpha = contact_step_bound(v, arrayLength(&contacts) / n, s);
     }
     bound[v] = 1.0 - alpha;
 }

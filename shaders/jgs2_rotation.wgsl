@@ -1,6 +1,8 @@
 // Per vertex v < n: R_v = polar(F̄_v), F̄_v = Σ_{e∋v} V_e F_e / Σ V_e over the vertex→element CSR
 // (identity for a vertex in no element; polar = U·Vᵀ of the signed SVD), and the rest-frame
-// gradient frame[v] = (R_vᵀ g_v, 0) (local.rs: rotations, rest_frame_gradients).
+// gradient frame[v] = (R_vᵀ g_v, 0) (local.rs: rotations, rest_frame_gradients). u0 & 1: keep
+// the rotations in `rot` (a Gauss–Seidel sweep rotates once, at its start) and only refresh the
+// rest-frame gradients.
 #import params
 #import linalg
 #import material
@@ -17,6 +19,10 @@
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let v = linear_group(wid) * 64u + lid.x;
     if v >= P.n {
+        return;
+    }
+    if (P.u0 & 1u) != 0u {
+        frame[v] = vec4<f32>(g[v].xyz * rot[v], 0.0);
         return;
     }
     var fs = mat3x3<f32>(vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0));

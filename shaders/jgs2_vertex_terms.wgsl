@@ -2,7 +2,8 @@
 //   g[v].xyz      = free ? g[v].xyz (gathered ∇Ψ) + m/h²(x − x̃) + Σ_o κm/h² b'(d_o)∇d_o : 0
 //   venergy[v]    = m/(2h²)|x − x̃|² + Σ_o κm/h² b(d_o)                 (J, every vertex)
 //   hbar[v]       = Σ_o κm/h² (b''∇d∇dᵀ + [b' > 0] b'∇²d)               (N/m)
-// over the obstacles with d_o < d̂ (local.rs: vertex_gradient, barrier_hessian; potential.rs).
+// over the obstacles with d_o < d̂ (local.rs: vertex_gradient, barrier_hessian; potential.rs),
+// from the vertex's contact records contacts[v·nc .. v·nc + nc], nc = len(contacts) / n.
 #import params
 #import jgs2
 #import obstacle
@@ -10,7 +11,7 @@
 @group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> x_tilde: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> vinfo: array<VertexInfo>;
-@group(0) @binding(3) var<storage, read> obstacles: array<Obstacle>;
+@group(0) @binding(3) var<storage, read> contacts: array<Contact>;
 @group(0) @binding(4) var<storage, read_write> g: array<vec4<f32>>;
 @group(0) @binding(5) var<storage, read_write> venergy: array<f32>;
 @group(0) @binding(6) var<storage, read_write> hbar: array<mat3x3<f32>>;
@@ -29,12 +30,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let wv = P.f1 * info.mass * P.f0;
     var gb = vec3<f32>(0.0);
     var hb = mat3_zero();
-    for (var o = 0u; o < arrayLength(&obstacles); o++) {
-        let ob = obstacles[o];
-        if ob.kind == OBSTACLE_NONE {
+    let nc = arrayLength(&contacts) / P.n;
+    for (var o = 0u; o < nc; o++) {
+        let c = contacts[v * nc + o];
+        if contact_kind(c) == OBSTACLE_NONE {
             continue;
         }
-        let de = obstacle_distance(ob, p);
+        let de = contact_distance(c);
         if de.d < P.f2 {
             let b = barrier(de.d, P.f2);
             e += wv * b.x;

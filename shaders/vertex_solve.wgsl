@@ -2,7 +2,8 @@
 // the barrier curvature; u0 & 3 picks the system: 0 = primary, on failure the fallback (JGS2
 // with its VBD fallback); 1 = primary only; 2 = fallback only. A failed solve gives δ = 0. δ is
 // then limited to 0.9 × its first time of impact with any obstacle (solver.rs: local_steps,
-// filter) and written to dirs[(u0 >> 4)·nv + i], nv = arrayLength(x).
+// filter; from the contact records, nc = len(contacts) / nv per vertex) and written to
+// dirs[(u0 >> 4)·nv + i], nv = len(hbar).
 #import params
 #import jgs2
 #import obstacle
@@ -10,9 +11,8 @@
 @group(0) @binding(0) var<storage, read> lists: array<u32>;
 @group(0) @binding(1) var<storage, read> sys: array<LocalSystem>;
 @group(0) @binding(2) var<storage, read> hbar: array<mat3x3<f32>>;
-@group(0) @binding(3) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read> obstacles: array<Obstacle>;
-@group(0) @binding(5) var<storage, read_write> dirs: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> contacts: array<Contact>;
+@group(0) @binding(4) var<storage, read_write> dirs: array<vec4<f32>>;
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -37,7 +37,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     if res.ok {
         d = res.d;
     }
-    let p = x[i].xyz;
-    d = d * obstacle_step_bound(p, d);
-    dirs[(P.u0 >> 4u) * arrayLength(&x) + i] = vec4<f32>(d, 0.0);
+    let nv = arrayLength(&hbar);
+    d = d * contact_step_bound(i, arrayLength(&contacts) / nv, d);
+    dirs[(P.u0 >> 4u) * nv + i] = vec4<f32>(d, 0.0);
 }

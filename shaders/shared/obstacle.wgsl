@@ -1,8 +1,10 @@
-// Static obstacles (half-space, box, sphere), their signed distance with derivatives, the time
-// of impact of a straight vertex move, and the IPC log-barrier — f32 mirrors of
-// src/problem/obstacle.rs. The CPU twin is src/gpu/twins/jgs2.rs (`obstacle_*`, `barrier`).
-// Records are `jello::gpu::GpuObstacle` (48 bytes); coordinates relative to the solver origin.
-// `obstacle_step_bound` loops over the kernel's `obstacles` binding.
+// Static obstacles (half-space, box, sphere) seen from one vertex: a `Contact` record holds only
+// obstacle-relative quantities (`jello::gpu::GpuContact`, 32 bytes), computed in f64 on the host
+// at the step's start and advanced with every position update (`contact_advance`), so distances
+// of 1e-7 m keep f32 relative precision. From it: the signed distance with derivatives, the time
+// of impact of a straight move, and the IPC log-barrier — mirrors of src/problem/obstacle.rs.
+// CPU twin: src/gpu/twins/jgs2.rs. `contact_step_bound` reads the kernel's `contacts` binding
+// (record o of vertex v at v·nc + o).
 #import mat3
 
 const OBSTACLE_HALF_SPACE: u32 = 0u;
@@ -10,14 +12,10 @@ const OBSTACLE_BOX: u32 = 1u;
 const OBSTACLE_SPHERE: u32 = 2u;
 const OBSTACLE_NONE: u32 = 0xffffffffu;
 
-struct Obstacle {
-    kind: u32,
-    pad0: u32,
-    pad1: u32,
-    pad2: u32,
-    // Half-space: unit normal, w = offset. Box: min. Sphere: centre, w = radius.
+struct Contact {
+    // Half-space: unit normal, w = d. Sphere: x − centre, w = d. Box: x − min.
     a: vec4<f32>,
-    // Box: max.
+    // Sphere: x = radius. Box: xyz = max − x. w: the kind's bits.
     b: vec4<f32>,
 }
 
@@ -30,37 +28,47 @@ struct DistanceEval {
     hess: mat3x3<f32>,
 }
 
-fn obstacle_distance(o: Obstacle, x: vec3<f32>) -> DistanceEval {
+fn contact_kind(c: Contact) -> u32 {
+    return bitcast<u32>(c.b.w);
+}
+
+fn contact_distance(c: Contact) -> DistanceEval {
     var r: DistanceEval;
+    r.d = 0.0;
+    r.grad = vec3<f32>(0.0);
     r.hess = mat3_zero();
-    if o.kind == OBSTACLE_HALF_SPACE {
-        r.d = dot(o.a.xyz, x) - o.a.w;
-        r.grad = o.a.xyz;
-    } else if o.kind == OBSTACLE_SPHERE {
-        let q = x - o.a.xyz;
-        let len = max(length(q), 1e-30);
-        let n = q / len;
-        r.d = len - o.a.w;
+    let kind = contact_kind(c);
+    if kind == OBSTACLE_HALF_SPACE {
+        r.d = c.a.w;
+        r.grad = c.a.xyz;
+    } else if kind == OBSTACLE_SPHERE {
+        let len = max(length(c.a.xyz), 1e-30);
+        let n = c.a.xyz / len;
+        r.d = c.a.w;
         r.grad = n;
         r.hess = (mat3_identity() - outer_vv(n, n)) * (1.0 / len);
-    } else {
-        let lo = o.a.xyz;
-        let hi = o.b.xyz;
-        let closest = clamp(x, lo, hi);
-        let q = x - closest;
+    } else if kind == OBSTACLE_BOX {
+        let ql = c.a.xyz;
+        let qh = c.b.xyz;
+        // x − clamp(x, min, max), per coordinate from the offsets to the faces.
+        var q = vec3<f32>(0.0);
+        var clamped = 0u;
+        for (var k = 0u; k < 3u; k++) {
+            if ql[k] < 0.0 {
+                q[k] = ql[k];
+                clamped++;
+            } else if qh[k] < 0.0 {
+                q[k] = -qh[k];
+                clamped++;
+            }
+        }
         let len = length(q);
         if len > 0.0 {
             let n = q / len;
-            var clamped = 0u;
-            for (var k = 0u; k < 3u; k++) {
-                if x[k] < lo[k] || x[k] > hi[k] {
-                    clamped++;
-                }
-            }
             if clamped > 1u {
                 var p = mat3_identity() - outer_vv(n, n);
                 for (var k = 0u; k < 3u; k++) {
-                    if x[k] >= lo[k] && x[k] <= hi[k] {
+                    if ql[k] >= 0.0 && qh[k] >= 0.0 {
                         // Free coordinate: the distance does not change along it.
                         for (var j = 0u; j < 3u; j++) {
                             p[j][k] = 0.0;
@@ -77,15 +85,13 @@ fn obstacle_distance(o: Obstacle, x: vec3<f32>) -> DistanceEval {
             var best = bitcast<f32>(0x7f800000u);
             var g = vec3<f32>(0.0);
             for (var k = 0u; k < 3u; k++) {
-                let dl = x[k] - lo[k];
-                let dh = hi[k] - x[k];
-                if dl < best {
-                    best = dl;
+                if ql[k] < best {
+                    best = ql[k];
                     g = vec3<f32>(0.0);
                     g[k] = -1.0;
                 }
-                if dh < best {
-                    best = dh;
+                if qh[k] < best {
+                    best = qh[k];
                     g = vec3<f32>(0.0);
                     g[k] = 1.0;
                 }
@@ -98,20 +104,20 @@ fn obstacle_distance(o: Obstacle, x: vec3<f32>) -> DistanceEval {
 }
 
 // The largest t ∈ [0, 1] such that x + s·dx, s ∈ [0, t), stays outside (1: never enters).
-fn obstacle_toi(o: Obstacle, x: vec3<f32>, dx: vec3<f32>) -> f32 {
-    if o.kind == OBSTACLE_HALF_SPACE {
-        let d = dot(o.a.xyz, x) - o.a.w;
-        let v = dot(o.a.xyz, dx);
+fn contact_toi(c: Contact, dx: vec3<f32>) -> f32 {
+    let kind = contact_kind(c);
+    if kind == OBSTACLE_HALF_SPACE {
+        let v = dot(c.a.xyz, dx);
         if v < 0.0 {
-            return clamp(d / -v, 0.0, 1.0);
+            return clamp(c.a.w / -v, 0.0, 1.0);
         }
         return 1.0;
     }
-    if o.kind == OBSTACLE_SPHERE {
-        let q = x - o.a.xyz;
+    if kind == OBSTACLE_SPHERE {
+        // |p + t dx|² = R²: a t² + 2 b t + c0 = 0 with c0 = |p|² − R² = d (d + 2R).
         let a = dot(dx, dx);
-        let b = dot(q, dx);
-        let c0 = dot(q, q) - o.a.w * o.a.w;
+        let b = dot(c.a.xyz, dx);
+        let c0 = c.a.w * (c.a.w + 2.0 * c.b.x);
         if a == 0.0 || b >= 0.0 {
             return 1.0;
         }
@@ -121,17 +127,17 @@ fn obstacle_toi(o: Obstacle, x: vec3<f32>, dx: vec3<f32>) -> f32 {
         }
         return clamp((-b - sqrt(disc)) / a, 0.0, 1.0);
     }
-    if o.kind == OBSTACLE_BOX {
+    if kind == OBSTACLE_BOX {
         var t_enter = 0.0;
         var t_exit = 1.0;
         for (var k = 0u; k < 3u; k++) {
             if dx[k] == 0.0 {
-                if x[k] < o.a[k] || x[k] > o.b[k] {
+                if c.a[k] < 0.0 || c.b[k] < 0.0 {
                     return 1.0;
                 }
             } else {
-                let t0 = (o.a[k] - x[k]) / dx[k];
-                let t1 = (o.b[k] - x[k]) / dx[k];
+                let t0 = -c.a[k] / dx[k];
+                let t1 = c.b[k] / dx[k];
                 t_enter = max(t_enter, min(t0, t1));
                 t_exit = min(t_exit, max(t0, t1));
             }
@@ -144,15 +150,38 @@ fn obstacle_toi(o: Obstacle, x: vec3<f32>, dx: vec3<f32>) -> f32 {
     return 1.0;
 }
 
-// Step fraction that keeps x + α·dx outside every obstacle: min(1, 0.9 × first time of impact).
-fn obstacle_step_bound(x: vec3<f32>, dx: vec3<f32>) -> f32 {
+// The record after the vertex moves by dx.
+fn contact_advance(c: Contact, dx: vec3<f32>) -> Contact {
+    var r = c;
+    let kind = contact_kind(c);
+    if kind == OBSTACLE_HALF_SPACE {
+        r.a.w = c.a.w + dot(c.a.xyz, dx);
+    } else if kind == OBSTACLE_SPHERE {
+        // |p + dx| − |p| = (2p·dx + dx·dx) / (|p + dx| + |p|), no cancellation.
+        let p = c.a.xyz;
+        let pn = p + dx;
+        let den = length(pn) + length(p);
+        if den > 0.0 {
+            r.a.w = c.a.w + (2.0 * dot(p, dx) + dot(dx, dx)) / den;
+        }
+        r.a = vec4<f32>(pn, r.a.w);
+    } else if kind == OBSTACLE_BOX {
+        r.a = vec4<f32>(c.a.xyz + dx, c.a.w);
+        r.b = vec4<f32>(c.b.xyz - dx, c.b.w);
+    }
+    return r;
+}
+
+// Step fraction that keeps vertex v's move dx outside every obstacle: min(1, 0.9 × first time
+// of impact); nc records per vertex.
+fn contact_step_bound(v: u32, nc: u32, dx: vec3<f32>) -> f32 {
     var alpha = 1.0;
-    for (var k = 0u; k < arrayLength(&obstacles); k++) {
-        let o = obstacles[k];
-        if o.kind == OBSTACLE_NONE {
+    for (var o = 0u; o < nc; o++) {
+        let c = contacts[v * nc + o];
+        if contact_kind(c) == OBSTACLE_NONE {
             continue;
         }
-        let toi = obstacle_toi(o, x, dx);
+        let toi = contact_toi(c, dx);
         if toi < 1.0 {
             alpha = min(alpha, 0.9 * toi);
         }

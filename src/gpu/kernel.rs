@@ -3,7 +3,7 @@
 //! the twin's argument order; a test checks the table against naga's reflection of the shader.
 
 use super::layout::{
-    ElemParams, GpuLocalSystem, GpuMat3, GpuObstacle, GpuTet, GpuTreeNode, GpuVec4, GpuVertexInfo,
+    ElemParams, GpuContact, GpuLocalSystem, GpuMat3, GpuTet, GpuTreeNode, GpuVec4, GpuVertexInfo,
     Params,
 };
 use super::shaders;
@@ -182,7 +182,7 @@ const V4: usize = size_of::<GpuVec4>();
 const M3: usize = size_of::<GpuMat3>();
 const T4: usize = size_of::<GpuTet>();
 const EP: usize = size_of::<ElemParams>();
-const OB: usize = size_of::<GpuObstacle>();
+const CT: usize = size_of::<GpuContact>();
 const VI: usize = size_of::<GpuVertexInfo>();
 const LS: usize = size_of::<GpuLocalSystem>();
 const TN: usize = size_of::<GpuTreeNode>();
@@ -352,7 +352,7 @@ pub static KERNELS: [KernelDesc; 23] = [
             b("x", R, V4, Len::PerItem(1)),
             b("x_tilde", R, V4, Len::PerItem(1)),
             b("vinfo", R, VI, Len::PerItem(1)),
-            b("obstacles", R, OB, Len::Any),
+            b("contacts", R, CT, Len::PerItem(1)),
             b("g", W, V4, Len::PerItem(1)),
             b("venergy", W, F, Len::PerItem(1)),
             b("hbar", W, M3, Len::PerItem(1)),
@@ -468,12 +468,11 @@ pub static KERNELS: [KernelDesc; 23] = [
             b("lists", R, U, Len::Any),
             b("sys", R, LS, Len::Any),
             b("hbar", R, M3, Len::Any),
-            b("x", R, V4, Len::Any),
-            b("obstacles", R, OB, Len::Any),
+            b("contacts", R, CT, Len::Any),
             b("dirs", W, V4, Len::Any),
         ],
         items_per_group: 64,
-        cpu: |p, b| twins::vertex_solve(p, b.ro(0), b.ro(1), b.ro(2), b.ro(3), b.ro(4), b.rw(5)),
+        cpu: |p, b| twins::vertex_solve(p, b.ro(0), b.ro(1), b.ro(2), b.ro(3), b.rw(4)),
     },
     KernelDesc {
         kernel: Kernel::HessVec,
@@ -520,13 +519,12 @@ pub static KERNELS: [KernelDesc; 23] = [
         name: "jgs2_combine",
         bindings: &[
             b("dirs", R, V4, Len::PerItem(3)),
-            b("x", R, V4, Len::PerItem(1)),
-            b("obstacles", R, OB, Len::Any),
+            b("contacts", R, CT, Len::PerItem(1)),
             b("step", W, V4, Len::PerItem(1)),
             b("bound", W, F, Len::PerItem(1)),
         ],
         items_per_group: 64,
-        cpu: |p, b| twins::jgs2_combine(p, b.ro(0), b.ro(1), b.ro(2), b.rw(3), b.rw(4)),
+        cpu: |p, b| twins::jgs2_combine(p, b.ro(0), b.ro(1), b.rw(2), b.rw(3)),
     },
     KernelDesc {
         kernel: Kernel::Jgs2Trial,
@@ -535,12 +533,26 @@ pub static KERNELS: [KernelDesc; 23] = [
             b("x", R, V4, Len::PerItem(1)),
             b("step", R, V4, Len::PerItem(1)),
             b("scal", R, F, Len::Any),
+            b("contacts", R, CT, Len::PerItem(1)),
             b("x_new", W, V4, Len::PerItem(1)),
+            b("contacts_new", W, CT, Len::PerItem(1)),
             b("dirs", W, V4, Len::PerItem(3)),
             b("dxn", W, F, Len::PerItem(1)),
         ],
         items_per_group: 64,
-        cpu: |p, b| twins::jgs2_trial(p, b.ro(0), b.ro(1), b.ro(2), b.rw(3), b.rw(4), b.rw(5)),
+        cpu: |p, b| {
+            twins::jgs2_trial(
+                p,
+                b.ro(0),
+                b.ro(1),
+                b.ro(2),
+                b.ro(3),
+                b.rw(4),
+                b.rw(5),
+                b.rw(6),
+                b.rw(7),
+            )
+        },
     },
     KernelDesc {
         kernel: Kernel::Jgs2Apply,
@@ -549,10 +561,11 @@ pub static KERNELS: [KernelDesc; 23] = [
             b("lists", R, U, Len::Any),
             b("dirs", R, V4, Len::Any),
             b("x", W, V4, Len::Any),
+            b("contacts", W, CT, Len::Any),
             b("dxn", W, F, Len::Any),
         ],
         items_per_group: 64,
-        cpu: |p, b| twins::jgs2_apply(p, b.ro(0), b.ro(1), b.rw(2), b.rw(3)),
+        cpu: |p, b| twins::jgs2_apply(p, b.ro(0), b.ro(1), b.rw(2), b.rw(3), b.rw(4)),
     },
 ];
 

@@ -107,25 +107,26 @@ impl Params {
     }
 }
 
-/// A static obstacle record of the JGS2/VBD kernels (WGSL `Obstacle`, 48 bytes), coordinates
-/// relative to the solver's origin. `kind`: [`GpuObstacle::HALF_SPACE`] (`a.xyz` unit normal,
-/// `a.w` offset), [`GpuObstacle::BOX`] (`a.xyz` min, `b.xyz` max), [`GpuObstacle::SPHERE`]
-/// (`a.xyz` centre, `a.w` radius) or [`GpuObstacle::NONE`] (ignored; the placeholder record of a
-/// scene without obstacles, since bindings cannot be empty).
+/// One vertex's state relative to one static obstacle (WGSL `Contact`, 32 bytes), the JGS2/VBD
+/// kernels' obstacle representation. It holds only quantities relative to the obstacle —
+/// computed in f64 on the host at the step's start and advanced by each position update on the
+/// device — so a vertex 1e-7 m above the ground keeps its distance to f32 *relative* precision
+/// (positions relative to the body's centroid resolve only ~1e-8 m there). The kind is
+/// `b[3]`'s bits:
+/// * [`GpuContact::HALF_SPACE`]: `a.xyz` unit normal, `a.w` signed distance d;
+/// * [`GpuContact::SPHERE`]: `a.xyz` = x − centre, `a.w` = d, `b.x` radius;
+/// * [`GpuContact::BOX`]: `a.xyz` = x − min, `b.xyz` = max − x;
+/// * [`GpuContact::NONE`]: ignored (the placeholder of a scene without obstacles).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
-pub struct GpuObstacle {
-    /// Obstacle kind.
-    pub kind: u32,
-    /// Padding (0).
-    pub pad: [u32; 3],
-    /// First parameter vector (see the type docs).
+pub struct GpuContact {
+    /// First vector (see the type docs).
     pub a: [f32; 4],
-    /// Second parameter vector (boxes only).
+    /// Second vector; `b[3]` holds the kind's bits.
     pub b: [f32; 4],
 }
 
-impl GpuObstacle {
+impl GpuContact {
     /// `normal·x < offset` is inside.
     pub const HALF_SPACE: u32 = 0;
     /// Solid axis-aligned box.
@@ -134,6 +135,51 @@ impl GpuObstacle {
     pub const SPHERE: u32 = 2;
     /// No obstacle (skipped by the kernels).
     pub const NONE: u32 = 0xffff_ffff;
+
+    /// The kind (`b[3]`'s bits).
+    pub fn kind(&self) -> u32 {
+        self.b[3].to_bits()
+    }
+
+    /// The placeholder record.
+    pub fn none() -> Self {
+        GpuContact {
+            a: [0.0; 4],
+            b: [0.0, 0.0, 0.0, f32::from_bits(Self::NONE)],
+        }
+    }
+
+    /// The record of a vertex at `x` (m) and obstacle `o`, computed in f64.
+    pub fn at(o: &crate::problem::Obstacle, x: [f64; 3]) -> Self {
+        use crate::problem::Obstacle;
+        let f = |v: [f64; 3], w: f64| [v[0] as f32, v[1] as f32, v[2] as f32, w as f32];
+        let sub = |a: [f64; 3], b: [f64; 3]| [a[0] - b[0], a[1] - b[1], a[2] - b[2]];
+        match o {
+            Obstacle::HalfSpace { normal, offset } => {
+                let d = normal[0] * x[0] + normal[1] * x[1] + normal[2] * x[2] - offset;
+                GpuContact {
+                    a: f(*normal, d),
+                    b: [0.0, 0.0, 0.0, f32::from_bits(Self::HALF_SPACE)],
+                }
+            }
+            Obstacle::Sphere { center, radius } => {
+                let p = sub(x, *center);
+                let len = (p[0] * p[0] + p[1] * p[1] + p[2] * p[2]).sqrt();
+                GpuContact {
+                    a: f(p, len - radius),
+                    b: [*radius as f32, 0.0, 0.0, f32::from_bits(Self::SPHERE)],
+                }
+            }
+            Obstacle::Box { min, max } => {
+                let mut b = f(sub(*max, x), 0.0);
+                b[3] = f32::from_bits(Self::BOX);
+                GpuContact {
+                    a: f(sub(x, *min), 0.0),
+                    b,
+                }
+            }
+        }
+    }
 }
 
 /// Per-vertex static data of the JGS2/VBD kernels (WGSL `VertexInfo`, 8 bytes).
@@ -171,6 +217,6 @@ const _: () = assert!(std::mem::size_of::<GpuTet>() == 16);
 const _: () = assert!(std::mem::size_of::<GpuMat3>() == 48);
 const _: () = assert!(std::mem::size_of::<ElemParams>() == 16);
 const _: () = assert!(std::mem::size_of::<Params>() == 32);
-const _: () = assert!(std::mem::size_of::<GpuObstacle>() == 48);
+const _: () = assert!(std::mem::size_of::<GpuContact>() == 32);
 const _: () = assert!(std::mem::size_of::<GpuVertexInfo>() == 8);
 const _: () = assert!(std::mem::size_of::<GpuLocalSystem>() == 128);

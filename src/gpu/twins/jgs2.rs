@@ -11,7 +11,7 @@ use super::element::elastic;
 use super::linalg;
 use super::{need, CHUNK};
 use crate::gpu::layout::{
-    ElemParams, GpuLocalSystem, GpuMat3, GpuObstacle, GpuTet, GpuTreeNode, GpuVec4, GpuVertexInfo,
+    ElemParams, GpuContact, GpuLocalSystem, GpuMat3, GpuTet, GpuTreeNode, GpuVec4, GpuVertexInfo,
     Params,
 };
 use crate::{JelloError, Result};
@@ -22,6 +22,8 @@ use rayon::prelude::*;
 pub const ZERO_BLOCK: u32 = u32::MAX;
 /// `jgs2_tree_sum`: the child id of a leaf node.
 pub const NO_CHILD: u32 = u32::MAX;
+/// `jgs2_rotation` flag (u0): keep the rotations, refresh only the rest-frame gradients.
+pub const ROTATION_KEEP: u32 = 1;
 /// Words per `jgs2_dots` block partial (13 used).
 pub const DOTS_STRIDE: usize = 16;
 
@@ -47,7 +49,7 @@ fn outer(a: Vec3, b: Vec3) -> Mat3 {
 
 // ---------------------------------------------------------------- obstacles (obstacle.wgsl)
 
-/// Signed distance with derivatives (mirror of WGSL `obstacle_distance`).
+/// Signed distance with derivatives (mirror of WGSL `DistanceEval`).
 #[derive(Clone, Copy, Debug)]
 pub struct DistanceEval {
     /// Signed distance, m.
@@ -58,108 +60,117 @@ pub struct DistanceEval {
     pub hess: Mat3,
 }
 
-/// Mirror of WGSL `obstacle_distance`.
-pub fn obstacle_distance(o: &GpuObstacle, x: Vec3) -> DistanceEval {
-    let a = Vec3::new(o.a[0], o.a[1], o.a[2]);
+fn xyz(a: &[f32; 4]) -> Vec3 {
+    Vec3::new(a[0], a[1], a[2])
+}
+
+/// Mirror of WGSL `contact_distance`.
+pub fn contact_distance(c: &GpuContact) -> DistanceEval {
     let mut r = DistanceEval {
         d: 0.0,
         grad: Vec3::ZERO,
         hess: Mat3::ZERO,
     };
-    if o.kind == GpuObstacle::HALF_SPACE {
-        r.d = a.dot(x) - o.a[3];
-        r.grad = a;
-    } else if o.kind == GpuObstacle::SPHERE {
-        let q = x - a;
-        let len = q.length().max(1e-30);
-        let n = q / len;
-        r.d = len - o.a[3];
-        r.grad = n;
-        r.hess = (Mat3::IDENTITY - outer(n, n)) * (1.0 / len);
-    } else {
-        let lo = a;
-        let hi = Vec3::new(o.b[0], o.b[1], o.b[2]);
-        let closest = x.clamp(lo, hi);
-        let q = x - closest;
-        let len = q.length();
-        if len > 0.0 {
-            let n = q / len;
-            let clamped = (0..3).filter(|&k| x[k] < lo[k] || x[k] > hi[k]).count();
-            if clamped > 1 {
-                let mut p = Mat3::IDENTITY - outer(n, n);
-                for k in 0..3 {
-                    if x[k] >= lo[k] && x[k] <= hi[k] {
-                        for j in 0..3 {
-                            p.col_mut(j)[k] = 0.0;
-                            p.col_mut(k)[j] = 0.0;
+    match c.kind() {
+        GpuContact::HALF_SPACE => {
+            r.d = c.a[3];
+            r.grad = xyz(&c.a);
+        }
+        GpuContact::SPHERE => {
+            let len = xyz(&c.a).length().max(1e-30);
+            let n = xyz(&c.a) / len;
+            r.d = c.a[3];
+            r.grad = n;
+            r.hess = (Mat3::IDENTITY - outer(n, n)) * (1.0 / len);
+        }
+        GpuContact::BOX => {
+            let (ql, qh) = (xyz(&c.a), xyz(&c.b));
+            let mut q = Vec3::ZERO;
+            let mut clamped = 0;
+            for k in 0..3 {
+                if ql[k] < 0.0 {
+                    q[k] = ql[k];
+                    clamped += 1;
+                } else if qh[k] < 0.0 {
+                    q[k] = -qh[k];
+                    clamped += 1;
+                }
+            }
+            let len = q.length();
+            if len > 0.0 {
+                let n = q / len;
+                if clamped > 1 {
+                    let mut p = Mat3::IDENTITY - outer(n, n);
+                    for k in 0..3 {
+                        if ql[k] >= 0.0 && qh[k] >= 0.0 {
+                            for j in 0..3 {
+                                p.col_mut(j)[k] = 0.0;
+                                p.col_mut(k)[j] = 0.0;
+                            }
                         }
                     }
+                    r.hess = p * (1.0 / len);
                 }
-                r.hess = p * (1.0 / len);
+                r.d = len;
+                r.grad = n;
+            } else {
+                let mut best = f32::INFINITY;
+                let mut g = Vec3::ZERO;
+                for k in 0..3 {
+                    if ql[k] < best {
+                        best = ql[k];
+                        g = Vec3::ZERO;
+                        g[k] = -1.0;
+                    }
+                    if qh[k] < best {
+                        best = qh[k];
+                        g = Vec3::ZERO;
+                        g[k] = 1.0;
+                    }
+                }
+                r.d = -best;
+                r.grad = g;
             }
-            r.d = len;
-            r.grad = n;
-        } else {
-            let mut best = f32::INFINITY;
-            let mut g = Vec3::ZERO;
-            for k in 0..3 {
-                let dl = x[k] - lo[k];
-                let dh = hi[k] - x[k];
-                if dl < best {
-                    best = dl;
-                    g = Vec3::ZERO;
-                    g[k] = -1.0;
-                }
-                if dh < best {
-                    best = dh;
-                    g = Vec3::ZERO;
-                    g[k] = 1.0;
-                }
-            }
-            r.d = -best;
-            r.grad = g;
         }
+        _ => {}
     }
     r
 }
 
-/// Mirror of WGSL `obstacle_toi`.
-pub fn obstacle_toi(o: &GpuObstacle, x: Vec3, dx: Vec3) -> f32 {
-    let a = Vec3::new(o.a[0], o.a[1], o.a[2]);
-    match o.kind {
-        GpuObstacle::HALF_SPACE => {
-            let d = a.dot(x) - o.a[3];
-            let v = a.dot(dx);
+/// Mirror of WGSL `contact_toi`.
+pub fn contact_toi(c: &GpuContact, dx: Vec3) -> f32 {
+    match c.kind() {
+        GpuContact::HALF_SPACE => {
+            let v = xyz(&c.a).dot(dx);
             if v < 0.0 {
-                (d / -v).clamp(0.0, 1.0)
+                (c.a[3] / -v).clamp(0.0, 1.0)
             } else {
                 1.0
             }
         }
-        GpuObstacle::SPHERE => {
-            let q = x - a;
-            let aa = dx.dot(dx);
-            let b = q.dot(dx);
-            let c0 = q.dot(q) - o.a[3] * o.a[3];
-            if aa == 0.0 || b >= 0.0 {
+        GpuContact::SPHERE => {
+            let a = dx.dot(dx);
+            let b = xyz(&c.a).dot(dx);
+            let c0 = c.a[3] * (c.a[3] + 2.0 * c.b[0]);
+            if a == 0.0 || b >= 0.0 {
                 return 1.0;
             }
-            let disc = b * b - aa * c0;
+            let disc = b * b - a * c0;
             if disc < 0.0 {
                 return 1.0;
             }
-            ((-b - disc.sqrt()) / aa).clamp(0.0, 1.0)
+            ((-b - disc.sqrt()) / a).clamp(0.0, 1.0)
         }
-        GpuObstacle::BOX => {
+        GpuContact::BOX => {
             let (mut t_enter, mut t_exit) = (0.0f32, 1.0f32);
             for k in 0..3 {
                 if dx[k] == 0.0 {
-                    if x[k] < o.a[k] || x[k] > o.b[k] {
+                    if c.a[k] < 0.0 || c.b[k] < 0.0 {
                         return 1.0;
                     }
                 } else {
-                    let t0 = (o.a[k] - x[k]) / dx[k];
-                    let t1 = (o.b[k] - x[k]) / dx[k];
+                    let t0 = -c.a[k] / dx[k];
+                    let t1 = c.b[k] / dx[k];
                     t_enter = t_enter.max(t0.min(t1));
                     t_exit = t_exit.min(t0.max(t1));
                 }
@@ -174,11 +185,36 @@ pub fn obstacle_toi(o: &GpuObstacle, x: Vec3, dx: Vec3) -> f32 {
     }
 }
 
-/// Mirror of WGSL `obstacle_step_bound`: min(1, 0.9 × first time of impact).
-pub fn obstacle_step_bound(obstacles: &[GpuObstacle], x: Vec3, dx: Vec3) -> f32 {
+/// Mirror of WGSL `contact_advance`: the record after the vertex moves by `dx`.
+pub fn contact_advance(c: &GpuContact, dx: Vec3) -> GpuContact {
+    let mut r = *c;
+    match c.kind() {
+        GpuContact::HALF_SPACE => r.a[3] = c.a[3] + xyz(&c.a).dot(dx),
+        GpuContact::SPHERE => {
+            let p = xyz(&c.a);
+            let pn = p + dx;
+            let den = pn.length() + p.length();
+            if den > 0.0 {
+                r.a[3] = c.a[3] + (2.0 * p.dot(dx) + dx.dot(dx)) / den;
+            }
+            r.a = [pn.x, pn.y, pn.z, r.a[3]];
+        }
+        GpuContact::BOX => {
+            let (a, b) = (xyz(&c.a) + dx, xyz(&c.b) - dx);
+            r.a = [a.x, a.y, a.z, c.a[3]];
+            r.b = [b.x, b.y, b.z, c.b[3]];
+        }
+        _ => {}
+    }
+    r
+}
+
+/// Mirror of WGSL `contact_step_bound` for one vertex's records: min(1, 0.9 × first time of
+/// impact).
+pub fn contact_step_bound(records: &[GpuContact], dx: Vec3) -> f32 {
     let mut alpha = 1.0f32;
-    for o in obstacles.iter().filter(|o| o.kind != GpuObstacle::NONE) {
-        let toi = obstacle_toi(o, x, dx);
+    for c in records.iter().filter(|c| c.kind() != GpuContact::NONE) {
+        let toi = contact_toi(c, dx);
         if toi < 1.0 {
             alpha = alpha.min(0.9 * toi);
         }
@@ -203,16 +239,29 @@ pub fn barrier(d: f32, dhat: f32) -> Vec3 {
     )
 }
 
-fn check_obstacles(o: &[GpuObstacle]) -> Result<()> {
-    if let Some(k) = o.iter().position(|o| {
+/// Records per vertex: `contacts.len() / nv`, which must divide evenly and be ≥ 1.
+fn per_vertex(contacts: &[GpuContact], nv: usize, what: &str) -> Result<usize> {
+    if nv == 0 {
+        return Ok(0);
+    }
+    let nc = contacts.len() / nv;
+    if nc == 0 || nc * nv != contacts.len() {
+        return Err(invalid(format!(
+            "{what}: {} contact records for {nv} vertices",
+            contacts.len()
+        )));
+    }
+    if let Some(k) = contacts.iter().position(|c| {
         !matches!(
-            o.kind,
-            GpuObstacle::HALF_SPACE | GpuObstacle::BOX | GpuObstacle::SPHERE | GpuObstacle::NONE
+            c.kind(),
+            GpuContact::HALF_SPACE | GpuContact::BOX | GpuContact::SPHERE | GpuContact::NONE
         )
     }) {
-        return Err(invalid(format!("obstacle {k} has an unknown kind")));
+        return Err(invalid(format!(
+            "{what}: contact record {k} has an unknown kind"
+        )));
     }
-    Ok(())
+    Ok(nc)
 }
 
 // ---------------------------------------------------------------- 3×3 solve (jgs2.wgsl)
@@ -305,7 +354,7 @@ pub fn jgs2_vertex_terms(
     x: &[GpuVec4],
     x_tilde: &[GpuVec4],
     vinfo: &[GpuVertexInfo],
-    obstacles: &[GpuObstacle],
+    contacts: &[GpuContact],
     g: &mut [GpuVec4],
     venergy: &mut [f32],
     hbar: &mut [GpuMat3],
@@ -321,7 +370,7 @@ pub fn jgs2_vertex_terms(
     ] {
         need(len, n, &format!("jgs2_vertex_terms {what}"))?;
     }
-    check_obstacles(obstacles)?;
+    let nc = per_vertex(contacts, n, "jgs2_vertex_terms contacts")?;
     let (ih2, kappa, dhat) = (p.f0, p.f1, p.f2);
     g[..n]
         .par_iter_mut()
@@ -338,8 +387,11 @@ pub fn jgs2_vertex_terms(
             let wv = kappa * info.mass * ih2;
             let mut gb = Vec3::ZERO;
             let mut hb = Mat3::ZERO;
-            for o in obstacles.iter().filter(|o| o.kind != GpuObstacle::NONE) {
-                let de = obstacle_distance(o, pos);
+            for c in contacts[v * nc..v * nc + nc]
+                .iter()
+                .filter(|c| c.kind() != GpuContact::NONE)
+            {
+                let de = contact_distance(c);
                 if de.d < dhat {
                     let b = barrier(de.d, dhat);
                     e += wv * b.x;
@@ -362,7 +414,7 @@ pub fn jgs2_vertex_terms(
 }
 
 /// Twin of `jgs2_rotation.wgsl`: per-vertex rotations R_v = polar(volume-weighted mean F) and
-/// rest-frame gradients `frame[v] = R_vᵀ g_v`.
+/// rest-frame gradients `frame[v] = R_vᵀ g_v` (u0 & [`ROTATION_KEEP`]: rotations kept).
 #[allow(clippy::too_many_arguments)]
 pub fn jgs2_rotation(
     p: &Params,
@@ -393,6 +445,10 @@ pub fn jgs2_rotation(
         .enumerate()
         .with_min_len(CHUNK)
         .for_each(|(v, (rv, fv))| {
+            if p.u0 & ROTATION_KEEP != 0 {
+                *fv = v4(rv.to_glam().transpose() * v3(&g[v]));
+                return;
+            }
             let mut fs = Mat3::ZERO;
             let mut w = 0.0f32;
             for &e in &csr_tets[offsets[v] as usize..offsets[v + 1] as usize] {
@@ -668,20 +724,18 @@ pub const SOLVE_PRIMARY: u32 = 1;
 pub const SOLVE_FALLBACK: u32 = 2;
 
 /// Twin of `vertex_solve.wgsl`: per listed vertex the Cholesky solve (with fallback per mode),
-/// the obstacle filter, written to `dirs[(u0 >> 4)·nv + i]`, nv = `x.len()`.
+/// the obstacle filter, written to `dirs[(u0 >> 4)·nv + i]`, nv = `hbar.len()`.
 pub fn vertex_solve(
     p: &Params,
     lists: &[u32],
     sys: &[GpuLocalSystem],
     hbar: &[GpuMat3],
-    x: &[GpuVec4],
-    obstacles: &[GpuObstacle],
+    contacts: &[GpuContact],
     dirs: &mut [GpuVec4],
 ) -> Result<()> {
-    let nv = x.len();
+    let nv = hbar.len();
     need(sys.len(), nv, "vertex_solve sys")?;
-    need(hbar.len(), nv, "vertex_solve hbar")?;
-    check_obstacles(obstacles)?;
+    let nc = per_vertex(contacts, nv, "vertex_solve contacts")?;
     let slot = (p.u0 >> 4) as usize;
     need(dirs.len(), (slot + 1) * nv, "vertex_solve dirs")?;
     let list = listed(p, lists, nv, "vertex_solve lists")?;
@@ -701,7 +755,7 @@ pub fn vertex_solve(
                 res = chol_solve3(s.a_fallback.to_glam() + hb, v3(&s.r_fallback));
             }
             let d = res.unwrap_or(Vec3::ZERO);
-            v4(d * obstacle_step_bound(obstacles, v3(&x[i]), d))
+            v4(d * contact_step_bound(&contacts[i * nc..i * nc + nc], d))
         })
         .collect();
     for (&i, d) in list.iter().zip(out) {
@@ -835,17 +889,15 @@ pub fn jgs2_dots(
 pub fn jgs2_combine(
     p: &Params,
     dirs: &[GpuVec4],
-    x: &[GpuVec4],
-    obstacles: &[GpuObstacle],
+    contacts: &[GpuContact],
     step: &mut [GpuVec4],
     bound: &mut [f32],
 ) -> Result<()> {
     let n = p.n as usize;
     need(dirs.len(), 3 * n, "jgs2_combine dirs")?;
-    need(x.len(), n, "jgs2_combine x")?;
     need(step.len(), n, "jgs2_combine step")?;
     need(bound.len(), n, "jgs2_combine bound")?;
-    check_obstacles(obstacles)?;
+    let nc = per_vertex(contacts, n, "jgs2_combine contacts")?;
     step[..n]
         .par_iter_mut()
         .zip(bound[..n].par_iter_mut())
@@ -856,21 +908,24 @@ pub fn jgs2_combine(
             *sv = v4(s);
             let mut alpha = 1.0f32;
             if s != Vec3::ZERO {
-                alpha = obstacle_step_bound(obstacles, v3(&x[v]), s);
+                alpha = contact_step_bound(&contacts[v * nc..v * nc + nc], s);
             }
             *bv = 1.0 - alpha;
         });
     Ok(())
 }
 
-/// Twin of `jgs2_trial.wgsl`: `x_new = x + a·step`, `dirs[2n + v] = a·step`, `dxn = |a·step|`,
-/// a = f0·(1 − scal[u1]).
+/// Twin of `jgs2_trial.wgsl`: `x_new = x + a·step`, contacts advanced by a·step,
+/// `dirs[2n + v] = a·step`, `dxn = |a·step|`, a = f0·(1 − scal[u1]).
+#[allow(clippy::too_many_arguments)]
 pub fn jgs2_trial(
     p: &Params,
     x: &[GpuVec4],
     step: &[GpuVec4],
     scal: &[f32],
+    contacts: &[GpuContact],
     x_new: &mut [GpuVec4],
+    contacts_new: &mut [GpuContact],
     dirs: &mut [GpuVec4],
     dxn: &mut [f32],
 ) -> Result<()> {
@@ -881,42 +936,52 @@ pub fn jgs2_trial(
     need(x_new.len(), n, "jgs2_trial x_new")?;
     need(dirs.len(), 3 * n, "jgs2_trial dirs")?;
     need(dxn.len(), n, "jgs2_trial dxn")?;
+    let nc = per_vertex(contacts, n, "jgs2_trial contacts")?;
+    need(contacts_new.len(), nc * n, "jgs2_trial contacts_new")?;
     let a = p.f0 * (1.0 - scal[p.u1 as usize]);
     x_new[..n]
         .par_iter_mut()
         .zip(dirs[2 * n..3 * n].par_iter_mut())
         .zip(dxn[..n].par_iter_mut())
+        .zip(contacts_new[..nc * n].par_chunks_mut(nc.max(1)))
         .enumerate()
         .with_min_len(CHUNK)
-        .for_each(|(v, ((xn, dv), dx))| {
+        .for_each(|(v, (((xn, dv), dx), cn))| {
             let s = v3(&step[v]) * a;
             *xn = v4(v3(&x[v]) + s);
+            for (o, c) in cn.iter_mut().enumerate() {
+                *c = contact_advance(&contacts[v * nc + o], s);
+            }
             *dv = v4(s);
             *dx = s.length();
         });
     Ok(())
 }
 
-/// Twin of `jgs2_apply.wgsl`: `x[i] += f0·dirs[i]`, `dxn[i] = f1·|dirs[i]|` for listed i.
+/// Twin of `jgs2_apply.wgsl`: `x[i] += f0·dirs[i]` (contacts advanced alike),
+/// `dxn[i] = f1·|dirs[i]|` for listed i.
 pub fn jgs2_apply(
     p: &Params,
     lists: &[u32],
     dirs: &[GpuVec4],
     x: &mut [GpuVec4],
+    contacts: &mut [GpuContact],
     dxn: &mut [f32],
 ) -> Result<()> {
-    let nv = x.len().min(dxn.len()).min(dirs.len());
+    let nv = x.len();
+    need(dxn.len(), nv, "jgs2_apply dxn")?;
+    need(dirs.len(), nv, "jgs2_apply dirs")?;
+    let nc = per_vertex(contacts, nv, "jgs2_apply contacts")?;
     let list = listed(p, lists, nv, "jgs2_apply lists")?;
     for &i in list {
         let i = i as usize;
         let d = v3(&dirs[i]);
         let pos = x[i];
-        x[i] = [
-            pos[0] + p.f0 * d.x,
-            pos[1] + p.f0 * d.y,
-            pos[2] + p.f0 * d.z,
-            pos[3],
-        ];
+        let s = p.f0 * d;
+        x[i] = [pos[0] + s.x, pos[1] + s.y, pos[2] + s.z, pos[3]];
+        for c in &mut contacts[i * nc..i * nc + nc] {
+            *c = contact_advance(c, s);
+        }
         dxn[i] = p.f1 * d.length();
     }
     Ok(())

@@ -23,10 +23,12 @@
 //! barriers act on the vertex's own 3×3 system, with a per-vertex step filter so no vertex
 //! crosses an obstacle.
 
+mod device;
 mod local;
 mod solver;
 mod subspace;
 
+pub use device::DeviceJgs2;
 pub use local::{
     barrier_hessian, element_pass, hess_vec, jgs2_system, local_system, rest_frame_gradients,
     rotations, vbd_system, vertex_gradient, ElementCache, GradTerm, HessTerm,
