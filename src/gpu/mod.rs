@@ -56,7 +56,10 @@ pub use csr::VertexCsr;
 pub use device::{Buf, BufferId, Device, Plan, ReduceOp};
 pub use evaluator::{ElasticEvaluator, ElasticRest, EvalFlags, Evaluation};
 pub use kernel::Kernel;
-pub use layout::{ElemParams, GpuMat3, GpuTet, GpuVec4, Params};
+pub use layout::{
+    ElemParams, GpuContact, GpuLocalSystem, GpuMat3, GpuTet, GpuTreeNode, GpuVec4, GpuVertexInfo,
+    Params,
+};
 pub use wgpu_device::{GpuDevice, DEFAULT_READBACK_TIMEOUT};
 
 /// Material model ids understood by the `elastic` kernel (the `model` field of [`ElemParams`]).
