@@ -233,12 +233,6 @@ impl Jgs2Solver {
             }
             alpha *= 0.5;
         }
-        if std::env::var("JELLO_DEBUG_JGS2").is_ok() {
-            eprintln!(
-                "coef {coef:?} slope {slope:.3e} alpha {alpha:.3e} dirs {}",
-                dirs.len()
-            );
-        }
         for s in step.iter_mut() {
             *s *= alpha;
         }
