@@ -84,7 +84,7 @@ pub struct Jgs2Options {
     /// Vertices per leaf of the cluster tree; default 8.
     pub leaf_size: usize,
     /// Far-sample tolerance: a node is a far sample when `Ū_i`'s deviation from its mean over
-    /// the node is at most this × `‖Ū_i[i]‖_F`; default 0.1.
+    /// the node is at most this × `‖Ū_i[i]‖_F`; default 0.05.
     pub far_tolerance: f64,
     /// Cubature compression of the far samples: 0 (default) keeps every far node with weight
     /// 1; `k > 0` keeps at most `k` nodes with NNLS weights.
@@ -106,7 +106,7 @@ impl Default for Jgs2Options {
         Self {
             n_modes: 24,
             leaf_size: 8,
-            far_tolerance: 0.1,
+            far_tolerance: 0.05,
             max_samples: 0,
             candidates: 64,
             target_residual: 0.01,

@@ -390,7 +390,8 @@ impl StepSolver for Jgs2Solver {
                 StopRule::Cn { eps } => residual < eps,
                 StopRule::Dx { tol } => max_dx / self.extent < tol,
             };
-            if converged || iterations >= self.params.max_iterations {
+            // At least one iteration per step (see `StopRule`).
+            if (converged && iterations > 0) || iterations >= self.params.max_iterations {
                 break;
             }
             iterations += 1;
