@@ -81,7 +81,7 @@ pub struct Jgs2Input<'a> {
 pub struct Jgs2Options {
     /// Number of training poses (lowest eigenmodes); default 24.
     pub n_modes: usize,
-    /// Vertices per leaf of the cluster tree; default 32.
+    /// Vertices per leaf of the cluster tree; default 8.
     pub leaf_size: usize,
     /// Far-sample tolerance: a node is a far sample when `Ū_i`'s deviation from its mean over
     /// the node is at most this × `‖Ū_i[i]‖_F`; default 0.05.
@@ -105,7 +105,7 @@ impl Default for Jgs2Options {
     fn default() -> Self {
         Self {
             n_modes: 24,
-            leaf_size: 32,
+            leaf_size: 8,
             far_tolerance: 0.05,
             max_samples: 0,
             candidates: 64,

@@ -108,12 +108,14 @@ impl StepSolver for NewtonSolver {
         let mut converged;
         let mut iterations = 0;
         let mut last_dx_ratio = f64::INFINITY;
+        let start_converged = matches!(self.params.stop, StopRule::Cn { eps } if residual < eps);
         loop {
             converged = match self.params.stop {
                 StopRule::Cn { eps } => residual < eps,
                 StopRule::Dx { tol } => last_dx_ratio < tol,
             };
-            if converged || iterations >= self.params.max_iterations {
+            // At least one iteration per step (see `StopRule`).
+            if (converged && iterations > 0) || iterations >= self.params.max_iterations {
                 break;
             }
             iterations += 1;
@@ -142,7 +144,9 @@ impl StepSolver for NewtonSolver {
             let ls = backtracking(problem, elastic, x, &dx, energy, g_dot_dx, &mut x_new);
             timings.line_search_ms += ms(t0);
             if !ls.accepted {
-                // No decrease possible along the Newton direction: report, do not hide.
+                // No decrease possible along the Newton direction: report, do not hide — unless
+                // the start already met the rule and only round-off is left.
+                converged = iterations == 1 && start_converged;
                 break;
             }
             last_dx_ratio = max_vertex_norm(&dx) * ls.alpha / self.extent;

@@ -3,11 +3,17 @@
 use serde::{Deserialize, Serialize};
 
 /// When a solver stops iterating.
+///
+/// Every step takes at least one iteration before the rule is checked: when the loads are
+/// small against the stiffness (a stiff beam under its own weight) the start of a step can
+/// already be within the tolerance, and stopping there with no iteration every step would keep
+/// the body frozen instead of letting it sag. A first iteration that can make no progress
+/// (round-off) from a start that already meets the rule still counts as converged.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub enum StopRule {
     /// Characteristic gradient norm (see [`crate::problem::CharacteristicNorm`]): stop when the
-    /// residual ‖∇E_free‖ / (‖ℓ̃‖√(n_free/n)) < `eps` (default 1e-5). Every comparison with Newton
-    /// uses this rule.
+    /// residual ‖(∇E_v/c_v)_free‖ / (‖ℓ‖√(n_free/n)) < `eps` (default 1e-5). Every comparison
+    /// with Newton uses this rule.
     Cn {
         /// ε, dimensionless.
         eps: f64,

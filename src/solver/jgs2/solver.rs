@@ -233,12 +233,6 @@ impl Jgs2Solver {
             }
             alpha *= 0.5;
         }
-        if std::env::var("JELLO_DEBUG_JGS2").is_ok() {
-            eprintln!(
-                "coef {coef:?} slope {slope:.3e} alpha {alpha:.3e} dirs {}",
-                dirs.len()
-            );
-        }
         for s in step.iter_mut() {
             *s *= alpha;
         }
@@ -396,7 +390,8 @@ impl StepSolver for Jgs2Solver {
                 StopRule::Cn { eps } => residual < eps,
                 StopRule::Dx { tol } => max_dx / self.extent < tol,
             };
-            if converged || iterations >= self.params.max_iterations {
+            // At least one iteration per step (see `StopRule`).
+            if (converged && iterations > 0) || iterations >= self.params.max_iterations {
                 break;
             }
             iterations += 1;
