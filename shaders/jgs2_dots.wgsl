@@ -1,7 +1,7 @@
 // Block partial dot products for the JGS2 iteration over n vertices (1024 per block = 256
 // threads × 4, as reduce_sum), with u0 ≤ 3 directions d_p = dirs[p·n ..] and their Hessian
 // products hd_q = hd[q·n ..]:
-//   out[u1 + 16·blk + 0]          = Σ g·g
+//   out[u1 + 16·blk + 0]          = Σ |g_v|²·w_v²   (w = 1/c_v of the characteristic norm)
 //   out[u1 + 16·blk + 1 + p]      = Σ g·d_p
 //   out[u1 + 16·blk + 4 + 3p + q] = Σ d_p·hd_q
 // (entries 13..16 and those of absent directions are 0). Summed over blocks in f64 on the host.
@@ -10,7 +10,8 @@
 @group(0) @binding(0) var<storage, read> g: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> dirs: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> hd: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+@group(0) @binding(3) var<storage, read> weight: array<f32>;
+@group(0) @binding(4) var<storage, read_write> out: array<f32>;
 
 const WG: u32 = 256u;
 const ITEMS: u32 = 4u;
@@ -31,7 +32,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         let i = base + it * WG + lid.x;
         if i < n {
             let gi = g[i].xyz;
-            acc[0] += dot(gi, gi);
+            let w = weight[i];
+            acc[0] += dot(gi, gi) * w * w;
             for (var p = 0u; p < nd; p++) {
                 let dp = dirs[p * n + i].xyz;
                 acc[1u + p] += dot(gi, dp);

@@ -53,7 +53,7 @@ pub enum Kernel {
     VertexSolve,
     /// Hessian-vector products (up to 3 vectors) gathered per vertex.
     HessVec,
-    /// Block partial dot products of the safeguarded JGS2 iteration.
+    /// Block partial dot products of the safeguarded JGS2 iteration and the weighted ‖g‖².
     Jgs2Dots,
     /// Safeguarded step from the directions and per-vertex obstacle bounds.
     Jgs2Combine,
@@ -509,10 +509,11 @@ pub static KERNELS: [KernelDesc; 23] = [
             b("g", R, V4, Len::PerItem(1)),
             b("dirs", R, V4, Len::Any),
             b("hd", R, V4, Len::Any),
+            b("weight", R, F, Len::PerItem(1)),
             b("out", W, F, Len::Any),
         ],
         items_per_group: twins::REDUCE_BLOCK as u32,
-        cpu: |p, b| twins::jgs2_dots(p, b.ro(0), b.ro(1), b.ro(2), b.rw(3)),
+        cpu: |p, b| twins::jgs2_dots(p, b.ro(0), b.ro(1), b.ro(2), b.ro(3), b.rw(4)),
     },
     KernelDesc {
         kernel: Kernel::Jgs2Combine,

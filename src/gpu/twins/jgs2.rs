@@ -828,12 +828,13 @@ pub fn hess_vec(
     Ok(())
 }
 
-/// Twin of `jgs2_dots.wgsl`: block partials of g·g, g·d_p and d_p·hd_q (see the shader).
+/// Twin of `jgs2_dots.wgsl`: block partials of Σ|g|²w², g·d_p and d_p·hd_q (see the shader).
 pub fn jgs2_dots(
     p: &Params,
     g: &[GpuVec4],
     dirs: &[GpuVec4],
     hd: &[GpuVec4],
+    weight: &[f32],
     out: &mut [f32],
 ) -> Result<()> {
     const WG: usize = 256;
@@ -844,6 +845,7 @@ pub fn jgs2_dots(
     need(g.len(), n, "jgs2_dots g")?;
     need(dirs.len(), nd * n, "jgs2_dots dirs")?;
     need(hd.len(), nd * n, "jgs2_dots hd")?;
+    need(weight.len(), n, "jgs2_dots weight")?;
     let groups = n.div_ceil(WG * ITEMS).max(1);
     let off = p.u1 as usize;
     need(out.len(), off + DOTS_STRIDE * groups, "jgs2_dots out")?;
@@ -858,7 +860,8 @@ pub fn jgs2_dots(
                     let i = base + it * WG + t;
                     if i < n {
                         let gi = v3(&g[i]);
-                        acc[0] += gi.dot(gi);
+                        let w = weight[i];
+                        acc[0] += gi.dot(gi) * w * w;
                         for pp in 0..nd {
                             let dp = v3(&dirs[pp * n + i]);
                             acc[1 + pp] += gi.dot(dp);

@@ -227,6 +227,8 @@ pub struct DeviceJgs2 {
     csr_local: Buf<u32>,
     packed: Buf<u32>,
     vinfo: Buf<GpuVertexInfo>,
+    /// Per-vertex weights 1/c_v of the characteristic norm.
+    res_weight: Buf<f32>,
     lists: Buf<u32>,
     blob: Option<Buf<u32>>,
     nodes: Option<Buf<GpuTreeNode>>,
@@ -347,6 +349,12 @@ impl DeviceJgs2 {
             })
             .collect();
         let nc = model.obstacles.len().max(1);
+        // The characteristic norm weighs each vertex's force by 1/c_v (its material's ‖C‖).
+        let res_weight: Vec<f32> = if model.char_norm.inv_c.len() == nv {
+            model.char_norm.inv_c.iter().map(|&w| w as f32).collect()
+        } else {
+            vec![1.0; nv]
+        };
         // Lists: free vertices, per colour its free vertices and touched elements, tree levels.
         let mut lists = Vec::new();
         let free = span(
@@ -448,6 +456,7 @@ impl DeviceJgs2 {
             csr_local: d.upload("csr local", &nonempty(csr.local))?,
             packed: d.upload("csr packed", &nonempty(packed))?,
             vinfo: d.upload("vertex info", &vinfo)?,
+            res_weight: d.upload("residual weights", &res_weight)?,
             lists: d.upload("vertex and element lists", &lists)?,
             blob: blob_buf,
             nodes: nodes_buf,
@@ -802,6 +811,7 @@ impl DeviceJgs2 {
                 self.g.id(),
                 self.dirs.id(),
                 self.hd.id(),
+                self.res_weight.id(),
                 self.readback.id(),
             ],
             Params::new().u0(nd),
