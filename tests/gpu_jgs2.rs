@@ -83,13 +83,13 @@ impl D {
     }
 }
 
+/// Reads one uploaded buffer back as f32 words.
+type Reader = Box<dyn Fn(&mut Device) -> Vec<f32>>;
+
 /// Uploads `data` on `dev`, dispatches `kernel` over `n` items, reads every buffer back as f32
 /// words (padding words zeroed).
 fn run_on(dev: &mut Device, kernel: Kernel, data: &[D], params: Params, n: u32) -> Vec<Vec<f32>> {
-    fn up<T: bytemuck::Pod>(
-        dev: &mut Device,
-        v: &[T],
-    ) -> (jello::gpu::BufferId, Box<dyn Fn(&mut Device) -> Vec<f32>>) {
+    fn up<T: bytemuck::Pod>(dev: &mut Device, v: &[T]) -> (jello::gpu::BufferId, Reader) {
         let b: Buf<T> = dev.upload("test", v).unwrap();
         (
             b.id(),
@@ -1384,10 +1384,11 @@ fn vertex_terms_twin_matches_f64_reference() {
     assert_close(&h32, &h64, 1e-5, "barrier hessian twin vs f64");
 }
 
+/// A tree's node lists by level, the levels' (offset, length), and the node records.
+type TreeLevels = (Vec<u32>, Vec<(u32, u32)>, Vec<[u32; 4]>);
+
 /// The levels of a cluster tree (deepest first) as lists, for `jgs2_tree_sum`.
-fn tree_levels(
-    tree: &jello_precompute::tree::ClusterTree,
-) -> (Vec<u32>, Vec<(u32, u32)>, Vec<[u32; 4]>) {
+fn tree_levels(tree: &jello_precompute::tree::ClusterTree) -> TreeLevels {
     let n = tree.len();
     let mut depth = vec![0usize; n];
     for c in 0..n {
@@ -1900,8 +1901,8 @@ fn run_steps(m: &Model, solver: &mut dyn StepSolver, state: &State, steps: usize
             "{} step {k}: not converged (residual {:e})",
             run.name, r.residual
         );
-        for i in 0..x.len() {
-            st.v[i] = (x[i] - st.x[i]) / 0.01;
+        for (i, xi) in x.iter().enumerate() {
+            st.v[i] = (xi - st.x[i]) / 0.01;
         }
         st.x = x.clone();
         st.t += 0.01;
@@ -1920,6 +1921,7 @@ fn max_dev(a: &[f64], b: &[f64]) -> f64 {
 
 /// Runs every mode on the f64 reference, the CPU twins and the GPU from the same state and
 /// compares iterations and positions (bounds relative to the bounding-box diagonal).
+#[allow(clippy::too_many_arguments)]
 fn compare_solvers(
     label: &str,
     m: &Model,
@@ -2209,8 +2211,8 @@ fn position_buffer_holds_the_step_result() {
             }
             assert_eq!(words[4 * v + 3], 0.0, "w = 0");
         }
-        for i in 0..x.len() {
-            st.v[i] = (x[i] - st.x[i]) / 0.01;
+        for (i, xi) in x.iter().enumerate() {
+            st.v[i] = (xi - st.x[i]) / 0.01;
         }
         st.x = x;
     }

@@ -875,8 +875,9 @@ pub fn jgs2_dots(
             let mut s = WG / 2;
             while s > 0 {
                 for t in 0..s {
-                    for j in 0..NDOT {
-                        sh[t][j] += sh[t + s][j];
+                    let src = sh[t + s];
+                    for (a, b) in sh[t].iter_mut().zip(src) {
+                        *a += b;
                     }
                 }
                 s >>= 1;

@@ -1137,7 +1137,8 @@ impl StepSolver for DeviceJgs2 {
                 StopRule::Cn { eps } => s.residual < eps,
                 StopRule::Dx { tol } => max_dx / self.extent < tol,
             };
-            if converged || iterations >= self.params.max_iterations {
+            // At least one iteration per step (as the reference, see `StopRule`).
+            if (converged && iterations > 0) || iterations >= self.params.max_iterations {
                 break;
             }
             iterations += 1;
