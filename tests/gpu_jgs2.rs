@@ -2218,3 +2218,64 @@ fn position_buffer_holds_the_step_result() {
     }
     assert!(odd, "no step exercised the copy back");
 }
+
+#[test]
+fn oversized_buffers_are_a_clear_error() {
+    let _gpu = gpu_lock();
+    if gpu().is_none() {
+        return;
+    }
+    // A host device whose storage bindings are limited to 64 KiB (as a small adapter's would
+    // be): the subspace of this beam does not fit, and the error names it.
+    let instance =
+        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle().with_env());
+    let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+        force_fallback_adapter: false,
+        ..Default::default()
+    }))
+    .expect("an adapter exists (gpu() succeeded)");
+    let limit = 64 * 1024;
+    let limits = wgpu::Limits {
+        max_storage_buffer_binding_size: limit,
+        ..wgpu::Limits::default()
+    };
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        required_limits: limits.clone(),
+        ..Default::default()
+    }))
+    .unwrap();
+    let m = beam(MaterialModel::StableNeoHookean, 1e6, [8, 2, 2], vec![]);
+    let sub = build_subspace(&m, 0.01, &SubspaceOptions::default()).unwrap();
+    let bytes = 4 * DeviceJgs2::pack_subspace(&m, &sub).unwrap().len();
+    assert!(
+        bytes > limit as usize,
+        "the case needs a subspace over the limit ({bytes} B)"
+    );
+    let dev = Device::from_wgpu(device, queue).unwrap();
+    let err = DeviceJgs2::new(dev, &m, Jgs2Params::default(), Some(Arc::new(sub)))
+        .err()
+        .expect("a subspace over the binding limit is an error")
+        .to_string();
+    eprintln!("{err}");
+    assert!(
+        err.contains("JGS2 subspace") && err.contains("MiB"),
+        "{err}"
+    );
+    // Without the subspace (VBD) the next too large buffer is named: the element Hessians
+    // (576 B per element).
+    let instance2 =
+        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle().with_env());
+    let adapter2 = pollster::block_on(instance2.request_adapter(&Default::default())).unwrap();
+    let (device2, queue2) = pollster::block_on(adapter2.request_device(&wgpu::DeviceDescriptor {
+        required_limits: limits,
+        ..Default::default()
+    }))
+    .unwrap();
+    let dev = Device::from_wgpu(device2, queue2).unwrap();
+    let err = DeviceJgs2::new(dev, &m, Jgs2Params::default(), None)
+        .err()
+        .expect("element Hessians over the binding limit are an error")
+        .to_string();
+    eprintln!("{err}");
+    assert!(err.contains("element Hessians"), "{err}");
+}
