@@ -920,7 +920,7 @@ pub fn jgs2_combine(
 }
 
 /// Twin of `jgs2_trial.wgsl`: `x_new = x + a·step`, contacts advanced by a·step,
-/// `dirs[2n + v] = a·step`, `dxn = |a·step|`, a = f0·(1 − scal[u1]).
+/// `dirs[2n + v] = a·step`, `dxn = |a·step|`, `a = f0·(1 − scal[u1])`.
 #[allow(clippy::too_many_arguments)]
 pub fn jgs2_trial(
     p: &Params,

@@ -1,35 +1,44 @@
 //! JGS2 / VBD over the device API ([`crate::gpu::Device`]): the same iteration as
-//! [`Jgs2Solver`](super::Jgs2Solver) — safeguarded Jacobi (subspace minimisation over
-//! {JGS2, VBD, previous step} with obstacle filter and Armijo backtracking), plain Jacobi, and
-//! coloured Gauss–Seidel with the per-colour energy safeguard — in f32 WGSL kernels on a GPU or
-//! in their CPU twins with [`Device::cpu`].
+//! [`Jgs2Solver`](super::Jgs2Solver) — the safeguarded step (minimising the quadratic model
+//! over {primary direction, VBD step, previous step}, limited by the obstacles, Armijo
+//! backtracking) whose primary direction is the JGS2 Jacobi step or a Gauss–Seidel sweep's
+//! displacement; the plain Jacobi iteration; plain coloured Gauss–Seidel sweeps (VBD) — in f32
+//! WGSL kernels on a GPU, or in their CPU twins with [`Device::cpu`].
 //!
 //! # Data on the device
-//! Positions relative to the rest centroid ([`DeviceJgs2::origin`]) as `vec4<f32>`; the element
-//! cache (energies, gradients, PSD-projected 12×12 Hessians) of the `elastic` kernel; the
-//! assembled gradient g (inertia + elastic + barrier, zero on pinned vertices), vertex energies
-//! and barrier Hessians (`jgs2_vertex_terms`); per-vertex rotations and the cluster-tree sums of
-//! the rest-frame gradients (`jgs2_rotation`, `jgs2_tree_sum`); the subspace packed into one u32
-//! blob ([`DeviceJgs2::pack_subspace`]).
+//! Positions relative to the rest centroid ([`DeviceJgs2::origin`]) as `vec4<f32>`; per vertex
+//! and obstacle a contact record of obstacle-relative quantities (signed distance, offsets to the
+//! faces; [`GpuContact`]) computed in f64 at the step's start and advanced with every move, so a
+//! vertex 1e-7 m above the ground keeps its distance to f32 relative precision (positions
+//! relative to the centroid resolve only ~1e-8 m); the element cache (energies, gradients,
+//! PSD-projected 12×12 Hessians) of the `elastic` kernel; the assembled gradient g (inertia +
+//! elastic + barrier, zero on pinned vertices), vertex energies and barrier Hessians
+//! (`jgs2_vertex_terms`); per-vertex rotations and the cluster-tree sums of the rest-frame
+//! gradients (`jgs2_rotation`, `jgs2_tree_sum`); the subspace packed into one u32 blob
+//! ([`DeviceJgs2::pack_subspace`]).
 //!
 //! # One iteration
-//! * Safeguarded Jacobi: one plan — combine the step from the 3×3 model's coefficients, bound it
-//!   by the obstacles (`jgs2_combine` + a max reduction), trial positions (`jgs2_trial`), and,
-//!   speculatively at the trial, the element pass, gradient, local JGS2 and VBD steps, three
+//! * Safeguarded (default for JGS2): one plan — combine the step from the model's coefficients,
+//!   bound it by the obstacles (`jgs2_combine` + a max reduction), trial positions
+//!   (`jgs2_trial`), and, speculatively at the trial, the element pass, gradient, the primary
+//!   direction (JGS2 local steps; or a Gauss–Seidel sweep run on a scratch copy of the trial,
+//!   whose per-vertex local steps are its displacement), the VBD direction, three
 //!   Hessian-vector products and all dot products — then one readback (residual, energy
-//!   partials, dots, step bound, max move). When Armijo accepts (the usual case) that readback
-//!   is the next iteration's input; a rejected trial is re-run at half the step.
+//!   partials, dots, step bound, largest move). When Armijo accepts (the usual case) that
+//!   readback is the next iteration's input; a rejected trial is re-run at half the step.
 //! * Plain Jacobi: one plan (apply the local steps, re-evaluate, next local steps), one readback.
-//! * Gauss–Seidel: per colour the local steps of its vertices, the update, a refresh of the
-//!   elements it touched (`elastic_list`) and of the gradient. With the safeguard each colour
-//!   ends in a readback of the energy (halved while it rises, as the reference does); without
-//!   (VBD) the whole sweep is one plan and one readback.
+//! * Plain Gauss–Seidel (VBD): one plan for the sweep — per colour the local steps of its
+//!   vertices, the update, a refresh of the elements it touched (`elastic_list`) and of the
+//!   gradient — and one readback.
+//!
+//! JGS2 sweeps rotate once, at the sweep's start, as the reference does.
 //!
 //! Energies are summed in f64 on the host from per-block f32 partials. The f32 energy of a state
-//! carries ~1e-7 relative noise, so the line search and the colour safeguard accept a change
-//! within [`DeviceJgs2::ENERGY_SLACK`]·|E| (the f64 reference uses 1e-13), and the 3×3 model discards
-//! directions whose eigenvalue is below [`DeviceJgs2::EIGEN_CUTOFF`] of the largest (f32 dots resolve no
-//! better). The reported step energy is the f64 energy of the final positions.
+//! carries ~1e-7 relative noise, so the line search accepts a change within
+//! [`DeviceJgs2::ENERGY_SLACK`]·|E| (the f64 reference uses 1e-13), and the 3×3 model discards
+//! directions whose eigenvalue is below [`DeviceJgs2::EIGEN_CUTOFF`] of the largest (f32 dots
+//! resolve no better; the reference uses 1e-10). The reported step energy is the f64 energy of
+//! the returned positions; trace energies are the device's.
 
 use super::solver::{Jgs2Params, Variant};
 use super::subspace::Jgs2Subspace;
@@ -49,20 +58,10 @@ use crate::solver::{IterationRecord, StepReport, StepSolver, StepTimings, StopRu
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Relative energy allowance of the line search and the Gauss–Seidel safeguard: a trial is
-/// accepted when E₁ ≤ E₀ + 1e-4·α·slope + `ENERGY_SLACK`·|E₀|. The device energy is a sum of f32
-/// element and vertex energies (each ~6e-8 relative, partial sums of 1024 in f32), so two states
-/// whose true energies differ by less than ~1e-7·|E| cannot be ordered; 1e-6 keeps a converging
-/// iteration from stalling on that noise while still rejecting any real increase above it.
+/// See [`DeviceJgs2::ENERGY_SLACK`].
 const ENERGY_SLACK: f64 = 1e-6;
 
-/// Relative eigenvalue cut-off of the 3×3 subspace model (the f64 reference uses 1e-10). The
-/// model's matrix dᵢᵀHdⱼ, scaled to unit diagonal, is assembled from f32 products summed in f32
-/// blocks, so its entries carry ~1e-7..1e-6 absolute error: an eigenvalue below 1e-6 of the
-/// largest says the directions are dependent to within that noise, and its direction gets
-/// coefficient 0 (a larger cut-off drops real directions: before the unit scaling, cutting at
-/// 1e-5 changed a VBD coefficient on a ball dropped on the ground from 2.5 to 0.07 and stalled the
-/// iteration).
+/// See [`DeviceJgs2::EIGEN_CUTOFF`].
 const EIGEN_CUTOFF: f64 = 1e-6;
 
 const ALL_FLAGS: u32 = ELASTIC_GRADIENT | ELASTIC_HESSIAN | ELASTIC_PROJECT;
@@ -284,12 +283,26 @@ fn span(lists: &mut Vec<u32>, items: impl IntoIterator<Item = u32>) -> Span {
 }
 
 impl DeviceJgs2 {
-    /// See [`ENERGY_SLACK`]: relative energy allowance of the line search and the safeguard.
+    /// Relative energy allowance of the line search: a trial is accepted when
+    /// E₁ ≤ E₀ + 1e-4·α·slope + `ENERGY_SLACK`·|E₀|. The device energy is a sum of f32 element
+    /// and vertex energies (each ~6e-8 relative, partial sums of 1024 in f32), so two states
+    /// whose true energies differ by less than ~1e-7·|E| cannot be ordered; 1e-6 keeps a
+    /// converging iteration from stalling on that noise while still rejecting any real increase
+    /// above it.
     pub const ENERGY_SLACK: f64 = ENERGY_SLACK;
-    /// See [`EIGEN_CUTOFF`]: relative eigenvalue cut-off of the 3×3 subspace model.
+    /// Relative eigenvalue cut-off of the 3×3 subspace model (the f64 reference uses 1e-10).
+    /// The model's matrix dᵢᵀHdⱼ, scaled to unit diagonal, is assembled from f32 products summed
+    /// in f32 blocks, so its entries carry ~1e-7..1e-6 absolute error: an eigenvalue below 1e-6
+    /// of the largest says the directions are dependent to within that noise, and its direction
+    /// gets coefficient 0. (A larger cut-off drops real directions: before the unit scaling,
+    /// cutting at 1e-5 changed a VBD coefficient on a ball dropped on the ground from 2.5 to 0.07
+    /// and stalled the iteration.)
     pub const EIGEN_CUTOFF: f64 = EIGEN_CUTOFF;
 
-    /// The subspace packed as the `jgs2_system` kernel's u32 blob (see [`pack_subspace`]).
+    /// The subspace packed as the `jgs2_system` kernel's u32 blob (layout in
+    /// `shaders/jgs2_system.wgsl`): incident 12×3 blocks are stored as references to the
+    /// near-field (or extra) 3×3 blocks they consist of, 5 words each. Errors when the subspace
+    /// does not match the model.
     pub fn pack_subspace(model: &Model, sub: &Jgs2Subspace) -> Result<Vec<u32>> {
         pack_subspace(model, sub)
     }
@@ -982,7 +995,7 @@ impl DeviceJgs2 {
 
     /// Coefficients minimising the quadratic model over the directions of
     /// [`Self::model_slots`], from the dots — the f64 reference's `model_minimiser`: directions
-    /// scaled to unit H-norm, pseudo-inverse with a relative eigenvalue cut-off ([`EIGEN_CUTOFF`]).
+    /// scaled to unit H-norm, pseudo-inverse with a relative eigenvalue cut-off ([`DeviceJgs2::EIGEN_CUTOFF`]).
     fn model_minimiser(&self, dots: &[f64; 13]) -> [f64; 3] {
         let slots = self.model_slots();
         let k = slots.len();
