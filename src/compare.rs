@@ -3,9 +3,8 @@
 
 use crate::error::{JelloError, Result};
 use crate::gpu::Backend;
-use crate::runner::{elastic_backend, make_solver};
+use crate::runner::setup;
 use crate::scene::BuiltScene;
-use crate::sim::Simulation;
 use serde::Serialize;
 use std::path::Path;
 
@@ -54,22 +53,12 @@ impl CompareReport {
 /// in lockstep, and reports per-step deviations.
 pub fn compare(scene_path: &Path, built: &BuiltScene, steps: usize) -> Result<CompareReport> {
     let cache = scene_path.parent().map(|d| d.join(".jello-cache"));
-    let config = &built.config;
-    let mk = |backend: Backend| -> Result<(Simulation, Option<String>)> {
-        let model = built.model.clone();
-        let solver = make_solver(config, &model, cache.as_deref())?;
-        let (dev, adapter) = elastic_backend(&model, backend)?;
-        let state = model.initial_state(&built.velocity);
-        let mut sim = Simulation::new(model, state, config.h, solver)?;
-        if let Some(d) = dev {
-            sim.set_elastic_backend(Box::new(d));
-        }
-        Ok((sim, adapter))
-    };
-    let (mut cpu, _) = mk(Backend::Cpu)?;
-    let (mut gpu, adapter) = mk(Backend::Gpu)?;
-    let adapter =
-        adapter.ok_or_else(|| JelloError::Gpu("no GPU adapter for the comparison".into()))?;
+    let mut cpu = setup(built, Backend::Cpu, cache.as_deref())?.sim;
+    let gpu = setup(built, Backend::Gpu, cache.as_deref())?;
+    let adapter = gpu
+        .adapter
+        .ok_or_else(|| JelloError::Gpu("no GPU adapter for the comparison".into()))?;
+    let mut gpu = gpu.sim;
     let diagonal = built
         .model
         .mesh

@@ -1,13 +1,14 @@
 //! Headless runs: build the solver a scene asks for, step, write frames and `stats.json`.
 
 use crate::error::{JelloError, Result};
-use crate::gpu::Backend;
+use crate::gpu::{Backend, Device};
 use crate::output::{atomic_write, FrameOptions, FramePainter, FrameWriter, RunStats, StepStats};
 use crate::problem::{DeviceElastic, ElasticTerms, Model};
 use crate::scene::{BuiltScene, RunConfig};
 use crate::sim::Simulation;
 use crate::solver::jgs2::{
-    load_or_build, Jgs2Params, Jgs2Solver, Jgs2Subspace, SubspaceOptions, SubspaceOrigin, Variant,
+    load_or_build, DeviceJgs2, Jgs2Params, Jgs2Solver, Jgs2Subspace, SubspaceOptions,
+    SubspaceOrigin, Variant,
 };
 use crate::solver::{NewtonParams, NewtonSolver, StepReport, StepSolver, StopRule};
 use std::path::{Path, PathBuf};
@@ -67,23 +68,8 @@ pub fn make_solver(
             Ok(Box::new(NewtonSolver::new(model, params)?))
         }
         "vbd" | "jgs2" => {
-            let variant = match (config.variant.as_deref(), config.solver.as_str()) {
-                (Some("jacobi"), _) | (None, "jgs2") => Variant::Jacobi,
-                _ => Variant::GaussSeidel,
-            };
-            let params = Jgs2Params {
-                stop: config.stop,
-                max_iterations: config.max_iterations.unwrap_or(1000),
-                variant,
-                ..Jgs2Params::default()
-            };
+            let params = jgs2_params(config);
             if config.solver == "vbd" {
-                // VBD as published: no energy safeguard (its local Newton steps on the exact
-                // local energy do not overshoot the way a global subspace can).
-                let params = Jgs2Params {
-                    safeguard: false,
-                    ..params
-                };
                 return Ok(Box::new(Jgs2Solver::vbd(model, params)));
             }
             let subspace = load_or_build_subspace(model, config.h, cache_dir)?;
@@ -92,6 +78,23 @@ pub fn make_solver(
         other => Err(JelloError::Invalid(format!(
             "solver `{other}` is not available in this build"
         ))),
+    }
+}
+
+/// JGS2 / VBD parameters of `config`: Jacobi by default for `jgs2`, Gauss–Seidel for `vbd`
+/// (its published form: no safeguard).
+fn jgs2_params(config: &RunConfig) -> Jgs2Params {
+    let variant = match (config.variant.as_deref(), config.solver.as_str()) {
+        (Some("jacobi"), _) | (None, "jgs2") => Variant::Jacobi,
+        _ => Variant::GaussSeidel,
+    };
+    Jgs2Params {
+        stop: config.stop,
+        max_iterations: config.max_iterations.unwrap_or(1000),
+        variant,
+        // VBD as published: its local Newton steps on the exact local energy need no
+        // safeguard.
+        safeguard: config.solver == "jgs2",
     }
 }
 
@@ -123,6 +126,65 @@ pub fn load_or_build_subspace(
     Ok(Arc::new(sub))
 }
 
+/// A simulation ready to step on the requested backend, and the adapter that runs it (`None`
+/// on the CPU).
+pub struct Setup {
+    /// The simulation.
+    pub sim: Simulation,
+    /// The GPU adapter's description, or `None` when everything runs on the CPU.
+    pub adapter: Option<String>,
+}
+
+/// Builds the simulation of `built` on `backend`:
+/// - `newton`: the f64 solver; with a GPU its gradients and element Hessians come from the
+///   WGSL kernels ([`DeviceElastic`]), the Cholesky and line-search energies stay on the CPU.
+/// - `jgs2` / `vbd`: on a GPU the whole iteration runs on the device ([`DeviceJgs2`], f32);
+///   on the CPU the f64 reference ([`Jgs2Solver`]).
+///
+/// `Cpu` never touches a GPU; `Gpu` errors without an adapter; `Auto` takes a GPU adapter when
+/// one exists, else the CPU.
+pub fn setup(built: &BuiltScene, backend: Backend, cache_dir: Option<&Path>) -> Result<Setup> {
+    let config = &built.config;
+    let model = &built.model;
+    let state = model.initial_state(&built.velocity);
+    if matches!(config.solver.as_str(), "jgs2" | "vbd") && backend != Backend::Cpu {
+        let device = match (backend, Device::new(Backend::Gpu)) {
+            (_, Ok(d)) => Some(d),
+            (Backend::Gpu, Err(e)) => return Err(e),
+            (_, Err(e)) => {
+                log::info!("no GPU adapter ({e}); running on the CPU");
+                None
+            }
+        };
+        if let Some(device) = device {
+            let adapter = device.info().to_string();
+            let params = jgs2_params(config);
+            let subspace = (config.solver == "jgs2")
+                .then(|| load_or_build_subspace(model, config.h, cache_dir))
+                .transpose()?;
+            let solver = DeviceJgs2::new(device, model, params, subspace)?;
+            let sim = Simulation::new(model.clone(), state, config.h, Box::new(solver))?;
+            return Ok(Setup {
+                sim,
+                adapter: Some(adapter),
+            });
+        }
+        let solver = make_solver(config, model, cache_dir)?;
+        let sim = Simulation::new(model.clone(), state, config.h, solver)?;
+        return Ok(Setup { sim, adapter: None });
+    }
+    let solver = make_solver(config, model, cache_dir)?;
+    let (device, adapter) = match config.solver.as_str() {
+        "newton" => elastic_backend(model, backend)?,
+        _ => (None, None),
+    };
+    let mut sim = Simulation::new(model.clone(), state, config.h, solver)?;
+    if let Some(d) = device {
+        sim.set_elastic_backend(Box::new(d));
+    }
+    Ok(Setup { sim, adapter })
+}
+
 /// Runs a built scene to completion. `on_step(step, report)` is called after each step (for
 /// progress display). Frames go to `out_dir/frames`, statistics to `out_dir/stats.json`
 /// (rewritten after every frame, so an interrupted run leaves a valid file).
@@ -134,13 +196,8 @@ pub fn run(
 ) -> Result<(Simulation, RunStats)> {
     let config = built.config.clone();
     let cache_dir = scene_path.parent().map(|d| d.join(".jello-cache"));
-    let solver = make_solver(&config, &built.model, cache_dir.as_deref())?;
-    let state = built.model.initial_state(&built.velocity);
-    let (device, adapter) = elastic_backend(&built.model, opts.backend)?;
-    let mut sim = Simulation::new(built.model, state, config.h, solver)?;
-    if let Some(d) = device {
-        sim.set_elastic_backend(Box::new(d));
-    }
+    let Setup { mut sim, adapter } = setup(&built, opts.backend, cache_dir.as_deref())?;
+    drop(built);
     let (stop, tolerance) = match config.stop {
         StopRule::Cn { eps } => ("cn", eps),
         StopRule::Dx { tol } => ("dx", tol),

@@ -1,27 +1,47 @@
 //! JGS2 (Lan et al. 2025) and its baseline VBD (Chen et al. 2024): per-vertex parallel relaxation
 //! of the incremental potential.
 //!
-//! Each iteration solves, for every free vertex i, a 3×3 system
+//! Every iteration solves, for every free vertex i, a 3×3 system A_i δx_i = −r_i.
+//! - **VBD**: A_i = m_i/h² I + Σ_{e∋i} ∇²_{ii}Ψ_e (+ barrier), r_i = g_i — the plain local
+//!   Newton step on inertia + incident elements, coloured Gauss–Seidel ([`vbd_system`]).
+//! - **JGS2** ([`jgs2_system`]): the step of vertex i inside its perturbation subspace
+//!   U_i = R Ū_i R_iᵀ — the precomputed rest-shape subspace (paper Eq. 23: move i by one unit,
+//!   the rest of the mesh follows harmonically under H̄ = K̄ + M/h²), co-rotated by per-vertex
+//!   rotations (Eq. 14). Galerkin: A_i = U_iᵀHU_i, r_i = U_iᵀg. At rest with the whole
+//!   subspace, A_i is the Schur complement and one Jacobi sweep is the Newton step (§4.2;
+//!   tested in `tests/jgs2.rs`, also for the current Hessian).
 //!
-//!   A_i δx_i = −r_i,   A_i = Σ_e w_e U_eᵀ H_e U_e,   r_i = Σ_e w_e U_eᵀ ∇E_e,
+//! How the dense U_i is made cheap (the paper's cubature, Eqs. 17–18, and where we depart from
+//! it; numbers in the issue note and in `jello-precompute`'s `jgs2` module docs):
+//! - r_i = g_i + R_i (Σ_{j near} Ū_i[j]ᵀ R_jᵀg_j + Σ_{c far} w_c ū_{i,c}ᵀ G_c): the *assembled*
+//!   gradient g (so the iteration's fixed point is exactly ∇E = 0, whatever the approximation),
+//!   exact over a near field, and over the far field by nodes of a k-d cluster tree, each
+//!   standing for its vertices by the mean ū of Ū_i over them (G_c = Σ_{j∈c} R_jᵀg_j). A node is
+//!   used when Ū_i deviates from its mean over it by at most `far_tolerance`·‖Ū_i[i]‖. The
+//!   paper's few single-element samples, with NNLS weights fitted on low-frequency training
+//!   poses, multiplied the high-frequency part of the residual by weights of 10–30 and Jacobi
+//!   diverged on a clamped ARAP beam (E = 1 MPa, h = 10 ms); node means average it out.
+//!   Cubature proper remains as an option (`Jgs2Options::max_samples`: at most k far nodes
+//!   with non-negative NNLS weights, greedy selection as An et al. 2008).
+//! - A_i = R_i Â_i R_iᵀ + Σ_{e∋i} U_eᵀ K_e(x) U_e: the rest Schur complement with the incident
+//!   elements' rest elasticity replaced by their current, co-rotated, PSD-projected Hessians
+//!   (exact at rest, follows the deformation where it matters most).
+//! - Safeguard ([`Jgs2Params::safeguard`], on by default): each iteration takes the step that
+//!   minimises the quadratic model over span{JGS2 step (or the whole Gauss–Seidel sweep),
+//!   block-Jacobi step, previous step}, limited by the obstacle filter and backtracked on the
+//!   true energy. The paper uses no line search for elastic scenes; without it, Jacobi diverged
+//!   wherever the far field could not represent a stiff body's global response.
+//! - Rotations: R_j = polar of the volume-weighted mean F of j's elements, refreshed every
+//!   Jacobi iteration and once per Gauss–Seidel sweep.
+//! - Gauss–Seidel uses the same per-vertex subspaces as Jacobi. Group-wise subspaces (each
+//!   vertex's colour held fixed, the paper's §8.1 reading) are available
+//!   ([`SubspaceOptions::group_wise`]) but converged like VBD: with its colour held fixed all
+//!   over the mesh a vertex's perturbation stays local.
+//! - Obstacle barriers act on the vertex's own 3×3 system (their gradient is in g), with a
+//!   per-vertex step filter so no vertex crosses an obstacle.
 //!
-//! where H_e = ∇²Ψ_e (PSD-projected) + M_e/h² and ∇E_e = ∇Ψ_e + M_e(x − x̃)/h² are element e's
-//! Hessian and gradient of the incremental potential (M_e: each corner's lumped-mass share), and
-//! U_e (12×3) says how e's four vertices move when x_i moves by one unit:
-//! - **VBD**: U_e = [I at i, 0 elsewhere] over the elements incident to i — the plain local Newton
-//!   step on inertia + incident elements, coloured Gauss–Seidel.
-//! - **JGS2**: U_e = blkdiag(R_a..R_d) Ū_{i,e} R_iᵀ, the precomputed rest-shape perturbation
-//!   subspace (paper Eq. 23) co-rotated by per-vertex rotations (Eq. 14). Incident elements are
-//!   summed exactly (w = 1); the rest of the mesh enters through 4–6 cubature elements with NNLS
-//!   weights (Eq. 17). With U from the exact current Hessian and every element, A_i is the Schur
-//!   complement and δx_i equals the global Newton step on vertex i (§4.2; tested).
-//!
-//! Choices where the paper is vague (measured effects in the module docs of `precompute` and the
-//! issue note): the per-vertex deformation gradient for R_j is the volume-weighted mean of the
-//! incident elements' F, refreshed every iteration; incident elements are never cubature samples
-//! (they are exact); Gauss–Seidel uses the per-vertex Ū (not group-wise subspaces); obstacle
-//! barriers act on the vertex's own 3×3 system, with a per-vertex step filter so no vertex
-//! crosses an obstacle.
+//! [`Jgs2Solver`] is the f64 CPU reference; [`DeviceJgs2`] runs the same iteration over the
+//! device API (f32 WGSL kernels on the GPU, or their CPU twins).
 
 mod device;
 mod local;
