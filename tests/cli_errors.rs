@@ -165,6 +165,25 @@ fn unknown_solver_on_the_command_line() {
 }
 
 #[test]
+fn unknown_variant_on_the_command_line() {
+    let dir = tmp("variant_flag");
+    let scene = dir.join("ok.toml");
+    std::fs::write(&scene, BASE).unwrap();
+    let out = jello(&[
+        "run",
+        scene.to_str().unwrap(),
+        "--solver",
+        "jgs2",
+        "--variant",
+        "red-black",
+        "--out",
+        dir.join("out").to_str().unwrap(),
+    ]);
+    assert_one_line_error(&out, &["--variant", "red-black"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn unknown_material_model() {
     bad_scene(
         "model",

@@ -26,6 +26,9 @@ enum Cmd {
         /// Override the scene's solver (newton, jgs2, vbd).
         #[arg(long)]
         solver: Option<String>,
+        /// JGS2/VBD sweep: jacobi (JGS2's default) or gs (coloured Gauss–Seidel, VBD's default).
+        #[arg(long)]
+        variant: Option<String>,
         /// Where element work runs: auto (GPU when an adapter exists, else CPU), cpu (f64
         /// reference) or gpu (wgpu kernels; error without an adapter).
         #[arg(long, default_value = "auto")]
@@ -60,6 +63,9 @@ enum Cmd {
         /// Override the scene's solver.
         #[arg(long)]
         solver: Option<String>,
+        /// JGS2/VBD sweep: jacobi or gs.
+        #[arg(long)]
+        variant: Option<String>,
         /// Largest allowed per-step max deviation, fraction of the bounding-box diagonal.
         #[arg(long, default_value_t = jello::compare::DEFAULT_MAX_DEVIATION)]
         max_deviation: f64,
@@ -123,6 +129,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Run {
             scene,
             solver,
+            variant,
             backend,
             steps,
             out,
@@ -130,7 +137,9 @@ fn run(cli: Cli) -> Result<()> {
             trace,
             obj,
             png,
-        } => cmd_run(scene, solver, backend, steps, out, stop, trace, obj, png),
+        } => cmd_run(
+            scene, solver, variant, backend, steps, out, stop, trace, obj, png,
+        ),
         Cmd::Precompute { scene } => cmd_precompute(scene),
         Cmd::Info => {
             println!("jello {}", env!("CARGO_PKG_VERSION"));
@@ -141,9 +150,10 @@ fn run(cli: Cli) -> Result<()> {
             scene,
             steps,
             solver,
+            variant,
             max_deviation,
             json,
-        } => cmd_compare(scene, steps, solver, max_deviation, json),
+        } => cmd_compare(scene, steps, solver, variant, max_deviation, json),
         Cmd::Mesh { cmd } => match cmd {
             MeshCmd::Info { file } => {
                 let loaded = jello::mesh::read_mesh(&file)?;
@@ -174,6 +184,7 @@ fn run(cli: Cli) -> Result<()> {
 fn cmd_run(
     scene_path: PathBuf,
     solver: Option<String>,
+    variant: Option<String>,
     backend: String,
     steps: Option<usize>,
     out: PathBuf,
@@ -190,6 +201,9 @@ fn cmd_run(
     let c = &mut built.config;
     if let Some(s) = solver {
         c.solver = solver_name(&s)?;
+    }
+    if let Some(v) = variant {
+        c.variant = Some(variant_name(&v)?);
     }
     if let Some(n) = steps {
         if n == 0 {
@@ -326,6 +340,7 @@ fn cmd_compare(
     scene_path: PathBuf,
     steps: Option<usize>,
     solver: Option<String>,
+    variant: Option<String>,
     max_deviation: f64,
     json: Option<PathBuf>,
 ) -> Result<()> {
@@ -335,6 +350,9 @@ fn cmd_compare(
     let mut built = Scene::load(&scene_path)?.build()?;
     if let Some(s) = solver {
         built.config.solver = solver_name(&s)?;
+    }
+    if let Some(v) = variant {
+        built.config.variant = Some(variant_name(&v)?);
     }
     let n = steps.unwrap_or(built.config.steps);
     if n == 0 {
@@ -370,6 +388,14 @@ fn cmd_compare(
     }
     println!("ok: worst step deviation {worst:.3e} ≤ {max_deviation:.1e}");
     Ok(())
+}
+
+/// Validates a `--variant` value.
+fn variant_name(v: &str) -> Result<String> {
+    match v {
+        "jacobi" | "gs" => Ok(v.to_owned()),
+        _ => bail!("--variant: unknown variant `{v}` (expected jacobi or gs)"),
+    }
 }
 
 /// Validates a `--solver` value.

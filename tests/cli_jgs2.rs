@@ -1,0 +1,117 @@
+//! `jello precompute` and `jello run --solver jgs2|vbd` on the CPU backend: the subspace
+//! artifact is written once and reused, a corrupted one is rebuilt with a one-line warning,
+//! stats.json names the solver variant, and every step converges.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn jello(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_jello"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// A copy of the twist scene in a fresh directory (so its `.jello-cache` is the test's own).
+fn scene_copy(test: &str) -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("jello-cli-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenes/twist.toml");
+    let scene = dir.join("twist.toml");
+    std::fs::copy(src, &scene).unwrap();
+    (dir, scene)
+}
+
+fn run(scene: &Path, out: &Path, extra: &[&str]) -> (Output, serde_json::Value) {
+    let mut args = vec![
+        "run",
+        scene.to_str().unwrap(),
+        "--steps",
+        "4",
+        "--backend",
+        "cpu",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let o = jello(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stats = serde_json::from_slice(&std::fs::read(out.join("stats.json")).unwrap()).unwrap();
+    (o, stats)
+}
+
+fn artifacts(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir.join(".jello-cache"))
+        .map(|r| r.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn precompute_once_then_reuse_and_rebuild_when_corrupt() {
+    let (dir, scene) = scene_copy("jgs2-cache");
+    let pre = jello(&["precompute", scene.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&pre.stdout);
+    assert!(
+        pre.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pre.stderr)
+    );
+    assert!(
+        text.contains("built") && text.contains("bytes/vertex"),
+        "{text}"
+    );
+    let files = artifacts(&dir);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let again = jello(&["precompute", scene.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("up to date"));
+
+    // `run` reuses the artifact: no precompute line on stderr.
+    let (o, stats) = run(&scene, &dir.join("a"), &["--solver", "jgs2"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !err.contains("jgs2 precompute"),
+        "rebuilt although cached: {err}"
+    );
+    assert_eq!(stats["solver"], "jgs2-jacobi");
+    for s in stats["steps"].as_array().unwrap() {
+        assert_eq!(s["converged"], true, "{s}");
+    }
+    let (_, stats) = run(
+        &scene,
+        &dir.join("b"),
+        &["--solver", "jgs2", "--variant", "gs"],
+    );
+    assert_eq!(stats["solver"], "jgs2-gs");
+
+    // Corrupt the artifact: rebuilt with one warning naming the file, never trusted.
+    let mut bytes = std::fs::read(&files[0]).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x5a;
+    std::fs::write(&files[0], &bytes).unwrap();
+    let (o, _) = run(&scene, &dir.join("c"), &["--solver", "jgs2"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let warnings: Vec<&str> = err.lines().filter(|l| l.starts_with("warning:")).collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(
+        warnings[0].contains(".jello-cache") && warnings[0].contains("rebuilding"),
+        "{err}"
+    );
+    assert!(err.contains("jgs2 precompute"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn vbd_runs_and_reports_its_iterations() {
+    let (dir, scene) = scene_copy("vbd");
+    let (_, stats) = run(&scene, &dir.join("out"), &["--solver", "vbd"]);
+    assert_eq!(stats["solver"], "vbd");
+    let steps = stats["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 4);
+    for s in steps {
+        assert_eq!(s["converged"], true, "{s}");
+        assert!(s["iterations"].as_u64().unwrap() >= 1);
+    }
+    assert!(artifacts(&dir).is_empty(), "VBD needs no subspace");
+    let _ = std::fs::remove_dir_all(&dir);
+}
