@@ -1,7 +1,7 @@
 //! The wgpu backend of the device API.
 //!
 //! Requirements on a device (own or adopted): no optional features; `Limits::default()`
-//! suffices (7 storage buffers per compute stage, 256 invocations per workgroup, 2 bind groups,
+//! suffices (8 storage buffers per compute stage, 256 invocations per workgroup, 2 bind groups,
 //! 1 dynamic uniform buffer). The largest binding must fit `max_storage_buffer_binding_size`
 //! (128 MiB by default = 233k elements' Hessians); an own device requests the adapter's larger
 //! buffer limits when it has them.
@@ -130,9 +130,15 @@ impl GpuDevice {
                 )))
             }
         };
+        // The kernel table's widest kernel decides (8 = Limits::default()).
+        let widest = super::kernel::KERNELS
+            .iter()
+            .map(|k| k.bindings.len() as u32)
+            .max()
+            .unwrap_or(0);
         need(
-            l.max_storage_buffers_per_shader_stage >= 7,
-            "7 storage buffers per stage",
+            l.max_storage_buffers_per_shader_stage >= widest,
+            &format!("{widest} storage buffers per stage"),
         )?;
         need(
             l.max_compute_invocations_per_workgroup >= 256,

@@ -288,6 +288,8 @@ pub fn barrier_hessian(problem: &StepProblem, x: &[f64], i: usize) -> Matrix3<f6
             let (_, db, ddb) = barrier_derivatives(de.d, dhat);
             let wv = model.barrier.kappa * model.mass[i] / (problem.h * problem.h);
             a += de.grad * de.grad.transpose() * (wv * ddb);
+            // As in the Newton Hessian: b'∇²d is kept only when it is PSD (b' < 0 inside d̂,
+            // so for the convex obstacles here it is dropped).
             if db > 0.0 {
                 a += de.hess * (wv * db);
             }
