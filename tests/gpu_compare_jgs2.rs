@@ -1,0 +1,122 @@
+//! GPU-vs-CPU regression of JGS2 and VBD on the bundled scenes over 50 steps: the device
+//! iteration (f32 WGSL kernels, `DeviceJgs2`) against the f64 reference (`Jgs2Solver`), through
+//! `jello::compare` (what `jello compare --solver jgs2` runs).
+//!
+//! Bounds (per-step max vertex deviation / bounding-box diagonal), with the values measured on
+//! lavapipe:
+//! - twist, cantilever: 1e-5 (measured ≤ 6e-7): one or two iterations per step, both runs stop
+//!   far below ε.
+//! - stiff_soft: 2e-3 (measured 4.2e-4). JGS2 converges linearly, so both runs stop just under
+//!   ε = 1e-5 and keep a difference of that size; the soft half swings through large rotations
+//!   that carry it along.
+//! - drop: 1e-2 (measured 5.0e-3). Same, and the impact (steps 13–19, 40–130 iterations each)
+//!   turns the stopping difference into a ~0.6% difference in the bounce velocity, which the
+//!   flight that follows accumulates linearly. Every GPU state also stays above the ground.
+//!
+//! A GPU test FAILS when no adapter is found unless JELLO_SKIP_GPU_TESTS=1.
+
+use jello::gpu::Backend;
+use jello::runner::setup;
+use jello::scene::Scene;
+use std::path::Path;
+
+fn gpu_or_skip() -> bool {
+    match jello::gpu::Device::new(Backend::Gpu) {
+        Ok(_) => true,
+        Err(e) => {
+            if std::env::var("JELLO_SKIP_GPU_TESTS").as_deref() == Ok("1") {
+                eprintln!("skipping GPU test: {e}");
+                false
+            } else {
+                panic!("no GPU adapter ({e}); set JELLO_SKIP_GPU_TESTS=1 to skip GPU tests");
+            }
+        }
+    }
+}
+
+fn check(scene: &str, solver: &str, variant: Option<&str>, steps: usize, bound: f64) {
+    if !gpu_or_skip() {
+        return;
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("assets/scenes")
+        .join(scene);
+    let mut built = Scene::load(&path).unwrap().build().unwrap();
+    built.config.solver = solver.into();
+    built.config.variant = variant.map(str::to_owned);
+    let report = jello::compare::compare(&path, &built, steps).unwrap();
+    let (mut it_cpu, mut it_gpu) = (0, 0);
+    for s in &report.steps {
+        it_cpu += s.iterations_cpu;
+        it_gpu += s.iterations_gpu;
+    }
+    eprintln!(
+        "{scene} {solver} {variant:?}, {steps} steps on {}: worst deviation {:.3e}, iterations \
+         cpu {it_cpu} gpu {it_gpu}",
+        report.adapter,
+        report.worst()
+    );
+    assert!(
+        report.worst() < bound,
+        "{scene} {solver}: worst deviation {:.3e} ≥ {bound:e}",
+        report.worst()
+    );
+    // Comparable work: within 30% of the reference's iteration count.
+    assert!(
+        (it_gpu as f64) < 1.3 * it_cpu as f64 + 5.0 && (it_cpu as f64) < 1.3 * it_gpu as f64 + 5.0,
+        "{scene}: iterations cpu {it_cpu} gpu {it_gpu}"
+    );
+}
+
+#[test]
+fn jgs2_twist_gpu_matches_cpu() {
+    check("twist.toml", "jgs2", None, 50, 1e-5);
+}
+
+#[test]
+fn jgs2_cantilever_gpu_matches_cpu() {
+    check("cantilever.toml", "jgs2", None, 50, 1e-5);
+}
+
+#[test]
+fn jgs2_gs_cantilever_gpu_matches_cpu() {
+    check("cantilever.toml", "jgs2", Some("gs"), 50, 1e-4);
+}
+
+#[test]
+fn jgs2_stiff_soft_gpu_matches_cpu() {
+    check("stiff_soft.toml", "jgs2", None, 50, 2e-3);
+}
+
+#[test]
+fn vbd_twist_gpu_matches_cpu() {
+    check("twist.toml", "vbd", None, 50, 1e-4);
+}
+
+#[test]
+fn jgs2_drop_gpu_matches_cpu_and_stays_above_the_ground() {
+    check("drop.toml", "jgs2", None, 50, 1e-2);
+    if !gpu_or_skip() {
+        return;
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenes/drop.toml");
+    let mut built = Scene::load(&path).unwrap().build().unwrap();
+    built.config.solver = "jgs2".into();
+    let mut s = setup(&built, Backend::Gpu, None).unwrap();
+    assert!(s.adapter.is_some());
+    for step in 1..=30 {
+        let r = s.sim.step(false).unwrap();
+        assert!(r.converged, "step {step}");
+        let low = s
+            .sim
+            .state
+            .x
+            .chunks_exact(3)
+            .map(|p| p[1])
+            .fold(f64::INFINITY, f64::min);
+        assert!(
+            low > 0.0,
+            "step {step}: a vertex reached the ground ({low:e} m)"
+        );
+    }
+}
