@@ -162,12 +162,19 @@ pub fn setup(built: &BuiltScene, backend: Backend, cache_dir: Option<&Path>) -> 
             let subspace = (config.solver == "jgs2")
                 .then(|| load_or_build_subspace(model, config.h, cache_dir))
                 .transpose()?;
-            let solver = DeviceJgs2::new(device, model, params, subspace)?;
-            let sim = Simulation::new(model.clone(), state, config.h, Box::new(solver))?;
-            return Ok(Setup {
-                sim,
-                adapter: Some(adapter),
-            });
+            match DeviceJgs2::new(device, model, params, subspace) {
+                Ok(solver) => {
+                    let sim = Simulation::new(model.clone(), state, config.h, Box::new(solver))?;
+                    return Ok(Setup {
+                        sim,
+                        adapter: Some(adapter),
+                    });
+                }
+                Err(e) if backend == Backend::Gpu => return Err(e),
+                // `auto`: a device that cannot hold this model (e.g. a subspace larger than a
+                // storage binding) falls back to the CPU reference, with a warning.
+                Err(e) => eprintln!("warning: {e}; running {} on the CPU", config.solver),
+            }
         }
         let solver = make_solver(config, model, cache_dir)?;
         let sim = Simulation::new(model.clone(), state, config.h, solver)?;
