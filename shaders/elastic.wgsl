@@ -5,8 +5,7 @@
 // Outputs: energy[e] (J); grad[4e + a].xyz (N, w = 0); hess[144e + 12r + c] (N/m, row-major,
 // dofs vertex-major [x0 y0 z0 x1 …]).
 #import params
-#import linalg
-#import material
+#import elastic_element
 
 @group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> tets: array<vec4<u32>>;
@@ -16,97 +15,12 @@
 @group(0) @binding(5) var<storage, read_write> grad: array<vec4<f32>>;
 @group(0) @binding(6) var<storage, read_write> hess: array<f32>;
 
-const INV_SQRT2: f32 = 0.70710678118654752;
-
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let e = linear_group(wid) * 64u + lid.x;
     if e >= P.n {
         return;
     }
-    let t = tets[e];
-    let dmi = dm_inv[e];
-    let f = deformation_gradient(x[t.x].xyz, x[t.y].xyz, x[t.z].xyz, x[t.w].xyz, dmi);
-    var sv = svd3(f);
-    let p = elem[e];
-    let ev = sigma_eval(p.model, p.mu, p.lambda, sv.s);
-    let vol = p.volume;
-    var psi = ev.psi;
-    var pk1 = sv.u * mat3x3<f32>(vec3<f32>(ev.grad.x, 0.0, 0.0), vec3<f32>(0.0, ev.grad.y, 0.0), vec3<f32>(0.0, 0.0, ev.grad.z)) * transpose(sv.v);
-    if p.model == MODEL_LINEAR {
-        // ε = sym(F) − I; Ψ = μ‖ε‖² + λ/2·tr(ε)²; P = 2με + λ·tr(ε)·I.
-        let ident = mat3x3<f32>(vec3<f32>(1.0, 0.0, 0.0), vec3<f32>(0.0, 1.0, 0.0), vec3<f32>(0.0, 0.0, 1.0));
-        let eps = (f + transpose(f)) * 0.5 - ident;
-        let tr = eps[0][0] + eps[1][1] + eps[2][2];
-        psi = p.mu * (dot(eps[0], eps[0]) + dot(eps[1], eps[1]) + dot(eps[2], eps[2])) + 0.5 * p.lambda * tr * tr;
-        pk1 = eps * (2.0 * p.mu) + ident * (p.lambda * tr);
-        sv.u = ident;
-        sv.v = ident;
-    }
-    energy[e] = vol * psi;
-    let dmit = transpose(dmi);
-    if (P.u0 & 1u) != 0u {
-        let g = (pk1 * dmit) * vol;
-        grad[4u * e] = vec4<f32>(-(g[0] + g[1] + g[2]), 0.0);
-        grad[4u * e + 1u] = vec4<f32>(g[0], 0.0);
-        grad[4u * e + 2u] = vec4<f32>(g[1], 0.0);
-        grad[4u * e + 3u] = vec4<f32>(g[2], 0.0);
-    }
-    if (P.u0 & 2u) != 0u {
-        let project = (P.u0 & 4u) != 0u;
-        let eig = sym_eig3(ev.hess);
-        var lam: array<f32, 9>;
-        var w: array<array<vec3<f32>, 4>, 9>;
-        let u = sv.u;
-        let v = sv.v;
-        for (var m = 0u; m < 9u; m++) {
-            var q: mat3x3<f32>;
-            if m < 3u {
-                let d = eig.vectors[m];
-                q = u * mat3x3<f32>(vec3<f32>(d.x, 0.0, 0.0), vec3<f32>(0.0, d.y, 0.0), vec3<f32>(0.0, 0.0, d.z)) * transpose(v);
-                lam[m] = eig.values[m];
-            } else {
-                let pair = (m - 3u) % 3u;
-                var i = 0u;
-                var jj = 1u;
-                if pair == 1u {
-                    jj = 2u;
-                } else if pair == 2u {
-                    i = 1u;
-                    jj = 2u;
-                }
-                let a = outer3(u[i], v[jj]);
-                let b = outer3(u[jj], v[i]);
-                if m < 6u {
-                    q = (a + b) * INV_SQRT2;
-                    lam[m] = ev.flip[pair];
-                } else {
-                    q = (a - b) * INV_SQRT2;
-                    lam[m] = ev.twist[pair];
-                }
-            }
-            if project {
-                lam[m] = max(lam[m], 0.0);
-            }
-            let wm = q * dmit;
-            w[m][0] = -(wm[0] + wm[1] + wm[2]);
-            w[m][1] = wm[0];
-            w[m][2] = wm[1];
-            w[m][3] = wm[2];
-        }
-        let base = 144u * e;
-        for (var a = 0u; a < 4u; a++) {
-            for (var b = 0u; b < 4u; b++) {
-                var blk = mat3x3<f32>(vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0));
-                for (var m = 0u; m < 9u; m++) {
-                    blk += outer3(w[m][a], w[m][b]) * lam[m];
-                }
-                for (var r = 0u; r < 3u; r++) {
-                    for (var c = 0u; c < 3u; c++) {
-                        hess[base + (3u * a + r) * 12u + 3u * b + c] = vol * blk[c][r];
-                    }
-                }
-            }
-        }
-    }
+    // The element body is shared with `elastic_list` (shaders/shared/elastic_element.wgsl).
+    elastic_element(e, P.u0);
 }

@@ -19,10 +19,8 @@ use jello::gpu::{
     GpuVertexInfo, Kernel, Params, VertexCsr,
 };
 use jello::material::{Material, MaterialModel};
-use jello::mesh::{ball, box_grid, VertexTets};
-use jello::problem::{
-    BarrierParams, Body, ElasticTerms, Model, Obstacle, Pin, Script, State, StepProblem,
-};
+use jello::mesh::{ball, VertexTets};
+use jello::problem::{BarrierParams, Body, ElasticTerms, Model, Obstacle, State, StepProblem};
 use jello::solver::jgs2::{
     barrier_hessian, build_subspace, element_pass, hess_vec, jgs2_system, rest_frame_gradients,
     rotations, vbd_system, vertex_gradient, DeviceJgs2, ElementCache, Jgs2Params, Jgs2Solver,
@@ -288,34 +286,7 @@ fn m3_words64(m: &Matrix3<f64>) -> [f64; 9] {
 
 /// A beam [0, 0.5] × [−0.05, 0.05]² clamped at x = 0.
 fn beam(model: MaterialModel, e: f64, cells: [usize; 3], obstacles: Vec<Obstacle>) -> Model {
-    let mesh = box_grid([0.0, -0.05, -0.05], [0.5, 0.05, 0.05], cells);
-    let (nt, nv) = (mesh.num_tets(), mesh.num_vertices());
-    let pinned: Vec<u32> = (0..nv as u32)
-        .filter(|&v| mesh.positions[v as usize][0] < 1e-9)
-        .collect();
-    let start = pinned.iter().map(|&v| mesh.positions[v as usize]).collect();
-    Model::new(
-        mesh,
-        vec![Body {
-            name: "beam".into(),
-            vertices: 0..nv,
-            tets: 0..nt,
-        }],
-        vec![Material::from_young_poisson(model, e, 0.3).unwrap(); nt],
-        vec![1000.0; nt],
-        [0.0, -9.81, 0.0],
-        vec![Pin {
-            vertices: pinned,
-            start,
-            script: Script::Fixed,
-        }],
-        obstacles,
-        BarrierParams {
-            dhat: 1e-3,
-            kappa: 1.0,
-        },
-    )
-    .unwrap()
+    common::clamped_beam(model, e, 0.5, cells, obstacles)
 }
 
 /// A soft Neo-Hookean ball (r = 0.1 m) 1 cm above the ground, d̂ = 1e-3 × its bounding-box

@@ -2,11 +2,9 @@
 
 mod common;
 
-use jello::material::{Material, MaterialModel};
-use jello::mesh::{box_grid, TetMesh, VertexTets};
-use jello::problem::{
-    BarrierParams, Body, ElasticTerms, HessianLayout, Model, Pin, Script, StepProblem,
-};
+use jello::material::MaterialModel;
+use jello::mesh::{TetMesh, VertexTets};
+use jello::problem::{ElasticTerms, HessianLayout, Model, StepProblem};
 use jello::solver::jgs2::{
     build_subspace, element_pass, jgs2_system, local_system, rest_frame_gradients, rotations,
     ElementCache, Jgs2Params, Jgs2Solver, SubspaceOptions, Variant,
@@ -17,35 +15,7 @@ use rand::Rng;
 use std::sync::Arc;
 
 fn cantilever(model: MaterialModel, e: f64, cells: [usize; 3]) -> Model {
-    let mesh = box_grid([0.0, -0.05, -0.05], [0.5, 0.05, 0.05], cells);
-    let nt = mesh.num_tets();
-    let nv = mesh.num_vertices();
-    let pinned: Vec<u32> = (0..nv as u32)
-        .filter(|&v| mesh.positions[v as usize][0] < 1e-9)
-        .collect();
-    let start = pinned.iter().map(|&v| mesh.positions[v as usize]).collect();
-    Model::new(
-        mesh,
-        vec![Body {
-            name: "beam".into(),
-            vertices: 0..nv,
-            tets: 0..nt,
-        }],
-        vec![Material::from_young_poisson(model, e, 0.3).unwrap(); nt],
-        vec![1000.0; nt],
-        [0.0, -9.81, 0.0],
-        vec![Pin {
-            vertices: pinned,
-            start,
-            script: Script::Fixed,
-        }],
-        vec![],
-        BarrierParams {
-            dhat: 1e-3,
-            kappa: 1.0,
-        },
-    )
-    .unwrap()
+    common::clamped_beam(model, e, 0.5, cells, vec![])
 }
 
 /// Paper §4.2: with U built from the exact current Hessian (no co-rotation, no cubature: every
@@ -369,35 +339,8 @@ fn jacobi_sweep_at_rest_is_the_newton_step() {
 /// faster than VBD.
 #[test]
 fn stiff_arap_beam_converges_with_plain_jacobi() {
-    let mesh = box_grid([0.0, -0.05, -0.05], [1.0, 0.05, 0.05], [20, 3, 3]);
-    let nt = mesh.num_tets();
-    let nv = mesh.num_vertices();
-    let pinned: Vec<u32> = (0..nv as u32)
-        .filter(|&v| mesh.positions[v as usize][0] < 1e-9)
-        .collect();
-    let start = pinned.iter().map(|&v| mesh.positions[v as usize]).collect();
-    let m = Model::new(
-        mesh,
-        vec![Body {
-            name: "beam".into(),
-            vertices: 0..nv,
-            tets: 0..nt,
-        }],
-        vec![Material::from_young_poisson(MaterialModel::Arap, 1e6, 0.3).unwrap(); nt],
-        vec![1000.0; nt],
-        [0.0, -9.81, 0.0],
-        vec![Pin {
-            vertices: pinned,
-            start,
-            script: Script::Fixed,
-        }],
-        vec![],
-        BarrierParams {
-            dhat: 1e-3,
-            kappa: 1.0,
-        },
-    )
-    .unwrap();
+    let m = common::clamped_beam(MaterialModel::Arap, 1e6, 1.0, [20, 3, 3], vec![]);
+    let nv = m.num_vertices();
     let sub = Arc::new(build_subspace(&m, 0.01, &SubspaceOptions::default()).unwrap());
     let stop = StopRule::Cn { eps: 1e-5 };
     let run = |solver: Box<dyn StepSolver>| -> Vec<(usize, bool)> {

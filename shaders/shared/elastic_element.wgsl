@@ -1,7 +1,7 @@
-// Element e's energy, gradient and Hessian exactly as the `elastic` kernel computes them (its
-// body as a function, `flags` = its u0), reading and writing the including kernel's bindings
-// `x`, `tets`, `dm_inv`, `elem`, `energy`, `grad`, `hess`. Used by `elastic_list`; the twin
-// runs `twins::elastic` on the listed elements.
+// Element e's energy, gradient and Hessian (`flags` = the kernels' u0), reading and writing the
+// including kernel's bindings `x`, `tets`, `dm_inv`, `elem`, `energy`, `grad`, `hess`. The body
+// of both `elastic` (every element) and `elastic_list` (listed elements); their twins run
+// `twins::elastic`.
 #import linalg
 #import material
 

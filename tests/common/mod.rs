@@ -31,3 +31,44 @@ pub fn shared_mesh(name: &str) -> Option<std::path::PathBuf> {
         None
     }
 }
+
+/// A beam `[0, length] × [−0.05, 0.05]²` (m) of `cells` box cells (6 tets each), clamped at
+/// x = 0, one `model` material of Young's modulus `e` (Pa) and ν = 0.3, ρ = 1000 kg/m³, gravity
+/// −9.81 m/s² along y, and the given obstacles (d̂ = 1 mm, κ = 1).
+pub fn clamped_beam(
+    model: jello::material::MaterialModel,
+    e: f64,
+    length: f64,
+    cells: [usize; 3],
+    obstacles: Vec<jello::problem::Obstacle>,
+) -> jello::problem::Model {
+    use jello::problem::{BarrierParams, Body, Model, Pin, Script};
+    let mesh = jello::mesh::box_grid([0.0, -0.05, -0.05], [length, 0.05, 0.05], cells);
+    let (nt, nv) = (mesh.num_tets(), mesh.num_vertices());
+    let pinned: Vec<u32> = (0..nv as u32)
+        .filter(|&v| mesh.positions[v as usize][0] < 1e-9)
+        .collect();
+    let start = pinned.iter().map(|&v| mesh.positions[v as usize]).collect();
+    Model::new(
+        mesh,
+        vec![Body {
+            name: "beam".into(),
+            vertices: 0..nv,
+            tets: 0..nt,
+        }],
+        vec![jello::material::Material::from_young_poisson(model, e, 0.3).unwrap(); nt],
+        vec![1000.0; nt],
+        [0.0, -9.81, 0.0],
+        vec![Pin {
+            vertices: pinned,
+            start,
+            script: Script::Fixed,
+        }],
+        obstacles,
+        BarrierParams {
+            dhat: 1e-3,
+            kappa: 1.0,
+        },
+    )
+    .unwrap()
+}
