@@ -7,21 +7,13 @@
 //! observed values on lavapipe are ~1e-7–1e-6, leaving a 10× margin. A GPU test FAILS when no
 //! adapter is found unless JELLO_SKIP_GPU_TESTS=1.
 
+mod common;
+
 use jello::scene::Scene;
 use std::path::Path;
 
 fn gpu_or_skip() -> bool {
-    match jello::gpu::Device::new(jello::gpu::Backend::Gpu) {
-        Ok(_) => true,
-        Err(e) => {
-            if std::env::var("JELLO_SKIP_GPU_TESTS").as_deref() == Ok("1") {
-                eprintln!("skipping GPU test: {e}");
-                false
-            } else {
-                panic!("no GPU adapter ({e}); set JELLO_SKIP_GPU_TESTS=1 to skip GPU tests");
-            }
-        }
-    }
+    common::gpu_device().is_some()
 }
 
 fn check(scene: &str, steps: usize, bound: f64) {

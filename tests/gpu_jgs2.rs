@@ -15,8 +15,8 @@ mod common;
 use glam::{Mat3, Vec3};
 use jello::gpu::twins::{self, jgs2 as tw};
 use jello::gpu::{
-    Backend, Buf, Device, ElemParams, GpuContact, GpuLocalSystem, GpuMat3, GpuModel, GpuVec4,
-    GpuVertexInfo, Kernel, Params, VertexCsr,
+    Buf, Device, ElemParams, GpuContact, GpuLocalSystem, GpuMat3, GpuModel, GpuVec4, GpuVertexInfo,
+    Kernel, Params, VertexCsr,
 };
 use jello::material::{Material, MaterialModel};
 use jello::mesh::{ball, VertexTets};
@@ -43,17 +43,7 @@ fn gpu_lock() -> std::sync::MutexGuard<'static, ()> {
 
 /// The GPU device, or None when skipping is allowed; panics (fails) when no adapter exists.
 fn gpu() -> Option<Device> {
-    match Device::new(Backend::Gpu) {
-        Ok(d) => Some(d),
-        Err(e) => {
-            if std::env::var("JELLO_SKIP_GPU_TESTS").as_deref() == Ok("1") {
-                eprintln!("skipping GPU comparison: {e}");
-                None
-            } else {
-                panic!("no GPU adapter ({e}); set JELLO_SKIP_GPU_TESTS=1 to skip GPU tests");
-            }
-        }
-    }
+    common::gpu_device()
 }
 
 /// Buffer contents for [`run_on`].

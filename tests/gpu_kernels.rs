@@ -26,20 +26,7 @@ use rand_chacha::ChaCha8Rng;
 
 /// The GPU device, or None when skipping is allowed; panics (fails) when no adapter exists.
 fn gpu() -> Option<Device> {
-    match Device::new(Backend::Gpu) {
-        Ok(d) => {
-            eprintln!("GPU adapter: {}", d.info());
-            Some(d)
-        }
-        Err(e) => {
-            if std::env::var("JELLO_SKIP_GPU_TESTS").as_deref() == Ok("1") {
-                eprintln!("skipping GPU comparison: {e}");
-                None
-            } else {
-                panic!("no GPU adapter ({e}); set JELLO_SKIP_GPU_TESTS=1 to skip GPU tests");
-            }
-        }
-    }
+    common::gpu_device()
 }
 
 /// Input or output buffer contents for [`run_both`].

@@ -72,3 +72,19 @@ pub fn clamped_beam(
     )
     .unwrap()
 }
+
+/// A GPU device for a GPU test. Without an adapter the test FAILS (panics), unless
+/// `JELLO_SKIP_GPU_TESTS=1`, when it returns `None` and the test skips with a note.
+pub fn gpu_device() -> Option<jello::gpu::Device> {
+    match jello::gpu::Device::new(jello::gpu::Backend::Gpu) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            if std::env::var("JELLO_SKIP_GPU_TESTS").as_deref() == Ok("1") {
+                eprintln!("skipping GPU test: {e}");
+                None
+            } else {
+                panic!("no GPU adapter ({e}); set JELLO_SKIP_GPU_TESTS=1 to skip GPU tests");
+            }
+        }
+    }
+}
