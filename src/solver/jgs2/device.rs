@@ -834,29 +834,37 @@ impl DeviceJgs2 {
 
     /// Energy partials (elements, vertices) and the per-vertex move maximum into the readback.
     fn rec_energy(&self, p: &mut Plan) {
-        let r = |k: Kernel, a: BufferId, n: usize, at: usize, p: &mut Plan| {
-            p.dispatch(
-                k,
-                &[a, self.readback.id()],
-                Params::new().u0(at as u32),
-                n as u32,
-            );
-        };
-        r(
+        self.rec_energy_partials(p);
+        self.rec_into_readback(p, Kernel::ReduceMaxAbs, self.dxn.id(), self.nv, self.rb.dx);
+    }
+
+    /// The element and vertex energy partials into the readback.
+    fn rec_energy_partials(&self, p: &mut Plan) {
+        self.rec_into_readback(
+            p,
             Kernel::ReduceSum,
             self.energy.id(),
             self.ne,
             self.rb.e_elem,
-            p,
         );
-        r(
+        self.rec_into_readback(
+            p,
             Kernel::ReduceSum,
             self.venergy.id(),
             self.nv,
             self.rb.e_vert,
-            p,
         );
-        r(Kernel::ReduceMaxAbs, self.dxn.id(), self.nv, self.rb.dx, p);
+    }
+
+    /// The first pass of reduction `k` over `a[0..n]` into the readback at `at` (the host sums
+    /// the partials in f64).
+    fn rec_into_readback(&self, p: &mut Plan, k: Kernel, a: BufferId, n: usize, at: usize) {
+        p.dispatch(
+            k,
+            &[a, self.readback.id()],
+            Params::new().u0(at as u32),
+            n as u32,
+        );
     }
 
     /// Everything at x[xb] a safeguarded iteration needs: the state, the primary direction
@@ -865,12 +873,7 @@ impl DeviceJgs2 {
     fn rec_eval_safeguarded(&self, p: &mut Plan, xb: usize) {
         // The per-vertex moves of this iteration (the trial's) are reduced before a sweep
         // overwrites anything.
-        p.dispatch(
-            Kernel::ReduceMaxAbs,
-            &[self.dxn.id(), self.readback.id()],
-            Params::new().u0(self.rb.dx as u32),
-            self.nv as u32,
-        );
+        self.rec_into_readback(p, Kernel::ReduceMaxAbs, self.dxn.id(), self.nv, self.rb.dx);
         self.rec_state(p, xb);
         match self.params.variant {
             Variant::Jacobi => {
@@ -892,28 +895,7 @@ impl DeviceJgs2 {
         }
         self.rec_vbd_direction(p, xb);
         self.rec_dots(p, true);
-        let r = |k: Kernel, a: BufferId, n: usize, at: usize, p: &mut Plan| {
-            p.dispatch(
-                k,
-                &[a, self.readback.id()],
-                Params::new().u0(at as u32),
-                n as u32,
-            );
-        };
-        r(
-            Kernel::ReduceSum,
-            self.energy.id(),
-            self.ne,
-            self.rb.e_elem,
-            p,
-        );
-        r(
-            Kernel::ReduceSum,
-            self.venergy.id(),
-            self.nv,
-            self.rb.e_vert,
-            p,
-        );
+        self.rec_energy_partials(p);
     }
 
     fn rec_trial(&self, p: &mut Plan, from: usize, scale: f64) {
