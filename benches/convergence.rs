@@ -12,7 +12,8 @@
 //! `cargo bench --bench convergence`. Env: `JELLO_CONV_CASES` (comma list of
 //! `cantilever,armadillo,armadillo_stiff`), `JELLO_CONV_STEPS` (steps per case, default 5),
 //! `JELLO_CONV_SOLVERS` (comma list of `newton,jgs2,jgs2-gs,vbd`), `JELLO_CONV_VBD_CAP`
-//! (VBD iteration cap per step, default 3000), `JELLO_CONV_EPS` (ε, default 1e-5),
+//! (VBD iteration cap per step, default 3000), `JELLO_CONV_EPS` (ε of the armadillo cases,
+//! default 1e-5), `JELLO_CONV_CANTILEVER_EPS` (default 1e-8, see `cantilever()`),
 //! `JELLO_CONV_KICK` (armadillo foot force, N, default 3000), `JELLO_CONV_PLOT_STEP` (default 2).
 
 use jello::output::plot::{write_plot, PlotSpec, Series};
@@ -39,11 +40,12 @@ fn shared_mesh(name: &str) -> Option<PathBuf> {
     p.exists().then_some(p)
 }
 
-/// A benchmark case: a scene and a description.
+/// A benchmark case: a scene, a description and its tolerance.
 struct Case {
     name: &'static str,
     about: String,
     scene: String,
+    eps: f64,
 }
 
 fn cantilever() -> Case {
@@ -69,6 +71,10 @@ region = { slab = { normal = [1.0, 0.0, 0.0], offset = 0.0, thickness = 0.002 } 
                 h = 10 ms"
             .into(),
         scene,
+        // At ε = 1e-5 every solver needs ≤ 3 iterations per step here (the sag per 10 ms step
+        // is small against this beam's stiffness scale); the paper's Fig. 2 follows the error
+        // far below that, so this case asks for ε = 1e-8.
+        eps: env_or("JELLO_CONV_CANTILEVER_EPS", 1e-8),
     }
 }
 
@@ -113,6 +119,7 @@ end = 0.02
              right foot during the first 20 ms, h = 10 ms"
         ),
         scene,
+        eps: env_or("JELLO_CONV_EPS", 1e-5),
     })
 }
 
@@ -202,9 +209,9 @@ fn run_case(
     solvers: &[String],
     steps: usize,
     plot_step: usize,
-    stop: StopRule,
     vbd_cap: usize,
 ) -> Vec<Run> {
+    let stop = StopRule::Cn { eps: case.eps };
     let scene = Scene::parse(Path::new("bench.toml"), &case.scene).expect("scene");
     let built = scene.build().expect("build");
     let h = built.config.h;
@@ -253,7 +260,8 @@ fn run_case(
     runs
 }
 
-fn table(case: &Case, runs: &[Run], steps: usize, eps: f64) {
+fn table(case: &Case, runs: &[Run], steps: usize) {
+    let eps = case.eps;
     println!("\n### {} — {}\n", case.name, case.about);
     println!(
         "ε = {eps:e} (characteristic norm). Iterations per step; `*` marks a step stopped at \
@@ -295,7 +303,8 @@ fn table(case: &Case, runs: &[Run], steps: usize, eps: f64) {
     }
 }
 
-fn plot(case: &Case, runs: &[Run], plot_step: usize, eps: f64, out: &Path) {
+fn plot(case: &Case, runs: &[Run], plot_step: usize, out: &Path) {
+    let eps = case.eps;
     let series: Vec<Series> = runs
         .iter()
         .filter(|r| !r.trace.is_empty())
@@ -323,13 +332,11 @@ fn plot(case: &Case, runs: &[Run], plot_step: usize, eps: f64, out: &Path) {
 
 fn main() {
     let steps = env_or("JELLO_CONV_STEPS", 5usize);
-    let eps = env_or("JELLO_CONV_EPS", 1e-5f64);
     let vbd_cap = env_or("JELLO_CONV_VBD_CAP", 3000usize);
     let plot_step = env_or("JELLO_CONV_PLOT_STEP", 2usize).clamp(1, steps.max(1));
     let out = std::env::var("JELLO_BENCH_OUT")
         .map(PathBuf::from)
         .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-out"));
-    let stop = StopRule::Cn { eps };
     let cases: Vec<String> = std::env::var("JELLO_CONV_CASES")
         .unwrap_or_else(|_| "cantilever,armadillo,armadillo_stiff".into())
         .split(',')
@@ -357,8 +364,8 @@ fn main() {
             continue;
         };
         println!("\n## {}", case.name);
-        let runs = run_case(&case, &solvers, steps, plot_step, stop, vbd_cap);
-        table(&case, &runs, steps, eps);
-        plot(&case, &runs, plot_step, eps, &out);
+        let runs = run_case(&case, &solvers, steps, plot_step, vbd_cap);
+        table(&case, &runs, steps);
+        plot(&case, &runs, plot_step, &out);
     }
 }
