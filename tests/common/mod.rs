@@ -88,3 +88,28 @@ pub fn gpu_device() -> Option<jello::gpu::Device> {
         }
     }
 }
+
+/// ‖a − b‖ / ‖b‖ (f64 accumulation) after checking neither holds a NaN — a NaN in `a` is an
+/// output a kernel left unwritten (tests poison outputs with NaN before a run).
+pub fn rel_err(a: &[f32], b: &[f32], what: &str) -> f64 {
+    assert_eq!(a.len(), b.len(), "{what}: lengths");
+    if let Some(i) = a.iter().position(|v| v.is_nan()) {
+        panic!("{what}: entry {i} of the result is NaN (unwritten or invalid)");
+    }
+    if let Some(i) = b.iter().position(|v| v.is_nan()) {
+        panic!("{what}: entry {i} of the reference is NaN");
+    }
+    let (mut d, mut r) = (0.0f64, 0.0f64);
+    for (x, y) in a.iter().zip(b) {
+        d += (*x as f64 - *y as f64).powi(2);
+        r += (*y as f64).powi(2);
+    }
+    d.sqrt() / r.sqrt().max(1e-300)
+}
+
+/// Asserts [`rel_err`] ≤ `tol`, printing the measured value.
+pub fn assert_close(a: &[f32], b: &[f32], tol: f64, what: &str) {
+    let e = rel_err(a, b, what);
+    eprintln!("{what}: relative error {e:.2e} (tolerance {tol:.0e})");
+    assert!(e <= tol, "{what}: relative error {e:.3e} > {tol:.0e}");
+}
