@@ -14,7 +14,8 @@
 //! `JELLO_CONV_SOLVERS` (comma list of `newton,jgs2,jgs2-gs,vbd`), `JELLO_CONV_VBD_CAP`
 //! (VBD iteration cap per step, default 3000), `JELLO_CONV_EPS` (ε of the armadillo cases,
 //! default 1e-5), `JELLO_CONV_CANTILEVER_EPS` (default 1e-8, see `cantilever()`),
-//! `JELLO_CONV_KICK` (armadillo foot force, N, default 3000), `JELLO_CONV_PLOT_STEP` (default 2).
+//! `JELLO_CONV_KICK` (armadillo foot force, N, default 3000), `JELLO_CONV_PLOT_STEP` (default 2),
+//! `JELLO_CONV_FAR_TOL` (JGS2 far-field tolerance, default 0.05; 0 keeps every row exact).
 
 use jello::output::plot::{write_plot, PlotSpec, Series};
 use jello::problem::Model;
@@ -146,7 +147,10 @@ fn make(
     let mut jgs2 = |variant| {
         let (sub, secs) = subspace.get_or_insert_with(|| {
             let t = Instant::now();
-            let sub = build_subspace(model, h, &SubspaceOptions::default()).expect("precompute");
+            let mut opts = SubspaceOptions::default();
+            opts.precompute.far_tolerance =
+                env_or("JELLO_CONV_FAR_TOL", opts.precompute.far_tolerance);
+            let sub = build_subspace(model, h, &opts).expect("precompute");
             let s = &sub.stats;
             println!(
                 "  jgs2 precompute: {:.2} s ({} tree nodes, near field {:.0} vertices/vertex, \
