@@ -15,8 +15,8 @@ mod common;
 use glam::{Mat3, Vec3};
 use jello::gpu::twins::{self, jgs2 as tw};
 use jello::gpu::{
-    Buf, Device, ElemParams, GpuContact, GpuLocalSystem, GpuMat3, GpuModel, GpuVec4, GpuVertexInfo,
-    Kernel, Params, VertexCsr,
+    Buf, Device, ElemParams, GpuContact, GpuLocalSystem, GpuMat3, GpuVec4, GpuVertexInfo, Kernel,
+    Params, VertexCsr,
 };
 use jello::material::{Material, MaterialModel};
 use jello::mesh::{ball, VertexTets};
@@ -290,28 +290,7 @@ fn bbox_diagonal(m: &Model) -> f64 {
 
 /// Per-element GPU rest data of a model.
 fn rest_data(m: &Model) -> (Vec<GpuMat3>, Vec<ElemParams>) {
-    let dm = m
-        .rest
-        .iter()
-        .map(|r| {
-            let d = r.dm_inv;
-            GpuMat3::from_rows(
-                [0, 1, 2].map(|i| [d[(i, 0)] as f32, d[(i, 1)] as f32, d[(i, 2)] as f32]),
-            )
-        })
-        .collect();
-    let ep = m
-        .rest
-        .iter()
-        .zip(&m.materials)
-        .map(|(r, mat)| ElemParams {
-            mu: mat.mu as f32,
-            lambda: mat.lambda as f32,
-            volume: r.volume as f32,
-            model: GpuModel::from_material(mat.model) as u32,
-        })
-        .collect();
-    (dm, ep)
+    jello::gpu::element_records(&m.rest, &m.materials).unwrap()
 }
 
 /// A deformed configuration of `m` (rest + smooth bend + noise), f64 and as vec4 f32.

@@ -169,27 +169,7 @@ impl ElasticEvaluator {
             ));
         }
         let csr = VertexCsr::new(rest.tets, nv)?;
-        let mut dm = Vec::with_capacity(ne);
-        let mut ep = Vec::with_capacity(ne);
-        for (e, (r, m)) in rest.rest.iter().zip(rest.materials).enumerate() {
-            let d = r.dm_inv;
-            if !(d.iter().all(|v| v.is_finite()) && r.volume.is_finite() && r.volume > 0.0) {
-                return Err(JelloError::Invalid(format!(
-                    "evaluator: element {e} has a degenerate rest shape"
-                )));
-            }
-            dm.push(GpuMat3::from_rows([
-                [d[(0, 0)] as f32, d[(0, 1)] as f32, d[(0, 2)] as f32],
-                [d[(1, 0)] as f32, d[(1, 1)] as f32, d[(1, 2)] as f32],
-                [d[(2, 0)] as f32, d[(2, 1)] as f32, d[(2, 2)] as f32],
-            ]));
-            ep.push(ElemParams {
-                mu: m.mu as f32,
-                lambda: m.lambda as f32,
-                volume: r.volume as f32,
-                model: GpuModel::from_material(m.model) as u32,
-            });
-        }
+        let (dm, ep) = element_records(rest.rest, rest.materials)?;
         let masses: Vec<f32> = rest.masses.iter().map(|&m| m as f32).collect();
         let d = &mut device;
         let x = d.alloc::<GpuVec4>("positions", nv)?;
@@ -428,6 +408,35 @@ impl ElasticEvaluator {
         }
         Ok(out)
     }
+}
+
+/// Per-element GPU rest records: Dm⁻¹ (1/m) as [`GpuMat3`] and material + rest volume as
+/// [`ElemParams`], in f32. Errors on a non-finite Dm⁻¹ or a non-positive rest volume, naming the
+/// element.
+pub fn element_records(
+    rest: &[ElementRest<f64>],
+    materials: &[Material],
+) -> Result<(Vec<GpuMat3>, Vec<ElemParams>)> {
+    let mut dm = Vec::with_capacity(rest.len());
+    let mut ep = Vec::with_capacity(rest.len());
+    for (e, (r, m)) in rest.iter().zip(materials).enumerate() {
+        let d = r.dm_inv;
+        if !(d.iter().all(|v| v.is_finite()) && r.volume.is_finite() && r.volume > 0.0) {
+            return Err(JelloError::Invalid(format!(
+                "element {e} has a degenerate rest shape"
+            )));
+        }
+        dm.push(GpuMat3::from_rows([0, 1, 2].map(|i| {
+            [d[(i, 0)] as f32, d[(i, 1)] as f32, d[(i, 2)] as f32]
+        })));
+        ep.push(ElemParams {
+            mu: m.mu as f32,
+            lambda: m.lambda as f32,
+            volume: r.volume as f32,
+            model: GpuModel::from_material(m.model) as u32,
+        });
+    }
+    Ok((dm, ep))
 }
 
 /// Packs a 3n f64 array into vec4 f32 with `f(i, k)` giving component k of vertex i.

@@ -54,7 +54,7 @@ pub use adapter::{list_adapters, AdapterList, AdapterReport, Backend, DeviceInfo
 pub use cpu_device::CpuDevice;
 pub use csr::VertexCsr;
 pub use device::{Buf, BufferId, Device, Plan, ReduceOp};
-pub use evaluator::{ElasticEvaluator, ElasticRest, EvalFlags, Evaluation};
+pub use evaluator::{element_records, ElasticEvaluator, ElasticRest, EvalFlags, Evaluation};
 pub use kernel::Kernel;
 pub use layout::{
     ElemParams, GpuContact, GpuLocalSystem, GpuMat3, GpuTet, GpuTreeNode, GpuVec4, GpuVertexInfo,

@@ -49,8 +49,8 @@ use crate::gpu::twins::jgs2::{
 };
 use crate::gpu::twins::{ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT, REDUCE_BLOCK};
 use crate::gpu::{
-    Buf, BufferId, Device, DeviceInfo, ElemParams, GpuMat3, GpuModel, GpuTet, GpuVec4, Kernel,
-    Params, Plan, VertexCsr,
+    element_records, Buf, BufferId, Device, DeviceInfo, ElasticRest, ElemParams, GpuMat3, GpuTet,
+    GpuVec4, Kernel, Params, Plan, VertexCsr,
 };
 use crate::mesh::{colour_vertices, VertexTets};
 use crate::problem::{ElasticTerms, Model, Obstacle, StepProblem};
@@ -322,39 +322,12 @@ impl DeviceJgs2 {
         if ne > (u32::MAX / 4) as usize {
             return Err(JelloError::Invalid("mesh too large for u32 indices".into()));
         }
-        let origin = {
-            let mut c = [0.0; 3];
-            for p in &model.mesh.positions {
-                for k in 0..3 {
-                    c[k] += p[k] / nv.max(1) as f64;
-                }
-            }
-            c
-        };
+        // Positions are stored relative to the rest centroid, as the evaluator does.
+        let origin = ElasticRest::from_model(model).origin;
         let csr = VertexCsr::new(&model.mesh.tets, nv)?;
         let vt = VertexTets::new(&model.mesh);
         let packed = vt.packed();
-        let dm: Vec<GpuMat3> = model
-            .rest
-            .iter()
-            .map(|r| {
-                let d = r.dm_inv;
-                GpuMat3::from_rows(
-                    [0, 1, 2].map(|i| [d[(i, 0)] as f32, d[(i, 1)] as f32, d[(i, 2)] as f32]),
-                )
-            })
-            .collect();
-        let ep: Vec<ElemParams> = model
-            .rest
-            .iter()
-            .zip(&model.materials)
-            .map(|(r, m)| ElemParams {
-                mu: m.mu as f32,
-                lambda: m.lambda as f32,
-                volume: r.volume as f32,
-                model: GpuModel::from_material(m.model) as u32,
-            })
-            .collect();
+        let (dm, ep) = element_records(&model.rest, &model.materials)?;
         let vinfo: Vec<GpuVertexInfo> = (0..nv)
             .map(|v| GpuVertexInfo {
                 mass: model.mass[v] as f32,
