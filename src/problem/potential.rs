@@ -336,11 +336,36 @@ impl<'a> StepProblem<'a> {
         alpha
     }
 
+    /// The line-search filter of the solvers: the start α of a backtracking search along `dx`.
+    ///
+    /// Always keeps vertices outside obstacles ([`Self::max_obstacle_step`]). Also keeps
+    /// positively oriented elements positive ([`Self::max_step`]) — a trust region: full
+    /// projected-Newton steps through inversion overshoot (armadillo_18k kicked with 3 kN took
+    /// 9.2 Newton iterations per step without it, 5.8 with it) — unless that would cut the step
+    /// below 1% of the obstacle limit: a flattened element whose Newton direction points through
+    /// zero volume would then stall the iteration for good (the same armadillo kicked with
+    /// 30 kN sat at residual 0.1 for 100 iterations; 15 per step with this rule). Inversion is
+    /// then left to the energy: stable Neo-Hookean, ARAP, corotated and linear are finite
+    /// through it; Neo-Hookean's +∞ for J ≤ 0 fails the Armijo test.
+    pub fn step_limit(&self, x: &[f64], dx: &[f64]) -> f64 {
+        let obstacle = self.max_obstacle_step(x, dx);
+        let uninverted = self.uninverted_from(x, dx, obstacle);
+        if uninverted >= 1e-2 * obstacle {
+            uninverted
+        } else {
+            obstacle
+        }
+    }
+
     /// The largest step fraction α ∈ [0, 1] along `dx` from `x` that keeps every vertex outside
     /// every obstacle (with a 0.9 safety factor on the time of impact, as in IPC) and every
     /// element that is positively oriented at `x` positively oriented.
     pub fn max_step(&self, x: &[f64], dx: &[f64]) -> f64 {
-        let mut alpha = self.max_obstacle_step(x, dx);
+        self.uninverted_from(x, dx, self.max_obstacle_step(x, dx))
+    }
+
+    /// Halves `alpha` until every element positively oriented at `x` stays so at x + α·dx.
+    fn uninverted_from(&self, x: &[f64], dx: &[f64], mut alpha: f64) -> f64 {
         // Inversion filter: halve until every initially positive tet stays positive.
         let vol = |y: &[f64], tet: &[u32; 4]| {
             let p = corners(y, tet);

@@ -13,10 +13,11 @@ pub struct LineSearchResult {
     pub accepted: bool,
 }
 
-/// Armijo backtracking from `x` along `dx`: starts at min(1, filter) (the filter keeps vertices
-/// outside obstacles and elements uninverted), halves until
+/// Armijo backtracking from `x` along `dx`: starts at the filter's limit, halves until
 /// E(x + α dx) ≤ E(x) + c α gᵀdx with c = 1e-4, at most 40 halvings. On success `x_new` holds
 /// the accepted point.
+///
+/// The filter is [`StepProblem::step_limit`].
 pub fn backtracking(
     problem: &StepProblem,
     elastic: &dyn ElasticTerms,
@@ -26,7 +27,7 @@ pub fn backtracking(
     g_dot_dx: f64,
     x_new: &mut Vec<f64>,
 ) -> LineSearchResult {
-    let mut alpha = problem.max_step(x, dx);
+    let mut alpha = problem.step_limit(x, dx);
     x_new.resize(x.len(), 0.0);
     for _ in 0..40 {
         if alpha <= 0.0 {
