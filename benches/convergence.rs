@@ -11,7 +11,9 @@
 //!
 //! `cargo bench --bench convergence`. Env: `JELLO_CONV_CASES` (comma list of
 //! `cantilever,armadillo,armadillo_stiff`), `JELLO_CONV_STEPS` (steps per case, default 5),
-//! `JELLO_CONV_SOLVERS` (comma list of `newton,jgs2,jgs2-gs,vbd`), `JELLO_CONV_VBD_CAP`
+//! `JELLO_CONV_SOLVERS` (comma list of `newton,jgs2,jgs2-gs,vbd`, and `newton-lagged`:
+//! modified Newton that factors the Hessian once per step, the yardstick for a fixed
+//! linearisation), `JELLO_CONV_VBD_CAP`
 //! (VBD iteration cap per step, default 3000), `JELLO_CONV_EPS` (ε of the armadillo cases,
 //! default 1e-5), `JELLO_CONV_CANTILEVER_EPS` (default 1e-8, see `cantilever()`),
 //! `JELLO_CONV_KICK` (armadillo foot force, N, default 3000), `JELLO_CONV_PLOT_STEP` (default 2),
@@ -176,12 +178,14 @@ fn make(
         )
     };
     match name {
-        "newton" => (
+        "newton" | "newton-lagged" => (
             Box::new(
                 NewtonSolver::new(
                     model,
                     NewtonParams {
                         stop,
+                        max_iterations: 1000,
+                        lagged: name == "newton-lagged",
                         ..NewtonParams::default()
                     },
                 )
