@@ -180,3 +180,53 @@ end = 0.02
         );
     }
 }
+
+/// Lagged (chord) Newton factors once per step: it must reach the same minimiser as Newton
+/// (the same stop rule on the same gradient), and needs at least as many iterations.
+#[test]
+fn lagged_newton_reaches_the_same_minimiser() {
+    let mesh = box_grid([0.0, -0.05, -0.05], [0.6, 0.05, 0.05], [12, 2, 2]);
+    let mat = Material::from_young_poisson(MaterialModel::StableNeoHookean, 1e5, 0.4).unwrap();
+    let pin = pin_where(&mesh, |p| p[0] < 1e-9, Script::Fixed);
+    let m = model(mesh, mat, 1000.0, [0.0, -9.81, 0.0], vec![pin], vec![]);
+    let stop = jello::solver::StopRule::Cn { eps: 1e-10 };
+    let run = |lagged: bool| {
+        let st = m.initial_state(&vec![[0.0; 3]; m.num_vertices()]);
+        let params = NewtonParams {
+            stop,
+            max_iterations: 1000,
+            lagged,
+            ..NewtonParams::default()
+        };
+        let solver = NewtonSolver::new(&m, params).unwrap();
+        let mut sim = Simulation::new(m.clone(), st, 0.02, Box::new(solver)).unwrap();
+        let mut its = 0;
+        for step in 0..5 {
+            let r = sim.step(false).unwrap();
+            assert!(r.converged, "lagged {lagged} step {step}: {:e}", r.residual);
+            its += r.iterations;
+        }
+        (sim.state.x.clone(), its)
+    };
+    let (x_newton, it_newton) = run(false);
+    let (x_lagged, it_lagged) = run(true);
+    let diff = x_newton
+        .iter()
+        .zip(&x_lagged)
+        .map(|(a, b)| (a - b).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    let disp = x_newton
+        .iter()
+        .zip(&m.initial_state(&vec![[0.0; 3]; m.num_vertices()]).x)
+        .map(|(a, b)| (a - b).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    eprintln!("iterations: newton {it_newton}, lagged {it_lagged}; |Δx| {diff:e} of {disp:e}");
+    assert!(disp > 1e-3, "the beam did not move: {disp}");
+    assert!(
+        diff < 1e-6 * disp,
+        "lagged Newton ended elsewhere: {diff:e}"
+    );
+    assert!(it_lagged >= it_newton);
+}
