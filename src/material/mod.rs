@@ -3,7 +3,7 @@
 //!
 //! Everything is generic over the scalar `T: nalgebra::RealField + Copy`: `f64` is the reference,
 //! `f32` is the CPU twin of the WGSL kernels. Isotropic models are written in singular-value space
-//! ([`sigma`]), which gives P, ∂P/∂F and an exact eigen-decomposition of ∂P/∂F (Teran et al. 2005,
+//! (`sigma`), which gives P, ∂P/∂F and an exact eigen-decomposition of ∂P/∂F (Teran et al. 2005,
 //! Smith et al. 2019) — the PSD projection clamps those nine eigenvalues at zero.
 //!
 //! Conventions: `vec(F)` is column-major (index `i + 3j` for `F[(i, j)]`, nalgebra's storage

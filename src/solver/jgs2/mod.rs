@@ -43,8 +43,13 @@
 //! Against Newton (`cargo bench --bench convergence`, armadillo_18k, kicked foot, ε = 1e-5):
 //! 3.3× Newton's iterations at base stiffness, 5.4× at 20×, 9.6× kicked 10× harder — the paper
 //! reports 1.1–1.3×. Modified Newton with the Hessian factored once per step needs 23×, 54× and
-//! over 47×: JGS2 beats a fixed linearisation by 5–7×, but its subspaces only follow the
-//! deformation through rotations and the incident elements, and that gap stays. Tried
+//! over 47×: JGS2 beats a fixed linearisation by 5–7×. Rebuilding the subspaces every step
+//! from the Hessian at the step's start (`jgs2-relin` in the bench, [`build_subspace_at`] +
+//! [`Jgs2Solver::linearised_at`]; its first iteration is Newton's step to 5e-15,
+//! `tests/jgs2.rs`) gives 14.8 and 11.6 (2.6×, 3.4×), and with uncompressed rows 12.5 and 15
+//! over 2 steps against Newton's 7 and 5: the gap is the Hessian's change *within* a step,
+//! which Newton refactors and JGS2 follows only through rotations and incident elements —
+//! not the rest-shape precompute, nor the far-field compression. Tried
 //! and measured on the base case (iterations per step, default 19.4), not kept:
 //! - the current Hessian of every near-field element in A_i (not just the incident ones, the
 //!   paper's cubature Hessian taken exactly): 18.3 over 3 steps vs 19.3, at 23× the cost;
@@ -69,6 +74,6 @@ pub use local::{
 };
 pub use solver::{Jgs2Params, Jgs2Solver, Variant};
 pub use subspace::{
-    build_subspace, cache_key, load_or_build, Jgs2Subspace, SubspaceOptions, SubspaceOrigin,
-    VertexSubspace,
+    build_subspace, build_subspace_at, cache_key, load_or_build, Jgs2Subspace, SubspaceOptions,
+    SubspaceOrigin, VertexSubspace,
 };

@@ -66,6 +66,9 @@ pub struct Jgs2Solver {
     free: Vec<u32>,
     extent: f64,
     cache: ElementCache,
+    /// Per-vertex rotations at the state the subspace was linearised at (`None`: the rest
+    /// shape, rotations = identity).
+    origin: Option<Vec<Matrix3<f64>>>,
 }
 
 impl Jgs2Solver {
@@ -96,7 +99,27 @@ impl Jgs2Solver {
                 .collect(),
             extent: model.largest_extent(),
             cache: ElementCache::default(),
+            origin: None,
         }
+    }
+
+    /// Declares that the subspace was built at the deformed positions `x`
+    /// ([`super::build_subspace_at`]): rotations are then taken relative to those at `x`.
+    pub fn linearised_at(mut self, model: &Model, x: &[f64]) -> Self {
+        self.origin = Some(rotations(model, x, &self.vertex_tets));
+        self
+    }
+
+    /// The co-rotation of every vertex's subspace at `x`: the polar rotation of its elements'
+    /// mean F, relative to the linearisation state's.
+    fn frames(&self, model: &Model, x: &[f64]) -> Vec<Matrix3<f64>> {
+        let mut rot = rotations(model, x, &self.vertex_tets);
+        if let Some(origin) = &self.origin {
+            for (r, o) in rot.iter_mut().zip(origin) {
+                *r *= o.transpose();
+            }
+        }
+        rot
     }
 
     /// Number of vertex colours (Gauss–Seidel sweeps per iteration).
@@ -120,7 +143,7 @@ impl Jgs2Solver {
         let frame = self.subspace.as_ref().filter(|_| !vbd).map(|s| {
             let rot = match rot {
                 Some(r) => r.to_vec(),
-                None => rotations(model, x, &self.vertex_tets),
+                None => self.frames(model, x),
             };
             let (ghat, gsum) = rest_frame_gradients(g, Some(&rot), &s.tree);
             (s, rot, ghat, gsum)
@@ -248,10 +271,7 @@ impl Jgs2Solver {
         // Rotations once per sweep, at the sweep's start (the paper's R^k): refreshing them per
         // colour let early colours' large moves re-rotate later colours' subspaces, and the
         // sweep took 63 instead of 29 iterations on a stiff beam (tests/jgs2.rs).
-        let rot = self
-            .subspace
-            .is_some()
-            .then(|| rotations(model, x, &self.vertex_tets));
+        let rot = self.subspace.is_some().then(|| self.frames(model, x));
         for c in 0..self.colouring.groups.len() {
             let group: Vec<u32> = self.colouring.groups[c]
                 .iter()

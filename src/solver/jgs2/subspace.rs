@@ -52,10 +52,13 @@ pub struct SubspaceOptions {
 
 /// The inputs of the precompute for `model` at time step `h`: rest element Hessians of Ψ,
 /// per-corner mass shares and the pinned mask.
-fn inputs(model: &Model) -> (Vec<[f64; 144]>, Vec<[f64; 4]>) {
+fn inputs(model: &Model, at: Option<&[f64]>) -> (Vec<[f64; 144]>, Vec<[f64; 4]>) {
     let rest_h: Vec<[f64; 144]> = (0..model.mesh.num_tets())
         .map(|t| {
-            let x = model.mesh.tets[t].map(|v| Vector3::from(model.mesh.positions[v as usize]));
+            let x = model.mesh.tets[t].map(|v| match at {
+                Some(y) => Vector3::from_column_slice(&y[3 * v as usize..3 * v as usize + 3]),
+                None => Vector3::from(model.mesh.positions[v as usize]),
+            });
             let s = element_hessian(&model.materials[t], &model.rest[t], &x, true);
             let h = s.hessian.unwrap_or_default();
             let mut out = [0.0; 144];
@@ -154,7 +157,7 @@ pub fn load_or_build(
             )),
         }
     }
-    let sub_basis = precompute(model, h, opts)?;
+    let sub_basis = precompute(model, h, opts, None)?;
     if let Some(p) = &path {
         let made = p.parent().map(std::fs::create_dir_all).transpose();
         if let Err(e) = made {
@@ -178,13 +181,31 @@ pub fn load_or_build(
 
 /// Runs the precompute for `model` at time step `h` (s).
 pub fn build_subspace(model: &Model, h: f64, opts: &SubspaceOptions) -> Result<Jgs2Subspace> {
-    from_basis(model, precompute(model, h, opts)?)
+    from_basis(model, precompute(model, h, opts, None)?)
 }
 
-fn precompute(model: &Model, h: f64, opts: &SubspaceOptions) -> Result<Jgs2Basis> {
+/// The subspaces of the Hessian at the deformed positions `x` (3n, m) instead of the rest
+/// shape: a diagnostic that measures what the rest-shape approximation costs (a solver using
+/// it must co-rotate relative to `x`, [`super::Jgs2Solver::linearised_at`]). Same cluster
+/// tree (it is built on the rest positions).
+pub fn build_subspace_at(
+    model: &Model,
+    h: f64,
+    opts: &SubspaceOptions,
+    x: &[f64],
+) -> Result<Jgs2Subspace> {
+    from_basis(model, precompute(model, h, opts, Some(x))?)
+}
+
+fn precompute(
+    model: &Model,
+    h: f64,
+    opts: &SubspaceOptions,
+    at: Option<&[f64]>,
+) -> Result<Jgs2Basis> {
     let err =
         |e: jello_precompute::PrecomputeError| JelloError::Solver(format!("JGS2 precompute: {e}"));
-    let (rest_h, mass) = inputs(model);
+    let (rest_h, mass) = inputs(model, at);
     let input = Jgs2Input {
         n_vertices: model.num_vertices(),
         positions: &model.mesh.positions,
