@@ -112,7 +112,7 @@ pub fn rotations(model: &Model, x: &[f64], vertex_tets: &VertexTets) -> Vec<Matr
 /// A Hessian term of vertex i's local system: element, weight, and the 12×3 row-major Ū_{i,e}
 /// (`None`: VBD, U_e = identity at i's corner).
 pub type HessTerm<'a> = (u32, f64, Option<&'a [f64; 36]>);
-/// A gradient term: vertex j, weight, and the 3×3 row-major block Ū_i[j] (rows of vertex j).
+/// A gradient term: vertex j, weight, and the 3×3 row-major block Ū_i\[j\] (rows of vertex j).
 pub type GradTerm<'a> = (u32, f64, &'a [f64; 9]);
 
 /// Vertex `i`'s 3×3 system (A, r); the step is δx_i = −A⁻¹ r.
@@ -210,10 +210,10 @@ pub fn rest_frame_gradients(
 
 /// Vertex `i`'s JGS2 system (A, r), δx_i = −A⁻¹r:
 ///
-/// r = g_i + R_i (Σ_{j near} Ū_i[j]ᵀ ĝ_j + Σ_{c far} w_c ū_{i,c}ᵀ G_c)  (c: cluster-tree nodes),
+/// r = g_i + R_i (Σ_{j near} Ū_i\[j\]ᵀ ĝ_j + Σ_{c far} w_c ū_{i,c}ᵀ G_c)  (c: cluster-tree nodes),
 /// A = R_i Â_i R_iᵀ + Σ_{e∋i} U_eᵀ K_e(x) U_e + barrier curvature at i,
 ///
-/// with U_e's corner blocks R_v Ū_i[v] R_iᵀ (co-rotated, Eq. 14), K_e the element's projected
+/// with U_e's corner blocks R_v Ū_i\[v\] R_iᵀ (co-rotated, Eq. 14), K_e the element's projected
 /// elastic Hessian from `cache`, ĝ/G from [`rest_frame_gradients`]. Exact at rest: there
 /// A = Ū_iᵀH̄Ū_i (the Schur complement) and r = Ū_iᵀg up to the far-field cubature.
 #[allow(clippy::too_many_arguments)] // mirrors the kernel's binding list

@@ -13,11 +13,11 @@
 //!
 //! How the dense U_i is made cheap (the paper's cubature, Eqs. 17–18, and where we depart from
 //! it; numbers in the issue note and in `jello-precompute`'s `jgs2` module docs):
-//! - r_i = g_i + R_i (Σ_{j near} Ū_i[j]ᵀ R_jᵀg_j + Σ_{c far} w_c ū_{i,c}ᵀ G_c): the *assembled*
+//! - r_i = g_i + R_i (Σ_{j near} Ū_i\[j\]ᵀ R_jᵀg_j + Σ_{c far} w_c ū_{i,c}ᵀ G_c): the *assembled*
 //!   gradient g (so the iteration's fixed point is exactly ∇E = 0, whatever the approximation),
 //!   exact over a near field, and over the far field by nodes of a k-d cluster tree, each
 //!   standing for its vertices by the mean ū of Ū_i over them (G_c = Σ_{j∈c} R_jᵀg_j). A node is
-//!   used when Ū_i deviates from its mean over it by at most `far_tolerance`·‖Ū_i[i]‖. The
+//!   used when Ū_i deviates from its mean over it by at most `far_tolerance`·‖Ū_i\[i\]‖. The
 //!   paper's few single-element samples, with NNLS weights fitted on low-frequency training
 //!   poses, multiplied the high-frequency part of the residual by weights of 10–30 and Jacobi
 //!   diverged on a clamped ARAP beam (E = 1 MPa, h = 10 ms); node means average it out.
