@@ -552,3 +552,66 @@ fn subspace_linearised_at_a_deformed_state_takes_the_newton_step() {
         "rest-frame co-rotation made no difference"
     );
 }
+
+/// The paper's headline ratio (JGS2 ≈ 1.1–1.3× Newton's iterations) in its Fig. 2 setting, an
+/// ARAP cantilever sagging at h = 1/100 s, where this implementation reproduces it: with every
+/// subspace row kept (far tolerance 0) JGS2-Jacobi must stay within 1.5× Newton's iterations
+/// over the first steps to ε = 1e-8. (The default compressed far field needs ~2–4× here, and on
+/// the kicked armadillo no setting gets below ~2.6×: see `benches/convergence.rs`.)
+#[test]
+fn exact_jgs2_tracks_newton_on_the_sagging_arap_cantilever() {
+    let m = common::clamped_beam(MaterialModel::Arap, 1e6, 1.0, [20, 2, 2], vec![]);
+    let stop = StopRule::Cn { eps: 1e-8 };
+    let run = |solver: Box<dyn StepSolver>| {
+        let st = m.initial_state(&vec![[0.0; 3]; m.num_vertices()]);
+        let mut sim = jello::sim::Simulation::new(m.clone(), st, 0.01, solver).unwrap();
+        let mut its = Vec::new();
+        for step in 1..=4 {
+            let r = sim.step(false).unwrap();
+            assert!(r.converged, "step {step}: residual {:e}", r.residual);
+            its.push(r.iterations);
+        }
+        (its, sim.state.x.clone())
+    };
+    let newton = NewtonSolver::new(
+        &m,
+        NewtonParams {
+            stop,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut exact = SubspaceOptions::default();
+    exact.precompute.far_tolerance = 0.0;
+    let params = Jgs2Params {
+        stop,
+        max_iterations: 200,
+        variant: Variant::Jacobi,
+        safeguard: true,
+    };
+    let jgs2 = |opts: &SubspaceOptions| {
+        let sub = Arc::new(build_subspace(&m, 0.01, opts).unwrap());
+        Box::new(Jgs2Solver::jgs2(&m, params, sub).unwrap()) as Box<dyn StepSolver>
+    };
+    let (it_n, x_n) = run(Box::new(newton));
+    let (it_e, x_e) = run(jgs2(&exact));
+    let (it_d, _) = run(jgs2(&SubspaceOptions::default()));
+    let (sn, se) = (it_n.iter().sum::<usize>(), it_e.iter().sum::<usize>());
+    eprintln!("iterations per step: Newton {it_n:?}, JGS2 exact rows {it_e:?}, default far field {it_d:?}");
+    let sag = |x: &[f64]| {
+        (0..m.num_vertices())
+            .map(|v| m.mesh.positions[v][1] - x[3 * v + 1])
+            .fold(0.0, f64::max)
+    };
+    assert!(sag(&x_n) > 1e-4, "the beam did not sag");
+    assert!(
+        (sag(&x_e) - sag(&x_n)).abs() < 1e-3 * sag(&x_n),
+        "JGS2 sags {} m, Newton {} m",
+        sag(&x_e),
+        sag(&x_n)
+    );
+    assert!(
+        se as f64 <= 1.5 * sn as f64,
+        "JGS2 with exact rows took {se} iterations, Newton {sn}"
+    );
+}
