@@ -105,6 +105,8 @@ impl Jgs2Solver {
 
     /// Declares that the subspace was built at the deformed positions `x`
     /// ([`super::build_subspace_at`]): rotations are then taken relative to those at `x`.
+    /// A diagnostic of the f64 reference; [`super::DeviceJgs2`] always co-rotates from the rest
+    /// shape.
     pub fn linearised_at(mut self, model: &Model, x: &[f64]) -> Self {
         self.origin = Some(rotations(model, x, &self.vertex_tets));
         self
