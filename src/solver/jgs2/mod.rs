@@ -48,9 +48,9 @@
 //!   and (exact) 39.0 KB/vertex on this 1,025-vertex beam; exact rows grow as N², so large
 //!   meshes need the compression.
 //! - armadillo_18k, kicked foot, ε = 1e-5: 3.3× Newton at base stiffness, 5.4× at 20×, 9.6×
-//!   kicked 10× harder — the paper reports 1.1–1.3×, and here the far tolerance does not matter
-//!   (exact rows: 14, 27, 16 vs 14, 27, 17; 20× stiffer at 0.01: 14.4 vs 18.4 at 88 vs
-//!   23 KB/vertex). Modified Newton with the Hessian factored once per step needs 23×, 54× and
+//!   kicked 10× harder — the paper reports 1.1–1.3×. The far tolerance barely matters at base
+//!   stiffness (exact rows 19.0 vs 19.4) and somewhat when stiff (exact rows 14.0, tolerance
+//!   0.01 14.4, default 18.4, at 181, 88 and 23 KB/vertex). Modified Newton with the Hessian factored once per step needs 23×, 54× and
 //!   over 47×: JGS2 beats a fixed linearisation by 5–7×. Rebuilding the subspaces every step
 //!   from the Hessian at the step's start (`jgs2-relin` in the bench, [`build_subspace_at`] +
 //!   [`Jgs2Solver::linearised_at`]; its first iteration is Newton's step to 5e-15,
