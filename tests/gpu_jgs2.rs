@@ -41,101 +41,9 @@ fn gpu_lock() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The GPU device, or None when skipping is allowed; panics (fails) when no adapter exists.
-fn gpu() -> Option<Device> {
-    common::gpu_device()
-}
-
-/// Buffer contents for [`run_on`].
-#[derive(Clone)]
-enum D {
-    F(Vec<f32>),
-    U(Vec<u32>),
-    V(Vec<GpuVec4>),
-    T(Vec<[u32; 4]>),
-    M(Vec<GpuMat3>),
-    E(Vec<ElemParams>),
-    C(Vec<GpuContact>),
-    I(Vec<GpuVertexInfo>),
-    S(Vec<GpuLocalSystem>),
-}
-
-impl D {
-    /// Words that WGSL never writes (mat3x3 column padding), masked before comparing.
-    fn padding(&self, word: usize) -> bool {
-        match self {
-            D::M(_) => word % 4 == 3,
-            D::S(_) => matches!(word % 32, 3 | 7 | 11 | 19 | 23 | 27),
-            _ => false,
-        }
-    }
-}
-
-/// Reads one uploaded buffer back as f32 words.
-type Reader = Box<dyn Fn(&mut Device) -> Vec<f32>>;
-
-/// Uploads `data` on `dev`, dispatches `kernel` over `n` items, reads every buffer back as f32
-/// words (padding words zeroed).
-fn run_on(dev: &mut Device, kernel: Kernel, data: &[D], params: Params, n: u32) -> Vec<Vec<f32>> {
-    fn up<T: bytemuck::Pod>(dev: &mut Device, v: &[T]) -> (jello::gpu::BufferId, Reader) {
-        let b: Buf<T> = dev.upload("test", v).unwrap();
-        (
-            b.id(),
-            Box::new(move |d: &mut Device| bytemuck::cast_slice(&d.read(&b).unwrap()).to_vec()),
-        )
-    }
-    let handles: Vec<_> = data
-        .iter()
-        .map(|d| match d {
-            D::F(v) => up(dev, v),
-            D::U(v) => up(dev, v),
-            D::V(v) => up(dev, v),
-            D::T(v) => up(dev, v),
-            D::M(v) => up(dev, v),
-            D::E(v) => up(dev, v),
-            D::C(v) => up(dev, v),
-            D::I(v) => up(dev, v),
-            D::S(v) => up(dev, v),
-        })
-        .collect();
-    let ids: Vec<_> = handles.iter().map(|h| h.0).collect();
-    dev.dispatch(kernel, &ids, params, n).unwrap();
-    handles
-        .iter()
-        .zip(data)
-        .map(|(h, d)| {
-            let mut v = (h.1)(dev);
-            for (i, x) in v.iter_mut().enumerate() {
-                if d.padding(i) {
-                    *x = 0.0;
-                }
-                if matches!(d, D::C(_)) && i % 8 == 7 {
-                    // The kind's bits (NONE is a NaN pattern) as a small number; poison stays NaN.
-                    *x = match x.to_bits() {
-                        k @ 0..=2 => k as f32,
-                        GpuContact::NONE => -1.0,
-                        _ => f32::NAN,
-                    };
-                }
-            }
-            v
-        })
-        .collect()
-}
-
-/// Runs the kernel on the CPU twins and (when available) on the GPU.
-fn run_both(
-    kernel: Kernel,
-    data: &[D],
-    params: Params,
-    n: u32,
-) -> (Vec<Vec<f32>>, Option<Vec<Vec<f32>>>) {
-    let cpu = run_on(&mut Device::cpu(), kernel, data, params, n);
-    let gpu = gpu().map(|mut d| run_on(&mut d, kernel, data, params, n));
-    (cpu, gpu)
-}
-
 use common::assert_close;
+use common::gpu_device as gpu;
+use common::kernels::{nan_f, nan_m, nan_s, nan_v4, run_both, Data as D};
 
 fn assert_close64(a: &[f64], b: &[f64], tol: f64, what: &str) {
     let a32: Vec<f32> = a.iter().map(|&v| v as f32).collect();
@@ -196,35 +104,6 @@ fn rand_rotation(rng: &mut ChaCha8Rng) -> Mat3 {
     )
     .normalize_or(Vec3::X);
     Mat3::from_axis_angle(axis, rng.random_range(-3.0..3.0))
-}
-
-fn nan_v4(n: usize) -> D {
-    D::V(vec![[f32::NAN; 4]; n])
-}
-fn nan_f(n: usize) -> D {
-    D::F(vec![f32::NAN; n])
-}
-fn nan_m(n: usize) -> D {
-    D::M(vec![
-        GpuMat3 {
-            cols: [[f32::NAN; 4]; 3]
-        };
-        n
-    ])
-}
-fn nan_s(n: usize) -> D {
-    let m = GpuMat3 {
-        cols: [[f32::NAN; 4]; 3],
-    };
-    D::S(vec![
-        GpuLocalSystem {
-            a: m,
-            r: [f32::NAN; 4],
-            a_fallback: m,
-            r_fallback: [f32::NAN; 4],
-        };
-        n
-    ])
 }
 
 fn m3_f64(m: &Matrix3<f64>) -> GpuMat3 {

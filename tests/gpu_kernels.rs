@@ -14,7 +14,7 @@ mod common;
 use glam::{Mat3, Quat, Vec3};
 use jello::gpu::twins::{self, linalg};
 use jello::gpu::{
-    Backend, Buf, Device, ElasticEvaluator, ElasticRest, ElemParams, EvalFlags, GpuMat3, GpuModel,
+    Backend, Device, ElasticEvaluator, ElasticRest, ElemParams, EvalFlags, GpuMat3, GpuModel,
     GpuVec4, Kernel, Params, Plan, VertexCsr,
 };
 use jello::material::{element_hessian, ElementRest, Material, MaterialModel};
@@ -24,111 +24,9 @@ use rand_chacha::ChaCha8Rng;
 
 // ---------------------------------------------------------------- harness
 
-/// The GPU device, or None when skipping is allowed; panics (fails) when no adapter exists.
-fn gpu() -> Option<Device> {
-    common::gpu_device()
-}
-
-/// Input or output buffer contents for [`run_both`].
-#[derive(Clone)]
-enum Data {
-    F32(Vec<f32>),
-    U32(Vec<u32>),
-    V4(Vec<GpuVec4>),
-    T4(Vec<[u32; 4]>),
-    M3(Vec<GpuMat3>),
-    Ep(Vec<ElemParams>),
-}
-
-/// Uploads `inputs` (outputs are given as NaN-filled data) on `dev`, dispatches, and reads back
-/// every buffer as f32 words (u32 inputs are read back bit-cast; only outputs are compared).
-fn run_on(
-    dev: &mut Device,
-    kernel: Kernel,
-    data: &[Data],
-    params: Params,
-    n: u32,
-) -> Vec<Vec<f32>> {
-    enum H {
-        F(Buf<f32>),
-        U(Buf<u32>),
-        V(Buf<GpuVec4>),
-        T(Buf<[u32; 4]>),
-        M(Buf<GpuMat3>),
-        E(Buf<ElemParams>),
-    }
-    let hs: Vec<H> = data
-        .iter()
-        .map(|d| match d {
-            Data::F32(v) => H::F(dev.upload("t", v).unwrap()),
-            Data::U32(v) => H::U(dev.upload("t", v).unwrap()),
-            Data::V4(v) => H::V(dev.upload("t", v).unwrap()),
-            Data::T4(v) => H::T(dev.upload("t", v).unwrap()),
-            Data::M3(v) => H::M(dev.upload("t", v).unwrap()),
-            Data::Ep(v) => H::E(dev.upload("t", v).unwrap()),
-        })
-        .collect();
-    let ids: Vec<_> = hs
-        .iter()
-        .map(|h| match h {
-            H::F(b) => b.id(),
-            H::U(b) => b.id(),
-            H::V(b) => b.id(),
-            H::T(b) => b.id(),
-            H::M(b) => b.id(),
-            H::E(b) => b.id(),
-        })
-        .collect();
-    dev.dispatch(kernel, &ids, params, n).unwrap();
-    hs.iter()
-        .map(|h| match h {
-            H::F(b) => dev.read(b).unwrap(),
-            H::U(b) => bytemuck::cast_slice(&dev.read(b).unwrap()).to_vec(),
-            H::V(b) => bytemuck::cast_slice(&dev.read(b).unwrap()).to_vec(),
-            H::T(b) => bytemuck::cast_slice(&dev.read(b).unwrap()).to_vec(),
-            H::M(b) => {
-                // Padding lanes are never written by WGSL mat3x3 stores: mask them.
-                let mut v: Vec<f32> = bytemuck::cast_slice(&dev.read(b).unwrap()).to_vec();
-                for (i, x) in v.iter_mut().enumerate() {
-                    if i % 4 == 3 {
-                        *x = 0.0;
-                    }
-                }
-                v
-            }
-            H::E(b) => bytemuck::cast_slice(&dev.read(b).unwrap()).to_vec(),
-        })
-        .collect()
-}
-
-/// Runs the kernel on the CPU twin and (when available) on the GPU.
-fn run_both(
-    kernel: Kernel,
-    data: &[Data],
-    params: Params,
-    n: u32,
-) -> (Vec<Vec<f32>>, Option<Vec<Vec<f32>>>) {
-    let cpu = run_on(&mut Device::cpu(), kernel, data, params, n);
-    let gpu = gpu().map(|mut d| run_on(&mut d, kernel, data, params, n));
-    (cpu, gpu)
-}
-
-fn nan_f32(n: usize) -> Data {
-    Data::F32(vec![f32::NAN; n])
-}
-fn nan_v4(n: usize) -> Data {
-    Data::V4(vec![[f32::NAN; 4]; n])
-}
-fn nan_m3(n: usize) -> Data {
-    Data::M3(vec![
-        GpuMat3 {
-            cols: [[f32::NAN; 4]; 3]
-        };
-        n
-    ])
-}
-
 use common::assert_close;
+use common::gpu_device as gpu;
+use common::kernels::{nan_f, nan_m, nan_v4, run_both, Data};
 
 fn randf(rng: &mut ChaCha8Rng, n: usize, scale: f32) -> Vec<f32> {
     (0..n).map(|_| rng.random_range(-scale..scale)).collect()
@@ -327,7 +225,7 @@ fn axpy_and_scale_match() {
         .collect();
     let (cpu, gpu) = run_both(
         Kernel::Axpy,
-        &[Data::F32(x.clone()), Data::F32(y.clone())],
+        &[Data::F(x.clone()), Data::F(y.clone())],
         Params::new().f0(a),
         n as u32,
     );
@@ -337,7 +235,7 @@ fn axpy_and_scale_match() {
     }
     let (cpu, gpu) = run_both(
         Kernel::Scale,
-        &[Data::F32(x.clone())],
+        &[Data::F(x.clone())],
         Params::new().f0(a),
         n as u32,
     );
@@ -508,7 +406,7 @@ fn svd3_matches_and_reconstructs() {
     let fs: Vec<GpuMat3> = (0..n)
         .map(|_| GpuMat3::from_glam(random_f(&mut rng)))
         .collect();
-    let data = [Data::M3(fs.clone()), nan_m3(n), nan_v4(n), nan_m3(n)];
+    let data = [Data::M(fs.clone()), nan_m(n), nan_v4(n), nan_m(n)];
     let (cpu, gpu) = run_both(Kernel::Svd3, &data, Params::new(), n as u32);
     let mut sets = vec![("cpu", cpu)];
     if let Some(g) = gpu {
@@ -591,10 +489,10 @@ fn deformation_gradient_matches() {
     let dm: Vec<GpuMat3> = rest.iter().map(dm_gpu).collect();
     let ne = tets.len();
     let data = [
-        Data::V4(vec4s(&x)),
-        Data::T4(tets.clone()),
-        Data::M3(dm),
-        nan_m3(ne),
+        Data::V(vec4s(&x)),
+        Data::T(tets.clone()),
+        Data::M(dm),
+        nan_m(ne),
     ];
     let (cpu, gpu) = run_both(Kernel::DeformationGradient, &data, Params::new(), ne as u32);
     // f64 reference.
@@ -697,13 +595,13 @@ fn elastic_matches_twin_on_gpu() {
         eprintln!("{label}: {inverted} of {ne} elements inverted");
         {
             let data = [
-                Data::V4(c.x.clone()),
-                Data::T4(c.tets.clone()),
-                Data::M3(dm.clone()),
-                Data::Ep(c.ep.clone()),
-                nan_f32(ne),
+                Data::V(c.x.clone()),
+                Data::T(c.tets.clone()),
+                Data::M(dm.clone()),
+                Data::E(c.ep.clone()),
+                nan_f(ne),
                 nan_v4(4 * ne),
-                nan_f32(144 * ne),
+                nan_f(144 * ne),
             ];
             let (cpu, gpu) = run_both(Kernel::Elastic, &data, Params::new().u0(flags), ne as u32);
             let Some(g) = gpu else { return };
@@ -871,12 +769,12 @@ fn gathers_match() {
     let csr_data = |a: Data| {
         vec![
             a,
-            Data::U32(csr.offsets.clone()),
-            Data::U32(csr.tets.clone()),
-            Data::U32(csr.local.clone()),
+            Data::U(csr.offsets.clone()),
+            Data::U(csr.tets.clone()),
+            Data::U(csr.local.clone()),
         ]
     };
-    let mut d = csr_data(Data::V4(eg));
+    let mut d = csr_data(Data::V(eg));
     d.push(nan_v4(nv));
     let (cpu, gpu) = run_both(Kernel::GatherGradient, &d, Params::new(), nv as u32);
     let cpu3: Vec<f32> = cpu[4].chunks(4).flat_map(|v| v[..3].to_vec()).collect();
@@ -886,8 +784,8 @@ fn gathers_match() {
     if let Some(g) = gpu {
         assert_close(&g[4], &cpu[4], 1e-6, "gather gradient gpu vs cpu");
     }
-    let mut d = csr_data(Data::F32(eh));
-    d.push(nan_m3(nv));
+    let mut d = csr_data(Data::F(eh));
+    d.push(nan_m(nv));
     let (cpu, gpu) = run_both(Kernel::GatherHessianDiag, &d, Params::new(), nv as u32);
     let cpu9: Vec<f32> = cpu[4].chunks(4).flat_map(|v| v[..3].to_vec()).collect();
     let exact: Vec<f32> = h64.iter().map(|&v| v as f32).collect();
@@ -913,11 +811,11 @@ fn inertia_matches() {
         .collect();
     let inv_h2 = 1.0f32 / (0.01 * 0.01);
     let data = [
-        Data::V4(x.clone()),
-        Data::V4(xt.clone()),
-        Data::F32(m.clone()),
-        Data::V4(g0.clone()),
-        nan_f32(nv),
+        Data::V(x.clone()),
+        Data::V(xt.clone()),
+        Data::F(m.clone()),
+        Data::V(g0.clone()),
+        nan_f(nv),
     ];
     let (cpu, gpu) = run_both(Kernel::Inertia, &data, Params::new().f0(inv_h2), nv as u32);
     let mut eg = Vec::new();

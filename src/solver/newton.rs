@@ -5,6 +5,7 @@
 //! Cholesky whose symbolic analysis (METIS nested dissection) was done once, solves for the
 //! Newton direction, and backtracks on the true energy with the obstacle and inversion filters.
 
+use super::report::{max_vertex_norm, ms};
 use super::{backtracking, IterationRecord, StepReport, StepSolver, StepTimings, StopRule};
 use crate::error::{JelloError, Result};
 use crate::problem::{ElasticTerms, HessianLayout, Model, StepProblem};
@@ -214,15 +215,4 @@ impl NewtonSolver {
             "Hessian is not positive definite even after shifting".into(),
         ))
     }
-}
-
-fn ms(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1e3
-}
-
-/// Largest per-vertex Euclidean norm of a flattened 3-vector field.
-pub(crate) fn max_vertex_norm(v: &[f64]) -> f64 {
-    v.chunks_exact(3)
-        .map(|c| (c[0] * c[0] + c[1] * c[1] + c[2] * c[2]).sqrt())
-        .fold(0.0, f64::max)
 }

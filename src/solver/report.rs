@@ -1,6 +1,7 @@
 //! What a solver reports for one step.
 
 use serde::Serialize;
+use std::time::Instant;
 
 /// One iteration of a trace.
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -44,4 +45,16 @@ pub struct StepReport {
     /// Per-iteration records (with `--trace`); entry 0 is the initial guess.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<Vec<IterationRecord>>,
+}
+
+/// Milliseconds since `t`.
+pub(crate) fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+/// Largest per-vertex Euclidean norm of a flattened 3-vector field.
+pub(crate) fn max_vertex_norm(v: &[f64]) -> f64 {
+    v.chunks_exact(3)
+        .map(|c| (c[0] * c[0] + c[1] * c[1] + c[2] * c[2]).sqrt())
+        .fold(0.0, f64::max)
 }

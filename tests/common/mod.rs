@@ -1,6 +1,8 @@
 //! Helpers shared by integration tests.
 #![allow(dead_code)]
 
+pub mod kernels;
+
 use rand::SeedableRng;
 
 /// A seeded RNG; the seed comes from JELLO_TEST_SEED or the clock and is printed so a failure

@@ -54,6 +54,7 @@ use crate::gpu::{
 };
 use crate::mesh::{colour_vertices, VertexTets};
 use crate::problem::{ElasticTerms, Model, Obstacle, StepProblem};
+use crate::solver::report::ms;
 use crate::solver::{IterationRecord, StepReport, StepSolver, StepTimings, StopRule};
 use std::sync::Arc;
 use std::time::Instant;
@@ -1044,18 +1045,9 @@ fn nonempty(mut v: Vec<u32>) -> Vec<u32> {
     v
 }
 
-fn ms(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1e3
-}
-
 impl StepSolver for DeviceJgs2 {
     fn name(&self) -> String {
-        match (self.has_subspace, self.params.variant) {
-            (true, Variant::Jacobi) => "jgs2-jacobi".into(),
-            (true, Variant::GaussSeidel) => "jgs2-gs".into(),
-            (false, Variant::Jacobi) => "vbd-jacobi".into(),
-            (false, Variant::GaussSeidel) => "vbd".into(),
-        }
+        super::solver::solver_name(self.has_subspace, self.params.variant)
     }
 
     fn step(

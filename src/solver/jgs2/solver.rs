@@ -8,6 +8,7 @@ use super::subspace::Jgs2Subspace;
 use crate::error::{JelloError, Result};
 use crate::mesh::{colour_vertices, Colouring, VertexTets};
 use crate::problem::{ElasticTerms, Model, StepProblem};
+use crate::solver::report::{max_vertex_norm, ms};
 use crate::solver::{IterationRecord, StepReport, StepSolver, StepTimings, StopRule};
 use nalgebra::{Matrix3, Vector3};
 use rayon::prelude::*;
@@ -363,14 +364,20 @@ fn model_minimiser(g: &[f64], dirs: &[Vec<f64>], hd: &[Vec<f64>]) -> Vec<f64> {
     c.iter().zip(&scale).map(|(c, s)| c * s).collect()
 }
 
+/// The name of a JGS2 (with a subspace) or VBD solver in reports — shared with
+/// [`super::DeviceJgs2`].
+pub(super) fn solver_name(has_subspace: bool, variant: Variant) -> String {
+    match (has_subspace, variant) {
+        (true, Variant::Jacobi) => "jgs2-jacobi".into(),
+        (true, Variant::GaussSeidel) => "jgs2-gs".into(),
+        (false, Variant::Jacobi) => "vbd-jacobi".into(),
+        (false, Variant::GaussSeidel) => "vbd".into(),
+    }
+}
+
 impl StepSolver for Jgs2Solver {
     fn name(&self) -> String {
-        match (&self.subspace, self.params.variant) {
-            (Some(_), Variant::Jacobi) => "jgs2-jacobi".into(),
-            (Some(_), Variant::GaussSeidel) => "jgs2-gs".into(),
-            (None, Variant::Jacobi) => "vbd-jacobi".into(),
-            (None, Variant::GaussSeidel) => "vbd".into(),
-        }
+        solver_name(self.subspace.is_some(), self.params.variant)
     }
 
     fn step(
@@ -466,21 +473,12 @@ impl StepSolver for Jgs2Solver {
                 prev.copy_from_slice(&step);
             }
             max_dx = if applied {
-                step.chunks(3)
-                    .map(|v| (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt())
-                    .fold(0.0, f64::max)
+                max_vertex_norm(&step)
             } else {
                 // Plain Gauss–Seidel: the sweep moved x in place.
-                let moved: f64 = x
-                    .chunks(3)
-                    .zip(prev_x.chunks(3))
-                    .map(|(a, b)| {
-                        ((a[0] - b[0]).powi(2) + (a[1] - b[1]).powi(2) + (a[2] - b[2]).powi(2))
-                            .sqrt()
-                    })
-                    .fold(0.0, f64::max);
+                let moved: Vec<f64> = x.iter().zip(&prev_x).map(|(a, b)| a - b).collect();
                 prev_x.copy_from_slice(x);
-                moved
+                max_vertex_norm(&moved)
             };
             timings.solve_ms += ms(t0);
             residual = model.char_norm.residual(&g);
@@ -508,8 +506,4 @@ impl StepSolver for Jgs2Solver {
             trace: records,
         })
     }
-}
-
-fn ms(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1e3
 }
