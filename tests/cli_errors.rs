@@ -34,15 +34,22 @@ fn jello(args: &[&str]) -> Output {
 
 /// Writes `text` as DIR/NAME and runs `jello run` on it (output into DIR/out).
 fn run_scene(dir: &Path, name: &str, text: &str) -> Output {
+    run_scene_with(dir, name, text, &[])
+}
+
+/// `jello run` on `text` written to `dir/name`, with extra command-line `flags`.
+fn run_scene_with(dir: &Path, name: &str, text: &str, flags: &[&str]) -> Output {
     let scene = dir.join(name);
     std::fs::write(&scene, text).unwrap();
     let out = dir.join("out");
-    jello(&[
+    let mut args = vec![
         "run",
         scene.to_str().unwrap(),
         "--out",
         out.to_str().unwrap(),
-    ])
+    ];
+    args.extend_from_slice(flags);
+    jello(&args)
 }
 
 /// Non-zero exit; stderr is exactly one line, mentions every needle, and is not a panic.
@@ -150,16 +157,7 @@ fn unknown_solver() {
 #[test]
 fn unknown_solver_on_the_command_line() {
     let dir = tmp("solver_flag");
-    let scene = dir.join("ok.toml");
-    std::fs::write(&scene, BASE).unwrap();
-    let out = jello(&[
-        "run",
-        scene.to_str().unwrap(),
-        "--solver",
-        "fast",
-        "--out",
-        dir.join("out").to_str().unwrap(),
-    ]);
+    let out = run_scene_with(&dir, "ok.toml", BASE, &["--solver", "fast"]);
     assert_one_line_error(&out, &["--solver", "fast"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -167,18 +165,12 @@ fn unknown_solver_on_the_command_line() {
 #[test]
 fn unknown_variant_on_the_command_line() {
     let dir = tmp("variant_flag");
-    let scene = dir.join("ok.toml");
-    std::fs::write(&scene, BASE).unwrap();
-    let out = jello(&[
-        "run",
-        scene.to_str().unwrap(),
-        "--solver",
-        "jgs2",
-        "--variant",
-        "red-black",
-        "--out",
-        dir.join("out").to_str().unwrap(),
-    ]);
+    let out = run_scene_with(
+        &dir,
+        "ok.toml",
+        BASE,
+        &["--solver", "jgs2", "--variant", "red-black"],
+    );
     assert_one_line_error(&out, &["--variant", "red-black"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
