@@ -2020,18 +2020,11 @@ fn position_buffer_holds_the_step_result() {
 #[test]
 fn oversized_buffers_are_a_clear_error() {
     let _gpu = gpu_lock();
-    if gpu().is_none() {
-        return;
-    }
     // A host device whose storage bindings are limited to 64 KiB (as a small adapter's would
     // be): the subspace of this beam does not fit, and the error names it.
-    let instance =
-        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle().with_env());
-    let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
-        force_fallback_adapter: false,
-        ..Default::default()
-    }))
-    .expect("an adapter exists (gpu() succeeded)");
+    let Some(adapter) = common::host_adapter() else {
+        return;
+    };
     let limit = 64 * 1024;
     let limits = wgpu::Limits {
         max_storage_buffer_binding_size: limit,
@@ -2061,9 +2054,7 @@ fn oversized_buffers_are_a_clear_error() {
     );
     // Without the subspace (VBD) the next too large buffer is named: the element Hessians
     // (576 B per element).
-    let instance2 =
-        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle().with_env());
-    let adapter2 = pollster::block_on(instance2.request_adapter(&Default::default())).unwrap();
+    let adapter2 = common::host_adapter().expect("an adapter exists (first device succeeded)");
     let (device2, queue2) = pollster::block_on(adapter2.request_device(&wgpu::DeviceDescriptor {
         required_limits: limits,
         ..Default::default()

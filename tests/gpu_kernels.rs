@@ -1087,17 +1087,10 @@ fn adapters_are_listed_and_reported() {
 
 #[test]
 fn adopts_a_host_device_without_owning_it() {
-    if gpu().is_none() {
-        return;
-    }
     // The host creates its own device and queue.
-    let instance =
-        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle().with_env());
-    let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
-        force_fallback_adapter: false,
-        ..Default::default()
-    }))
-    .expect("an adapter exists (gpu() succeeded)");
+    let Some(adapter) = common::host_adapter() else {
+        return;
+    };
     let (device, queue) =
         pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor::default())).unwrap();
     let mut dev = Device::from_wgpu(device.clone(), queue.clone()).unwrap();

@@ -91,6 +91,20 @@ pub fn gpu_device() -> Option<jello::gpu::Device> {
     }
 }
 
+/// A raw wgpu adapter, for tests that play the host application creating its own device (same
+/// rules as [`gpu_device`]: `None` only when GPU tests may be skipped).
+pub fn host_adapter() -> Option<wgpu::Adapter> {
+    gpu_device()?;
+    let instance =
+        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle().with_env());
+    let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+        force_fallback_adapter: false,
+        ..Default::default()
+    }))
+    .expect("an adapter exists (gpu_device() succeeded)");
+    Some(adapter)
+}
+
 /// ‖a − b‖ / ‖b‖ (f64 accumulation) after checking neither holds a NaN — a NaN in `a` is an
 /// output a kernel left unwritten (tests poison outputs with NaN before a run).
 pub fn rel_err(a: &[f32], b: &[f32], what: &str) -> f64 {
