@@ -501,6 +501,10 @@ fn subspace_linearised_at_a_deformed_state_takes_the_newton_step() {
     let x0 = problem.x_start.clone();
     let mut opts = SubspaceOptions::default();
     opts.precompute.far_tolerance = 0.0;
+    assert!(
+        build_subspace_at(&m, 0.01, &opts, &x0[3..]).is_err(),
+        "a state of the wrong length must be an error, not a panic"
+    );
     let sub = Arc::new(build_subspace_at(&m, 0.01, &opts, &x0).unwrap());
     let one = |solver: &mut dyn StepSolver| {
         let mut x = Vec::new();

@@ -1,4 +1,5 @@
-//! Backtracking line search on the true energy, with the obstacle and inversion filters.
+//! Backtracking line search on the true energy, from the step filter of
+//! [`StepProblem::step_limit`].
 
 use crate::problem::{ElasticTerms, StepProblem};
 

@@ -3,7 +3,8 @@
 //! Each iteration assembles the PSD-projected Hessian (per-element ∂P/∂F projection, barrier
 //! curvature kept PSD, pinned rows identity) into a fixed pattern, refactors it with the sparse
 //! Cholesky whose symbolic analysis (METIS nested dissection) was done once, solves for the
-//! Newton direction, and backtracks on the true energy with the obstacle and inversion filters.
+//! Newton direction, and backtracks on the true energy from [`StepProblem::step_limit`] (obstacle
+//! filter, inversion trust region).
 
 use super::report::{max_vertex_norm, ms};
 use super::{backtracking, IterationRecord, StepReport, StepSolver, StepTimings, StopRule};

@@ -194,6 +194,13 @@ pub fn build_subspace_at(
     opts: &SubspaceOptions,
     x: &[f64],
 ) -> Result<Jgs2Subspace> {
+    if x.len() != 3 * model.num_vertices() {
+        return Err(JelloError::Solver(format!(
+            "JGS2 subspace at a state: {} coordinates for {} vertices",
+            x.len(),
+            model.num_vertices()
+        )));
+    }
     from_basis(model, precompute(model, h, opts, Some(x))?)
 }
 
