@@ -21,6 +21,7 @@
 //! default 1e-5), `JELLO_CONV_CANTILEVER_EPS` (default 1e-8, see `cantilever()`),
 //! `JELLO_CONV_KICK` (armadillo foot force, N, default 3000), `JELLO_CONV_PLOT_STEP` (default 2),
 //! `JELLO_CONV_FAR_TOL` (JGS2 far-field tolerance, default 0.05; 0 keeps every row exact),
+//! `JELLO_CONV_FAR_ORDER` (0: node means, 1: linear fits — the default),
 //! `JELLO_CONV_STOP` (`cn`, the default and the rule every Newton comparison uses, or `dx:TOL`,
 //! the paper's ‖Δx‖∞ rule in unit-cube units for every solver — a secondary reading only).
 //! Opt-in case `armadillo_hard`: the base armadillo kicked with 30,000 N, where Newton itself
@@ -163,6 +164,7 @@ fn make(
             let t = Instant::now();
             let mut opts = SubspaceOptions::default();
             opts.precompute.far_tolerance = tol;
+            opts.precompute.far_order = env_or("JELLO_CONV_FAR_ORDER", opts.precompute.far_order);
             let sub = build_subspace(model, h, &opts).expect("precompute");
             let s = &sub.stats;
             println!(
@@ -283,6 +285,7 @@ impl StepSolver for Relinearised {
     ) -> jello::Result<jello::solver::StepReport> {
         let mut opts = SubspaceOptions::default();
         opts.precompute.far_tolerance = env_or("JELLO_CONV_FAR_TOL", opts.precompute.far_tolerance);
+        opts.precompute.far_order = env_or("JELLO_CONV_FAR_ORDER", opts.precompute.far_order);
         let sub = build_subspace_at(&self.model, self.h, &opts, &problem.x_start)?;
         let p = Jgs2Params {
             stop: self.stop,

@@ -1,13 +1,15 @@
 // Per listed vertex k < n: i = lists[u1 + k]; vertex i's JGS2 system and its VBD fallback
 // (local.rs: jgs2_system, vbd_system; the barrier curvature is added by `vertex_solve`):
-//   r  = g_i + R_i (Σ_near Ū_i[j]ᵀ ĝ_j + Σ_far ū_{i,c}ᵀ G_c)
+//   r  = g_i + R_i (Σ_near Ū_i[j]ᵀ ĝ_j + Σ_far (b_cᵀ G_c + Σ_k B_{c,k}ᵀ N_c[k]))
 //   A  = R_i Â_i R_iᵀ + Σ_{e∋i} U_eᵀ K_e U_e,  U_e's corner blocks R_v Ū_i[v] R_iᵀ
 //   Af = m_i/h² I + Σ_{e∋i} K_e[i, i],  rf = g_i
-// f0 = 1/h², u0 = number of vertices (offset of the node sums G_c in `frame`).
+// f0 = 1/h², u0 = number of vertices (offset of the node entries in `frame`: G_c at u0 + 4c,
+// the first moments N_c[x|y|z] after it; jgs2_tree_sum.wgsl).
 // blob (u32 words, floats bit-cast; built by `jello::solver::jgs2::pack_subspace`):
-//   [4i..4i+4] = (off, n_inc, n_near, n_far); at off: Â_i (9, row-major), m_i, then n_inc
-//   incident entries (4e + corner of i, s_0..s_3), n_near entries (j, Ū_i[j] 9 row-major),
-//   n_far entries (node c, w_c ū_{i,c} 9 row-major), then extra blocks (v, 9). s_c is the word
+//   [4i..4i+4] = (off, n_inc, n_near, n_far | linear << 31); at off: Â_i (9, row-major), m_i,
+//   then n_inc incident entries (4e + corner of i, s_0..s_3), n_near entries (j, Ū_i[j] 9
+//   row-major), n_far entries (node c, block b_c 9 row-major, and when linear the slopes
+//   B_{c,x}, B_{c,y}, B_{c,z}, 9 each), then extra blocks (v, 9). s_c is the word
 //   index of corner c's 3×3 block (its vertex id at s_c − 1) or 0xffffffff for a zero block.
 #import params
 #import jgs2
@@ -46,7 +48,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let off = blob[4u * i];
     let n_inc = blob[4u * i + 1u];
     let n_near = blob[4u * i + 2u];
-    let n_far = blob[4u * i + 3u];
+    let n_far = blob[4u * i + 3u] & 0x7fffffffu;
+    let linear = (blob[4u * i + 3u] >> 31u) != 0u;
+    let far_words = select(10u, 37u, linear);
     let ri = rot[i];
     let rit = transpose(ri);
     // Gradient side: ĝ·B = Bᵀĝ.
@@ -57,8 +61,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         p += 10u;
     }
     for (var c = 0u; c < n_far; c++) {
-        acc += frame[P.u0 + blob[p]].xyz * blob_block(p + 1u);
-        p += 10u;
+        let node = P.u0 + 4u * blob[p];
+        acc += frame[node].xyz * blob_block(p + 1u);
+        if linear {
+            for (var q = 0u; q < 3u; q++) {
+                acc += frame[node + 1u + q].xyz * blob_block(p + 10u + 9u * q);
+            }
+        }
+        p += far_words;
     }
     let gi = g[i].xyz;
     let r = gi + ri * acc;

@@ -418,17 +418,19 @@ fn rotations_and_tree_sums_match_on_gpu() {
         levels.push((off, lists.len() - off));
     }
     let mut frame: Vec<GpuVec4> = rand_v4(&mut rng, nv, 5.0);
-    frame.extend(vec![[f32::NAN; 4]; nodes]);
+    frame.extend(vec![[f32::NAN; 4]; tw::NODE_STRIDE * nodes]);
+    let rest = rand_v4(&mut rng, nv, 0.5);
     let on = |dev: &mut Device| {
         let l: Buf<u32> = dev.upload("lists", &lists).unwrap();
         let n: Buf<[u32; 4]> = dev.upload("nodes", &tn).unwrap();
         let pm: Buf<u32> = dev.upload("perm", &sub.tree.perm).unwrap();
+        let rs: Buf<GpuVec4> = dev.upload("rest", &rest).unwrap();
         let fr: Buf<GpuVec4> = dev.upload("frame", &frame).unwrap();
         let mut p = jello::gpu::Plan::new();
         for &(off, len) in &levels {
             p.dispatch(
                 Kernel::Jgs2TreeSum,
-                &[l.id(), n.id(), pm.id(), fr.id()],
+                &[l.id(), n.id(), pm.id(), rs.id(), fr.id()],
                 Params {
                     u0: nv as u32,
                     u1: off as u32,
@@ -442,20 +444,38 @@ fn rotations_and_tree_sums_match_on_gpu() {
         out
     };
     let cpu = on(&mut Device::cpu());
-    // The twin's node sums against an f64 sum over each node's members.
-    let exact: Vec<f32> = (0..nodes)
-        .flat_map(|c| {
-            let mut s = [0.0f64; 3];
-            for &j in sub.tree.members(c) {
-                for k in 0..3 {
-                    s[k] += frame[j as usize][k] as f64;
+    // The twin's node sums and first moments against f64 sums over each node's members.
+    let exact = |moment: Option<usize>| -> Vec<f32> {
+        (0..nodes)
+            .flat_map(|c| {
+                let mut s = [0.0f64; 3];
+                for &j in sub.tree.members(c) {
+                    let w = moment.map_or(1.0, |q| rest[j as usize][q] as f64);
+                    for k in 0..3 {
+                        s[k] += w * frame[j as usize][k] as f64;
+                    }
                 }
-            }
-            [s[0] as f32, s[1] as f32, s[2] as f32, 0.0]
-        })
-        .collect();
+                [s[0] as f32, s[1] as f32, s[2] as f32, 0.0]
+            })
+            .collect()
+    };
+    let part = |v: &[f32], q: usize| -> Vec<f32> {
+        v[4 * nv..]
+            .chunks(4 * tw::NODE_STRIDE)
+            .flat_map(|e| e[4 * q..4 * q + 4].to_vec())
+            .collect()
+    };
     // f32 sums of ≤ nv terms of similar size: ~nv·ε worst case, far less in practice: 1e-5.
-    assert_close(&cpu[4 * nv..], &exact, 1e-5, "tree sums cpu vs f64");
+    assert_close(&part(&cpu, 0), &exact(None), 1e-5, "tree sums cpu vs f64");
+    for q in 0..3 {
+        // Products with random-sign offsets cancel more: 1e-4.
+        assert_close(
+            &part(&cpu, q + 1),
+            &exact(Some(q)),
+            1e-4,
+            &format!("tree moments ({q}) cpu vs f64"),
+        );
+    }
     if let Some(mut d) = gpu() {
         let g = on(&mut d);
         // Same additions in the same order on both: bit-identical up to FMA-free adds: 1e-6.
@@ -515,7 +535,8 @@ fn system_case(rng: &mut ChaCha8Rng) -> SystemCase {
             [gv.x, gv.y, gv.z, 0.0]
         })
         .collect();
-    frame.extend(rand_v4(rng, sub.tree.len(), 20.0));
+    // Node sums and first moments (rest offsets ~0.5 m).
+    frame.extend(rand_v4(rng, tw::NODE_STRIDE * sub.tree.len(), 20.0));
     let free = (0..nv as u32).filter(|&v| !m.pinned[v as usize]).collect();
     SystemCase {
         m,
@@ -1238,7 +1259,12 @@ fn rotation_and_frame_twins_match_f64_reference() {
         .collect();
     let csr = VertexCsr::new(&m.mesh.tets, nv).unwrap();
     let mut rot = vec![GpuMat3::default(); nv];
-    let mut frame = vec![[0.0f32; 4]; nv + sub.tree.len()];
+    let mut frame = vec![[0.0f32; 4]; nv + tw::NODE_STRIDE * sub.tree.len()];
+    let rest: Vec<GpuVec4> = sub
+        .rest
+        .iter()
+        .map(|r| [r.x as f32, r.y as f32, r.z as f32, 0.0])
+        .collect();
     tw::jgs2_rotation(
         &Params {
             n: nv as u32,
@@ -1265,13 +1291,14 @@ fn rotation_and_frame_twins_match_f64_reference() {
             &lists,
             &nodes,
             &sub.tree.perm,
+            &rest,
             &mut frame,
         )
         .unwrap();
     }
     let vt = VertexTets::new(&m.mesh);
     let r64 = rotations(&m, &x, &vt);
-    let (ghat, gsum) = rest_frame_gradients(&g64, Some(&r64), &sub.tree);
+    let tf = rest_frame_gradients(&g64, Some(&r64), &sub.tree, &sub.rest);
     let r32: Vec<f32> = rot.iter().flat_map(m3_words).collect();
     let rr: Vec<f32> = r64
         .iter()
@@ -1281,18 +1308,23 @@ fn rotation_and_frame_twins_match_f64_reference() {
     // to ~1e-6; F itself carries the positions' f32 rounding / edge length ~1e-6: 1e-5.
     assert_close(&r32, &rr, 1e-5, "rotations twin vs f64");
     let gh32: Vec<f32> = frame[..nv].iter().flat_map(|v| v[..3].to_vec()).collect();
-    let gh64: Vec<f32> = ghat
+    let gh64: Vec<f32> = tf
+        .ghat
         .iter()
         .flat_map(|v| [v.x as f32, v.y as f32, v.z as f32])
         .collect();
     assert_close(&gh32, &gh64, 1e-5, "rest-frame gradients twin vs f64");
     let gs32: Vec<f32> = frame[nv..].iter().flat_map(|v| v[..3].to_vec()).collect();
-    let gs64: Vec<f32> = gsum
-        .iter()
+    let gs64: Vec<f32> = (0..sub.tree.len())
+        .flat_map(|c| {
+            let m = &tf.moments[c];
+            [tf.sums[c], m[0], m[1], m[2]]
+        })
         .flat_map(|v| [v.x as f32, v.y as f32, v.z as f32])
         .collect();
-    // Sums of up to nv rotated gradients with random signs: cancellation costs a decade: 1e-4.
-    assert_close(&gs32, &gs64, 1e-4, "tree sums twin vs f64");
+    // Sums of up to nv rotated gradients with random signs (and, for the moments, signed rest
+    // offsets): cancellation costs a decade: 1e-4.
+    assert_close(&gs32, &gs64, 1e-4, "tree sums and moments twin vs f64");
 }
 
 #[test]
@@ -1312,7 +1344,7 @@ fn system_and_hess_vec_twins_match_f64_reference() {
         })
         .collect();
     let r64 = rotations(m, &c.x, &c.vt);
-    let (ghat, gsum) = rest_frame_gradients(&g64, Some(&r64), &sub.tree);
+    let tf = rest_frame_gradients(&g64, Some(&r64), &sub.tree, &sub.rest);
     // The twin gets the f64 inputs in f32: only its own arithmetic differs.
     let v4 = |v: &Vector3<f64>| [v.x as f32, v.y as f32, v.z as f32, 0.0];
     let g4: Vec<GpuVec4> = g64
@@ -1320,8 +1352,10 @@ fn system_and_hess_vec_twins_match_f64_reference() {
         .map(|p| [p[0] as f32, p[1] as f32, p[2] as f32, 0.0])
         .collect();
     let rot: Vec<GpuMat3> = r64.iter().map(m3_f64).collect();
-    let mut frame: Vec<GpuVec4> = ghat.iter().map(v4).collect();
-    frame.extend(gsum.iter().map(v4));
+    let mut frame: Vec<GpuVec4> = tf.ghat.iter().map(v4).collect();
+    for (s, m) in tf.sums.iter().zip(&tf.moments) {
+        frame.extend([v4(s), v4(&m[0]), v4(&m[1]), v4(&m[2])]);
+    }
     let hess: Vec<f32> = c
         .cache
         .hess
@@ -1376,8 +1410,7 @@ fn system_and_hess_vec_twins_match_f64_reference() {
             &c.x,
             &g64,
             Some(&r64),
-            &ghat,
-            &gsum,
+            &tf,
             i,
             &sub.vertices[i],
         );
@@ -1600,8 +1633,9 @@ fn packed_subspace_holds_every_block() {
             blob[4 * v] as usize,
             blob[4 * v + 1] as usize,
             blob[4 * v + 2] as usize,
-            blob[4 * v + 3] as usize,
+            (blob[4 * v + 3] & !tw::FAR_LINEAR) as usize,
         );
+        let linear = blob[4 * v + 3] & tw::FAR_LINEAR != 0;
         if m.pinned[v] {
             assert_eq!((n_inc, n_near, n_far), (0, 0, 0));
             continue;
@@ -1622,10 +1656,18 @@ fn packed_subspace_holds_every_block() {
             }
         }
         let far0 = near0 + 10 * n_near;
-        for (k, (cn, _, b)) in vs.far.iter().enumerate() {
-            assert_eq!(blob[far0 + 10 * k], *cn);
+        // The default subspace is first order: every sample carries its slopes.
+        assert_eq!(linear, !vs.far.is_empty(), "vertex {v}: first-order flag");
+        let stride = if linear { 37 } else { 10 };
+        for (k, fs) in vs.far.iter().enumerate() {
+            let q = far0 + stride * k;
+            assert_eq!(blob[q], fs.node);
             for w in 0..9 {
-                assert_eq!(f(blob[far0 + 10 * k + 1 + w]), b[w] as f32);
+                assert_eq!(f(blob[q + 1 + w]), fs.block[w] as f32);
+            }
+            let sl = fs.slopes.expect("first-order sample");
+            for w in 0..27 {
+                assert_eq!(f(blob[q + 10 + w]), sl[w] as f32);
             }
         }
         // Every incident 12×3 block, rebuilt from its four corner references.

@@ -216,7 +216,10 @@ fn subspace_has_incident_blocks_and_non_negative_weights() {
             continue;
         }
         assert_eq!(vs.incident.len(), vt.of(v).count());
-        assert!(vs.far.iter().all(|&(_, w, _)| w >= 0.0 && w.is_finite()));
+        assert!(vs
+            .far
+            .iter()
+            .all(|f| f.weight >= 0.0 && f.weight.is_finite()));
         // The free 1-ring is in the near field.
         for (t, _) in vt.of(v) {
             for &w in &m.mesh.tets[t as usize] {
@@ -297,7 +300,7 @@ fn jacobi_sweep_at_rest_is_the_newton_step() {
     let sweep = |opts: &SubspaceOptions| -> (f64, f64) {
         let sub = build_subspace(&m, 0.01, opts).unwrap();
         let rot = rotations(&m, &x, &vt);
-        let (ghat, gsum) = rest_frame_gradients(&g, Some(&rot), &sub.tree);
+        let tf = rest_frame_gradients(&g, Some(&rot), &sub.tree, &sub.rest);
         let mut err = 0.0f64;
         let mut err2 = 0.0f64;
         for i in (0..m.num_vertices()).filter(|&i| !m.pinned[i]) {
@@ -308,8 +311,7 @@ fn jacobi_sweep_at_rest_is_the_newton_step() {
                 &x,
                 &g,
                 Some(&rot),
-                &ghat,
-                &gsum,
+                &tf,
                 i,
                 &sub.vertices[i],
             );
@@ -618,4 +620,107 @@ fn exact_jgs2_tracks_newton_on_the_sagging_arap_cantilever() {
         se as f64 <= 1.5 * sn as f64,
         "JGS2 with exact rows took {se} iterations, Newton {sn}"
     );
+}
+
+/// The far field's error is bounded by its tolerance: node c's fit deviates from Ū_i's rows
+/// by at most `tol·‖Ū_i[i]‖` (Frobenius, over the node), so for any gradient field the reduced
+/// gradient r_i differs from the exact Ū_iᵀg by at most `tol·‖I‖·Σ_{c far} ‖g|_c‖` (Cauchy–
+/// Schwarz per node). Checked for first-order (default) and mean fits against the exact
+/// subspace (every row kept) on random gradients: wrong slopes, a wrong origin shift or wrong
+/// first moments break the bound.
+#[test]
+fn far_field_error_stays_within_its_tolerance() {
+    let mut rng = common::rng("far_field_error_stays_within_its_tolerance");
+    let m = cantilever(MaterialModel::Arap, 1e5, [16, 3, 3]);
+    let st = m.initial_state(&vec![[0.0; 3]; m.num_vertices()]);
+    let problem = StepProblem::new(&m, &st, 0.01);
+    let x = st.x.clone();
+    let vt = VertexTets::new(&m.mesh);
+    let mut cache = ElementCache::default();
+    element_pass(&m, &x, &mut cache, None);
+    let mut exact = SubspaceOptions::default();
+    exact.precompute.far_tolerance = 0.0;
+    let exact = build_subspace(&m, 0.01, &exact).unwrap();
+    // A smooth field plus noise (the smooth part is what the far field mostly sees).
+    let g: Vec<f64> = (0..m.num_vertices())
+        .flat_map(|v| {
+            let p = m.mesh.positions[v];
+            let mut gv = [
+                (3.0 * p[0]).sin(),
+                p[1] * p[0] - 0.2,
+                (2.0 * p[2] + p[0]).cos(),
+            ];
+            for c in &mut gv {
+                *c += rng.random_range(-0.3..0.3);
+            }
+            if m.pinned[v] {
+                [0.0; 3]
+            } else {
+                gv
+            }
+        })
+        .collect();
+    let r_of = |sub: &jello::solver::jgs2::Jgs2Subspace, i: usize| {
+        let tf = rest_frame_gradients(&g, None, &sub.tree, &sub.rest);
+        jgs2_system(
+            &problem,
+            &cache,
+            &vt,
+            &x,
+            &g,
+            None,
+            &tf,
+            i,
+            &sub.vertices[i],
+        )
+        .1
+    };
+    for (order, tol) in [(1, 0.02), (1, 0.1), (0, 0.05)] {
+        let mut o = SubspaceOptions::default();
+        o.precompute.far_order = order;
+        o.precompute.far_tolerance = tol;
+        let sub = build_subspace(&m, 0.01, &o).unwrap();
+        let (mut worst, mut sampled) = (0.0f64, 0);
+        for i in (0..m.num_vertices()).filter(|&i| !m.pinned[i]) {
+            let vs = &sub.vertices[i];
+            sampled += vs.far.len();
+            assert_eq!(
+                vs.far.iter().all(|f| f.slopes.is_some()),
+                order == 1,
+                "vertex {i}: slopes present iff first order"
+            );
+            let bound: f64 = vs
+                .far
+                .iter()
+                .map(|f| {
+                    let gc2: f64 = sub
+                        .tree
+                        .members(f.node as usize)
+                        .iter()
+                        .map(|&j| (0..3).map(|d| g[3 * j as usize + d].powi(2)).sum::<f64>())
+                        .sum();
+                    gc2.sqrt()
+                })
+                .sum::<f64>()
+                * tol
+                * 3f64.sqrt();
+            let err = (r_of(&sub, i) - r_of(&exact, i)).norm();
+            assert!(
+                err <= bound * (1.0 + 1e-9) + 1e-12,
+                "order {order}, tolerance {tol}, vertex {i}: far-field error {err:.3e} > bound \
+                 {bound:.3e}"
+            );
+            if bound > 0.0 {
+                worst = worst.max(err / bound);
+            }
+        }
+        assert!(
+            sampled > 0,
+            "order {order}, tolerance {tol}: no far samples"
+        );
+        eprintln!(
+            "order {order}, tolerance {tol}: {:.1} far samples/vertex, worst error/bound {worst:.3}",
+            sampled as f64 / m.num_vertices() as f64
+        );
+    }
 }

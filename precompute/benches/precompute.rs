@@ -227,7 +227,12 @@ fn main() {
             }
         }
     }
-    println!("\n## summary (defaults: 24 poses, 8-vertex leaves, far tolerance 0.05, no cubature compression)\n{HEADER}");
+    let d = Jgs2Options::default();
+    println!(
+        "\n## summary (defaults: {} poses, {}-vertex leaves, far tolerance {}, far order {}, no \
+         cubature compression)\n{HEADER}",
+        d.n_modes, d.leaf_size, d.far_tolerance, d.far_order
+    );
     for (n, nv, s) in &rows {
         row(n, *nv, s);
     }

@@ -4,7 +4,7 @@
 //! ```text
 //! offset  size  field
 //! 0       8     magic  b"JELLOJG2"
-//! 8       4     format version (u32, currently 3)
+//! 8       4     format version (u32, currently 4)
 //! 12      8     cache key (u64, chosen by the caller: hash of mesh + material + h + pins)
 //! 20      8     payload length in bytes (u64)
 //! 28      L     payload
@@ -15,7 +15,8 @@
 //! cluster tree (`n_perm × u32` permutation, then per node `start, end, left, right, parent`
 //! as u32 with `u32::MAX` for none), then per vertex: `Â` (9 f64), `S` (9 f64), far residual (f64),
 //! `n_near: u32`, `n_near × u32` vertices, `n_near × 9 × f64` blocks, `n_far: u32`,
-//! `n_far × u32` tree nodes, `n_far × f64` weights, `n_far × 9 × f64` blocks.
+//! `n_far × u32` tree nodes, `n_far × f64` weights, `n_far × 9 × f64` blocks, `n_slopes: u32`
+//! (0 or `n_far`), `n_slopes × 27 × f64` first-order slopes.
 //!
 //! Files are written to a temporary sibling and renamed, so a reader never sees half a file.
 //! Reading checks magic, version, key, length and checksum before decoding, and decoding
@@ -31,7 +32,7 @@ use crate::tree::ClusterTree;
 /// File magic.
 pub const MAGIC: [u8; 8] = *b"JELLOJG2";
 /// Current format version.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 const HEADER: usize = 28;
 
 /// Why an artifact could not be read or written.
@@ -145,6 +146,10 @@ pub fn encode(basis: &Jgs2Basis, key: u64) -> Vec<u8> {
             f64s(&mut p, w);
         }
         for &x in v.far_blocks.iter().flatten() {
+            f64s(&mut p, x);
+        }
+        u32s(&mut p, v.far_slopes.len() as u32);
+        for &x in v.far_slopes.iter().flatten() {
             f64s(&mut p, x);
         }
     }
@@ -306,7 +311,7 @@ pub fn decode(bytes: &[u8], key: u64) -> Result<Jgs2Basis, ArtifactErrorKind> {
         tree.children.push((l != u32::MAX).then_some((l, rr)));
         tree.parent.push(parent);
     }
-    if nv > r.remaining() / (19 * 8 + 12) {
+    if nv > r.remaining() / (19 * 8 + 16) {
         return Err(K::Malformed(format!(
             "{nv} vertices cannot fit in {} bytes",
             r.remaining()
@@ -367,6 +372,24 @@ pub fn decode(bytes: &[u8], key: u64) -> Result<Jgs2Basis, ArtifactErrorKind> {
         }
         for _ in 0..n_far {
             rec.far_blocks.push(block(&mut r)?);
+        }
+        let n_slopes = r.u32()? as usize;
+        if n_slopes != 0 && n_slopes != n_far {
+            return Err(K::Malformed(format!(
+                "vertex {v}: {n_slopes} slope sets for {n_far} far samples"
+            )));
+        }
+        if n_slopes > r.remaining() / (27 * 8) {
+            return Err(K::Malformed(format!(
+                "vertex {v}: {n_slopes} slope sets exceed the payload"
+            )));
+        }
+        for _ in 0..n_slopes {
+            let mut b = [0.0; 27];
+            for x in &mut b {
+                *x = r.f64()?;
+            }
+            rec.far_slopes.push(b);
         }
         vertices.push(rec);
     }

@@ -27,6 +27,14 @@ fn sample() -> Jgs2Basis {
             far_blocks: (0..c)
                 .map(|j| std::array::from_fn(|q| q as f64 * 0.1 + j as f64))
                 .collect(),
+            // Odd vertices carry first-order slopes, even ones none (both layouts round-trip).
+            far_slopes: if v % 2 == 1 {
+                (0..c)
+                    .map(|j| std::array::from_fn(|q| q as f64 * -0.05 + j as f64))
+                    .collect()
+            } else {
+                Vec::new()
+            },
             far_residual: 0.002 * v as f64,
             a_hat: std::array::from_fn(|q| q as f64 * 0.3 - v as f64),
             schur: std::array::from_fn(|q| q as f64 * 0.7 + v as f64),

@@ -162,13 +162,78 @@ fn row(u: &[f64], n: usize, j: usize) -> [f64; 9] {
     b
 }
 
+/// Least-squares fit of the rows of `u` over `members` (positions `pos`), computed densely and
+/// independently of the precompute: `(mean, slopes)` with `row_j ≈ mean + Σ_k (p_j − p̄)_k
+/// slope_k` (slopes zero for ≤ 4 members, as the precompute's rule), plus the fit's
+/// deviation (Frobenius norm over the node).
+fn linear_fit(
+    u: &[f64],
+    n: usize,
+    pos: &[[f64; 3]],
+    members: &[u32],
+    linear: bool,
+) -> ([f64; 9], [f64; 27], f64) {
+    let m = members.len();
+    let mut pc = [0.0; 3];
+    for &j in members {
+        for d in 0..3 {
+            pc[d] += pos[j as usize][d] / m as f64;
+        }
+    }
+    let x = nalgebra::DMatrix::from_fn(m, 4, |r, c| {
+        if c == 0 {
+            1.0
+        } else {
+            pos[members[r] as usize][c - 1] - pc[c - 1]
+        }
+    });
+    let y = nalgebra::DMatrix::from_fn(m, 9, |r, q| row(u, n, members[r] as usize)[q]);
+    let cols = if linear && m > 4 { 4 } else { 1 };
+    let xs = x.columns(0, cols).into_owned();
+    let coef = xs.clone().svd(true, true).solve(&y, 1e-12).unwrap();
+    let resid = &y - &xs * &coef;
+    let mut mean = [0.0; 9];
+    let mut slopes = [0.0; 27];
+    for q in 0..9 {
+        mean[q] = coef[(0, q)];
+        for k in 1..cols {
+            slopes[9 * (k - 1) + q] = coef[(k, q)];
+        }
+    }
+    (mean, slopes, resid.norm())
+}
+
+/// The fitted row of member `p` (rest position) of a far sample `(block, slopes)` about `pc`.
+fn fitted(block: &[f64; 9], slopes: Option<&[f64; 27]>, p: [f64; 3], pc: [f64; 3]) -> [f64; 9] {
+    let mut r = *block;
+    if let Some(sl) = slopes {
+        for k in 0..3 {
+            for q in 0..9 {
+                r[q] += (p[k] - pc[k]) * sl[9 * k + q];
+            }
+        }
+    }
+    r
+}
+
+fn centroid(pos: &[[f64; 3]], members: &[u32]) -> [f64; 3] {
+    let mut pc = [0.0; 3];
+    for &j in members {
+        for d in 0..3 {
+            pc[d] += pos[j as usize][d] / members.len() as f64;
+        }
+    }
+    pc
+}
+
 fn frob(b: &[f64]) -> f64 {
     b.iter().map(|x| x * x).sum::<f64>().sqrt()
 }
 
 /// Every free vertex's record against its dense `Ū_i`: near rows are exact, far samples are
-/// node means over nodes within the tolerance, near ∪ far nodes ∪ {i} cover every free vertex
-/// exactly once, `S_i` is the Schur complement and `Â_i = S_i − Σ_{e∋i} Ū_eᵀK̄_eŪ_e`.
+/// least-squares linear fits (mean and slopes) over nodes within the tolerance, near ∪ far
+/// nodes ∪ {i} cover every free vertex exactly once, `S_i` is the Schur complement and
+/// `Â_i = S_i − Σ_{e∋i} Ū_eᵀK̄_eŪ_e`; the first-order near field lies within the mean one's.
 #[test]
 fn near_far_split_matches_an_independent_recomputation() {
     for young in [1e4, 1e7] {
@@ -210,40 +275,36 @@ fn near_far_split_matches_an_independent_recomputation() {
                 let err: f64 = blk.iter().zip(&want).map(|(p, q)| (p - q).abs()).sum();
                 assert!(err < 1e-12 * own, "vertex {i}: near row {j} off by {err}");
             }
-            for ((&c, &w), blk) in rec
-                .far_nodes
-                .iter()
-                .zip(&rec.far_weights)
-                .zip(&rec.far_blocks)
-            {
+            assert_eq!(rec.far_slopes.len(), rec.far_nodes.len(), "first order");
+            for (q, (&c, &w)) in rec.far_nodes.iter().zip(&rec.far_weights).enumerate() {
                 assert_eq!(w, 1.0, "no cubature compression by default");
                 let members = tree.members(c as usize);
-                let mut mean = [0.0; 9];
                 for &j in members {
                     count[j as usize] += 1;
-                    for (m, x) in mean.iter_mut().zip(row(&u, n, j as usize)) {
-                        *m += x / members.len() as f64;
-                    }
                 }
-                let dev: f64 = members
-                    .iter()
-                    .map(|&j| {
-                        let r = row(&u, n, j as usize);
-                        r.iter()
-                            .zip(&mean)
-                            .map(|(p, q)| (p - q).powi(2))
-                            .sum::<f64>()
-                    })
-                    .sum::<f64>()
-                    .sqrt();
+                let (mean, slopes, dev) = linear_fit(&u, n, &b.pos, members, true);
                 assert!(
-                    dev <= opts.far_tolerance * own * (1.0 + 1e-9),
+                    dev <= opts.far_tolerance * own * (1.0 + 1e-9) + 1e-12 * own,
                     "vertex {i}: far node {c} deviates {dev} > tolerance"
                 );
-                let err: f64 = blk.iter().zip(&mean).map(|(p, q)| (p - q).abs()).sum();
+                let err: f64 = rec.far_blocks[q]
+                    .iter()
+                    .zip(&mean)
+                    .map(|(p, q)| (p - q).abs())
+                    .sum();
                 assert!(
-                    err < 1e-12 * own,
+                    err < 1e-10 * own,
                     "vertex {i}: far node {c} mean off by {err}"
+                );
+                // Slopes (1/m) times the beam's 0.05 m cells are row-sized.
+                let err: f64 = rec.far_slopes[q]
+                    .iter()
+                    .zip(&slopes)
+                    .map(|(p, q)| (p - q).abs())
+                    .sum();
+                assert!(
+                    err * 0.05 < 1e-8 * own,
+                    "vertex {i}: far node {c} slopes off by {err}"
                 );
             }
             for &v in &free {
@@ -322,6 +383,37 @@ fn near_far_split_matches_an_independent_recomputation() {
         if young == 1e4 {
             assert!(far_total > 0, "a soft body has far samples");
         }
+        let sloped = basis
+            .vertices
+            .iter()
+            .flat_map(|r| &r.far_slopes)
+            .filter(|s| s.iter().any(|x| *x != 0.0))
+            .count();
+        assert!(sloped > 0, "E = {young}: no far sample has a slope");
+        // A linear fit deviates no more than the mean, so every node that is far at order 0
+        // is far at order 1 too: the first-order near field is a subset of the mean one's.
+        let mean_only = pre
+            .run(&Jgs2Options {
+                far_order: 0,
+                ..opts.clone()
+            })
+            .unwrap();
+        let mut near0 = 0;
+        for &i in &free {
+            let (r0, r1) = (&mean_only.vertices[i], &basis.vertices[i]);
+            assert!(r0.far_slopes.is_empty());
+            for j in &r1.near_vertices {
+                assert!(
+                    r0.near_vertices.binary_search(j).is_ok(),
+                    "vertex {i}: {j} near at order 1 only"
+                );
+            }
+            near0 += r0.near_vertices.len();
+        }
+        eprintln!(
+            "E = {young}: {sloped} sloped samples; mean near field {:.1} at order 0",
+            near0 as f64 / free.len() as f64
+        );
     }
 }
 
@@ -413,15 +505,16 @@ fn cubature_compression_weights_and_residuals() {
                     }
                 }
                 let mut approx = [0.0; 3];
-                for (&c, blk) in rec.far_nodes.iter().zip(&rec.far_blocks) {
-                    let mut g = [0.0; 3];
-                    for &j in basis.tree.members(c as usize) {
-                        for d in 0..3 {
-                            g[d] += hq[t][3 * j as usize + d];
+                for (q, (&c, blk)) in rec.far_nodes.iter().zip(&rec.far_blocks).enumerate() {
+                    let members = basis.tree.members(c as usize);
+                    let pc = centroid(&b.pos, members);
+                    for &j in members {
+                        let r = fitted(blk, rec.far_slopes.get(q), b.pos[j as usize], pc);
+                        for cc in 0..3 {
+                            approx[cc] += (0..3)
+                                .map(|d| r[3 * d + cc] * hq[t][3 * j as usize + d])
+                                .sum::<f64>();
                         }
-                    }
-                    for cc in 0..3 {
-                        approx[cc] += (0..3).map(|d| blk[3 * d + cc] * g[d]).sum::<f64>();
                     }
                 }
                 for c in 0..3 {

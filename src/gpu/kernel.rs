@@ -404,10 +404,11 @@ pub static KERNELS: [KernelDesc; 23] = [
             b("lists", R, U, Len::Any),
             b("nodes", R, TN, Len::Any),
             b("perm", R, U, Len::Any),
+            b("rest", R, V4, Len::Any),
             b("frame", W, V4, Len::Any),
         ],
         items_per_group: 64,
-        cpu: |p, b| twins::jgs2_tree_sum(p, b.ro(0), b.ro(1), b.ro(2), b.rw(3)),
+        cpu: |p, b| twins::jgs2_tree_sum(p, b.ro(0), b.ro(1), b.ro(2), b.ro(3), b.rw(4)),
     },
     KernelDesc {
         kernel: Kernel::Jgs2System,

@@ -24,6 +24,11 @@ pub const ZERO_BLOCK: u32 = u32::MAX;
 pub const NO_CHILD: u32 = u32::MAX;
 /// `jgs2_rotation` flag (u0): keep the rotations, refresh only the rest-frame gradients.
 pub const ROTATION_KEEP: u32 = 1;
+/// `frame` entries per cluster-tree node: the gradient sum G_c, then its first moments
+/// N_c[x], N_c[y], N_c[z] in the rest offsets.
+pub const NODE_STRIDE: usize = 4;
+/// Top bit of a `jgs2_system` blob's far-sample count: the samples carry 27 slope words.
+pub const FAR_LINEAR: u32 = 1 << 31;
 /// Words per `jgs2_dots` block partial (13 used).
 pub const DOTS_STRIDE: usize = 16;
 
@@ -467,46 +472,61 @@ pub fn jgs2_rotation(
     Ok(())
 }
 
-/// Twin of `jgs2_tree_sum.wgsl`: node sums `frame[u0 + c]` of the listed nodes (one tree level).
+/// Twin of `jgs2_tree_sum.wgsl`: node sums and first moments `frame[u0 + 4c .. u0 + 4c + 4]`
+/// of the listed nodes (one tree level).
 pub fn jgs2_tree_sum(
     p: &Params,
     lists: &[u32],
     nodes: &[GpuTreeNode],
     perm: &[u32],
+    rest: &[GpuVec4],
     frame: &mut [GpuVec4],
 ) -> Result<()> {
     let base = p.u0 as usize;
     let list = listed(p, lists, nodes.len(), "jgs2_tree_sum lists")?;
-    need(frame.len(), base + nodes.len(), "jgs2_tree_sum frame")?;
+    need(
+        frame.len(),
+        base + NODE_STRIDE * nodes.len(),
+        "jgs2_tree_sum frame",
+    )?;
+    need(rest.len(), base, "jgs2_tree_sum rest")?;
     let fr: &[GpuVec4] = frame;
-    let sums: Vec<Result<GpuVec4>> = list
+    let sums: Vec<Result<[Vec3; NODE_STRIDE]>> = list
         .par_iter()
         .map(|&c| {
             let [start, end, left, right] = nodes[c as usize];
-            let s = if left == NO_CHILD {
+            let mut s = [Vec3::ZERO; NODE_STRIDE];
+            if left == NO_CHILD {
                 if start > end || end as usize > perm.len() {
                     return Err(invalid(format!("jgs2_tree_sum: node {c} range")));
                 }
-                let mut s = Vec3::ZERO;
                 for &j in &perm[start as usize..end as usize] {
                     if j as usize >= base {
                         return Err(invalid(format!("jgs2_tree_sum: member {j} ≥ {base}")));
                     }
-                    s += v3(&fr[j as usize]);
+                    let gj = v3(&fr[j as usize]);
+                    let pj = v3(&rest[j as usize]);
+                    s[0] += gj;
+                    s[1] += gj * pj.x;
+                    s[2] += gj * pj.y;
+                    s[3] += gj * pj.z;
                 }
-                s
             } else {
                 let (l, r) = (left as usize, right as usize);
                 if l >= nodes.len() || r >= nodes.len() {
                     return Err(invalid(format!("jgs2_tree_sum: node {c} children")));
                 }
-                v3(&fr[base + l]) + v3(&fr[base + r])
-            };
-            Ok(v4(s))
+                for (k, sk) in s.iter_mut().enumerate() {
+                    *sk = v3(&fr[base + NODE_STRIDE * l + k]) + v3(&fr[base + NODE_STRIDE * r + k]);
+                }
+            }
+            Ok(s)
         })
         .collect();
     for (&c, s) in list.iter().zip(sums) {
-        frame[base + c as usize] = s?;
+        for (k, sk) in s?.into_iter().enumerate() {
+            frame[base + NODE_STRIDE * c as usize + k] = v4(sk);
+        }
     }
     Ok(())
 }
@@ -523,6 +543,15 @@ fn blob_block(blob: &[u32], s: usize) -> Mat3 {
     )
 }
 
+/// Words per far sample of a blob record with far-count word `w` (node + block, + slopes).
+fn far_stride(w: u32) -> usize {
+    if w & FAR_LINEAR != 0 {
+        37
+    } else {
+        10
+    }
+}
+
 /// Checks vertex `i`'s blob record against the buffers it indexes.
 fn check_blob_vertex(
     blob: &[u32],
@@ -532,13 +561,14 @@ fn check_blob_vertex(
     n_elems: usize,
 ) -> Result<()> {
     let bad = |m: &str| Err(invalid(format!("jgs2_system blob, vertex {i}: {m}")));
-    let (off, n_inc, n_near, n_far) = (
+    let (off, n_inc, n_near, n_far, far_words) = (
         blob[4 * i] as usize,
         blob[4 * i + 1] as usize,
         blob[4 * i + 2] as usize,
-        blob[4 * i + 3] as usize,
+        (blob[4 * i + 3] & !FAR_LINEAR) as usize,
+        far_stride(blob[4 * i + 3]),
     );
-    let end = off + 10 + 5 * n_inc + 10 * (n_near + n_far);
+    let end = off + 10 + 5 * n_inc + 10 * n_near + far_words * n_far;
     if end > blob.len() {
         return bad("record runs past the blob");
     }
@@ -550,7 +580,7 @@ fn check_blob_vertex(
     }
     let far0 = near0 + 10 * n_near;
     for k in 0..n_far {
-        if nv + blob[far0 + 10 * k] as usize >= frame_len {
+        if nv + NODE_STRIDE * blob[far0 + far_words * k] as usize + NODE_STRIDE > frame_len {
             return bad("far node out of range");
         }
     }
@@ -602,7 +632,8 @@ pub fn jgs2_system(
             let off = blob[4 * i] as usize;
             let n_inc = blob[4 * i + 1] as usize;
             let n_near = blob[4 * i + 2] as usize;
-            let n_far = blob[4 * i + 3] as usize;
+            let n_far = (blob[4 * i + 3] & !FAR_LINEAR) as usize;
+            let linear = blob[4 * i + 3] & FAR_LINEAR != 0;
             let ri = rot[i].to_glam();
             let rit = ri.transpose();
             let mut acc = Vec3::ZERO;
@@ -612,8 +643,15 @@ pub fn jgs2_system(
                 q += 10;
             }
             for _ in 0..n_far {
-                acc += blob_block(blob, q + 1).transpose() * v3(&frame[nv + blob[q] as usize]);
-                q += 10;
+                let node = nv + NODE_STRIDE * blob[q] as usize;
+                acc += blob_block(blob, q + 1).transpose() * v3(&frame[node]);
+                if linear {
+                    for k in 0..3 {
+                        acc +=
+                            blob_block(blob, q + 10 + 9 * k).transpose() * v3(&frame[node + 1 + k]);
+                    }
+                }
+                q += far_stride(blob[4 * i + 3]);
             }
             let gi = v3(&g[i]);
             let r = gi + ri * acc;

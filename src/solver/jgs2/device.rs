@@ -45,7 +45,8 @@ use super::subspace::Jgs2Subspace;
 use crate::error::{JelloError, Result};
 use crate::gpu::layout::{GpuContact, GpuLocalSystem, GpuTreeNode, GpuVertexInfo};
 use crate::gpu::twins::jgs2::{
-    DOTS_STRIDE, NO_CHILD, ROTATION_KEEP, SOLVE_PRIMARY, SOLVE_WITH_FALLBACK, ZERO_BLOCK,
+    DOTS_STRIDE, FAR_LINEAR, NODE_STRIDE, NO_CHILD, ROTATION_KEEP, SOLVE_PRIMARY,
+    SOLVE_WITH_FALLBACK, ZERO_BLOCK,
 };
 use crate::gpu::twins::{ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT, REDUCE_BLOCK};
 use crate::gpu::{
@@ -137,10 +138,18 @@ fn pack_subspace(model: &Model, sub: &Jgs2Subspace) -> Result<Vec<u32>> {
                 vt.of(v).count()
             )));
         }
+        // First-order far samples carry 27 slope words after their block (flagged in the
+        // count's top bit; samples without slopes then get zeros).
+        let linear = vs.far.iter().take(n_far).any(|f| f.slopes.is_some());
+        if n_far >= FAR_LINEAR as usize {
+            return Err(JelloError::Solver(format!(
+                "JGS2 subspace: vertex {v} has {n_far} far samples"
+            )));
+        }
         blob[4 * v] = off as u32;
         blob[4 * v + 1] = n_inc as u32;
         blob[4 * v + 2] = n_near as u32;
-        blob[4 * v + 3] = n_far as u32;
+        blob[4 * v + 3] = n_far as u32 | if linear { FAR_LINEAR } else { 0 };
         blob.extend(vs.a_hat.iter().map(|&a| f(a)));
         blob.push(f(model.mass[v]));
         let inc0 = blob.len();
@@ -157,14 +166,18 @@ fn pack_subspace(model: &Model, sub: &Jgs2Subspace) -> Result<Vec<u32>> {
             blob.push(*j);
             blob.extend(b.iter().map(|&a| f(a)));
         }
-        for (c, _, b) in vs.far.iter().take(n_far) {
-            if *c as usize >= sub.tree.len() {
+        for fs in vs.far.iter().take(n_far) {
+            if fs.node as usize >= sub.tree.len() {
                 return Err(JelloError::Solver(format!(
-                    "JGS2 subspace: vertex {v}'s far node {c} is not in the tree"
+                    "JGS2 subspace: vertex {v}'s far node {} is not in the tree",
+                    fs.node
                 )));
             }
-            blob.push(*c);
-            blob.extend(b.iter().map(|&a| f(a)));
+            blob.push(fs.node);
+            blob.extend(fs.block.iter().map(|&a| f(a)));
+            if linear {
+                blob.extend(fs.slopes.unwrap_or([0.0; 27]).iter().map(|&a| f(a)));
+            }
         }
         // Incident entries: corner blocks point at an identical near block when there is one,
         // else at an extra block appended after the far field.
@@ -233,6 +246,8 @@ pub struct DeviceJgs2 {
     blob: Option<Buf<u32>>,
     nodes: Option<Buf<GpuTreeNode>>,
     perm: Option<Buf<u32>>,
+    /// Rest offsets from the subspace origin (first moments of the far field).
+    rest: Option<Buf<GpuVec4>>,
     // State and scratch.
     /// Current and trial positions (ping-pong) and the Gauss–Seidel scratch copy.
     x: [Buf<GpuVec4>; 3],
@@ -371,7 +386,7 @@ impl DeviceJgs2 {
             });
         }
         let mut levels = Vec::new();
-        let (mut blob_buf, mut nodes_buf, mut perm_buf) = (None, None, None);
+        let (mut blob_buf, mut nodes_buf, mut perm_buf, mut rest_buf) = (None, None, None, None);
         if let Some(sub) = &subspace {
             let tree = &sub.tree;
             let mut depth = vec![0usize; tree.len()];
@@ -406,6 +421,23 @@ impl DeviceJgs2 {
                 tree.perm.clone()
             };
             perm_buf = Some(dev.upload("JGS2 cluster permutation", &perm)?);
+            let rest: Vec<GpuVec4> = sub
+                .rest
+                .iter()
+                .map(|r| vec4([r.x, r.y, r.z], [0.0; 3]))
+                .collect();
+            if rest.len() != nv {
+                return Err(JelloError::Solver(format!(
+                    "JGS2 subspace has {} rest offsets for {nv} vertices",
+                    rest.len()
+                )));
+            }
+            let rest = if rest.is_empty() {
+                vec![[0.0; 4]]
+            } else {
+                rest
+            };
+            rest_buf = Some(dev.upload("JGS2 rest offsets", &rest)?);
         }
         if lists.is_empty() {
             lists.push(0);
@@ -448,6 +480,7 @@ impl DeviceJgs2 {
             blob: blob_buf,
             nodes: nodes_buf,
             perm: perm_buf,
+            rest: rest_buf,
             x: [
                 d.alloc("positions", nv.max(1))?,
                 d.alloc("trial positions", nv.max(1))?,
@@ -478,7 +511,10 @@ impl DeviceJgs2 {
                 None
             },
             frame: if jgs2 {
-                Some(d.alloc("rest-frame gradients", nv + n_nodes.max(1))?)
+                Some(d.alloc(
+                    "rest-frame gradients and node moments",
+                    nv + NODE_STRIDE * n_nodes.max(1),
+                )?)
             } else {
                 None
             },
@@ -600,9 +636,9 @@ impl DeviceJgs2 {
     /// Rest-frame gradients and tree sums with the current g; with `rotate`, the rotations at
     /// x[xb] first (else the ones in `rot` are kept).
     fn rec_frame(&self, p: &mut Plan, xb: usize, rotate: bool) {
-        let (Some(fm), Some(rot), Some(frame), Some(nodes), Some(perm)) =
-            (self.fmat, self.rot, self.frame, self.nodes, self.perm)
-        else {
+        let (Some(fm), Some(rot), Some(frame), Some(nodes), Some(perm), Some(rest)) = (
+            self.fmat, self.rot, self.frame, self.nodes, self.perm, self.rest,
+        ) else {
             return;
         };
         if rotate {
@@ -630,7 +666,13 @@ impl DeviceJgs2 {
         for l in &self.levels {
             p.dispatch(
                 Kernel::Jgs2TreeSum,
-                &[self.lists.id(), nodes.id(), perm.id(), frame.id()],
+                &[
+                    self.lists.id(),
+                    nodes.id(),
+                    perm.id(),
+                    rest.id(),
+                    frame.id(),
+                ],
                 Params {
                     u0: self.nv as u32,
                     u1: l.off,

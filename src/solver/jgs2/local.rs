@@ -181,13 +181,27 @@ pub fn local_system<'a>(
     (a, r)
 }
 
-/// Rest-frame gradients `ĝ_j = R_jᵀ g_j` and their sums `G_c = Σ_{j∈c} ĝ_j` over every node of
-/// the cluster tree (`rot = None`: identity rotations).
+/// The rest-frame gradient field a JGS2 local system reads: per vertex `ĝ_j = R_jᵀ g_j`, and
+/// per cluster-tree node its sum `G_c = Σ_{j∈c} ĝ_j` and first moments
+/// `N_c[k] = Σ_{j∈c} r_{j,k} ĝ_j` (`r_j`: rest position relative to the subspace origin, m).
+#[derive(Clone, Debug, Default)]
+pub struct TreeFrame {
+    /// `ĝ_j` per vertex (N).
+    pub ghat: Vec<Vector3<f64>>,
+    /// `G_c` per node (N).
+    pub sums: Vec<Vector3<f64>>,
+    /// `N_c[k]`, k = x, y, z, per node (N·m).
+    pub moments: Vec<[Vector3<f64>; 3]>,
+}
+
+/// The [`TreeFrame`] of gradient `g` (`rot = None`: identity rotations) over `tree`, with
+/// first moments in the rest offsets `rest` (per vertex, m; see `Jgs2Subspace::rest`).
 pub fn rest_frame_gradients(
     g: &[f64],
     rot: Option<&[Matrix3<f64>]>,
     tree: &ClusterTree,
-) -> (Vec<Vector3<f64>>, Vec<Vector3<f64>>) {
+    rest: &[Vector3<f64>],
+) -> TreeFrame {
     let ghat: Vec<Vector3<f64>> = (0..g.len() / 3)
         .map(|j| {
             let gj = Vector3::from_column_slice(&g[3 * j..3 * j + 3]);
@@ -199,22 +213,40 @@ pub fn rest_frame_gradients(
         .collect();
     // Children follow their parents in the node order, so a reverse pass sees children first.
     let mut sums = vec![Vector3::zeros(); tree.len()];
+    let mut moments = vec![[Vector3::zeros(); 3]; tree.len()];
     for c in (0..tree.len()).rev() {
-        sums[c] = match tree.children[c] {
-            None => tree.members(c).iter().map(|&j| ghat[j as usize]).sum(),
-            Some((l, r)) => sums[l as usize] + sums[r as usize],
-        };
+        match tree.children[c] {
+            None => {
+                for &j in tree.members(c) {
+                    let (gj, r) = (ghat[j as usize], rest[j as usize]);
+                    sums[c] += gj;
+                    for k in 0..3 {
+                        moments[c][k] += gj * r[k];
+                    }
+                }
+            }
+            Some((l, r)) => {
+                let (l, r) = (l as usize, r as usize);
+                sums[c] = sums[l] + sums[r];
+                moments[c] = std::array::from_fn(|k| moments[l][k] + moments[r][k]);
+            }
+        }
     }
-    (ghat, sums)
+    TreeFrame {
+        ghat,
+        sums,
+        moments,
+    }
 }
 
 /// Vertex `i`'s JGS2 system (A, r), δx_i = −A⁻¹r:
 ///
-/// r = g_i + R_i (Σ_{j near} Ū_i\[j\]ᵀ ĝ_j + Σ_{c far} w_c ū_{i,c}ᵀ G_c)  (c: cluster-tree nodes),
+/// r = g_i + R_i (Σ_{j near} Ū_i\[j\]ᵀ ĝ_j + Σ_{c far} (b_cᵀ G_c + Σ_k B_{c,k}ᵀ N_c\[k\]))
+/// (c: cluster-tree nodes, b_c/B_c: the far sample's block and slopes, [`super::FarSample`]),
 /// A = R_i Â_i R_iᵀ + Σ_{e∋i} U_eᵀ K_e(x) U_e + barrier curvature at i,
 ///
 /// with U_e's corner blocks R_v Ū_i\[v\] R_iᵀ (co-rotated, Eq. 14), K_e the element's projected
-/// elastic Hessian from `cache`, ĝ/G from [`rest_frame_gradients`]. Exact at rest: there
+/// elastic Hessian from `cache`, ĝ/G/N from [`rest_frame_gradients`]. Exact at rest: there
 /// A = Ū_iᵀH̄Ū_i (the Schur complement) and r = Ū_iᵀg up to the far-field cubature.
 #[allow(clippy::too_many_arguments)] // mirrors the kernel's binding list
 pub fn jgs2_system(
@@ -224,8 +256,7 @@ pub fn jgs2_system(
     x: &[f64],
     g: &[f64],
     rot: Option<&[Matrix3<f64>]>,
-    ghat: &[Vector3<f64>],
-    gsum: &[Vector3<f64>],
+    frame: &TreeFrame,
     i: usize,
     vs: &VertexSubspace,
 ) -> (Matrix3<f64>, Vector3<f64>) {
@@ -233,10 +264,16 @@ pub fn jgs2_system(
     let ri = rot.map_or_else(Matrix3::identity, |r| r[i]);
     let mut acc = Vector3::zeros();
     for (j, b) in &vs.near {
-        acc += Matrix3::from_row_slice(b).tr_mul(&ghat[*j as usize]);
+        acc += Matrix3::from_row_slice(b).tr_mul(&frame.ghat[*j as usize]);
     }
-    for (c, _, b) in &vs.far {
-        acc += Matrix3::from_row_slice(b).tr_mul(&gsum[*c as usize]);
+    for f in &vs.far {
+        let c = f.node as usize;
+        acc += Matrix3::from_row_slice(&f.block).tr_mul(&frame.sums[c]);
+        if let Some(sl) = &f.slopes {
+            for k in 0..3 {
+                acc += Matrix3::from_row_slice(&sl[9 * k..9 * k + 9]).tr_mul(&frame.moments[c][k]);
+            }
+        }
     }
     let r = Vector3::from_column_slice(&g[3 * i..3 * i + 3]) + ri * acc;
     let mut a = ri * Matrix3::from_row_slice(&vs.a_hat) * ri.transpose();

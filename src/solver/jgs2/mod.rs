@@ -13,16 +13,22 @@
 //!
 //! How the dense U_i is made cheap (the paper's cubature, Eqs. 17–18, and where we depart from
 //! it; numbers in the issue note and in `jello-precompute`'s `jgs2` module docs):
-//! - r_i = g_i + R_i (Σ_{j near} Ū_i\[j\]ᵀ R_jᵀg_j + Σ_{c far} w_c ū_{i,c}ᵀ G_c): the *assembled*
-//!   gradient g (so the iteration's fixed point is exactly ∇E = 0, whatever the approximation),
-//!   exact over a near field, and over the far field by nodes of a k-d cluster tree, each
-//!   standing for its vertices by the mean ū of Ū_i over them (G_c = Σ_{j∈c} R_jᵀg_j). A node is
-//!   used when Ū_i deviates from its mean over it by at most `far_tolerance`·‖Ū_i\[i\]‖. The
-//!   paper's few single-element samples, with NNLS weights fitted on low-frequency training
-//!   poses, multiplied the high-frequency part of the residual by weights of 10–30 and Jacobi
-//!   diverged on a clamped ARAP beam (E = 1 MPa, h = 10 ms); node means average it out.
-//!   Cubature proper remains as an option (`Jgs2Options::max_samples`: at most k far nodes
-//!   with non-negative NNLS weights, greedy selection as An et al. 2008).
+//! - r_i = g_i + R_i (Σ_{j near} Ū_i\[j\]ᵀ R_jᵀg_j + Σ_{c far} (b_cᵀ G_c + Σ_k B_{c,k}ᵀ N_c\[k\])):
+//!   the *assembled* gradient g (so the iteration's fixed point is exactly ∇E = 0, whatever the
+//!   approximation), exact over a near field, and over the far field by nodes of a k-d cluster
+//!   tree, each standing for its vertices by the least-squares *linear* fit of Ū_i over their
+//!   rest positions (value b_c, slopes B_{c,k}; G_c = Σ_{j∈c} R_jᵀg_j and the first moments
+//!   N_c\[k\] = Σ_{j∈c} r_{j,k} R_jᵀg_j). A node is used when Ū_i deviates from its fit by at
+//!   most `far_tolerance`·‖Ū_i\[i\]‖ (default 0.02). The paper's few single-element samples,
+//!   with NNLS weights fitted on low-frequency training poses, multiplied the high-frequency
+//!   part of the residual by weights of 10–30 and Jacobi diverged on a clamped ARAP beam
+//!   (E = 1 MPa, h = 10 ms); node fits average it out. The fit is first order by default
+//!   (`Jgs2Options::far_order`; 0 = node means, 9 numbers per sample instead of 36): Ū_i
+//!   varies smoothly across a distant node, and a slope follows it over nodes a mean cannot
+//!   cover, so the same accuracy costs far fewer near rows (cantilever below: 6.4 iterations
+//!   at 6.1 KB/vertex vs 7.4 at 21.6 with means, both at tolerance 0.05). Cubature proper
+//!   remains as an option (`Jgs2Options::max_samples`: at most k far nodes with non-negative
+//!   NNLS weights, greedy selection as An et al. 2008).
 //! - A_i = R_i Â_i R_iᵀ + Σ_{e∋i} U_eᵀ K_e(x) U_e: the rest Schur complement with the incident
 //!   elements' rest elasticity replaced by their current, co-rotated, PSD-projected Hessians
 //!   (exact at rest, follows the deformation where it matters most).
@@ -75,13 +81,6 @@
 //!   held (dense, current Hessian) as a fourth safeguard direction does not help: 1% 20.0,
 //!   5% 19.0; 20× stiffer 18.0, 17.2. The foot's error is the body's global response.
 //!
-//! Prototyped, not yet landed (needs the artifact format, two kernels and their twins): a
-//! first-order far field — each sample the least-squares linear fit of Ū_i over its node
-//! (ū + Σ_k (p_j − p̄_c)_k B_k, 36 numbers instead of 9; run time adds Σ_k B_kᵀ M_c\[k\] with
-//! node moments M_c\[k\] = Σ_j (p_j − p̄_c)_k ĝ_j). Same iterations at a third to a half of the
-//! memory: cantilever 4.6 it/step at 10.5 vs 28.9 KB/vertex, 2.8 (1.4× Newton) at 22.6 KB
-//! (≈ today's default memory, which gives 7.4); 20× stiffer armadillo 14.4 at 32 vs 88 KB.
-//!
 //! [`Jgs2Solver`] is the f64 CPU reference; [`DeviceJgs2`] runs the same iteration over the
 //! device API (f32 WGSL kernels on the GPU, or their CPU twins).
 
@@ -93,10 +92,10 @@ mod subspace;
 pub use device::DeviceJgs2;
 pub use local::{
     barrier_hessian, element_pass, hess_vec, jgs2_system, local_system, rest_frame_gradients,
-    rotations, vbd_system, vertex_gradient, ElementCache, GradTerm, HessTerm,
+    rotations, vbd_system, vertex_gradient, ElementCache, GradTerm, HessTerm, TreeFrame,
 };
 pub use solver::{Jgs2Params, Jgs2Solver, Variant};
 pub use subspace::{
-    build_subspace, build_subspace_at, cache_key, load_or_build, Jgs2Subspace, SubspaceOptions,
-    SubspaceOrigin, VertexSubspace,
+    build_subspace, build_subspace_at, cache_key, load_or_build, FarSample, Jgs2Subspace,
+    SubspaceOptions, SubspaceOrigin, VertexSubspace,
 };

@@ -148,8 +148,8 @@ impl Jgs2Solver {
                 Some(r) => r.to_vec(),
                 None => self.frames(model, x),
             };
-            let (ghat, gsum) = rest_frame_gradients(g, Some(&rot), &s.tree);
-            (s, rot, ghat, gsum)
+            let tf = rest_frame_gradients(g, Some(&rot), &s.tree, &s.rest);
+            (s, rot, tf)
         });
         group
             .par_iter()
@@ -158,15 +158,14 @@ impl Jgs2Solver {
                 let vbd_sys = || vbd_system(problem, &self.cache, &self.vertex_tets, x, g, i);
                 let (a, r) = match &frame {
                     None => vbd_sys(),
-                    Some((s, rot, ghat, gsum)) => jgs2_system(
+                    Some((s, rot, tf)) => jgs2_system(
                         problem,
                         &self.cache,
                         &self.vertex_tets,
                         x,
                         g,
                         Some(rot),
-                        ghat,
-                        gsum,
+                        tf,
                         i,
                         &s.vertices[i],
                     ),

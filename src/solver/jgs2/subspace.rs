@@ -17,12 +17,27 @@ pub struct VertexSubspace {
     pub incident: Vec<[f64; 36]>,
     /// Exact near field: vertex `j` and `Ū_i[j]` (3×3 row-major).
     pub near: Vec<(u32, [f64; 9])>,
-    /// Far samples: cluster-tree node `c`, weight `w_c ≥ 0` (1 without cubature compression)
-    /// and `w_c·ū_{i,c}` (3×3 row-major).
-    pub far: Vec<(u32, f64, [f64; 9])>,
+    /// Far samples (cluster-tree nodes).
+    pub far: Vec<FarSample>,
     /// `Â_i` (3×3 row-major, N/m): the rest Schur complement minus the incident elements' rest
     /// elastic part.
     pub a_hat: [f64; 9],
+}
+
+/// One far sample of a vertex's subspace: the fit of `Ū_i` over a cluster-tree node,
+/// `Ū_i[j] ≈ block + Σ_k r_{j,k} slopes_k` with `r_j` vertex `j`'s rest position relative to
+/// [`Jgs2Subspace::origin`] (weight folded in).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FarSample {
+    /// Cluster-tree node `c`.
+    pub node: u32,
+    /// Cubature weight `w_c ≥ 0` (1 without compression).
+    pub weight: f64,
+    /// `w_c` × the fit's value at the origin (3×3 row-major; the node mean `ū_{i,c}` for a
+    /// zeroth-order fit).
+    pub block: [f64; 9],
+    /// First-order fits: `w_c·B_k` for k = x, y, z (three 3×3 row-major blocks, 1/m).
+    pub slopes: Option<[f64; 27]>,
 }
 
 /// All vertices' subspaces, the cluster tree, plus the precompute statistics.
@@ -32,6 +47,12 @@ pub struct Jgs2Subspace {
     pub vertices: Vec<VertexSubspace>,
     /// The cluster tree over the free vertices; far samples are its nodes.
     pub tree: ClusterTree,
+    /// The rest-position origin of the first-order far field (the centroid of the tree's
+    /// vertices), m.
+    pub origin: [f64; 3],
+    /// Rest positions relative to [`Self::origin`], per vertex (m): the first moments of the
+    /// gradient are taken in them.
+    pub rest: Vec<Vector3<f64>>,
     /// Precompute statistics (timings, residual distribution, bytes per vertex).
     pub stats: jello_precompute::jgs2::Jgs2Stats,
 }
@@ -114,6 +135,7 @@ pub fn cache_key(model: &Model, h: f64, opts: &SubspaceOptions) -> u64 {
     }
     eat(&o.target_residual.to_le_bytes());
     eat(&o.far_tolerance.to_le_bytes());
+    eat(&(o.far_order as u64).to_le_bytes());
     eat(&[opts.group_wise as u8]);
     eat(&o.seed.to_le_bytes());
     eat(&jello_precompute::artifact::FORMAT_VERSION.to_le_bytes());
@@ -243,6 +265,26 @@ fn from_basis(model: &Model, basis: Jgs2Basis) -> Result<Jgs2Subspace> {
             model.num_vertices()
         )));
     }
+    let tree = basis.tree;
+    let mut origin = [0.0; 3];
+    for &v in &tree.perm {
+        for (o, p) in origin.iter_mut().zip(model.mesh.positions[v as usize]) {
+            *o += p / tree.perm.len() as f64;
+        }
+    }
+    let rest: Vec<Vector3<f64>> = model
+        .mesh
+        .positions
+        .iter()
+        .map(|p| Vector3::from(*p) - Vector3::from(origin))
+        .collect();
+    // Node centroids relative to the origin (first-order samples are stored about them).
+    let centre: Vec<Vector3<f64>> = (0..tree.len())
+        .map(|c| {
+            let m = tree.members(c);
+            m.iter().map(|&j| rest[j as usize]).sum::<Vector3<f64>>() / m.len().max(1) as f64
+        })
+        .collect();
     let mut vertices = Vec::with_capacity(basis.vertices.len());
     for (v, rec) in basis.vertices.into_iter().enumerate() {
         if model.pinned[v] {
@@ -285,19 +327,58 @@ fn from_basis(model: &Model, basis: Jgs2Basis) -> Result<Jgs2Subspace> {
                 .copied()
                 .zip(rec.near_blocks.iter().copied())
                 .collect(),
-            far: rec
-                .far_nodes
-                .iter()
-                .zip(&rec.far_weights)
-                .zip(&rec.far_blocks)
-                .map(|((&c, &w), b)| (c, w, *b))
-                .collect(),
+            far: far_samples(v, &rec, &centre)?,
             a_hat: rec.a_hat,
         });
     }
     Ok(Jgs2Subspace {
         vertices,
-        tree: basis.tree,
+        tree,
+        origin,
+        rest,
         stats: basis.stats,
     })
+}
+
+/// Vertex `v`'s far samples with first-order fits moved from the node centroid to the origin:
+/// `block ← block − Σ_k p̄_{c,k} B_k`, so the run time needs no centroids.
+fn far_samples(
+    v: usize,
+    rec: &jello_precompute::jgs2::VertexSubspaceData,
+    centre: &[Vector3<f64>],
+) -> Result<Vec<FarSample>> {
+    let n = rec.far_nodes.len();
+    if rec.far_weights.len() != n
+        || rec.far_blocks.len() != n
+        || !(rec.far_slopes.is_empty() || rec.far_slopes.len() == n)
+    {
+        return Err(JelloError::Solver(format!(
+            "JGS2 basis: vertex {v}'s far samples have inconsistent lengths"
+        )));
+    }
+    (0..n)
+        .map(|q| {
+            let node = rec.far_nodes[q];
+            let pc = centre.get(node as usize).ok_or_else(|| {
+                JelloError::Solver(format!(
+                    "JGS2 basis: vertex {v}'s far node {node} is not in the tree"
+                ))
+            })?;
+            let mut block = rec.far_blocks[q];
+            let slopes = rec.far_slopes.get(q).copied();
+            if let Some(sl) = &slopes {
+                for k in 0..3 {
+                    for (b, s) in block.iter_mut().zip(&sl[9 * k..9 * k + 9]) {
+                        *b -= pc[k] * s;
+                    }
+                }
+            }
+            Ok(FarSample {
+                node,
+                weight: rec.far_weights[q],
+                block,
+                slopes,
+            })
+        })
+        .collect()
 }
