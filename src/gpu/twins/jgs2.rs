@@ -25,7 +25,7 @@ pub const NO_CHILD: u32 = u32::MAX;
 /// `jgs2_rotation` flag (u0): keep the rotations, refresh only the rest-frame gradients.
 pub const ROTATION_KEEP: u32 = 1;
 /// `frame` entries per cluster-tree node: the gradient sum G_c, then its first moments
-/// N_c[x], N_c[y], N_c[z] in the rest offsets.
+/// N_c\[x\], N_c\[y\], N_c\[z\] in the rest offsets.
 pub const NODE_STRIDE: usize = 4;
 /// Top bit of a `jgs2_system` blob's far-sample count: the samples carry 27 slope words.
 pub const FAR_LINEAR: u32 = 1 << 31;

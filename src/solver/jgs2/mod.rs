@@ -49,23 +49,27 @@
 //! Against Newton (`cargo bench --bench convergence`, iterations per step, CPU f64):
 //! - ARAP cantilever sagging at h = 1/100 s (the paper's Fig. 2 setting), ε = 1e-8: with every
 //!   subspace row kept JGS2 matches the paper, 2.4 vs Newton's 2.0 (1.2×; asserted ≤ 1.5× in
-//!   `tests/jgs2.rs`). The compressed far field costs iterations at this tight tolerance:
-//!   far tolerance 0.05 (default) 7.4, 0.02 4.6, 0.01 3.8, 0.005 2.8, at 21.6, 28.9, 33.7, 36.9
-//!   and (exact) 39.0 KB/vertex on this 1,025-vertex beam; exact rows grow as N², so large
-//!   meshes need the compression.
-//! - armadillo_18k, kicked foot, ε = 1e-5: 3.3× Newton at base stiffness, 5.4× at 20×, 9.6×
-//!   kicked 10× harder — the paper reports 1.1–1.3×. The far tolerance barely matters at base
-//!   stiffness (exact rows 19.0 vs 19.4) and somewhat when stiff (exact rows 14.0, tolerance
-//!   0.01 14.4, default 18.4, at 181, 88 and 23 KB/vertex). Modified Newton with the Hessian factored once per step needs 23×, 54× and
-//!   over 47×: JGS2 beats a fixed linearisation by 5–7×. Rebuilding the subspaces every step
-//!   from the Hessian at the step's start (`jgs2-relin` in the bench, [`build_subspace_at`] +
-//!   [`Jgs2Solver::linearised_at`]; its first iteration is Newton's step to 5e-15,
-//!   `tests/jgs2.rs`) gives 14.8 and 11.6 (2.6×, 3.4×), and with uncompressed rows 12.5 and 15
-//!   over 2 steps against Newton's 7 and 5: the gap is the Hessian's change *within* a step,
-//!   which Newton refactors and JGS2 follows only through rotations and incident elements —
-//!   not the rest-shape precompute, nor the far-field compression.
+//!   `tests/jgs2.rs`). The compressed far field costs iterations at this tight tolerance; with
+//!   first-order fits: far tolerance 0.05 6.4, 0.02 (default) 4.6, 0.01 3.6, 0.005 2.8, at 6.1,
+//!   10.4, 16.1 and 22.5 KB/vertex, exact rows 2.4 at 39.0 KB/vertex on this 1,025-vertex beam
+//!   (node means: 7.4, 4.6, 3.8, 2.8 at 21.6, 28.9, 33.7, 36.9 KB); exact rows grow as N², so
+//!   large meshes need the compression. Gauss–Seidel: 8.6.
+//! - armadillo_18k, kicked foot, ε = 1e-5: 3.4× Newton at base stiffness (19.6 vs 5.8), 4.5×
+//!   at 20× (15.4 vs 3.4), 9.6× kicked 10× harder (143.6 vs 15.0) — the paper reports
+//!   1.1–1.3×. The far field barely matters at base stiffness (exact rows 19.0, node means at
+//!   0.05 19.4) and somewhat when stiff (exact rows 14.0, first order at 0.01 14.4, node means
+//!   at 0.05 18.4, at 181, 32 and 23 KB/vertex; the default 21 KB). Modified Newton with the
+//!   Hessian factored once per step needs 23×, 54× and over 47×: JGS2 beats a fixed
+//!   linearisation by 5–7×. Rebuilding the subspaces every step from the Hessian at the step's
+//!   start (`jgs2-relin` in the bench, [`build_subspace_at`] + [`Jgs2Solver::linearised_at`];
+//!   its first iteration is Newton's step to 5e-15, `tests/jgs2.rs`) gives 14.8 and 11.6
+//!   (2.6×, 3.4×; node means), and with uncompressed rows 12.5 and 15 over 2 steps against
+//!   Newton's 7 and 5: the gap is the Hessian's change *within* a step, which Newton
+//!   refactors and JGS2 follows only through rotations and incident elements — not the
+//!   rest-shape precompute, nor the far-field compression.
 //!
-//! Tried and measured on the kicked armadillo (default 19.4 iterations per step), not kept:
+//! Tried and measured on the kicked armadillo (19.4 iterations per step with the node-mean far
+//! field at 0.05, then the default), not kept:
 //! - the current Hessian of every near-field element in A_i (not just the incident ones, the
 //!   paper's cubature Hessian taken exactly): 18.3 over 3 steps vs 19.3, at 23× the cost;
 //! - one safeguard coefficient per coarse region (2³ / 3³ grid cells) instead of one global:
