@@ -72,7 +72,7 @@ pub fn make_solver(
             if config.solver == "vbd" {
                 return Ok(Box::new(Jgs2Solver::vbd(model, params)));
             }
-            let subspace = load_or_build_subspace(model, config.h, cache_dir)?;
+            let subspace = load_or_build_subspace(model, config.h, &config.subspace, cache_dir)?;
             Ok(Box::new(Jgs2Solver::jgs2(model, params, subspace)?))
         }
         other => Err(JelloError::Invalid(format!(
@@ -104,9 +104,10 @@ fn jgs2_params(config: &RunConfig) -> Jgs2Params {
 pub fn load_or_build_subspace(
     model: &Model,
     h: f64,
+    opts: &SubspaceOptions,
     cache_dir: Option<&Path>,
 ) -> Result<Arc<Jgs2Subspace>> {
-    let (sub, origin, warnings) = load_or_build(model, h, &SubspaceOptions::default(), cache_dir)?;
+    let (sub, origin, warnings) = load_or_build(model, h, opts, cache_dir)?;
     for w in warnings {
         eprintln!("warning: {w}");
     }
@@ -160,7 +161,7 @@ pub fn setup(built: &BuiltScene, backend: Backend, cache_dir: Option<&Path>) -> 
             let adapter = device.info().to_string();
             let params = jgs2_params(config);
             let subspace = (config.solver == "jgs2")
-                .then(|| load_or_build_subspace(model, config.h, cache_dir))
+                .then(|| load_or_build_subspace(model, config.h, &config.subspace, cache_dir))
                 .transpose()?;
             match DeviceJgs2::new(device, model, params, subspace) {
                 Ok(solver) => {

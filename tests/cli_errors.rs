@@ -155,6 +155,21 @@ fn unknown_solver() {
 }
 
 #[test]
+fn impossible_jgs2_subspace_settings() {
+    for (key, value, needle) in [
+        ("far_tolerance", "-0.1", "≥ 0"),
+        ("far_tolerance", "nan", "finite"),
+        ("far_order", "2", "0 (node means) or 1"),
+    ] {
+        let dir = tmp(&format!("{key}_{value}"));
+        let text = format!("{BASE}\n[solver]\nname = \"jgs2\"\n{key} = {value}\n");
+        let out = run_scene(&dir, "subspace.toml", &text);
+        assert_one_line_error(&out, &["subspace.toml", &format!("`solver.{key}`"), needle]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
 fn unknown_solver_on_the_command_line() {
     let dir = tmp("solver_flag");
     let out = run_scene_with(&dir, "ok.toml", BASE, &["--solver", "fast"]);

@@ -115,3 +115,38 @@ fn vbd_runs_and_reports_its_iterations() {
     assert!(artifacts(&dir).is_empty(), "VBD needs no subspace");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `[solver] far_tolerance` / `far_order` reach the precompute: each setting is its own cache
+/// entry, and keeping every row (tolerance 0) costs more bytes per vertex than the default.
+#[test]
+fn scene_far_field_settings_reach_the_precompute() {
+    let (dir, scene) = scene_copy("far-settings");
+    let text = std::fs::read_to_string(&scene).unwrap();
+    let bytes_per_vertex = |extra: &str| -> f64 {
+        let t = text.replace("tolerance = 1e-5\n", &format!("tolerance = 1e-5\n{extra}"));
+        assert!(
+            extra.is_empty() || t != text,
+            "the scene's [solver] section moved"
+        );
+        std::fs::write(&scene, t).unwrap();
+        let o = jello(&["precompute", scene.to_str().unwrap()]);
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(out.contains("built"), "not rebuilt for `{extra}`: {out}");
+        let words: Vec<&str> = out.split_whitespace().collect();
+        let k = words
+            .iter()
+            .position(|w| *w == "bytes/vertex")
+            .expect("bytes/vertex");
+        words[k - 1].parse().unwrap()
+    };
+    let default = bytes_per_vertex("");
+    let means = bytes_per_vertex("far_order = 0\n");
+    let exact = bytes_per_vertex("far_tolerance = 0.0\n");
+    assert_eq!(artifacts(&dir).len(), 3, "one cache entry per setting");
+    assert!(
+        exact > default && exact > means,
+        "exact rows {exact} B/vertex vs default {default}, node means {means}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

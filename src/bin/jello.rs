@@ -292,13 +292,13 @@ fn cmd_run(
 }
 
 fn cmd_precompute(scene_path: PathBuf) -> Result<()> {
-    use jello::solver::jgs2::{load_or_build, SubspaceOptions, SubspaceOrigin};
+    use jello::solver::jgs2::{load_or_build, SubspaceOrigin};
     let built = Scene::load(&scene_path)?.build()?;
     let cache = scene_path.parent().map(|d| d.join(".jello-cache"));
     let (sub, origin, warnings) = load_or_build(
         &built.model,
         built.config.h,
-        &SubspaceOptions::default(),
+        &built.config.subspace,
         cache.as_deref(),
     )?;
     for w in warnings {

@@ -6,6 +6,7 @@ use crate::error::{JelloError, Result};
 use crate::material::{Material, MaterialModel};
 use crate::mesh::{ball, box_grid, read_mesh, TetMesh};
 use crate::problem::{BarrierParams, Body, ExternalForce, Model, Obstacle, Pin, Script};
+use crate::solver::jgs2::SubspaceOptions;
 use crate::solver::StopRule;
 use nalgebra::Vector3;
 
@@ -27,6 +28,8 @@ pub struct RunConfig {
     pub max_iterations: Option<usize>,
     /// Solver variant (`jacobi` / `gs`), if set.
     pub variant: Option<String>,
+    /// JGS2 subspace options (far-field tolerance and fit order from `[solver]`).
+    pub subspace: SubspaceOptions,
     /// Output options.
     pub output: OutputSpec,
 }
@@ -245,6 +248,25 @@ impl Scene {
         if s.solver.max_iterations == Some(0) {
             return Err(cx.err("solver.max_iterations", "must be ≥ 1"));
         }
+        let mut subspace = SubspaceOptions::default();
+        if let Some(t) = s.solver.far_tolerance {
+            if !(t.is_finite() && t >= 0.0) {
+                return Err(cx.err(
+                    "solver.far_tolerance",
+                    format!("must be finite and ≥ 0, got {t}"),
+                ));
+            }
+            subspace.precompute.far_tolerance = t;
+        }
+        if let Some(o) = s.solver.far_order {
+            if o > 1 {
+                return Err(cx.err(
+                    "solver.far_order",
+                    format!("must be 0 (node means) or 1 (linear fits), got {o}"),
+                ));
+            }
+            subspace.precompute.far_order = o;
+        }
         if s.output.every == 0 {
             return Err(cx.err("output.every", "must be ≥ 1"));
         }
@@ -261,6 +283,7 @@ impl Scene {
             stop,
             max_iterations: s.solver.max_iterations,
             variant: s.solver.variant.clone(),
+            subspace,
             output: s.output.clone(),
         })
     }

@@ -79,6 +79,16 @@ pub struct SolverSpec {
     /// JGS2/VBD variant: `jacobi` or `gs` (default `gs` for VBD, `jacobi` for JGS2).
     #[serde(default)]
     pub variant: Option<String>,
+    /// JGS2 subspace compression: a cluster-tree node stands for its vertices when the
+    /// subspace deviates from its fit over them by at most this fraction of the vertex's own
+    /// block (dimensionless, default 0.02). Smaller: fewer iterations, more memory; 0 keeps
+    /// every row exact (memory grows as the square of the mesh size).
+    #[serde(default)]
+    pub far_tolerance: Option<f64>,
+    /// JGS2 far-field fit: 1 (default) least-squares linear in the rest position, 0 the
+    /// node mean (a quarter of the numbers per node, more nodes at the same tolerance).
+    #[serde(default)]
+    pub far_order: Option<usize>,
 }
 
 impl SolverSpec {
@@ -105,6 +115,8 @@ impl Default for SolverSpec {
             dx_tolerance: Self::default_dx(),
             max_iterations: None,
             variant: None,
+            far_tolerance: None,
+            far_order: None,
         }
     }
 }
