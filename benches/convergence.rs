@@ -25,7 +25,9 @@
 //! `JELLO_CONV_STOP` (`cn`, the default and the rule every Newton comparison uses, or `dx:TOL`,
 //! the paper's ‖Δx‖∞ rule in unit-cube units for every solver — a secondary reading only).
 //! Opt-in case `armadillo_hard`: the base armadillo kicked with 30,000 N, where Newton itself
-//! needs tens of iterations in the first step (the paper's Fig. 3 regime: 34 for Newton).
+//! needs tens of iterations in the first step (the paper's Fig. 3 regime: 34 for Newton);
+//! `armadillo_114k`: the base case on the 28,310-vertex armadillo (about 5 minutes of JGS2
+//! precompute on 2 cores).
 
 use jello::output::plot::{write_plot, PlotSpec, Series};
 use jello::problem::Model;
@@ -91,8 +93,14 @@ region = { slab = { normal = [1.0, 0.0, 0.0], offset = 0.0, thickness = 0.002 } 
     }
 }
 
-fn armadillo(stiffness: f64, kick: f64, name: &'static str) -> Option<Case> {
-    let mesh = shared_mesh("armadillo_18k.node")?;
+/// The armadillo case on `mesh` (`armadillo_18k` or `armadillo_114k`, same rest frame).
+fn armadillo(mesh: &str, stiffness: f64, kick: f64, name: &'static str) -> Option<Case> {
+    let counts = match mesh {
+        "armadillo_114k" => "28,310 vertices, 112,121 tets",
+        _ => "4,855 vertices, 17,500 tets",
+    };
+    let label = mesh;
+    let mesh = shared_mesh(&format!("{mesh}.node"))?;
     let e = 1e5 * stiffness;
     // y is up (feet at y = -0.5, hands at x = ±0.42, y ≈ 0.3). The left hand (x < 0) is
     // pinned; the right foot (x > 0, y < -0.44) is kicked along +z for 20 ms, then released.
@@ -122,7 +130,7 @@ end = 0.02
     Some(Case {
         name,
         about: format!(
-            "armadillo_18k (4,855 vertices, 17,500 tets), stable Neo-Hookean E = {e:.0} Pa \
+            "{label} ({counts}), stable Neo-Hookean E = {e:.0} Pa \
              ({stiffness}× base), ν = 0.4, ρ = 1000 kg/m³, left hand pinned, {kick} N on the \
              right foot during the first 20 ms, h = 10 ms"
         ),
@@ -465,13 +473,14 @@ fn main() {
     for name in &cases {
         let case = match name.as_str() {
             "cantilever" => Some(cantilever()),
-            "armadillo" => armadillo(1.0, kick, "armadillo"),
-            "armadillo_stiff" => armadillo(20.0, kick, "armadillo_stiff"),
-            "armadillo_hard" => armadillo(1.0, 10.0 * kick, "armadillo_hard"),
+            "armadillo" => armadillo("armadillo_18k", 1.0, kick, "armadillo"),
+            "armadillo_stiff" => armadillo("armadillo_18k", 20.0, kick, "armadillo_stiff"),
+            "armadillo_hard" => armadillo("armadillo_18k", 1.0, 10.0 * kick, "armadillo_hard"),
+            "armadillo_114k" => armadillo("armadillo_114k", 1.0, kick, "armadillo_114k"),
             other => panic!("unknown case {other}"),
         };
         let Some(case) = case else {
-            println!("skipping {name}: ../shared/meshes/armadillo_18k.node not present");
+            println!("skipping {name}: its mesh is not in ../shared/meshes");
             continue;
         };
         println!("\n## {}", case.name);
