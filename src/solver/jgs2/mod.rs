@@ -87,7 +87,10 @@
 //! - the residual is local (the top 1% of vertices, all at the kicked foot, hold 62–74% of
 //!   its square; the top 5% hold 97–99%), but a Newton step on those vertices with the rest
 //!   held (dense, current Hessian) as a fourth safeguard direction does not help: 1% 20.0,
-//!   5% 19.0; 20× stiffer 18.0, 17.2. The foot's error is the body's global response.
+//!   5% 19.0; 20× stiffer 18.0, 17.2. The foot's error is the body's global response;
+//! - a coarse space: the 24 lowest modes of (H̄, M), co-rotated per vertex, as further
+//!   safeguard directions (a two-level method): 19.2 vs 19.6 (first-order default) — the slow
+//!   error is not in the rest shape's low modes.
 //!
 //! [`Jgs2Solver`] is the f64 CPU reference; [`DeviceJgs2`] runs the same iteration over the
 //! device API (f32 WGSL kernels on the GPU, or their CPU twins).
