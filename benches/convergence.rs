@@ -20,7 +20,7 @@
 //! (VBD iteration cap per step, default 3000), `JELLO_CONV_EPS` (ε of the armadillo cases,
 //! default 1e-5), `JELLO_CONV_CANTILEVER_EPS` (default 1e-8, see `cantilever()`),
 //! `JELLO_CONV_KICK` (armadillo foot force, N, default 3000), `JELLO_CONV_PLOT_STEP` (default 2),
-//! `JELLO_CONV_FAR_TOL` (JGS2 far-field tolerance, default 0.05; 0 keeps every row exact),
+//! `JELLO_CONV_FAR_TOL` (JGS2 far-field tolerance, default 0.02; 0 keeps every row exact),
 //! `JELLO_CONV_FAR_ORDER` (0: node means, 1: linear fits — the default),
 //! `JELLO_CONV_STOP` (`cn`, the default and the rule every Newton comparison uses, or `dx:TOL`,
 //! the paper's ‖Δx‖∞ rule in unit-cube units for every solver — a secondary reading only).
@@ -151,6 +151,16 @@ struct Run {
     error: Option<String>,
 }
 
+/// The subspace options of the JGS2 variants: defaults, with `JELLO_CONV_FAR_TOL` and
+/// `JELLO_CONV_FAR_ORDER` applied.
+fn subspace_options() -> SubspaceOptions {
+    let mut opts = SubspaceOptions::default();
+    let p = &mut opts.precompute;
+    p.far_tolerance = env_or("JELLO_CONV_FAR_TOL", p.far_tolerance);
+    p.far_order = env_or("JELLO_CONV_FAR_ORDER", p.far_order);
+    opts
+}
+
 fn make(
     name: &str,
     model: &Model,
@@ -160,19 +170,13 @@ fn make(
     subspaces: &mut Vec<(f64, Arc<jello::solver::jgs2::Jgs2Subspace>, f64)>,
 ) -> (Box<dyn StepSolver>, f64) {
     let mut jgs2 = |variant, exact: bool| {
-        let tol = if exact {
-            0.0
-        } else {
-            env_or(
-                "JELLO_CONV_FAR_TOL",
-                SubspaceOptions::default().precompute.far_tolerance,
-            )
-        };
+        let mut opts = subspace_options();
+        if exact {
+            opts.precompute.far_tolerance = 0.0;
+        }
+        let tol = opts.precompute.far_tolerance;
         if !subspaces.iter().any(|(t, _, _)| *t == tol) {
             let t = Instant::now();
-            let mut opts = SubspaceOptions::default();
-            opts.precompute.far_tolerance = tol;
-            opts.precompute.far_order = env_or("JELLO_CONV_FAR_ORDER", opts.precompute.far_order);
             let sub = build_subspace(model, h, &opts).expect("precompute");
             let s = &sub.stats;
             println!(
@@ -291,9 +295,7 @@ impl StepSolver for Relinearised {
         x: &mut Vec<f64>,
         trace: bool,
     ) -> jello::Result<jello::solver::StepReport> {
-        let mut opts = SubspaceOptions::default();
-        opts.precompute.far_tolerance = env_or("JELLO_CONV_FAR_TOL", opts.precompute.far_tolerance);
-        opts.precompute.far_order = env_or("JELLO_CONV_FAR_ORDER", opts.precompute.far_order);
+        let opts = subspace_options();
         let sub = build_subspace_at(&self.model, self.h, &opts, &problem.x_start)?;
         let p = Jgs2Params {
             stop: self.stop,

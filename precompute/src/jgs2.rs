@@ -19,19 +19,19 @@
 //!   most `far_tolerance·‖Ū_i[i]‖_F` (Frobenius norm of the deviation over the whole node), is a
 //!   **far sample**: the run time adds `ū_{i,c}ᵀ G_c` with `ū_{i,c}` the node mean and
 //!   `G_c = Σ_{j∈c} g_j`. Other nodes are split; leaves that still fail go to the **near
-//!   field**, whose rows `Ū_i[j]` are stored and summed exactly.
+//!   field**, whose rows `Ū_i[j]` are stored and summed exactly. *Choice*: the paper samples a
+//!   few single elements with NNLS weights fitted on low-frequency training poses; samples that
+//!   see one element (or one vertex) of a residual multiply its high-frequency part, which the
+//!   poses never show, by weights of 10–30, and Jacobi diverged on a clamped ARAP beam
+//!   (E = 1 MPa, h = 10 ms). A node fit sums the gradient over a compact patch, so high
+//!   frequencies average out, and the tolerance bounds the far-field error directly.
 //! - **First-order far field** (`far_order = 1`, the default; *choice*, beyond the paper): the
 //!   fit over a node is linear in the rest position, `Ū_i[j] ≈ ū_{i,c} + Σ_k (p_j − p̄_c)_k
 //!   B_{i,c,k}` (least squares over the node's vertices; the deviation is measured from it;
 //!   nodes of ≤ 4 vertices keep the mean), and the run time adds `Σ_k B_kᵀ M_c[k]` with the
-//!   first moments `M_c[k] = Σ_{j∈c} (p_j − p̄_c)_k g_j`. `Ū_i` decays smoothly away from `i`, so a slope
-//!   follows it over far larger nodes than a mean: on the clamped ARAP beam at equal memory the
-//!   iterations per step fell from 7.4 to 2.8 (the issue note has the table). *Choice*: the paper samples a
-//!   few single elements with NNLS weights fitted on low-frequency training poses; samples that
-//!   see one element (or one vertex) of a residual multiply its high-frequency part, which the
-//!   poses never show, by weights of 10–30, and Jacobi diverged on a clamped ARAP beam
-//!   (E = 1 MPa, h = 10 ms). A node mean sums the gradient over a compact patch, so high
-//!   frequencies average out, and the tolerance bounds the far-field error directly.
+//!   first moments `M_c[k] = Σ_{j∈c} (p_j − p̄_c)_k g_j`. `Ū_i` decays smoothly away from `i`,
+//!   so a slope follows it over far larger nodes than a mean: on the clamped ARAP beam at
+//!   equal memory the iterations per step fell from 7.4 to 2.8 (the issue note has the table).
 //! - **Cubature** (Eqs. 17–18), optional (`max_samples > 0`): the far samples are compressed to
 //!   at most `max_samples` nodes with weights `w_c ≥ 0` by greedy NNLS (An et al. 2008) on the
 //!   training poses: each round draws up to `candidates` far nodes with probability ∝

@@ -634,6 +634,7 @@ pub fn jgs2_system(
             let n_near = blob[4 * i + 2] as usize;
             let n_far = (blob[4 * i + 3] & !FAR_LINEAR) as usize;
             let linear = blob[4 * i + 3] & FAR_LINEAR != 0;
+            let far_words = far_stride(blob[4 * i + 3]);
             let ri = rot[i].to_glam();
             let rit = ri.transpose();
             let mut acc = Vec3::ZERO;
@@ -651,7 +652,7 @@ pub fn jgs2_system(
                             blob_block(blob, q + 10 + 9 * k).transpose() * v3(&frame[node + 1 + k]);
                     }
                 }
-                q += far_stride(blob[4 * i + 3]);
+                q += far_words;
             }
             let gi = v3(&g[i]);
             let r = gi + ri * acc;
