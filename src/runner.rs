@@ -267,6 +267,9 @@ pub fn run(
     }
     for step in 1..=config.steps {
         let report = sim.step(opts.trace)?;
+        for w in &report.warnings {
+            eprintln!("warning: {w}");
+        }
         on_step(step, &report);
         stats.total_iterations += report.iterations;
         stats.total_wall_ms += report.wall_ms;

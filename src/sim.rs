@@ -1,9 +1,15 @@
 //! Time stepping: a [`Simulation`] owns a model, its state and a solver, and advances by
-//! implicit-Euler steps.
+//! implicit-Euler steps (or static load increments), checking every accepted step against the
+//! model's physical invariants.
 
 use crate::error::{JelloError, Result};
-use crate::problem::{ElasticTerms, Model, State, StepProblem};
+use crate::problem::{ElasticTerms, InversionPolicy, Model, State, StateCheck, StepProblem};
 use crate::solver::{StepReport, StepSolver};
+use std::time::Instant;
+
+/// Substep counts tried, in order, when a step under `inversion = "forbid"` cannot keep every
+/// element positive at the full step (after the strict retry at the full step).
+pub const FORBID_SUBSTEPS: [usize; 3] = [2, 4, 8];
 
 /// A running simulation.
 pub struct Simulation {
@@ -11,12 +17,24 @@ pub struct Simulation {
     pub model: Model,
     /// Current positions and velocities.
     pub state: State,
-    /// Time step, s.
+    /// Time step, s (a static solve's pseudo-time per load increment).
     pub h: f64,
+    /// Steps completed (1-based numbering in messages: the next step is `steps + 1`).
+    pub steps: usize,
+    /// `Some(n)`: a static solve in `n` load increments — step k applies k/n of the loads, with
+    /// no inertia ([`StepProblem::new_static`]); `None`: implicit-Euler dynamics.
+    pub static_increments: Option<usize>,
     solver: Box<dyn StepSolver>,
     /// Evaluates Ψ on another backend (e.g. the GPU); `None` uses the f64 CPU reference.
     elastic: Option<Box<dyn ElasticTerms + Send>>,
     x_buf: Vec<f64>,
+}
+
+/// One solve of one (sub)step: where it ended and what the solver said.
+struct Attempt {
+    x: Vec<f64>,
+    report: StepReport,
+    check: StateCheck,
 }
 
 impl Simulation {
@@ -31,10 +49,24 @@ impl Simulation {
             model,
             state,
             h,
+            steps: 0,
+            static_increments: None,
             solver,
             elastic: None,
             x_buf: Vec::new(),
         })
+    }
+
+    /// Makes this a static solve in `increments` load increments (velocities are zeroed).
+    pub fn into_static(mut self, increments: usize) -> Result<Self> {
+        if increments == 0 {
+            return Err(JelloError::Invalid(
+                "a static solve needs at least one load increment".into(),
+            ));
+        }
+        self.static_increments = Some(increments);
+        self.state.v.iter_mut().for_each(|v| *v = 0.0);
+        Ok(self)
     }
 
     /// Routes elastic-energy evaluation through `elastic` (e.g. a GPU evaluator).
@@ -55,29 +87,256 @@ impl Simulation {
         self.solver.name()
     }
 
-    /// Advances one step of `h`. The state is updated even when the solver did not converge
-    /// (the report says so); a NaN state is an error.
+    /// Advances one step of `h` (or one static load increment).
+    ///
+    /// The state is updated even when the solver did not converge (the report says so). After
+    /// the solve the state is checked: inverted elements and obstacle penetrations are counted
+    /// per body ([`StepReport::check`]); a step with either is never reported as converged
+    /// (`converged` is the stop rule *and* a clean check), and [`StepReport::warnings`] names
+    /// the counts.
+    ///
+    /// Under [`InversionPolicy::Forbid`] a step that ends with an inverted element is not
+    /// accepted as it is: it is solved again from the same start with the strict filter
+    /// ([`StepProblem::strict_inversion`]: every iterate keeps every element positive), and if
+    /// that does not converge, in [`FORBID_SUBSTEPS`] substeps (each strict); if none converges
+    /// the strict full step's result (positive everywhere, not converged) is kept and
+    /// [`StepReport::failure`] says why.
+    ///
+    /// A non-finite energy, gradient or position is an error naming the step, the time and the
+    /// cause as far as it is known ([`StepProblem::diagnose_non_finite`]).
+    ///
+    /// `wall_ms` covers the whole step: set-up, the starting guess, every solve and the check.
     pub fn step(&mut self, trace: bool) -> Result<StepReport> {
-        let problem = StepProblem::new(&self.model, &self.state, self.h);
+        let start = Instant::now();
+        let number = self.steps + 1;
+        let state = self.state.clone();
+        let mut attempt = self.solve(&state, self.h, false, trace, number)?;
+        let mut extra_iterations = 0;
+        let mut failure = None;
+        let mut substeps = 1;
+        if self.model.inversion == InversionPolicy::Forbid && attempt.check.total_inverted() > 0 {
+            let inverted = attempt.check.total_inverted();
+            extra_iterations += attempt.report.iterations;
+            let strict = self.solve(&state, self.h, true, trace, number)?;
+            if strict.report.converged && strict.check.total_inverted() == 0 {
+                attempt = strict;
+            } else {
+                let mut done = None;
+                extra_iterations += strict.report.iterations;
+                for &k in &FORBID_SUBSTEPS {
+                    match self.substeps(&state, k, trace, number)? {
+                        Ok(a) => {
+                            done = Some((a, k));
+                            break;
+                        }
+                        Err(iterations) => extra_iterations += iterations,
+                    }
+                }
+                match done {
+                    Some((a, k)) => {
+                        attempt = a;
+                        substeps = k;
+                    }
+                    None => {
+                        let kept = if strict.check.total_inverted() == 0 {
+                            "kept the strict solve's state (every J > 0, not converged)"
+                        } else {
+                            "this solver cannot keep elements positive; kept its state"
+                        };
+                        failure = Some(format!(
+                            "the step ended with {inverted} inverted element(s) and could not be \
+                             solved without inverting one (strict filter at h = {} s, then {:?} \
+                             substeps, did not converge); {kept}",
+                            self.h, FORBID_SUBSTEPS
+                        ));
+                        if strict.check.total_inverted() <= attempt.check.total_inverted() {
+                            attempt = strict;
+                        }
+                    }
+                }
+            }
+        }
+        let Attempt {
+            x,
+            mut report,
+            check,
+        } = attempt;
+        report.iterations += extra_iterations;
+        report.substeps = substeps;
+        report.stop_rule_met = report.converged;
+        report.converged = report.converged && check.is_clean() && failure.is_none();
+        report.warnings = self.warnings(number, &check, &failure);
+        report.check = check;
+        report.failure = failure;
+        // Commit.
+        self.x_buf = x;
+        if self.static_increments.is_some() {
+            self.state.v.iter_mut().for_each(|v| *v = 0.0);
+        } else {
+            let inv_h = 1.0 / self.h;
+            for k in 0..self.x_buf.len() {
+                self.state.v[k] = (self.x_buf[k] - state.x[k]) * inv_h;
+            }
+        }
+        std::mem::swap(&mut self.state.x, &mut self.x_buf);
+        self.state.t = state.t + self.h;
+        self.steps = number;
+        report.wall_ms = start.elapsed().as_secs_f64() * 1e3;
+        Ok(report)
+    }
+
+    /// `k` strict substeps of h/k from `state`: `Ok` when every one converged with every element
+    /// positive (its report aggregates the substeps), else `Err(iterations spent)`.
+    fn substeps(
+        &mut self,
+        state: &State,
+        k: usize,
+        trace: bool,
+        number: usize,
+    ) -> Result<std::result::Result<Attempt, usize>> {
+        let sub_h = self.h / k as f64;
+        let mut cur = state.clone();
+        let mut total: Option<Attempt> = None;
+        let mut iterations = 0;
+        for _ in 0..k {
+            let a = self.solve(&cur, sub_h, true, trace, number)?;
+            iterations += a.report.iterations;
+            if !(a.report.converged && a.check.total_inverted() == 0) {
+                return Ok(Err(iterations));
+            }
+            let v =
+                a.x.iter()
+                    .zip(&cur.x)
+                    .map(|(x1, x0)| (x1 - x0) / sub_h)
+                    .collect();
+            cur = State {
+                x: a.x.clone(),
+                v,
+                t: cur.t + sub_h,
+            };
+            total = Some(match total {
+                None => a,
+                Some(mut t) => {
+                    t.report.iterations += a.report.iterations;
+                    t.report.energy_change += a.report.energy_change;
+                    t.report.residual = a.report.residual;
+                    t.report.energy = a.report.energy;
+                    add_timings(&mut t.report, &a.report);
+                    if let (Some(tr), Some(more)) = (t.report.trace.as_mut(), a.report.trace) {
+                        tr.extend(more);
+                    }
+                    t.x = a.x;
+                    t.check = a.check;
+                    t
+                }
+            });
+        }
+        Ok(total.ok_or(iterations))
+    }
+
+    /// One solve from `state` with step `h` (strict: every iterate keeps elements positive).
+    fn solve(
+        &mut self,
+        state: &State,
+        h: f64,
+        strict: bool,
+        trace: bool,
+        number: usize,
+    ) -> Result<Attempt> {
+        let t0 = Instant::now();
+        let mut problem = match self.static_increments {
+            Some(n) => {
+                // The load fraction of the increment that ends at t + h (h is the increment's
+                // pseudo-time; substeps split it).
+                let fraction = (((state.t + h) / self.h) / n as f64).min(1.0);
+                StepProblem::new_static(&self.model, state, h, fraction)
+            }
+            None => StepProblem::new(&self.model, state, h),
+        };
+        problem.strict_inversion = strict;
         let elastic: &dyn ElasticTerms = match &self.elastic {
             Some(e) => e.as_ref(),
             None => &self.model,
         };
-        let report = self
-            .solver
-            .step(&problem, elastic, &mut self.x_buf, trace)?;
-        if self.x_buf.iter().any(|v| !v.is_finite()) {
-            return Err(JelloError::Solver(format!(
-                "non-finite positions after step at t = {:.4} s",
-                problem.t_end
+        let fail = |why: String| {
+            JelloError::Solver(format!(
+                "step {number} (t = {:.6} s → {:.6} s): {why}",
+                state.t,
+                state.t + h
+            ))
+        };
+        if !problem.start_is_finite(elastic) {
+            return Err(fail(problem.diagnose_non_finite(elastic, &problem.x_start)));
+        }
+        let setup_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let mut x = Vec::new();
+        let mut report =
+            self.solver
+                .step(&problem, elastic, &mut x, trace)
+                .map_err(|e| match e {
+                    JelloError::Solver(m) => fail(m),
+                    other => other,
+                })?;
+        report.timings.setup_ms += setup_ms;
+        if x.iter().any(|v| !v.is_finite()) || !report.energy.is_finite() {
+            return Err(fail(format!(
+                "the solver returned a non-finite state: {}",
+                problem.diagnose_non_finite(elastic, &x)
             )));
         }
-        let inv_h = 1.0 / self.h;
-        for k in 0..self.x_buf.len() {
-            self.state.v[k] = (self.x_buf[k] - self.state.x[k]) * inv_h;
-        }
-        std::mem::swap(&mut self.state.x, &mut self.x_buf);
-        self.state.t = problem.t_end;
-        Ok(report)
+        let check = self.model.check_state(&x);
+        Ok(Attempt { x, report, check })
     }
+
+    /// One line per violated invariant of step `number`.
+    fn warnings(&self, number: usize, check: &StateCheck, failure: &Option<String>) -> Vec<String> {
+        let t = self.state.t + self.h;
+        let mut out = Vec::new();
+        let per_body = |counts: &[usize]| {
+            counts
+                .iter()
+                .enumerate()
+                .filter(|(_, &c)| c > 0)
+                .map(|(b, c)| {
+                    let name = self.model.bodies.get(b).map(|b| b.name.as_str());
+                    format!("{c} in `{}`", name.unwrap_or("body"))
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if check.total_inverted() > 0 {
+            out.push(format!(
+                "step {number} (t = {t:.6} s): {} inverted element(s) (J ≤ 0; {}), smallest J \
+                 {:.3e}{}",
+                check.total_inverted(),
+                per_body(&check.inverted),
+                check.min_j,
+                if self.model.inversion == InversionPolicy::Allow {
+                    "; the scene allows inversion"
+                } else {
+                    ""
+                }
+            ));
+        }
+        if check.total_penetrations() > 0 {
+            out.push(format!(
+                "step {number} (t = {t:.6} s): {} surface triangle(s) inside an obstacle ({})",
+                check.total_penetrations(),
+                per_body(&check.penetrations)
+            ));
+        }
+        if let Some(f) = failure {
+            out.push(format!("step {number} (t = {t:.6} s) failed: {f}"));
+        }
+        out
+    }
+}
+
+fn add_timings(a: &mut StepReport, b: &StepReport) {
+    let (x, y) = (&mut a.timings, &b.timings);
+    x.setup_ms += y.setup_ms;
+    x.assembly_ms += y.assembly_ms;
+    x.factor_ms += y.factor_ms;
+    x.solve_ms += y.solve_ms;
+    x.line_search_ms += y.line_search_ms;
 }

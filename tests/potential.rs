@@ -12,7 +12,8 @@ mod common;
 use jello::material::{Material, MaterialModel};
 use jello::mesh::{ball, box_grid, TetMesh};
 use jello::problem::{
-    BarrierParams, Body, ElasticTerms, HessianLayout, Model, Obstacle, Pin, Script, StepProblem,
+    barrier_derivatives, BarrierParams, Body, ElasticTerms, HessianLayout, Model, Obstacle, Pin,
+    Script, StepProblem,
 };
 use jello::sim::Simulation;
 use jello::solver::{NewtonParams, NewtonSolver};
@@ -309,11 +310,13 @@ fn hessian_matches_central_differences_of_the_gradient_and_is_refilled_in_place(
     assert_eq!(reused.values().len(), layout.pattern.nnz());
 }
 
-/// The sphere's distance curves away from the vertex, and b' < 0, so the true barrier Hessian
-/// has a negative part b'∇²d that projected Newton drops: the assembled Hessian must then
-/// dominate the true one (uᵀ H u ≥ uᵀ H_true u) and stay positive semi-definite.
+/// Spheres and boxes act on the surface triangles: their barrier Hessian is the Gauss–Newton
+/// term Σ w·b''(d)·(∇d ∇dᵀ) over (triangle, obstacle) pairs within d̂ (b'∇²d is dropped: for a
+/// triangle it has either sign, and projected Newton needs PSD). Checked against that sum with
+/// ∇d·u taken by central differences of the triangle–obstacle distance, in random directions;
+/// and the assembled Hessian stays positive definite on the free DOFs.
 #[test]
-fn curved_obstacle_hessian_dominates_the_true_one() {
+fn surface_barrier_hessian_is_the_gauss_newton_term() {
     let mut rng = common::rng("potential_curved");
     let lin = Material::from_young_poisson(MaterialModel::Linear, 1e5, 0.3).unwrap();
     let s = setup(lin, vec![SPHERE, BOX_EDGE], &mut rng);
@@ -322,12 +325,31 @@ fn curved_obstacle_hessian_dominates_the_true_one() {
     let layout = HessianLayout::new(&s.model).unwrap();
     let mut h = layout.zeros();
     p.hessian(&s.model, &x, &layout, &mut h, &mut Vec::new());
-    let n = x.len();
-    let grad = |y: &[f64]| {
-        let mut g = vec![0.0; n];
-        p.gradient(&s.model, y, &mut g);
-        g
+    let mut bare = s.model.clone();
+    bare.obstacles.clear();
+    let p0 = StepProblem::new(&bare, &s.state, 0.01);
+    let mut h0 = layout.zeros();
+    p0.hessian(&bare, &x, &layout, &mut h0, &mut Vec::new());
+    let m = &s.model;
+    let dhat = m.barrier.dhat;
+    let tri_at = |y: &[f64], f: usize| {
+        m.surface.triangles[f].map(|v| nalgebra::Vector3::from(vertex(y, v as usize)))
     };
+    let mut pairs = 0;
+    for f in 0..m.surface.triangles.len() {
+        for o in &m.obstacles {
+            if o.triangle_contact(&tri_at(&x, f))
+                .is_some_and(|c| c.d < dhat)
+            {
+                pairs += 1;
+            }
+        }
+    }
+    assert!(
+        pairs > 0,
+        "no surface triangle within d̂ of the sphere or the box"
+    );
+    let n = x.len();
     for trial in 0..20 {
         let u: Vec<f64> = (0..n)
             .map(|k| {
@@ -338,20 +360,131 @@ fn curved_obstacle_hessian_dominates_the_true_one() {
                 }
             })
             .collect();
-        let mut hu = vec![0.0; n];
-        h.mul_vec(&u, &mut hu);
-        let uhu: f64 = u.iter().zip(&hu).map(|(a, b)| a * b).sum();
+        let quad = |h: &jello_precompute::sparse::SymSparse| {
+            let mut hu = vec![0.0; n];
+            h.mul_vec(&u, &mut hu);
+            u.iter().zip(&hu).map(|(a, b)| a * b).sum::<f64>()
+        };
+        let (uhu, uh0u) = (quad(&h), quad(&h0));
+        assert!(uhu > 0.0, "trial {trial}: uᵀHu = {uhu}");
         let eps = 1e-7;
         let xp: Vec<f64> = (0..n).map(|k| x[k] + eps * u[k]).collect();
         let xm: Vec<f64> = (0..n).map(|k| x[k] - eps * u[k]).collect();
-        let (gp, gm) = (grad(&xp), grad(&xm));
-        let u_htrue_u: f64 = (0..n).map(|k| u[k] * (gp[k] - gm[k]) / (2.0 * eps)).sum();
-        assert!(uhu > 0.0, "trial {trial}: uᵀHu = {uhu}");
+        let mut expected = 0.0;
+        for f in 0..m.surface.triangles.len() {
+            let w = m.barrier.kappa * m.surface_mass[f] / (0.01 * 0.01);
+            for o in &m.obstacles {
+                let Some(c) = o.triangle_contact(&tri_at(&x, f)).filter(|c| c.d < dhat) else {
+                    continue;
+                };
+                let dp = o.triangle_contact(&tri_at(&xp, f)).unwrap().d;
+                let dm = o.triangle_contact(&tri_at(&xm, f)).unwrap().d;
+                let slope = (dp - dm) / (2.0 * eps);
+                expected += w * barrier_derivatives(c.d, dhat).2 * slope * slope;
+            }
+        }
+        let got = uhu - uh0u;
         assert!(
-            uhu >= u_htrue_u - 1e-6 * uhu,
-            "trial {trial}: uᵀHu = {uhu} < uᵀH_true u = {u_htrue_u}"
+            (got - expected).abs() <= 1e-5 * expected.abs().max(1e-9 * uh0u),
+            "trial {trial}: barrier uᵀHu = {got}, Gauss–Newton reference {expected}"
         );
     }
+}
+
+/// The triangle–obstacle distance against an independent one: the smallest clearance over
+/// dense samples of the triangle (an upper bound within the sampling error), for random
+/// triangles near a sphere and a box, and its gradient ∂d/∂x = bary·n against central
+/// differences of the distance.
+#[test]
+fn triangle_obstacle_distance_matches_sampling_and_differences() {
+    let mut rng = common::rng("potential_triangle_distance");
+    let geos = [
+        Geo::Sphere {
+            c: [0.0, 0.0, 0.0],
+            r: 0.3,
+        },
+        Geo::Box {
+            lo: [-0.2, -0.3, -0.1],
+            hi: [0.2, 0.1, 0.25],
+        },
+    ];
+    let mut checked = 0;
+    for trial in 0..400 {
+        let g = geos[trial % 2];
+        let o = g.obstacle();
+        let centre = [0; 3].map(|_| rng.random_range(-0.6..0.6f64));
+        let tri: [nalgebra::Vector3<f64>; 3] = std::array::from_fn(|_| {
+            nalgebra::Vector3::from(centre.map(|c| c + rng.random_range(-0.15..0.15f64)))
+        });
+        let Some(c) = o.triangle_contact(&tri) else {
+            continue;
+        };
+        // Sampled distance.
+        let k = 60;
+        let mut sampled = f64::INFINITY;
+        let mut any_inside = false;
+        for i in 0..=k {
+            for j in 0..=k - i {
+                let (a, b) = (i as f64 / k as f64, j as f64 / k as f64);
+                let q = tri[0] + (tri[1] - tri[0]) * a + (tri[2] - tri[0]) * b;
+                let q = [q[0], q[1], q[2]];
+                if g.inside(q) {
+                    any_inside = true;
+                } else {
+                    sampled = sampled.min(g.clearance(q));
+                }
+            }
+        }
+        if any_inside || c.d <= 0.0 {
+            // Overlapping: the distance says so (a sampled point inside), and vice versa up to
+            // the sampling.
+            assert!(
+                c.d <= 0.0 || !any_inside,
+                "trial {trial}: a sample is inside, yet d = {}",
+                c.d
+            );
+            assert!(
+                any_inside || c.d > -1e-2,
+                "trial {trial}: d = {} but no sample inside",
+                c.d
+            );
+            continue;
+        }
+        let edge = (0..3)
+            .map(|e| (tri[e] - tri[(e + 1) % 3]).norm())
+            .fold(0.0, f64::max);
+        assert!(
+            c.d <= sampled + 1e-12 && c.d >= sampled - edge / k as f64,
+            "trial {trial}: distance {} vs sampled {sampled}",
+            c.d
+        );
+        // Gradient by central differences, corner by corner.
+        let eps = 1e-7;
+        for corner in 0..3 {
+            for axis in 0..3 {
+                let mut tp = tri;
+                let mut tm = tri;
+                tp[corner][axis] += eps;
+                tm[corner][axis] -= eps;
+                let (Some(cp), Some(cm)) = (o.triangle_contact(&tp), o.triangle_contact(&tm))
+                else {
+                    continue;
+                };
+                let fd = (cp.d - cm.d) / (2.0 * eps);
+                let an = c.bary[corner] * c.normal[axis];
+                assert!(
+                    (fd - an).abs() <= 1e-5,
+                    "trial {trial}: ∂d/∂x[{corner}][{axis}] = {an}, differences {fd}"
+                );
+            }
+        }
+        checked += 1;
+    }
+    eprintln!("{checked} triangles checked");
+    assert!(
+        checked > 200,
+        "too few triangles outside the obstacles: {checked}"
+    );
 }
 
 /// The first t ∈ [0, 1] at which p + t·d is inside `g` (None when it never is), by dense sampling
@@ -365,6 +498,44 @@ fn first_contact(g: Geo, p: [f64; 3], d: [f64; 3]) -> Option<f64> {
         hit as f64 / samples as f64,
     );
     for _ in 0..60 {
+        let mid = 0.5 * (lo + hi);
+        if g.inside(at(mid)) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Some(hi)
+}
+
+/// Points on the boundary triangles of `m` at positions `x`: `k + 1` rows of barycentric
+/// samples per triangle (corners, edges and interior).
+fn surface_points(m: &Model, x: &[f64], k: usize) -> Vec<[f64; 3]> {
+    let mut out = Vec::new();
+    for tri in &m.surface.triangles {
+        let p = tri.map(|v| vertex(x, v as usize));
+        for i in 0..=k {
+            for j in 0..=k - i {
+                let (a, b) = (i as f64 / k as f64, j as f64 / k as f64);
+                out.push(
+                    [0, 1, 2].map(|c| p[0][c] + a * (p[1][c] - p[0][c]) + b * (p[2][c] - p[0][c])),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// [`first_contact`] with coarser sampling (for many points).
+fn first_contact_fast(g: Geo, p: [f64; 3], d: [f64; 3]) -> Option<f64> {
+    let at = |t: f64| [0, 1, 2].map(|k| p[k] + t * d[k]);
+    let samples = 400;
+    let hit = (1..=samples).find(|&i| g.inside(at(i as f64 / samples as f64)))?;
+    let (mut lo, mut hi) = (
+        (hit - 1) as f64 / samples as f64,
+        hit as f64 / samples as f64,
+    );
+    for _ in 0..50 {
         let mid = 0.5 * (lo + hi);
         if g.inside(at(mid)) {
             hi = mid;
@@ -407,6 +578,7 @@ fn step_filter_stops_short_of_every_obstacle() {
     let x = state.x.clone();
     let mut hits = [0usize; 3];
     let mut misses = 0;
+    let mut worst = f64::INFINITY;
     for trial in 0..300 {
         let dir = loop {
             let d = [0; 3].map(|_| rng.random_range(-1.0..1.0f64));
@@ -430,33 +602,82 @@ fn step_filter_stops_short_of_every_obstacle() {
                 }
             }
         }
-        match t_star {
-            None => {
-                misses += 1;
-                assert_eq!(alpha, 1.0, "trial {trial}: no contact, yet α = {alpha}");
+        // …and over points spread on the surface triangles (a sphere's or a box's edge can
+        // touch a face between its corners: the first contact of the body, not only of its
+        // vertices). Sampled points find contact no earlier than the true first contact.
+        let surface = surface_points(&m, &x, 8);
+        let mut t_face: Option<f64> = None;
+        for q in &surface {
+            for g in geos.iter().filter(|g| !matches!(g, Geo::Ground { .. })) {
+                if let Some(t) = first_contact_fast(*g, *q, d) {
+                    t_face = Some(t_face.map_or(t, |f: f64| f.min(t)));
+                }
             }
-            Some((t, i)) => {
-                hits[i] += 1;
-                // IPC's safety factor 0.9 on the time of impact.
+        }
+        // Additive CCD stops once a triangle's gap falls below 10% of where it started, contact
+        // or not: a near miss may shorten the step (to about when it happens), nothing else.
+        let clear = |t: f64| {
+            surface
+                .iter()
+                .map(|q| {
+                    let q = [0, 1, 2].map(|k| q[k] + t * d[k]);
+                    geos.iter()
+                        .filter(|g| !matches!(g, Geo::Ground { .. }))
+                        .map(|g| g.clearance(q))
+                        .fold(f64::INFINITY, f64::min)
+                })
+                .fold(f64::INFINITY, f64::min)
+        };
+        let gap0 = clear(0.0);
+        let t_near = (0..=400)
+            .map(|i| i as f64 / 400.0)
+            .find(|&t| clear(t) < 0.15 * gap0)
+            .unwrap_or(f64::INFINITY);
+        match t_star {
+            None if t_face.is_none() => {
+                misses += 1;
                 assert!(
-                    (alpha - 0.9 * t).abs() <= 1e-9,
-                    "trial {trial}: α = {alpha}, first contact (obstacle {i}) at {t}"
+                    alpha == 1.0 || t_near <= 1.0,
+                    "trial {trial}: no contact and no near miss, yet α = {alpha}"
+                );
+            }
+            _ => {
+                if let Some((_, i)) = t_star {
+                    hits[i] += 1;
+                }
+                let tv = t_star.map_or(f64::INFINITY, |(t, _)| t);
+                // The vertex rule: IPC's safety factor 0.9 on a vertex's time of impact.
+                assert!(
+                    alpha <= 0.9 * tv + 1e-9,
+                    "trial {trial}: α = {alpha} beyond 0.9 × the first vertex contact {tv}"
+                );
+                let tf = t_face.unwrap_or(f64::INFINITY);
+                assert!(
+                    alpha <= tf + 1e-9,
+                    "trial {trial}: α = {alpha} beyond the first sampled face contact {tf}"
+                );
+                // Not needlessly short: at least half of the first contact (or near miss).
+                let first = (0.9 * tv).min(tf).min(t_near);
+                worst = worst.min(alpha / first);
+                assert!(
+                    alpha >= 0.5 * first,
+                    "trial {trial}: α = {alpha} < half the first contact {first}"
                 );
             }
         }
-        // Whatever α is, no vertex is inside any obstacle anywhere on [0, α].
-        for v in 0..m.num_vertices() {
-            let pv = vertex(&x, v);
-            for s in 0..=200 {
-                let t = alpha * s as f64 / 200.0;
+        // Whatever α is, no vertex and no surface point is inside any obstacle on [0, α].
+        for pv in (0..m.num_vertices()).map(|v| vertex(&x, v)).chain(surface) {
+            for s in 0..=100 {
+                let t = alpha * s as f64 / 100.0;
                 let q = [0, 1, 2].map(|k| pv[k] + t * d[k]);
                 assert!(
                     geos.iter().all(|g| !g.inside(q)),
-                    "trial {trial}: vertex {v} inside an obstacle at t = {t}"
+                    "trial {trial}: point {pv:?} of the body inside an obstacle at t = {t}"
                 );
             }
         }
     }
+    eprintln!("smallest α / first contact: {worst:.3}");
     eprintln!("hits per obstacle {hits:?}, misses {misses}");
     assert!(
         hits.iter().all(|&h| h >= 5) && misses >= 5,

@@ -71,6 +71,12 @@ impl MaterialModel {
         })
     }
 
+    /// Whether Ψ is +∞ for J ≤ 0 (so no solver can accept an inverted element of this model);
+    /// the others are finite through inversion.
+    pub fn infinite_when_inverted(self) -> bool {
+        matches!(self, MaterialModel::NeoHookean)
+    }
+
     /// Stable index used by GPU kernels (`u32` material id) — keep in sync with shaders.
     pub fn gpu_id(self) -> u32 {
         match self {

@@ -12,12 +12,25 @@ pub struct StepStats {
     pub time: f64,
     /// Solver iterations.
     pub iterations: usize,
-    /// Whether the stop rule was met.
+    /// Whether the step is good: the stop rule met and no invariant violated.
     pub converged: bool,
+    /// Whether the stop rule alone was met.
+    pub stop_rule_met: bool,
+    /// Substeps the step took (1 unless a forbidden inversion made it retry).
+    pub substeps: usize,
+    /// Inverted elements (J ≤ 0) per object at the step's end.
+    pub inverted: Vec<usize>,
+    /// Surface triangles inside an obstacle, per object, at the step's end.
+    pub penetrations: Vec<usize>,
+    /// Why the step failed, when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
     /// Final characteristic-norm residual (converged when < ε under `--stop cn`).
     pub residual: f64,
-    /// Final incremental potential, J.
+    /// Final incremental potential, J (carries the inertia term's constant).
     pub energy: f64,
+    /// E(end) − E(initial guess) of the step, J, summed per element and per vertex.
+    pub energy_change: f64,
     /// Wall time of the step, ms.
     pub wall_ms: f64,
     /// Time split, ms.
@@ -35,8 +48,14 @@ impl StepStats {
             time,
             iterations: r.iterations,
             converged: r.converged,
+            stop_rule_met: r.stop_rule_met,
+            substeps: r.substeps,
+            inverted: r.check.inverted,
+            penetrations: r.check.penetrations,
+            failure: r.failure,
             residual: r.residual,
             energy: r.energy,
+            energy_change: r.energy_change,
             wall_ms: r.wall_ms,
             timings: r.timings,
             trace: r.trace,

@@ -2,7 +2,7 @@
 //! work on the GPU (f32 WGSL kernels) — or on the kernels' CPU twins — while factorisations and
 //! line searches stay on the CPU in f64.
 
-use super::{ElasticTerms, Model};
+use super::{ElasticReference, ElasticTerms, Model};
 use crate::error::Result;
 use crate::gpu::{Backend, Device, ElasticEvaluator, ElasticRest, EvalFlags};
 use std::sync::Mutex;
@@ -117,6 +117,14 @@ impl ElasticTerms for DeviceElastic {
     fn backend_name(&self) -> String {
         self.name.clone()
     }
+
+    fn elastic_reference(&self, x: &[f64]) -> ElasticReference {
+        self.model.elastic_reference(x)
+    }
+
+    fn elastic_energy_change(&self, x: &[f64], reference: &ElasticReference) -> f64 {
+        self.model.elastic_energy_change(x, reference)
+    }
 }
 
 fn centroid(p: &[[f64; 3]]) -> [f64; 3] {
@@ -144,5 +152,11 @@ impl ElasticTerms for std::sync::Arc<DeviceElastic> {
     }
     fn backend_name(&self) -> String {
         self.as_ref().backend_name()
+    }
+    fn elastic_reference(&self, x: &[f64]) -> ElasticReference {
+        self.as_ref().elastic_reference(x)
+    }
+    fn elastic_energy_change(&self, x: &[f64], reference: &ElasticReference) -> f64 {
+        self.as_ref().elastic_energy_change(x, reference)
     }
 }

@@ -9,7 +9,10 @@
 
 mod char_norm;
 mod device_elastic;
+mod diagnose;
+mod geometry;
 mod hessian;
+mod invariants;
 mod model;
 mod obstacle;
 mod pins;
@@ -17,8 +20,15 @@ mod potential;
 
 pub use char_norm::CharacteristicNorm;
 pub use device_elastic::DeviceElastic;
+pub use geometry::{
+    closest_point_on_triangle, point_box_distance, segment_distance, triangle_box_distance,
+    triangle_box_overlap,
+};
 pub use hessian::HessianLayout;
+pub use invariants::{InversionPolicy, StateCheck};
 pub use model::{Body, Model, State};
 pub use obstacle::{barrier as barrier_derivatives, BarrierParams, Obstacle};
 pub use pins::{ExternalForce, Pin, Script};
-pub use potential::{ElasticTerms, StepProblem};
+pub use potential::{
+    strict_volume_floor, ElasticReference, ElasticTerms, StepProblem, STRICT_MIN_J,
+};

@@ -1,9 +1,9 @@
 //! The simulated model and its state.
 
-use super::{BarrierParams, CharacteristicNorm, ExternalForce, Obstacle, Pin};
+use super::{BarrierParams, CharacteristicNorm, ExternalForce, InversionPolicy, Obstacle, Pin};
 use crate::error::{JelloError, Result};
 use crate::material::{ElementRest, Material};
-use crate::mesh::TetMesh;
+use crate::mesh::{surface, BoundarySurface, TetMesh};
 use std::ops::Range;
 
 /// One object of a scene: a contiguous range of the model's vertices and tets.
@@ -46,6 +46,19 @@ pub struct Model {
     pub char_norm: CharacteristicNorm,
     /// Time-windowed external forces (see [`Model::with_forces`]).
     pub forces: Vec<ExternalForce>,
+    /// Whether a step may end with inverted elements (see [`InversionPolicy`]; default
+    /// [`InversionPolicy::Forbid`], set with [`Model::with_inversion`]).
+    pub inversion: InversionPolicy,
+    /// The boundary surface of all bodies (outward triangles), tested against obstacles.
+    pub surface: BoundarySurface,
+    /// Per vertex, the surface triangles it is a corner of: `surface_faces[surface_offsets[v]..
+    /// surface_offsets[v + 1]]` (indices into `surface.triangles`).
+    pub surface_offsets: Vec<u32>,
+    /// See `surface_offsets`.
+    pub surface_faces: Vec<u32>,
+    /// Per surface triangle, its share of its corners' masses (Σ m_v / faces at v), kg: the
+    /// surface barrier's weight against spheres and boxes.
+    pub surface_mass: Vec<f64>,
 }
 
 /// The dynamic state: positions and velocities, flattened `[x0 y0 z0 x1 …]`.
@@ -111,6 +124,36 @@ impl Model {
             }
         }
         let char_norm = CharacteristicNorm::new(&mesh, &rest, &materials, &pinned);
+        let surface = surface(&mesh);
+        let mut surface_offsets = vec![0u32; nv + 1];
+        for tri in &surface.triangles {
+            for &v in tri {
+                surface_offsets[v as usize + 1] += 1;
+            }
+        }
+        for v in 0..nv {
+            surface_offsets[v + 1] += surface_offsets[v];
+        }
+        let mut fill = surface_offsets.clone();
+        let mut surface_faces = vec![0u32; 3 * surface.triangles.len()];
+        for (f, tri) in surface.triangles.iter().enumerate() {
+            for &v in tri {
+                surface_faces[fill[v as usize] as usize] = f as u32;
+                fill[v as usize] += 1;
+            }
+        }
+        let surface_mass = surface
+            .triangles
+            .iter()
+            .map(|tri| {
+                tri.iter()
+                    .map(|&v| {
+                        let n = surface_offsets[v as usize + 1] - surface_offsets[v as usize];
+                        mass[v as usize] / n.max(1) as f64
+                    })
+                    .sum()
+            })
+            .collect();
         Ok(Model {
             mesh,
             bodies,
@@ -125,6 +168,11 @@ impl Model {
             barrier,
             char_norm,
             forces: Vec::new(),
+            inversion: InversionPolicy::default(),
+            surface,
+            surface_offsets,
+            surface_faces,
+            surface_mass,
         })
     }
 
@@ -145,6 +193,30 @@ impl Model {
         }
         self.forces = forces;
         Ok(self)
+    }
+
+    /// Sets the inversion policy. [`InversionPolicy::Allow`] is refused for a model whose energy
+    /// is infinite at J ≤ 0 (it could never be honoured).
+    pub fn with_inversion(mut self, policy: InversionPolicy) -> Result<Self> {
+        if policy == InversionPolicy::Allow {
+            if let Some(m) = self
+                .materials
+                .iter()
+                .find(|m| m.model.infinite_when_inverted())
+            {
+                return Err(JelloError::Invalid(format!(
+                    "inversion cannot be allowed: {}'s energy is infinite at J ≤ 0",
+                    m.model.name()
+                )));
+            }
+        }
+        self.inversion = policy;
+        Ok(self)
+    }
+
+    /// The surface triangles vertex `v` is a corner of (indices into `surface.triangles`).
+    pub fn faces_of(&self, v: usize) -> &[u32] {
+        &self.surface_faces[self.surface_offsets[v] as usize..self.surface_offsets[v + 1] as usize]
     }
 
     /// Largest side of the rest bounding box, m (1 for an empty mesh): the unit of the `dx`

@@ -1,7 +1,7 @@
 //! The incremental potential of one implicit-Euler step and its derivatives.
 
 use super::obstacle::barrier;
-use super::{HessianLayout, Model, State};
+use super::{HessianLayout, Model, Obstacle, State};
 use crate::material::{element_energy, element_gradient, element_hessian};
 use jello_precompute::sparse::SymSparse;
 use nalgebra::Vector3;
@@ -20,6 +20,40 @@ pub trait ElasticTerms: Sync {
     fn backend_name(&self) -> String {
         "cpu-f64".into()
     }
+    /// What [`Self::elastic_energy_change`] measures against: Ψ at `x`, per element where the
+    /// backend can (the f64 CPU reference does), else only the total.
+    fn elastic_reference(&self, x: &[f64]) -> ElasticReference {
+        let total = self.elastic_energy(x);
+        ElasticReference {
+            per_element: Vec::new(),
+            total,
+            magnitude: total.abs(),
+        }
+    }
+    /// Ψ(x) − Ψ(x_ref), J, from the reference of [`Self::elastic_reference`]: summed element by
+    /// element where the reference holds per-element values, so the difference does not cancel
+    /// inside one large total.
+    fn elastic_energy_change(&self, x: &[f64], reference: &ElasticReference) -> f64 {
+        self.elastic_energy(x) - reference.total
+    }
+}
+
+/// Ψ at a reference state (the start of a step), for energy differences that do not cancel.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ElasticReference {
+    /// Ψ_e per element, J (empty when the backend gives only totals).
+    pub per_element: Vec<f64>,
+    /// Ψ, J.
+    pub total: f64,
+    /// Σ_e |Ψ_e|, J: the scale of the round-off in an energy difference.
+    pub magnitude: f64,
+}
+
+/// The step's energy reference: Ψ per element and the barrier at [`StepProblem::x_start`].
+#[derive(Clone, Debug)]
+struct EnergyReference {
+    elastic: ElasticReference,
+    barrier: f64,
 }
 
 fn corners(x: &[f64], tet: &[u32; 4]) -> [Vector3<f64>; 4] {
@@ -36,6 +70,40 @@ impl ElasticTerms for Model {
                     &self.rest[t],
                     &corners(x, &self.mesh.tets[t]),
                 )
+            })
+            .sum()
+    }
+
+    fn elastic_reference(&self, x: &[f64]) -> ElasticReference {
+        let per_element: Vec<f64> = (0..self.mesh.num_tets())
+            .into_par_iter()
+            .map(|t| {
+                element_energy(
+                    &self.materials[t],
+                    &self.rest[t],
+                    &corners(x, &self.mesh.tets[t]),
+                )
+            })
+            .collect();
+        ElasticReference {
+            total: per_element.iter().sum(),
+            magnitude: per_element.iter().map(|e| e.abs()).sum(),
+            per_element,
+        }
+    }
+
+    fn elastic_energy_change(&self, x: &[f64], reference: &ElasticReference) -> f64 {
+        if reference.per_element.len() != self.mesh.num_tets() {
+            return self.elastic_energy(x) - reference.total;
+        }
+        (0..self.mesh.num_tets())
+            .into_par_iter()
+            .map(|t| {
+                element_energy(
+                    &self.materials[t],
+                    &self.rest[t],
+                    &corners(x, &self.mesh.tets[t]),
+                ) - reference.per_element[t]
             })
             .sum()
     }
@@ -83,36 +151,61 @@ impl ElasticTerms for Model {
     }
 }
 
-/// One time step's minimisation problem E(x) = ½‖x − x̃‖²_M / h² + Ψ(x) + B(x).
+/// The strict inversion filter's floor on an element's J for one move from `j` (> 0): it may
+/// shrink to a tenth of its volume, but not below [`STRICT_MIN_J`] (an element already below
+/// that may not shrink at all). A bare J > 0 test fails on elements flattened to round-off
+/// (J ~ 1e-21 after repeated filtered moves against the ground, where the sign of the
+/// volume is noise).
+pub fn strict_volume_floor(j: f64) -> f64 {
+    j.min((0.1 * j).max(STRICT_MIN_J))
+}
+
+/// The smallest J (volume ratio) the strict filter lets an element shrink to, 1e-4.
+pub const STRICT_MIN_J: f64 = 1e-4;
+
+/// One time step's minimisation problem E(x) = ½‖x − x̃‖²_M / h² + Ψ(x) + B(x), or a static load
+/// increment E(x) = Ψ(x) + B(x) − f·x ([`StepProblem::new_static`]).
 #[derive(Clone, Debug)]
 pub struct StepProblem<'a> {
     /// The model.
     pub model: &'a Model,
-    /// Time step, s.
+    /// Time step, s (a static solve's pseudo-time per increment: pins follow their scripts in
+    /// it, and the barrier keeps its κ·m/h² weight).
     pub h: f64,
     /// Time at the end of the step, s.
     pub t_end: f64,
     /// Positions at the start of the step, m.
     pub x_prev: Vec<f64>,
-    /// Inertial target x̃ = xᵗ + h vᵗ + h² g, m.
+    /// Inertial target x̃ = xᵗ + h vᵗ + h² g, m (xᵗ in a static solve, where it is unused).
     pub x_tilde: Vec<f64>,
+    /// Inertia weight 1/h², 1/s²: the inertia term is ½ Σ_v m_v·`inertia`·|x_v − x̃_v|². Zero in
+    /// a static solve.
+    pub inertia: f64,
+    /// Static load per DOF, N (gravity and forces times the increment's load fraction), whose
+    /// potential −f·x replaces inertia; empty for a dynamic step.
+    pub load: Vec<f64>,
     /// Per DOF: driven by a pin (its value is fixed to the script's target).
     pub fixed: Vec<bool>,
     /// A feasible initial guess: x̃ pulled back toward xᵗ until no vertex crosses an obstacle and
     /// no element inverts, with pinned vertices at their targets — or xᵗ itself (pins at their
     /// targets) when that has the lower energy.
     pub x_start: Vec<f64>,
+    /// Every iterate keeps every element positively oriented: [`Self::step_limit`] never lets
+    /// the step through zero volume, and the vertex solvers filter their local moves (set for
+    /// the strict retry of `inversion = "forbid"`, see [`crate::sim::Simulation::step`]).
+    pub strict_inversion: bool,
+    /// Ψ and the barrier at `x_start`, made on first use by [`Self::energy_change`].
+    reference: std::sync::OnceLock<EnergyReference>,
 }
 
 impl<'a> StepProblem<'a> {
-    /// Sets up the step from `state` with time step `h` (s).
+    /// Sets up the implicit-Euler step from `state` with time step `h` (s).
     pub fn new(model: &'a Model, state: &State, h: f64) -> Self {
         let n = state.x.len();
         let g = model.gravity;
         let mut x_tilde: Vec<f64> = (0..n)
             .map(|k| state.x[k] + h * state.v[k] + h * h * g[k % 3])
             .collect();
-        let t_end = state.t + h;
         // External forces: x̃ += h² f_v / m_v, with the total force split by mass.
         for f in model.forces.iter().filter(|f| f.active(state.t)) {
             let m_total: f64 = f.vertices.iter().map(|&v| model.mass[v as usize]).sum();
@@ -124,6 +217,42 @@ impl<'a> StepProblem<'a> {
                 }
             }
         }
+        Self::assemble_step(model, state, h, x_tilde, 1.0 / (h * h), Vec::new())
+    }
+
+    /// A static load increment from `state`: no inertia; the load is `fraction` (0..=1) of
+    /// gravity's weight m·g plus the forces active at `state.t`, and pins move to their script
+    /// positions at `state.t + h` (`h` is the pseudo-time of one increment).
+    pub fn new_static(model: &'a Model, state: &State, h: f64, fraction: f64) -> Self {
+        let n = state.x.len();
+        let g = model.gravity;
+        let mut load: Vec<f64> = (0..n)
+            .map(|k| fraction * model.mass[k / 3] * g[k % 3])
+            .collect();
+        for f in model.forces.iter().filter(|f| f.active(state.t)) {
+            let m_total: f64 = f.vertices.iter().map(|&v| model.mass[v as usize]).sum();
+            if m_total > 0.0 {
+                for &v in &f.vertices {
+                    let share = model.mass[v as usize] / m_total;
+                    for k in 0..3 {
+                        load[3 * v as usize + k] += fraction * f.force[k] * share;
+                    }
+                }
+            }
+        }
+        Self::assemble_step(model, state, h, state.x.clone(), 0.0, load)
+    }
+
+    fn assemble_step(
+        model: &'a Model,
+        state: &State,
+        h: f64,
+        mut x_tilde: Vec<f64>,
+        inertia: f64,
+        load: Vec<f64>,
+    ) -> Self {
+        let n = state.x.len();
+        let t_end = state.t + h;
         let mut fixed = vec![false; n];
         let mut targets = state.x.clone();
         for pin in &model.pins {
@@ -136,60 +265,239 @@ impl<'a> StepProblem<'a> {
                 }
             }
         }
+        let mut load = load;
+        for (k, f) in load.iter_mut().enumerate() {
+            if fixed[k] {
+                *f = 0.0;
+            }
+        }
         let mut prob = StepProblem {
             model,
             h,
             t_end,
             x_prev: state.x.clone(),
             x_tilde: x_tilde.clone(),
+            inertia,
+            load,
             fixed,
             x_start: Vec::new(),
+            strict_inversion: false,
+            reference: std::sync::OnceLock::new(),
         };
-        // Initial guess: move free DOFs from xᵗ toward x̃ as far as the filters allow.
-        let mut dx: Vec<f64> = (0..n).map(|k| x_tilde[k] - state.x[k]).collect();
         let mut base = state.x.clone();
         for k in 0..n {
             if prob.fixed[k] {
                 base[k] = targets[k];
-                dx[k] = 0.0;
             }
         }
+        if inertia == 0.0 {
+            // Static: start from the last equilibrium (pins at their new targets).
+            prob.x_start = base;
+            return prob;
+        }
+        // Initial guess: move free DOFs from xᵗ toward x̃ as far as the filters allow.
+        let dx: Vec<f64> = (0..n)
+            .map(|k| {
+                if prob.fixed[k] {
+                    0.0
+                } else {
+                    x_tilde[k] - state.x[k]
+                }
+            })
+            .collect();
         let alpha = prob.max_step(&base, &dx);
         let predicted: Vec<f64> = (0..n).map(|k| base[k] + alpha * dx[k]).collect();
         // With huge steps (h²g of metres) the inertial prediction can be a far worse start than
-        // staying put; take whichever has the lower energy (one extra f64 energy evaluation).
-        let e_pred = prob.energy(model, &predicted);
-        prob.x_start = if e_pred.is_finite() && e_pred <= prob.energy(model, &base) {
-            predicted
-        } else {
-            base
+        // staying put; take whichever has the lower energy (compared term by term, so the
+        // inertia's large constant does not decide). The chosen point's Ψ per element is the
+        // step's energy reference (every `ElasticTerms` evaluates Ψ with the model's f64
+        // elements).
+        let at_base = EnergyReference {
+            elastic: model.elastic_reference(&base),
+            barrier: prob.barrier_energy(&base),
         };
+        let at_pred = EnergyReference {
+            elastic: model.elastic_reference(&predicted),
+            barrier: prob.barrier_energy(&predicted),
+        };
+        let diff = prob.inertia_difference(&base, &predicted)
+            + at_pred
+                .elastic
+                .per_element
+                .iter()
+                .zip(&at_base.elastic.per_element)
+                .map(|(p, b)| p - b)
+                .sum::<f64>()
+            + (at_pred.barrier - at_base.barrier);
+        let (x_start, reference) = if diff.is_finite() && diff <= 0.0 {
+            (predicted, at_pred)
+        } else {
+            (base, at_base)
+        };
+        prob.x_start = x_start;
+        let _ = prob.reference.set(reference);
         prob
     }
 
-    /// Inertia term ½‖x − x̃‖²_M / h², J.
+    /// Whether E(x_start) is finite (else the step cannot start; see
+    /// [`Self::diagnose_non_finite`]).
+    pub fn start_is_finite(&self, elastic: &dyn ElasticTerms) -> bool {
+        let r = self.reference(elastic);
+        r.elastic.total.is_finite()
+            && r.barrier.is_finite()
+            && self.inertia_energy(&self.x_start).is_finite()
+            && self.x_start.iter().all(|v| v.is_finite())
+    }
+
+    /// Whether this is a static load increment (no inertia).
+    pub fn is_static(&self) -> bool {
+        self.inertia == 0.0
+    }
+
+    /// Inertia term ½ Σ_v m_v·inertia·|x_v − x̃_v|² (½‖x − x̃‖²_M / h² for a dynamic step), minus
+    /// the static load's work f·x in a static increment, J.
     pub fn inertia_energy(&self, x: &[f64]) -> f64 {
-        let ih2 = 1.0 / (self.h * self.h);
-        self.model
-            .mass
+        let w = self.inertia;
+        let inertia: f64 = if w == 0.0 {
+            0.0
+        } else {
+            self.model
+                .mass
+                .iter()
+                .enumerate()
+                .map(|(v, m)| {
+                    let mut s = 0.0;
+                    for k in 0..3 {
+                        let d = x[3 * v + k] - self.x_tilde[3 * v + k];
+                        s += d * d;
+                    }
+                    0.5 * m * w * s
+                })
+                .sum()
+        };
+        inertia - self.load.iter().zip(x).map(|(f, x)| f * x).sum::<f64>()
+    }
+
+    /// The inertia (and load) part of E(x_b) − E(x_a), J, vertex by vertex:
+    /// ½m·w·(x_b − x_a)·(x_b + x_a − 2x̃) − f·(x_b − x_a). It never forms ½m·w|x − x̃|², whose
+    /// constant part (½‖h²g‖²_M: ~5e10 J for a 1 m beam at h = 1e4 s) would swamp the change.
+    fn inertia_difference(&self, xa: &[f64], xb: &[f64]) -> f64 {
+        let w = self.inertia;
+        let mut e = 0.0;
+        for (v, m) in self.model.mass.iter().enumerate() {
+            let mut s = 0.0;
+            for k in 0..3 {
+                let i = 3 * v + k;
+                s += (xb[i] - xa[i]) * (xb[i] + xa[i] - 2.0 * self.x_tilde[i]);
+            }
+            e += 0.5 * m * w * s;
+        }
+        e - self
+            .load
             .iter()
             .enumerate()
-            .map(|(v, m)| {
-                let mut s = 0.0;
-                for k in 0..3 {
-                    let d = x[3 * v + k] - self.x_tilde[3 * v + k];
-                    s += d * d;
-                }
-                0.5 * m * ih2 * s
-            })
-            .sum()
+            .map(|(i, f)| f * (xb[i] - xa[i]))
+            .sum::<f64>()
+    }
+
+    /// E(x_b) − E(x_a), J, summed per element and per vertex so that no large constant cancels
+    /// (+∞ when x_b is infeasible).
+    pub fn energy_difference(&self, elastic: &dyn ElasticTerms, xa: &[f64], xb: &[f64]) -> f64 {
+        let b = self.barrier_energy(xb);
+        if !b.is_finite() {
+            return f64::INFINITY;
+        }
+        let reference = elastic.elastic_reference(xa);
+        self.inertia_difference(xa, xb)
+            + elastic.elastic_energy_change(xb, &reference)
+            + (b - self.barrier_energy(xa))
+    }
+
+    fn reference(&self, elastic: &dyn ElasticTerms) -> &EnergyReference {
+        self.reference.get_or_init(|| EnergyReference {
+            elastic: elastic.elastic_reference(&self.x_start),
+            barrier: self.barrier_energy(&self.x_start),
+        })
+    }
+
+    /// E(x) − E(x_start), J: the step's energy relative to its initial guess, evaluated per
+    /// element and per vertex ([`Self::energy_difference`]; Ψ at `x_start` is computed once per
+    /// step). Line searches compare these, so acceptance never depends on the absolute energy's
+    /// size. +∞ when `x` is infeasible.
+    pub fn energy_change(&self, elastic: &dyn ElasticTerms, x: &[f64]) -> f64 {
+        let b = self.barrier_energy(x);
+        if !b.is_finite() {
+            return f64::INFINITY;
+        }
+        let r = self.reference(elastic);
+        self.inertia_difference(&self.x_start, x)
+            + elastic.elastic_energy_change(x, &r.elastic)
+            + (b - r.barrier)
+    }
+
+    /// Round-off allowance (J) of a comparison between energy changes near `e` (J): 1e-13 ×
+    /// (|e| + Σ_e |Ψ_e(x_start)| + B(x_start)). Near convergence a true decrease is below the
+    /// last digits of the terms summed; without the allowance a converged step would stall.
+    pub fn energy_slack(&self, elastic: &dyn ElasticTerms, e: f64) -> f64 {
+        let r = self.reference(elastic);
+        1e-13 * (e.abs() + r.elastic.magnitude + r.barrier.abs())
     }
 
     fn barrier_weight(&self, v: usize) -> f64 {
         self.model.barrier.kappa * self.model.mass[v] / (self.h * self.h)
     }
 
-    /// Obstacle barrier energy B(x), J (+∞ if any vertex is on or inside an obstacle).
+    /// Barrier weight of surface triangle `f`: κ/h² times its share of its corners' masses
+    /// ([`Model::surface_mass`]), so a vertex whose faces all sit at its own distance feels the
+    /// vertex barrier's κ·m/h².
+    fn face_weight(&self, f: usize) -> f64 {
+        self.model.barrier.kappa * self.model.surface_mass[f] / (self.h * self.h)
+    }
+
+    /// Every (surface triangle, bounded obstacle) pair within d̂ at `x`, with its closest pair
+    /// (`None`: they overlap — the barrier is +∞). Half-spaces act on vertices: a polytope's
+    /// lowest point on a plane is a vertex, so vertex distances are exact there.
+    fn face_contacts(&self, x: &[f64]) -> Vec<(usize, Option<super::geometry::TriangleContact>)> {
+        let model = self.model;
+        let dhat = model.barrier.dhat;
+        let bounded: Vec<(&Obstacle, (Vector3<f64>, Vector3<f64>))> = model
+            .obstacles
+            .iter()
+            .filter_map(|o| {
+                o.bounds()
+                    .map(|(lo, hi)| (o, (lo.add_scalar(-dhat), hi.add_scalar(dhat))))
+            })
+            .collect();
+        if bounded.is_empty() {
+            return Vec::new();
+        }
+        let at = |v: u32| Vector3::from_column_slice(&x[3 * v as usize..3 * v as usize + 3]);
+        model
+            .surface
+            .triangles
+            .par_iter()
+            .enumerate()
+            .flat_map_iter(|(f, tri)| {
+                let p = tri.map(at);
+                let lo = p[0].inf(&p[1]).inf(&p[2]);
+                let hi = p[0].sup(&p[1]).sup(&p[2]);
+                bounded
+                    .iter()
+                    .filter(move |(_, (olo, ohi))| {
+                        (0..3).all(|k| hi[k] >= olo[k] && lo[k] <= ohi[k])
+                    })
+                    .filter_map(move |(o, _)| match o.triangle_contact(&p) {
+                        Some(c) if c.d >= dhat => None,
+                        Some(c) if c.d > 0.0 => Some((f, Some(c))),
+                        _ => Some((f, None)),
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// Obstacle barrier energy B(x), J (+∞ if any vertex is on or inside an obstacle, or a
+    /// surface triangle touches a sphere or box).
     pub fn barrier_energy(&self, x: &[f64]) -> f64 {
         if self.model.obstacles.is_empty() {
             return 0.0;
@@ -198,14 +506,74 @@ impl<'a> StepProblem<'a> {
         let mut e = 0.0;
         for v in 0..self.model.num_vertices() {
             let p = Vector3::from_column_slice(&x[3 * v..3 * v + 3]);
-            for o in &self.model.obstacles {
+            for o in self.model.obstacles.iter().filter(|o| !o.is_bounded()) {
                 let d = o.distance(&p).d;
                 if d < dhat {
                     e += self.barrier_weight(v) * barrier(d, dhat).0;
                 }
             }
         }
+        for (f, c) in self.face_contacts(x) {
+            match c {
+                Some(c) => e += self.face_weight(f) * barrier(c.d, dhat).0,
+                None => return f64::INFINITY,
+            }
+        }
         e
+    }
+
+    /// Adds the surface barrier's gradient (N) into `g` and returns its energy (J; +∞ when a
+    /// triangle touches an obstacle).
+    fn face_barrier_gradient(&self, x: &[f64], g: &mut [f64]) -> f64 {
+        let dhat = self.model.barrier.dhat;
+        let mut e = 0.0;
+        for (f, c) in self.face_contacts(x) {
+            let Some(c) = c else {
+                return f64::INFINITY;
+            };
+            let (b, db, _) = barrier(c.d, dhat);
+            let w = self.face_weight(f);
+            e += w * b;
+            for (corner, &v) in self.model.surface.triangles[f].iter().enumerate() {
+                for k in 0..3 {
+                    g[3 * v as usize + k] += w * db * c.bary[corner] * c.normal[k];
+                }
+            }
+        }
+        e
+    }
+
+    /// The surface barrier's gradient (N) at vertex `v` and its diagonal 3×3 Gauss–Newton
+    /// block (N/m), from the surface triangles `v` is a corner of, against spheres and boxes —
+    /// what the vertex solvers need.
+    pub fn face_barrier_at_vertex(
+        &self,
+        x: &[f64],
+        v: usize,
+    ) -> (Vector3<f64>, nalgebra::Matrix3<f64>) {
+        let model = self.model;
+        let dhat = model.barrier.dhat;
+        let mut g = Vector3::zeros();
+        let mut h = nalgebra::Matrix3::zeros();
+        if !model.obstacles.iter().any(|o| o.is_bounded()) {
+            return (g, h);
+        }
+        let at = |u: u32| Vector3::from_column_slice(&x[3 * u as usize..3 * u as usize + 3]);
+        for &f in model.faces_of(v) {
+            let tri = model.surface.triangles[f as usize];
+            let p = tri.map(at);
+            let corner = tri.iter().position(|&u| u as usize == v).unwrap_or(0);
+            for o in model.obstacles.iter().filter(|o| o.is_bounded()) {
+                if let Some(c) = o.triangle_contact(&p).filter(|c| c.d < dhat) {
+                    let (_, db, ddb) = barrier(c.d, dhat);
+                    let w = self.face_weight(f as usize);
+                    let j = c.normal * c.bary[corner];
+                    g += j * (w * db);
+                    h += j * j.transpose() * (w * ddb);
+                }
+            }
+        }
+        (g, h)
     }
 
     /// E(x), J (+∞ outside the feasible set).
@@ -221,16 +589,19 @@ impl<'a> StepProblem<'a> {
     pub fn gradient(&self, elastic: &dyn ElasticTerms, x: &[f64], g: &mut [f64]) -> f64 {
         g.iter_mut().for_each(|v| *v = 0.0);
         let mut e = elastic.elastic_gradient(x, g) + self.inertia_energy(x);
-        let ih2 = 1.0 / (self.h * self.h);
+        let w = self.inertia;
         for (v, m) in self.model.mass.iter().enumerate() {
             for k in 0..3 {
-                g[3 * v + k] += m * ih2 * (x[3 * v + k] - self.x_tilde[3 * v + k]);
+                g[3 * v + k] += m * w * (x[3 * v + k] - self.x_tilde[3 * v + k]);
             }
+        }
+        for (gk, f) in g.iter_mut().zip(&self.load) {
+            *gk -= f;
         }
         let dhat = self.model.barrier.dhat;
         for v in 0..self.model.num_vertices() {
             let p = Vector3::from_column_slice(&x[3 * v..3 * v + 3]);
-            for o in &self.model.obstacles {
+            for o in self.model.obstacles.iter().filter(|o| !o.is_bounded()) {
                 let de = o.distance(&p);
                 if de.d < dhat {
                     let (b, db, _) = barrier(de.d, dhat);
@@ -242,6 +613,7 @@ impl<'a> StepProblem<'a> {
                 }
             }
         }
+        e += self.face_barrier_gradient(x, g);
         for (gk, &f) in g.iter_mut().zip(&self.fixed) {
             if f {
                 *gk = 0.0;
@@ -276,7 +648,7 @@ impl<'a> StepProblem<'a> {
         for (t, h) in elem.iter().enumerate() {
             out.scatter_add(&layout.scatter, t, h);
         }
-        let ih2 = 1.0 / (self.h * self.h);
+        let w = self.inertia;
         let dhat = self.model.barrier.dhat;
         let pattern = layout.pattern.clone();
         let values = out.values_mut();
@@ -285,10 +657,10 @@ impl<'a> StepProblem<'a> {
                 continue;
             }
             for k in 0..3 {
-                values[layout.diag[3 * v + k]] += self.model.mass[v] * ih2;
+                values[layout.diag[3 * v + k]] += self.model.mass[v] * w;
             }
             let p = Vector3::from_column_slice(&x[3 * v..3 * v + 3]);
-            for o in &self.model.obstacles {
+            for o in self.model.obstacles.iter().filter(|o| !o.is_bounded()) {
                 let de = o.distance(&p);
                 if de.d < dhat {
                     let (_, db, ddb) = barrier(de.d, dhat);
@@ -309,6 +681,31 @@ impl<'a> StepProblem<'a> {
                 }
             }
         }
+        // Surface barrier: Gauss–Newton b''·w·JJᵀ over the triangle's 9 DOFs, J = bary ⊗ n
+        // (the b'∇²d part is dropped, as for vertices: PSD, as projected Newton needs). A
+        // surface triangle's corners share a tet, so the pattern holds every block.
+        for (f, c) in self.face_contacts(x) {
+            let Some(c) = c else { continue };
+            let (_, _, ddb) = barrier(c.d, dhat);
+            let w = self.face_weight(f) * ddb;
+            let tri = self.model.surface.triangles[f];
+            for (a, &va) in tri.iter().enumerate() {
+                for (b, &vb) in tri.iter().enumerate() {
+                    let s = w * c.bary[a] * c.bary[b];
+                    for i in 0..3 {
+                        for j in 0..3 {
+                            let (r, col) = (3 * va as usize + i, 3 * vb as usize + j);
+                            if r > col || self.fixed[r] || self.fixed[col] {
+                                continue;
+                            }
+                            if let Some(k) = pattern.find(r, col) {
+                                values[k] += s * c.normal[i] * c.normal[j];
+                            }
+                        }
+                    }
+                }
+            }
+        }
         for (k, &f) in self.fixed.iter().enumerate() {
             if f {
                 values[layout.diag[k]] = 1.0;
@@ -316,8 +713,11 @@ impl<'a> StepProblem<'a> {
         }
     }
 
-    /// Largest α ≤ 1 such that no vertex crosses an obstacle along `x + α·dx` (0.9 × the first
-    /// time of impact), without the inversion filter of [`Self::max_step`].
+    /// Largest α ≤ 1 such that no part of a body crosses an obstacle along `x + α·dx`, without
+    /// the inversion filter of [`Self::max_step`]: every vertex (0.9 × its first time of
+    /// impact, as in IPC), and for spheres and boxes — which can slip between vertices — every
+    /// surface triangle (a conservative additive-CCD time of impact,
+    /// [`Obstacle::triangle_time_of_impact`]).
     pub fn max_obstacle_step(&self, x: &[f64], dx: &[f64]) -> f64 {
         let mut alpha = 1.0f64;
         for v in 0..self.model.num_vertices() {
@@ -333,7 +733,78 @@ impl<'a> StepProblem<'a> {
                 }
             }
         }
-        alpha
+        alpha.min(self.surface_step(x, dx, alpha))
+    }
+
+    /// The largest α ≤ `limit` keeping every surface triangle out of every bounded obstacle
+    /// along `x + α·dx` (triangles whose swept bounds miss an obstacle's are skipped).
+    fn surface_step(&self, x: &[f64], dx: &[f64], limit: f64) -> f64 {
+        let model = self.model;
+        let bounded: Vec<(&Obstacle, (Vector3<f64>, Vector3<f64>))> = model
+            .obstacles
+            .iter()
+            .filter_map(|o| o.bounds().map(|b| (o, b)))
+            .collect();
+        if bounded.is_empty() || limit <= 0.0 {
+            return limit;
+        }
+        let at =
+            |a: &[f64], v: u32| Vector3::from_column_slice(&a[3 * v as usize..3 * v as usize + 3]);
+        model
+            .surface
+            .triangles
+            .par_iter()
+            .map(|tri| {
+                let p = tri.map(|v| at(x, v));
+                let d = tri.map(|v| at(dx, v) * limit);
+                if d.iter().all(|v| *v == Vector3::zeros()) {
+                    return limit;
+                }
+                let mut lo = p[0];
+                let mut hi = p[0];
+                for k in 0..3 {
+                    for q in [p[k], p[k] + d[k]] {
+                        lo = lo.inf(&q);
+                        hi = hi.sup(&q);
+                    }
+                }
+                let mut t = 1.0f64;
+                for (o, (olo, ohi)) in &bounded {
+                    let apart = (0..3).any(|k| hi[k] < olo[k] || lo[k] > ohi[k]);
+                    if !apart {
+                        t = t.min(o.triangle_time_of_impact(&p, &d, 200));
+                    }
+                }
+                limit * t
+            })
+            .reduce(|| limit, f64::min)
+    }
+
+    /// The largest fraction of vertex `v`'s own move `d` (the other vertices held) before one of
+    /// its surface triangles reaches a bounded obstacle — the per-vertex filter of the vertex
+    /// solvers (their point filter covers the vertex itself).
+    pub fn vertex_surface_step(&self, x: &[f64], v: usize, d: &Vector3<f64>) -> f64 {
+        let model = self.model;
+        if *d == Vector3::zeros() || !model.obstacles.iter().any(|o| o.is_bounded()) {
+            return 1.0;
+        }
+        let at = |u: u32| Vector3::from_column_slice(&x[3 * u as usize..3 * u as usize + 3]);
+        let mut t = 1.0f64;
+        for &f in model.faces_of(v) {
+            let tri = model.surface.triangles[f as usize];
+            let p = tri.map(at);
+            let dd = tri.map(|u| {
+                if u as usize == v {
+                    *d
+                } else {
+                    Vector3::zeros()
+                }
+            });
+            for o in model.obstacles.iter().filter(|o| o.is_bounded()) {
+                t = t.min(o.triangle_time_of_impact(&p, &dd, 200));
+            }
+        }
+        t
     }
 
     /// The line-search filter of the solvers: the start α of a backtracking search along `dx`.
@@ -347,10 +818,12 @@ impl<'a> StepProblem<'a> {
     /// 30 kN sat at residual 0.1 for 100 iterations; 15 per step with this rule). Inversion is
     /// then left to the energy: stable Neo-Hookean, ARAP, corotated and linear are finite
     /// through it; Neo-Hookean's +∞ for J ≤ 0 fails the Armijo test.
+    ///
+    /// With [`Self::strict_inversion`] the inversion filter is never dropped.
     pub fn step_limit(&self, x: &[f64], dx: &[f64]) -> f64 {
         let obstacle = self.max_obstacle_step(x, dx);
         let uninverted = self.uninverted_from(x, dx, obstacle);
-        if uninverted >= 1e-2 * obstacle {
+        if self.strict_inversion || uninverted >= 1e-2 * obstacle {
             uninverted
         } else {
             obstacle
@@ -366,22 +839,29 @@ impl<'a> StepProblem<'a> {
 
     /// Halves `alpha` until every element positively oriented at `x` stays so at x + α·dx.
     fn uninverted_from(&self, x: &[f64], dx: &[f64], mut alpha: f64) -> f64 {
-        // Inversion filter: halve until every initially positive tet stays positive.
+        // Inversion filter: halve until every initially positive tet stays positive — under
+        // the strict filter, until no element shrinks below its allowed floor
+        // ([`strict_volume_floor`]: a positive margin above round-off).
         let vol = |y: &[f64], tet: &[u32; 4]| {
             let p = corners(y, tet);
             (p[1] - p[0]).dot(&(p[2] - p[0]).cross(&(p[3] - p[0])))
         };
+        let strict = self.strict_inversion;
+        let rest = &self.model.rest;
         let mut y = vec![0.0; x.len()];
         for _ in 0..60 {
             for k in 0..x.len() {
                 y[k] = x[k] + alpha * dx[k];
             }
-            let ok = self
-                .model
-                .mesh
-                .tets
-                .par_iter()
-                .all(|tet| vol(x, tet) <= 0.0 || vol(&y, tet) > 0.0);
+            let ok = self.model.mesh.tets.par_iter().enumerate().all(|(t, tet)| {
+                let v0 = vol(x, tet);
+                if strict {
+                    let six_rest = 6.0 * rest[t].volume;
+                    v0 <= 0.0 || vol(&y, tet) >= strict_volume_floor(v0 / six_rest) * six_rest
+                } else {
+                    v0 <= 0.0 || vol(&y, tet) > 0.0
+                }
+            });
             if ok {
                 return alpha;
             }

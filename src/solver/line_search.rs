@@ -8,7 +8,8 @@ use crate::problem::{ElasticTerms, StepProblem};
 pub struct LineSearchResult {
     /// Accepted step length (0 when nothing was accepted).
     pub alpha: f64,
-    /// Energy at the accepted point, J.
+    /// Energy at the accepted point relative to the step's initial guess
+    /// ([`StepProblem::energy_change`]), J.
     pub energy: f64,
     /// Whether sufficient decrease was met.
     pub accepted: bool,
@@ -17,6 +18,12 @@ pub struct LineSearchResult {
 /// Armijo backtracking from `x` along `dx`: starts at the filter's limit, halves until
 /// E(x + α dx) ≤ E(x) + c α gᵀdx with c = 1e-4, at most 40 halvings. On success `x_new` holds
 /// the accepted point.
+///
+/// Energies are the step's energy changes ([`StepProblem::energy_change`], `e0` = that of `x`),
+/// summed per element and per vertex, so the comparison never depends on the incremental
+/// potential's absolute size (at h = 1e5 s a 1 m beam's E carries ~5e12 J of inertia constant,
+/// and a relative slack on E accepted real increases of 0.1–50 J). The round-off allowance is
+/// [`StepProblem::energy_slack`].
 ///
 /// The filter is [`StepProblem::step_limit`].
 pub fn backtracking(
@@ -37,10 +44,10 @@ pub fn backtracking(
         for k in 0..x.len() {
             x_new[k] = x[k] + alpha * dx[k];
         }
-        let e = problem.energy(elastic, x_new);
-        // The relative slack absorbs round-off in E near convergence, where the decrease is
-        // below E's last digits.
-        if e.is_finite() && e <= e0 + 1e-4 * alpha * g_dot_dx + 1e-13 * e0.abs() {
+        let e = problem.energy_change(elastic, x_new);
+        // The slack absorbs round-off near convergence, where the decrease is below the last
+        // digits of the summed terms.
+        if e.is_finite() && e <= e0 + 1e-4 * alpha * g_dot_dx + problem.energy_slack(elastic, e0) {
             return LineSearchResult {
                 alpha,
                 energy: e,

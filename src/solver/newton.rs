@@ -102,19 +102,19 @@ impl StepSolver for NewtonSolver {
         let t0 = Instant::now();
         let mut energy = problem.gradient(elastic, x, &mut g);
         timings.assembly_ms += ms(t0);
+        if !energy.is_finite() || g.iter().any(|v| !v.is_finite()) {
+            return Err(JelloError::Solver(problem.diagnose_non_finite(elastic, x)));
+        }
+        // E − E(x_start), exactly 0 here; the line search returns it for every accepted point.
+        let mut change = 0.0;
         let mut residual = problem.model.char_norm.residual(&g);
         let mut records = trace.then(Vec::new);
         if let Some(r) = records.as_mut() {
             r.push(IterationRecord {
                 residual,
-                energy,
+                energy: change,
                 alpha: 0.0,
             });
-        }
-        if !energy.is_finite() {
-            return Err(JelloError::Solver(
-                "initial guess has infinite energy (inverted Neo-Hookean element or obstacle contact)".into(),
-            ));
         }
         let mut converged;
         let mut iterations = 0;
@@ -154,7 +154,7 @@ impl StepSolver for NewtonSolver {
             timings.solve_ms += ms(t0);
             let g_dot_dx: f64 = g.iter().zip(&dx).map(|(a, b)| a * b).sum();
             let t0 = Instant::now();
-            let ls = backtracking(problem, elastic, x, &dx, energy, g_dot_dx, &mut x_new);
+            let ls = backtracking(problem, elastic, x, &dx, change, g_dot_dx, &mut x_new);
             timings.line_search_ms += ms(t0);
             if !ls.accepted {
                 // No decrease possible along the Newton direction: report, do not hide — unless
@@ -164,6 +164,7 @@ impl StepSolver for NewtonSolver {
             }
             last_dx_ratio = max_vertex_norm(&dx) * ls.alpha / self.extent;
             std::mem::swap(x, &mut x_new);
+            change = ls.energy;
             let t0 = Instant::now();
             energy = problem.gradient(elastic, x, &mut g);
             timings.assembly_ms += ms(t0);
@@ -171,7 +172,7 @@ impl StepSolver for NewtonSolver {
             if let Some(r) = records.as_mut() {
                 r.push(IterationRecord {
                     residual,
-                    energy,
+                    energy: change,
                     alpha: ls.alpha,
                 });
             }
@@ -181,9 +182,11 @@ impl StepSolver for NewtonSolver {
             converged,
             residual,
             energy,
+            energy_change: change,
             wall_ms: ms(start),
             timings,
             trace: records,
+            ..StepReport::default()
         })
     }
 }

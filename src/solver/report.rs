@@ -8,7 +8,8 @@ use std::time::Instant;
 pub struct IterationRecord {
     /// Characteristic-norm residual after the iteration.
     pub residual: f64,
-    /// Incremental potential E, J.
+    /// Incremental potential relative to the step's initial guess, E(x_k) − E(x_start), J
+    /// ([`crate::problem::StepProblem::energy_change`]; ≤ 0 for a descent method).
     pub energy: f64,
     /// Line-search step length (1 when no line search).
     pub alpha: f64,
@@ -17,6 +18,8 @@ pub struct IterationRecord {
 /// Time split of a step, ms.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct StepTimings {
+    /// Step set-up: inertial target, pins, the starting guess and its energies, ms.
+    pub setup_ms: f64,
     /// Energy/gradient/Hessian evaluation and assembly, ms.
     pub assembly_ms: f64,
     /// Numeric factorisation, ms.
@@ -28,16 +31,35 @@ pub struct StepTimings {
 }
 
 /// The outcome of one time step.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct StepReport {
-    /// Iterations taken.
+    /// Iterations taken (over every solve of the step: retries and substeps included).
     pub iterations: usize,
-    /// Whether the stop rule was met (a step that hit the iteration cap is reported as such).
+    /// Whether the step is good: the stop rule was met and the state check is clean (no
+    /// inverted element, no obstacle penetration) — see [`crate::sim::Simulation::step`].
     pub converged: bool,
+    /// Whether the stop rule alone was met (by the solve that was kept).
+    pub stop_rule_met: bool,
+    /// Substeps the step was solved in (1, or more after a failed strict retry under
+    /// `inversion = "forbid"`).
+    pub substeps: usize,
+    /// Inverted elements and obstacle penetrations at the step's end, per body.
+    pub check: crate::problem::StateCheck,
+    /// Why the step failed, when it did (e.g. no solve could keep every element positive).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// One line per violated invariant (naming the step, the count and the objects), for the
+    /// user.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// Final characteristic-norm residual (converged under `--stop cn` when < ε).
     pub residual: f64,
-    /// Final incremental potential E, J.
+    /// Final incremental potential E, J (carries the inertia term's constant: at large h it is
+    /// dominated by ½‖h²g‖²_M; compare [`StepReport::energy_change`] instead).
     pub energy: f64,
+    /// E(x_end) − E(x_start), J: what the step's iterations took off the incremental potential,
+    /// evaluated per element and per vertex (≤ 0 for every descent solver).
+    pub energy_change: f64,
     /// Wall time of the step, ms.
     pub wall_ms: f64,
     /// Time split.

@@ -1267,9 +1267,11 @@ impl StepSolver for DeviceJgs2 {
             converged,
             residual: s.residual,
             energy: problem.energy(elastic, x),
+            energy_change: problem.energy_change(elastic, x),
             wall_ms: ms(start),
             timings,
             trace: records,
+            ..StepReport::default()
         })
     }
 }

@@ -69,22 +69,26 @@ pub fn vertex_gradient(
     if model.pinned[v] {
         return Vector3::zeros();
     }
-    let ih2 = 1.0 / (problem.h * problem.h);
+    // Inertia weight 1/h² (0 in a static increment).
+    let ih2 = problem.inertia;
     let p = Vector3::from_column_slice(&x[3 * v..3 * v + 3]);
     let mut g = (p - Vector3::from_column_slice(&problem.x_tilde[3 * v..3 * v + 3]))
         * (model.mass[v] * ih2);
+    if !problem.load.is_empty() {
+        g -= Vector3::from_column_slice(&problem.load[3 * v..3 * v + 3]);
+    }
     for (t, c) in vt.of(v) {
         g += cache.grad[t as usize].fixed_rows::<3>(3 * c as usize);
     }
     let dhat = model.barrier.dhat;
-    for o in &model.obstacles {
+    for o in model.obstacles.iter().filter(|o| !o.is_bounded()) {
         let de = o.distance(&p);
         if de.d < dhat {
             let (_, db, _) = barrier_derivatives(de.d, dhat);
-            g += de.grad * (model.barrier.kappa * model.mass[v] * ih2 * db);
+            g += de.grad * (model.barrier.kappa * model.mass[v] / (problem.h * problem.h) * db);
         }
     }
-    g
+    g + problem.face_barrier_at_vertex(x, v).0
 }
 
 /// Per-vertex rotations R_j = polar(F̄_j), F̄_j = Σ_{e∋j} V_e F_e / Σ V_e (identity for vertices
@@ -135,7 +139,8 @@ pub fn local_system<'a>(
     rot: Option<&[Matrix3<f64>]>,
 ) -> (Matrix3<f64>, Vector3<f64>) {
     let model = problem.model;
-    let ih2 = 1.0 / (problem.h * problem.h);
+    // Inertia weight 1/h² (0 in a static increment).
+    let ih2 = problem.inertia;
     let ri_t = rot.map(|r| r[i].transpose());
     let mut a = Matrix3::zeros();
     for (e, w, block) in hess_terms {
@@ -302,7 +307,8 @@ pub fn vbd_system(
     g: &[f64],
     i: usize,
 ) -> (Matrix3<f64>, Vector3<f64>) {
-    let ih2 = 1.0 / (problem.h * problem.h);
+    // Inertia weight 1/h² (0 in a static increment).
+    let ih2 = problem.inertia;
     let mut a = Matrix3::identity() * (problem.model.mass[i] * ih2);
     for (t, c) in vt.of(i) {
         let c = 3 * c as usize;
@@ -312,14 +318,16 @@ pub fn vbd_system(
     (a, Vector3::from_column_slice(&g[3 * i..3 * i + 3]))
 }
 
-/// The obstacle barrier's Hessian at vertex `i` (κ m_i/h² (b''∇d∇dᵀ + b'∇²d) for each obstacle
-/// within d̂; its gradient is already in the assembled gradient).
+/// The obstacle barrier's Hessian at vertex `i`: κ m_i/h² (b''∇d∇dᵀ + b'∇²d) for each
+/// half-space within d̂, plus the diagonal block of the surface barrier against spheres and
+/// boxes ([`StepProblem::face_barrier_at_vertex`]); its gradient is already in the assembled
+/// gradient.
 pub fn barrier_hessian(problem: &StepProblem, x: &[f64], i: usize) -> Matrix3<f64> {
     let model = problem.model;
-    let mut a = Matrix3::zeros();
+    let mut a = problem.face_barrier_at_vertex(x, i).1;
     let dhat = model.barrier.dhat;
     let p = Vector3::from_column_slice(&x[3 * i..3 * i + 3]);
-    for o in &model.obstacles {
+    for o in model.obstacles.iter().filter(|o| !o.is_bounded()) {
         let de = o.distance(&p);
         if de.d < dhat {
             let (_, db, ddb) = barrier_derivatives(de.d, dhat);
@@ -345,7 +353,8 @@ pub fn hess_vec(
     v: &[f64],
 ) -> Vec<f64> {
     let model = problem.model;
-    let ih2 = 1.0 / (problem.h * problem.h);
+    // Inertia weight 1/h² (0 in a static increment).
+    let ih2 = problem.inertia;
     let nv = model.num_vertices();
     let out: Vec<Vector3<f64>> = (0..nv)
         .into_par_iter()

@@ -7,7 +7,7 @@ use super::local::{
 use super::subspace::Jgs2Subspace;
 use crate::error::{JelloError, Result};
 use crate::mesh::{colour_vertices, Colouring, VertexTets};
-use crate::problem::{ElasticTerms, Model, StepProblem};
+use crate::problem::{strict_volume_floor, ElasticTerms, Model, StepProblem};
 use crate::solver::report::{max_vertex_norm, ms};
 use crate::solver::{IterationRecord, StepReport, StepSolver, StepTimings, StopRule};
 use nalgebra::{Matrix3, Vector3};
@@ -176,7 +176,12 @@ impl Jgs2Solver {
                     let (a, r) = vbd_sys();
                     solve_spd(&a, &r)
                 });
-                filter(problem, x, i, d.unwrap_or_else(Vector3::zeros))
+                let d = filter(problem, x, i, d.unwrap_or_else(Vector3::zeros));
+                if problem.strict_inversion {
+                    keep_oriented(problem, &self.vertex_tets, x, i, d)
+                } else {
+                    d
+                }
             })
             .collect()
     }
@@ -244,18 +249,25 @@ impl Jgs2Solver {
         // Obstacles only: the stable Neo-Hookean family, ARAP and corotated models stay finite
         // through inversion, and Neo-Hookean's +∞ for J ≤ 0 fails the energy test below.
         // Newton's inversion trust region (`StepProblem::step_limit`) slows JGS2 down:
-        // kicked armadillo_18k 19.4 → 28.8 iterations per step, with 30 kN 144 → 242.
-        let mut alpha = problem.max_obstacle_step(x, &step);
-        let e0 = problem.energy(elastic, x);
+        // kicked armadillo_18k 19.4 → 28.8 iterations per step, with 30 kN 144 → 242. The
+        // strict retry of `inversion = "forbid"` keeps every element positive.
+        let mut alpha = if problem.strict_inversion {
+            problem.max_step(x, &step)
+        } else {
+            problem.max_obstacle_step(x, &step)
+        };
+        let e0 = problem.energy_change(elastic, x);
+        let slack = problem.energy_slack(elastic, e0);
         let mut trial = vec![0.0; n];
         for _ in 0..30 {
             for k in 0..n {
                 trial[k] = x[k] + alpha * step[k];
             }
-            let e1 = problem.energy(elastic, &trial);
-            // Armijo on the true energy; a relative round-off allowance keeps the last digits
-            // of a converged step from stalling it.
-            if e1.is_finite() && e1 <= e0 + 1e-4 * alpha * slope + 1e-13 * e0.abs() {
+            let e1 = problem.energy_change(elastic, &trial);
+            // Armijo on the energy change (per element and vertex, see
+            // `solver::backtracking`); the round-off allowance keeps the last digits of a
+            // converged step from stalling it.
+            if e1.is_finite() && e1 <= e0 + 1e-4 * alpha * slope + slack {
                 break;
             }
             alpha *= 0.5;
@@ -315,7 +327,8 @@ fn solve_spd(a: &Matrix3<f64>, r: &Vector3<f64>) -> Option<Vector3<f64>> {
     d.iter().all(|v| v.is_finite()).then_some(d)
 }
 
-/// Limits a vertex's step so it cannot cross an obstacle (0.9 × time of impact).
+/// Limits a vertex's step so neither it (0.9 × time of impact) nor one of its surface
+/// triangles ([`StepProblem::vertex_surface_step`]) can cross an obstacle.
 fn filter(problem: &StepProblem, x: &[f64], i: usize, d: Vector3<f64>) -> Vector3<f64> {
     let p = Vector3::from_column_slice(&x[3 * i..3 * i + 3]);
     let mut alpha = 1.0f64;
@@ -325,7 +338,49 @@ fn filter(problem: &StepProblem, x: &[f64], i: usize, d: Vector3<f64>) -> Vector
             alpha = alpha.min(0.9 * toi);
         }
     }
-    d * alpha
+    d * alpha.min(problem.vertex_surface_step(x, i, &(d * alpha)) * alpha)
+}
+
+/// Limits vertex `i`'s move `d` so that every incident element positive at `x` stays above its
+/// strict floor ([`strict_volume_floor`]; the other corners held): each element's volume is
+/// affine in the vertex's position, so the bound is exact.
+fn keep_oriented(
+    problem: &StepProblem,
+    vertex_tets: &VertexTets,
+    x: &[f64],
+    i: usize,
+    d: Vector3<f64>,
+) -> Vector3<f64> {
+    let tets = &problem.model.mesh.tets;
+    let mut alpha = 1.0f64;
+    for (t, local) in vertex_tets.of(i) {
+        let tet = tets[t as usize];
+        let p =
+            |a: usize| Vector3::from_column_slice(&x[3 * tet[a] as usize..3 * tet[a] as usize + 3]);
+        // 6V = (p_b − p_a)·((p_c − p_a) × (p_d − p_a)); its gradient with respect to corner
+        // `local` is the area normal of the opposite face, pointing toward the corner.
+        let [a, b, c, e] = [0, 1, 2, 3].map(p);
+        let vol = (b - a).dot(&(c - a).cross(&(e - a)));
+        if vol <= 0.0 {
+            continue;
+        }
+        let six_rest = 6.0 * problem.model.rest[t as usize].volume;
+        let floor = strict_volume_floor(vol / six_rest) * six_rest;
+        let gb = (c - a).cross(&(e - a));
+        let gc = (e - a).cross(&(b - a));
+        let ge = (b - a).cross(&(c - a));
+        let grad = match local {
+            0 => -(gb + gc + ge),
+            1 => gb,
+            2 => gc,
+            _ => ge,
+        };
+        let rate = grad.dot(&d);
+        if rate < 0.0 {
+            alpha = alpha.min(((vol - floor) / -rate).max(0.0));
+        }
+    }
+    d * alpha.min(1.0)
 }
 
 /// Coefficients c minimising gᵀ(Σ c_k d_k) + ½ (Σ c_k d_k)ᵀ H (Σ c_k d_k), given `hd[k] = H d_k`.
@@ -400,7 +455,7 @@ impl StepSolver for Jgs2Solver {
         let mut g = vec![0.0; n];
         self.gather(problem, x, &mut g, &all);
         timings.assembly_ms += ms(t0);
-        let energy_of = |x: &[f64]| problem.energy(elastic, x);
+        let energy_of = |x: &[f64]| problem.energy_change(elastic, x);
         let mut residual = model.char_norm.residual(&g);
         let mut records = trace.then(Vec::new);
         if let Some(r) = records.as_mut() {
@@ -499,10 +554,12 @@ impl StepSolver for Jgs2Solver {
             iterations,
             converged,
             residual,
-            energy: energy_of(x),
+            energy: problem.energy(elastic, x),
+            energy_change: energy_of(x),
             wall_ms: ms(start),
             timings,
             trace: records,
+            ..StepReport::default()
         })
     }
 }
