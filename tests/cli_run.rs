@@ -455,6 +455,23 @@ fn an_output_that_cannot_be_written_fails_the_run_naming_it() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A step count past the cap is one line naming the key, before any work or allocation.
+#[test]
+fn a_huge_step_count_is_a_one_line_error() {
+    let dir = tmp("huge");
+    let text = BASE.replace("steps = 2", "steps = 9223372036854775807");
+    let o = run_scene_with(&dir, "huge.toml", &text, &[]);
+    assert_one_line_error(
+        &o,
+        &["huge.toml", "`simulation.steps`", "9223372036854775807"],
+    );
+    assert!(
+        !dir.join("out").exists(),
+        "a refused run wrote its directory"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// One iteration per step at ε = 1e-10 leaves every step unconverged (see cli_errors.rs
 /// `capped_iterations_report_non_converged_steps`).
 const CAPPED: &str = r#"[simulation]

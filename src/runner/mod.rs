@@ -26,7 +26,7 @@ mod outputs;
 mod setup;
 
 pub use identity::{scene_hash, scene_key};
-pub use setup::{elastic_backend, load_or_build_subspace, make_solver, setup, setup_on, Setup};
+pub use setup::{load_or_build_subspace, make_solver, setup, setup_on, Setup};
 
 use crate::error::{JelloError, Result};
 use crate::gpu::{Backend, BackendChoice};
@@ -109,7 +109,7 @@ impl Run {
         let config = built.config.clone();
         if config.steps == 0 || config.steps > MAX_STEPS {
             return Err(JelloError::Invalid(format!(
-                "steps: {} is outside 1..={MAX_STEPS}",
+                "`simulation.steps` (or --steps): {} is outside 1..={MAX_STEPS}",
                 config.steps
             )));
         }

@@ -13,36 +13,6 @@ use crate::solver::{NewtonParams, NewtonSolver, StepSolver};
 use std::path::Path;
 use std::sync::Arc;
 
-/// The elastic-term evaluator for `backend`: `None` means the model's own f64 CPU path.
-/// Returns the evaluator and the adapter description (None on the CPU). `Auto` takes a hardware
-/// adapter only (see [`Backend::resolve`]).
-pub fn elastic_backend(
-    model: &Model,
-    backend: Backend,
-) -> Result<(Option<DeviceElastic>, Option<String>)> {
-    match backend {
-        Backend::Cpu => Ok((None, None)),
-        Backend::Gpu => {
-            let d = DeviceElastic::new(model, Backend::Gpu)?;
-            let name = d.backend_name();
-            Ok((Some(d), Some(name)))
-        }
-        Backend::Auto => match Backend::Auto.resolve()?.backend {
-            Backend::Gpu => match DeviceElastic::new(model, Backend::Gpu) {
-                Ok(d) => {
-                    let name = d.backend_name();
-                    Ok((Some(d), Some(name)))
-                }
-                Err(e) => {
-                    log::info!("no GPU adapter ({e}); running on the CPU");
-                    Ok((None, None))
-                }
-            },
-            _ => Ok((None, None)),
-        },
-    }
-}
-
 /// Builds the solver named in `config` for `model`.
 pub fn make_solver(
     config: &RunConfig,
