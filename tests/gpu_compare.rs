@@ -72,6 +72,7 @@ fn gpu_run_reports_its_adapter() {
         out_dir: None,
         trace: false,
         backend: jello::gpu::Backend::Gpu,
+        ..Default::default()
     };
     let (sim, stats) = jello::runner::run(&path, built, &opts, |_, _| {}).unwrap();
     assert_eq!(stats.backend, "gpu");

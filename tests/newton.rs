@@ -230,3 +230,89 @@ fn lagged_newton_reaches_the_same_minimiser() {
     );
     assert!(it_lagged >= it_newton);
 }
+
+/// At huge time steps the incremental potential carries ½‖h²g‖²_M (~5e12 J for this 1 m beam at
+/// h = 1e5 s): a line search comparing absolute energies with a relative round-off slack then
+/// accepts real increases (0.1–50 J were measured). The energy change of every accepted iterate,
+/// evaluated per element and per vertex, must fall monotonically — checked against an
+/// independent f64 evaluation of E(x_k) − E(x_start) in compensated (Kahan) summation of the
+/// same per-element and per-vertex differences.
+#[test]
+fn line_search_never_accepts_an_increase_at_huge_steps() {
+    use jello::problem::{ElasticTerms, StepProblem};
+    use jello::solver::StepSolver;
+    let m = common::clamped_beam(
+        MaterialModel::StableNeoHookean,
+        1e6,
+        1.0,
+        [20, 2, 2],
+        Vec::new(),
+    );
+    for h in [1e4, 1e5, 1e6] {
+        let st = m.initial_state(&vec![[0.0; 3]; m.num_vertices()]);
+        let p = StepProblem::new(&m, &st, h);
+        let mut solver = NewtonSolver::new(&m, NewtonParams::default()).unwrap();
+        let mut x = Vec::new();
+        let r = solver.step(&p, &m, &mut x, true).unwrap();
+        let trace = r.trace.unwrap();
+        let big = p.energy(&m, &p.x_start);
+        eprintln!(
+            "h = {h:e} s: E(x_start) = {big:.3e} J, {} iterations, ΔE per iteration {:?}",
+            r.iterations,
+            trace.iter().map(|t| t.energy).collect::<Vec<_>>()
+        );
+        assert!(big > 1e9, "the constant is not large here: {big}");
+        for w in trace.windows(2) {
+            assert!(
+                w[1].energy <= w[0].energy + 1e-9 * w[0].energy.abs().max(1.0),
+                "h = {h:e}: energy change rose from {} to {} J",
+                w[0].energy,
+                w[1].energy
+            );
+        }
+        // The reported change against an independent evaluation of the same difference.
+        let ind = independent_change(&p, &m, &x);
+        assert!(
+            (r.energy_change - ind).abs() <= 1e-8 * ind.abs().max(1.0),
+            "h = {h:e}: reported ΔE {} vs independent {ind}",
+            r.energy_change
+        );
+        assert!(r.energy_change < 0.0, "h = {h:e}: no decrease");
+        let _ = m.elastic_energy(&x);
+    }
+}
+
+/// E(x) − E(x_start) by compensated summation of per-element and per-vertex differences
+/// (inertia ½m/h²·((x − x̃)² − (x₀ − x̃)²) per component; no barrier here).
+fn independent_change(p: &jello::problem::StepProblem, m: &Model, x: &[f64]) -> f64 {
+    use jello::material::element_energy;
+    use nalgebra::Vector3;
+    let x0 = &p.x_start;
+    let (mut sum, mut comp) = (0.0f64, 0.0f64);
+    let mut add = |v: f64| {
+        let y = v - comp;
+        let t = sum + y;
+        comp = (t - sum) - y;
+        sum = t;
+    };
+    let ih2 = 1.0 / (p.h * p.h);
+    for (v, mass) in m.mass.iter().enumerate() {
+        for k in 0..3 {
+            let i = 3 * v + k;
+            // (x − x̃)² − (x₀ − x̃)² = (x − x₀)(x + x₀ − 2x̃), without forming either square.
+            add(0.5
+                * mass
+                * ih2
+                * (x[i] - x0[i])
+                * ((x[i] - p.x_tilde[i]) + (x0[i] - p.x_tilde[i])));
+        }
+    }
+    for (t, tet) in m.mesh.tets.iter().enumerate() {
+        let c = |y: &[f64]| {
+            tet.map(|i| Vector3::from_column_slice(&y[3 * i as usize..3 * i as usize + 3]))
+        };
+        add(element_energy(&m.materials[t], &m.rest[t], &c(x))
+            - element_energy(&m.materials[t], &m.rest[t], &c(x0)));
+    }
+    sum
+}

@@ -36,7 +36,9 @@ fn run_png_frames_show_the_body_where_it_is() {
     let opts = RunOptions {
         out_dir: Some(out.clone()),
         trace: false,
-        backend: Backend::Auto,
+        // The run itself on the adapter too (`auto` never picks a software one).
+        backend: Backend::Gpu,
+        ..Default::default()
     };
     let (sim, _) = run(&scene_path, built, &opts, |_, _| {}).unwrap();
     let read = |name: &str| {

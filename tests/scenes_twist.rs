@@ -43,6 +43,7 @@ fn twist_scene_converges_every_step() {
         out_dir: None,
         trace: false,
         backend: jello::gpu::Backend::Cpu,
+        ..Default::default()
     };
     let (sim, stats) = run(&path, built, &opts, |step, r| {
         iterations.push(r.iterations);
@@ -117,6 +118,7 @@ fn twist_at_cn_tolerance_tracks_the_tightly_converged_trajectory() {
             out_dir: None,
             trace: false,
             backend: jello::gpu::Backend::Cpu,
+            ..Default::default()
         };
         let (sim, stats) = run(&path, built, &opts, |_, r| its.push(r.iterations)).unwrap();
         assert_eq!(stats.converged_steps, stats.steps.len(), "ε = {tol}");

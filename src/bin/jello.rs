@@ -5,6 +5,8 @@ use clap::{Parser, Subcommand};
 use jello::scene::Scene;
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 #[derive(Parser)]
 #[command(
@@ -33,12 +35,22 @@ enum Cmd {
         /// reference) or gpu (wgpu kernels; error without an adapter).
         #[arg(long, default_value = "auto")]
         backend: String,
-        /// Override the number of steps.
-        #[arg(long)]
-        steps: Option<usize>,
-        /// Output directory.
+        /// Override the number of steps (1 to 1e9).
+        #[arg(long, allow_negative_numbers = true, value_parser = steps_parser())]
+        steps: Option<u64>,
+        /// Output directory (the run owns it: see --overwrite and --resume).
         #[arg(long, default_value = "out")]
         out: PathBuf,
+        /// Replace an earlier run in DIR: removes the files its manifest lists, nothing else.
+        #[arg(long, conflicts_with = "resume")]
+        overwrite: bool,
+        /// Continue the run in DIR from its last checkpoint (same scene settings, solver and
+        /// backend; --steps or the scene's steps may extend it).
+        #[arg(long)]
+        resume: bool,
+        /// Exit with status 3 when any step did not meet the stop rule.
+        #[arg(long)]
+        require_converged: bool,
         /// Stop rule: cn (characteristic norm) or dx (max position change).
         #[arg(long)]
         stop: Option<String>,
@@ -58,8 +70,8 @@ enum Cmd {
         /// Scene file (TOML).
         scene: PathBuf,
         /// Steps to compare (default: the scene's).
-        #[arg(long)]
-        steps: Option<usize>,
+        #[arg(long, allow_negative_numbers = true, value_parser = steps_parser())]
+        steps: Option<u64>,
         /// Override the scene's solver.
         #[arg(long)]
         solver: Option<String>,
@@ -73,7 +85,7 @@ enum Cmd {
         #[arg(long)]
         json: Option<PathBuf>,
     },
-    /// List GPU adapters with their limits and features.
+    /// List GPU adapters with their limits and features, and what --backend auto would use.
     Info,
     /// Build (or verify) the JGS2 subspace artifact of a scene in SCENE_DIR/.jello-cache.
     Precompute {
@@ -103,28 +115,70 @@ enum MeshCmd {
     },
 }
 
+/// Exit status of a run interrupted by SIGINT/SIGTERM/SIGHUP (128 + SIGINT, as shells report).
+const EXIT_INTERRUPTED: i32 = 130;
+/// Exit status of a complete run with an unconverged step under `--require-converged`.
+const EXIT_NOT_CONVERGED: i32 = 3;
+
+/// `--steps`: 1 to [`jello::runner::MAX_STEPS`].
+fn steps_parser() -> clap::builder::RangedU64ValueParser<u64> {
+    clap::value_parser!(u64).range(1..=jello::runner::MAX_STEPS as u64)
+}
+
 fn main() {
-    let cli = Cli::parse();
-    if let Err(e) = run(cli) {
-        // One line with the cause chain, non-zero exit, no panic.
-        // JelloError::Io's Display already includes its source; skip causes already shown.
-        let mut msg = String::new();
-        for c in e.chain() {
-            let c = c.to_string();
-            if !msg.contains(&c) {
-                if !msg.is_empty() {
-                    msg.push_str(": ");
+    let cli = Cli::try_parse().unwrap_or_else(|e| clap_exit(e));
+    match run(cli) {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            // One line with the cause chain, non-zero exit, no panic.
+            // JelloError::Io's Display already includes its source; skip causes already shown.
+            let mut msg = String::new();
+            for c in e.chain() {
+                let c = c.to_string();
+                if !msg.contains(&c) {
+                    if !msg.is_empty() {
+                        msg.push_str(": ");
+                    }
+                    msg.push_str(&c);
                 }
-                msg.push_str(&c);
             }
+            let msg = msg.replace('\n', " ");
+            eprintln!("error: {msg}");
+            std::process::exit(1);
         }
-        let msg = msg.replace('\n', " ");
-        eprintln!("error: {msg}");
-        std::process::exit(1);
     }
 }
 
-fn run(cli: Cli) -> Result<()> {
+/// Prints a command-line error the way clap does (message, usage, help hint; exit 2), except
+/// that the first line always says what was wrong: clap's own first line does not for a
+/// missing argument (the names follow on the next lines) or a missing subcommand (it prints the
+/// help alone).
+fn clap_exit(e: clap::Error) -> ! {
+    use clap::error::ErrorKind as K;
+    let rendered = e.render().to_string();
+    let text = match e.kind() {
+        K::MissingRequiredArgument => {
+            // "error: the following required arguments were not provided:\n  <SCENE>\n\n..."
+            let mut lines = rendered.lines();
+            let first = lines.next().unwrap_or_default().trim_end_matches(':');
+            let missing: Vec<&str> = lines
+                .by_ref()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            let rest: Vec<&str> = lines.collect();
+            format!("{first}: {}\n\n{}\n", missing.join(" "), rest.join("\n"))
+        }
+        K::DisplayHelpOnMissingArgumentOrSubcommand | K::MissingSubcommand => {
+            format!("error: no command given; one of the commands below is required\n\n{rendered}")
+        }
+        _ => e.exit(),
+    };
+    eprint!("{text}");
+    std::process::exit(2);
+}
+
+fn run(cli: Cli) -> Result<i32> {
     match cli.cmd {
         Cmd::Run {
             scene,
@@ -133,18 +187,37 @@ fn run(cli: Cli) -> Result<()> {
             backend,
             steps,
             out,
+            overwrite,
+            resume,
+            require_converged,
             stop,
             trace,
             obj,
             png,
-        } => cmd_run(
-            scene, solver, variant, backend, steps, out, stop, trace, obj, png,
-        ),
-        Cmd::Precompute { scene } => cmd_precompute(scene),
+        } => cmd_run(RunArgs {
+            scene_path: scene,
+            solver,
+            variant,
+            backend,
+            steps,
+            out,
+            overwrite,
+            resume,
+            require_converged,
+            stop,
+            trace,
+            obj,
+            png,
+        }),
+        Cmd::Precompute { scene } => cmd_precompute(scene).map(|()| 0),
         Cmd::Info => {
             println!("jello {}", env!("CARGO_PKG_VERSION"));
             println!("{}", jello::gpu::list_adapters());
-            Ok(())
+            match jello::gpu::Backend::Auto.resolve() {
+                Ok(c) => println!("--backend auto: {c}"),
+                Err(e) => println!("--backend auto: {e}"),
+            }
+            Ok(0)
         }
         Cmd::Compare {
             scene,
@@ -153,7 +226,7 @@ fn run(cli: Cli) -> Result<()> {
             variant,
             max_deviation,
             json,
-        } => cmd_compare(scene, steps, solver, variant, max_deviation, json),
+        } => cmd_compare(scene, steps, solver, variant, max_deviation, json).map(|()| 0),
         Cmd::Mesh { cmd } => match cmd {
             MeshCmd::Info { file } => {
                 let loaded = jello::mesh::read_mesh(&file)?;
@@ -161,7 +234,7 @@ fn run(cli: Cli) -> Result<()> {
                     eprintln!("warning: {}: {w}", file.display());
                 }
                 println!("{}", jello::mesh::MeshInfo::new(&loaded.mesh));
-                Ok(())
+                Ok(0)
             }
             MeshCmd::Convert { input, output } => {
                 let loaded = jello::mesh::convert(&input, &output)?;
@@ -174,70 +247,134 @@ fn run(cli: Cli) -> Result<()> {
                     loaded.mesh.num_vertices(),
                     loaded.mesh.num_tets()
                 );
-                Ok(())
+                Ok(0)
             }
         },
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn cmd_run(
+/// `jello run`'s arguments.
+struct RunArgs {
     scene_path: PathBuf,
     solver: Option<String>,
     variant: Option<String>,
     backend: String,
-    steps: Option<usize>,
+    steps: Option<u64>,
     out: PathBuf,
+    overwrite: bool,
+    resume: bool,
+    require_converged: bool,
     stop: Option<String>,
     trace: bool,
     obj: bool,
     png: bool,
-) -> Result<()> {
-    let scene = Scene::load(&scene_path)?;
+}
+
+/// Installs the SIGINT/SIGTERM/SIGHUP handler: the first signal sets `flag` (the run finishes
+/// its step's writes and stops, status `interrupted`); a second one exits at once.
+fn on_signal(flag: Arc<AtomicBool>, bar: Arc<OnceLock<indicatif::ProgressBar>>) -> Result<()> {
+    ctrlc::set_handler(move || {
+        if flag.swap(true, Ordering::SeqCst) {
+            eprintln!(
+                "error: interrupted again: stopped at once (the run directory still says \
+                 `running`; --resume continues from its last frame)"
+            );
+            std::process::exit(EXIT_INTERRUPTED);
+        }
+        if let Some(b) = bar.get() {
+            b.set_message("interrupt: finishing this step's writes (again to stop at once)");
+        }
+    })
+    .context("installing the signal handler")
+}
+
+fn cmd_run(a: RunArgs) -> Result<i32> {
+    use jello::output::RunStatus;
+    use jello::solver::StopRule;
+    // Flags first: a misspelt flag is reported before any file is read.
+    let backend: jello::gpu::Backend = a
+        .backend
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--backend: {e}"))?;
+    let solver = a.solver.as_deref().map(solver_name).transpose()?;
+    let variant = a.variant.as_deref().map(variant_name).transpose()?;
+    if let Some(s) = &a.stop {
+        if !matches!(s.as_str(), "cn" | "dx") {
+            bail!("--stop: unknown rule `{s}` (expected cn or dx)");
+        }
+    }
+    let cancel = Arc::new(AtomicBool::new(false));
+    let bar_slot = Arc::new(OnceLock::new());
+    on_signal(cancel.clone(), bar_slot.clone())?;
+
+    let scene_path = &a.scene_path;
+    let scene = Scene::load(scene_path)?;
     let mut built = scene.build()?;
     for w in &built.warnings {
         eprintln!("warning: {w}");
     }
     let c = &mut built.config;
     if let Some(s) = solver {
-        c.solver = solver_name(&s)?;
+        c.solver = s;
     }
     if let Some(v) = variant {
-        c.variant = Some(variant_name(&v)?);
+        c.variant = Some(v);
     }
-    if let Some(n) = steps {
-        if n == 0 {
-            bail!("--steps must be ≥ 1");
-        }
-        c.steps = n;
+    if let Some(n) = a.steps {
+        c.steps = usize::try_from(n).context("--steps")?;
     }
-    if let Some(s) = stop {
+    if let Some(s) = &a.stop {
         c.stop = match (s.as_str(), c.stop) {
-            ("cn", jello::solver::StopRule::Cn { eps }) => jello::solver::StopRule::Cn { eps },
-            ("cn", _) => jello::solver::StopRule::Cn { eps: 1e-5 },
-            ("dx", jello::solver::StopRule::Dx { tol }) => jello::solver::StopRule::Dx { tol },
-            ("dx", _) => jello::solver::StopRule::Dx { tol: 1e-3 },
-            _ => bail!("--stop: unknown rule `{s}` (expected cn or dx)"),
+            ("cn", StopRule::Cn { eps }) => StopRule::Cn { eps },
+            ("cn", _) => StopRule::Cn { eps: 1e-5 },
+            ("dx", StopRule::Dx { tol }) => StopRule::Dx { tol },
+            _ => StopRule::Dx { tol: 1e-3 },
         };
     }
-    if obj {
+    if a.obj {
         c.output.obj = true;
     }
-    if png {
+    if a.png {
         c.output.png = true;
     }
-    let backend: jello::gpu::Backend = backend
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--backend: {e}"))?;
     let total = c.steps;
     let verts = built.model.num_vertices();
     let tets = built.model.mesh.num_tets();
+    let solver = c.solver.clone();
+    let h = c.h;
+    let out = &a.out;
+    let opts = jello::runner::RunOptions {
+        out_dir: Some(out.clone()),
+        trace: a.trace,
+        backend,
+        overwrite: a.overwrite,
+        resume: a.resume,
+        cancel: Some(cancel),
+    };
+    let prepared = jello::runner::Run::prepare(scene_path, built, &opts)
+        .with_context(|| format!("running {}", scene_path.display()))?;
+    for n in prepared.notes() {
+        eprintln!("note: {n}");
+    }
+    let start = prepared.start_step();
+    if prepared.already_complete() {
+        println!(
+            "{}: the run is already complete ({total} steps); nothing to do (pass --steps N to \
+             extend it)",
+            out.display()
+        );
+        return Ok(0);
+    }
     eprintln!(
-        "jello: {} — {verts} vertices, {tets} tets, solver {}, h = {} s, {total} steps",
+        "jello: {} — {verts} vertices, {tets} tets, solver {solver}, h = {h} s, {total} steps{}",
         scene_path.display(),
-        c.solver,
-        c.h
+        if start > 0 {
+            format!(", resuming after step {start}")
+        } else {
+            String::new()
+        }
     );
+    eprintln!("{}", prepared.choice());
     let bar = std::io::stderr().is_terminal().then(|| {
         let b = indicatif::ProgressBar::new(total as u64);
         b.set_style(
@@ -246,21 +383,31 @@ fn cmd_run(
             )
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
+        b.set_position(start as u64);
+        let _ = bar_slot.set(b.clone());
         b
     });
-    let opts = jello::runner::RunOptions {
-        out_dir: Some(out.clone()),
-        trace,
-        backend,
-    };
-    let (_sim, stats) = jello::runner::run(&scene_path, built, &opts, |step, r| {
+    let result = prepared.execute(|step, r| {
         let line = format!(
-            "step {step}/{total}: {} it, residual {:.2e}{}, {:.1} ms",
+            "step {step}/{total}: {} it, residual {:.2e}{}{}, {:.1} ms",
             r.iterations,
             r.residual,
             if r.converged { "" } else { " (NOT converged)" },
+            if r.substeps > 1 {
+                format!(", {} substeps", r.substeps)
+            } else {
+                String::new()
+            },
             r.wall_ms
         );
+        // Invariant violations (inverted elements, obstacle penetrations, failed steps) are
+        // printed whatever the display: they must not scroll away in a progress message.
+        for w in &r.warnings {
+            match &bar {
+                Some(b) => b.println(format!("warning: {w}")),
+                None => eprintln!("warning: {w}"),
+            }
+        }
         match &bar {
             Some(b) => {
                 b.set_position(step as u64);
@@ -268,27 +415,57 @@ fn cmd_run(
             }
             None => eprintln!("{line}"),
         }
-    })
-    .with_context(|| format!("running {}", scene_path.display()))?;
-    if let Some(b) = bar {
-        b.finish();
+    });
+    if let Some(b) = &bar {
+        // A stopped run's bar goes, so its one line stands alone.
+        match &result {
+            Ok((_, s)) if s.status == RunStatus::Complete => b.finish(),
+            _ => b.finish_and_clear(),
+        }
     }
+    let (_sim, stats) = result.with_context(|| format!("running {}", scene_path.display()))?;
+    if stats.status == RunStatus::Interrupted {
+        eprintln!(
+            "error: interrupted after step {} of {total}; the run in {} continues with --resume",
+            stats.completed_steps,
+            out.display()
+        );
+        return Ok(EXIT_INTERRUPTED);
+    }
+    let done = stats.listed_steps();
     println!(
-        "backend {}{}: {} steps, {}/{} converged, {} iterations total, {:.1} ms total; wrote {}",
+        "backend {}{}: {} steps{}, {}/{} converged, {} iterations total, {:.1} ms total \
+         (+{:.1} ms writing outputs); wrote {}",
         stats.backend,
         stats
             .adapter
             .as_ref()
             .map(|a| format!(" ({a})"))
             .unwrap_or_default(),
-        stats.steps.len(),
+        done,
+        if start > 0 {
+            format!(" (resumed after step {start})")
+        } else {
+            String::new()
+        },
         stats.converged_steps,
-        stats.steps.len(),
+        done,
         stats.total_iterations,
         stats.total_wall_ms,
+        stats.total_output_ms,
         out.display()
     );
-    Ok(())
+    if a.require_converged {
+        if let Some(first) = stats.first_unconverged_step {
+            eprintln!(
+                "error: step {first} did not converge ({} of {done} steps did not; \
+                 --require-converged)",
+                done - stats.converged_steps
+            );
+            return Ok(EXIT_NOT_CONVERGED);
+        }
+    }
+    Ok(0)
 }
 
 fn cmd_precompute(scene_path: PathBuf) -> Result<()> {
@@ -338,7 +515,7 @@ fn cmd_precompute(scene_path: PathBuf) -> Result<()> {
 
 fn cmd_compare(
     scene_path: PathBuf,
-    steps: Option<usize>,
+    steps: Option<u64>,
     solver: Option<String>,
     variant: Option<String>,
     max_deviation: f64,
@@ -354,10 +531,10 @@ fn cmd_compare(
     if let Some(v) = variant {
         built.config.variant = Some(variant_name(&v)?);
     }
-    let n = steps.unwrap_or(built.config.steps);
-    if n == 0 {
-        bail!("--steps must be ≥ 1");
-    }
+    let n = match steps {
+        Some(n) => usize::try_from(n).context("--steps")?,
+        None => built.config.steps,
+    };
     let report = jello::compare::compare(&scene_path, &built, n)?;
     println!(
         "GPU: {}   (deviations relative to the bounding-box diagonal {:.4} m)",

@@ -7,11 +7,13 @@ use std::str::FromStr;
 /// Which device the engine runs on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Backend {
-    /// A GPU adapter when one exists (software adapters such as lavapipe/llvmpipe included),
-    /// else the CPU twins.
+    /// A hardware GPU adapter when one exists, else the CPU. Software adapters (Mesa
+    /// lavapipe/llvmpipe, SwiftShader, WARP: see [`DeviceInfo::is_software`]) are never chosen
+    /// here: they run the f32 kernels several times slower than the f64 CPU path. See
+    /// [`Backend::resolve`].
     #[default]
     Auto,
-    /// A GPU adapter, or an error.
+    /// A GPU adapter (software adapters included), or an error.
     Gpu,
     /// The CPU twins (rayon).
     Cpu,
@@ -48,7 +50,8 @@ pub struct DeviceInfo {
     pub name: String,
     /// Graphics API ("vulkan", "gl", "metal", "dx12", or "cpu").
     pub backend: String,
-    /// "discrete", "integrated", "virtual", "software" (CPU adapter), "other", or "cpu".
+    /// "discrete", "integrated", "virtual", "software" (an adapter wgpu reports as a CPU, or
+    /// one named like a known software rasteriser), "other", or "cpu".
     pub device_type: String,
     /// Driver and driver info, when known.
     pub driver: String,
@@ -66,10 +69,15 @@ impl DeviceInfo {
     }
     /// From a wgpu adapter's info.
     pub fn from_adapter(info: &wgpu::AdapterInfo) -> Self {
+        let device_type = if is_software(info) {
+            "software"
+        } else {
+            device_type_name(info.device_type)
+        };
         DeviceInfo {
             name: info.name.clone(),
             backend: backend_name(info.backend).into(),
-            device_type: device_type_name(info.device_type).into(),
+            device_type: device_type.into(),
             driver: format!("{} {}", info.driver, info.driver_info)
                 .trim()
                 .to_string(),
@@ -79,6 +87,29 @@ impl DeviceInfo {
     pub fn is_cpu(&self) -> bool {
         self.backend == "cpu"
     }
+    /// True for a software adapter (a rasteriser running on the CPU behind a GPU API).
+    pub fn is_software(&self) -> bool {
+        self.device_type == "software"
+    }
+}
+
+/// Name fragments of software rasterisers that present themselves as GPU adapters (lower case).
+/// Matched as well as wgpu's `DeviceType::Cpu`, since some drivers report them as "other".
+const SOFTWARE_NAMES: [&str; 6] = [
+    "llvmpipe",
+    "lavapipe",
+    "softpipe",
+    "swiftshader",
+    "warp",
+    "basic render driver",
+];
+
+/// True when `info` describes a software adapter: wgpu's `DeviceType::Cpu`, or a name containing
+/// one of [`SOFTWARE_NAMES`] (Mesa llvmpipe/lavapipe/softpipe, SwiftShader, Microsoft WARP /
+/// Basic Render Driver).
+pub fn is_software(info: &wgpu::AdapterInfo) -> bool {
+    let name = info.name.to_lowercase();
+    info.device_type == wgpu::DeviceType::Cpu || SOFTWARE_NAMES.iter().any(|s| name.contains(s))
 }
 
 impl fmt::Display for DeviceInfo {
@@ -119,7 +150,8 @@ pub(crate) fn instance() -> wgpu::Instance {
 }
 
 /// Picks an adapter: env `WGPU_ADAPTER_NAME` (case-insensitive substring) when set, else the
-/// best by type (discrete > integrated > virtual > other > software). `None` when none exists.
+/// best by type (discrete > integrated > virtual > other > software, where software is
+/// [`is_software`]). `None` when none exists.
 pub(crate) fn pick_adapter(instance: &wgpu::Instance) -> Result<Option<wgpu::Adapter>> {
     let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
     let wanted = std::env::var("WGPU_ADAPTER_NAME")
@@ -137,6 +169,7 @@ pub(crate) fn pick_adapter(instance: &wgpu::Instance) -> Result<Option<wgpu::Ada
         };
     }
     let rank = |a: &wgpu::Adapter| match a.get_info().device_type {
+        _ if is_software(&a.get_info()) => 4,
         wgpu::DeviceType::DiscreteGpu => 0,
         wgpu::DeviceType::IntegratedGpu => 1,
         wgpu::DeviceType::VirtualGpu => 2,
@@ -144,6 +177,101 @@ pub(crate) fn pick_adapter(instance: &wgpu::Instance) -> Result<Option<wgpu::Ada
         wgpu::DeviceType::Cpu => 4,
     };
     Ok(adapters.into_iter().min_by_key(rank))
+}
+
+/// How a requested [`Backend`] was resolved, and why: for the run banner, `jello info`,
+/// stats.json and the run manifest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackendChoice {
+    /// What was asked for.
+    pub requested: Backend,
+    /// What runs: [`Backend::Cpu`] (the f64 path) or [`Backend::Gpu`] (f32 kernels).
+    pub backend: Backend,
+    /// The adapter the GPU backend uses (`None` on the CPU).
+    pub adapter: Option<DeviceInfo>,
+    /// Why, in words (e.g. "only a software adapter (llvmpipe) was found; use --backend gpu to
+    /// run on it").
+    pub reason: String,
+}
+
+impl BackendChoice {
+    /// The CPU, for `reason`.
+    pub fn cpu(requested: Backend, reason: impl Into<String>) -> Self {
+        BackendChoice {
+            requested,
+            backend: Backend::Cpu,
+            adapter: None,
+            reason: reason.into(),
+        }
+    }
+    /// `cpu` or `gpu`, as in stats.json.
+    pub fn kind(&self) -> &'static str {
+        match self.backend {
+            Backend::Gpu => "gpu",
+            _ => "cpu",
+        }
+    }
+}
+
+impl fmt::Display for BackendChoice {
+    /// `backend cpu (f64): REASON` or `backend gpu (f32, ADAPTER): REASON`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.adapter {
+            Some(a) if self.backend == Backend::Gpu => {
+                write!(f, "backend gpu (f32, {a}): {}", self.reason)
+            }
+            _ => write!(f, "backend cpu (f64): {}", self.reason),
+        }
+    }
+}
+
+impl Backend {
+    /// Decides where work runs, without creating a device (adapters are enumerated, honouring
+    /// `WGPU_BACKEND` and `WGPU_ADAPTER_NAME`):
+    /// - `Cpu`: the f64 CPU path.
+    /// - `Gpu`: the adapter [`pick_adapter`] picks, software adapters included; an error when
+    ///   there is none.
+    /// - `Auto`: that adapter when it is hardware, else the CPU, with the reason (no adapter,
+    ///   only a software one, or no match for `WGPU_ADAPTER_NAME`).
+    pub fn resolve(self) -> Result<BackendChoice> {
+        if self == Backend::Cpu {
+            return Ok(BackendChoice::cpu(self, "requested"));
+        }
+        let picked = pick_adapter(&instance());
+        let info = match (self, picked) {
+            (_, Ok(Some(a))) => DeviceInfo::from_adapter(&a.get_info()),
+            (Backend::Gpu, Ok(None)) => {
+                return Err(JelloError::Gpu("no GPU adapter found".into()));
+            }
+            (Backend::Gpu, Err(e)) => return Err(e),
+            (_, Ok(None)) => return Ok(BackendChoice::cpu(self, "no GPU adapter was found")),
+            (_, Err(e)) => return Ok(BackendChoice::cpu(self, e.to_string())),
+        };
+        let reason = match (self, info.is_software()) {
+            (Backend::Gpu, false) => "requested".to_string(),
+            (Backend::Gpu, true) => format!(
+                "requested; {} is a software adapter (f32 on the CPU, usually slower than \
+                 --backend cpu)",
+                info.name
+            ),
+            (_, false) => "hardware adapter found".to_string(),
+            (_, true) => {
+                return Ok(BackendChoice::cpu(
+                    self,
+                    format!(
+                        "only a software adapter ({}) was found; use --backend gpu to run on it",
+                        info.name
+                    ),
+                ))
+            }
+        };
+        Ok(BackendChoice {
+            requested: self,
+            backend: Backend::Gpu,
+            adapter: Some(info),
+            reason,
+        })
+    }
 }
 
 /// One adapter with the limits and features that matter to jello.

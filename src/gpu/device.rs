@@ -234,15 +234,26 @@ pub(crate) struct Scratch {
 impl Device {
     /// Creates a device for `backend`: `Cpu` → CPU twins; `Gpu` → a headless wgpu device on the
     /// adapter chosen by env `WGPU_BACKEND` / `WGPU_ADAPTER_NAME` (else the best one; software
-    /// adapters accepted), or an error; `Auto` → GPU when an adapter exists, else CPU.
+    /// adapters accepted), or an error; `Auto` → GPU when a hardware adapter exists, else CPU
+    /// (see [`Backend::resolve`]).
     pub fn new(backend: Backend) -> Result<Self> {
         match backend {
             Backend::Cpu => Ok(Device::cpu()),
             Backend::Gpu => Ok(Device::Gpu(GpuDevice::new_headless()?)),
-            Backend::Auto => match GpuDevice::new_headless() {
-                Ok(g) => Ok(Device::Gpu(g)),
+            Backend::Auto => match backend.resolve() {
+                Ok(c) if c.backend == Backend::Gpu => match GpuDevice::new_headless() {
+                    Ok(g) => Ok(Device::Gpu(g)),
+                    Err(e) => {
+                        log::info!("no usable GPU adapter ({e}); using the CPU backend");
+                        Ok(Device::cpu())
+                    }
+                },
+                Ok(c) => {
+                    log::info!("{c}");
+                    Ok(Device::cpu())
+                }
                 Err(e) => {
-                    log::info!("no usable GPU adapter ({e}); using the CPU backend");
+                    log::info!("{e}; using the CPU backend");
                     Ok(Device::cpu())
                 }
             },

@@ -13,8 +13,9 @@
 //! Layouts ([`layout`]) are `#[repr(C)]` Pod with compile-time size checks.
 //!
 //! # Choosing the device
-//! [`Device::new`] with [`Backend::Auto`] takes a GPU adapter when one exists (software adapters
-//! such as Mesa lavapipe/llvmpipe included), else the CPU twins. Env `WGPU_BACKEND`
+//! [`Device::new`] with [`Backend::Auto`] takes a hardware GPU adapter when one exists, else the
+//! CPU twins; software adapters (Mesa lavapipe/llvmpipe, SwiftShader, WARP) only with
+//! [`Backend::Gpu`] ([`Backend::resolve`] says which and why). Env `WGPU_BACKEND`
 //! (`vulkan`, `gl`, `metal`, `dx12`) restricts the APIs, `WGPU_ADAPTER_NAME` (case-insensitive
 //! substring) picks an adapter. [`Device::info`] reports what runs (name, API, device type) for
 //! stats.json and logs; [`list_adapters`] lists every adapter with its limits and features.
@@ -50,7 +51,9 @@ pub mod shaders;
 pub mod twins;
 mod wgpu_device;
 
-pub use adapter::{list_adapters, AdapterList, AdapterReport, Backend, DeviceInfo};
+pub use adapter::{
+    is_software, list_adapters, AdapterList, AdapterReport, Backend, BackendChoice, DeviceInfo,
+};
 pub use cpu_device::CpuDevice;
 pub use csr::VertexCsr;
 pub use device::{Buf, BufferId, Device, Plan, ReduceOp};

@@ -4,6 +4,12 @@ use crate::error::Result;
 use crate::mesh::{surface, write_obj, write_vtu, BoundarySurface, Field, PvdCollection, TetMesh};
 use std::path::{Path, PathBuf};
 
+/// The file name of frame `index` with extension `ext` (`frame_00012.vtu`): five digits at least,
+/// more past step 99999.
+pub fn frame_name(index: usize, ext: &str) -> String {
+    format!("frame_{index:05}.{ext}")
+}
+
 /// Which frame files to write.
 #[derive(Clone, Debug)]
 pub struct FrameOptions {
@@ -42,6 +48,37 @@ impl FrameWriter {
         self.frames
     }
 
+    /// Continues a series: `frames` (time in s, step) are the frames already on disk, listed
+    /// again in `sim.pvd` (which is not rewritten until the next frame).
+    pub fn resume(&mut self, frames: &[(f64, usize)]) {
+        if self.opts.vtu {
+            for &(t, step) in frames {
+                self.pvd.push(t, self.dir.join(frame_name(step, "vtu")));
+            }
+        }
+        self.frames = frames.len();
+    }
+
+    /// Rewrites `sim.pvd` with the frames listed so far (after [`FrameWriter::resume`]).
+    pub fn write_series(&self) -> Result<()> {
+        if self.opts.vtu {
+            self.pvd.write()?;
+        }
+        Ok(())
+    }
+
+    /// The files frame `index` consists of, relative to the output directory (`frames/...`):
+    /// `.vtu`, `.obj` as configured, and `.png` when `png`.
+    pub fn files(&self, index: usize, png: bool) -> Vec<String> {
+        let mut out = Vec::new();
+        for (on, ext) in [(self.opts.vtu, "vtu"), (self.opts.obj, "obj"), (png, "png")] {
+            if on {
+                out.push(format!("frames/{}", frame_name(index, ext)));
+            }
+        }
+        out
+    }
+
     /// Writes frame `index` at time `t` (s) from flattened positions `x` (m) and velocities
     /// `v` (m/s). Point data: displacement (m) and velocity (m/s).
     pub fn write(
@@ -60,7 +97,7 @@ impl FrameWriter {
                 .map(|(p, r)| [p[0] - r[0], p[1] - r[1], p[2] - r[2]])
                 .collect();
             let vel: Vec<[f64; 3]> = v.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect();
-            let file = self.dir.join(format!("frame_{index:05}.vtu"));
+            let file = self.dir.join(frame_name(index, "vtu"));
             write_vtu(
                 &file,
                 &pos,
@@ -75,7 +112,7 @@ impl FrameWriter {
             self.pvd.write()?;
         }
         if let Some(s) = &self.surface {
-            write_obj(&self.dir.join(format!("frame_{index:05}.obj")), &pos, s)?;
+            write_obj(&self.dir.join(frame_name(index, "obj")), &pos, s)?;
         }
         self.frames += 1;
         Ok(())

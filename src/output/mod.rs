@@ -1,12 +1,18 @@
-//! Outputs: atomic file writes, frames, statistics, plots.
+//! Outputs: atomic file writes, frames, statistics, plots, and the run directory (manifest,
+//! checkpoint).
 
 mod atomic;
+mod checkpoint;
 mod frames;
+mod manifest;
 mod pictures;
 pub mod plot;
+pub mod run_dir;
 mod stats;
 
 pub use atomic::{atomic_write, atomic_write_with};
-pub use frames::{FrameOptions, FrameWriter};
+pub use checkpoint::{Checkpoint, CheckpointHeader, RunIdentity};
+pub use frames::{frame_name, FrameOptions, FrameWriter};
+pub use manifest::{FrameEntry, Manifest, RunStatus, FORMAT as MANIFEST_FORMAT, MANIFEST};
 pub use pictures::FramePainter;
 pub use stats::{RunStats, StepStats};

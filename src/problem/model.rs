@@ -6,6 +6,10 @@ use crate::material::{ElementRest, Material};
 use crate::mesh::{surface, BoundarySurface, TetMesh};
 use std::ops::Range;
 
+/// A static solve stops when the out-of-balance force is below this fraction of the load
+/// (both in the characteristic norm): see [`Model::static_tolerance`].
+pub const STATIC_LOAD_FRACTION: f64 = 1e-6;
+
 /// One object of a scene: a contiguous range of the model's vertices and tets.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Body {
@@ -212,6 +216,42 @@ impl Model {
         }
         self.inversion = policy;
         Ok(self)
+    }
+
+    /// The characteristic-norm tolerance of a static solve: min(ε, [`STATIC_LOAD_FRACTION`] ×
+    /// the norm of the full load). The CN residual measures out-of-balance forces against the
+    /// material's stiffness times the mesh's face areas, so a fixed ε = 1e-5 can exceed the
+    /// whole weight of a stiff body (a 1 m steel-stiff beam under gravity "converges" at
+    /// rest); tying it to the load makes the solve resolve the load to a millionth.
+    pub fn static_tolerance(&self, eps: f64) -> f64 {
+        let n = self.num_vertices();
+        let mut load = vec![0.0; 3 * n];
+        for v in 0..n {
+            for k in 0..3 {
+                load[3 * v + k] = self.mass[v] * self.gravity[k];
+            }
+        }
+        for f in &self.forces {
+            let m_total: f64 = f.vertices.iter().map(|&v| self.mass[v as usize]).sum();
+            if m_total > 0.0 {
+                for &v in &f.vertices {
+                    for k in 0..3 {
+                        load[3 * v as usize + k] += f.force[k] * self.mass[v as usize] / m_total;
+                    }
+                }
+            }
+        }
+        for v in 0..n {
+            if self.pinned[v] {
+                load[3 * v..3 * v + 3].fill(0.0);
+            }
+        }
+        let r = self.char_norm.residual(&load);
+        if r > 0.0 && r.is_finite() {
+            eps.min(STATIC_LOAD_FRACTION * r)
+        } else {
+            eps
+        }
     }
 
     /// The surface triangles vertex `v` is a corner of (indices into `surface.triangles`).

@@ -163,6 +163,9 @@ pub fn strict_volume_floor(j: f64) -> f64 {
 /// The smallest J (volume ratio) the strict filter lets an element shrink to, 1e-4.
 pub const STRICT_MIN_J: f64 = 1e-4;
 
+/// An axis-aligned box (lower, upper corner), m.
+type Bounds = (Vector3<f64>, Vector3<f64>);
+
 /// One time step's minimisation problem E(x) = ½‖x − x̃‖²_M / h² + Ψ(x) + B(x), or a static load
 /// increment E(x) = Ψ(x) + B(x) − f·x ([`StepProblem::new_static`]).
 #[derive(Clone, Debug)]
@@ -454,20 +457,25 @@ impl<'a> StepProblem<'a> {
         self.model.barrier.kappa * self.model.surface_mass[f] / (self.h * self.h)
     }
 
+    /// The spheres and boxes of the model with their bounds grown by `margin` (m).
+    fn bounded_obstacles(&self, margin: f64) -> Vec<(&Obstacle, Bounds)> {
+        self.model
+            .obstacles
+            .iter()
+            .filter_map(|o| {
+                o.bounds()
+                    .map(|(lo, hi)| (o, (lo.add_scalar(-margin), hi.add_scalar(margin))))
+            })
+            .collect()
+    }
+
     /// Every (surface triangle, bounded obstacle) pair within d̂ at `x`, with its closest pair
     /// (`None`: they overlap — the barrier is +∞). Half-spaces act on vertices: a polytope's
     /// lowest point on a plane is a vertex, so vertex distances are exact there.
     fn face_contacts(&self, x: &[f64]) -> Vec<(usize, Option<super::geometry::TriangleContact>)> {
         let model = self.model;
         let dhat = model.barrier.dhat;
-        let bounded: Vec<(&Obstacle, (Vector3<f64>, Vector3<f64>))> = model
-            .obstacles
-            .iter()
-            .filter_map(|o| {
-                o.bounds()
-                    .map(|(lo, hi)| (o, (lo.add_scalar(-dhat), hi.add_scalar(dhat))))
-            })
-            .collect();
+        let bounded = self.bounded_obstacles(dhat);
         if bounded.is_empty() {
             return Vec::new();
         }
@@ -740,11 +748,7 @@ impl<'a> StepProblem<'a> {
     /// along `x + α·dx` (triangles whose swept bounds miss an obstacle's are skipped).
     fn surface_step(&self, x: &[f64], dx: &[f64], limit: f64) -> f64 {
         let model = self.model;
-        let bounded: Vec<(&Obstacle, (Vector3<f64>, Vector3<f64>))> = model
-            .obstacles
-            .iter()
-            .filter_map(|o| o.bounds().map(|b| (o, b)))
-            .collect();
+        let bounded = self.bounded_obstacles(0.0);
         if bounded.is_empty() || limit <= 0.0 {
             return limit;
         }

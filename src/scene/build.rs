@@ -5,7 +5,9 @@ use super::Scene;
 use crate::error::{JelloError, Result};
 use crate::material::{Material, MaterialModel};
 use crate::mesh::{ball, box_grid, read_mesh, TetMesh};
-use crate::problem::{BarrierParams, Body, ExternalForce, Model, Obstacle, Pin, Script};
+use crate::problem::{
+    BarrierParams, Body, ExternalForce, InversionPolicy, Model, Obstacle, Pin, Script,
+};
 use crate::solver::jgs2::SubspaceOptions;
 use crate::solver::StopRule;
 use nalgebra::Vector3;
@@ -32,6 +34,8 @@ pub struct RunConfig {
     pub subspace: SubspaceOptions,
     /// Output options.
     pub output: OutputSpec,
+    /// A static solve in `steps` load increments (`[simulation] static = true`).
+    pub static_solve: bool,
 }
 
 /// A scene turned into a model, an initial velocity field and run settings.
@@ -192,6 +196,25 @@ impl Scene {
         let model = model
             .with_forces(forces)
             .map_err(|e| cx.err("forces", e.to_string()))?;
+        let policy = match s.simulation.inversion.as_deref() {
+            None | Some("forbid") => InversionPolicy::Forbid,
+            Some("allow") => InversionPolicy::Allow,
+            Some(other) => {
+                return Err(cx.err(
+                    "simulation.inversion",
+                    format!("unknown policy `{other}` (expected forbid or allow)"),
+                ))
+            }
+        };
+        let model = model
+            .with_inversion(policy)
+            .map_err(|e| cx.err("simulation.inversion", e.to_string()))?;
+        // The start must be feasible for every part of every body, not only its vertices: a
+        // sphere or box can sit between a surface's vertices, or inside a body whole.
+        let x0: Vec<f64> = model.mesh.positions.iter().flatten().copied().collect();
+        if let Some((o, what)) = model.first_overlap(&x0) {
+            return Err(cx.err(format!("obstacles[{o}]"), what));
+        }
         Ok(BuiltScene {
             model,
             velocity,
@@ -285,6 +308,7 @@ impl Scene {
             variant: s.solver.variant.clone(),
             subspace,
             output: s.output.clone(),
+            static_solve: s.simulation.static_solve,
         })
     }
 

@@ -55,6 +55,15 @@ pub struct SimulationSpec {
     /// Gravitational acceleration, m/s² (default [0, −9.81, 0]: +y is up).
     #[serde(default = "default_gravity")]
     pub gravity: [f64; 3],
+    /// `forbid` (default): every accepted step keeps every element's J > 0; `allow`: inverted
+    /// elements are reported, not prevented (only for models finite through inversion). See
+    /// [`crate::problem::InversionPolicy`].
+    #[serde(default)]
+    pub inversion: Option<String>,
+    /// A static solve: no inertia; `steps` load increments, step k applying k/steps of gravity
+    /// and the forces, pins at their script positions at k·h (default false).
+    #[serde(default, rename = "static")]
+    pub static_solve: bool,
 }
 
 /// `[solver]`.

@@ -1,0 +1,206 @@
+//! Building the simulation a scene asks for on the chosen backend: solver, device, subspace.
+
+use crate::error::{JelloError, Result};
+use crate::gpu::{Backend, BackendChoice, Device};
+use crate::problem::{DeviceElastic, ElasticTerms, Model};
+use crate::scene::{BuiltScene, RunConfig};
+use crate::sim::Simulation;
+use crate::solver::jgs2::{
+    load_or_build, DeviceJgs2, Jgs2Params, Jgs2Solver, Jgs2Subspace, SubspaceOptions,
+    SubspaceOrigin, Variant,
+};
+use crate::solver::{NewtonParams, NewtonSolver, StepSolver, StopRule};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Builds the solver named in `config` for `model`.
+pub fn make_solver(
+    config: &RunConfig,
+    model: &Model,
+    cache_dir: Option<&Path>,
+) -> Result<Box<dyn StepSolver>> {
+    let config = &static_config(config, model);
+    match config.solver.as_str() {
+        "newton" => {
+            let params = NewtonParams {
+                stop: config.stop,
+                max_iterations: config.max_iterations.unwrap_or(100),
+                ..NewtonParams::default()
+            };
+            Ok(Box::new(NewtonSolver::new(model, params)?))
+        }
+        "vbd" | "jgs2" => {
+            let params = jgs2_params(config);
+            if config.solver == "vbd" {
+                return Ok(Box::new(Jgs2Solver::vbd(model, params)));
+            }
+            let subspace = load_or_build_subspace(model, config.h, &config.subspace, cache_dir)?;
+            Ok(Box::new(Jgs2Solver::jgs2(model, params, subspace)?))
+        }
+        other => Err(JelloError::Invalid(format!(
+            "solver `{other}` is not available in this build"
+        ))),
+    }
+}
+
+/// A static solve's stop rule: the characteristic norm with ε tied to the load
+/// ([`Model::static_tolerance`]); dynamics unchanged.
+fn static_config(config: &RunConfig, model: &Model) -> RunConfig {
+    let mut c = config.clone();
+    if c.static_solve {
+        if let StopRule::Cn { eps } = c.stop {
+            c.stop = StopRule::Cn {
+                eps: model.static_tolerance(eps),
+            };
+        }
+    }
+    c
+}
+
+/// JGS2 / VBD parameters of `config`: Jacobi by default for `jgs2`, Gauss–Seidel for `vbd`
+/// (its published form: no safeguard).
+fn jgs2_params(config: &RunConfig) -> Jgs2Params {
+    let variant = match (config.variant.as_deref(), config.solver.as_str()) {
+        (Some("jacobi"), _) | (None, "jgs2") => Variant::Jacobi,
+        _ => Variant::GaussSeidel,
+    };
+    Jgs2Params {
+        stop: config.stop,
+        max_iterations: config.max_iterations.unwrap_or(1000),
+        variant,
+        // VBD as published: its local Newton steps on the exact local energy need no
+        // safeguard.
+        safeguard: config.solver == "jgs2",
+    }
+}
+
+/// The JGS2 subspace for `model` at time step `h` (shared by the Jacobi and Gauss–Seidel
+/// variants): read from `cache_dir` when a valid artifact with the same key is there, else
+/// built (and written there when a directory is given).
+pub fn load_or_build_subspace(
+    model: &Model,
+    h: f64,
+    opts: &SubspaceOptions,
+    cache_dir: Option<&Path>,
+) -> Result<Arc<Jgs2Subspace>> {
+    let (sub, origin, warnings) = load_or_build(model, h, opts, cache_dir)?;
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+    if let SubspaceOrigin::Built(p) = origin {
+        let s = &sub.stats;
+        eprintln!(
+            "jgs2 precompute: {:.2} s (factor {:.2}, basis {:.2}, eigen {:.2}, cubature {:.2}), {:.0} B/vertex{}",
+            s.total_s,
+            s.factor_s,
+            s.basis_s,
+            s.eigen_s,
+            s.cubature_s,
+            s.bytes_per_vertex,
+            p.map(|p| format!(", cached at {}", p.display())).unwrap_or_default()
+        );
+    }
+    Ok(Arc::new(sub))
+}
+
+/// A simulation ready to step on the chosen backend.
+pub struct Setup {
+    /// The simulation.
+    pub sim: Simulation,
+    /// The GPU adapter's description, or `None` when everything runs on the CPU.
+    pub adapter: Option<String>,
+    /// Where it runs and why (updated when `auto` had to fall back to the CPU).
+    pub choice: BackendChoice,
+}
+
+/// Builds the simulation of `built` on `backend` (resolved with [`Backend::resolve`]; see
+/// [`setup_on`]).
+pub fn setup(built: &BuiltScene, backend: Backend, cache_dir: Option<&Path>) -> Result<Setup> {
+    setup_on(built, backend.resolve()?, cache_dir)
+}
+
+/// Builds the simulation of `built` where `choice` says:
+/// - `newton`: the f64 solver; with a GPU its gradients and element Hessians come from the
+///   WGSL kernels ([`DeviceElastic`]), the Cholesky and line-search energies stay on the CPU.
+/// - `jgs2` / `vbd`: on a GPU the whole iteration runs on the device ([`DeviceJgs2`], f32);
+///   on the CPU the f64 reference ([`Jgs2Solver`]).
+///
+/// A GPU choice that cannot be honoured is an error when the GPU was requested, and falls back
+/// to the CPU (saying why in the returned choice) when it came from `auto`.
+pub fn setup_on(
+    built: &BuiltScene,
+    mut choice: BackendChoice,
+    cache_dir: Option<&Path>,
+) -> Result<Setup> {
+    let config = &built.config;
+    let model = &built.model;
+    let state = model.initial_state(&built.velocity);
+    let strict = choice.requested == Backend::Gpu;
+    let fall_back = |choice: &mut BackendChoice, why: String| {
+        eprintln!("warning: {why}; running {} on the CPU", config.solver);
+        *choice = BackendChoice::cpu(choice.requested, format!("{why}; fell back to the CPU"));
+    };
+    if choice.backend == Backend::Gpu
+        && matches!(config.solver.as_str(), "jgs2" | "vbd")
+        && config.static_solve
+    {
+        // The device iteration has no static (inertia-free) form.
+        let why = format!(
+            "a static solve with {} runs on the CPU backend",
+            config.solver
+        );
+        if strict {
+            return Err(JelloError::Invalid(why));
+        }
+        fall_back(&mut choice, why);
+    }
+    if choice.backend == Backend::Gpu && matches!(config.solver.as_str(), "jgs2" | "vbd") {
+        match Device::new(Backend::Gpu) {
+            Err(e) if strict => return Err(e),
+            Err(e) => fall_back(&mut choice, e.to_string()),
+            Ok(device) => {
+                let adapter = device.info().to_string();
+                let params = jgs2_params(config);
+                let subspace = (config.solver == "jgs2")
+                    .then(|| load_or_build_subspace(model, config.h, &config.subspace, cache_dir))
+                    .transpose()?;
+                match DeviceJgs2::new(device, model, params, subspace) {
+                    Ok(solver) => {
+                        let sim =
+                            Simulation::new(model.clone(), state, config.h, Box::new(solver))?;
+                        return Ok(Setup {
+                            sim,
+                            adapter: Some(adapter),
+                            choice,
+                        });
+                    }
+                    Err(e) if strict => return Err(e),
+                    // `auto`: a device that cannot hold this model (e.g. a subspace larger
+                    // than a storage binding) falls back to the CPU reference.
+                    Err(e) => fall_back(&mut choice, e.to_string()),
+                }
+            }
+        }
+    }
+    let solver = make_solver(config, model, cache_dir)?;
+    let mut sim = Simulation::new(model.clone(), state, config.h, solver)?;
+    if config.static_solve {
+        sim = sim.into_static(config.steps)?;
+    }
+    let mut adapter = None;
+    if choice.backend == Backend::Gpu && config.solver == "newton" {
+        match DeviceElastic::new(model, Backend::Gpu) {
+            Ok(d) => {
+                adapter = Some(d.backend_name());
+                sim.set_elastic_backend(Box::new(d));
+            }
+            Err(e) if strict => return Err(e),
+            Err(e) => fall_back(&mut choice, e.to_string()),
+        }
+    }
+    Ok(Setup {
+        sim,
+        adapter,
+        choice,
+    })
+}
