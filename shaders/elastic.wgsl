@@ -1,7 +1,8 @@
 // Per element e < n: energy V·Ψ(F), gradient V·P·Dm⁻ᵀ scattered to the 4 corners, and the
 // 12×12 Hessian V·Bᵀ(∂P/∂F)B from the eigen-decomposition of ∂P/∂F (3 scaling modes from the
 // σ-space Hessian, 3 flip and 3 twist modes); PSD projection clamps those 9 eigenvalues at 0.
-// u0 flags: 1 = write gradient, 2 = write Hessian, 4 = project the Hessian to PSD.
+// u0 flags: 1 = write gradient, 2 = write Hessian, 4 = project the Hessian to PSD, 8 = strict
+// inversion: an element with det F < f0 gets energy 1e30 (a sentinel the host reads as +∞).
 // Outputs: energy[e] (J); grad[4e + a].xyz (N, w = 0); hess[144e + 12r + c] (N/m, row-major,
 // dofs vertex-major [x0 y0 z0 x1 …]).
 #import params
@@ -22,5 +23,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         return;
     }
     // The element body is shared with `elastic_list` (shaders/shared/elastic_element.wgsl).
-    elastic_element(e, P.u0);
+    elastic_element(e, P.u0, P.f0);
 }

@@ -1,6 +1,7 @@
 // Per listed element k < n: e = lists[u1 + k]; energy[e], grad[4e..4e+4], hess[144e..] exactly as
 // the `elastic` kernel computes them for element e (u0 = its flags: 1 gradient, 2 Hessian,
-// 4 PSD projection). Refreshes the elements a Gauss–Seidel colour touched.
+// 4 PSD projection, 8 strict inversion with the J floor f0). Refreshes the elements a
+// Gauss–Seidel colour touched.
 #import params
 #import elastic_element
 
@@ -19,5 +20,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     if k >= P.n {
         return;
     }
-    elastic_element(lists[P.u1 + k], P.u0);
+    elastic_element(lists[P.u1 + k], P.u0, P.f0);
 }

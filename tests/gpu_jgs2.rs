@@ -16,7 +16,7 @@ use glam::{Mat3, Vec3};
 use jello::gpu::twins::{self, jgs2 as tw};
 use jello::gpu::{
     Buf, Device, ElemParams, GpuContact, GpuLocalSystem, GpuMat3, GpuVec4, GpuVertexInfo, Kernel,
-    Params, VertexCsr,
+    Params, SurfaceCsr, VertexCsr,
 };
 use jello::material::{Material, MaterialModel};
 use jello::mesh::{ball, VertexTets};
@@ -299,6 +299,7 @@ fn vertex_terms_match_on_gpu() {
     let dhat = 1e-3f32;
     let x = rand_v4(&mut rng, nv, 0.5);
     let xt = rand_v4(&mut rng, nv, 0.5);
+    let xs = rand_v4(&mut rng, nv, 0.5);
     let vi: Vec<GpuVertexInfo> = (0..nv)
         .map(|_| GpuVertexInfo {
             mass: rng.random_range(0.01..1.0),
@@ -310,6 +311,7 @@ fn vertex_terms_match_on_gpu() {
     let data = [
         D::V(x),
         D::V(xt),
+        D::V(xs),
         D::I(vi),
         D::C(contacts),
         D::V(g),
@@ -326,11 +328,11 @@ fn vertex_terms_match_on_gpu() {
     let Some(g) = gpu else { return };
     // The barrier's b, b', b'' take a log and divide by d ≥ 1e-2 d̂: a few ulp each; b''
     // (∝ d̂²/d²) amplifies the rounding of d twice. 1e-5 (3e-5 for the Hessians).
-    assert_close(&g[4], &cpu[4], 1e-5, "vertex_terms gradient gpu vs cpu");
-    assert_close(&g[5], &cpu[5], 1e-5, "vertex_terms energy gpu vs cpu");
+    assert_close(&g[5], &cpu[5], 1e-5, "vertex_terms gradient gpu vs cpu");
+    assert_close(&g[6], &cpu[6], 1e-5, "vertex_terms energy gpu vs cpu");
     assert_close(
-        &g[6],
-        &cpu[6],
+        &g[7],
+        &cpu[7],
         3e-5,
         "vertex_terms barrier hessian gpu vs cpu",
     );
@@ -673,11 +675,15 @@ fn vertex_solve_matches_on_gpu() {
         (tw::SOLVE_PRIMARY, 1),
         (tw::SOLVE_FALLBACK, 2),
     ] {
+        // No surface triangles here (the surface filter: tests/gpu_surface.rs).
+        let surface = SurfaceCsr::empty(nv);
         let data = [
             D::U(lists.clone()),
             D::S(sys.clone()),
             D::M(hbar.clone()),
             D::C(contacts.clone()),
+            D::U(surface.vfaces),
+            D::T(surface.tris),
             nan_v4(3 * nv),
         ];
         let p = Params {
@@ -691,7 +697,7 @@ fn vertex_solve_matches_on_gpu() {
         for v in 0..3 * nv {
             let listed = v / nv == s && (v % nv) % 5 != 1;
             assert_eq!(
-                !cpu[4][4 * v].is_nan(),
+                !cpu[6][4 * v].is_nan(),
                 listed,
                 "mode {mode}: twin wrote entry {v} wrongly"
             );
@@ -718,7 +724,7 @@ fn vertex_solve_matches_on_gpu() {
             let d32 = Vec3::new(d.x as f32, d.y as f32, d.z as f32);
             let alpha = tw::contact_step_bound(&contacts[v * nc..v * nc + nc], d32) as f64;
             let want = d * alpha;
-            let got = &cpu[4][4 * (s * nv + v)..4 * (s * nv + v) + 3];
+            let got = &cpu[6][4 * (s * nv + v)..4 * (s * nv + v) + 3];
             let err = (0..3)
                 .map(|k| (got[k] as f64 - want[k]).powi(2))
                 .sum::<f64>()
@@ -731,8 +737,8 @@ fn vertex_solve_matches_on_gpu() {
         }
         if let Some(g) = gpu {
             compare_written(
-                &cpu[4],
-                &g[4],
+                &cpu[6],
+                &g[6],
                 4,
                 1e-5,
                 &format!("vertex_solve mode {mode} gpu vs cpu"),
@@ -1127,17 +1133,34 @@ fn vertex_terms_twin_matches_f64_reference() {
     let st = state_of(m, &mut rng);
     let problem = StepProblem::new(m, &st, 0.01);
     let dhat = m.barrier.dhat;
+    // Half-spaces act on vertices, spheres and boxes on surface triangles.
+    let at = |v: usize| Vector3::new(c.x[3 * v], c.x[3 * v + 1], c.x[3 * v + 2]);
     let near: usize = (0..nv)
         .map(|v| {
-            let p = Vector3::new(c.x[3 * v], c.x[3 * v + 1], c.x[3 * v + 2]);
             m.obstacles
                 .iter()
-                .filter(|o| o.distance(&p).d < dhat)
+                .filter(|o| !o.is_bounded() && o.distance(&at(v)).d < dhat)
                 .count()
         })
         .sum();
-    eprintln!("{near} vertex-obstacle pairs within d̂");
-    assert!(near >= 6, "the case must exercise the barrier");
+    let near_faces: Vec<usize> = m
+        .obstacles
+        .iter()
+        .filter(|o| o.is_bounded())
+        .map(|o| {
+            m.surface
+                .triangles
+                .iter()
+                .filter(|t| o.triangle_distance(&t.map(|v| at(v as usize))) < dhat)
+                .count()
+        })
+        .collect();
+    eprintln!("{near} vertex–half-space pairs, {near_faces:?} triangles per sphere/box within d̂");
+    assert!(near >= 6, "the case must exercise the vertex barrier");
+    assert!(
+        near_faces.iter().all(|&n| n >= 4),
+        "the case must exercise the surface barrier of each bounded obstacle"
+    );
     // Gathered elastic gradient in f64, handed over in f32 (the kernel adds the vertex terms).
     let mut ge = vec![[0.0f32; 4]; nv];
     for (v, gv) in ge.iter_mut().enumerate() {
@@ -1171,12 +1194,27 @@ fn vertex_terms_twin_matches_f64_reference() {
         f2: dhat as f32,
         ..Params::default()
     };
+    let contacts = contacts_at(m, &c.x);
     tw::jgs2_vertex_terms(
         &p,
         &rel(&c.x),
         &rel(&problem.x_tilde),
+        &rel(&problem.x_start),
         &vinfo(m),
-        &contacts_at(m, &c.x),
+        &contacts,
+        &mut ge,
+        &mut venergy,
+        &mut hbar,
+    )
+    .unwrap();
+    // The surface barrier (spheres, boxes) is added by the face kernel.
+    let surface = SurfaceCsr::new(m).unwrap();
+    twins::jgs2_face_terms(
+        &p,
+        &contacts,
+        &surface.vfaces,
+        &surface.tris,
+        &vinfo(m),
         &mut ge,
         &mut venergy,
         &mut hbar,
@@ -1192,8 +1230,23 @@ fn vertex_terms_twin_matches_f64_reference() {
     // Inertia m/h²(x − x̃) from f32 positions relative to the centroid (ulp 3e-8 m against
     // |x − x̃| ~ 3e-3 m) plus barrier forces from f32 distances: ~1e-5 relative: 5e-5.
     assert_close(&g32, &g64, 5e-5, "vertex gradient twin vs f64");
+    // Vertex energies: the inertia term relative to the step's start (per vertex
+    // ½m/h²(x − x₀)·(x + x₀ − 2x̃), as `StepProblem::energy_change` sums it) plus the barrier.
     let e32: f64 = venergy.iter().map(|&e| e as f64).sum();
-    let e64 = problem.inertia_energy(&c.x) + problem.barrier_energy(&c.x);
+    let inertia: f64 = (0..nv)
+        .map(|v| {
+            let (x, x0, xt) = (&c.x, &problem.x_start, &problem.x_tilde);
+            let s: f64 = (3 * v..3 * v + 3)
+                .map(|i| (x[i] - x0[i]) * (x[i] + x0[i] - 2.0 * xt[i]))
+                .sum();
+            0.5 * m.mass[v] * problem.inertia * s
+        })
+        .sum();
+    let e64 = inertia + problem.barrier_energy(&c.x);
+    eprintln!(
+        "inertia change {inertia:.4e} J, barrier {:.4e} J",
+        problem.barrier_energy(&c.x)
+    );
     assert_close64(&[e32], &[e64], 5e-5, "vertex energies twin vs f64");
     let h32: Vec<f32> = hbar.iter().flat_map(m3_words).collect();
     let h64: Vec<f32> = (0..nv)
@@ -1925,23 +1978,29 @@ fn reports_cap_trace_and_dx_rule_like_the_reference() {
             !r.converged && r.residual > 1e-12,
             "{on}: capped step reported converged"
         );
-        // (2) The trace: the start and one record per iteration, finite, the safeguard's
-        // energy never rising beyond its f32 allowance.
+        // (2) The trace: the start and one record per iteration, finite, energies relative to
+        // the step's start (0 there, as the reference's), the safeguard's energy never rising
+        // beyond its f32 allowance (DeviceJgs2::ENERGY_SLACK of the terms' magnitude, here
+        // bounded below by Σ|Ψ_e(x_start)| in f64).
         let tr = r.trace.as_ref().expect("trace requested");
         assert_eq!(tr.len(), r.iterations + 1);
         assert_eq!(tr[0].alpha, 1.0);
+        assert_eq!(tr[0].energy, 0.0, "{on}: the start's energy change");
+        let magnitude = m.elastic_reference(&problem.x_start).magnitude;
         for w in tr.windows(2) {
             assert!(w[1].residual.is_finite() && w[1].energy.is_finite());
             assert!(w[1].alpha > 0.0 && w[1].alpha <= 1.0);
             assert!(
-                w[1].energy <= w[0].energy * (1.0 + DeviceJgs2::ENERGY_SLACK),
+                w[1].energy
+                    <= w[0].energy + DeviceJgs2::ENERGY_SLACK * (w[0].energy.abs() + magnitude),
                 "{on}: energy rose {} → {}",
                 w[0].energy,
                 w[1].energy
             );
         }
-        // The report's energy is the f64 energy of the returned positions.
+        // The report's energies are the f64 values at the returned positions.
         assert_eq!(r.energy, problem.energy(&m, &x));
+        assert_eq!(r.energy_change, problem.energy_change(&m, &x));
         // The reference's trace under the same cap: the same iterates up to f32 rounding.
         let mut reference = Jgs2Solver::jgs2(&m, capped, sub.clone()).unwrap();
         let mut xr = Vec::new();
@@ -1955,6 +2014,10 @@ fn reports_cap_trace_and_dx_rule_like_the_reference() {
             assert!(
                 (a.residual - b.residual).abs() <= 1e-3 * b.residual,
                 "{on}: {a:?} vs {b:?}"
+            );
+            eprintln!(
+                "{on}: trace energy change {:.9e} J (f64 {:.9e} J)",
+                a.energy, b.energy
             );
             assert!(
                 (a.energy - b.energy).abs() <= 1e-6 * b.energy.abs(),

@@ -1,13 +1,16 @@
 // Element e's energy, gradient and Hessian (`flags` = the kernels' u0), reading and writing the
 // including kernel's bindings `x`, `tets`, `dm_inv`, `elem`, `energy`, `grad`, `hess`. The body
 // of both `elastic` (every element) and `elastic_list` (listed elements); their twins run
-// `twins::elastic`.
+// `twins::elastic`. With flag 8 (strict inversion) an element whose J = det F is below
+// `j_floor` gets the energy ELASTIC_STRICT_SENTINEL instead (its gradient and Hessian as
+// usual): the host reads sums that large as +∞, so a line search never accepts such a state.
 #import linalg
 #import material
 
 const ELASTIC_INV_SQRT2: f32 = 0.70710678118654752;
+const ELASTIC_STRICT_SENTINEL: f32 = 1e30;
 
-fn elastic_element(e: u32, flags: u32) {
+fn elastic_element(e: u32, flags: u32, j_floor: f32) {
     let t = tets[e];
     let dmi = dm_inv[e];
     let f = deformation_gradient(x[t.x].xyz, x[t.y].xyz, x[t.z].xyz, x[t.w].xyz, dmi);
@@ -28,6 +31,9 @@ fn elastic_element(e: u32, flags: u32) {
         sv.v = ident;
     }
     energy[e] = vol * psi;
+    if (flags & 8u) != 0u && dot(f[0], cross(f[1], f[2])) < j_floor {
+        energy[e] = ELASTIC_STRICT_SENTINEL;
+    }
     let dmit = transpose(dmi);
     if (flags & 1u) != 0u {
         let g = (pk1 * dmit) * vol;

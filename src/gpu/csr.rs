@@ -61,3 +61,62 @@ impl VertexCsr {
         self.offsets.len().saturating_sub(1)
     }
 }
+
+/// Per vertex the surface triangles it is a corner of, for the surface-barrier kernels
+/// (`jgs2_face_terms`, `jgs2_face_bound`, `vertex_solve`): `vfaces[0..=nv]` are row starts into
+/// `vfaces` itself (the triangles of vertex v are `vfaces[vfaces[v]..vfaces[v + 1]]`), and
+/// `tris[f]` holds triangle f's corners in xyz and the bits of its surface mass (kg, f32, the
+/// barrier weight's [`Model::surface_mass`](crate::problem::Model::surface_mass)) in w.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SurfaceCsr {
+    /// Row starts (`nv + 1`), then triangle ids.
+    pub vfaces: Vec<u32>,
+    /// Corners and surface-mass bits per triangle (one zero placeholder when there are none).
+    pub tris: Vec<[u32; 4]>,
+}
+
+impl SurfaceCsr {
+    /// The model's boundary triangles. Errors when the rows do not fit u32 indices.
+    pub fn new(model: &crate::problem::Model) -> Result<Self> {
+        let nv = model.num_vertices();
+        let base = nv
+            .checked_add(1)
+            .filter(|b| {
+                b.checked_add(model.surface_faces.len())
+                    .is_some_and(|n| n <= u32::MAX as usize)
+            })
+            .ok_or_else(|| JelloError::Invalid("surface too large for u32 indices".into()))?;
+        if model.surface_offsets.len() != nv + 1 {
+            return Err(JelloError::Invalid(format!(
+                "surface rows: {} offsets for {nv} vertices",
+                model.surface_offsets.len()
+            )));
+        }
+        let mut vfaces: Vec<u32> = model
+            .surface_offsets
+            .iter()
+            .map(|&o| o + base as u32)
+            .collect();
+        vfaces.extend_from_slice(&model.surface_faces);
+        let mut tris: Vec<[u32; 4]> = model
+            .surface
+            .triangles
+            .iter()
+            .zip(&model.surface_mass)
+            .map(|(t, &m)| [t[0], t[1], t[2], (m as f32).to_bits()])
+            .collect();
+        if tris.is_empty() {
+            tris.push([0; 4]);
+        }
+        Ok(SurfaceCsr { vfaces, tris })
+    }
+
+    /// No triangles at any of `nv` vertices (what a model without spheres or boxes uploads: the
+    /// kernels then skip the surface work).
+    pub fn empty(nv: usize) -> Self {
+        SurfaceCsr {
+            vfaces: vec![(nv + 1) as u32; nv + 1],
+            tris: vec![[0; 4]],
+        }
+    }
+}

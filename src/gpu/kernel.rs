@@ -39,8 +39,12 @@ pub enum Kernel {
     Inertia,
     /// `elastic` on listed elements (u0 flags, u1 list offset).
     ElasticList,
-    /// JGS2/VBD per-vertex terms: inertia + barrier gradient, vertex energy, barrier Hessian.
+    /// JGS2/VBD per-vertex terms: inertia + half-space barrier gradient, vertex energy (inertia
+    /// relative to the step's start), barrier Hessian.
     Jgs2VertexTerms,
+    /// JGS2/VBD surface barrier against spheres and boxes, gathered per vertex over its surface
+    /// triangles and added to the vertex terms.
+    Jgs2FaceTerms,
     /// JGS2 per-vertex rotations and rest-frame gradients.
     Jgs2Rotation,
     /// JGS2 cluster-tree node sums of the rest-frame gradients (one level per dispatch).
@@ -57,6 +61,9 @@ pub enum Kernel {
     Jgs2Dots,
     /// Safeguarded step from the directions and per-vertex obstacle bounds.
     Jgs2Combine,
+    /// Surface triangles' times of impact against spheres and boxes folded into the per-vertex
+    /// step bounds.
+    Jgs2FaceBound,
     /// Line-search trial positions, previous step and per-vertex moves.
     Jgs2Trial,
     /// Applies a scaled step to listed vertices.
@@ -65,7 +72,7 @@ pub enum Kernel {
 
 impl Kernel {
     /// All kernels, in table order.
-    pub const ALL: [Kernel; 23] = [
+    pub const ALL: [Kernel; 25] = [
         Kernel::Axpy,
         Kernel::Scale,
         Kernel::ReduceSum,
@@ -79,6 +86,7 @@ impl Kernel {
         Kernel::Inertia,
         Kernel::ElasticList,
         Kernel::Jgs2VertexTerms,
+        Kernel::Jgs2FaceTerms,
         Kernel::Jgs2Rotation,
         Kernel::Jgs2TreeSum,
         Kernel::Jgs2System,
@@ -87,6 +95,7 @@ impl Kernel {
         Kernel::HessVec,
         Kernel::Jgs2Dots,
         Kernel::Jgs2Combine,
+        Kernel::Jgs2FaceBound,
         Kernel::Jgs2Trial,
         Kernel::Jgs2Apply,
     ];
@@ -188,7 +197,7 @@ const LS: usize = size_of::<GpuLocalSystem>();
 const TN: usize = size_of::<GpuTreeNode>();
 
 /// The kernel table, indexed by [`Kernel::index`].
-pub static KERNELS: [KernelDesc; 23] = [
+pub static KERNELS: [KernelDesc; 25] = [
     KernelDesc {
         kernel: Kernel::Axpy,
         name: "axpy",
@@ -351,6 +360,7 @@ pub static KERNELS: [KernelDesc; 23] = [
         bindings: &[
             b("x", R, V4, Len::PerItem(1)),
             b("x_tilde", R, V4, Len::PerItem(1)),
+            b("x_start", R, V4, Len::PerItem(1)),
             b("vinfo", R, VI, Len::PerItem(1)),
             b("contacts", R, CT, Len::PerItem(1)),
             b("g", W, V4, Len::PerItem(1)),
@@ -360,6 +370,33 @@ pub static KERNELS: [KernelDesc; 23] = [
         items_per_group: 64,
         cpu: |p, b| {
             twins::jgs2_vertex_terms(
+                p,
+                b.ro(0),
+                b.ro(1),
+                b.ro(2),
+                b.ro(3),
+                b.ro(4),
+                b.rw(5),
+                b.rw(6),
+                b.rw(7),
+            )
+        },
+    },
+    KernelDesc {
+        kernel: Kernel::Jgs2FaceTerms,
+        name: "jgs2_face_terms",
+        bindings: &[
+            b("contacts", R, CT, Len::PerItem(1)),
+            b("vfaces", R, U, Len::PerItemPlusOne(1)),
+            b("tris", R, T4, Len::Any),
+            b("vinfo", R, VI, Len::PerItem(1)),
+            b("g", W, V4, Len::PerItem(1)),
+            b("venergy", W, F, Len::PerItem(1)),
+            b("hbar", W, M3, Len::PerItem(1)),
+        ],
+        items_per_group: 64,
+        cpu: |p, b| {
+            twins::jgs2_face_terms(
                 p,
                 b.ro(0),
                 b.ro(1),
@@ -470,10 +507,23 @@ pub static KERNELS: [KernelDesc; 23] = [
             b("sys", R, LS, Len::Any),
             b("hbar", R, M3, Len::Any),
             b("contacts", R, CT, Len::Any),
+            b("vfaces", R, U, Len::Any),
+            b("tris", R, T4, Len::Any),
             b("dirs", W, V4, Len::Any),
         ],
         items_per_group: 64,
-        cpu: |p, b| twins::vertex_solve(p, b.ro(0), b.ro(1), b.ro(2), b.ro(3), b.rw(4)),
+        cpu: |p, b| {
+            twins::vertex_solve(
+                p,
+                b.ro(0),
+                b.ro(1),
+                b.ro(2),
+                b.ro(3),
+                b.ro(4),
+                b.ro(5),
+                b.rw(6),
+            )
+        },
     },
     KernelDesc {
         kernel: Kernel::HessVec,
@@ -527,6 +577,19 @@ pub static KERNELS: [KernelDesc; 23] = [
         ],
         items_per_group: 64,
         cpu: |p, b| twins::jgs2_combine(p, b.ro(0), b.ro(1), b.rw(2), b.rw(3)),
+    },
+    KernelDesc {
+        kernel: Kernel::Jgs2FaceBound,
+        name: "jgs2_face_bound",
+        bindings: &[
+            b("step", R, V4, Len::PerItem(1)),
+            b("contacts", R, CT, Len::PerItem(1)),
+            b("vfaces", R, U, Len::PerItemPlusOne(1)),
+            b("tris", R, T4, Len::Any),
+            b("bound", W, F, Len::PerItem(1)),
+        ],
+        items_per_group: 64,
+        cpu: |p, b| twins::jgs2_face_bound(p, b.ro(0), b.ro(1), b.ro(2), b.ro(3), b.rw(4)),
     },
     KernelDesc {
         kernel: Kernel::Jgs2Trial,

@@ -55,7 +55,7 @@ pub use adapter::{
     is_software, list_adapters, AdapterList, AdapterReport, Backend, BackendChoice, DeviceInfo,
 };
 pub use cpu_device::CpuDevice;
-pub use csr::VertexCsr;
+pub use csr::{SurfaceCsr, VertexCsr};
 pub use device::{Buf, BufferId, Device, Plan, ReduceOp};
 pub use evaluator::{element_records, ElasticEvaluator, ElasticRest, EvalFlags, Evaluation};
 pub use kernel::Kernel;

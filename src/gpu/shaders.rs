@@ -39,6 +39,14 @@ static FILES: &[(&str, &str)] = &[
     ),
     ("jgs2_dots", include_str!("../../shaders/jgs2_dots.wgsl")),
     (
+        "jgs2_face_bound",
+        include_str!("../../shaders/jgs2_face_bound.wgsl"),
+    ),
+    (
+        "jgs2_face_terms",
+        include_str!("../../shaders/jgs2_face_terms.wgsl"),
+    ),
+    (
         "jgs2_rotation",
         include_str!("../../shaders/jgs2_rotation.wgsl"),
     ),
@@ -92,6 +100,7 @@ static SHARED: &[(&str, &str)] = &[
         include_str!("../../shaders/shared/obstacle.wgsl"),
     ),
     ("params", include_str!("../../shaders/shared/params.wgsl")),
+    ("surface", include_str!("../../shaders/shared/surface.wgsl")),
 ];
 
 static PREPROCESSED: LazyLock<Vec<(&'static str, String)>> = LazyLock::new(|| {

@@ -14,6 +14,12 @@ pub const ELASTIC_GRADIENT: u32 = 1;
 pub const ELASTIC_HESSIAN: u32 = 2;
 /// `elastic` flag: project the Hessian to PSD (clamp the 9 ∂P/∂F eigenvalues at 0).
 pub const ELASTIC_PROJECT: u32 = 4;
+/// `elastic` flag: strict inversion — an element whose J = det F is below `Params::f0` gets the
+/// energy [`ELASTIC_STRICT_SENTINEL`] (gradient and Hessian as usual).
+pub const ELASTIC_STRICT: u32 = 8;
+/// The energy (J) [`ELASTIC_STRICT`] writes for an element below the floor: hosts read energy
+/// sums of half of it or more as +∞.
+pub const ELASTIC_STRICT_SENTINEL: f32 = 1e30;
 
 const INV_SQRT2: f32 = std::f32::consts::FRAC_1_SQRT_2;
 
@@ -103,6 +109,7 @@ fn element(
     dmi: Mat3,
     prm: &ElemParams,
     flags: u32,
+    j_floor: f32,
     hess: Option<&mut [f32]>,
 ) -> ElemOut {
     let f = element_f(x, t, dmi);
@@ -128,6 +135,9 @@ fn element(
         energy: vol * psi,
         grad: [[0.0; 4]; 4],
     };
+    if flags & ELASTIC_STRICT != 0 && f.x_axis.dot(f.y_axis.cross(f.z_axis)) < j_floor {
+        out.energy = ELASTIC_STRICT_SENTINEL;
+    }
     if flags & ELASTIC_GRADIENT != 0 {
         let g = (pk1 * dmit) * vol;
         let c = |v: Vec3| [v.x, v.y, v.z, 0.0];
@@ -254,7 +264,15 @@ pub fn elastic(
         for (k, en) in ec.iter_mut().enumerate() {
             let e = e0 + k;
             let hslot = hc.as_deref_mut().map(|h| &mut h[144 * k..144 * (k + 1)]);
-            let o = element(x, &tets[e], dm_inv[e].to_glam(), &elem[e], flags, hslot);
+            let o = element(
+                x,
+                &tets[e],
+                dm_inv[e].to_glam(),
+                &elem[e],
+                flags,
+                p.f0,
+                hslot,
+            );
             *en = o.energy;
             if let Some(g) = gc.as_deref_mut() {
                 g[4 * k..4 * k + 4].copy_from_slice(&o.grad);

@@ -245,7 +245,7 @@ pub fn barrier(d: f32, dhat: f32) -> Vec3 {
 }
 
 /// Records per vertex: `contacts.len() / nv`, which must divide evenly and be ≥ 1.
-fn per_vertex(contacts: &[GpuContact], nv: usize, what: &str) -> Result<usize> {
+pub(crate) fn per_vertex(contacts: &[GpuContact], nv: usize, what: &str) -> Result<usize> {
     if nv == 0 {
         return Ok(0);
     }
@@ -350,14 +350,16 @@ fn check_csr(offsets: &[u32], entries: usize, n: usize, what: &str) -> Result<()
 
 // ---------------------------------------------------------------- kernels
 
-/// Twin of `jgs2_vertex_terms.wgsl` (f0 = 1/h², f1 = κ, f2 = d̂): adds inertia and barrier
-/// gradients to the gathered elastic gradient `g` (zero on pinned vertices), writes the vertex
-/// energies (inertia + barrier) and the barrier Hessians.
+/// Twin of `jgs2_vertex_terms.wgsl` (f0 = 1/h², f1 = κ, f2 = d̂): adds inertia and half-space
+/// barrier gradients to the gathered elastic gradient `g` (zero on pinned vertices), writes the
+/// vertex energies (inertia relative to `x_start`, plus the half-space barrier) and the barrier
+/// Hessians. Sphere and box records are skipped (`jgs2_face_terms` adds their surface barrier).
 #[allow(clippy::too_many_arguments)]
 pub fn jgs2_vertex_terms(
     p: &Params,
     x: &[GpuVec4],
     x_tilde: &[GpuVec4],
+    x_start: &[GpuVec4],
     vinfo: &[GpuVertexInfo],
     contacts: &[GpuContact],
     g: &mut [GpuVec4],
@@ -368,6 +370,7 @@ pub fn jgs2_vertex_terms(
     for (len, what) in [
         (x.len(), "x"),
         (x_tilde.len(), "x_tilde"),
+        (x_start.len(), "x_start"),
         (vinfo.len(), "vinfo"),
         (g.len(), "g"),
         (venergy.len(), "venergy"),
@@ -387,14 +390,16 @@ pub fn jgs2_vertex_terms(
             let pos = v3(&x[v]);
             let info = vinfo[v];
             let k = info.mass * ih2;
-            let d = pos - v3(&x_tilde[v]);
-            let mut e = 0.5 * k * d.dot(d);
+            let xt = v3(&x_tilde[v]);
+            let d = pos - xt;
+            let p0 = v3(&x_start[v]);
+            let mut e = 0.5 * k * (pos - p0).dot(d + (p0 - xt));
             let wv = kappa * info.mass * ih2;
             let mut gb = Vec3::ZERO;
             let mut hb = Mat3::ZERO;
             for c in contacts[v * nc..v * nc + nc]
                 .iter()
-                .filter(|c| c.kind() != GpuContact::NONE)
+                .filter(|c| c.kind() == GpuContact::HALF_SPACE)
             {
                 let de = contact_distance(c);
                 if de.d < dhat {
@@ -763,18 +768,24 @@ pub const SOLVE_PRIMARY: u32 = 1;
 pub const SOLVE_FALLBACK: u32 = 2;
 
 /// Twin of `vertex_solve.wgsl`: per listed vertex the Cholesky solve (with fallback per mode),
-/// the obstacle filter, written to `dirs[(u0 >> 4)·nv + i]`, nv = `hbar.len()`.
+/// the obstacle filter (the vertex's time of impact, then its surface triangles' with it moving
+/// alone, keeping the separation `Params::f3`: [`super::surface::vertex_face_step`]), written
+/// to `dirs[(u0 >> 4)·nv + i]`, nv = `hbar.len()`.
+#[allow(clippy::too_many_arguments)]
 pub fn vertex_solve(
     p: &Params,
     lists: &[u32],
     sys: &[GpuLocalSystem],
     hbar: &[GpuMat3],
     contacts: &[GpuContact],
+    vfaces: &[u32],
+    tris: &[GpuTet],
     dirs: &mut [GpuVec4],
 ) -> Result<()> {
     let nv = hbar.len();
     need(sys.len(), nv, "vertex_solve sys")?;
     let nc = per_vertex(contacts, nv, "vertex_solve contacts")?;
+    super::surface::check_faces(vfaces, tris, nv, "vertex_solve")?;
     let slot = (p.u0 >> 4) as usize;
     need(dirs.len(), (slot + 1) * nv, "vertex_solve dirs")?;
     let list = listed(p, lists, nv, "vertex_solve lists")?;
@@ -793,8 +804,10 @@ pub fn vertex_solve(
             if res.is_none() && mode != SOLVE_PRIMARY {
                 res = chol_solve3(s.a_fallback.to_glam() + hb, v3(&s.r_fallback));
             }
-            let d = res.unwrap_or(Vec3::ZERO);
-            v4(d * contact_step_bound(&contacts[i * nc..i * nc + nc], d))
+            let mut d = res.unwrap_or(Vec3::ZERO);
+            d *= contact_step_bound(&contacts[i * nc..i * nc + nc], d);
+            d *= super::surface::vertex_face_step(contacts, nc, vfaces, tris, i, d, p.f3);
+            v4(d)
         })
         .collect();
     for (&i, d) in list.iter().zip(out) {

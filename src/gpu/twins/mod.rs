@@ -12,16 +12,19 @@ mod gather;
 pub mod jgs2;
 pub mod linalg;
 pub mod material;
+pub mod surface;
 mod vector;
 
 pub use element::{
     deformation_gradient, elastic, svd3, ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT,
+    ELASTIC_STRICT, ELASTIC_STRICT_SENTINEL,
 };
 pub use gather::{gather_gradient, gather_hessian_diag, inertia};
 pub use jgs2::{
     elastic_list, hess_vec, jgs2_apply, jgs2_combine, jgs2_dots, jgs2_rotation, jgs2_system,
     jgs2_tree_sum, jgs2_trial, jgs2_vertex_terms, vbd_system, vertex_solve,
 };
+pub use surface::{jgs2_face_bound, jgs2_face_terms};
 pub use vector::{axpy, reduce_dot, reduce_max_abs, reduce_sum, scale, REDUCE_BLOCK};
 
 use crate::{JelloError, Result};

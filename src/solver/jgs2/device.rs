@@ -6,27 +6,46 @@
 //! WGSL kernels on a GPU, or in their CPU twins with [`Device::cpu`].
 //!
 //! # Data on the device
-//! Positions relative to the rest centroid ([`DeviceJgs2::origin`]) as `vec4<f32>`; per vertex
-//! and obstacle a contact record of obstacle-relative quantities (signed distance, offsets to the
-//! faces; [`GpuContact`]) computed in f64 at the step's start and advanced with every move, so a
-//! vertex 1e-7 m above the ground keeps its distance to f32 relative precision (positions
-//! relative to the centroid resolve only ~1e-8 m); the element cache (energies, gradients,
-//! PSD-projected 12×12 Hessians) of the `elastic` kernel; the assembled gradient g (inertia +
-//! elastic + barrier, zero on pinned vertices), vertex energies and barrier Hessians
-//! (`jgs2_vertex_terms`); per-vertex rotations and the cluster-tree sums and first moments of
-//! the rest-frame gradients (`jgs2_rotation`, `jgs2_tree_sum`; the moments use the rest offsets
-//! from the subspace's own origin, [`Jgs2Subspace::origin`]; the origin-shifted block's term
-//! and the raw moments' terms cancel by up to a node's distance from the origin over its
-//! radius, a few tens for small nodes of a 1 m body: ~1e-5 relative in f32, far below the far
-//! field's tolerance); the subspace packed into one u32 blob
+//! Positions relative to the rest centroid ([`DeviceJgs2::origin`]) as `vec4<f32>`, and the
+//! step's start x_start alike; per vertex and obstacle a contact record of obstacle-relative
+//! quantities (signed distance, offsets to the faces; [`GpuContact`]) computed in f64 at the
+//! step's start and advanced with every move, so a vertex 1e-7 m above the ground keeps its
+//! distance to f32 relative precision (positions relative to the centroid resolve only ~1e-8 m);
+//! per vertex its surface triangles and per triangle its corners and surface mass
+//! ([`SurfaceCsr`], only when the model has spheres or boxes); the element cache (energies,
+//! gradients, PSD-projected 12×12 Hessians) of the `elastic` kernel; the assembled gradient g
+//! (inertia + elastic + barrier, zero on pinned vertices), vertex energies and barrier Hessians
+//! (`jgs2_vertex_terms`, then `jgs2_face_terms`); per-vertex rotations and the cluster-tree sums
+//! and first moments of the rest-frame gradients (`jgs2_rotation`, `jgs2_tree_sum`; the moments
+//! use the rest offsets from the subspace's own origin, [`Jgs2Subspace::origin`]; the
+//! origin-shifted block's term and the raw moments' terms cancel by up to a node's distance from
+//! the origin over its radius, a few tens for small nodes of a 1 m body: ~1e-5 relative in f32,
+//! far below the far field's tolerance); the subspace packed into one u32 blob
 //! ([`DeviceJgs2::pack_subspace`]).
+//!
+//! # Obstacles
+//! As in the f64 reference ([`StepProblem`]): half-spaces act on vertices (barrier and time of
+//! impact per vertex, `jgs2_vertex_terms`, `jgs2_combine`); spheres and boxes — which can slip
+//! between a surface's vertices — keep the vertex time of impact and act through the surface
+//! triangles: a barrier per (triangle, obstacle) pair on their distance, weighted κ·m_f/h² and
+//! gathered per vertex over its triangles (`jgs2_face_terms`: gradient, a third of the energy,
+//! the Gauss–Newton diagonal block), each triangle's conservative time of impact in the
+//! safeguarded step's bound (`jgs2_face_bound`, folded into the per-vertex bounds before their
+//! max reduction; the reference moves the triangles by the vertex-bounded step, the device by
+//! the whole step — both bounds are conservative), and a vertex's own triangles' time of impact
+//! in its local-step filter (`vertex_solve`, the reference's `vertex_surface_step`). The
+//! triangle–obstacle closest pairs are computed from the corners' contact records
+//! (`shaders/shared/surface.wgsl`), so distances near contact keep their precision. As in the
+//! reference, the plain Jacobi iteration filters each vertex's move alone (the other corners
+//! held) while all move at once; the safeguarded iteration and Gauss–Seidel sweeps (whose
+//! colours never share a triangle) are exact in that respect.
 //!
 //! # One iteration
 //! * Safeguarded (default for JGS2): one plan — combine the step from the model's coefficients,
-//!   bound it by the obstacles (`jgs2_combine` + a max reduction), trial positions
-//!   (`jgs2_trial`), and, speculatively at the trial, the element pass, gradient, the primary
-//!   direction (JGS2 local steps; or a Gauss–Seidel sweep run on a scratch copy of the trial,
-//!   whose per-vertex local steps are its displacement), the VBD direction, three
+//!   bound it by the obstacles (`jgs2_combine`, `jgs2_face_bound` + a max reduction), trial
+//!   positions (`jgs2_trial`), and, speculatively at the trial, the element pass, gradient, the
+//!   primary direction (JGS2 local steps; or a Gauss–Seidel sweep run on a scratch copy of the
+//!   trial, whose per-vertex local steps are its displacement), the VBD direction, three
 //!   Hessian-vector products and all dot products — then one readback (residual, energy
 //!   partials, dots, step bound, largest move). When Armijo accepts (the usual case) that
 //!   readback is the next iteration's input; a rejected trial is re-run at half the step.
@@ -37,12 +56,32 @@
 //!
 //! JGS2 sweeps rotate once, at the sweep's start, as the reference does.
 //!
-//! Energies are summed in f64 on the host from per-block f32 partials. The f32 energy of a state
-//! carries ~1e-7 relative noise, so the line search accepts a change within
-//! [`DeviceJgs2::ENERGY_SLACK`]·|E| (the f64 reference uses 1e-13), and the 3×3 model discards
-//! directions whose eigenvalue is below [`DeviceJgs2::EIGEN_CUTOFF`] of the largest (f32 dots
-//! resolve no better; the reference uses 1e-10). The reported step energy is the f64 energy of
-//! the returned positions; trace energies are the device's.
+//! # Energies
+//! Energies are summed in f64 on the host from per-block f32 partials and, as the reference's
+//! [`StepProblem::energy_change`], taken relative to the step's start: the inertia term per
+//! vertex as ½m/h²(x − x₀)·(x + x₀ − 2x̃) (`jgs2_vertex_terms`, never forming ½m/h²|x − x̃|²,
+//! whose constant ½‖h²g‖²_M is ~5e12 J for a 1 m body at h = 1e5 s), elastic and barrier terms
+//! minus their device values at x_start. Trace energies are these changes (0 at the start). The
+//! f32 sums carry ~1e-7 relative noise of the terms summed, so the line search accepts a change
+//! within [`DeviceJgs2::ENERGY_SLACK`] × (|E − E₀| + Σ|block partials|) (the f64 reference uses
+//! 1e-13 × its terms' magnitude), and the 3×3 model discards directions whose eigenvalue is
+//! below [`DeviceJgs2::EIGEN_CUTOFF`] of the largest (f32 dots resolve no better; the reference
+//! uses 1e-10). The report's `energy` and `energy_change` are the f64 values at the returned
+//! positions.
+//!
+//! # Strict inversion
+//! With [`StepProblem::strict_inversion`] (the strict retry of `inversion = "forbid"`) every
+//! accepted iterate keeps every element's J above a floor: the `elastic` kernel writes a
+//! sentinel energy (read as +∞) for an element with det F below min(`STRICT_MIN_J`,
+//! ½·min J(x_start)) — one floor computed at upload, so an element already flatter than
+//! `STRICT_MIN_J` can still move — and the safeguard is forced on (VBD and plain JGS2 too), so
+//! the line search rejects every such trial. The reference instead limits each move to a tenth
+//! of the element's J (`strict_volume_floor`); the device's single floor is weaker per move but
+//! holds for every iterate. J is evaluated in f32 (resolving ~1e-6): an element flatter than
+//! that at x_start is not reliably protected.
+//!
+//! Static increments ([`StepProblem::new_static`]) are not supported on the device (the runner
+//! falls back to the CPU).
 
 use super::solver::{Jgs2Params, Variant};
 use super::subspace::Jgs2Subspace;
@@ -52,13 +91,16 @@ use crate::gpu::twins::jgs2::{
     DOTS_STRIDE, FAR_LINEAR, NODE_STRIDE, NO_CHILD, ROTATION_KEEP, SOLVE_PRIMARY,
     SOLVE_WITH_FALLBACK, ZERO_BLOCK,
 };
-use crate::gpu::twins::{ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT, REDUCE_BLOCK};
+use crate::gpu::twins::{
+    ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT, ELASTIC_STRICT, ELASTIC_STRICT_SENTINEL,
+    REDUCE_BLOCK,
+};
 use crate::gpu::{
     element_records, Buf, BufferId, Device, DeviceInfo, ElasticRest, ElemParams, GpuMat3, GpuTet,
-    GpuVec4, Kernel, Params, Plan, VertexCsr,
+    GpuVec4, Kernel, Params, Plan, SurfaceCsr, VertexCsr,
 };
 use crate::mesh::{colour_vertices, VertexTets};
-use crate::problem::{ElasticTerms, Model, Obstacle, StepProblem};
+use crate::problem::{ElasticTerms, Model, Obstacle, StepProblem, STRICT_MIN_J};
 use crate::solver::report::ms;
 use crate::solver::{IterationRecord, StepReport, StepSolver, StepTimings, StopRule};
 use std::sync::Arc;
@@ -69,6 +111,9 @@ const ENERGY_SLACK: f64 = 1e-6;
 
 /// See [`DeviceJgs2::EIGEN_CUTOFF`].
 const EIGEN_CUTOFF: f64 = 1e-6;
+
+/// See [`DeviceJgs2::SURFACE_THICKNESS`].
+const SURFACE_THICKNESS: f64 = 1e-4;
 
 const ALL_FLAGS: u32 = ELASTIC_GRADIENT | ELASTIC_HESSIAN | ELASTIC_PROJECT;
 /// Index of the Gauss–Seidel scratch copy in `x` / `contacts`.
@@ -92,7 +137,12 @@ struct Colour {
 #[derive(Clone, Debug, Default)]
 struct Sample {
     residual: f64,
+    /// E(x) − E(x_start), J (+∞ when a term is: a barrier, or an element below the strict
+    /// floor).
     energy: f64,
+    /// Σ |block partial| of the element and vertex energies, J: the scale of the f32 round-off
+    /// in `energy`.
+    magnitude: f64,
     max_dx: f64,
     /// 1 − the obstacle step bound of the combined step.
     bound: f64,
@@ -252,9 +302,22 @@ pub struct DeviceJgs2 {
     perm: Option<Buf<u32>>,
     /// Rest offsets from the subspace origin (first moments of the far field).
     rest: Option<Buf<GpuVec4>>,
+    /// Per vertex its surface triangles and the triangles (corners, surface mass), empty when
+    /// the model has no sphere or box (`bounded` false).
+    vfaces: Buf<u32>,
+    tris: Buf<GpuTet>,
+    /// Whether the model has spheres or boxes (their barrier and filters act on the surface).
+    bounded: bool,
+    /// The longest surface edge, m (how far from a sphere or box a vertex's triangle reaches).
+    surface_reach: f64,
+    /// The separation the surface filters keep between triangles and spheres or boxes, m
+    /// ([`DeviceJgs2::SURFACE_THICKNESS`] × d̂).
+    thickness: f32,
     // State and scratch.
     /// Current and trial positions (ping-pong) and the Gauss–Seidel scratch copy.
     x: [Buf<GpuVec4>; 3],
+    /// The step's start x_start (the vertex energies are relative to it).
+    x_start: Buf<GpuVec4>,
     contacts: [Buf<GpuContact>; 3],
     sweep_dxn: Buf<f32>,
     obstacles: Vec<Obstacle>,
@@ -282,6 +345,10 @@ pub struct DeviceJgs2 {
     ih2: f32,
     kappa: f32,
     dhat: f32,
+    /// The step's strict-inversion floor on J (`None`: not strict).
+    strict_floor: Option<f32>,
+    /// The device energy at x_start (elastic + barrier), subtracted from every sample's, J.
+    e_ref: f64,
 }
 
 fn vec4(x: [f64; 3], o: [f64; 3]) -> GpuVec4 {
@@ -304,11 +371,12 @@ fn span(lists: &mut Vec<u32>, items: impl IntoIterator<Item = u32>) -> Span {
 
 impl DeviceJgs2 {
     /// Relative energy allowance of the line search: a trial is accepted when
-    /// E₁ ≤ E₀ + 1e-4·α·slope + `ENERGY_SLACK`·|E₀|. The device energy is a sum of f32 element
-    /// and vertex energies (each ~6e-8 relative, partial sums of 1024 in f32), so two states
-    /// whose true energies differ by less than ~1e-7·|E| cannot be ordered; 1e-6 keeps a
-    /// converging iteration from stalling on that noise while still rejecting any real increase
-    /// above it.
+    /// E₁ ≤ E₀ + 1e-4·α·slope + `ENERGY_SLACK`·(|E₀| + M₀), with E the energy change since the
+    /// step's start and M₀ = Σ |block partial| of the element and vertex energies at the current
+    /// iterate (the magnitude of the terms summed; |E₀| alone is ~0 near the start). Each term is
+    /// an f32 value (~6e-8 relative) summed in f32 blocks of 1024, so two states whose true
+    /// energies differ by less than ~1e-7·M cannot be ordered; 1e-6 keeps a converging iteration
+    /// from stalling on that noise while still rejecting any real increase above it.
     pub const ENERGY_SLACK: f64 = ENERGY_SLACK;
     /// Relative eigenvalue cut-off of the 3×3 subspace model (the f64 reference uses 1e-10).
     /// The model's matrix dᵢᵀHdⱼ, scaled to unit diagonal, is assembled from f32 products summed
@@ -318,6 +386,13 @@ impl DeviceJgs2 {
     /// cutting at 1e-5 changed a VBD coefficient on a ball dropped on the ground from 2.5 to 0.07
     /// and stalled the iteration.)
     pub const EIGEN_CUTOFF: f64 = EIGEN_CUTOFF;
+    /// The separation (× d̂) the device's surface filters keep between a triangle and a sphere
+    /// or box (`face_toi`'s thickness; the f64 reference keeps none). f32 corner offsets of a few
+    /// cm resolve a triangle's distance to ~1e-9 m, and an iteration that walks a contact gap
+    /// below that (each filtered move may close 90% of it) can leave a triangle inside the
+    /// obstacle in f64; 1e-4·d̂ (3.5e-8 m for a 20 cm ball at the default d̂) is far above that
+    /// and far below the barrier's resting distances (~1e-6 m there).
+    pub const SURFACE_THICKNESS: f64 = SURFACE_THICKNESS;
 
     /// The subspace packed as the `jgs2_system` kernel's u32 blob (layout in
     /// `shaders/jgs2_system.wgsl`): incident 12×3 blocks are stored as references to the
@@ -389,6 +464,12 @@ impl DeviceJgs2 {
                 elems: span(&mut lists, touched),
             });
         }
+        let bounded = model.obstacles.iter().any(|o| o.is_bounded());
+        let surface = if bounded {
+            SurfaceCsr::new(model)?
+        } else {
+            SurfaceCsr::empty(nv)
+        };
         let mut levels = Vec::new();
         let (mut blob_buf, mut nodes_buf, mut perm_buf, mut rest_buf) = (None, None, None, None);
         if let Some(sub) = &subspace {
@@ -485,6 +566,11 @@ impl DeviceJgs2 {
             nodes: nodes_buf,
             perm: perm_buf,
             rest: rest_buf,
+            vfaces: d.upload("surface triangles per vertex", &surface.vfaces)?,
+            tris: d.upload("surface triangles", &surface.tris)?,
+            bounded,
+            surface_reach: longest_surface_edge(model),
+            x_start: d.alloc("start positions", nv.max(1))?,
             x: [
                 d.alloc("positions", nv.max(1))?,
                 d.alloc("trial positions", nv.max(1))?,
@@ -536,6 +622,9 @@ impl DeviceJgs2 {
             ih2: 1.0,
             kappa: model.barrier.kappa as f32,
             dhat: model.barrier.dhat as f32,
+            strict_floor: None,
+            e_ref: 0.0,
+            thickness: (SURFACE_THICKNESS * model.barrier.dhat) as f32,
             dev,
         };
         Ok(s)
@@ -577,8 +666,13 @@ impl DeviceJgs2 {
 
     // ------------------------------------------------------------ recording
 
-    /// Element pass at x[xb]: energies, gradients, projected Hessians of every element.
+    /// Element pass at x[xb]: energies, gradients, projected Hessians of every element (under
+    /// the strict filter, the sentinel energy for elements below the floor).
     fn rec_elements(&self, p: &mut Plan, xb: usize) {
+        let params = match self.strict_floor {
+            Some(floor) => Params::new().u0(ALL_FLAGS | ELASTIC_STRICT).f0(floor),
+            None => Params::new().u0(ALL_FLAGS),
+        };
         p.dispatch(
             Kernel::Elastic,
             &[
@@ -590,12 +684,13 @@ impl DeviceJgs2 {
                 self.egrad.id(),
                 self.hess.id(),
             ],
-            Params::new().u0(ALL_FLAGS),
+            params,
             self.ne as u32,
         );
     }
 
-    /// Gathered gradient + vertex terms (inertia, barrier, mask) at x[xb].
+    /// Gathered gradient + vertex terms (inertia, half-space barrier, mask) at x[xb], then the
+    /// surface barrier against spheres and boxes.
     fn rec_vertex(&self, p: &mut Plan, xb: usize) {
         let nv = self.nv as u32;
         p.dispatch(
@@ -615,6 +710,7 @@ impl DeviceJgs2 {
             &[
                 self.x[xb].id(),
                 self.x_tilde.id(),
+                self.x_start.id(),
                 self.vinfo.id(),
                 self.contacts[xb].id(),
                 self.g.id(),
@@ -629,6 +725,27 @@ impl DeviceJgs2 {
             },
             nv,
         );
+        if self.bounded {
+            p.dispatch(
+                Kernel::Jgs2FaceTerms,
+                &[
+                    self.contacts[xb].id(),
+                    self.vfaces.id(),
+                    self.tris.id(),
+                    self.vinfo.id(),
+                    self.g.id(),
+                    self.venergy.id(),
+                    self.hbar.id(),
+                ],
+                Params {
+                    f0: self.ih2,
+                    f1: self.kappa,
+                    f2: self.dhat,
+                    ..Params::default()
+                },
+                nv,
+            );
+        }
     }
 
     /// The full state at x[xb]: element cache, gradient, vertex terms.
@@ -735,8 +852,8 @@ impl DeviceJgs2 {
         );
     }
 
-    /// Solves the systems of `list` (mode: `SOLVE_*`), filtered by the contacts of x[xb], into
-    /// dirs slot `slot`.
+    /// Solves the systems of `list` (mode: `SOLVE_*`), filtered by the contacts of x[xb] (each
+    /// vertex and, against spheres and boxes, its surface triangles), into dirs slot `slot`.
     fn rec_solve(&self, p: &mut Plan, xb: usize, list: Span, mode: u32, slot: u32) {
         p.dispatch(
             Kernel::VertexSolve,
@@ -745,11 +862,14 @@ impl DeviceJgs2 {
                 self.sys.id(),
                 self.hbar.id(),
                 self.contacts[xb].id(),
+                self.vfaces.id(),
+                self.tris.id(),
                 self.dirs.id(),
             ],
             Params {
                 u0: mode | (slot << 4),
                 u1: list.off,
+                f3: self.thickness,
                 ..Params::default()
             },
             list.len,
@@ -979,14 +1099,34 @@ impl DeviceJgs2 {
                 *d += r[DOTS_STRIDE * blk + j] as f64;
             }
         }
-        let norm = dots[0].max(0.0).sqrt();
+        // A NaN gradient (a vertex or triangle on an obstacle) must not read as residual 0.
+        let norm = if dots[0].is_nan() {
+            f64::NAN
+        } else {
+            dots[0].max(0.0).sqrt()
+        };
+        let parts = || {
+            r[rb.e_elem..rb.e_elem + rb.n_elem]
+                .iter()
+                .chain(&r[rb.e_vert..rb.e_vert + rb.n_vert])
+        };
+        // An element below the strict floor wrote the sentinel: the state is infeasible.
+        let sentinel = r[rb.e_elem..rb.e_elem + rb.n_elem]
+            .iter()
+            .any(|&v| v >= 0.5 * ELASTIC_STRICT_SENTINEL);
+        let energy = sum(rb.e_elem, rb.n_elem) + sum(rb.e_vert, rb.n_vert);
         Ok(Sample {
             residual: if self.char_scale > 0.0 {
                 norm / self.char_scale
             } else {
                 norm
             },
-            energy: sum(rb.e_elem, rb.n_elem) + sum(rb.e_vert, rb.n_vert),
+            energy: if sentinel {
+                f64::INFINITY
+            } else {
+                energy - self.e_ref
+            },
+            magnitude: parts().map(|&v| (v as f64).abs()).sum(),
             max_dx: r[rb.dx..rb.dx + rb.n_vert]
                 .iter()
                 .fold(0.0f64, |m, &v| m.max(v as f64)),
@@ -1062,6 +1202,7 @@ impl DeviceJgs2 {
             .map(|v| vec4(at(&problem.x_tilde, v), o))
             .collect();
         self.dev.write(&self.x[0], 0, &xs)?;
+        self.dev.write(&self.x_start, 0, &xs)?;
         // Contact records in f64 at the start (obstacle-relative: precise near contact).
         let mut cs = Vec::with_capacity(self.nv * self.obstacles.len().max(1));
         for v in 0..self.nv {
@@ -1080,7 +1221,109 @@ impl DeviceJgs2 {
         self.ih2 = (1.0 / (problem.h * problem.h)) as f32;
         self.kappa = model.barrier.kappa as f32;
         self.dhat = model.barrier.dhat as f32;
+        self.strict_floor = if problem.strict_inversion {
+            strict_floor(model, &problem.x_start)
+        } else {
+            None
+        };
+        self.e_ref = 0.0;
         Ok(())
+    }
+}
+
+/// The longest edge of the model's surface triangles, m (0 without a surface).
+fn longest_surface_edge(model: &Model) -> f64 {
+    let p = |v: u32| model.mesh.positions[v as usize];
+    model
+        .surface
+        .triangles
+        .iter()
+        .flat_map(|t| [(t[0], t[1]), (t[1], t[2]), (t[2], t[0])])
+        .map(|(a, b)| {
+            let (a, b) = (p(a), p(b));
+            ((a[0] - b[0]).powi(2) + (a[1] - b[1]).powi(2) + (a[2] - b[2]).powi(2)).sqrt()
+        })
+        .fold(0.0, f64::max)
+}
+
+/// The device's strict-inversion floor on J for a step from `x_start`: min([`STRICT_MIN_J`],
+/// ½·min_e J_e(x_start)), one floor for every element (the f64 filter's per-element
+/// `strict_volume_floor` would need a per-element buffer the elastic kernels have no binding
+/// for), so an element already flatter than STRICT_MIN_J may still move. `None` (not enforced)
+/// when an element is inverted at x_start: the f64 filter exempts such elements, a single floor
+/// cannot.
+fn strict_floor(model: &Model, x_start: &[f64]) -> Option<f32> {
+    let min_j = (0..model.mesh.num_tets())
+        .map(|t| model.element_j(x_start, t))
+        .fold(f64::INFINITY, f64::min);
+    (min_j > 0.0).then(|| STRICT_MIN_J.min(0.5 * min_j) as f32)
+}
+
+impl DeviceJgs2 {
+    /// Rebuilds the f64 positions of the vertices near an obstacle from their contact records.
+    ///
+    /// In contact the barrier's equilibrium distance can be ~1e-8 m (a ball thrown at 30 m/s
+    /// onto the ground at the default d̂), the resolution of f32 positions relative to the
+    /// centroid: the device keeps such distances positive in its obstacle-relative records, but
+    /// the f32 positions may put the vertex on the wrong side, and the f64 energy of the result
+    /// would be +∞. Each vertex within reach of an obstacle — d < d̂ for a half-space, d < d̂ +
+    /// the longest surface edge for a sphere or box (their triangles reach between far corners)
+    /// — takes its nearest record's distance: along the half-space's normal, along its ray from
+    /// the sphere's centre (radius R + d), or per axis within that reach of a box face (the
+    /// offset from that face). Only the record's precise components replace the position's; the
+    /// move is of the order of the f32 position resolution, and the position buffer keeps the
+    /// f32 iterate.
+    fn rebuild_from_records(&self, x: &mut [f64], records: &[GpuContact]) {
+        let nc = self.obstacles.len();
+        if nc == 0 || records.len() < nc * self.nv {
+            return;
+        }
+        let dhat = self.dhat as f64;
+        for v in 0..self.nv {
+            let mut best: Option<(usize, f64)> = None;
+            for (o, c) in records[v * nc..v * nc + nc].iter().enumerate() {
+                let d = crate::gpu::twins::jgs2::contact_distance(c).d as f64;
+                let reach = if self.obstacles[o].is_bounded() {
+                    dhat + self.surface_reach
+                } else {
+                    dhat
+                };
+                if d < reach && best.is_none_or(|(_, b)| d < b) {
+                    best = Some((o, d));
+                }
+            }
+            let Some((o, d)) = best else { continue };
+            let c = &records[v * nc + o];
+            let p = &mut x[3 * v..3 * v + 3];
+            match &self.obstacles[o] {
+                Obstacle::HalfSpace { normal, offset } => {
+                    let now = (0..3).map(|k| normal[k] * p[k]).sum::<f64>() - offset;
+                    for k in 0..3 {
+                        p[k] += normal[k] * (d - now);
+                    }
+                }
+                Obstacle::Sphere { center, radius } => {
+                    let r = [0, 1, 2].map(|k| p[k] - center[k]);
+                    let len = (r[0] * r[0] + r[1] * r[1] + r[2] * r[2]).sqrt();
+                    if len > 0.0 {
+                        for k in 0..3 {
+                            p[k] = center[k] + r[k] / len * (radius + d);
+                        }
+                    }
+                }
+                Obstacle::Box { min, max } => {
+                    let reach = dhat + self.surface_reach;
+                    for k in 0..3 {
+                        let (lo, hi) = (c.a[k] as f64, c.b[k] as f64);
+                        if lo <= hi && lo.abs() < reach {
+                            p[k] = min[k] + lo;
+                        } else if hi < lo && hi.abs() < reach {
+                            p[k] = max[k] - hi;
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -1107,7 +1350,10 @@ impl StepSolver for DeviceJgs2 {
         let mut timings = StepTimings::default();
         self.upload_step(problem)?;
         let t0 = Instant::now();
-        let safeguard = self.params.safeguard;
+        // The strict filter needs every iterate to pass the energy test (the sentinel of an
+        // element below the floor), so VBD and plain JGS2 go through the safeguard's line
+        // search under it.
+        let safeguard = self.params.safeguard || problem.strict_inversion;
         let variant = self.params.variant;
         // The state at the start, and what the first iteration needs.
         let mut p = Plan::new();
@@ -1122,6 +1368,14 @@ impl StepSolver for DeviceJgs2 {
             self.rec_energy(&mut p);
         }
         let mut s = self.run(&p)?;
+        // Energies from here on are relative to the start's (its inertia term is 0 by
+        // construction; elastic and barrier are subtracted), as the f64 reference's
+        // `energy_change`. An infeasible start (an f32 barrier or the strict floor) has no
+        // reference: any finite trial then passes the energy test.
+        if s.energy.is_finite() {
+            self.e_ref = s.energy;
+            s.energy = 0.0;
+        }
         timings.assembly_ms += ms(t0);
         let mut records = trace.then(Vec::new);
         if let Some(r) = records.as_mut() {
@@ -1135,8 +1389,11 @@ impl StepSolver for DeviceJgs2 {
         let mut iterations = 0;
         let mut converged;
         let mut max_dx = f64::INFINITY;
-        let accept = |e1: f64, e0: f64, alpha: f64, slope: f64| {
-            e1.is_finite() && e1 <= e0 + 1e-4 * alpha * slope + ENERGY_SLACK * e0.abs()
+        // Armijo on the energy change, with the f32 round-off allowance scaled by the summed
+        // terms' magnitude at the current iterate (see [`DeviceJgs2::ENERGY_SLACK`]).
+        let accept = |e1: f64, s0: &Sample, alpha: f64, slope: f64| {
+            let slack = ENERGY_SLACK * (s0.energy.abs() + s0.magnitude);
+            e1.is_finite() && e1 <= s0.energy + 1e-4 * alpha * slope + slack
         };
         loop {
             converged = match self.params.stop {
@@ -1160,7 +1417,6 @@ impl StepSolver for DeviceJgs2 {
                 if !descent {
                     coef = [0.0; 3];
                 }
-                let e0 = s.energy;
                 let mut scale = if descent { 1.0 } else { 0.0 };
                 let mut p = Plan::new();
                 p.dispatch(
@@ -1179,6 +1435,23 @@ impl StepSolver for DeviceJgs2 {
                     },
                     self.nv as u32,
                 );
+                if self.bounded {
+                    p.dispatch(
+                        Kernel::Jgs2FaceBound,
+                        &[
+                            self.step.id(),
+                            self.contacts[cur].id(),
+                            self.vfaces.id(),
+                            self.tris.id(),
+                            self.bound.id(),
+                        ],
+                        Params {
+                            f3: self.thickness,
+                            ..Params::default()
+                        },
+                        self.nv as u32,
+                    );
+                }
                 p.max_abs(
                     &self.bound,
                     self.nv as u32,
@@ -1192,7 +1465,7 @@ impl StepSolver for DeviceJgs2 {
                 if descent {
                     let tl = Instant::now();
                     let mut tries = 1;
-                    while !accept(trial.energy, e0, scale * alpha0, slope) {
+                    while !accept(trial.energy, &s, scale * alpha0, slope) {
                         scale *= 0.5;
                         let mut p = Plan::new();
                         self.rec_trial(&mut p, cur, scale);
@@ -1204,6 +1477,15 @@ impl StepSolver for DeviceJgs2 {
                             break;
                         }
                         tries += 1;
+                    }
+                    if !trial.energy.is_finite() {
+                        // Even the last halving is infeasible (a barrier, or an element below
+                        // the strict floor): stay put rather than step into it.
+                        scale = 0.0;
+                        let mut p = Plan::new();
+                        self.rec_trial(&mut p, cur, scale);
+                        self.rec_eval_safeguarded(&mut p, 1 - cur);
+                        trial = self.run(&p)?;
                     }
                     timings.line_search_ms += ms(tl);
                 }
@@ -1240,6 +1522,11 @@ impl StepSolver for DeviceJgs2 {
                 });
             }
         }
+        let contact_records = if self.obstacles.is_empty() {
+            Vec::new()
+        } else {
+            self.dev.read(&self.contacts[cur])?
+        };
         if cur == 1 {
             // Keep the result in the position buffer hosts draw from.
             let mut p = Plan::new();
@@ -1256,6 +1543,7 @@ impl StepSolver for DeviceJgs2 {
         for (k, xi) in x.iter_mut().enumerate() {
             *xi += self.origin[k % 3];
         }
+        if std::env::var("NO_REBUILD").is_err() { self.rebuild_from_records(x, &contact_records); }
         if x.iter().any(|v| !v.is_finite()) {
             return Err(JelloError::Solver(format!(
                 "{} diverged (non-finite positions)",

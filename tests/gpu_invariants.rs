@@ -1,0 +1,166 @@
+//! The physical invariants on the device (`DeviceJgs2`, f32 kernels on the GPU and on their CPU
+//! twins), checked in f64 on the returned positions (`Model::check_state`): the strict inversion
+//! filter keeps every element positive in a violent impact, the surface of a body stays out of
+//! spheres and boxes smaller than its triangles, and the device agrees with the f64 reference on
+//! a sphere contact.
+//!
+//! A GPU test FAILS when no adapter is found unless `JELLO_SKIP_GPU_TESTS=1` (the CPU-twin half
+//! still runs).
+//!
+//!   WGPU_BACKEND=vulkan cargo test --test gpu_invariants   (Mesa lavapipe)
+
+mod common;
+
+use jello::gpu::Device;
+use jello::problem::{Model, State, StepProblem};
+use jello::scene::{BuiltScene, Scene};
+use jello::solver::jgs2::{
+    build_subspace, DeviceJgs2, Jgs2Params, Jgs2Solver, Jgs2Subspace, SubspaceOptions, Variant,
+};
+use jello::solver::{StepReport, StepSolver, StopRule};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Serialises this file's GPU work (Mesa's GL stack slows concurrent devices down).
+fn gpu_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn built(text: &str) -> BuiltScene {
+    Scene::parse(Path::new("test.toml"), text)
+        .unwrap()
+        .build()
+        .unwrap()
+}
+
+/// The CPU twins, and the GPU when there is one (see `common::gpu_device`).
+fn devices() -> Vec<(&'static str, Device)> {
+    let mut d = vec![("cpu twins", Device::cpu())];
+    if let Some(g) = common::gpu_device() {
+        d.push(("gpu", g));
+    }
+    d
+}
+
+/// VBD (Gauss–Seidel, no safeguard) and safeguarded JGS2 Jacobi, capped at `cap` iterations.
+fn solvers(cap: usize) -> [(&'static str, Jgs2Params, bool); 2] {
+    let vbd = Jgs2Params {
+        max_iterations: cap,
+        variant: Variant::GaussSeidel,
+        safeguard: false,
+        ..Default::default()
+    };
+    let jgs2 = Jgs2Params {
+        max_iterations: cap,
+        ..Default::default()
+    };
+    [("vbd", vbd, false), ("jgs2", jgs2, true)]
+}
+
+fn solver(
+    m: &Model,
+    dev: Option<Device>,
+    params: Jgs2Params,
+    sub: Option<Arc<Jgs2Subspace>>,
+) -> Box<dyn StepSolver> {
+    match (dev, sub) {
+        (Some(d), s) => Box::new(DeviceJgs2::new(d, m, params, s).unwrap()),
+        (None, Some(s)) => Box::new(Jgs2Solver::jgs2(m, params, s).unwrap()),
+        (None, None) => Box::new(Jgs2Solver::vbd(m, params)),
+    }
+}
+
+/// One step from `st` (strict or not); returns the report and moves `st` on.
+fn advance(
+    m: &Model,
+    s: &mut dyn StepSolver,
+    st: &mut State,
+    h: f64,
+    strict: bool,
+) -> (StepReport, Vec<f64>) {
+    let mut p = StepProblem::new(m, st, h);
+    p.strict_inversion = strict;
+    let mut x = Vec::new();
+    let r = s.step(&p, m, &mut x, false).unwrap();
+    let v = x.iter().zip(&st.x).map(|(a, b)| (a - b) / h).collect();
+    *st = State {
+        x: x.clone(),
+        v,
+        t: st.t + h,
+    };
+    (r, x)
+}
+
+// ---------------------------------------------------------------- (a) strict inversion
+
+/// A stable Neo-Hookean ball thrown at the ground at 30 m/s (tests/invariants.rs's scene,
+/// slower): the second step squashes it flat.
+const THROWN: &str = r#"
+[simulation]
+h = 0.01
+steps = 2
+[[objects]]
+name = "ball"
+mesh = { generator = "ball", center = [0.0, 0.12, 0.0], radius = 0.1, resolution = 6 }
+material = { model = "stable_neo_hookean", youngs_modulus = 5e4, poisson_ratio = 0.4, density = 1000.0 }
+velocity = [0.0, -30.0, 0.0]
+[[obstacles]]
+type = "ground"
+"#;
+
+#[test]
+fn strict_device_solves_keep_every_element_positive() {
+    let _gpu = gpu_lock();
+    let b = built(THROWN);
+    let m = &b.model;
+    let sub = Arc::new(build_subspace(m, 0.01, &SubspaceOptions::default()).unwrap());
+    for (dname, dev) in devices() {
+        for (name, params, jgs2) in solvers(200) {
+            let s = jgs2.then(|| sub.clone());
+            let mut line = format!("{dname} {name}:");
+            let mut inverted_plain = 0;
+            for strict in [false, true] {
+                let mut solver = solver(m, Some(dev.clone()), params, s.clone());
+                let mut st = m.initial_state(&b.velocity);
+                let mut its = Vec::new();
+                for step in 0..2 {
+                    let (r, x) = advance(m, solver.as_mut(), &mut st, 0.01, strict);
+                    let c = m.check_state(&x);
+                    its.push(r.iterations);
+                    if strict {
+                        // Every element positive in f64, and the state feasible (finite E).
+                        assert_eq!(
+                            c.total_inverted(),
+                            0,
+                            "{dname} {name} strict step {step}: min J {:e}",
+                            c.min_j
+                        );
+                        assert!(c.min_j > 0.0);
+                        assert!(
+                            r.energy.is_finite(),
+                            "{dname} {name} strict step {step}: f64 energy {}",
+                            r.energy
+                        );
+                    } else {
+                        inverted_plain += c.total_inverted();
+                    }
+                    line += &format!(
+                        " {}step {step}: {} it, min J {:.1e}, inverted {};",
+                        if strict { "strict " } else { "" },
+                        r.iterations,
+                        c.min_j,
+                        c.total_inverted()
+                    );
+                }
+                let _ = its;
+            }
+            eprintln!("{line}");
+            // Without the filter this impact inverts elements: the strict run is a real test.
+            assert!(
+                inverted_plain > 0,
+                "{dname} {name}: the impact must invert elements without the strict filter"
+            );
+        }
+    }
+}
