@@ -12,8 +12,7 @@ mod common;
 use jello::material::{Material, MaterialModel};
 use jello::mesh::{ball, box_grid, TetMesh};
 use jello::problem::{
-    barrier_derivatives, BarrierParams, Body, ElasticTerms, HessianLayout, Model, Obstacle, Pin,
-    Script, StepProblem,
+    BarrierParams, Body, ElasticTerms, HessianLayout, Model, Obstacle, Pin, Script, StepProblem,
 };
 use jello::sim::Simulation;
 use jello::solver::{NewtonParams, NewtonSolver};
