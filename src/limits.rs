@@ -38,6 +38,11 @@ pub use jello_precompute::artifact::MAX_ARTIFACT_BYTES;
 /// distances stay below f32's 3.4e38 on the GPU.
 pub const MAX_COORDINATE: f64 = 1e12;
 
+/// Largest magnitude any float in a scene may have (coordinates have the tighter
+/// [`MAX_COORDINATE`]): 1e30, far beyond every physical value a scene holds (steel's Young's
+/// modulus is 2e11 Pa), so products of a few stay finite in f64.
+pub const MAX_SCENE_VALUE: f64 = 1e30;
+
 /// Shortest and longest time step `h` (s) a scene may ask for: 1e-12 .. 1e12 s. Outside them
 /// `1/h²` (the inertia weight) or `h²` times a load leave the range where f32 holds the
 /// incremental potential's terms side by side.

@@ -3,7 +3,9 @@
 use super::spec::*;
 use super::Scene;
 use crate::error::{JelloError, Result};
-use crate::limits::{MAX_COORDINATE, MAX_GENERATOR_CELLS, MAX_STEPS, TIME_STEP_RANGE};
+use crate::limits::{
+    MAX_COORDINATE, MAX_GENERATOR_CELLS, MAX_SCENE_VALUE, MAX_STEPS, TIME_STEP_RANGE,
+};
 use crate::material::{Material, MaterialModel};
 use crate::mesh::{ball, box_grid, read_mesh, TetMesh};
 use crate::problem::{BarrierParams, Body, ExternalForce, Model, Obstacle, Pin, Script};
@@ -109,11 +111,6 @@ impl Ctx<'_> {
         Ok(Vector3::from(*v) / n)
     }
 }
-
-/// Largest magnitude any float in a scene may have (coordinates have the tighter
-/// [`MAX_COORDINATE`]): 1e30, far beyond every physical value a scene holds (steel's Young's
-/// modulus is 2e11 Pa), so products of a few stay finite in f64.
-pub const MAX_SCENE_VALUE: f64 = 1e30;
 
 impl Scene {
     /// Validates every value and builds the model. Errors name the file and the dotted key.
