@@ -302,6 +302,51 @@ fn quadratic_tets_are_read_by_their_corners() {
     let vtk = format!("# vtk DataFile Version 3.0\nt\nASCII\nDATASET UNSTRUCTURED_GRID\nPOINTS 10 double\n{vtk_points}CELLS 1 11\n10 0 1 2 3 4 5 6 7 8 9\nCELL_TYPES 1\n24\n");
     let medit_vertices: String = vtk_points.lines().map(|l| format!("{l} 0\n")).collect();
     let medit = format!("MeshVersionFormatted 1\nDimension 3\nVertices\n10\n{medit_vertices}TetrahedraP2\n1\n1 2 3 4 5 6 7 8 9 10 0\nEnd\n");
+    // A mid-edge node out of range is an error even though only the corners are kept.
+    let bad = [
+        (
+            "p2bad.msh",
+            msh.replace("8 9 10\n$EndElements", "8 9 11\n$EndElements"),
+            19,
+        ),
+        ("p2bad.vtk", vtk.replace("7 8 9\nCELL", "7 8 10\nCELL"), 17),
+        (
+            "p2bad.mesh",
+            medit.replace("9 10 0\nEnd", "9 11 0\nEnd"),
+            17,
+        ),
+    ];
+    for (name, text, line) in &bad {
+        assert_has(
+            &error(name, text.as_bytes()),
+            &[&format!("{name}:{line}:"), "out of range"],
+        );
+    }
+    let node: String = std::iter::once("10 3 0 0\n".to_string())
+        .chain(
+            vtk_points
+                .lines()
+                .enumerate()
+                .map(|(i, l)| format!("{i} {l}\n")),
+        )
+        .collect();
+    let ok = parse_tetgen(
+        Path::new("p2.node"),
+        node.as_bytes(),
+        Path::new("p2.ele"),
+        b"1 10 0\n0 0 1 2 3 4 5 6 7 8 9\n",
+    )
+    .unwrap();
+    assert_eq!(ok.mesh.tets, vec![[0, 1, 2, 3]]);
+    let e = parse_tetgen(
+        Path::new("p2.node"),
+        node.as_bytes(),
+        Path::new("p2bad.ele"),
+        b"1 10 0\n0 0 1 2 3 4 5 6 7 8 10\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert_has(&e, &["p2bad.ele:2:", "out of range"]);
     for (name, text) in [("p2.msh", msh), ("p2.vtk", vtk), ("p2.mesh", medit)] {
         let l = parse_mesh(Path::new(name), text.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(l.mesh.tets, vec![[0, 1, 2, 3]], "{name}");

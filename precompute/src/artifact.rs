@@ -477,7 +477,7 @@ fn check_content(b: &Jgs2Basis, stats_f64: &[f64]) -> Result<(), String> {
             .chain(rec.far_blocks.iter().flatten())
             .chain(rec.far_slopes.iter().flatten())
             .all(|x| x.is_finite());
-        if !finite || !(rec.far_residual.is_finite() && rec.far_residual >= 0.0) {
+        if !(finite && rec.far_residual.is_finite() && rec.far_residual >= 0.0) {
             return Err(format!("vertex {v}: a non-finite number"));
         }
         if rec.near_vertices.windows(2).any(|w| w[0] >= w[1])

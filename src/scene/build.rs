@@ -715,7 +715,7 @@ fn check_placed(cx: &Ctx, key: &str, m: &TetMesh) -> Result<()> {
         .positions
         .iter()
         .enumerate()
-        .find(|(_, p)| p.iter().any(|x| !(x.abs() <= MAX_COORDINATE)))
+        .find(|(_, p)| p.iter().any(|x| x.is_nan() || x.abs() > MAX_COORDINATE))
     {
         return Err(cx.err(
             key,

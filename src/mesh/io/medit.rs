@@ -40,6 +40,8 @@ pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<RawMesh> {
     let mut tally = Tally::default();
     let mut positions: Option<Vec<[f64; 3]>> = None;
     let mut raw_tets: Vec<[i64; 4]> = Vec::new();
+    // Per tet, its smallest and largest vertex index (mid-edge nodes of TetrahedraP2 included).
+    let mut extreme: Vec<(i64, i64)> = Vec::new();
     let mut lines: Vec<u32> = Vec::new();
     // Bit 0: a Tetrahedra section seen, bit 1: a TetrahedraP2 section.
     let mut saw_tets = 0u8;
@@ -107,16 +109,19 @@ pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<RawMesh> {
                 for _ in 0..m {
                     let mut tet = [0i64; 4];
                     let mut line = 0;
+                    // Smallest and largest index on the line (mid-edge nodes included).
+                    let (mut lo, mut hi) = (i64::MAX, i64::MIN);
                     for k in 0..nodes {
                         let v = c.i64("vertex index")?;
                         if k == 0 {
                             line = c.token_line();
                         }
-                        if k < 4 {
-                            tet[k] = v;
-                        } else if v < 1 {
-                            return Err(c.err(format!("vertex index {v} out of range (1-based)")));
+                        // Corners go to the tet; every index is range-checked (through its
+                        // line's extremes) once the vertices are known.
+                        if let Some(slot) = tet.get_mut(k) {
+                            *slot = v;
                         }
+                        (lo, hi) = (lo.min(v), hi.max(v));
                     }
                     c.i64("tetrahedron reference")?;
                     if c.token_line() != line {
@@ -128,6 +133,7 @@ pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<RawMesh> {
                         ));
                     }
                     raw_tets.push(tet);
+                    extreme.push((lo, hi));
                     lines.push(line as u32);
                 }
                 if p2 {
@@ -168,7 +174,13 @@ pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<RawMesh> {
     let positions = positions.ok_or_else(|| JelloError::mesh(path, "no Vertices section"))?;
     let nv = positions.len() as i64;
     let mut tets = Vec::with_capacity(raw_tets.len());
-    for (t, line) in raw_tets.iter().zip(&lines) {
+    for ((t, line), &(lo, hi)) in raw_tets.iter().zip(&lines).zip(&extreme) {
+        if let Some(x) = [lo, hi].into_iter().find(|&x| x < 1 || x > nv) {
+            return Err(c.err_at(
+                *line as usize,
+                format!("vertex index {x} out of range (1-based, {nv} vertices)"),
+            ));
+        }
         let mut tet = [0u32; 4];
         for k in 0..4 {
             if t[k] < 1 || t[k] > nv {

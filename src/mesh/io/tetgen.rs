@@ -142,13 +142,14 @@ fn read_ele(
         let mut tet = [0u32; 4];
         for k in 0..npt {
             let v = c.i64("vertex index")?;
+            // Every node is range-checked, mid-edge ones of 10-node tets included.
+            let i = v.saturating_sub(base as i64);
+            if i < 0 || i >= num_points as i64 {
+                return Err(c.err(format!(
+                    "vertex index {v} out of range ({base}-based, {num_points} points)"
+                )));
+            }
             if let Some(slot) = tet.get_mut(k) {
-                let i = v - base as i64;
-                if i < 0 || i >= num_points as i64 {
-                    return Err(c.err(format!(
-                        "vertex index {v} out of range ({base}-based, {num_points} points)"
-                    )));
-                }
                 *slot = i as u32;
             }
         }
