@@ -7,7 +7,7 @@
 //! - not panic (a panic fails the case, and proptest shrinks it to a minimal mutation list);
 //! - finish within a per-case time bound (`JELLO_FUZZ_CASE_SECONDS`, default 10 s);
 //! - stay within bounded memory: the cases run in a child process under `ulimit -v`
-//!   (`JELLO_FUZZ_MEM_MB`, default 2048), so an allocation sized by a lying count aborts the
+//!   (`JELLO_FUZZ_MEM_MB`, default 512; the worker itself peaks near 6 MiB), so an allocation sized by a lying count aborts the
 //!   child and fails the test naming the input; the child also reports its peak RSS;
 //! - return either a valid mesh (indices in range, finite, positively oriented) or a one-line
 //!   error naming the file.
@@ -15,7 +15,7 @@
 //! The parent test `fuzz_inputs` runs the worker with a watchdog: a hang is killed and the
 //! input being processed is named (the worker writes each input to a file before running it).
 //!
-//! Short run (in the suite): `JELLO_FUZZ_CASES` cases per target, default 48.
+//! Short run (in the suite): `JELLO_FUZZ_CASES` cases per target, default 2000 (well under a second).
 //! Longer run, e.g. ten minutes per target (add `--release` for more cases per second):
 //!
 //! ```text
@@ -811,7 +811,13 @@ fn fuzz_worker() {
             .unwrap_or(1)
     });
     println!("fuzz_worker: JELLO_TEST_SEED={seed}");
-    let cases = env_u64("JELLO_FUZZ_CASES").unwrap_or(48) as u32;
+    if std::env::var_os("JELLO_FUZZ_ALLOC_PROBE").is_some() {
+        // For `fuzz_memory_cap_is_enforced`: must abort under the cap.
+        let v: Vec<u8> = Vec::with_capacity(1 << 30);
+        println!("probe allocated {} bytes", v.capacity());
+        return;
+    }
+    let cases = env_u64("JELLO_FUZZ_CASES").unwrap_or(2000) as u32;
     let seconds = std::env::var("JELLO_FUZZ_SECONDS")
         .ok()
         .and_then(|v| v.parse::<f64>().ok());
@@ -838,20 +844,24 @@ fn fuzz_worker() {
     if let Some(p) = peak_rss_mib() {
         println!("fuzz peak RSS: {p:.0} MiB");
     }
+    if let Some(l) = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Max address space"))
+                .map(String::from)
+        })
+    {
+        println!("fuzz {l}");
+    }
     let _ = std::fs::remove_dir_all(work_dir());
 }
 
-/// Runs the worker in a child process with its address space capped (`ulimit -v`) and a
-/// watchdog; fails on a panic, an abort (an allocation over the cap), a hang or a failed case,
-/// naming the input being processed.
-#[test]
-fn fuzz_inputs() {
+/// Starts the worker in a child process with its address space capped (`ulimit -v`), with
+/// `env` added.
+fn spawn_worker(current: &Path, env: &[(&str, &str)]) -> std::process::Child {
     let exe = std::env::current_exe().unwrap();
-    let current = scratch_root().join(format!("jello_fuzz_current_{}", std::process::id()));
-    let mem_mb = env_u64("JELLO_FUZZ_MEM_MB").unwrap_or(2048);
-    let per_target = env_u64("JELLO_FUZZ_SECONDS").unwrap_or(0) as f64;
-    // Generous: the short run takes seconds; a long run its requested time plus slack.
-    let watchdog = Duration::from_secs_f64(600.0 + per_target * 8.0 * 1.5);
+    let mem_mb = env_u64("JELLO_FUZZ_MEM_MB").unwrap_or(512);
     let args = [
         "--exact",
         "fuzz_worker",
@@ -871,16 +881,23 @@ fn fuzz_inputs() {
         c.args(args);
         c
     };
-    let mut child = cmd
-        .env("JELLO_FUZZ_CURRENT", &current)
+    cmd.env("JELLO_FUZZ_CURRENT", current)
         // Few threads and malloc arenas: the address-space cap then measures the inputs' needs,
         // not per-thread reservations.
         .env("RAYON_NUM_THREADS", "2")
         .env("MALLOC_ARENA_MAX", "2")
+        .envs(env.iter().copied())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .expect("spawn the fuzz worker");
+        .expect("spawn the fuzz worker")
+}
+
+/// Waits for `child` up to `watchdog`; `None` when it had to be killed.
+fn wait_for(
+    mut child: std::process::Child,
+    watchdog: Duration,
+) -> (Option<std::process::ExitStatus>, String, String) {
     let start = Instant::now();
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
@@ -893,18 +910,28 @@ fn fuzz_inputs() {
         std::thread::sleep(Duration::from_millis(50));
     };
     let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    (
+        status,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs the worker in a child process with its address space capped (`ulimit -v`) and a
+/// watchdog; fails on a panic, an abort (an allocation over the cap), a hang or a failed case,
+/// naming the input being processed.
+#[test]
+fn fuzz_inputs() {
+    let current = scratch_root().join(format!("jello_fuzz_current_{}", std::process::id()));
+    let per_target = env_u64("JELLO_FUZZ_SECONDS").unwrap_or(0) as f64;
+    // Generous: the short run takes under a second; a long run its requested time plus slack.
+    let watchdog = Duration::from_secs_f64(600.0 + per_target * 8.0 * 1.5);
+    let (status, stdout, stderr) = wait_for(spawn_worker(&current, &[]), watchdog);
     let report: Vec<&str> = stdout.lines().filter(|l| l.starts_with("fuzz")).collect();
     println!("{}", report.join("\n"));
     let tail = |s: &str| {
-        s.chars()
-            .rev()
-            .take(4000)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect::<String>()
+        let n = s.chars().count();
+        s.chars().skip(n.saturating_sub(4000)).collect::<String>()
     };
     match status {
         None => panic!(
@@ -924,6 +951,26 @@ fn fuzz_inputs() {
         stdout.contains("fuzz total") || !cfg!(target_os = "linux"),
         "the worker ran no target: {stdout}"
     );
+    let _ = std::fs::remove_file(&current);
+}
+
+/// The memory bound is real: a worker that reserves 1 GiB (twice the default cap) dies, and
+/// the parent's check sees a failed child. Guards against the cap silently not applying.
+#[cfg(target_os = "linux")]
+#[test]
+fn fuzz_memory_cap_is_enforced() {
+    if env_u64("JELLO_FUZZ_MEM_MB").is_some() {
+        return; // a custom cap may be large enough for the probe
+    }
+    let current = scratch_root().join(format!("jello_fuzz_probe_{}", std::process::id()));
+    let child = spawn_worker(&current, &[("JELLO_FUZZ_ALLOC_PROBE", "1")]);
+    let (status, stdout, _) = wait_for(child, Duration::from_secs(120));
+    let status = status.expect("the probe worker hung");
+    assert!(
+        !status.success(),
+        "a 1 GiB reservation passed the cap: {stdout}"
+    );
+    assert!(!stdout.contains("probe allocated"), "{stdout}");
     let _ = std::fs::remove_file(&current);
 }
 
