@@ -1015,4 +1015,5 @@ fn fuzz_regressions() {
         }
     }
     println!("{n} fuzz regression inputs replayed");
+    let _ = std::fs::remove_dir_all(work_dir());
 }
