@@ -683,3 +683,78 @@ fn auto_backend_falls_back_to_the_cpu_without_an_adapter() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// ------------------------------------------------- sizes and special files (issue 9)
+
+#[test]
+fn huge_sizes_are_one_line_errors() {
+    let steps = format!("steps = {}", jello::limits::MAX_STEPS + 1);
+    bad_scene(
+        "steps_cap",
+        "steps = 2",
+        &steps,
+        &["`simulation.steps`", "MAX_STEPS"],
+    );
+    // The product of these wraps to 0 in 64-bit arithmetic.
+    bad_scene(
+        "cells_wrap",
+        "cells = [4, 1, 1]",
+        "cells = [4294967296, 4294967296, 4]",
+        &["`objects[0].mesh.cells`", "MAX_GENERATOR_CELLS"],
+    );
+    bad_scene(
+        "scale_tiny",
+        "density = 1000.0 }",
+        "density = 1000.0 }\ntransform = { scale = 1e-300 }",
+        &["`objects[0].transform.scale`", "degenerate"],
+    );
+}
+
+/// `jello run` on a FIFO as the scene, and on a scene whose mesh is /dev/zero: refused from
+/// the metadata with one line, within seconds (opening the FIFO would block forever).
+#[cfg(unix)]
+#[test]
+fn special_files_are_refused_without_hanging() {
+    let dir = tmp("special_files");
+    let fifo = dir.join("scene_pipe.toml");
+    let made = Command::new("mkfifo").arg(&fifo).status();
+    let zero_mesh = dir.join("zero.msh");
+    std::os::unix::fs::symlink("/dev/zero", &zero_mesh).unwrap();
+    let scene = dir.join("zero_mesh.toml");
+    std::fs::write(
+        &scene,
+        BASE.replace(
+            "generator = \"box\", min = [0.0, 0.0, 0.0], max = [1.0, 0.1, 0.1], cells = [4, 1, 1]",
+            "file = \"zero.msh\"",
+        ),
+    )
+    .unwrap();
+    let mut cases = vec![(scene, "zero.msh", "character device")];
+    if made.map(|s| s.success()).unwrap_or(false) {
+        cases.push((fifo, "scene_pipe.toml", "FIFO"));
+    }
+    for (path, name, needle) in cases {
+        let mut child = Command::new(BIN)
+            .args([
+                "run",
+                path.to_str().unwrap(),
+                "--out",
+                dir.join("out").to_str().unwrap(),
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let start = std::time::Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if start.elapsed() > std::time::Duration::from_secs(60) {
+                let _ = child.kill();
+                panic!("jello run {} hung", path.display());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let out = child.wait_with_output().unwrap();
+        assert_one_line_error(&out, &[name, needle]);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
