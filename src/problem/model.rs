@@ -68,6 +68,9 @@ pub struct Model {
     /// Per surface edge, its share of its ends' masses (Σ m_v / surface edges at v), kg: the
     /// barrier weight of its pairs with box edges.
     pub edge_mass: Vec<f64>,
+    /// Σ_e V_e (|μ_e| + |λ_e|), J: the energy of a unit strain, the scale of the elastic
+    /// energy's round-off (see [`super::StepProblem::energy_slack`]).
+    pub energy_scale: f64,
     /// Per vertex, its surface edges: `edge_list[edge_offsets[v]..edge_offsets[v + 1]]`.
     pub edge_offsets: Vec<u32>,
     /// See `edge_offsets`.
@@ -172,6 +175,11 @@ impl Model {
                     .sum()
             })
             .collect();
+        let energy_scale = rest
+            .iter()
+            .zip(&materials)
+            .map(|(r, m)| r.volume * (m.mu.abs() + m.lambda.abs()))
+            .sum();
         Ok(Model {
             mesh,
             bodies,
@@ -193,6 +201,7 @@ impl Model {
             surface_mass,
             surface_edges,
             edge_mass,
+            energy_scale,
             edge_offsets,
             edge_list,
         })

@@ -446,12 +446,31 @@ impl<'a> StepProblem<'a> {
             + (b - r.barrier)
     }
 
-    /// Round-off allowance (J) of a comparison between energy changes near `e` (J): 1e-13 ×
-    /// (|e| + Σ_e |Ψ_e(x_start)| + B(x_start)). Near convergence a true decrease is below the
-    /// last digits of the terms summed; without the allowance a converged step would stall.
-    pub fn energy_slack(&self, elastic: &dyn ElasticTerms, e: f64) -> f64 {
+    /// Round-off allowance (J) of a comparison between energy changes near `e` (J) evaluated
+    /// at points near `x`: 1e-13 × (|e| + Σ_e |Ψ_e(x_start)| + B(x_start)) plus the round-off
+    /// the terms carry even where they nearly cancel — 1e-14 × Σ_e V_e(|μ_e| + |λ_e|) for the
+    /// elements (an SVD-based Ψ at a rotation is ~1e-16 of μ·V, not 0) and 8ε ×
+    /// Σ_v ½m·w·|x − x₀|·(|x| + |x₀| + 2|x̃|) for inertia. Near convergence a true decrease is
+    /// below those digits; without the allowance a converged step stalls (a falling ball's
+    /// Newton step, ΔE ~ 1e-14 J, backtracked 40 times).
+    pub fn energy_slack(&self, elastic: &dyn ElasticTerms, e: f64, x: &[f64]) -> f64 {
         let r = self.reference(elastic);
+        let w = self.inertia;
+        let mut inertia = 0.0;
+        if w > 0.0 {
+            for (v, m) in self.model.mass.iter().enumerate() {
+                let mut s = 0.0;
+                for k in 0..3 {
+                    let i = 3 * v + k;
+                    s += (x[i] - self.x_start[i]).abs()
+                        * (x[i].abs() + self.x_start[i].abs() + 2.0 * self.x_tilde[i].abs());
+                }
+                inertia += 0.5 * m * w * s;
+            }
+        }
         1e-13 * (e.abs() + r.elastic.magnitude + r.barrier.abs())
+            + 1e-14 * self.model.energy_scale
+            + 8.0 * f64::EPSILON * inertia
     }
 
     fn barrier_weight(&self, v: usize) -> f64 {
