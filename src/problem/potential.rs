@@ -64,30 +64,29 @@ fn corners(x: &[f64], tet: &[u32; 4]) -> [Vector3<f64>; 4] {
     tet.map(|i| Vector3::from_column_slice(&x[3 * i as usize..3 * i as usize + 3]))
 }
 
+impl Model {
+    /// Ψ_e of element `t` at positions `x` (flattened, m), J.
+    fn element_psi(&self, x: &[f64], t: usize) -> f64 {
+        element_energy(
+            &self.materials[t],
+            &self.rest[t],
+            &corners(x, &self.mesh.tets[t]),
+        )
+    }
+}
+
 impl ElasticTerms for Model {
     fn elastic_energy(&self, x: &[f64]) -> f64 {
         (0..self.mesh.num_tets())
             .into_par_iter()
-            .map(|t| {
-                element_energy(
-                    &self.materials[t],
-                    &self.rest[t],
-                    &corners(x, &self.mesh.tets[t]),
-                )
-            })
+            .map(|t| self.element_psi(x, t))
             .sum()
     }
 
     fn elastic_reference(&self, x: &[f64]) -> ElasticReference {
         let per_element: Vec<f64> = (0..self.mesh.num_tets())
             .into_par_iter()
-            .map(|t| {
-                element_energy(
-                    &self.materials[t],
-                    &self.rest[t],
-                    &corners(x, &self.mesh.tets[t]),
-                )
-            })
+            .map(|t| self.element_psi(x, t))
             .collect();
         ElasticReference {
             total: per_element.iter().sum(),
@@ -102,13 +101,7 @@ impl ElasticTerms for Model {
         }
         (0..self.mesh.num_tets())
             .into_par_iter()
-            .map(|t| {
-                element_energy(
-                    &self.materials[t],
-                    &self.rest[t],
-                    &corners(x, &self.mesh.tets[t]),
-                ) - reference.per_element[t]
-            })
+            .map(|t| self.element_psi(x, t) - reference.per_element[t])
             .sum()
     }
 
