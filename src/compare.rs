@@ -66,7 +66,8 @@ pub fn compare(scene_path: &Path, built: &BuiltScene, steps: usize) -> Result<Co
         .map(|(lo, hi)| ((0..3).map(|k| (hi[k] - lo[k]).powi(2)).sum::<f64>()).sqrt())
         .unwrap_or(1.0)
         .max(1e-300);
-    let mut out = Vec::with_capacity(steps);
+    // Grown as steps complete: nothing is reserved per requested step.
+    let mut out = Vec::new();
     for step in 1..=steps {
         let a = cpu.step(false)?;
         let b = gpu.step(false)?;

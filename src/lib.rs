@@ -13,6 +13,7 @@
 pub mod compare;
 pub mod error;
 pub mod gpu;
+pub mod limits;
 pub mod material;
 pub mod mesh;
 pub mod output;

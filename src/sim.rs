@@ -144,10 +144,13 @@ impl Simulation {
                             "this solver cannot keep elements positive; kept its state"
                         };
                         failure = Some(format!(
-                            "the step ended with {inverted} inverted element(s) and could not be \
-                             solved without inverting one (strict filter at h = {} s, then {:?} \
-                             substeps, did not converge); {kept}",
-                            self.h, FORBID_SUBSTEPS
+                            "the step ended with {inverted} inverted element(s); solved again \
+                             keeping every element positive it did not converge ({} iterations \
+                             at h = {} s, residual {:.2e}), nor in {:?} substeps; {kept}",
+                            strict.report.iterations,
+                            self.h,
+                            strict.report.residual,
+                            FORBID_SUBSTEPS
                         ));
                         if strict.check.total_inverted() <= attempt.check.total_inverted() {
                             attempt = strict;

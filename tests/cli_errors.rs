@@ -3,34 +3,20 @@
 //! a sane `stats.json` (optionally with a per-iteration trace) and `.vtu`/`.pvd` frames, and the
 //! mesh tools print counts and round-trip.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 const BIN: &str = env!("CARGO_BIN_EXE_jello");
 
-/// A valid scene every error case perturbs (line numbers matter: `h` is on line 2).
-const BASE: &str = r#"[simulation]
-h = 0.01
-steps = 2
-gravity = [0.0, -9.81, 0.0]
+const BASE: &str = common::cli::BAR_SCENE;
 
-[[objects]]
-name = "bar"
-mesh = { generator = "box", min = [0.0, 0.0, 0.0], max = [1.0, 0.1, 0.1], cells = [4, 1, 1] }
-material = { model = "stable_neo_hookean", youngs_modulus = 1e6, poisson_ratio = 0.3, density = 1000.0 }
-"#;
-
-/// A fresh temp directory for one test.
 fn tmp(test: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("jello_cli_{}_{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::cli::tmp_dir("cli", test)
 }
 
-fn jello(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().expect("run jello")
-}
+use common::cli::jello;
 
 /// Writes `text` as DIR/NAME and runs `jello run` on it (output into DIR/out).
 fn run_scene(dir: &Path, name: &str, text: &str) -> Output {
@@ -548,25 +534,7 @@ fn mesh_convert_round_trips() {
 #[test]
 fn capped_iterations_report_non_converged_steps() {
     let dir = tmp("capped");
-    let text = r#"[simulation]
-h = 0.02
-steps = 3
-gravity = [0.0, -9.81, 0.0]
-
-[solver]
-name = "newton"
-tolerance = 1e-10
-max_iterations = 1
-
-[[objects]]
-name = "beam"
-mesh = { generator = "box", min = [0.0, -0.05, -0.05], max = [1.0, 0.05, 0.05], cells = [10, 1, 1] }
-material = { model = "stable_neo_hookean", youngs_modulus = 1e4, poisson_ratio = 0.3, density = 1000.0 }
-
-[[pins]]
-region = { box = { min = [-0.001, -1.0, -1.0], max = [0.001, 1.0, 1.0] } }
-script = { type = "fixed" }
-"#;
+    let text = common::cli::CAPPED_SCENE;
     let scene = dir.join("capped.toml");
     std::fs::write(&scene, text).unwrap();
     let out_dir = dir.join("out");
@@ -680,6 +648,81 @@ fn auto_backend_falls_back_to_the_cpu_without_an_adapter() {
         let last = stderr.lines().last().unwrap_or("");
         assert!(last.contains(needle), "{env:?}: `{last}`");
         assert!(!dir.join("out_gpu/stats.json").exists());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ------------------------------------------------- sizes and special files (issue 9)
+
+#[test]
+fn huge_sizes_are_one_line_errors() {
+    let steps = format!("steps = {}", jello::limits::MAX_STEPS + 1);
+    bad_scene(
+        "steps_cap",
+        "steps = 2",
+        &steps,
+        &["`simulation.steps`", "MAX_STEPS"],
+    );
+    // The product of these wraps to 0 in 64-bit arithmetic.
+    bad_scene(
+        "cells_wrap",
+        "cells = [4, 1, 1]",
+        "cells = [4294967296, 4294967296, 4]",
+        &["`objects[0].mesh.cells`", "MAX_GENERATOR_CELLS"],
+    );
+    bad_scene(
+        "scale_tiny",
+        "density = 1000.0 }",
+        "density = 1000.0 }\ntransform = { scale = 1e-300 }",
+        &["`objects[0].transform.scale`", "degenerate"],
+    );
+}
+
+/// `jello run` on a FIFO as the scene, and on a scene whose mesh is /dev/zero: refused from
+/// the metadata with one line, within seconds (opening the FIFO would block forever).
+#[cfg(unix)]
+#[test]
+fn special_files_are_refused_without_hanging() {
+    let dir = tmp("special_files");
+    let fifo = dir.join("scene_pipe.toml");
+    let made = Command::new("mkfifo").arg(&fifo).status();
+    let zero_mesh = dir.join("zero.msh");
+    std::os::unix::fs::symlink("/dev/zero", &zero_mesh).unwrap();
+    let scene = dir.join("zero_mesh.toml");
+    std::fs::write(
+        &scene,
+        BASE.replace(
+            "generator = \"box\", min = [0.0, 0.0, 0.0], max = [1.0, 0.1, 0.1], cells = [4, 1, 1]",
+            "file = \"zero.msh\"",
+        ),
+    )
+    .unwrap();
+    let mut cases = vec![(scene, "zero.msh", "character device")];
+    if made.map(|s| s.success()).unwrap_or(false) {
+        cases.push((fifo, "scene_pipe.toml", "FIFO"));
+    }
+    for (path, name, needle) in cases {
+        let mut child = Command::new(BIN)
+            .args([
+                "run",
+                path.to_str().unwrap(),
+                "--out",
+                dir.join("out").to_str().unwrap(),
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let start = std::time::Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if start.elapsed() > std::time::Duration::from_secs(60) {
+                let _ = child.kill();
+                panic!("jello run {} hung", path.display());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let out = child.wait_with_output().unwrap();
+        assert_one_line_error(&out, &[name, needle]);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

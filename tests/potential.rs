@@ -12,8 +12,7 @@ mod common;
 use jello::material::{Material, MaterialModel};
 use jello::mesh::{ball, box_grid, TetMesh};
 use jello::problem::{
-    barrier_derivatives, BarrierParams, Body, ElasticTerms, HessianLayout, Model, Obstacle, Pin,
-    Script, StepProblem,
+    BarrierParams, Body, ElasticTerms, HessianLayout, Model, Obstacle, Pin, Script, StepProblem,
 };
 use jello::sim::Simulation;
 use jello::solver::{NewtonParams, NewtonSolver};
@@ -310,46 +309,32 @@ fn hessian_matches_central_differences_of_the_gradient_and_is_refilled_in_place(
     assert_eq!(reused.values().len(), layout.pattern.nnz());
 }
 
-/// Spheres and boxes act on the surface triangles: their barrier Hessian is the Gauss–Newton
-/// term Σ w·b''(d)·(∇d ∇dᵀ) over (triangle, obstacle) pairs within d̂ (b'∇²d is dropped: for a
-/// triangle it has either sign, and projected Newton needs PSD). Checked against that sum with
-/// ∇d·u taken by central differences of the triangle–obstacle distance, in random directions;
-/// and the assembled Hessian stays positive definite on the free DOFs.
+/// The true barrier Hessian has parts projected Newton must drop or project: for a vertex
+/// against a convex obstacle b'∇²d ⪯ 0 (dropped), for a surface pair with a sphere or a box
+/// the pair's whole Hessian is projected to PSD. Either way the assembled Hessian dominates the
+/// true one (uᵀHu ≥ uᵀH_true u, the true one by central differences of the gradient) and stays
+/// positive definite on the free DOFs.
 #[test]
-fn surface_barrier_hessian_is_the_gauss_newton_term() {
+fn curved_obstacle_hessian_dominates_the_true_one() {
     let mut rng = common::rng("potential_curved");
     let lin = Material::from_young_poisson(MaterialModel::Linear, 1e5, 0.3).unwrap();
     let s = setup(lin, vec![SPHERE, BOX_EDGE], &mut rng);
     let p = StepProblem::new(&s.model, &s.state, 0.01);
     let x = perturbed_start(&s, &p, &mut rng);
+    let pairs = p.surface_pairs(&x);
+    assert!(
+        !pairs.is_empty(),
+        "no surface pair within d̂ of the sphere or the box: the test tests nothing"
+    );
     let layout = HessianLayout::new(&s.model).unwrap();
     let mut h = layout.zeros();
     p.hessian(&s.model, &x, &layout, &mut h, &mut Vec::new());
-    let mut bare = s.model.clone();
-    bare.obstacles.clear();
-    let p0 = StepProblem::new(&bare, &s.state, 0.01);
-    let mut h0 = layout.zeros();
-    p0.hessian(&bare, &x, &layout, &mut h0, &mut Vec::new());
-    let m = &s.model;
-    let dhat = m.barrier.dhat;
-    let tri_at = |y: &[f64], f: usize| {
-        m.surface.triangles[f].map(|v| nalgebra::Vector3::from(vertex(y, v as usize)))
-    };
-    let mut pairs = 0;
-    for f in 0..m.surface.triangles.len() {
-        for o in &m.obstacles {
-            if o.triangle_contact(&tri_at(&x, f))
-                .is_some_and(|c| c.d < dhat)
-            {
-                pairs += 1;
-            }
-        }
-    }
-    assert!(
-        pairs > 0,
-        "no surface triangle within d̂ of the sphere or the box"
-    );
     let n = x.len();
+    let grad = |y: &[f64]| {
+        let mut g = vec![0.0; n];
+        p.gradient(&s.model, y, &mut g);
+        g
+    };
     for trial in 0..20 {
         let u: Vec<f64> = (0..n)
             .map(|k| {
@@ -360,138 +345,171 @@ fn surface_barrier_hessian_is_the_gauss_newton_term() {
                 }
             })
             .collect();
-        let quad = |h: &jello_precompute::sparse::SymSparse| {
-            let mut hu = vec![0.0; n];
-            h.mul_vec(&u, &mut hu);
-            u.iter().zip(&hu).map(|(a, b)| a * b).sum::<f64>()
-        };
-        let (uhu, uh0u) = (quad(&h), quad(&h0));
-        assert!(uhu > 0.0, "trial {trial}: uᵀHu = {uhu}");
+        let mut hu = vec![0.0; n];
+        h.mul_vec(&u, &mut hu);
+        let uhu: f64 = u.iter().zip(&hu).map(|(a, b)| a * b).sum();
         let eps = 1e-7;
         let xp: Vec<f64> = (0..n).map(|k| x[k] + eps * u[k]).collect();
         let xm: Vec<f64> = (0..n).map(|k| x[k] - eps * u[k]).collect();
-        let mut expected = 0.0;
-        for f in 0..m.surface.triangles.len() {
-            let w = m.barrier.kappa * m.surface_mass[f] / (0.01 * 0.01);
-            for o in &m.obstacles {
-                let Some(c) = o.triangle_contact(&tri_at(&x, f)).filter(|c| c.d < dhat) else {
-                    continue;
-                };
-                let dp = o.triangle_contact(&tri_at(&xp, f)).unwrap().d;
-                let dm = o.triangle_contact(&tri_at(&xm, f)).unwrap().d;
-                let slope = (dp - dm) / (2.0 * eps);
-                expected += w * barrier_derivatives(c.d, dhat).2 * slope * slope;
-            }
-        }
-        let got = uhu - uh0u;
+        let (gp, gm) = (grad(&xp), grad(&xm));
+        let u_htrue_u: f64 = (0..n).map(|k| u[k] * (gp[k] - gm[k]) / (2.0 * eps)).sum();
+        assert!(uhu > 0.0, "trial {trial}: uᵀHu = {uhu}");
         assert!(
-            (got - expected).abs() <= 1e-5 * expected.abs().max(1e-9 * uh0u),
-            "trial {trial}: barrier uᵀHu = {got}, Gauss–Newton reference {expected}"
+            uhu >= u_htrue_u - 1e-5 * uhu,
+            "trial {trial}: uᵀHu = {uhu} < uᵀH_true u = {u_htrue_u}"
         );
     }
 }
 
-/// The triangle–obstacle distance against an independent one: the smallest clearance over
-/// dense samples of the triangle (an upper bound within the sampling error), for random
-/// triangles near a sphere and a box, and its gradient ∂d/∂x = bary·n against central
-/// differences of the distance.
+/// Surface pairs against spheres and boxes (triangle–sphere, box corner–triangle, surface edge–
+/// box edge with IPC's mollifier): each pair's distance against an independent one — the
+/// smallest clearance over dense samples of the primitive(s) — and its barrier gradient against
+/// central differences of its energy, over random primitives near a sphere and a box.
 #[test]
-fn triangle_obstacle_distance_matches_sampling_and_differences() {
-    let mut rng = common::rng("potential_triangle_distance");
-    let geos = [
+fn surface_pairs_match_sampling_and_differences() {
+    use jello::problem::surface_contact::{candidate_pairs, PairKind, BOX_EDGES};
+    let mut rng = common::rng("potential_surface_pairs");
+    let (sphere, bx) = (
         Geo::Sphere {
             c: [0.0, 0.0, 0.0],
-            r: 0.3,
+            r: 0.05,
         },
         Geo::Box {
-            lo: [-0.2, -0.3, -0.1],
-            hi: [0.2, 0.1, 0.25],
+            lo: [0.1, -0.05, -0.05],
+            hi: [0.2, 0.05, 0.05],
         },
-    ];
-    let mut checked = 0;
-    for trial in 0..400 {
-        let g = geos[trial % 2];
-        let o = g.obstacle();
-        let centre = [0; 3].map(|_| rng.random_range(-0.6..0.6f64));
-        let tri: [nalgebra::Vector3<f64>; 3] = std::array::from_fn(|_| {
-            nalgebra::Vector3::from(centre.map(|c| c + rng.random_range(-0.15..0.15f64)))
-        });
-        let Some(c) = o.triangle_contact(&tri) else {
-            continue;
-        };
-        // Sampled distance.
-        let k = 60;
-        let mut sampled = f64::INFINITY;
-        let mut any_inside = false;
-        for i in 0..=k {
-            for j in 0..=k - i {
-                let (a, b) = (i as f64 / k as f64, j as f64 / k as f64);
-                let q = tri[0] + (tri[1] - tri[0]) * a + (tri[2] - tri[0]) * b;
-                let q = [q[0], q[1], q[2]];
-                if g.inside(q) {
-                    any_inside = true;
-                } else {
-                    sampled = sampled.min(g.clearance(q));
+    );
+    let mut counts = [0usize; 3];
+    for trial in 0..60 {
+        // A small ball of random size and place near both obstacles.
+        let centre = [
+            rng.random_range(-0.02..0.25),
+            rng.random_range(0.06..0.12),
+            rng.random_range(-0.05..0.05),
+        ];
+        let mesh = ball(centre, rng.random_range(0.01..0.04), 2);
+        let mat = Material::from_young_poisson(MaterialModel::Linear, 1e5, 0.3).unwrap();
+        let mut m = model(mesh, mat, [0.0; 3], vec![], vec![], 0.03);
+        m.obstacles = vec![sphere.obstacle(), bx.obstacle()];
+        let x: Vec<f64> = m.mesh.positions.iter().flatten().copied().collect();
+        let h = 0.01;
+        for pair in candidate_pairs(&m, &x) {
+            let Some(ev) = pair.eval(&m, &x, h) else {
+                continue;
+            };
+            if !ev.energy.is_finite() {
+                continue;
+            }
+            let at = |v: u32| vertex(&x, v as usize);
+            let lerp =
+                |a: [f64; 3], b: [f64; 3], t: f64| [0, 1, 2].map(|k| a[k] + t * (b[k] - a[k]));
+            // Independent distance by sampling.
+            let (sampled, tol, slot) = match pair.kind {
+                PairKind::TriangleSphere { .. } | PairKind::CornerTriangle { .. } => {
+                    let tri = pair.vertices.map(at);
+                    let q: [f64; 3] = match pair.kind {
+                        PairKind::CornerTriangle { corner, .. } => {
+                            let Geo::Box { lo, hi } = bx else {
+                                unreachable!()
+                            };
+                            [0, 1, 2].map(|k| if corner & (1 << k) == 0 { lo[k] } else { hi[k] })
+                        }
+                        _ => [0.0; 3],
+                    };
+                    let r = if matches!(pair.kind, PairKind::TriangleSphere { .. }) {
+                        0.05
+                    } else {
+                        0.0
+                    };
+                    let k = 80;
+                    let mut best = f64::INFINITY;
+                    for i in 0..=k {
+                        for j in 0..=k - i {
+                            let (a, b) = (i as f64 / k as f64, j as f64 / k as f64);
+                            let pnt = [0, 1, 2].map(|c| {
+                                tri[0][c]
+                                    + a * (tri[1][c] - tri[0][c])
+                                    + b * (tri[2][c] - tri[0][c])
+                            });
+                            best = best.min(dist(pnt, q) - r);
+                        }
+                    }
+                    let edge = (0..3)
+                        .map(|e| dist(tri[e], tri[(e + 1) % 3]))
+                        .fold(0.0, f64::max);
+                    let slot = if r > 0.0 { 0 } else { 1 };
+                    (best, edge / k as f64, slot)
+                }
+                PairKind::EdgeEdge { box_edge, .. } => {
+                    let Geo::Box { lo, hi } = bx else {
+                        unreachable!()
+                    };
+                    let corner =
+                        |c: usize| [0, 1, 2].map(|k| if c & (1 << k) == 0 { lo[k] } else { hi[k] });
+                    let (i, j) = BOX_EDGES[box_edge];
+                    let (q0, q1) = (corner(i), corner(j));
+                    let (a, b) = (at(pair.vertices[0]), at(pair.vertices[1]));
+                    let k = 400;
+                    let mut best = f64::INFINITY;
+                    for s in 0..=k {
+                        for t in 0..=k {
+                            best = best.min(dist(
+                                lerp(a, b, s as f64 / k as f64),
+                                lerp(q0, q1, t as f64 / k as f64),
+                            ));
+                        }
+                    }
+                    (best, (dist(a, b) + dist(q0, q1)) / k as f64, 2)
+                }
+            };
+            assert!(
+                ev.d <= sampled + 1e-12 && ev.d >= sampled - tol,
+                "trial {trial} {:?}: distance {} vs sampled {sampled}",
+                pair.kind,
+                ev.d
+            );
+            // Gradient by central differences of the pair's energy.
+            let eps = 1e-8;
+            let mut y = x.clone();
+            for (kv, &v) in pair.vertices[..pair.count].iter().enumerate() {
+                for c in 0..3 {
+                    let i = 3 * v as usize + c;
+                    y[i] = x[i] + eps;
+                    let ep = pair.eval(&m, &y, h).map_or(0.0, |e| e.energy);
+                    y[i] = x[i] - eps;
+                    let em = pair.eval(&m, &y, h).map_or(0.0, |e| e.energy);
+                    y[i] = x[i];
+                    let fd = (ep - em) / (2.0 * eps);
+                    let an = ev.grad[3 * kv + c];
+                    assert!(
+                        (fd - an).abs() <= 1e-4 * an.abs().max(1e-3 * ev.grad.norm()).max(1e-9),
+                        "trial {trial} {:?}: ∂E/∂x[{kv}][{c}] = {an}, differences {fd}",
+                        pair.kind
+                    );
                 }
             }
+            counts[slot] += 1;
         }
-        if any_inside || c.d <= 0.0 {
-            // Overlapping: the distance says so (a sampled point inside), and vice versa up to
-            // the sampling.
-            assert!(
-                c.d <= 0.0 || !any_inside,
-                "trial {trial}: a sample is inside, yet d = {}",
-                c.d
-            );
-            assert!(
-                any_inside || c.d > -1e-2,
-                "trial {trial}: d = {} but no sample inside",
-                c.d
-            );
-            continue;
-        }
-        let edge = (0..3)
-            .map(|e| (tri[e] - tri[(e + 1) % 3]).norm())
-            .fold(0.0, f64::max);
-        assert!(
-            c.d <= sampled + 1e-12 && c.d >= sampled - edge / k as f64,
-            "trial {trial}: distance {} vs sampled {sampled}",
-            c.d
-        );
-        // Gradient by central differences, corner by corner.
-        let eps = 1e-7;
-        for corner in 0..3 {
-            for axis in 0..3 {
-                let mut tp = tri;
-                let mut tm = tri;
-                tp[corner][axis] += eps;
-                tm[corner][axis] -= eps;
-                let (Some(cp), Some(cm)) = (o.triangle_contact(&tp), o.triangle_contact(&tm))
-                else {
-                    continue;
-                };
-                let fd = (cp.d - cm.d) / (2.0 * eps);
-                let an = c.bary[corner] * c.normal[axis];
-                assert!(
-                    (fd - an).abs() <= 1e-5,
-                    "trial {trial}: ∂d/∂x[{corner}][{axis}] = {an}, differences {fd}"
-                );
-            }
-        }
-        checked += 1;
     }
-    eprintln!("{checked} triangles checked");
+    eprintln!(
+        "pairs checked: triangle–sphere {}, corner–triangle {}, edge–edge {}",
+        counts[0], counts[1], counts[2]
+    );
     assert!(
-        checked > 200,
-        "too few triangles outside the obstacles: {checked}"
+        counts.iter().all(|&c| c > 5),
+        "too few pairs of some kind: {counts:?}"
     );
 }
 
 /// The first t ∈ [0, 1] at which p + t·d is inside `g` (None when it never is), by dense sampling
 /// and bisection; the inside sets are convex, so the crossing is a single interval.
 fn first_contact(g: Geo, p: [f64; 3], d: [f64; 3]) -> Option<f64> {
+    first_contact_sampled(g, p, d, 20_000)
+}
+
+/// [`first_contact`] with `samples` samples before the bisection.
+fn first_contact_sampled(g: Geo, p: [f64; 3], d: [f64; 3], samples: usize) -> Option<f64> {
     let at = |t: f64| [0, 1, 2].map(|k| p[k] + t * d[k]);
-    let samples = 20_000;
     let hit = (1..=samples).find(|&i| g.inside(at(i as f64 / samples as f64)))?;
     let (mut lo, mut hi) = (
         (hit - 1) as f64 / samples as f64,
@@ -524,26 +542,6 @@ fn surface_points(m: &Model, x: &[f64], k: usize) -> Vec<[f64; 3]> {
         }
     }
     out
-}
-
-/// [`first_contact`] with coarser sampling (for many points).
-fn first_contact_fast(g: Geo, p: [f64; 3], d: [f64; 3]) -> Option<f64> {
-    let at = |t: f64| [0, 1, 2].map(|k| p[k] + t * d[k]);
-    let samples = 400;
-    let hit = (1..=samples).find(|&i| g.inside(at(i as f64 / samples as f64)))?;
-    let (mut lo, mut hi) = (
-        (hit - 1) as f64 / samples as f64,
-        hit as f64 / samples as f64,
-    );
-    for _ in 0..50 {
-        let mid = 0.5 * (lo + hi);
-        if g.inside(at(mid)) {
-            hi = mid;
-        } else {
-            lo = mid;
-        }
-    }
-    Some(hi)
 }
 
 #[test]
@@ -609,7 +607,7 @@ fn step_filter_stops_short_of_every_obstacle() {
         let mut t_face: Option<f64> = None;
         for q in &surface {
             for g in geos.iter().filter(|g| !matches!(g, Geo::Ground { .. })) {
-                if let Some(t) = first_contact_fast(*g, *q, d) {
+                if let Some(t) = first_contact_sampled(*g, *q, d, 400) {
                     t_face = Some(t_face.map_or(t, |f: f64| f.min(t)));
                 }
             }

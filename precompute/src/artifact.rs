@@ -21,6 +21,10 @@
 //! Files are written to a temporary sibling and renamed, so a reader never sees half a file.
 //! Reading checks magic, version, key, length and checksum before decoding, and decoding
 //! bounds-checks every count, so arbitrary bytes give an [`ArtifactError`], never a panic.
+//! A checksum only proves the bytes are the ones written: decoding then checks the content
+//! too (every number finite, the tree's ranges nested and its permutation distinct, near
+//! vertices ascending and in range, the counts in the stats matching the data), so a file
+//! poisoned with a NaN and a recomputed checksum is refused as [`ArtifactErrorKind::Malformed`].
 
 use std::path::{Path, PathBuf};
 
@@ -34,6 +38,9 @@ pub const MAGIC: [u8; 8] = *b"JELLOJG2";
 /// Current format version.
 pub const FORMAT_VERSION: u32 = 4;
 const HEADER: usize = 28;
+/// Largest artifact [`read`] opens: 64 GiB (the 114k-vertex armadillo's is about 0.5 GB).
+/// Anything larger, and anything that is not a regular file, is refused from its metadata.
+pub const MAX_ARTIFACT_BYTES: u64 = 64 << 30;
 
 /// Why an artifact could not be read or written.
 #[derive(Debug, Error)]
@@ -75,6 +82,15 @@ pub enum ArtifactErrorKind {
         stored: u64,
         /// Checksum of the bytes read.
         computed: u64,
+    },
+    /// The path is a directory, FIFO, device or other non-regular file.
+    #[error("not a regular file (refused before opening it)")]
+    NotAFile,
+    /// The file is larger than [`MAX_ARTIFACT_BYTES`].
+    #[error("{len} bytes, larger than the {MAX_ARTIFACT_BYTES}-byte cap")]
+    TooLarge {
+        /// Its size in bytes.
+        len: u64,
     },
     /// The payload is inconsistent (checksum passed, content invalid).
     #[error("malformed payload: {0}")]
@@ -399,11 +415,80 @@ pub fn decode(bytes: &[u8], key: u64) -> Result<Jgs2Basis, ArtifactErrorKind> {
             r.remaining()
         )));
     }
-    Ok(Jgs2Basis {
+    let basis = Jgs2Basis {
         vertices,
         tree,
         stats,
-    })
+    };
+    check_content(&basis, &f).map_err(K::Malformed)?;
+    Ok(basis)
+}
+
+/// What a checksum cannot vouch for: the content of a file whose bytes are intact. `stats_f64`
+/// holds the stats' floats as stored (reserved slot included).
+fn check_content(b: &Jgs2Basis, stats_f64: &[f64]) -> Result<(), String> {
+    let t = &b.tree;
+    let (nv, n_perm, n_nodes) = (b.vertices.len(), t.perm.len(), t.len());
+    if let Some(x) = stats_f64.iter().find(|x| !(x.is_finite() && **x >= 0.0)) {
+        return Err(format!("statistic {x} is not a finite non-negative number"));
+    }
+    if b.stats.n_free != n_perm || b.stats.n_nodes != n_nodes {
+        return Err(format!(
+            "stats count {} free vertices and {} tree nodes, the data {n_perm} and {n_nodes}",
+            b.stats.n_free, b.stats.n_nodes
+        ));
+    }
+    // The tree: a permutation of distinct vertices, the root covering it, children splitting
+    // their parent's range in two.
+    let mut seen = vec![false; nv];
+    for &v in &t.perm {
+        if std::mem::replace(&mut seen[v as usize], true) {
+            return Err(format!("vertex {v} appears twice in the tree"));
+        }
+    }
+    if (n_nodes == 0) != (n_perm == 0)
+        || (n_nodes > 0 && (t.start[0], t.end[0]) != (0, n_perm as u32))
+    {
+        return Err(format!(
+            "the tree's root does not cover its {n_perm} vertices"
+        ));
+    }
+    for c in 0..n_nodes {
+        if let Some((l, r)) = t.children[c] {
+            let (l, r) = (l as usize, r as usize);
+            if t.start[l] != t.start[c]
+                || t.end[l] != t.start[r]
+                || t.end[r] != t.end[c]
+                || t.start[l] == t.end[l]
+                || t.start[r] == t.end[r]
+                || t.parent[l] != c as u32
+                || t.parent[r] != c as u32
+            {
+                return Err(format!("tree node {c}'s children do not split its range"));
+            }
+        }
+    }
+    for (v, rec) in b.vertices.iter().enumerate() {
+        let finite = rec
+            .a_hat
+            .iter()
+            .chain(&rec.schur)
+            .chain(rec.near_blocks.iter().flatten())
+            .chain(rec.far_blocks.iter().flatten())
+            .chain(rec.far_slopes.iter().flatten())
+            .all(|x| x.is_finite());
+        if !(finite && rec.far_residual.is_finite() && rec.far_residual >= 0.0) {
+            return Err(format!("vertex {v}: a non-finite number"));
+        }
+        if rec.near_vertices.windows(2).any(|w| w[0] >= w[1])
+            || rec.near_vertices.contains(&(v as u32))
+        {
+            return Err(format!(
+                "vertex {v}: near vertices are not ascending, repeat or include the vertex itself"
+            ));
+        }
+    }
+    Ok(())
 }
 
 struct Reader<'a> {
@@ -460,12 +545,31 @@ pub fn write(path: &Path, basis: &Jgs2Basis, key: u64) -> Result<(), ArtifactErr
     res.map_err(err)
 }
 
-/// Reads and validates the artifact at `path` against the expected `key`.
+/// Reads and validates the artifact at `path` against the expected `key`. A directory, FIFO,
+/// device or a file above [`MAX_ARTIFACT_BYTES`] is refused from its metadata, before it is
+/// opened (opening a FIFO would block).
 pub fn read(path: &Path, key: u64) -> Result<Jgs2Basis, ArtifactError> {
-    let bytes = std::fs::read(path).map_err(|e| ArtifactError {
+    use std::io::Read;
+    let err = |kind: ArtifactErrorKind| ArtifactError {
         path: path.to_owned(),
-        kind: e.into(),
-    })?;
+        kind,
+    };
+    let meta = std::fs::metadata(path).map_err(|e| err(e.into()))?;
+    if !meta.is_file() {
+        return Err(err(ArtifactErrorKind::NotAFile));
+    }
+    if meta.len() > MAX_ARTIFACT_BYTES {
+        return Err(err(ArtifactErrorKind::TooLarge { len: meta.len() }));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_ARTIFACT_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| err(e.into()))?;
+    if bytes.len() as u64 > MAX_ARTIFACT_BYTES {
+        return Err(err(ArtifactErrorKind::TooLarge {
+            len: bytes.len() as u64,
+        }));
+    }
     decode(&bytes, key).map_err(|kind| ArtifactError {
         path: path.to_owned(),
         kind,

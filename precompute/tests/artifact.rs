@@ -18,7 +18,12 @@ fn sample() -> Jgs2Basis {
         let c = (v % 4) as usize;
         let nodes = tree.len() as u32;
         vertices.push(VertexSubspaceData {
-            near_vertices: (0..c as u32).map(|j| (v + j + 1) % 7).collect(),
+            // Ascending, never the vertex itself (what decoding checks).
+            near_vertices: {
+                let mut near: Vec<u32> = (0..c as u32).map(|j| (v + j + 1) % 7).collect();
+                near.sort_unstable();
+                near
+            },
             near_blocks: (0..c)
                 .map(|j| std::array::from_fn(|q| (q as f64 - 17.0) * 0.01 + j as f64 + v as f64))
                 .collect(),
@@ -43,7 +48,7 @@ fn sample() -> Jgs2Basis {
     Jgs2Basis {
         vertices,
         stats: Jgs2Stats {
-            n_free: 6,
+            n_free: 7,
             n_modes: 24,
             n_nodes: tree.len(),
             residual_min: 0.001,
@@ -176,6 +181,81 @@ fn arbitrary_bytes_never_panic() {
         if len >= 8 {
             b[..8].copy_from_slice(&MAGIC);
             assert!(decode(&b, 0).is_err());
+        }
+    }
+}
+
+/// A checksum only proves the bytes are the ones written: a file whose content was poisoned
+/// and its checksum recomputed (what `encode` does for any basis) must still be refused, one
+/// case per content rule.
+#[test]
+fn poisoned_content_with_a_valid_checksum_is_refused() {
+    type Poison = (&'static str, fn(&mut Jgs2Basis));
+    let cases: [Poison; 11] = [
+        ("NaN in a near block", |b| {
+            b.vertices[3].near_blocks[0][4] = f64::NAN
+        }),
+        ("inf in Â", |b| b.vertices[0].a_hat[0] = f64::INFINITY),
+        ("NaN in S", |b| b.vertices[1].schur[8] = f64::NAN),
+        ("NaN in a far slope", |b| {
+            b.vertices[3].far_slopes[1][26] = f64::NAN
+        }),
+        ("negative far residual", |b| {
+            b.vertices[2].far_residual = -1.0
+        }),
+        ("NaN in the stats", |b| b.stats.total_s = f64::NAN),
+        ("stats miscount the free vertices", |b| b.stats.n_free = 5),
+        ("near vertices out of order", |b| {
+            b.vertices[3].near_vertices.reverse()
+        }),
+        ("a vertex twice in the tree", |b| {
+            let first = b.tree.perm[0];
+            b.tree.perm[1] = first;
+        }),
+        ("children not splitting the range", |b| {
+            let c = (0..b.tree.len())
+                .find(|&c| b.tree.children[c].is_some())
+                .unwrap();
+            let (l, _) = b.tree.children[c].unwrap();
+            b.tree.end[l as usize] -= 1;
+        }),
+        ("a vertex listing itself as near", |b| {
+            b.vertices[2].near_vertices = vec![2];
+            b.vertices[2].near_blocks = vec![[0.0; 9]];
+        }),
+    ];
+    assert!(decode(&encode(&sample(), 9), 9).is_ok());
+    for (what, poison) in cases {
+        let mut b = sample();
+        poison(&mut b);
+        let bytes = encode(&b, 9);
+        match decode(&bytes, 9) {
+            Err(ArtifactErrorKind::Malformed(msg)) => assert!(!msg.is_empty(), "{what}"),
+            other => panic!("{what}: accepted or misreported: {other:?}"),
+        }
+    }
+}
+
+/// A directory or a FIFO at the artifact path is refused from its metadata, before opening
+/// (opening a FIFO blocks until a writer comes: this test would hang).
+#[test]
+fn special_files_are_refused_before_opening() {
+    let dir = tmp("a_directory.jgs2");
+    std::fs::create_dir_all(&dir).unwrap();
+    let e = read(&dir, 1).unwrap_err();
+    assert!(matches!(e.kind, ArtifactErrorKind::NotAFile), "{e}");
+    assert!(e.to_string().contains("a_directory.jgs2"), "{e}");
+    #[cfg(unix)]
+    {
+        let fifo = tmp("a_fifo.jgs2");
+        let _ = std::fs::remove_file(&fifo);
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if made.map(|s| s.success()).unwrap_or(false) {
+            let e = read(&fifo, 1).unwrap_err();
+            assert!(matches!(e.kind, ArtifactErrorKind::NotAFile), "{e}");
+            let _ = std::fs::remove_file(&fifo);
+        } else {
+            eprintln!("mkfifo unavailable: FIFO case skipped");
         }
     }
 }

@@ -35,7 +35,7 @@ enum Cmd {
         /// reference) or gpu (wgpu kernels; error without an adapter).
         #[arg(long, default_value = "auto")]
         backend: String,
-        /// Override the number of steps (1 to 1e9).
+        /// Override the number of steps (1 to 1e7).
         #[arg(long, allow_negative_numbers = true, value_parser = steps_parser())]
         steps: Option<u64>,
         /// Output directory (the run owns it: see --overwrite and --resume).
@@ -231,7 +231,7 @@ fn run(cli: Cli) -> Result<i32> {
             MeshCmd::Info { file } => {
                 let loaded = jello::mesh::read_mesh(&file)?;
                 for w in &loaded.warnings {
-                    eprintln!("warning: {}: {w}", file.display());
+                    eprintln!("warning: {w}");
                 }
                 println!("{}", jello::mesh::MeshInfo::new(&loaded.mesh));
                 Ok(0)
@@ -239,7 +239,7 @@ fn run(cli: Cli) -> Result<i32> {
             MeshCmd::Convert { input, output } => {
                 let loaded = jello::mesh::convert(&input, &output)?;
                 for w in &loaded.warnings {
-                    eprintln!("warning: {}: {w}", input.display());
+                    eprintln!("warning: {w}");
                 }
                 println!(
                     "wrote {} ({} vertices, {} tets)",
@@ -488,7 +488,8 @@ fn cmd_precompute(scene_path: PathBuf) -> Result<()> {
         }
         SubspaceOrigin::Built(p) => println!(
             "built {} in {:.2} s: factor {:.2} s, basis {:.2} s, eigen {:.2} s, cubature {:.2} s",
-            p.map(|p| p.display().to_string()).unwrap_or_default(),
+            p.map(|p| p.display().to_string())
+                .unwrap_or_else(|| "the subspace (not cached)".into()),
             s.total_s,
             s.factor_s,
             s.basis_s,

@@ -132,19 +132,6 @@ pub fn barycentric(p: &V3, a: &V3, b: &V3, c: &V3) -> [f64; 3] {
     [1.0 - v - w, v, w]
 }
 
-/// The closest pair between a triangle and a static obstacle, for the surface barrier.
-#[derive(Clone, Copy, Debug)]
-pub struct TriangleContact {
-    /// Distance, m (negative or 0 when they overlap).
-    pub d: f64,
-    /// Barycentric coordinates of the triangle's closest point.
-    pub bary: [f64; 3],
-    /// Unit vector from the obstacle's closest point to the triangle's: ∂d/∂x_corner =
-    /// bary[corner]·`normal` (the envelope theorem: the distance between a moving convex set
-    /// and a fixed one changes with the closest point's motion along this direction).
-    pub normal: V3,
-}
-
 /// Distance from `p` to the closed box `[lo, hi]` (0 inside).
 pub fn point_box_distance(p: &V3, lo: &V3, hi: &V3) -> f64 {
     let mut s = 0.0;
@@ -253,84 +240,6 @@ impl Obstacle {
         }
     }
 
-    /// The closest pair of triangle `tri` and a bounded obstacle (sphere or box), `None` for a
-    /// half-space (handled per vertex) or when they overlap with no defined direction.
-    pub fn triangle_contact(&self, tri: &[V3; 3]) -> Option<TriangleContact> {
-        match self {
-            Obstacle::HalfSpace { .. } => None,
-            Obstacle::Sphere { center, radius } => {
-                let c = V3::from(*center);
-                let p = closest_point_on_triangle(&c, &tri[0], &tri[1], &tri[2]);
-                let r = p - c;
-                let len = r.norm();
-                (len > 0.0).then(|| TriangleContact {
-                    d: len - radius,
-                    bary: barycentric(&p, &tri[0], &tri[1], &tri[2]),
-                    normal: r / len,
-                })
-            }
-            Obstacle::Box { min, max } => {
-                let (lo, hi) = (V3::from(*min), V3::from(*max));
-                if triangle_box_overlap(tri, &lo, &hi) {
-                    return None;
-                }
-                let clamp = |p: &V3| p.zip_zip_map(&lo, &hi, |v, l, h| v.clamp(l, h));
-                // (distance, point on the triangle, its barycentrics, point on the box)
-                let mut best: Option<(f64, [f64; 3], V3, V3)> = None;
-                let mut offer = |d: f64, bary: [f64; 3], p: V3, q: V3| {
-                    if best.is_none_or(|b| d < b.0) {
-                        best = Some((d, bary, p, q));
-                    }
-                };
-                for k in 0..3 {
-                    let q = clamp(&tri[k]);
-                    let mut w = [0.0; 3];
-                    w[k] = 1.0;
-                    offer((tri[k] - q).norm(), w, tri[k], q);
-                }
-                let corner = |i: usize| {
-                    V3::new(
-                        if i & 1 == 0 { lo[0] } else { hi[0] },
-                        if i & 2 == 0 { lo[1] } else { hi[1] },
-                        if i & 4 == 0 { lo[2] } else { hi[2] },
-                    )
-                };
-                for i in 0..8 {
-                    let q = corner(i);
-                    let p = closest_point_on_triangle(&q, &tri[0], &tri[1], &tri[2]);
-                    offer(
-                        (p - q).norm(),
-                        barycentric(&p, &tri[0], &tri[1], &tri[2]),
-                        p,
-                        q,
-                    );
-                }
-                for i in 0..8 {
-                    for k in 0..3 {
-                        if i & (1 << k) != 0 {
-                            continue;
-                        }
-                        let (q0, q1) = (corner(i), corner(i | (1 << k)));
-                        for a in 0..3 {
-                            let b = (a + 1) % 3;
-                            let (s, t, d) = segment_closest(&tri[a], &tri[b], &q0, &q1);
-                            let mut w = [0.0; 3];
-                            w[a] = 1.0 - s;
-                            w[b] = s;
-                            offer(d, w, tri[a] + (tri[b] - tri[a]) * s, q0 + (q1 - q0) * t);
-                        }
-                    }
-                }
-                let (d, bary, p, q) = best?;
-                (d > 0.0).then(|| TriangleContact {
-                    d,
-                    bary,
-                    normal: (p - q) / d,
-                })
-            }
-        }
-    }
-
     /// Whether triangle `tri` reaches into the obstacle's interior (or touches it, for a box).
     pub fn overlaps_triangle(&self, tri: &[V3; 3]) -> bool {
         match self {
@@ -339,6 +248,13 @@ impl Obstacle {
             }
             _ => self.triangle_distance(tri) < 0.0,
         }
+    }
+
+    /// Whether the obstacle's barrier acts on vertices (half-spaces and boxes: point–plane and
+    /// point–box distances); a sphere acts on whole surface triangles instead
+    /// ([`super::surface_contact`]), whose closest point may be a vertex.
+    pub fn acts_on_vertices(&self) -> bool {
+        !matches!(self, Obstacle::Sphere { .. })
     }
 
     /// Whether the obstacle is bounded (a sphere or a box: a body can swallow it whole, and its

@@ -17,12 +17,13 @@ mod model;
 mod obstacle;
 mod pins;
 mod potential;
+pub mod surface_contact;
 
 pub use char_norm::CharacteristicNorm;
 pub use device_elastic::DeviceElastic;
 pub use geometry::{
-    closest_point_on_triangle, point_box_distance, segment_distance, triangle_box_distance,
-    triangle_box_overlap,
+    barycentric, closest_point_on_triangle, point_box_distance, segment_closest, segment_distance,
+    triangle_box_distance, triangle_box_overlap,
 };
 pub use hessian::HessianLayout;
 pub use invariants::{InversionPolicy, StateCheck};

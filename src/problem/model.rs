@@ -61,8 +61,20 @@ pub struct Model {
     /// See `surface_offsets`.
     pub surface_faces: Vec<u32>,
     /// Per surface triangle, its share of its corners' masses (Σ m_v / faces at v), kg: the
-    /// surface barrier's weight against spheres and boxes.
+    /// barrier weight of its pairs with spheres and box corners.
     pub surface_mass: Vec<f64>,
+    /// The surface's edges (each once, `[low, high]` vertex index).
+    pub surface_edges: Vec<[u32; 2]>,
+    /// Per surface edge, its share of its ends' masses (Σ m_v / surface edges at v), kg: the
+    /// barrier weight of its pairs with box edges.
+    pub edge_mass: Vec<f64>,
+    /// Σ_e V_e (|μ_e| + |λ_e|), J: the energy of a unit strain, the scale of the elastic
+    /// energy's round-off (see [`super::StepProblem::energy_slack`]).
+    pub energy_scale: f64,
+    /// Per vertex, its surface edges: `edge_list[edge_offsets[v]..edge_offsets[v + 1]]`.
+    pub edge_offsets: Vec<u32>,
+    /// See `edge_offsets`.
+    pub edge_list: Vec<u32>,
 }
 
 /// The dynamic state: positions and velocities, flattened `[x0 y0 z0 x1 …]`.
@@ -129,35 +141,24 @@ impl Model {
         }
         let char_norm = CharacteristicNorm::new(&mesh, &rest, &materials, &pinned);
         let surface = surface(&mesh);
-        let mut surface_offsets = vec![0u32; nv + 1];
-        for tri in &surface.triangles {
-            for &v in tri {
-                surface_offsets[v as usize + 1] += 1;
-            }
-        }
-        for v in 0..nv {
-            surface_offsets[v + 1] += surface_offsets[v];
-        }
-        let mut fill = surface_offsets.clone();
-        let mut surface_faces = vec![0u32; 3 * surface.triangles.len()];
-        for (f, tri) in surface.triangles.iter().enumerate() {
-            for &v in tri {
-                surface_faces[fill[v as usize] as usize] = f as u32;
-                fill[v as usize] += 1;
-            }
-        }
-        let surface_mass = surface
+        let (surface_offsets, surface_faces) =
+            csr(nv, surface.triangles.iter().map(|t| t.as_slice()));
+        let surface_mass = mass_shares(&mass, &surface_offsets, &surface.triangles);
+        let mut surface_edges: Vec<[u32; 2]> = surface
             .triangles
             .iter()
-            .map(|tri| {
-                tri.iter()
-                    .map(|&v| {
-                        let n = surface_offsets[v as usize + 1] - surface_offsets[v as usize];
-                        mass[v as usize] / n.max(1) as f64
-                    })
-                    .sum()
-            })
+            .flat_map(|t| [[t[0], t[1]], [t[1], t[2]], [t[2], t[0]]])
+            .map(|[a, b]| [a.min(b), a.max(b)])
             .collect();
+        surface_edges.sort_unstable();
+        surface_edges.dedup();
+        let (edge_offsets, edge_list) = csr(nv, surface_edges.iter().map(|e| e.as_slice()));
+        let edge_mass = mass_shares(&mass, &edge_offsets, &surface_edges);
+        let energy_scale = rest
+            .iter()
+            .zip(&materials)
+            .map(|(r, m)| r.volume * (m.mu.abs() + m.lambda.abs()))
+            .sum();
         Ok(Model {
             mesh,
             bodies,
@@ -177,6 +178,11 @@ impl Model {
             surface_offsets,
             surface_faces,
             surface_mass,
+            surface_edges,
+            edge_mass,
+            energy_scale,
+            edge_offsets,
+            edge_list,
         })
     }
 
@@ -254,6 +260,11 @@ impl Model {
         }
     }
 
+    /// The surface edges vertex `v` ends (indices into `surface_edges`).
+    pub fn edges_of(&self, v: usize) -> &[u32] {
+        &self.edge_list[self.edge_offsets[v] as usize..self.edge_offsets[v + 1] as usize]
+    }
+
     /// The surface triangles vertex `v` is a corner of (indices into `surface.triangles`).
     pub fn faces_of(&self, v: usize) -> &[u32] {
         &self.surface_faces[self.surface_offsets[v] as usize..self.surface_offsets[v + 1] as usize]
@@ -320,4 +331,42 @@ impl Model {
             })
             .fold(f64::INFINITY, f64::min)
     }
+}
+
+/// Vertex → item adjacency in CSR form: item i lists its vertices in `items[i]`.
+fn csr<'a>(n: usize, items: impl Iterator<Item = &'a [u32]> + Clone) -> (Vec<u32>, Vec<u32>) {
+    let mut offsets = vec![0u32; n + 1];
+    for it in items.clone() {
+        for &v in it {
+            offsets[v as usize + 1] += 1;
+        }
+    }
+    for v in 0..n {
+        offsets[v + 1] += offsets[v];
+    }
+    let mut fill = offsets.clone();
+    let mut list = vec![0u32; offsets[n] as usize];
+    for (i, it) in items.enumerate() {
+        for &v in it {
+            list[fill[v as usize] as usize] = i as u32;
+            fill[v as usize] += 1;
+        }
+    }
+    (offsets, list)
+}
+
+/// Per primitive (surface triangle or edge), the sum over its vertices of the vertex's mass
+/// divided by the number of primitives of that kind at the vertex (`offsets`: its CSR), kg.
+fn mass_shares<const K: usize>(mass: &[f64], offsets: &[u32], prims: &[[u32; K]]) -> Vec<f64> {
+    prims
+        .iter()
+        .map(|p| {
+            p.iter()
+                .map(|&v| {
+                    let n = offsets[v as usize + 1] - offsets[v as usize];
+                    mass[v as usize] / n.max(1) as f64
+                })
+                .sum()
+        })
+        .collect()
 }

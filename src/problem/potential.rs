@@ -1,9 +1,13 @@
 //! The incremental potential of one implicit-Euler step and its derivatives.
 
 use super::obstacle::barrier;
+use super::surface_contact::{
+    candidate_pairs, pairs_at_vertex, project_psd, PairEval, SurfacePair,
+};
 use super::{HessianLayout, Model, Obstacle, State};
 use crate::material::{element_energy, element_gradient, element_hessian};
 use jello_precompute::sparse::SymSparse;
+use nalgebra::SMatrix;
 use nalgebra::Vector3;
 use rayon::prelude::*;
 
@@ -60,30 +64,29 @@ fn corners(x: &[f64], tet: &[u32; 4]) -> [Vector3<f64>; 4] {
     tet.map(|i| Vector3::from_column_slice(&x[3 * i as usize..3 * i as usize + 3]))
 }
 
+impl Model {
+    /// Ψ_e of element `t` at positions `x` (flattened, m), J.
+    fn element_psi(&self, x: &[f64], t: usize) -> f64 {
+        element_energy(
+            &self.materials[t],
+            &self.rest[t],
+            &corners(x, &self.mesh.tets[t]),
+        )
+    }
+}
+
 impl ElasticTerms for Model {
     fn elastic_energy(&self, x: &[f64]) -> f64 {
         (0..self.mesh.num_tets())
             .into_par_iter()
-            .map(|t| {
-                element_energy(
-                    &self.materials[t],
-                    &self.rest[t],
-                    &corners(x, &self.mesh.tets[t]),
-                )
-            })
+            .map(|t| self.element_psi(x, t))
             .sum()
     }
 
     fn elastic_reference(&self, x: &[f64]) -> ElasticReference {
         let per_element: Vec<f64> = (0..self.mesh.num_tets())
             .into_par_iter()
-            .map(|t| {
-                element_energy(
-                    &self.materials[t],
-                    &self.rest[t],
-                    &corners(x, &self.mesh.tets[t]),
-                )
-            })
+            .map(|t| self.element_psi(x, t))
             .collect();
         ElasticReference {
             total: per_element.iter().sum(),
@@ -98,13 +101,7 @@ impl ElasticTerms for Model {
         }
         (0..self.mesh.num_tets())
             .into_par_iter()
-            .map(|t| {
-                element_energy(
-                    &self.materials[t],
-                    &self.rest[t],
-                    &corners(x, &self.mesh.tets[t]),
-                ) - reference.per_element[t]
-            })
+            .map(|t| self.element_psi(x, t) - reference.per_element[t])
             .sum()
     }
 
@@ -160,8 +157,12 @@ pub fn strict_volume_floor(j: f64) -> f64 {
     j.min((0.1 * j).max(STRICT_MIN_J))
 }
 
-/// The smallest J (volume ratio) the strict filter lets an element shrink to, 1e-4.
-pub const STRICT_MIN_J: f64 = 1e-4;
+/// The smallest J (volume ratio) the strict filter lets an element shrink to, 1e-8: far above
+/// the round-off of a volume in f64 (~1e-15 of an edge cubed), and flat enough that a solver
+/// blocked by it is stuck on a physically flattened element (at 1e-4 an element flattened by
+/// an earlier step blocked every Newton direction that would squash it further: a thrown ball's
+/// strict retry stopped after one iteration).
+pub const STRICT_MIN_J: f64 = 1e-8;
 
 /// An axis-aligned box (lower, upper corner), m.
 type Bounds = (Vector3<f64>, Vector3<f64>);
@@ -438,23 +439,35 @@ impl<'a> StepProblem<'a> {
             + (b - r.barrier)
     }
 
-    /// Round-off allowance (J) of a comparison between energy changes near `e` (J): 1e-13 ×
-    /// (|e| + Σ_e |Ψ_e(x_start)| + B(x_start)). Near convergence a true decrease is below the
-    /// last digits of the terms summed; without the allowance a converged step would stall.
-    pub fn energy_slack(&self, elastic: &dyn ElasticTerms, e: f64) -> f64 {
+    /// Round-off allowance (J) of a comparison between energy changes near `e` (J) evaluated
+    /// at points near `x`: 1e-13 × (|e| + Σ_e |Ψ_e(x_start)| + B(x_start)) plus the round-off
+    /// the terms carry even where they nearly cancel — 1e-14 × Σ_e V_e(|μ_e| + |λ_e|) for the
+    /// elements (an SVD-based Ψ at a rotation is ~1e-16 of μ·V, not 0) and 8ε ×
+    /// Σ_v ½m·w·|x − x₀|·(|x| + |x₀| + 2|x̃|) for inertia. Near convergence a true decrease is
+    /// below those digits; without the allowance a converged step stalls (a falling ball's
+    /// Newton step, ΔE ~ 1e-14 J, backtracked 40 times).
+    pub fn energy_slack(&self, elastic: &dyn ElasticTerms, e: f64, x: &[f64]) -> f64 {
         let r = self.reference(elastic);
+        let w = self.inertia;
+        let mut inertia = 0.0;
+        if w > 0.0 {
+            for (v, m) in self.model.mass.iter().enumerate() {
+                let mut s = 0.0;
+                for k in 0..3 {
+                    let i = 3 * v + k;
+                    s += (x[i] - self.x_start[i]).abs()
+                        * (x[i].abs() + self.x_start[i].abs() + 2.0 * self.x_tilde[i].abs());
+                }
+                inertia += 0.5 * m * w * s;
+            }
+        }
         1e-13 * (e.abs() + r.elastic.magnitude + r.barrier.abs())
+            + 1e-14 * self.model.energy_scale
+            + 8.0 * f64::EPSILON * inertia
     }
 
     fn barrier_weight(&self, v: usize) -> f64 {
         self.model.barrier.kappa * self.model.mass[v] / (self.h * self.h)
-    }
-
-    /// Barrier weight of surface triangle `f`: κ/h² times its share of its corners' masses
-    /// ([`Model::surface_mass`]), so a vertex whose faces all sit at its own distance feels the
-    /// vertex barrier's κ·m/h².
-    fn face_weight(&self, f: usize) -> f64 {
-        self.model.barrier.kappa * self.model.surface_mass[f] / (self.h * self.h)
     }
 
     /// The spheres and boxes of the model with their bounds grown by `margin` (m).
@@ -469,43 +482,20 @@ impl<'a> StepProblem<'a> {
             .collect()
     }
 
-    /// Every (surface triangle, bounded obstacle) pair within d̂ at `x`, with its closest pair
-    /// (`None`: they overlap — the barrier is +∞). Half-spaces act on vertices: a polytope's
-    /// lowest point on a plane is a vertex, so vertex distances are exact there.
-    fn face_contacts(&self, x: &[f64]) -> Vec<(usize, Option<super::geometry::TriangleContact>)> {
-        let model = self.model;
-        let dhat = model.barrier.dhat;
-        let bounded = self.bounded_obstacles(dhat);
-        if bounded.is_empty() {
+    /// The surface pairs with spheres and boxes within reach at `x`, evaluated
+    /// ([`super::surface_contact`]).
+    pub fn surface_pairs(&self, x: &[f64]) -> Vec<(SurfacePair, PairEval)> {
+        if !self.model.obstacles.iter().any(|o| o.is_bounded()) {
             return Vec::new();
         }
-        let at = |v: u32| Vector3::from_column_slice(&x[3 * v as usize..3 * v as usize + 3]);
-        model
-            .surface
-            .triangles
-            .par_iter()
-            .enumerate()
-            .flat_map_iter(|(f, tri)| {
-                let p = tri.map(at);
-                let lo = p[0].inf(&p[1]).inf(&p[2]);
-                let hi = p[0].sup(&p[1]).sup(&p[2]);
-                bounded
-                    .iter()
-                    .filter(move |(_, (olo, ohi))| {
-                        (0..3).all(|k| hi[k] >= olo[k] && lo[k] <= ohi[k])
-                    })
-                    .filter_map(move |(o, _)| match o.triangle_contact(&p) {
-                        Some(c) if c.d >= dhat => None,
-                        Some(c) if c.d > 0.0 => Some((f, Some(c))),
-                        _ => Some((f, None)),
-                    })
-                    .collect::<Vec<_>>()
-            })
+        candidate_pairs(self.model, x)
+            .into_par_iter()
+            .filter_map(|p| p.eval(self.model, x, self.h).map(|e| (p, e)))
             .collect()
     }
 
     /// Obstacle barrier energy B(x), J (+∞ if any vertex is on or inside an obstacle, or a
-    /// surface triangle touches a sphere or box).
+    /// surface primitive touches a sphere or box).
     pub fn barrier_energy(&self, x: &[f64]) -> f64 {
         if self.model.obstacles.is_empty() {
             return 0.0;
@@ -514,72 +504,53 @@ impl<'a> StepProblem<'a> {
         let mut e = 0.0;
         for v in 0..self.model.num_vertices() {
             let p = Vector3::from_column_slice(&x[3 * v..3 * v + 3]);
-            for o in self.model.obstacles.iter().filter(|o| !o.is_bounded()) {
+            for o in self.model.obstacles.iter().filter(|o| o.acts_on_vertices()) {
                 let d = o.distance(&p).d;
                 if d < dhat {
                     e += self.barrier_weight(v) * barrier(d, dhat).0;
                 }
             }
         }
-        for (f, c) in self.face_contacts(x) {
-            match c {
-                Some(c) => e += self.face_weight(f) * barrier(c.d, dhat).0,
-                None => return f64::INFINITY,
-            }
-        }
-        e
+        e + self
+            .surface_pairs(x)
+            .iter()
+            .map(|(_, e)| e.energy)
+            .sum::<f64>()
     }
 
-    /// Adds the surface barrier's gradient (N) into `g` and returns its energy (J; +∞ when a
-    /// triangle touches an obstacle).
-    fn face_barrier_gradient(&self, x: &[f64], g: &mut [f64]) -> f64 {
-        let dhat = self.model.barrier.dhat;
-        let mut e = 0.0;
-        for (f, c) in self.face_contacts(x) {
-            let Some(c) = c else {
-                return f64::INFINITY;
-            };
-            let (b, db, _) = barrier(c.d, dhat);
-            let w = self.face_weight(f);
-            e += w * b;
-            for (corner, &v) in self.model.surface.triangles[f].iter().enumerate() {
-                for k in 0..3 {
-                    g[3 * v as usize + k] += w * db * c.bary[corner] * c.normal[k];
-                }
-            }
-        }
-        e
-    }
-
-    /// The surface barrier's gradient (N) at vertex `v` and its diagonal 3×3 Gauss–Newton
-    /// block (N/m), from the surface triangles `v` is a corner of, against spheres and boxes —
-    /// what the vertex solvers need.
+    /// The surface pairs' barrier gradient (N) at vertex `v` and the Gauss–Newton diagonal
+    /// 3×3 block w·m·b''·(∂d/∂x_v)(∂d/∂x_v)ᵀ (N/m) — what the vertex solvers need. Their local
+    /// systems only precondition a filtered, safeguarded step, so the curvature term Newton
+    /// needs (see [`Self::assemble`]) is left out here: it costs six more distance evaluations
+    /// per pair and vertex and a 3×3 eigen-projection, for no change in their iterations
+    /// (a ball of 1,700 tets resting on a 4 mm sphere and on a 3 mm plate, 40 steps: JGS2 and
+    /// VBD take the same counts, within ±5% per step, with either block; the per-vertex
+    /// methods are slow there either way, up to their 1000-iteration cap).
     pub fn face_barrier_at_vertex(
         &self,
         x: &[f64],
         v: usize,
     ) -> (Vector3<f64>, nalgebra::Matrix3<f64>) {
         let model = self.model;
-        let dhat = model.barrier.dhat;
         let mut g = Vector3::zeros();
         let mut h = nalgebra::Matrix3::zeros();
         if !model.obstacles.iter().any(|o| o.is_bounded()) {
             return (g, h);
         }
-        let at = |u: u32| Vector3::from_column_slice(&x[3 * u as usize..3 * u as usize + 3]);
-        for &f in model.faces_of(v) {
-            let tri = model.surface.triangles[f as usize];
-            let p = tri.map(at);
-            let corner = tri.iter().position(|&u| u as usize == v).unwrap_or(0);
-            for o in model.obstacles.iter().filter(|o| o.is_bounded()) {
-                if let Some(c) = o.triangle_contact(&p).filter(|c| c.d < dhat) {
-                    let (_, db, ddb) = barrier(c.d, dhat);
-                    let w = self.face_weight(f as usize);
-                    let j = c.normal * c.bary[corner];
-                    g += j * (w * db);
-                    h += j * j.transpose() * (w * ddb);
-                }
+        for pair in pairs_at_vertex(model, x, v) {
+            let Some(e) = pair.eval(model, x, self.h) else {
+                continue;
+            };
+            if !e.energy.is_finite() {
+                continue;
             }
+            let k = pair.vertices[..pair.count]
+                .iter()
+                .position(|&u| u as usize == v)
+                .unwrap_or(0);
+            g += e.grad.fixed_rows::<3>(3 * k);
+            let j = e.dd.fixed_rows::<3>(3 * k);
+            h += j * j.transpose() * e.gn;
         }
         (g, h)
     }
@@ -609,7 +580,7 @@ impl<'a> StepProblem<'a> {
         let dhat = self.model.barrier.dhat;
         for v in 0..self.model.num_vertices() {
             let p = Vector3::from_column_slice(&x[3 * v..3 * v + 3]);
-            for o in self.model.obstacles.iter().filter(|o| !o.is_bounded()) {
+            for o in self.model.obstacles.iter().filter(|o| o.acts_on_vertices()) {
                 let de = o.distance(&p);
                 if de.d < dhat {
                     let (b, db, _) = barrier(de.d, dhat);
@@ -621,7 +592,15 @@ impl<'a> StepProblem<'a> {
                 }
             }
         }
-        e += self.face_barrier_gradient(x, g);
+        for (pair, ev) in self.surface_pairs(x) {
+            e += ev.energy;
+            for k in 0..pair.count {
+                let v = pair.vertices[k] as usize;
+                for c in 0..3 {
+                    g[3 * v + c] += ev.grad[3 * k + c];
+                }
+            }
+        }
         for (gk, &f) in g.iter_mut().zip(&self.fixed) {
             if f {
                 *gk = 0.0;
@@ -668,7 +647,7 @@ impl<'a> StepProblem<'a> {
                 values[layout.diag[3 * v + k]] += self.model.mass[v] * w;
             }
             let p = Vector3::from_column_slice(&x[3 * v..3 * v + 3]);
-            for o in self.model.obstacles.iter().filter(|o| !o.is_bounded()) {
+            for o in self.model.obstacles.iter().filter(|o| o.acts_on_vertices()) {
                 let de = o.distance(&p);
                 if de.d < dhat {
                     let (_, db, ddb) = barrier(de.d, dhat);
@@ -689,17 +668,22 @@ impl<'a> StepProblem<'a> {
                 }
             }
         }
-        // Surface barrier: Gauss–Newton b''·w·JJᵀ over the triangle's 9 DOFs, J = bary ⊗ n
-        // (the b'∇²d part is dropped, as for vertices: PSD, as projected Newton needs). A
-        // surface triangle's corners share a tet, so the pattern holds every block.
-        for (f, c) in self.face_contacts(x) {
-            let Some(c) = c else { continue };
-            let (_, _, ddb) = barrier(c.d, dhat);
-            let w = self.face_weight(f) * ddb;
-            let tri = self.model.surface.triangles[f];
-            for (a, &va) in tri.iter().enumerate() {
-                for (b, &vb) in tri.iter().enumerate() {
-                    let s = w * c.bary[a] * c.bary[b];
+        // Surface pairs with spheres and boxes: each pair's Hessian w·∇²(m·b(d)) (central
+        // differences of the analytic gradient), PSD-projected ([`super::surface_contact`]).
+        // Unlike a vertex against a convex obstacle, a triangle turning over a sphere or a box
+        // edge sees a concave distance: there the curvature term is what keeps it from
+        // rolling into the obstacle. Surface primitives' vertices share a tet, so the pattern
+        // holds every block.
+        let pairs = self.surface_pairs(x);
+        let blocks: Vec<(SurfacePair, SMatrix<f64, 9, 9>)> = pairs
+            .par_iter()
+            .filter(|(_, e)| e.energy.is_finite())
+            .map(|(p, _)| (*p, project_psd(&p.hessian(self.model, x, self.h))))
+            .collect();
+        for (pair, h9) in blocks {
+            let vs = &pair.vertices[..pair.count];
+            for (a, &va) in vs.iter().enumerate() {
+                for (b, &vb) in vs.iter().enumerate() {
                     for i in 0..3 {
                         for j in 0..3 {
                             let (r, col) = (3 * va as usize + i, 3 * vb as usize + j);
@@ -707,7 +691,7 @@ impl<'a> StepProblem<'a> {
                                 continue;
                             }
                             if let Some(k) = pattern.find(r, col) {
-                                values[k] += s * c.normal[i] * c.normal[j];
+                                values[k] += h9[(3 * a + i, 3 * b + j)];
                             }
                         }
                     }

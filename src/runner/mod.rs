@@ -44,7 +44,7 @@ use std::time::Instant;
 /// The most steps a run may ask for. Nothing is allocated per requested step; the cap keeps step
 /// indices, frame names and totals far inside every integer type (1e9 steps at 1 ms each is
 /// eleven days).
-pub const MAX_STEPS: usize = 1_000_000_000;
+pub use crate::limits::MAX_STEPS;
 
 /// What a run writes and how it starts.
 #[derive(Clone, Debug, Default)]
@@ -417,16 +417,18 @@ impl Run {
                 status = RunStatus::Interrupted;
                 break;
             }
-            let result = sim.step(opts.trace).and_then(|report| {
-                on_step(step, &report);
-                stats.push(StepStats::new(step, sim.state.t, report));
-                match writer.as_mut() {
-                    Some(w) if step % every == 0 || step == config.steps => {
-                        w.frame(step, &sim, &mut stats)
+            let result = fault_injected(step)
+                .and_then(|_| sim.step(opts.trace))
+                .and_then(|report| {
+                    on_step(step, &report);
+                    stats.push(StepStats::new(step, sim.state.t, report));
+                    match writer.as_mut() {
+                        Some(w) if step % every == 0 || step == config.steps => {
+                            w.frame(step, &sim, &mut stats)
+                        }
+                        _ => Ok(()),
                     }
-                    _ => Ok(()),
-                }
-            });
+                });
             if let Err(e) = result {
                 stats.status = RunStatus::Failed;
                 stats.message = Some(e.to_string().replace('\n', " "));
@@ -510,4 +512,19 @@ fn load_resume(dir: &Path, manifest: Manifest, config: &RunConfig, key: &str) ->
         manifest,
         earlier,
     })
+}
+
+/// A fault-injection point for tests of the failure path (there is no other way to make a valid
+/// scene fail mid-run: scene values are capped so energies stay finite): with the environment
+/// variable `JELLO_FAULT_AT_STEP=N`, step N fails with a solver error before it starts.
+fn fault_injected(step: usize) -> Result<()> {
+    match std::env::var("JELLO_FAULT_AT_STEP")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        Some(n) if n == step => Err(JelloError::Solver(format!(
+            "step {step}: injected fault (JELLO_FAULT_AT_STEP)"
+        ))),
+        _ => Ok(()),
+    }
 }

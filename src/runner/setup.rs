@@ -19,6 +19,16 @@ pub fn make_solver(
     model: &Model,
     cache_dir: Option<&Path>,
 ) -> Result<Box<dyn StepSolver>> {
+    make_solver_with(config, model, cache_dir, None)
+}
+
+/// [`make_solver`] reusing a JGS2 subspace already built for this model and h.
+fn make_solver_with(
+    config: &RunConfig,
+    model: &Model,
+    cache_dir: Option<&Path>,
+    subspace: Option<Arc<Jgs2Subspace>>,
+) -> Result<Box<dyn StepSolver>> {
     let config = &static_config(config, model);
     match config.solver.as_str() {
         "newton" => {
@@ -34,7 +44,10 @@ pub fn make_solver(
             if config.solver == "vbd" {
                 return Ok(Box::new(Jgs2Solver::vbd(model, params)));
             }
-            let subspace = load_or_build_subspace(model, config.h, &config.subspace, cache_dir)?;
+            let subspace = match subspace {
+                Some(s) => s,
+                None => load_or_build_subspace(model, config.h, &config.subspace, cache_dir)?,
+            };
             Ok(Box::new(Jgs2Solver::jgs2(model, params, subspace)?))
         }
         other => Err(JelloError::Invalid(format!(
@@ -154,6 +167,8 @@ pub fn setup_on(
         }
         fall_back(&mut choice, why);
     }
+    // A subspace built for the device is kept for the CPU fallback (no second precompute).
+    let mut built_subspace = None;
     if choice.backend == Backend::Gpu && matches!(config.solver.as_str(), "jgs2" | "vbd") {
         match Device::new(Backend::Gpu) {
             Err(e) if strict => return Err(e),
@@ -164,6 +179,7 @@ pub fn setup_on(
                 let subspace = (config.solver == "jgs2")
                     .then(|| load_or_build_subspace(model, config.h, &config.subspace, cache_dir))
                     .transpose()?;
+                built_subspace.clone_from(&subspace);
                 match DeviceJgs2::new(device, model, params, subspace) {
                     Ok(solver) => {
                         let sim =
@@ -182,7 +198,7 @@ pub fn setup_on(
             }
         }
     }
-    let solver = make_solver(config, model, cache_dir)?;
+    let solver = make_solver_with(config, model, cache_dir, built_subspace)?;
     let mut sim = Simulation::new(model.clone(), state, config.h, solver)?;
     if config.static_solve {
         sim = sim.into_static(config.steps)?;

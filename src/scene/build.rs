@@ -3,6 +3,9 @@
 use super::spec::*;
 use super::Scene;
 use crate::error::{JelloError, Result};
+use crate::limits::{
+    MAX_COORDINATE, MAX_GENERATOR_CELLS, MAX_SCENE_VALUE, MAX_STEPS, TIME_STEP_RANGE,
+};
 use crate::material::{Material, MaterialModel};
 use crate::mesh::{ball, box_grid, read_mesh, TetMesh};
 use crate::problem::{
@@ -59,12 +62,57 @@ impl Ctx<'_> {
     fn err(&self, key: impl Into<String>, msg: impl Into<String>) -> JelloError {
         JelloError::scene(&self.scene.path, key, msg)
     }
+    /// Every component finite and of magnitude at most [`MAX_SCENE_VALUE`].
     fn finite(&self, key: &str, v: &[f64]) -> Result<()> {
-        if v.iter().all(|x| x.is_finite()) {
+        if let Some(x) = v.iter().find(|x| !x.is_finite()) {
+            return Err(self.err(key, format!("must be finite, got {x}")));
+        }
+        if let Some(x) = v.iter().find(|x| x.abs() > MAX_SCENE_VALUE) {
+            return Err(self.err(
+                key,
+                format!("magnitude {x:e} is above {MAX_SCENE_VALUE:e}, outside any physical use"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A finite value `> 0` (`unit` names it in the message).
+    fn positive(&self, key: &str, v: f64, unit: &str) -> Result<()> {
+        self.finite(key, &[v])?;
+        if v > 0.0 {
             Ok(())
         } else {
-            Err(self.err(key, "must be finite"))
+            Err(self.err(key, format!("must be > 0{unit}, got {v}")))
         }
+    }
+
+    /// A point (m): finite and within [`MAX_COORDINATE`] of the origin on every axis.
+    fn point(&self, key: &str, p: &[f64; 3]) -> Result<()> {
+        self.finite(key, p)?;
+        if let Some(x) = p.iter().find(|x| x.abs() > MAX_COORDINATE) {
+            return Err(self.err(
+                key,
+                format!(
+                    "coordinate {x:e} m is farther than {MAX_COORDINATE:e} m from the origin \
+                     (jello::limits::MAX_COORDINATE)"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A direction (an axis or a normal): finite and of non-zero, finite length, so it can be
+    /// normalised. Returns the unit vector.
+    fn direction(&self, key: &str, v: &[f64; 3]) -> Result<Vector3<f64>> {
+        self.finite(key, v)?;
+        let n = Vector3::from(*v).norm();
+        if !(n.is_finite() && n >= f64::MIN_POSITIVE) {
+            return Err(self.err(
+                key,
+                format!("must be a non-zero direction, got {v:?} (length {n:e})"),
+            ));
+        }
+        Ok(Vector3::from(*v) / n)
     }
 }
 
@@ -73,14 +121,31 @@ impl Scene {
     pub fn build(&self) -> Result<BuiltScene> {
         let cx = Ctx { scene: self };
         let s = &self.spec;
-        if !(s.simulation.h.is_finite() && s.simulation.h > 0.0) {
+        let h = s.simulation.h;
+        let (h_min, h_max) = TIME_STEP_RANGE;
+        if !(h.is_finite() && h > 0.0) {
+            return Err(cx.err("simulation.h", format!("time step must be > 0 s, got {h}")));
+        }
+        if !(h_min..=h_max).contains(&h) {
             return Err(cx.err(
                 "simulation.h",
-                format!("time step must be > 0 s, got {}", s.simulation.h),
+                format!(
+                    "time step {h:e} s is outside {h_min:e}..={h_max:e} s \
+                     (jello::limits::TIME_STEP_RANGE)"
+                ),
             ));
         }
         if s.simulation.steps == 0 {
             return Err(cx.err("simulation.steps", "must be ≥ 1"));
+        }
+        if s.simulation.steps > MAX_STEPS {
+            return Err(cx.err(
+                "simulation.steps",
+                format!(
+                    "{} steps is more than the cap of {MAX_STEPS} (jello::limits::MAX_STEPS)",
+                    s.simulation.steps
+                ),
+            ));
         }
         cx.finite("simulation.gravity", &s.simulation.gravity)?;
         let config = self.run_config(&cx)?;
@@ -103,13 +168,30 @@ impl Scene {
                 ));
             }
             let mut m = self.object_mesh(&cx, &key, &obj.mesh, &mut warnings)?;
+            let mesh_key = match &obj.mesh.file {
+                Some(_) => format!("{key}.mesh.file"),
+                None => format!("{key}.mesh"),
+            };
+            check_placed(&cx, &mesh_key, &m)?;
             self.transform(&cx, &key, &obj.transform, &mut m)?;
             let base = material(&cx, &format!("{key}.material"), &obj.material)?;
+            check_masses(
+                &cx,
+                &format!("{key}.material.density"),
+                &m,
+                obj.material.density,
+            )?;
             let mut elem_mat = vec![base; m.num_tets()];
             let mut elem_density = vec![obj.material.density; m.num_tets()];
             for (r, reg) in obj.regions.iter().enumerate() {
                 let rkey = format!("{key}.regions[{r}]");
                 let mat = material(&cx, &format!("{rkey}.material"), &reg.material)?;
+                check_masses(
+                    &cx,
+                    &format!("{rkey}.material.density"),
+                    &m,
+                    reg.material.density,
+                )?;
                 let region = region(&cx, &format!("{rkey}.region"), &reg.region)?;
                 let mut hit = 0;
                 for (t, tet) in m.tets.iter().enumerate() {
@@ -134,18 +216,22 @@ impl Scene {
                 }
             }
             cx.finite(&format!("{key}.velocity"), &obj.velocity)?;
+            let spin = match &obj.angular_velocity {
+                Some(av) => {
+                    let axis = cx.direction(&format!("{key}.angular_velocity.axis"), &av.axis)?;
+                    cx.finite(&format!("{key}.angular_velocity.omega"), &[av.omega])?;
+                    axis * av.omega
+                }
+                None => Vector3::zeros(),
+            };
             let centroid = centroid(&m);
             for p in &m.positions {
-                let mut v = Vector3::from(obj.velocity);
-                if let Some(av) = &obj.angular_velocity {
-                    let axis = Vector3::from(av.axis);
-                    if !(axis.norm() > 0.0 && av.omega.is_finite()) {
-                        return Err(cx.err(
-                            format!("{key}.angular_velocity"),
-                            "needs a non-zero axis and a finite omega",
-                        ));
-                    }
-                    v += (axis.normalize() * av.omega).cross(&(Vector3::from(*p) - centroid));
+                let v = Vector3::from(obj.velocity) + spin.cross(&(Vector3::from(*p) - centroid));
+                if !v.iter().all(|x| x.is_finite()) {
+                    return Err(cx.err(
+                        format!("{key}.angular_velocity.omega"),
+                        "gives a non-finite vertex velocity",
+                    ));
                 }
                 velocity.push(v.into());
             }
@@ -169,15 +255,8 @@ impl Scene {
             .map(|(lo, hi)| (Vector3::from(hi) - Vector3::from(lo)).norm())
             .unwrap_or(1.0);
         let dhat = s.contact.dhat.unwrap_or(1e-3 * diag);
-        if !(dhat.is_finite() && dhat > 0.0) {
-            return Err(cx.err("contact.dhat", format!("must be > 0 m, got {dhat}")));
-        }
-        if !(s.contact.kappa.is_finite() && s.contact.kappa > 0.0) {
-            return Err(cx.err(
-                "contact.kappa",
-                format!("must be > 0, got {}", s.contact.kappa),
-            ));
-        }
+        cx.positive("contact.dhat", dhat, " m")?;
+        cx.positive("contact.kappa", s.contact.kappa, "")?;
         let model = Model::new(
             mesh,
             bodies,
@@ -236,23 +315,17 @@ impl Scene {
                 ),
             ));
         }
+        // Both tolerances are checked whichever rule is chosen: a bad value is a mistake even
+        // where it would go unused (the CLI's --stop may pick the other rule).
+        cx.positive("solver.tolerance", s.solver.tolerance, "")?;
+        cx.positive("solver.dx_tolerance", s.solver.dx_tolerance, "")?;
         let stop = match s.solver.stop.as_str() {
-            "cn" => {
-                if !(s.solver.tolerance.is_finite() && s.solver.tolerance > 0.0) {
-                    return Err(cx.err("solver.tolerance", "must be > 0"));
-                }
-                StopRule::Cn {
-                    eps: s.solver.tolerance,
-                }
-            }
-            "dx" => {
-                if !(s.solver.dx_tolerance.is_finite() && s.solver.dx_tolerance > 0.0) {
-                    return Err(cx.err("solver.dx_tolerance", "must be > 0"));
-                }
-                StopRule::Dx {
-                    tol: s.solver.dx_tolerance,
-                }
-            }
+            "cn" => StopRule::Cn {
+                eps: s.solver.tolerance,
+            },
+            "dx" => StopRule::Dx {
+                tol: s.solver.dx_tolerance,
+            },
             other => {
                 return Err(cx.err(
                     "solver.stop",
@@ -320,8 +393,32 @@ impl Scene {
         warnings: &mut Vec<String>,
     ) -> Result<TetMesh> {
         let key = format!("{key}.mesh");
+        // Keys that belong to another source are mistakes, not silently ignored.
+        let given = |names: &[&str]| -> Option<&'static str> {
+            let present: [(&'static str, bool); 6] = [
+                ("min", spec.min.is_some()),
+                ("max", spec.max.is_some()),
+                ("cells", spec.cells.is_some()),
+                ("center", spec.center.is_some()),
+                ("radius", spec.radius.is_some()),
+                ("resolution", spec.resolution.is_some()),
+            ];
+            present
+                .iter()
+                .find(|(n, set)| *set && !names.contains(n))
+                .map(|(n, _)| *n)
+        };
+        let stray = |used_by: &str, allowed: &[&str]| -> Result<()> {
+            match given(allowed) {
+                Some(k) => {
+                    Err(cx.err(format!("{key}.{k}"), format!("does not apply to {used_by}")))
+                }
+                None => Ok(()),
+            }
+        };
         match (&spec.file, &spec.generator) {
             (Some(file), None) => {
+                stray("a mesh file", &[])?;
                 let dir = self.path.parent().unwrap_or(std::path::Path::new("."));
                 let path = dir.join(file);
                 if !path.exists() {
@@ -335,33 +432,57 @@ impl Scene {
                 Ok(loaded.mesh)
             }
             (None, Some(g)) if g == "box" => {
+                stray("the box generator", &["min", "max", "cells"])?;
                 let (Some(min), Some(max), Some(cells)) = (spec.min, spec.max, spec.cells) else {
                     return Err(cx.err(&key, "the box generator needs min, max and cells"));
                 };
-                cx.finite(&format!("{key}.min"), &min)?;
-                cx.finite(&format!("{key}.max"), &max)?;
+                cx.point(&format!("{key}.min"), &min)?;
+                cx.point(&format!("{key}.max"), &max)?;
                 if (0..3).any(|k| max[k] <= min[k]) {
                     return Err(cx.err(format!("{key}.max"), "must exceed min on every axis"));
                 }
-                if cells.contains(&0) || cells.iter().product::<usize>() > 2_000_000 {
+                if cells.contains(&0) {
+                    return Err(cx.err(format!("{key}.cells"), "each count must be ≥ 1"));
+                }
+                // Checked product: `[2^40, 2^40, 2^40]` must not wrap around to a small total.
+                let total = cells
+                    .iter()
+                    .try_fold(1usize, |a, &c| a.checked_mul(c))
+                    .filter(|&t| t <= MAX_GENERATOR_CELLS);
+                if total.is_none() {
                     return Err(cx.err(
                         format!("{key}.cells"),
-                        "each count must be ≥ 1 and the total ≤ 2e6",
+                        format!(
+                            "{cells:?} is more than {MAX_GENERATOR_CELLS} cells in all \
+                             (jello::limits::MAX_GENERATOR_CELLS)"
+                        ),
                     ));
                 }
                 Ok(box_grid(min, max, cells))
             }
             (None, Some(g)) if g == "ball" => {
+                stray("the ball generator", &["center", "radius", "resolution"])?;
                 let (Some(center), Some(radius)) = (spec.center, spec.radius) else {
                     return Err(cx.err(&key, "the ball generator needs center and radius"));
                 };
-                cx.finite(&format!("{key}.center"), &center)?;
-                if !(radius.is_finite() && radius > 0.0) {
-                    return Err(cx.err(format!("{key}.radius"), "must be > 0 m"));
+                cx.point(&format!("{key}.center"), &center)?;
+                cx.positive(&format!("{key}.radius"), radius, " m")?;
+                if radius > MAX_COORDINATE {
+                    return Err(cx.err(
+                        format!("{key}.radius"),
+                        format!("{radius:e} m is above {MAX_COORDINATE:e} m"),
+                    ));
                 }
                 let res = spec.resolution.unwrap_or(8);
-                if !(2..=200).contains(&res) {
-                    return Err(cx.err(format!("{key}.resolution"), "must be in 2..=200"));
+                let max_res = ball_max_resolution();
+                if !(2..=max_res).contains(&res) {
+                    return Err(cx.err(
+                        format!("{key}.resolution"),
+                        format!(
+                            "must be in 2..={max_res} (at most {MAX_GENERATOR_CELLS} cells, \
+                             jello::limits::MAX_GENERATOR_CELLS), got {res}"
+                        ),
+                    ));
                 }
                 Ok(ball(center, radius, res))
             }
@@ -373,56 +494,50 @@ impl Scene {
         }
     }
 
+    /// Applies the transform in the order fit → scale → rotate → translate. After each step the
+    /// mesh must still be placeable (finite, within [`MAX_COORDINATE`], no tet flattened by
+    /// round-off or under/overflow), else the step's key is named: `scale = 1e-300` flattens
+    /// every tet to zero volume, a huge `translate` rounds vertices together.
     fn transform(&self, cx: &Ctx, key: &str, t: &TransformSpec, m: &mut TetMesh) -> Result<()> {
         let key = format!("{key}.transform");
         if let Some(fit) = t.fit {
-            if !(fit.is_finite() && fit > 0.0) {
-                return Err(cx.err(format!("{key}.fit"), "must be > 0 m"));
-            }
+            let k = format!("{key}.fit");
+            cx.positive(&k, fit, " m")?;
             m.fit_largest_extent(fit)
-                .map_err(|e| cx.err(format!("{key}.fit"), e.to_string()))?;
+                .map_err(|e| cx.err(&k, e.to_string()))?;
+            check_placed(cx, &k, m)?;
         }
         if let Some(s) = t.scale {
-            if !(s.is_finite() && s > 0.0) {
-                return Err(cx.err(format!("{key}.scale"), "must be > 0"));
-            }
-            m.scale(s)
-                .map_err(|e| cx.err(format!("{key}.scale"), e.to_string()))?;
+            let k = format!("{key}.scale");
+            cx.positive(&k, s, "")?;
+            m.scale(s).map_err(|e| cx.err(&k, e.to_string()))?;
+            check_placed(cx, &k, m)?;
         }
         if let Some(r) = &t.rotate {
-            cx.finite(&format!("{key}.rotate.axis"), &r.axis)?;
+            cx.direction(&format!("{key}.rotate.axis"), &r.axis)?;
+            let k = format!("{key}.rotate.degrees");
+            cx.finite(&k, &[r.degrees])?;
             m.rotate(r.axis, r.degrees)
                 .map_err(|e| cx.err(format!("{key}.rotate"), e.to_string()))?;
+            check_placed(cx, &format!("{key}.rotate"), m)?;
         }
         if let Some(d) = t.translate {
-            cx.finite(&format!("{key}.translate"), &d)?;
+            let k = format!("{key}.translate");
+            cx.finite(&k, &d)?;
             m.translate(d);
+            check_placed(cx, &k, m)?;
         }
         Ok(())
     }
 
+    /// The pins. Two pins selecting the same vertex are an error naming both: each vertex
+    /// follows one script, and letting the later pin win silently would drop the other's.
     fn pins(&self, cx: &Ctx, mesh: &TetMesh, bodies: &[Body]) -> Result<Vec<Pin>> {
-        let mut out = Vec::new();
+        let mut out: Vec<Pin> = Vec::new();
+        // Which pin holds each vertex so far (u32::MAX: none).
+        let mut owner = vec![u32::MAX; mesh.num_vertices()];
         for (i, p) in self.spec.pins.iter().enumerate() {
             let key = format!("pins[{i}]");
-            let range = match &p.object {
-                Some(name) => bodies
-                    .iter()
-                    .find(|b| &b.name == name)
-                    .map(|b| b.vertices.clone())
-                    .ok_or_else(|| {
-                        cx.err(format!("{key}.object"), format!("no object named `{name}`"))
-                    })?,
-                None => 0..mesh.num_vertices(),
-            };
-            let region = region(cx, &format!("{key}.region"), &p.region)?;
-            let vertices: Vec<u32> = range
-                .filter(|&v| region.contains(&mesh.positions[v]))
-                .map(|v| v as u32)
-                .collect();
-            if vertices.is_empty() {
-                return Err(cx.err(format!("{key}.region"), "selects no vertex"));
-            }
             let script = match &p.script {
                 ScriptSpec::Fixed => Script::Fixed,
                 ScriptSpec::Translate { velocity } => {
@@ -436,14 +551,9 @@ impl Scene {
                     axis,
                     omega,
                 } => {
-                    cx.finite(&format!("{key}.script.center"), center)?;
-                    cx.finite(&format!("{key}.script.axis"), axis)?;
-                    if Vector3::from(*axis).norm() == 0.0 || !omega.is_finite() {
-                        return Err(cx.err(
-                            format!("{key}.script"),
-                            "rotate needs a non-zero axis and a finite omega",
-                        ));
-                    }
+                    cx.point(&format!("{key}.script.center"), center)?;
+                    cx.direction(&format!("{key}.script.axis"), axis)?;
+                    cx.finite(&format!("{key}.script.omega"), &[*omega])?;
                     Script::Rotate {
                         center: *center,
                         axis: *axis,
@@ -451,6 +561,32 @@ impl Scene {
                     }
                 }
             };
+            let vertices = select(cx, &key, mesh, bodies, p.object.as_deref(), &p.region)?;
+            let clash: Vec<u32> = vertices
+                .iter()
+                .copied()
+                .filter(|&v| owner[v as usize] != u32::MAX)
+                .collect();
+            if let Some(&v) = clash.first() {
+                let other = owner[v as usize];
+                let shared = clash
+                    .iter()
+                    .filter(|&&w| owner[w as usize] == other)
+                    .count();
+                let x = mesh.positions[v as usize];
+                return Err(cx.err(
+                    format!("{key}.region"),
+                    format!(
+                        "`pins[{other}]` and `{key}` select the same {shared} vertices (e.g. \
+                         vertex {v} at ({}, {}, {})): each vertex can follow one script; narrow \
+                         one region or restrict it with `object`",
+                        x[0], x[1], x[2]
+                    ),
+                ));
+            }
+            for &v in &vertices {
+                owner[v as usize] = i as u32;
+            }
             let start = vertices
                 .iter()
                 .map(|&v| mesh.positions[v as usize])
@@ -470,8 +606,16 @@ impl Scene {
             let key = format!("forces[{i}]");
             let vertices = select(cx, &key, mesh, bodies, f.object.as_deref(), &f.region)?;
             cx.finite(&format!("{key}.force"), &f.force)?;
-            if !f.start.is_finite() || f.end.is_nan() || f.end <= f.start {
-                return Err(cx.err(format!("{key}.end"), "needs finite start < end (s)"));
+            cx.finite(&format!("{key}.start"), &[f.start])?;
+            // `end` may be +∞ (the default: never ends).
+            if f.end.is_nan() || f.end <= f.start {
+                return Err(cx.err(
+                    format!("{key}.end"),
+                    format!(
+                        "must be after start = {} s (or left out: the force never ends), got {}",
+                        f.start, f.end
+                    ),
+                ));
             }
             out.push(ExternalForce {
                 vertices,
@@ -490,6 +634,7 @@ impl Scene {
             let key = format!("obstacles[{i}]");
             let obs = match o {
                 ObstacleSpec::Ground { height } => {
+                    cx.point(&format!("{key}.height"), &[*height, 0.0, 0.0])?;
                     // "Up" is against gravity; +y when there is no gravity.
                     let up = if g.norm() > 0.0 {
                         -g.normalize()
@@ -499,18 +644,16 @@ impl Scene {
                     Obstacle::half_space(up.into(), *height)
                 }
                 ObstacleSpec::HalfSpace { normal, offset } => {
-                    cx.finite(&format!("{key}.normal"), normal)?;
-                    if Vector3::from(*normal).norm() == 0.0 || !offset.is_finite() {
-                        return Err(cx.err(
-                            &key,
-                            "half_space needs a non-zero normal and a finite offset",
-                        ));
-                    }
-                    Obstacle::half_space(*normal, *offset)
+                    let n = cx.direction(&format!("{key}.normal"), normal)?;
+                    cx.finite(&format!("{key}.offset"), &[*offset])?;
+                    // The plane sits at offset/|normal| along the unit normal.
+                    let at = offset / Vector3::from(*normal).norm();
+                    cx.point(&format!("{key}.offset"), &[at, 0.0, 0.0])?;
+                    Obstacle::half_space(n.into(), at)
                 }
                 ObstacleSpec::Box { min, max } => {
-                    cx.finite(&format!("{key}.min"), min)?;
-                    cx.finite(&format!("{key}.max"), max)?;
+                    cx.point(&format!("{key}.min"), min)?;
+                    cx.point(&format!("{key}.max"), max)?;
                     if (0..3).any(|k| max[k] <= min[k]) {
                         return Err(cx.err(format!("{key}.max"), "must exceed min on every axis"));
                     }
@@ -520,9 +663,13 @@ impl Scene {
                     }
                 }
                 ObstacleSpec::Sphere { center, radius } => {
-                    cx.finite(&format!("{key}.center"), center)?;
-                    if !(radius.is_finite() && *radius > 0.0) {
-                        return Err(cx.err(format!("{key}.radius"), "must be > 0 m"));
+                    cx.point(&format!("{key}.center"), center)?;
+                    cx.positive(&format!("{key}.radius"), *radius, " m")?;
+                    if *radius > MAX_COORDINATE {
+                        return Err(cx.err(
+                            format!("{key}.radius"),
+                            format!("{radius:e} m is above {MAX_COORDINATE:e} m"),
+                        ));
                     }
                     Obstacle::Sphere {
                         center: *center,
@@ -573,6 +720,73 @@ fn select(
     Ok(vertices)
 }
 
+/// The largest ball `resolution` within [`MAX_GENERATOR_CELLS`]: the generator rounds it up to
+/// an even `n` and makes `n³` cells.
+pub fn ball_max_resolution() -> usize {
+    let mut n = 2usize;
+    while (n + 2).pow(3) <= MAX_GENERATOR_CELLS {
+        n += 2;
+    }
+    n
+}
+
+/// A mesh placed in the scene must be simulable: every vertex finite and within
+/// [`MAX_COORDINATE`], every tet positively oriented with a volume that is a normal f64 above the
+/// readers' degeneracy threshold ([`crate::mesh::DEGENERATE_REL_VOLUME`] × mean edge³). `key`
+/// names what made it so (the mesh source or a transform step).
+fn check_placed(cx: &Ctx, key: &str, m: &TetMesh) -> Result<()> {
+    if let Some((v, p)) = m
+        .positions
+        .iter()
+        .enumerate()
+        .find(|(_, p)| p.iter().any(|x| x.is_nan() || x.abs() > MAX_COORDINATE))
+    {
+        return Err(cx.err(
+            key,
+            format!(
+                "puts vertex {v} at {p:?}, beyond {MAX_COORDINATE:e} m from the origin \
+                 (jello::limits::MAX_COORDINATE) or not finite"
+            ),
+        ));
+    }
+    let h = m.mean_edge_length();
+    let tol = crate::mesh::DEGENERATE_REL_VOLUME * h * h * h;
+    for t in 0..m.num_tets() {
+        let v = m.signed_volume(t);
+        if !(v.is_finite() && v > tol && v >= f64::MIN_POSITIVE) {
+            return Err(cx.err(
+                key,
+                format!(
+                    "leaves tet {t} degenerate or inverted (volume {v:.3e} m³, mean edge \
+                     {h:.3e} m): the mesh is too small, too large or too far out for f64"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Every vertex mass share `density · volume / 4` of `m` must be a normal f32 (the GPU keeps
+/// masses in f32): `key` names the density responsible.
+fn check_masses(cx: &Ctx, key: &str, m: &TetMesh, density: f64) -> Result<()> {
+    let (lo, hi) = (0..m.num_tets())
+        .map(|t| density * m.signed_volume(t) / 4.0)
+        .fold((f64::INFINITY, 0.0f64), |(lo, hi), x| {
+            (lo.min(x), hi.max(x))
+        });
+    let (min, max) = (f32::MIN_POSITIVE as f64, f32::MAX as f64);
+    if !(lo >= min && hi <= max) {
+        return Err(cx.err(
+            key,
+            format!(
+                "gives vertex mass shares from {lo:.3e} to {hi:.3e} kg, outside the f32 range \
+                 {min:.1e}..{max:.1e} kg the GPU needs"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn centroid(m: &TetMesh) -> Vector3<f64> {
     let n = m.num_vertices().max(1) as f64;
     m.positions
@@ -593,20 +807,10 @@ fn material(cx: &Ctx, key: &str, m: &MaterialSpec) -> Result<Material> {
             ),
         )
     })?;
-    if !(m.density.is_finite() && m.density > 0.0) {
-        return Err(cx.err(
-            format!("{key}.density"),
-            format!("must be > 0 kg/m³, got {}", m.density),
-        ));
-    }
+    cx.positive(&format!("{key}.density"), m.density, " kg/m³")?;
     match (m.youngs_modulus, m.poisson_ratio, m.mu, m.lambda) {
         (Some(e), Some(nu), None, None) => {
-            if !(e.is_finite() && e > 0.0) {
-                return Err(cx.err(
-                    format!("{key}.youngs_modulus"),
-                    format!("must be > 0 Pa, got {e}"),
-                ));
-            }
+            cx.positive(&format!("{key}.youngs_modulus"), e, " Pa")?;
             if !(nu.is_finite() && nu > -1.0 && nu < 0.5) {
                 return Err(cx.err(
                     format!("{key}.poisson_ratio"),
@@ -616,6 +820,10 @@ fn material(cx: &Ctx, key: &str, m: &MaterialSpec) -> Result<Material> {
             Material::from_young_poisson(model, e, nu).map_err(|e| cx.err(key, e.to_string()))
         }
         (None, None, Some(mu), lambda) => {
+            cx.finite(&format!("{key}.mu"), &[mu])?;
+            if let Some(l) = lambda {
+                cx.finite(&format!("{key}.lambda"), &[l])?;
+            }
             Material::new(model, mu, lambda.unwrap_or(0.0)).map_err(|e| cx.err(key, e.to_string()))
         }
         _ => Err(cx.err(
@@ -650,8 +858,8 @@ impl Region {
 fn region(cx: &Ctx, key: &str, r: &RegionSpec) -> Result<Region> {
     match r {
         RegionSpec::Box { min, max } => {
-            cx.finite(&format!("{key}.box.min"), min)?;
-            cx.finite(&format!("{key}.box.max"), max)?;
+            cx.point(&format!("{key}.box.min"), min)?;
+            cx.point(&format!("{key}.box.max"), max)?;
             if (0..3).any(|k| max[k] < min[k]) {
                 return Err(cx.err(format!("{key}.box.max"), "must be ≥ min on every axis"));
             }
@@ -665,20 +873,15 @@ fn region(cx: &Ctx, key: &str, r: &RegionSpec) -> Result<Region> {
             offset,
             thickness,
         } => {
-            cx.finite(&format!("{key}.slab.normal"), normal)?;
-            let n = Vector3::from(*normal);
-            if n.norm() == 0.0 {
-                return Err(cx.err(format!("{key}.slab.normal"), "must be non-zero"));
-            }
-            if !(thickness.is_finite() && *thickness > 0.0 && offset.is_finite()) {
-                return Err(cx.err(
-                    format!("{key}.slab.thickness"),
-                    "must be > 0 m (and offset finite)",
-                ));
-            }
+            let n = cx.direction(&format!("{key}.slab.normal"), normal)?;
+            cx.finite(&format!("{key}.slab.offset"), &[*offset])?;
+            // The plane sits at offset/|normal| along the unit normal.
+            let at = *offset / Vector3::from(*normal).norm();
+            cx.point(&format!("{key}.slab.offset"), &[at, 0.0, 0.0])?;
+            cx.positive(&format!("{key}.slab.thickness"), *thickness, " m")?;
             Ok(Region::Slab {
-                n: n.normalize(),
-                offset: *offset / n.norm(),
+                n,
+                offset: at,
                 half: thickness / 2.0,
             })
         }

@@ -9,7 +9,7 @@
 mod build;
 mod spec;
 
-pub use build::{BuiltScene, RunConfig, SOLVERS};
+pub use build::{ball_max_resolution, BuiltScene, RunConfig, SOLVERS};
 pub use spec::*;
 
 use crate::error::{JelloError, Result};
@@ -26,14 +26,23 @@ pub struct Scene {
 
 impl Scene {
     /// Reads and parses a scene file. Unknown keys, wrong types and missing required keys are
-    /// errors naming the file, line and key.
+    /// errors naming the file, line and key. Anything but a regular UTF-8 file of at most
+    /// [`crate::limits::MAX_SCENE_FILE_BYTES`] (a directory, a FIFO, a device) is refused before
+    /// it is opened; a leading UTF-8 byte-order mark is fine.
     pub fn load(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| JelloError::io(path, e))?;
+        let bytes = crate::limits::read_capped(path, crate::limits::MAX_SCENE_FILE_BYTES)?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            let at = e.utf8_error().valid_up_to();
+            let line = e.as_bytes()[..at].iter().filter(|&&c| c == b'\n').count() + 1;
+            JelloError::parse(path, line, "the scene file is not valid UTF-8 text")
+        })?;
         Self::parse(path, &text)
     }
 
-    /// Parses scene text; `path` is used for messages and relative paths.
+    /// Parses scene text; `path` is used for messages and relative paths. A leading UTF-8
+    /// byte-order mark is skipped.
     pub fn parse(path: &Path, text: &str) -> Result<Self> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let spec: SceneSpec = toml::from_str(text).map_err(|e| {
             let line = e
                 .span()

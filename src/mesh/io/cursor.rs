@@ -6,10 +6,14 @@ use crate::error::{JelloError, Result};
 use std::path::{Path, PathBuf};
 
 /// Reads a file whole; the readers work on the bytes in memory (meshes are at most a few hundred
-/// MB and this keeps the parsers simple and fast).
+/// MB and this keeps the parsers simple and fast). Anything but a regular file of at most
+/// [`crate::limits::MAX_MESH_FILE_BYTES`] is refused from its metadata, before it is opened.
 pub(crate) fn read_bytes(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| JelloError::io(path, e))
+    crate::limits::read_capped(path, crate::limits::MAX_MESH_FILE_BYTES)
 }
+
+/// The UTF-8 byte-order mark some editors put at the start of text files.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// Cursor over a file's bytes.
 pub(crate) struct Cursor<'a> {
@@ -25,11 +29,13 @@ pub(crate) struct Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
+    /// A cursor at the start of `data`, past a UTF-8 byte-order mark if there is one (byte
+    /// offsets in messages stay those of the file).
     pub fn new(path: &Path, data: &'a [u8]) -> Self {
         Cursor {
             path: path.to_path_buf(),
             data,
-            pos: 0,
+            pos: if data.starts_with(BOM) { BOM.len() } else { 0 },
             line: 1,
             tok_line: 1,
             hash_comments: false,
@@ -206,6 +212,16 @@ impl<'a> Cursor<'a> {
             return Err(self.err(format!(
                 "declared {count} {what} but only {} bytes remain in the file (truncated or corrupt count)",
                 self.remaining()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Refuses a declared count above `cap` (one of the [`crate::limits`] caps, named `name`).
+    pub fn check_cap(&self, count: usize, cap: usize, what: &str, name: &str) -> Result<()> {
+        if count > cap {
+            return Err(self.err(format!(
+                "declared {count} {what}, more than the cap of {cap} (jello::limits::{name})"
             )));
         }
         Ok(())

@@ -2,7 +2,8 @@
 //! detected from the `1` marker), keeping only 4-node tets (element type 4); writer for 2.2 and
 //! 4.1, ASCII or binary (native little-endian).
 
-use super::cursor::{read_bytes, show, Cursor, Endian};
+use super::cursor::{show, Cursor, Endian};
+use super::elements::{Kind, Tally, Treat};
 use super::load::{Origin, RawMesh};
 use crate::error::{JelloError, Result};
 use crate::mesh::TetMesh;
@@ -11,9 +12,6 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 
-/// gmsh element type of a 4-node tetrahedron.
-const TET4: usize = 4;
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Version {
     V2,
@@ -21,53 +19,52 @@ enum Version {
     V41,
 }
 
-/// Nodes per element for the gmsh element types (needed to step over binary records of types
-/// we do not keep). `None` for types this reader does not know.
-fn nodes_per_type(t: usize) -> Option<usize> {
+/// The gmsh element types this reader knows (from the gmsh reference manual), with what the
+/// shared rule in [`super::elements`] does with each. `None` for unknown types.
+fn kind(t: usize) -> Option<Kind> {
+    use Treat::{Refuse, Skip, Tet10, Tet4};
     Some(match t {
-        1 => 2,
-        2 => 3,
-        3 => 4,
-        4 => 4,
-        5 => 8,
-        6 => 6,
-        7 => 5,
-        8 => 3,
-        9 => 6,
-        10 => 9,
-        11 => 10,
-        12 => 27,
-        13 => 18,
-        14 => 14,
-        15 => 1,
-        16 => 8,
-        17 => 20,
-        18 => 15,
-        19 => 13,
-        20 => 9,
-        21 => 10,
-        22 => 12,
-        23 => 15,
-        24 => 15,
-        25 => 21,
-        26 => 4,
-        27 => 5,
-        28 => 6,
-        29 => 20,
-        30 => 35,
-        31 => 56,
-        92 => 64,
-        93 => 125,
+        1 => Kind::new(2, "2-node line", Skip),
+        2 => Kind::new(3, "3-node triangle", Skip),
+        3 => Kind::new(4, "4-node quadrangle", Skip),
+        4 => Kind::new(4, "4-node tetrahedron", Tet4),
+        5 => Kind::new(8, "8-node hexahedron", Refuse),
+        6 => Kind::new(6, "6-node prism", Refuse),
+        7 => Kind::new(5, "5-node pyramid", Refuse),
+        8 => Kind::new(3, "3-node line", Skip),
+        9 => Kind::new(6, "6-node triangle", Skip),
+        10 => Kind::new(9, "9-node quadrangle", Skip),
+        11 => Kind::new(10, "10-node tetrahedron", Tet10),
+        12 => Kind::new(27, "27-node hexahedron", Refuse),
+        13 => Kind::new(18, "18-node prism", Refuse),
+        14 => Kind::new(14, "14-node pyramid", Refuse),
+        15 => Kind::new(1, "point", Skip),
+        16 => Kind::new(8, "8-node quadrangle", Skip),
+        17 => Kind::new(20, "20-node hexahedron", Refuse),
+        18 => Kind::new(15, "15-node prism", Refuse),
+        19 => Kind::new(13, "13-node pyramid", Refuse),
+        20 => Kind::new(9, "9-node triangle", Skip),
+        21 => Kind::new(10, "10-node triangle", Skip),
+        22 => Kind::new(12, "12-node triangle", Skip),
+        23 => Kind::new(15, "15-node triangle", Skip),
+        24 => Kind::new(15, "15-node incomplete triangle", Skip),
+        25 => Kind::new(21, "21-node triangle", Skip),
+        26 => Kind::new(4, "4-node line", Skip),
+        27 => Kind::new(5, "5-node line", Skip),
+        28 => Kind::new(6, "6-node line", Skip),
+        29 => Kind::new(20, "20-node tetrahedron", Refuse),
+        30 => Kind::new(35, "35-node tetrahedron", Refuse),
+        31 => Kind::new(56, "56-node tetrahedron", Refuse),
+        92 => Kind::new(64, "64-node hexahedron", Refuse),
+        93 => Kind::new(125, "125-node hexahedron", Refuse),
         _ => return None,
     })
 }
 
-/// Volume element types other than the linear tet: dropping them loses material, so it warrants
-/// a warning (lower-dimensional elements are routinely present and silently ignored).
-fn is_other_volume_type(t: usize) -> bool {
-    matches!(
-        t,
-        5 | 6 | 7 | 11 | 12 | 13 | 14 | 17 | 18 | 19 | 29 | 30 | 31 | 92 | 93
+fn unknown_type(t: i64) -> String {
+    format!(
+        "unknown gmsh element type {t} (known: 1-31, 92, 93); jello refuses elements it \
+         cannot classify rather than drop them"
     )
 }
 
@@ -84,7 +81,7 @@ struct Reader<'a> {
     map: Option<TagMap>,
     tets: Vec<[u32; 4]>,
     tet_where: Vec<u32>,
-    ignored_volume: usize,
+    tally: Tally,
 }
 
 /// Node tag → 0-based index; dense when the tags are compact, hashed when sparse.
@@ -105,9 +102,9 @@ impl TagMap {
     }
 }
 
-pub(crate) fn read(path: &Path) -> Result<RawMesh> {
-    let bytes = read_bytes(path)?;
-    let mut c = Cursor::new(path, &bytes);
+/// Parses a `.msh` file's bytes (`path` names it in messages).
+pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<RawMesh> {
+    let mut c = Cursor::new(path, bytes);
     let first = c.token("$MeshFormat")?;
     if first != b"$MeshFormat" {
         return Err(c.err(format!(
@@ -171,7 +168,7 @@ pub(crate) fn read(path: &Path) -> Result<RawMesh> {
         map: None,
         tets: Vec::new(),
         tet_where: Vec::new(),
-        ignored_volume: 0,
+        tally: Tally::default(),
     };
     let mut saw_elements = false;
     while let Some(t) = r.c.next_token() {
@@ -219,14 +216,7 @@ pub(crate) fn read(path: &Path) -> Result<RawMesh> {
     if !saw_elements {
         return Err(JelloError::mesh(path, "no $Elements section"));
     }
-    let mut warnings = Vec::new();
-    if r.ignored_volume > 0 {
-        warnings.push(format!(
-            "{}: ignored {} volume elements that are not 4-node tetrahedra",
-            path.display(),
-            r.ignored_volume
-        ));
-    }
+    let warnings = r.tally.warnings(path, "gmsh");
     Ok(RawMesh {
         positions: r.positions,
         tets: r.tets,
@@ -287,8 +277,25 @@ impl Reader<'_> {
         Ok(())
     }
 
+    /// Refuses a node count above [`crate::limits::MAX_MESH_VERTICES`].
+    fn cap_nodes(&self, n: u64) -> Result<()> {
+        let cap = crate::limits::MAX_MESH_VERTICES;
+        if n > cap as u64 {
+            let msg = format!(
+                "declared {n} nodes, more than the cap of {cap} (jello::limits::MAX_MESH_VERTICES)"
+            );
+            return Err(if self.endian.is_some() {
+                self.c.err_binary(msg)
+            } else {
+                self.c.err(msg)
+            });
+        }
+        Ok(())
+    }
+
     fn nodes_v2_ascii(&mut self) -> Result<()> {
         let n = self.c.usize("number of nodes")?;
+        self.cap_nodes(n as u64)?;
         // A node line holds at least 4 numbers of 2 bytes (digit + separator).
         self.c.check_count(n, 8, "nodes")?;
         self.reserve_nodes(n);
@@ -304,6 +311,7 @@ impl Reader<'_> {
 
     fn nodes_v2_binary(&mut self, e: Endian) -> Result<()> {
         let n = self.c.usize("number of nodes")?;
+        self.cap_nodes(n as u64)?;
         self.c.skip_line();
         let rec = 4 + 24;
         if n.saturating_mul(rec) > self.c.remaining() {
@@ -344,6 +352,7 @@ impl Reader<'_> {
             self.c.usize("minimum node tag")?;
             self.c.usize("maximum node tag")?;
         }
+        self.cap_nodes(n as u64)?;
         self.c.check_count(n, 8, "nodes")?;
         self.c.check_count(nblocks, 8, "node entity blocks")?;
         self.reserve_nodes(n);
@@ -440,6 +449,7 @@ impl Reader<'_> {
                 self.c.remaining()
             )));
         }
+        self.cap_nodes(n)?;
         let n = n as usize;
         self.reserve_nodes(n);
         let mut total = 0usize;
@@ -553,11 +563,16 @@ impl Reader<'_> {
         }
     }
 
-    fn read_tet_ascii(&mut self, line: usize) -> Result<()> {
+    /// Reads the `nodes` node tags of a tetrahedron (4, or 10 for a quadratic one) on `line`
+    /// and keeps its corners (the first four).
+    fn read_tet_ascii(&mut self, line: usize, nodes: usize) -> Result<()> {
         let mut tet = [0u32; 4];
-        for v in &mut tet {
+        for k in 0..nodes {
             let tag = self.c.usize("node tag")? as u64;
-            *v = self.lookup(tag, 0)?;
+            let v = self.lookup(tag, 0)?;
+            if let Some(slot) = tet.get_mut(k) {
+                *slot = v;
+            }
         }
         self.same_line(line, "element")?;
         self.tets.push(tet);
@@ -565,30 +580,68 @@ impl Reader<'_> {
         Ok(())
     }
 
-    fn note_ignored(&mut self, etype: usize, count: usize) {
-        if is_other_volume_type(etype) {
-            self.ignored_volume += count;
+    /// The kind of element type `etype`, or the error for an unknown type (`at` locates it).
+    fn kind_or_err(&self, etype: i64, at: Option<usize>) -> Result<Kind> {
+        usize::try_from(etype)
+            .ok()
+            .and_then(kind)
+            .ok_or_else(|| self.locate(at, unknown_type(etype)))
+    }
+
+    /// An error at the last token (ASCII) or at element record `at` (binary).
+    fn locate(&self, at: Option<usize>, msg: String) -> JelloError {
+        match at {
+            Some(i) => self.c.err_binary(format!("element #{i}: {msg}")),
+            None => self.c.err(msg),
         }
+    }
+
+    /// Refuses an element count above [`crate::limits::MAX_MESH_ELEMENTS`].
+    fn cap_elements(&self, m: u64) -> Result<()> {
+        let cap = crate::limits::MAX_MESH_ELEMENTS;
+        if m > cap as u64 {
+            let msg = format!(
+                "declared {m} elements, more than the cap of {cap} (jello::limits::MAX_MESH_ELEMENTS)"
+            );
+            return Err(if self.endian.is_some() {
+                self.c.err_binary(msg)
+            } else {
+                self.c.err(msg)
+            });
+        }
+        Ok(())
     }
 
     fn elements_v2_ascii(&mut self) -> Result<()> {
         let m = self.c.usize("number of elements")?;
+        self.cap_elements(m as u64)?;
         // At least tag, type, tag count and one node: 4 numbers of 2 bytes.
         self.c.check_count(m, 8, "elements")?;
         for _ in 0..m {
             self.c.usize("element tag")?;
             let line = self.c.token_line();
             let etype = self.c.usize("element type")?;
+            let k = self.kind_or_err(etype as i64, None)?;
             let ntags = self.c.usize("number of element tags")?;
             for _ in 0..ntags {
                 self.c.i64("element tag value")?;
             }
             self.same_line(line, "element")?;
-            if etype == TET4 {
-                self.read_tet_ascii(line)?;
-            } else {
-                self.note_ignored(etype, 1);
-                self.c.skip_line();
+            match k.treat {
+                Treat::Tet4 => self.read_tet_ascii(line, 4)?,
+                Treat::Tet10 => {
+                    self.read_tet_ascii(line, 10)?;
+                    self.tally.convert(1);
+                }
+                Treat::Skip => {
+                    self.tally.skip(&format!("type {etype}"), &k, 1);
+                    self.c.skip_line();
+                }
+                Treat::Refuse => {
+                    return Err(self
+                        .c
+                        .err_at(line, k.refusal(&format!("gmsh element type {etype}"))))
+                }
             }
         }
         Ok(())
@@ -615,38 +668,47 @@ impl Reader<'_> {
                     "element #{read}: bad block header (count {follow}, tags {ntags})"
                 )));
             }
-            let nn = usize::try_from(etype)
-                .ok()
-                .and_then(nodes_per_type)
-                .ok_or_else(|| {
-                    self.c
-                        .err_binary(format!("element #{read}: unknown element type {etype}"))
-                })?;
+            let k = self.kind_or_err(etype as i64, Some(read))?;
+            if k.treat == Treat::Refuse {
+                return Err(
+                    self.locate(Some(read), k.refusal(&format!("gmsh element type {etype}")))
+                );
+            }
+            let nn = k.nodes;
             let (follow, ntags) = (follow as usize, ntags as usize);
             if follow > m - read {
                 return Err(self.c.err_binary(format!(
                     "element blocks hold more elements than the {m} declared"
                 )));
             }
+            let len = (1 + ntags + nn)
+                .checked_mul(4)
+                .and_then(|rec| follow.checked_mul(rec))
+                .ok_or_else(|| {
+                    self.c
+                        .err_binary(format!("element #{read}: block size overflows"))
+                })?;
             let rec = 4 * (1 + ntags + nn);
-            let len = follow.checked_mul(rec).ok_or_else(|| {
-                self.c
-                    .err_binary(format!("element #{read}: block size overflows"))
-            })?;
             let b = self.c.bytes(len, "element records")?;
-            if etype as usize == TET4 {
-                for k in 0..follow {
-                    let r = &b[k * rec + 4 * (1 + ntags)..];
+            if k.treat == Treat::Skip {
+                self.tally.skip(&format!("type {etype}"), &k, follow);
+            } else {
+                for q in 0..follow {
+                    let r = &b[q * rec + 4 * (1 + ntags)..];
                     let mut tet = [0u32; 4];
-                    for (j, v) in tet.iter_mut().enumerate() {
+                    for j in 0..nn {
                         let tag = e.i32(&r[4 * j..]);
-                        *v = self.lookup(tag.max(0) as u64, read + k)?;
+                        let v = self.lookup(tag.max(0) as u64, read + q)?;
+                        if let Some(slot) = tet.get_mut(j) {
+                            *slot = v;
+                        }
                     }
                     self.tets.push(tet);
-                    self.tet_where.push((read + k) as u32);
+                    self.tet_where.push((read + q) as u32);
                 }
-            } else {
-                self.note_ignored(etype as usize, follow);
+                if k.treat == Treat::Tet10 {
+                    self.tally.convert(follow);
+                }
             }
             read += follow;
         }
@@ -660,6 +722,7 @@ impl Reader<'_> {
             self.c.usize("minimum element tag")?;
             self.c.usize("maximum element tag")?;
         }
+        self.cap_elements(m as u64)?;
         // At least a tag and one node: 2 numbers of 2 bytes.
         self.c.check_count(m, 4, "elements")?;
         self.c.check_count(nblocks, 8, "element entity blocks")?;
@@ -668,6 +731,8 @@ impl Reader<'_> {
             self.c.usize("entity")?;
             self.c.usize("entity")?;
             let etype = self.c.usize("element type")?;
+            let head_line = self.c.token_line();
+            let k = self.kind_or_err(etype as i64, None)?;
             let count = self.c.usize("number of elements in block")?;
             total = total.saturating_add(count);
             if total > m {
@@ -675,14 +740,26 @@ impl Reader<'_> {
                     "element blocks hold more elements than the {m} declared"
                 )));
             }
-            if etype == TET4 {
+            if k.treat == Treat::Refuse && count > 0 {
+                return Err(self.c.err_at(
+                    head_line,
+                    format!(
+                        "block of {count} elements: {}",
+                        k.refusal(&format!("gmsh element type {etype}"))
+                    ),
+                ));
+            }
+            if matches!(k.treat, Treat::Tet4 | Treat::Tet10) {
                 for _ in 0..count {
                     self.c.usize("element tag")?;
                     let line = self.c.token_line();
-                    self.read_tet_ascii(line)?;
+                    self.read_tet_ascii(line, k.nodes)?;
+                }
+                if k.treat == Treat::Tet10 {
+                    self.tally.convert(count);
                 }
             } else {
-                self.note_ignored(etype, count);
+                self.tally.skip(&format!("type {etype}"), &k, count);
                 self.c.skip_line();
                 for _ in 0..count {
                     if self.c.remaining() == 0 {
@@ -718,6 +795,7 @@ impl Reader<'_> {
                 self.c.remaining()
             )));
         }
+        self.cap_elements(m)?;
         let m = m as usize;
         let mut total = 0usize;
         for _ in 0..nblocks {
@@ -730,28 +808,42 @@ impl Reader<'_> {
                 )));
             }
             let count = count as usize;
-            let nn = usize::try_from(etype)
-                .ok()
-                .and_then(nodes_per_type)
-                .ok_or_else(|| {
-                    self.c
-                        .err_binary(format!("element #{total}: unknown element type {etype}"))
-                })?;
+            let k = self.kind_or_err(etype as i64, Some(total))?;
+            if k.treat == Treat::Refuse && count > 0 {
+                return Err(self.locate(
+                    Some(total),
+                    format!(
+                        "block of {count} elements: {}",
+                        k.refusal(&format!("gmsh element type {etype}"))
+                    ),
+                ));
+            }
+            let nn = k.nodes;
             let rec = it * (1 + nn);
-            let b = self.c.bytes(count * rec, "element records")?;
-            if etype as usize == TET4 {
-                for k in 0..count {
-                    let r = &b[k * rec + it..];
+            let len = count.checked_mul(rec).ok_or_else(|| {
+                self.c
+                    .err_binary(format!("element #{total}: block size overflows"))
+            })?;
+            let b = self.c.bytes(len, "element records")?;
+            if k.treat == Treat::Skip {
+                self.tally.skip(&format!("type {etype}"), &k, count);
+            } else {
+                for q in 0..count {
+                    let r = &b[q * rec + it..];
                     let mut tet = [0u32; 4];
-                    for (j, v) in tet.iter_mut().enumerate() {
+                    for j in 0..nn {
                         let tag = e.uint(&r[it * j..], it);
-                        *v = self.lookup(tag, total + k)?;
+                        let v = self.lookup(tag, total + q)?;
+                        if let Some(slot) = tet.get_mut(j) {
+                            *slot = v;
+                        }
                     }
                     self.tets.push(tet);
-                    self.tet_where.push((total + k) as u32);
+                    self.tet_where.push((total + q) as u32);
                 }
-            } else {
-                self.note_ignored(etype as usize, count);
+                if k.treat == Treat::Tet10 {
+                    self.tally.convert(count);
+                }
             }
             total += count;
         }

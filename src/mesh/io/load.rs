@@ -1,9 +1,11 @@
 //! Loading entry point: dispatch by extension, then the checks every format shares
 //! (empty mesh, degenerate and inverted tets, unreferenced vertices).
 
+use super::cursor::read_bytes;
 use super::{gmsh, medit, tetgen, vtk_legacy};
 use crate::error::{JelloError, Result};
 use crate::mesh::TetMesh;
+use rayon::slice::ParallelSliceMut;
 use std::path::{Path, PathBuf};
 
 /// A tet is refused as degenerate when `|volume| <= DEGENERATE_REL_VOLUME * h³`, where `h` is the
@@ -46,25 +48,26 @@ pub(crate) struct RawMesh {
     pub warnings: Vec<String>,
 }
 
-/// Reads a tetrahedral mesh, choosing the format by extension:
-/// `.msh` (gmsh 2.2 / 4.0 / 4.1, ASCII or binary), `.node`/`.ele` (TetGen, either name),
-/// `.mesh` (MEDIT), `.vtk` (legacy VTK unstructured grid, ASCII or binary).
-///
-/// Fails (naming the file and line, or element index for binary data) on out-of-range indices,
-/// non-finite coordinates, degenerate tets (see [`DEGENERATE_REL_VOLUME`]), counts the file
-/// cannot hold, truncated files, malformed numbers and meshes without tets. Negatively oriented
-/// tets are reoriented and unreferenced vertices kept; both are reported in `warnings`.
-pub fn read_mesh(path: &Path) -> Result<LoadedMesh> {
+/// The mesh formats, by file extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    Gmsh,
+    TetGen,
+    Medit,
+    Vtk,
+}
+
+fn format_of(path: &Path) -> Result<Format> {
     let ext = path
         .extension()
         .and_then(|e| e.to_str())
         .map(|e| e.to_ascii_lowercase())
         .unwrap_or_default();
-    let raw = match ext.as_str() {
-        "msh" => gmsh::read(path)?,
-        "node" | "ele" => tetgen::read(path)?,
-        "mesh" => medit::read(path)?,
-        "vtk" => vtk_legacy::read(path)?,
+    Ok(match ext.as_str() {
+        "msh" => Format::Gmsh,
+        "node" | "ele" => Format::TetGen,
+        "mesh" => Format::Medit,
+        "vtk" => Format::Vtk,
         _ => {
             return Err(JelloError::mesh(
                 path,
@@ -73,8 +76,66 @@ pub fn read_mesh(path: &Path) -> Result<LoadedMesh> {
                 ),
             ))
         }
+    })
+}
+
+/// Reads a tetrahedral mesh, choosing the format by extension:
+/// `.msh` (gmsh 2.2 / 4.0 / 4.1, ASCII or binary), `.node`/`.ele` (TetGen, either name),
+/// `.mesh` (MEDIT), `.vtk` (legacy VTK unstructured grid, ASCII or binary). Text may start with
+/// a UTF-8 byte-order mark.
+///
+/// Fails (naming the file and line, or element index for binary data) on out-of-range indices,
+/// non-finite coordinates, degenerate tets (see [`DEGENERATE_REL_VOLUME`]), duplicate tets (the
+/// same four vertices in any order: both are named), counts the file cannot hold or above the
+/// caps in [`crate::limits`], truncated files, malformed numbers, volume elements other than
+/// tetrahedra and meshes without tets. Anything but a regular file no larger than
+/// [`crate::limits::MAX_MESH_FILE_BYTES`] (a directory, a FIFO, a device) is refused before it is
+/// opened. Negatively oriented tets are reoriented, unreferenced vertices kept, 10-node tets read
+/// by their corners and lower-dimensional elements skipped; all are reported in `warnings` (the
+/// element rule is in the docs of `mesh/io/elements.rs` and the README's scene section).
+pub fn read_mesh(path: &Path) -> Result<LoadedMesh> {
+    let format = format_of(path)?;
+    if format == Format::TetGen {
+        let (node_path, ele_path) = tetgen::tetgen_paths(path);
+        // One file in memory at a time.
+        let nodes = tetgen::parse_node(&node_path, &read_bytes(&node_path)?)?;
+        return finish(tetgen::parse_ele(
+            &ele_path,
+            &read_bytes(&ele_path)?,
+            nodes,
+        )?);
+    }
+    parse_mesh(path, &read_bytes(path)?)
+}
+
+/// Parses the bytes of a single-file mesh (`.msh`, `.mesh`, `.vtk`: the format is chosen by
+/// `path`'s extension, and `path` names the file in messages) with every check of
+/// [`read_mesh`]; TetGen pairs go through [`parse_tetgen`]. Nothing is read from disk.
+pub fn parse_mesh(path: &Path, bytes: &[u8]) -> Result<LoadedMesh> {
+    let raw = match format_of(path)? {
+        Format::Gmsh => gmsh::parse(path, bytes)?,
+        Format::Medit => medit::parse(path, bytes)?,
+        Format::Vtk => vtk_legacy::parse(path, bytes)?,
+        Format::TetGen => {
+            return Err(JelloError::mesh(
+                path,
+                "a TetGen mesh is two files: parse it with parse_tetgen",
+            ))
+        }
     };
     finish(raw)
+}
+
+/// Parses a TetGen `.node` / `.ele` pair from memory (the paths name the files in messages)
+/// with every check of [`read_mesh`].
+pub fn parse_tetgen(
+    node_path: &Path,
+    node: &[u8],
+    ele_path: &Path,
+    ele: &[u8],
+) -> Result<LoadedMesh> {
+    let nodes = tetgen::parse_node(node_path, node)?;
+    finish(tetgen::parse_ele(ele_path, ele, nodes)?)
 }
 
 fn locate(raw: &RawMesh, t: usize, msg: String) -> JelloError {
@@ -85,6 +146,24 @@ fn locate(raw: &RawMesh, t: usize, msg: String) -> JelloError {
             format!("element #{} (binary data): {msg}", raw.tet_where[t]),
         ),
     }
+}
+
+/// The first pair `(earlier, later)` of tets with the same four vertices (in any order), by the
+/// later one's position; `None` when all are distinct. Sorts tet indices by their sorted vertex
+/// lists (4 bytes per tet, in parallel), so it stays cheap on large meshes.
+fn duplicate_tets(tets: &[[u32; 4]]) -> Option<(usize, usize)> {
+    let key = |t: u32| {
+        let mut k = tets[t as usize];
+        k.sort_unstable();
+        (k, t)
+    };
+    let mut order: Vec<u32> = (0..tets.len() as u32).collect();
+    order.par_sort_unstable_by_key(|&t| key(t));
+    order
+        .windows(2)
+        .filter(|w| key(w[0]).0 == key(w[1]).0)
+        .map(|w| (w[0] as usize, w[1] as usize))
+        .min_by_key(|&(_, later)| later)
 }
 
 /// Shared post-processing of every reader.
@@ -119,6 +198,23 @@ pub(crate) fn finish(mut raw: RawMesh) -> Result<LoadedMesh> {
             mesh.tets[t].swap(2, 3);
             reoriented += 1;
         }
+    }
+    if let Some((first, second)) = duplicate_tets(&mesh.tets) {
+        let mut shared = mesh.tets[second];
+        shared.sort_unstable();
+        let [a, b, c, d] = shared;
+        let first_at = match raw.origin {
+            Origin::Lines => format!("line {}", raw.tet_where[first]),
+            Origin::Records => format!("element #{}", raw.tet_where[first]),
+        };
+        return Err(locate(
+            &raw,
+            second,
+            format!(
+                "duplicate tetrahedron: same vertices {a} {b} {c} {d} (0-based) as the one at \
+                 {first_at}"
+            ),
+        ));
     }
     let mut warnings = raw.warnings;
     if reoriented > 0 {

@@ -3,6 +3,7 @@
 
 mod convert;
 mod cursor;
+mod elements;
 mod gmsh;
 mod load;
 mod medit;
@@ -13,7 +14,7 @@ mod vtu;
 
 pub use convert::{convert, write_mesh};
 pub use gmsh::{write_gmsh, GmshFormat};
-pub use load::{read_mesh, LoadedMesh, DEGENERATE_REL_VOLUME};
+pub use load::{parse_mesh, parse_tetgen, read_mesh, LoadedMesh, DEGENERATE_REL_VOLUME};
 pub use surface_files::{write_obj, write_ply};
 pub use tetgen::{tetgen_paths, write_tetgen};
 pub use vtu::{write_pvd, write_vtu, Field, PvdCollection};

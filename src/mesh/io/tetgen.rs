@@ -2,7 +2,8 @@
 //! optional attribute and boundary-marker columns; 4- or 10-node tets, corners kept) and writer
 //! (0-based, no attributes).
 
-use super::cursor::{read_bytes, Cursor};
+use super::cursor::Cursor;
+use super::elements::Tally;
 use super::load::{Origin, RawMesh};
 use crate::error::Result;
 use crate::mesh::TetMesh;
@@ -18,21 +19,33 @@ pub fn tetgen_paths(path: &Path) -> (PathBuf, PathBuf) {
 /// Least bytes per number on a line: one digit and one separator.
 const MIN_BYTES_PER_NUMBER: usize = 2;
 
-pub(crate) fn read(path: &Path) -> Result<RawMesh> {
-    let (node_path, ele_path) = tetgen_paths(path);
-    let node_bytes = read_bytes(&node_path)?;
-    let (positions, base) = read_node(&node_path, &node_bytes)?;
-    drop(node_bytes);
-    let ele_bytes = read_bytes(&ele_path)?;
-    let (tets, lines) = read_ele(&ele_path, &ele_bytes, base, positions.len())?;
+/// The points of a `.node` file and its index base (0 or 1).
+pub(crate) struct Nodes {
+    pub positions: Vec<[f64; 3]>,
+    pub base: usize,
+}
+
+/// Parses an `.ele` file's bytes against the points of its `.node` file.
+pub(crate) fn parse_ele(path: &Path, bytes: &[u8], nodes: Nodes) -> Result<RawMesh> {
+    let (tets, lines, npt) = read_ele(path, bytes, nodes.base, nodes.positions.len())?;
+    let mut tally = Tally::default();
+    if npt == 10 {
+        tally.convert(tets.len());
+    }
     Ok(RawMesh {
-        positions,
+        positions: nodes.positions,
         tets,
         tet_where: lines,
         origin: Origin::Lines,
-        tet_path: ele_path,
-        warnings: Vec::new(),
+        tet_path: path.to_path_buf(),
+        warnings: tally.warnings(path, "TetGen"),
     })
+}
+
+/// Parses a `.node` file's bytes.
+pub(crate) fn parse_node(path: &Path, bytes: &[u8]) -> Result<Nodes> {
+    let (positions, base) = read_node(path, bytes)?;
+    Ok(Nodes { positions, base })
 }
 
 fn read_node(path: &Path, bytes: &[u8]) -> Result<(Vec<[f64; 3]>, usize)> {
@@ -54,8 +67,14 @@ fn read_node(path: &Path, bytes: &[u8]) -> Result<(Vec<[f64; 3]>, usize)> {
     if n == 0 {
         return Err(c.err("the .node file declares 0 points"));
     }
-    let per = 4 + nattr + nbm;
-    c.check_count(n, per * MIN_BYTES_PER_NUMBER, "points")?;
+    c.check_cap(
+        n,
+        crate::limits::MAX_MESH_VERTICES,
+        "points",
+        "MAX_MESH_VERTICES",
+    )?;
+    let per = nattr.saturating_add(4 + nbm);
+    c.check_count(n, per.saturating_mul(MIN_BYTES_PER_NUMBER), "points")?;
     let mut positions = Vec::with_capacity(n);
     let mut base = 0usize;
     for i in 0..n {
@@ -93,7 +112,7 @@ fn read_ele(
     bytes: &[u8],
     base: usize,
     num_points: usize,
-) -> Result<(Vec<[u32; 4]>, Vec<u32>)> {
+) -> Result<(Vec<[u32; 4]>, Vec<u32>, usize)> {
     let mut c = Cursor::new(path, bytes).with_hash_comments();
     let n = c.usize("number of tetrahedra")?;
     let header_line = c.token_line();
@@ -107,8 +126,14 @@ fn read_ele(
             "nodes per tetrahedron must be 4 or 10, found {npt}"
         )));
     }
-    let per = 1 + npt + nattr;
-    c.check_count(n, per * MIN_BYTES_PER_NUMBER, "tetrahedra")?;
+    c.check_cap(
+        n,
+        crate::limits::MAX_MESH_ELEMENTS,
+        "tetrahedra",
+        "MAX_MESH_ELEMENTS",
+    )?;
+    let per = nattr.saturating_add(1 + npt);
+    c.check_count(n, per.saturating_mul(MIN_BYTES_PER_NUMBER), "tetrahedra")?;
     let mut tets = Vec::with_capacity(n);
     let mut lines = Vec::with_capacity(n);
     for _ in 0..n {
@@ -117,13 +142,14 @@ fn read_ele(
         let mut tet = [0u32; 4];
         for k in 0..npt {
             let v = c.i64("vertex index")?;
+            // Every node is range-checked, mid-edge ones of 10-node tets included.
+            let i = v.saturating_sub(base as i64);
+            if i < 0 || i >= num_points as i64 {
+                return Err(c.err(format!(
+                    "vertex index {v} out of range ({base}-based, {num_points} points)"
+                )));
+            }
             if let Some(slot) = tet.get_mut(k) {
-                let i = v - base as i64;
-                if i < 0 || i >= num_points as i64 {
-                    return Err(c.err(format!(
-                        "vertex index {v} out of range ({base}-based, {num_points} points)"
-                    )));
-                }
                 *slot = i as u32;
             }
         }
@@ -139,7 +165,7 @@ fn read_ele(
         tets.push(tet);
         lines.push(line as u32);
     }
-    Ok((tets, lines))
+    Ok((tets, lines, npt))
 }
 
 /// Writes `mesh` as TetGen `.node` + `.ele` (0-based, no attributes or markers) next to `path`

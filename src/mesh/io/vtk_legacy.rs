@@ -1,13 +1,81 @@
 //! Legacy VTK `.vtk` unstructured grids, ASCII or binary (big-endian): `POINTS`, `CELLS` (classic
 //! count-prefixed lists, or the 5.x `OFFSETS`/`CONNECTIVITY` pair) and `CELL_TYPES`; cells of type
-//! 10 (VTK_TETRA) are kept, others ignored. Point and cell data are not read.
+//! 10 (VTK_TETRA) are kept, 24 (VTK_QUADRATIC_TETRA) read by their corners, lower-dimensional
+//! cells skipped with a count and other volume cells refused (see [`super::elements`]). Point
+//! and cell data are not read.
 
-use super::cursor::{read_bytes, show, Cursor, Endian};
+use super::cursor::{show, Cursor, Endian};
+use super::elements::{Kind, Tally, Treat};
 use super::load::{Origin, RawMesh};
 use crate::error::{JelloError, Result};
 use std::path::Path;
 
-const VTK_TETRA: i64 = 10;
+/// The VTK cell types (vtkCellType.h) with the shared rule for each; `nodes` is the point count
+/// a tetrahedron needs (0 for the others, whose point counts vary). `None` for unknown types.
+fn cell_kind(t: i64) -> Option<Kind> {
+    use Treat::{Refuse, Skip, Tet10, Tet4};
+    let k = |name, treat| Kind::new(0, name, treat);
+    Some(match t {
+        0 => k("empty cell", Skip),
+        1 => k("vertex", Skip),
+        2 => k("poly-vertex", Skip),
+        3 => k("line", Skip),
+        4 => k("poly-line", Skip),
+        5 => k("triangle", Skip),
+        6 => k("triangle strip", Skip),
+        7 => k("polygon", Skip),
+        8 => k("pixel", Skip),
+        9 => k("quad", Skip),
+        10 => Kind::new(4, "tetra", Tet4),
+        11 => k("voxel", Refuse),
+        12 => k("hexahedron", Refuse),
+        13 => k("wedge", Refuse),
+        14 => k("pyramid", Refuse),
+        15 => k("pentagonal prism", Refuse),
+        16 => k("hexagonal prism", Refuse),
+        21 => k("quadratic edge", Skip),
+        22 => k("quadratic triangle", Skip),
+        23 => k("quadratic quad", Skip),
+        24 => Kind::new(10, "quadratic tetra", Tet10),
+        25 => k("quadratic hexahedron", Refuse),
+        26 => k("quadratic wedge", Refuse),
+        27 => k("quadratic pyramid", Refuse),
+        28 => k("biquadratic quad", Skip),
+        29 => k("triquadratic hexahedron", Refuse),
+        30 => k("quadratic-linear quad", Skip),
+        31 => k("quadratic-linear wedge", Refuse),
+        32 => k("biquadratic-quadratic wedge", Refuse),
+        33 => k("biquadratic-quadratic hexahedron", Refuse),
+        34 => k("biquadratic triangle", Skip),
+        35 => k("cubic line", Skip),
+        36 => k("quadratic polygon", Skip),
+        37 => k("triquadratic pyramid", Refuse),
+        42 => k("polyhedron", Refuse),
+        60 => k("higher-order edge", Skip),
+        61 => k("higher-order triangle", Skip),
+        62 => k("higher-order quad", Skip),
+        63 => k("higher-order polygon", Skip),
+        64 => k("higher-order tetrahedron", Refuse),
+        65 => k("higher-order wedge", Refuse),
+        66 => k("higher-order pyramid", Refuse),
+        67 => k("higher-order hexahedron", Refuse),
+        68 => k("Lagrange curve", Skip),
+        69 => k("Lagrange triangle", Skip),
+        70 => k("Lagrange quadrilateral", Skip),
+        71 => k("Lagrange tetrahedron", Refuse),
+        72 => k("Lagrange hexahedron", Refuse),
+        73 => k("Lagrange wedge", Refuse),
+        74 => k("Lagrange pyramid", Refuse),
+        75 => k("Bezier curve", Skip),
+        76 => k("Bezier triangle", Skip),
+        77 => k("Bezier quadrilateral", Skip),
+        78 => k("Bezier tetrahedron", Refuse),
+        79 => k("Bezier hexahedron", Refuse),
+        80 => k("Bezier wedge", Refuse),
+        81 => k("Bezier pyramid", Refuse),
+        _ => return None,
+    })
+}
 
 /// Section keywords of an unstructured grid.
 const SECTIONS: [&[u8]; 6] = [
@@ -32,10 +100,10 @@ struct Reader<'a> {
     binary: bool,
 }
 
-pub(crate) fn read(path: &Path) -> Result<RawMesh> {
-    let bytes = read_bytes(path)?;
+/// Parses a `.vtk` file's bytes (`path` names it in messages).
+pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<RawMesh> {
     let mut r = Reader {
-        c: Cursor::new(path, &bytes),
+        c: Cursor::new(path, bytes),
         binary: false,
     };
     let c = &mut r.c;
@@ -124,26 +192,51 @@ pub(crate) fn read(path: &Path) -> Result<RawMesh> {
     let nv = positions.len() as i64;
     let mut tets = Vec::new();
     let mut tet_where = Vec::new();
+    let mut tally = Tally::default();
     for (i, &ty) in types.iter().enumerate() {
-        if ty != VTK_TETRA {
-            continue;
+        let k = cell_kind(ty).ok_or_else(|| {
+            where_err(
+                i,
+                format!(
+                    "unknown VTK cell type {ty}; jello refuses cells it cannot classify rather \
+                     than drop them"
+                ),
+            )
+        })?;
+        match k.treat {
+            Treat::Skip => {
+                tally.skip(&format!("type {ty}"), &k, 1);
+                continue;
+            }
+            Treat::Refuse => return Err(where_err(i, k.refusal(&format!("VTK cell type {ty}")))),
+            Treat::Tet4 | Treat::Tet10 => {}
         }
         let ids = &cells.conn[cells.offsets[i]..cells.offsets[i + 1]];
-        if ids.len() != 4 {
+        if ids.len() != k.nodes {
             return Err(where_err(
                 i,
-                format!("a tetra cell (type 10) needs 4 points, found {}", ids.len()),
+                format!(
+                    "a {} cell (type {ty}) needs {} points, found {}",
+                    k.name,
+                    k.nodes,
+                    ids.len()
+                ),
             ));
         }
         let mut tet = [0u32; 4];
-        for k in 0..4 {
-            if ids[k] < 0 || ids[k] >= nv {
+        for (q, &id) in ids.iter().enumerate() {
+            if id < 0 || id >= nv {
                 return Err(where_err(
                     i,
-                    format!("point index {} out of range (0-based, {nv} points)", ids[k]),
+                    format!("point index {id} out of range (0-based, {nv} points)"),
                 ));
             }
-            tet[k] = ids[k] as u32;
+            if let Some(slot) = tet.get_mut(q) {
+                *slot = id as u32;
+            }
+        }
+        if k.treat == Treat::Tet10 {
+            tally.convert(1);
         }
         tets.push(tet);
         tet_where.push(cells.at[i]);
@@ -158,7 +251,7 @@ pub(crate) fn read(path: &Path) -> Result<RawMesh> {
             Origin::Lines
         },
         tet_path: path.to_path_buf(),
-        warnings: Vec::new(),
+        warnings: tally.warnings(path, "VTK"),
     })
 }
 
@@ -209,6 +302,12 @@ impl Reader<'_> {
 
     fn points(&mut self) -> Result<Vec<[f64; 3]>> {
         let n = self.c.usize("number of points")?;
+        self.c.check_cap(
+            n,
+            crate::limits::MAX_MESH_VERTICES,
+            "points",
+            "MAX_MESH_VERTICES",
+        )?;
         let ty = self.c.word("point data type")?;
         let size = match ty.as_str() {
             "float" => 4,
@@ -265,6 +364,13 @@ impl Reader<'_> {
 
     fn cells(&mut self) -> Result<Cells> {
         let a = self.c.usize("number of cells")?;
+        // 5.x gives one offset more than there are cells.
+        self.c.check_cap(
+            a,
+            crate::limits::MAX_MESH_ELEMENTS + 1,
+            "cells",
+            "MAX_MESH_ELEMENTS",
+        )?;
         let b = self.c.usize("cell list size")?;
         if self.c.peek_token() == Some(b"OFFSETS") {
             // VTK 5.x: `a` offsets then `b` connectivity entries.
@@ -375,6 +481,12 @@ impl Reader<'_> {
 
     fn cell_types(&mut self) -> Result<Vec<i64>> {
         let n = self.c.usize("number of cell types")?;
+        self.c.check_cap(
+            n,
+            crate::limits::MAX_MESH_ELEMENTS,
+            "cell types",
+            "MAX_MESH_ELEMENTS",
+        )?;
         self.check(n, 2, 4, "cell types")?;
         Ok(self.ints(n, 4, "cell type")?.0)
     }

@@ -81,7 +81,7 @@ pub fn vertex_gradient(
         g += cache.grad[t as usize].fixed_rows::<3>(3 * c as usize);
     }
     let dhat = model.barrier.dhat;
-    for o in model.obstacles.iter().filter(|o| !o.is_bounded()) {
+    for o in model.obstacles.iter().filter(|o| o.acts_on_vertices()) {
         let de = o.distance(&p);
         if de.d < dhat {
             let (_, db, _) = barrier_derivatives(de.d, dhat);
@@ -327,7 +327,7 @@ pub fn barrier_hessian(problem: &StepProblem, x: &[f64], i: usize) -> Matrix3<f6
     let mut a = problem.face_barrier_at_vertex(x, i).1;
     let dhat = model.barrier.dhat;
     let p = Vector3::from_column_slice(&x[3 * i..3 * i + 3]);
-    for o in model.obstacles.iter().filter(|o| !o.is_bounded()) {
+    for o in model.obstacles.iter().filter(|o| o.acts_on_vertices()) {
         let de = o.distance(&p);
         if de.d < dhat {
             let (_, db, ddb) = barrier_derivatives(de.d, dhat);

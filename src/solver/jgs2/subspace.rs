@@ -152,8 +152,11 @@ pub enum SubspaceOrigin {
 }
 
 /// The subspace of `model` at `h`: read from `cache_dir/jgs2-KEY.bin` when it exists and checks
-/// out (magic, version, key, checksum), otherwise built and written there atomically. A stale,
-/// mismatched or corrupt file is rebuilt with a warning (returned), never trusted.
+/// out (magic, version, key, checksum, then its content: finite numbers, a consistent tree,
+/// and sizes that fit this model), otherwise built and written
+/// there atomically. A stale, mismatched, corrupt or poisoned file is rebuilt with a warning
+/// (returned), never trusted. A cache that cannot be written gives one warning and the origin
+/// `Built(None)`: nothing claims a file that is not there.
 pub fn load_or_build(
     model: &Model,
     h: f64,
@@ -164,41 +167,92 @@ pub fn load_or_build(
     let key = cache_key(model, h, opts);
     let mut warnings = Vec::new();
     let path = cache_dir.map(|d| d.join(format!("jgs2-{key:016x}.bin")));
-    if let Some(p) = path.as_ref().filter(|p| p.exists()) {
-        match artifact::read(p, key) {
-            Ok(basis) => {
-                return Ok((
-                    from_basis(model, basis)?,
-                    SubspaceOrigin::Cache(p.clone()),
-                    warnings,
-                ))
-            }
-            Err(e) => warnings.push(format!(
-                "{}: {e}; rebuilding the JGS2 subspace",
-                p.display()
-            )),
+    // `symlink_metadata`: a dangling link or a special file at the cache path is read (and
+    // refused) by `artifact::read`, not mistaken for a missing file.
+    if let Some(p) = path
+        .as_ref()
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+    {
+        let loaded = artifact::read(p, key)
+            .map_err(|e| e.to_string())
+            .and_then(|basis| {
+                check_against_model(model, &basis).map_err(|e| format!("{}: {e}", p.display()))?;
+                from_basis(model, basis).map_err(|e| format!("{}: {e}", p.display()))
+            });
+        match loaded {
+            Ok(sub) => return Ok((sub, SubspaceOrigin::Cache(p.clone()), warnings)),
+            Err(e) => warnings.push(format!("{e}; rebuilding the JGS2 subspace")),
         }
     }
     let sub_basis = precompute(model, h, opts, None)?;
+    let mut written = None;
     if let Some(p) = &path {
         let made = p.parent().map(std::fs::create_dir_all).transpose();
         if let Err(e) = made {
             warnings.push(format!(
-                "{}: could not create the JGS2 cache directory: {e}",
+                "{}: could not create the JGS2 cache directory: {e}; the subspace is not cached",
                 p.display()
             ));
         } else if let Err(e) = artifact::write(p, &sub_basis, key) {
             warnings.push(format!(
-                "{}: could not write the JGS2 cache: {e}",
-                p.display()
+                "could not write the JGS2 cache ({e}); the subspace is not cached"
             ));
+        } else {
+            written = Some(p.clone());
         }
     }
     Ok((
         from_basis(model, sub_basis)?,
-        SubspaceOrigin::Built(path),
+        SubspaceOrigin::Built(written),
         warnings,
     ))
+}
+
+/// What a valid artifact must agree on with the model it is loaded for (the cache key covers
+/// the inputs, not a file that was edited and re-checksummed): one record per vertex, the
+/// cluster tree over exactly the free vertices, empty records for pinned ones, near vertices
+/// free and in range.
+fn check_against_model(model: &Model, basis: &Jgs2Basis) -> std::result::Result<(), String> {
+    let nv = model.num_vertices();
+    if basis.vertices.len() != nv {
+        return Err(format!(
+            "{} vertex records for a model of {nv} vertices",
+            basis.vertices.len()
+        ));
+    }
+    let n_free = model.pinned.iter().filter(|p| !**p).count();
+    if basis.tree.perm.len() != n_free || basis.tree.perm.iter().any(|&v| model.pinned[v as usize])
+    {
+        return Err(format!(
+            "the cluster tree holds {} vertices, not the model's {n_free} free ones",
+            basis.tree.perm.len()
+        ));
+    }
+    for (v, rec) in basis.vertices.iter().enumerate() {
+        if model.pinned[v] {
+            if !(rec.near_vertices.is_empty() && rec.far_nodes.is_empty()) {
+                return Err(format!("pinned vertex {v} has subspace data"));
+            }
+            continue;
+        }
+        if let Some(&j) = rec
+            .near_vertices
+            .iter()
+            .find(|&&j| j as usize >= nv || model.pinned[j as usize])
+        {
+            return Err(format!(
+                "vertex {v}: near vertex {j} is pinned or out of range"
+            ));
+        }
+        if let Some(&c) = rec
+            .far_nodes
+            .iter()
+            .find(|&&c| c as usize >= basis.tree.len())
+        {
+            return Err(format!("vertex {v}: far node {c} is not in the tree"));
+        }
+    }
+    Ok(())
 }
 
 /// Runs the precompute for `model` at time step `h` (s).
