@@ -33,7 +33,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         }
         for (var o = 0u; o < nc; o++) {
             let c0 = contacts[tri.x * nc + o];
-            if !is_bounded(contact_kind(c0)) {
+            if !acts_on_faces(contact_kind(c0)) {
                 continue;
             }
             let c1 = contacts[tri.y * nc + o];

@@ -37,7 +37,7 @@ fn vertex_face_step(i: u32, nc: u32, d: vec3<f32>) -> f32 {
         let d2 = select(zero, d, tri.z == i);
         for (var o = 0u; o < nc; o++) {
             let c0 = contacts[tri.x * nc + o];
-            if !is_bounded(contact_kind(c0)) {
+            if !acts_on_faces(contact_kind(c0)) {
                 continue;
             }
             let c1 = contacts[tri.y * nc + o];

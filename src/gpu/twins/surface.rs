@@ -1,15 +1,15 @@
 //! Twins of the surface-triangle snippet `shaders/shared/surface.wgsl` (the closest pair of a
-//! triangle and a sphere or box from its corners' contact records, the overlap test, the additive
-//! CCD time of impact) and of the kernels built on it, `jgs2_face_terms` and `jgs2_face_bound`,
-//! f32, operation for operation. The f64 reference is `crate::problem` (geometry.rs:
-//! `Obstacle::triangle_contact`, `triangle_time_of_impact`; potential.rs:
+//! triangle and a sphere from its corners' contact records, the additive CCD time of impact) and
+//! of the kernels built on it, `jgs2_face_terms` and `jgs2_face_bound`, f32, operation for
+//! operation. The f64 reference is `crate::problem` (surface_contact.rs: the triangle–sphere
+//! pair; geometry.rs: `Obstacle::triangle_time_of_impact`; potential.rs:
 //! `face_barrier_at_vertex`, `max_obstacle_step`, `vertex_surface_step`).
 
 use super::jgs2::{barrier, contact_advance, per_vertex};
 use super::{need, CHUNK};
 use crate::gpu::layout::{GpuContact, GpuMat3, GpuTet, GpuVec4, GpuVertexInfo, Params};
 use crate::{JelloError, Result};
-use glam::{BVec3, Mat3, Vec3};
+use glam::{Mat3, Vec3};
 use rayon::prelude::*;
 
 /// Advances of the conservative time of impact (`TRI_CCD_ITERS`; the f64 reference takes 200).
@@ -26,54 +26,24 @@ pub struct TriContact {
     pub normal: Vec3,
 }
 
-/// A triangle in its obstacle's frame (mirror of WGSL `TriFrame`).
+/// A triangle in its sphere's frame (mirror of WGSL `TriFrame`).
 #[derive(Clone, Copy, Debug)]
 struct TriFrame {
     p: [Vec3; 3],
     dist: Vec3,
     lo: Vec3,
     hi: Vec3,
-    kind: u32,
 }
 
 fn tri_frame(c: [&GpuContact; 3]) -> TriFrame {
-    let kind = c[0].kind();
-    let dist = Vec3::new(c[0].a[3], c[1].a[3], c[2].a[3]);
     let xyz = |a: &[f32; 4]| Vec3::new(a[0], a[1], a[2]);
-    if kind == GpuContact::SPHERE {
-        let r = c[0].b[0];
-        return TriFrame {
-            p: c.map(|ck| xyz(&ck.a)),
-            dist,
-            lo: Vec3::splat(-r),
-            hi: Vec3::splat(r),
-            kind,
-        };
+    let r = c[0].b[0];
+    TriFrame {
+        p: c.map(|ck| xyz(&ck.a)),
+        dist: Vec3::new(c[0].a[3], c[1].a[3], c[2].a[3]),
+        lo: Vec3::splat(-r),
+        hi: Vec3::splat(r),
     }
-    let mut f = TriFrame {
-        p: [Vec3::ZERO; 3],
-        dist,
-        lo: Vec3::ZERO,
-        hi: Vec3::ZERO,
-        kind,
-    };
-    for k in 0..3 {
-        let size = c[0].a[k] + c[0].b[k];
-        if c[0].a[k] <= c[0].b[k] {
-            for (pj, cj) in f.p.iter_mut().zip(c) {
-                pj[k] = cj.a[k];
-            }
-            f.lo[k] = 0.0;
-            f.hi[k] = size;
-        } else {
-            for (pj, cj) in f.p.iter_mut().zip(c) {
-                pj[k] = -cj.b[k];
-            }
-            f.lo[k] = -size;
-            f.hi[k] = 0.0;
-        }
-    }
-    f
 }
 
 /// Mirror of WGSL `tri_closest_bary`: barycentric coordinates of the point of triangle abc
@@ -130,42 +100,6 @@ pub fn tri_closest_bary(p: Vec3, a: Vec3, b: Vec3, c: Vec3) -> Vec3 {
     Vec3::new(1.0 - v - w, v, w)
 }
 
-/// Mirror of WGSL `segment_closest`: (s, t, distance) of segments p0p1 and q0q1.
-pub fn segment_closest(p0: Vec3, p1: Vec3, q0: Vec3, q1: Vec3) -> Vec3 {
-    let d1 = p1 - p0;
-    let d2 = q1 - q0;
-    let r = p0 - q0;
-    let a = d1.dot(d1);
-    let e = d2.dot(d2);
-    let f = d2.dot(r);
-    let eps = 1e-30;
-    let (mut s, mut t) = (0.0f32, 0.0f32);
-    if a <= eps && e <= eps {
-    } else if a <= eps {
-        t = (f / e).clamp(0.0, 1.0);
-    } else {
-        let c = d1.dot(r);
-        if e <= eps {
-            s = (-c / a).clamp(0.0, 1.0);
-        } else {
-            let b = d1.dot(d2);
-            let denom = a * e - b * b;
-            if denom > 0.0 {
-                s = ((b * f - c * e) / denom).clamp(0.0, 1.0);
-            }
-            t = (b * s + f) / e;
-            if t < 0.0 {
-                t = 0.0;
-                s = (-c / a).clamp(0.0, 1.0);
-            } else if t > 1.0 {
-                t = 1.0;
-                s = ((b - c) / a).clamp(0.0, 1.0);
-            }
-        }
-    }
-    Vec3::new(s, t, ((p0 + d1 * s) - (q0 + d2 * t)).length())
-}
-
 fn sphere_tri_contact(f: &TriFrame) -> TriContact {
     let [p0, p1, p2] = f.p;
     let w = tri_closest_bary(Vec3::ZERO, p0, p1, p2);
@@ -176,7 +110,8 @@ fn sphere_tri_contact(f: &TriFrame) -> TriContact {
     let len = q.length();
     let r = f.hi.x;
     let dk = f.dist;
-    let num = w.x * dk.x * (dk.x + 2.0 * r) + w.y * dk.y * (dk.y + 2.0 * r)
+    let num = w.x * dk.x * (dk.x + 2.0 * r)
+        + w.y * dk.y * (dk.y + 2.0 * r)
         + w.z * dk.z * (dk.z + 2.0 * r)
         - (w.x * w.y * e01.dot(e01) + w.x * w.z * e02.dot(e02) + w.y * w.z * e12.dot(e12));
     let d = num / (len + r);
@@ -191,126 +126,10 @@ fn sphere_tri_contact(f: &TriFrame) -> TriContact {
     }
 }
 
-/// Mirror of WGSL `tri_box_overlap` (separating axes, Akenine-Möller 2001).
-fn tri_box_overlap(f: &TriFrame) -> bool {
-    let c = (f.lo + f.hi) * 0.5;
-    let h = (f.hi - f.lo) * 0.5;
-    let v = f.p.map(|p| p - c);
-    let e = [v[1] - v[0], v[2] - v[1], v[0] - v[2]];
-    let mut axes = [Vec3::ZERO; 13];
-    axes[0] = Vec3::X;
-    axes[1] = Vec3::Y;
-    axes[2] = Vec3::Z;
-    axes[3] = e[0].cross(e[1]);
-    let mut n = 4;
-    for k in 0..3 {
-        axes[n] = axes[k].cross(e[0]);
-        axes[n + 1] = axes[k].cross(e[1]);
-        axes[n + 2] = axes[k].cross(e[2]);
-        n += 3;
-    }
-    for axis in axes {
-        if axis.dot(axis) <= 1e-30 {
-            continue;
-        }
-        let a = v[0].dot(axis);
-        let b = v[1].dot(axis);
-        let cc = v[2].dot(axis);
-        let r = h.x * axis.x.abs() + h.y * axis.y.abs() + h.z * axis.z.abs();
-        if a.min(b.min(cc)) > r || a.max(b.max(cc)) < -r {
-            return false;
-        }
-    }
-    true
-}
-
-fn box_corner(f: &TriFrame, i: usize) -> Vec3 {
-    Vec3::select(
-        BVec3::new(i & 1 != 0, i & 2 != 0, i & 4 != 0),
-        f.hi,
-        f.lo,
-    )
-}
-
-fn unit3(k: usize) -> Vec3 {
-    let mut u = Vec3::ZERO;
-    u[k] = 1.0;
-    u
-}
-
-fn box_tri_contact(f: &TriFrame) -> TriContact {
-    let mut out = TriContact {
-        d: 0.0,
-        bary: Vec3::X,
-        normal: Vec3::ZERO,
-    };
-    if tri_box_overlap(f) {
-        return out;
-    }
-    let mut best = f32::INFINITY;
-    let (mut bp, mut bq) = (Vec3::ZERO, Vec3::ZERO);
-    for k in 0..3 {
-        let p = f.p[k];
-        let q = p.clamp(f.lo, f.hi);
-        let d = (p - q).length();
-        if d < best {
-            best = d;
-            out.bary = unit3(k);
-            bp = p;
-            bq = q;
-        }
-    }
-    let [p0, p1, p2] = f.p;
-    let e01 = p1 - p0;
-    let e02 = p2 - p0;
-    for i in 0..8 {
-        let q = box_corner(f, i);
-        let w = tri_closest_bary(q, p0, p1, p2);
-        let p = p0 + e01 * w.y + e02 * w.z;
-        let d = (p - q).length();
-        if d < best {
-            best = d;
-            out.bary = w;
-            bp = p;
-            bq = q;
-        }
-    }
-    for i in 0..8 {
-        for k in 0..3 {
-            if i & (1 << k) != 0 {
-                continue;
-            }
-            let q0 = box_corner(f, i);
-            let q1 = box_corner(f, i | (1 << k));
-            for a in 0..3 {
-                let b = (a + 1) % 3;
-                let (pa, pb) = (f.p[a], f.p[b]);
-                let st = segment_closest(pa, pb, q0, q1);
-                if st.z < best {
-                    best = st.z;
-                    out.bary = unit3(a) * (1.0 - st.x) + unit3(b) * st.x;
-                    bp = pa + (pb - pa) * st.x;
-                    bq = q0 + (q1 - q0) * st.y;
-                }
-            }
-        }
-    }
-    out.d = best;
-    if best > 0.0 {
-        out.normal = (bp - bq) / best;
-    }
-    out
-}
-
 /// Mirror of WGSL `face_contact`: the closest pair of the triangle with corner records `c`
-/// (all three of one sphere or box).
+/// (all three of one sphere).
 pub fn face_contact(c: [&GpuContact; 3]) -> TriContact {
-    let f = tri_frame(c);
-    if f.kind == GpuContact::SPHERE {
-        sphere_tri_contact(&f)
-    } else {
-        box_tri_contact(&f)
-    }
+    sphere_tri_contact(&tri_frame(c))
 }
 
 /// Mirror of WGSL `face_bounds_gap`: the largest gap between the triangle's (swept by `d`)
@@ -369,8 +188,9 @@ pub fn face_toi(c: [&GpuContact; 3], d: [Vec3; 3], thickness: f32) -> f32 {
     t
 }
 
-fn is_bounded(kind: u32) -> bool {
-    kind == GpuContact::SPHERE || kind == GpuContact::BOX
+/// Mirror of WGSL `acts_on_faces`: spheres (the device refuses boxes).
+fn acts_on_faces(kind: u32) -> bool {
+    kind == GpuContact::SPHERE
 }
 
 /// Checks the `vfaces` CSR (offsets then face ids, offsets absolute) and the triangles against
@@ -428,7 +248,7 @@ pub fn vertex_face_step(
         let moves = [0, 1, 2].map(|k| if tri[k] as usize == i { d } else { Vec3::ZERO });
         for o in 0..nc {
             let c = [0, 1, 2].map(|k| &contacts[tri[k] as usize * nc + o]);
-            if !is_bounded(c[0].kind()) {
+            if !acts_on_faces(c[0].kind()) {
                 continue;
             }
             if 0.9 * (face_bounds_gap(c, [Vec3::ZERO; 3]) - thickness) >= speed {
@@ -486,7 +306,7 @@ pub fn jgs2_face_terms(
                 let w = kappa * f32::from_bits(tri[3]) * ih2;
                 for o in 0..nc {
                     let c = [0, 1, 2].map(|k| &contacts[tri[k] as usize * nc + o]);
-                    if !is_bounded(c[0].kind()) {
+                    if !acts_on_faces(c[0].kind()) {
                         continue;
                     }
                     if face_bounds_gap(c, [Vec3::ZERO; 3]) > dhat {
@@ -545,7 +365,7 @@ pub fn jgs2_face_bound(
                 }
                 for o in 0..nc {
                     let c = [0, 1, 2].map(|k| &contacts[tri[k] as usize * nc + o]);
-                    if !is_bounded(c[0].kind()) {
+                    if !acts_on_faces(c[0].kind()) {
                         continue;
                     }
                     if face_bounds_gap(c, d) > p.f3 {

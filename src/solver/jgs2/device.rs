@@ -25,20 +25,25 @@
 //!
 //! # Obstacles
 //! As in the f64 reference ([`StepProblem`]): half-spaces act on vertices (barrier and time of
-//! impact per vertex, `jgs2_vertex_terms`, `jgs2_combine`); spheres and boxes — which can slip
-//! between a surface's vertices — keep the vertex time of impact and act through the surface
-//! triangles: a barrier per (triangle, obstacle) pair on their distance, weighted κ·m_f/h² and
+//! impact per vertex, `jgs2_vertex_terms`, `jgs2_combine`); spheres — which can slip between a
+//! surface's vertices — act through the surface triangles, the reference's triangle–sphere
+//! pairs: a barrier per (triangle, sphere) pair on their distance, weighted κ·m_f/h² and
 //! gathered per vertex over its triangles (`jgs2_face_terms`: gradient, a third of the energy,
 //! the Gauss–Newton diagonal block), each triangle's conservative time of impact in the
 //! safeguarded step's bound (`jgs2_face_bound`, folded into the per-vertex bounds before their
 //! max reduction; the reference moves the triangles by the vertex-bounded step, the device by
 //! the whole step — both bounds are conservative), and a vertex's own triangles' time of impact
-//! in its local-step filter (`vertex_solve`, the reference's `vertex_surface_step`). The
-//! triangle–obstacle closest pairs are computed from the corners' contact records
-//! (`shaders/shared/surface.wgsl`), so distances near contact keep their precision. As in the
-//! reference, the plain Jacobi iteration filters each vertex's move alone (the other corners
-//! held) while all move at once; the safeguarded iteration and Gauss–Seidel sweeps (whose
-//! colours never share a triangle) are exact in that respect.
+//! in its local-step filter (`vertex_solve`, the reference's `vertex_surface_step`); vertices
+//! keep their own time of impact against spheres too (conservative). The triangle–sphere closest
+//! pairs are computed from the corners' contact records (`shaders/shared/surface.wgsl`), so
+//! distances near contact keep their precision. As in the reference, the plain Jacobi iteration
+//! filters each vertex's move alone (the other corners held) while all move at once; the
+//! safeguarded iteration and Gauss–Seidel sweeps (whose colours never share a triangle) are
+//! exact in that respect.
+//!
+//! Boxes are refused ([`DeviceJgs2::new`] errors; the runner's `--backend auto` then runs the
+//! CPU reference): the reference's box contact is three pair kinds (vertex–box, box
+//! corner–triangle, edge–edge with a mollifier over a vertex-to-edge adjacency), not yet ported.
 //!
 //! # One iteration
 //! * Safeguarded (default for JGS2): one plan — combine the step from the model's coefficients,
@@ -72,9 +77,9 @@
 //! # Strict inversion
 //! With [`StepProblem::strict_inversion`] (the strict retry of `inversion = "forbid"`) every
 //! accepted iterate keeps every element's J above a floor: the `elastic` kernel writes a
-//! sentinel energy (read as +∞) for an element with det F below min(`STRICT_MIN_J`,
+//! sentinel energy (read as +∞) for an element with det F below min(1e-4,
 //! ½·min J(x_start)) — one floor computed at upload, so an element already flatter than
-//! `STRICT_MIN_J` can still move — and the safeguard is forced on (VBD and plain JGS2 too), so
+//! 1e-4 can still move; the f64 reference's floor of 1e-8 is below what f32 resolves — and the safeguard is forced on (VBD and plain JGS2 too), so
 //! the line search rejects every such trial. The reference instead limits each move to a tenth
 //! of the element's J (`strict_volume_floor`); the device's single floor is weaker per move but
 //! holds for every iterate. J is evaluated in f32 (resolving ~1e-6): an element flatter than
@@ -100,7 +105,7 @@ use crate::gpu::{
     GpuVec4, Kernel, Params, Plan, SurfaceCsr, VertexCsr,
 };
 use crate::mesh::{colour_vertices, VertexTets};
-use crate::problem::{ElasticTerms, Model, Obstacle, StepProblem, STRICT_MIN_J};
+use crate::problem::{ElasticTerms, Model, Obstacle, StepProblem};
 use crate::solver::report::ms;
 use crate::solver::{IterationRecord, StepReport, StepSolver, StepTimings, StopRule};
 use std::sync::Arc;
@@ -111,6 +116,11 @@ const ENERGY_SLACK: f64 = 1e-6;
 
 /// See [`DeviceJgs2::EIGEN_CUTOFF`].
 const EIGEN_CUTOFF: f64 = 1e-6;
+
+/// The device's strict-inversion floor on J (see [`strict_floor`]): far above the f64
+/// reference's `STRICT_MIN_J` (1e-8), which f32's det F (~1e-6 resolution for unit-scale
+/// deformation gradients) cannot resolve.
+const DEVICE_STRICT_MIN_J: f64 = 1e-4;
 
 /// See [`DeviceJgs2::SURFACE_THICKNESS`].
 const SURFACE_THICKNESS: f64 = 1e-4;
@@ -411,6 +421,16 @@ impl DeviceJgs2 {
         params: Jgs2Params,
         subspace: Option<Arc<Jgs2Subspace>>,
     ) -> Result<Self> {
+        if let Some(i) = model
+            .obstacles
+            .iter()
+            .position(|o| matches!(o, Obstacle::Box { .. }))
+        {
+            return Err(JelloError::Invalid(format!(
+                "obstacle {i} is a box: box contact (corner–triangle and edge–edge pairs) runs \
+                 on the CPU backend only"
+            )));
+        }
         let mut dev = device;
         let nv = model.num_vertices();
         let ne = model.mesh.num_tets();
@@ -1246,17 +1266,17 @@ fn longest_surface_edge(model: &Model) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// The device's strict-inversion floor on J for a step from `x_start`: min([`STRICT_MIN_J`],
+/// The device's strict-inversion floor on J for a step from `x_start`: min([`DEVICE_STRICT_MIN_J`],
 /// ½·min_e J_e(x_start)), one floor for every element (the f64 filter's per-element
 /// `strict_volume_floor` would need a per-element buffer the elastic kernels have no binding
-/// for), so an element already flatter than STRICT_MIN_J may still move. `None` (not enforced)
+/// for), so an element already flatter than the constant may still move. `None` (not enforced)
 /// when an element is inverted at x_start: the f64 filter exempts such elements, a single floor
 /// cannot.
 fn strict_floor(model: &Model, x_start: &[f64]) -> Option<f32> {
     let min_j = (0..model.mesh.num_tets())
         .map(|t| model.element_j(x_start, t))
         .fold(f64::INFINITY, f64::min);
-    (min_j > 0.0).then(|| STRICT_MIN_J.min(0.5 * min_j) as f32)
+    (min_j > 0.0).then(|| DEVICE_STRICT_MIN_J.min(0.5 * min_j) as f32)
 }
 
 impl DeviceJgs2 {
@@ -1543,7 +1563,9 @@ impl StepSolver for DeviceJgs2 {
         for (k, xi) in x.iter_mut().enumerate() {
             *xi += self.origin[k % 3];
         }
-        if std::env::var("NO_REBUILD").is_err() { self.rebuild_from_records(x, &contact_records); }
+        if std::env::var("NO_REBUILD").is_err() {
+            self.rebuild_from_records(x, &contact_records);
+        }
         if x.iter().any(|v| !v.is_finite()) {
             return Err(JelloError::Solver(format!(
                 "{} diverged (non-finite positions)",
