@@ -42,7 +42,19 @@
 //! [`DeviceJgs2::ENERGY_SLACK`]·|E| (the f64 reference uses 1e-13), and the 3×3 model discards
 //! directions whose eigenvalue is below [`DeviceJgs2::EIGEN_CUTOFF`] of the largest (f32 dots
 //! resolve no better; the reference uses 1e-10). The reported step energy is the f64 energy of
-//! the returned positions; trace energies are the device's.
+//! the returned positions; trace energies are the device's, as changes from the step's start
+//! (the reference's convention; the absolute f32 sums carry ~1e-7 of |E(x_start)|, which at
+//! very large h is the inertia constant ½‖h²g‖²_M — the device's acceptance still compares
+//! absolute energies, the reference's relative ones: `StepProblem::energy_change`).
+//!
+//! # Scope
+//! Obstacles: half-spaces (the ground included), which act on vertices. A sphere or a box also
+//! acts on the surface triangles and edges in the reference (IPC pairs, `problem::surface_contact`),
+//! which the device does not have yet: [`DeviceJgs2::new`] refuses such a model (the runner's
+//! `--backend auto` then runs the CPU reference, `--backend gpu` reports the obstacle). The
+//! strict retry of `inversion = "forbid"` ([`StepProblem::strict_inversion`]) has no device
+//! filter either: a step that ends inverted on the device goes through the same ladder and, if
+//! the substeps do not clear it, is reported failed — never silently accepted.
 
 use super::solver::{Jgs2Params, Variant};
 use super::subspace::Jgs2Subspace;
@@ -336,6 +348,22 @@ impl DeviceJgs2 {
         params: Jgs2Params,
         subspace: Option<Arc<Jgs2Subspace>>,
     ) -> Result<Self> {
+        if let Some((i, o)) = model
+            .obstacles
+            .iter()
+            .enumerate()
+            .find(|(_, o)| o.is_bounded())
+        {
+            let kind = if matches!(o, Obstacle::Box { .. }) {
+                "box"
+            } else {
+                "sphere"
+            };
+            return Err(JelloError::Invalid(format!(
+                "obstacle {i} is a {kind}: its contact with the body's surface triangles and \
+                 edges runs on the CPU backend only"
+            )));
+        }
         let mut dev = device;
         let nv = model.num_vertices();
         let ne = model.mesh.num_tets();
@@ -1124,10 +1152,13 @@ impl StepSolver for DeviceJgs2 {
         let mut s = self.run(&p)?;
         timings.assembly_ms += ms(t0);
         let mut records = trace.then(Vec::new);
+        // Trace energies are changes from the step's start, as the reference's: the device sums
+        // absolute energies in f32 partials, so each carries ~1e-7 of |E(x_start)|.
+        let e_start = s.energy;
         if let Some(r) = records.as_mut() {
             r.push(IterationRecord {
                 residual: s.residual,
-                energy: s.energy,
+                energy: 0.0,
                 alpha: 1.0,
             });
         }
@@ -1235,7 +1266,7 @@ impl StepSolver for DeviceJgs2 {
             if let Some(r) = records.as_mut() {
                 r.push(IterationRecord {
                     residual: s.residual,
-                    energy: s.energy,
+                    energy: s.energy - e_start,
                     alpha: alpha_it,
                 });
             }
