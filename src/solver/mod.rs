@@ -4,6 +4,7 @@
 pub mod jgs2;
 mod line_search;
 mod newton;
+pub mod pd;
 mod report;
 mod stop;
 
