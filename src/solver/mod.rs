@@ -1,6 +1,7 @@
 //! Time-step solvers. Each minimises the [`crate::problem::StepProblem`] of one step and returns a
 //! [`StepReport`]. Shared pieces (stop rules, line search) live here once.
 
+pub mod backend;
 pub mod jgs2;
 mod line_search;
 mod newton;
