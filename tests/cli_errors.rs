@@ -3,34 +3,20 @@
 //! a sane `stats.json` (optionally with a per-iteration trace) and `.vtu`/`.pvd` frames, and the
 //! mesh tools print counts and round-trip.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 const BIN: &str = env!("CARGO_BIN_EXE_jello");
 
-/// A valid scene every error case perturbs (line numbers matter: `h` is on line 2).
-const BASE: &str = r#"[simulation]
-h = 0.01
-steps = 2
-gravity = [0.0, -9.81, 0.0]
+const BASE: &str = common::cli::BAR_SCENE;
 
-[[objects]]
-name = "bar"
-mesh = { generator = "box", min = [0.0, 0.0, 0.0], max = [1.0, 0.1, 0.1], cells = [4, 1, 1] }
-material = { model = "stable_neo_hookean", youngs_modulus = 1e6, poisson_ratio = 0.3, density = 1000.0 }
-"#;
-
-/// A fresh temp directory for one test.
 fn tmp(test: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("jello_cli_{}_{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::cli::tmp_dir("cli", test)
 }
 
-fn jello(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().expect("run jello")
-}
+use common::cli::jello;
 
 /// Writes `text` as DIR/NAME and runs `jello run` on it (output into DIR/out).
 fn run_scene(dir: &Path, name: &str, text: &str) -> Output {
@@ -564,25 +550,7 @@ fn mesh_convert_round_trips() {
 #[test]
 fn capped_iterations_report_non_converged_steps() {
     let dir = tmp("capped");
-    let text = r#"[simulation]
-h = 0.02
-steps = 3
-gravity = [0.0, -9.81, 0.0]
-
-[solver]
-name = "newton"
-tolerance = 1e-10
-max_iterations = 1
-
-[[objects]]
-name = "beam"
-mesh = { generator = "box", min = [0.0, -0.05, -0.05], max = [1.0, 0.05, 0.05], cells = [10, 1, 1] }
-material = { model = "stable_neo_hookean", youngs_modulus = 1e4, poisson_ratio = 0.3, density = 1000.0 }
-
-[[pins]]
-region = { box = { min = [-0.001, -1.0, -1.0], max = [0.001, 1.0, 1.0] } }
-script = { type = "fixed" }
-"#;
+    let text = common::cli::CAPPED_SCENE;
     let scene = dir.join("capped.toml");
     std::fs::write(&scene, text).unwrap();
     let out_dir = dir.join("out");

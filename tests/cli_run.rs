@@ -5,6 +5,8 @@
 //! step time, `--require-converged` fails a run with an unconverged step, and `--backend auto`
 //! never lands on a software adapter.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -13,29 +15,13 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_jello");
 
-/// A small bar, 2 steps of 10 ms, a frame every step.
-const BASE: &str = r#"[simulation]
-h = 0.01
-steps = 2
-gravity = [0.0, -9.81, 0.0]
+const BASE: &str = common::cli::BAR_SCENE;
 
-[[objects]]
-name = "bar"
-mesh = { generator = "box", min = [0.0, 0.0, 0.0], max = [1.0, 0.1, 0.1], cells = [4, 1, 1] }
-material = { model = "stable_neo_hookean", youngs_modulus = 1e6, poisson_ratio = 0.3, density = 1000.0 }
-"#;
-
-/// A fresh temp directory for one test.
 fn tmp(test: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("jello_run_{}_{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::cli::tmp_dir("run", test)
 }
 
-fn jello(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().expect("run jello")
-}
+use common::cli::jello;
 
 /// Writes `text` as DIR/NAME and runs `jello run` on it into DIR/out on the CPU, with `flags`.
 fn run_scene_with(dir: &Path, name: &str, text: &str, flags: &[&str]) -> Output {
@@ -484,27 +470,8 @@ fn a_huge_step_count_is_a_one_line_error() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// One iteration per step at ε = 1e-10 leaves every step unconverged (see cli_errors.rs
-/// `capped_iterations_report_non_converged_steps`).
-const CAPPED: &str = r#"[simulation]
-h = 0.02
-steps = 3
-gravity = [0.0, -9.81, 0.0]
-
-[solver]
-name = "newton"
-tolerance = 1e-10
-max_iterations = 1
-
-[[objects]]
-name = "beam"
-mesh = { generator = "box", min = [0.0, -0.05, -0.05], max = [1.0, 0.05, 0.05], cells = [10, 1, 1] }
-material = { model = "stable_neo_hookean", youngs_modulus = 1e4, poisson_ratio = 0.3, density = 1000.0 }
-
-[[pins]]
-region = { box = { min = [-0.001, -1.0, -1.0], max = [0.001, 1.0, 1.0] } }
-script = { type = "fixed" }
-"#;
+/// Every step unconverged (see [`common::cli::CAPPED_SCENE`]).
+const CAPPED: &str = common::cli::CAPPED_SCENE;
 
 #[test]
 fn require_converged_fails_a_run_with_an_unconverged_step() {

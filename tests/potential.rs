@@ -504,8 +504,12 @@ fn surface_pairs_match_sampling_and_differences() {
 /// The first t ∈ [0, 1] at which p + t·d is inside `g` (None when it never is), by dense sampling
 /// and bisection; the inside sets are convex, so the crossing is a single interval.
 fn first_contact(g: Geo, p: [f64; 3], d: [f64; 3]) -> Option<f64> {
+    first_contact_sampled(g, p, d, 20_000)
+}
+
+/// [`first_contact`] with `samples` samples before the bisection.
+fn first_contact_sampled(g: Geo, p: [f64; 3], d: [f64; 3], samples: usize) -> Option<f64> {
     let at = |t: f64| [0, 1, 2].map(|k| p[k] + t * d[k]);
-    let samples = 20_000;
     let hit = (1..=samples).find(|&i| g.inside(at(i as f64 / samples as f64)))?;
     let (mut lo, mut hi) = (
         (hit - 1) as f64 / samples as f64,
@@ -538,26 +542,6 @@ fn surface_points(m: &Model, x: &[f64], k: usize) -> Vec<[f64; 3]> {
         }
     }
     out
-}
-
-/// [`first_contact`] with coarser sampling (for many points).
-fn first_contact_fast(g: Geo, p: [f64; 3], d: [f64; 3]) -> Option<f64> {
-    let at = |t: f64| [0, 1, 2].map(|k| p[k] + t * d[k]);
-    let samples = 400;
-    let hit = (1..=samples).find(|&i| g.inside(at(i as f64 / samples as f64)))?;
-    let (mut lo, mut hi) = (
-        (hit - 1) as f64 / samples as f64,
-        hit as f64 / samples as f64,
-    );
-    for _ in 0..50 {
-        let mid = 0.5 * (lo + hi);
-        if g.inside(at(mid)) {
-            hi = mid;
-        } else {
-            lo = mid;
-        }
-    }
-    Some(hi)
 }
 
 #[test]
@@ -623,7 +607,7 @@ fn step_filter_stops_short_of_every_obstacle() {
         let mut t_face: Option<f64> = None;
         for q in &surface {
             for g in geos.iter().filter(|g| !matches!(g, Geo::Ground { .. })) {
-                if let Some(t) = first_contact_fast(*g, *q, d) {
+                if let Some(t) = first_contact_sampled(*g, *q, d, 400) {
                     t_face = Some(t_face.map_or(t, |f: f64| f.min(t)));
                 }
             }

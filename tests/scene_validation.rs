@@ -3,20 +3,13 @@
 //! pins, keys that do not apply), each a one-line error naming the scene file and the dotted
 //! key. Library level (`Scene::parse` + `build`); tests/cli_errors.rs checks the binary's exit.
 
+mod common;
+
 use jello::scene::Scene;
 use std::path::{Path, PathBuf};
 
-/// A valid scene every case perturbs: a 1 m bar on the ground, clamped at x = 0.
-const BASE: &str = r#"[simulation]
-h = 0.01
-steps = 2
-gravity = [0.0, -9.81, 0.0]
-
-[[objects]]
-name = "bar"
-mesh = { generator = "box", min = [0.0, 0.0, 0.0], max = [1.0, 0.1, 0.1], cells = [4, 1, 1] }
-material = { model = "stable_neo_hookean", youngs_modulus = 1e6, poisson_ratio = 0.3, density = 1000.0 }
-"#;
+/// A valid scene every case perturbs.
+const BASE: &str = common::cli::BAR_SCENE;
 
 fn scene_path(name: &str) -> PathBuf {
     std::env::temp_dir()

@@ -35,7 +35,7 @@ enum Cmd {
         /// reference) or gpu (wgpu kernels; error without an adapter).
         #[arg(long, default_value = "auto")]
         backend: String,
-        /// Override the number of steps (1 to 1e9).
+        /// Override the number of steps (1 to 1e7).
         #[arg(long, allow_negative_numbers = true, value_parser = steps_parser())]
         steps: Option<u64>,
         /// Output directory (the run owns it: see --overwrite and --resume).

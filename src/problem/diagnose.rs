@@ -181,19 +181,19 @@ impl StepProblem<'_> {
     }
 
     fn body_of_vertex(&self, v: usize) -> String {
-        self.model
-            .bodies
-            .iter()
-            .find(|b| b.vertices.contains(&v))
-            .map(|b| format!(" (object `{}`)", b.name))
-            .unwrap_or_default()
+        self.object_named(|b| b.vertices.contains(&v))
     }
 
     fn body_of_tet(&self, t: usize) -> String {
+        self.object_named(|b| b.tets.contains(&t))
+    }
+
+    /// " (object `name`)" for the first body matching `holds`, else nothing.
+    fn object_named(&self, holds: impl Fn(&super::Body) -> bool) -> String {
         self.model
             .bodies
             .iter()
-            .find(|b| b.tets.contains(&t))
+            .find(|b| holds(b))
             .map(|b| format!(" (object `{}`)", b.name))
             .unwrap_or_default()
     }

@@ -68,6 +68,9 @@ pub struct Model {
     /// Per surface edge, its share of its ends' masses (Σ m_v / surface edges at v), kg: the
     /// barrier weight of its pairs with box edges.
     pub edge_mass: Vec<f64>,
+    /// Σ_e V_e (|μ_e| + |λ_e|), J: the energy of a unit strain, the scale of the elastic
+    /// energy's round-off (see [`super::StepProblem::energy_slack`]).
+    pub energy_scale: f64,
     /// Per vertex, its surface edges: `edge_list[edge_offsets[v]..edge_offsets[v + 1]]`.
     pub edge_offsets: Vec<u32>,
     /// See `edge_offsets`.
@@ -140,18 +143,7 @@ impl Model {
         let surface = surface(&mesh);
         let (surface_offsets, surface_faces) =
             csr(nv, surface.triangles.iter().map(|t| t.as_slice()));
-        let surface_mass = surface
-            .triangles
-            .iter()
-            .map(|tri| {
-                tri.iter()
-                    .map(|&v| {
-                        let n = surface_offsets[v as usize + 1] - surface_offsets[v as usize];
-                        mass[v as usize] / n.max(1) as f64
-                    })
-                    .sum()
-            })
-            .collect();
+        let surface_mass = mass_shares(&mass, &surface_offsets, &surface.triangles);
         let mut surface_edges: Vec<[u32; 2]> = surface
             .triangles
             .iter()
@@ -161,17 +153,12 @@ impl Model {
         surface_edges.sort_unstable();
         surface_edges.dedup();
         let (edge_offsets, edge_list) = csr(nv, surface_edges.iter().map(|e| e.as_slice()));
-        let edge_mass = surface_edges
+        let edge_mass = mass_shares(&mass, &edge_offsets, &surface_edges);
+        let energy_scale = rest
             .iter()
-            .map(|e| {
-                e.iter()
-                    .map(|&v| {
-                        let n = edge_offsets[v as usize + 1] - edge_offsets[v as usize];
-                        mass[v as usize] / n.max(1) as f64
-                    })
-                    .sum()
-            })
-            .collect();
+            .zip(&materials)
+            .map(|(r, m)| r.volume * (m.mu.abs() + m.lambda.abs()))
+            .sum();
         Ok(Model {
             mesh,
             bodies,
@@ -193,6 +180,7 @@ impl Model {
             surface_mass,
             surface_edges,
             edge_mass,
+            energy_scale,
             edge_offsets,
             edge_list,
         })
@@ -365,4 +353,20 @@ fn csr<'a>(n: usize, items: impl Iterator<Item = &'a [u32]> + Clone) -> (Vec<u32
         }
     }
     (offsets, list)
+}
+
+/// Per primitive (surface triangle or edge), the sum over its vertices of the vertex's mass
+/// divided by the number of primitives of that kind at the vertex (`offsets`: its CSR), kg.
+fn mass_shares<const K: usize>(mass: &[f64], offsets: &[u32], prims: &[[u32; K]]) -> Vec<f64> {
+    prims
+        .iter()
+        .map(|p| {
+            p.iter()
+                .map(|&v| {
+                    let n = offsets[v as usize + 1] - offsets[v as usize];
+                    mass[v as usize] / n.max(1) as f64
+                })
+                .sum()
+        })
+        .collect()
 }

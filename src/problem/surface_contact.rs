@@ -82,6 +82,10 @@ pub struct PairEval {
     pub energy: f64,
     /// ∂energy/∂x per vertex, N.
     pub grad: SVector<f64, 9>,
+    /// ∂d/∂x per vertex (unit-free).
+    pub dd: SVector<f64, 9>,
+    /// w·m·b''(d), N/m: the Gauss–Newton Hessian is this times dd·ddᵀ.
+    pub gn: f64,
 }
 
 /// The 12 edges of a box as corner pairs (corner bits as in [`PairKind::CornerTriangle`]).
@@ -210,22 +214,28 @@ impl SurfacePair {
                 d: 0.0,
                 energy: f64::INFINITY,
                 grad: SVector::zeros(),
+                dd: SVector::zeros(),
+                gn: 0.0,
             });
         };
         if d >= dhat || m <= 0.0 {
             return None;
         }
-        let (b, db, _) = barrier(d, dhat);
+        let (b, db, ddb) = barrier(d, dhat);
         let w = self.weight(model, h);
         let mut grad = SVector::<f64, 9>::zeros();
+        let mut ddv = SVector::<f64, 9>::zeros();
         for k in 0..self.count {
             let g = (dd[k] * (m * db) + dm[k] * b) * w;
             grad.fixed_rows_mut::<3>(3 * k).copy_from(&g);
+            ddv.fixed_rows_mut::<3>(3 * k).copy_from(&dd[k]);
         }
         Some(PairEval {
             d,
             energy: if d > 0.0 { w * m * b } else { f64::INFINITY },
             grad,
+            dd: ddv,
+            gn: w * m * ddb,
         })
     }
 

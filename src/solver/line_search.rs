@@ -47,7 +47,8 @@ pub fn backtracking(
         let e = problem.energy_change(elastic, x_new);
         // The slack absorbs round-off near convergence, where the decrease is below the last
         // digits of the summed terms.
-        if e.is_finite() && e <= e0 + 1e-4 * alpha * g_dot_dx + problem.energy_slack(elastic, e0) {
+        if e.is_finite() && e <= e0 + 1e-4 * alpha * g_dot_dx + problem.energy_slack(elastic, e0, x)
+        {
             return LineSearchResult {
                 alpha,
                 energy: e,

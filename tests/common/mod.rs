@@ -1,6 +1,7 @@
 //! Helpers shared by integration tests.
 #![allow(dead_code)]
 
+pub mod cli;
 pub mod kernels;
 
 use rand::SeedableRng;

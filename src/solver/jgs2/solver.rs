@@ -257,7 +257,7 @@ impl Jgs2Solver {
             problem.max_obstacle_step(x, &step)
         };
         let e0 = problem.energy_change(elastic, x);
-        let slack = problem.energy_slack(elastic, e0);
+        let slack = problem.energy_slack(elastic, e0, x);
         let mut trial = vec![0.0; n];
         for _ in 0..30 {
             for k in 0..n {
