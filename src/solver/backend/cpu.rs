@@ -297,7 +297,7 @@ impl PotentialBackend for CpuBackend {
     }
 
     fn energy_slack(&self, problem: &StepProblem, elastic: &dyn ElasticTerms, e: f64) -> f64 {
-        problem.energy_slack(elastic, e)
+        problem.energy_slack(elastic, e, &self.x[self.cur])
     }
 
     fn finish_step(

@@ -221,7 +221,9 @@ pub trait PotentialBackend: Backend {
         problem: &StepProblem,
         out: &mut Vec<crate::solver::pd::ContactTerm>,
     ) -> Result<()>;
-    /// Round-off allowance (J) of an energy comparison near the energy change `e` (J).
+    /// Round-off allowance (J) of an energy comparison near the energy change `e` (J) between
+    /// the current iterate and trials near it (the f64 backend's allowance grows with the
+    /// current iterate's distance from the start: [`StepProblem::energy_slack`]).
     fn energy_slack(&self, problem: &StepProblem, elastic: &dyn ElasticTerms, e: f64) -> f64;
     /// The current iterate into `x` (3n, m) and the f64 energy E(x) and E(x) − E(x_start) for
     /// the report (`change` is the loop's own value of the latter).

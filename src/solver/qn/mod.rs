@@ -43,9 +43,12 @@
 //!   `iterations = 10` (default 10); its steps report `converged` by the stop rule at the end.
 //! - **Line-search cap.** The paper gives none. Halving stops after 30 halvings (α ≥ 2⁻³⁰ of
 //!   the filter's bound, ~1e-9): below that no direction of a converging step is useful.
-//!   Then the history is dropped and the plain PD direction tried once (always a descent
-//!   direction: A is SPD); if that fails too the step ends, reported as not converged unless
-//!   the start already met the rule (as Newton). On the bundled scenes α = 1 is taken in
+//!   Then the history is dropped and the direction tried again; if that fails and a contact
+//!   correction was in it, once more without it: the plain PD direction −A⁻¹∇E, always a
+//!   descent direction (A is SPD; the Woodbury correction is SPD only up to round-off, and a
+//!   barrier curvature of ~1e12 N/m — a vertex within 1e-9 m of an obstacle — cancels it
+//!   away). If that fails too the step ends, reported as not converged unless the start
+//!   already met the rule (as Newton). On the bundled scenes α = 1 is taken in
 //!   nearly every iteration (one trial each) away from contact.
 //! - **Curvature guard.** A pair is skipped when sᵀt ≤ ε‖s‖‖t‖ (ε = 1e-10 in f64, 1e-5 on a
 //!   device): the paper skips sᵀt ≤ 0; the margin is the dot products' round-off.
@@ -59,9 +62,18 @@
 //!   the vertices in contact into the obstacle and the filter cuts α to 1e-3…1e-7. The
 //!   barrier's curvature enters the *initial inverse Hessian* instead, by a low-rank update
 //!   around the fixed factor ([`crate::solver::pd::contact`]; A is never changed or
-//!   refactored; `QnParams::contact_correction`). `drop.toml`, first 20 steps: 327 iterations,
-//!   all converged, against 2,018 with two steps at the 1000-iteration cap (and the ball then
-//!   stuck at residual 0.4 for the rest of the run) under the paper's rule.
+//!   refactored; `QnParams::contact_correction`). The history is dropped whenever the set of
+//!   vertices with contact terms changes: pairs measured under the old set mix the barrier's
+//!   curvature into directions the new H₀ treats differently. Kept, they made the impact
+//!   steps of `drop.toml` depend on round-off — under other rayon thread counts a step's
+//!   L-BFGS direction drove a vertex 90% closer to the ground per iteration (the filter's
+//!   bound), its residual ×10 per iteration, until the line search gave up (1 run in ~10 at
+//!   8 threads); from the saved state of such a step: m = 5 failed in 3 of 5 runs, m = 0
+//!   converged in 39 iterations every time, m = 5 with the reset in 77 every time; the impact steps 13–16 take 184 iterations
+//!   (239–333 without the reset, by thread count). `drop.toml`, first 20 steps, measured
+//!   before the reset: 327 iterations, all converged, against 2,018 with two steps at the
+//!   1000-iteration cap (and the ball then stuck at residual 0.4 for the rest of the run)
+//!   under the paper's rule.
 //! - **Static increments** use A = L + M/h² with the increment's pseudo-time h: the objective
 //!   has no inertia, but A must stay definite for a body that no pin holds (one resting on an
 //!   obstacle); A is only a preconditioner, the line search sees the true objective.

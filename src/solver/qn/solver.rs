@@ -30,9 +30,13 @@ pub struct QnIteration {
     pub contacts: usize,
     /// Whether the new curvature pair was kept (false: sᵀt failed the guard, or m = 0).
     pub pair_kept: bool,
-    /// Whether the history was dropped to take the plain PD direction (a non-descent
-    /// direction, or a failed line search along the L-BFGS one).
+    /// Whether the history (and, if that failed too, the contact correction) was dropped on
+    /// the way to the plain PD direction (a non-descent direction, or a failed line search
+    /// along the L-BFGS one).
     pub reset: bool,
+    /// Whether the history was dropped because the set of vertices in contact changed (the
+    /// initial inverse Hessian's barrier terms; see the module docs).
+    pub contacts_changed: bool,
 }
 
 /// Wall time per phase over a solver's life, ms (exact per phase with
@@ -78,6 +82,8 @@ pub struct QnSolver<B: PotentialBackend> {
     phases: QnPhases,
     correction: ContactCorrection,
     terms: Vec<ContactTerm>,
+    /// The vertices of the last direction's contact terms (sorted).
+    contact_set: Vec<u32>,
 }
 
 /// A trial the line search accepted, with what the next iteration needs.
@@ -168,6 +174,7 @@ impl<B: PotentialBackend> QnSolver<B> {
             phases: QnPhases::default(),
             correction: ContactCorrection::new(),
             terms: Vec::new(),
+            contact_set: Vec::new(),
         })
     }
 
@@ -324,6 +331,7 @@ impl<B: PotentialBackend> StepSolver for QnSolver<B> {
         self.backend.begin_step(problem, elastic)?;
         self.gc = 0;
         self.history.clear();
+        self.contact_set.clear();
         let gi = self
             .backend
             .gradient(problem, elastic, Point::Current, self.g[0])?;
@@ -365,17 +373,38 @@ impl<B: PotentialBackend> StepSolver for QnSolver<B> {
             iterations += 1;
             let mut it = QnIteration::default();
             // Try the L-BFGS direction; on a non-descent direction or a failed line search,
-            // once more with the plain PD direction (no history).
+            // once more without the history, and then once more without the contact
+            // correction: the plain PD direction −A⁻¹∇E, a descent direction whatever the
+            // round-off (A is SPD). The Woodbury correction can lose definiteness to
+            // cancellation when a barrier term's β is huge (a vertex within 1e-9 of an
+            // obstacle: β ~ 1e12) — a ball thrown at 30 m/s into the ground met it.
+            let mut correct = self.params.contact_correction;
             let accepted = loop {
-                let hist = self.history.clone();
-                it.pairs = hist.len();
                 // d = H∇ : q is ready (first loop recorded); solve; second loop.
                 let t0 = Instant::now();
                 self.terms.clear();
-                if self.params.contact_correction && !problem.model.obstacles.is_empty() {
+                if correct && !problem.model.obstacles.is_empty() {
                     self.backend.contact_terms(problem, &mut self.terms)?;
                 }
                 it.contacts = self.terms.len();
+                let mut set: Vec<u32> = self.terms.iter().map(|t| t.vertex).collect();
+                set.sort_unstable();
+                set.dedup();
+                if set != self.contact_set {
+                    // H₀ changed where the barrier is stiffest: pairs measured under the old
+                    // contact set mix the barrier's curvature into directions H₀ now treats
+                    // differently (kept, they drove a vertex 90% closer to the ground per
+                    // iteration on `drop.toml`'s impact until the step gave up; see the
+                    // module docs).
+                    if !self.history.is_empty() {
+                        self.history.clear();
+                        self.first_loop(self.gc, &[])?;
+                        it.contacts_changed = true;
+                    }
+                    self.contact_set = set;
+                }
+                let hist = self.history.clone();
+                it.pairs = hist.len();
                 let (system, correction, terms) =
                     (&mut self.system, &mut self.correction, &self.terms);
                 self.backend
@@ -525,9 +554,10 @@ impl<B: PotentialBackend> StepSolver for QnSolver<B> {
                 }
                 match outcome {
                     Some(o) => break Some(o),
-                    None if !hist.is_empty() => {
-                        // Retry along the PD direction (always a descent direction: A is SPD).
+                    None if !hist.is_empty() || it.contacts > 0 => {
+                        // Retry without the history, then without the contact correction.
                         it.reset = true;
+                        correct &= !hist.is_empty();
                         self.history.clear();
                         self.first_loop(self.gc, &[])?;
                     }
