@@ -228,7 +228,7 @@ fn directions_descend_and_energies_fall_within_every_step() {
                 kept += it.pair_kept as usize;
             }
             for w in trace.windows(2) {
-                let slack = problem.energy_slack(&m, w[0].energy);
+                let slack = problem.energy_slack(&m, w[0].energy, &x);
                 assert!(
                     w[1].energy <= w[0].energy + slack,
                     "{mode:?} step {step}: energy rose from {:e} to {:e}",
@@ -370,12 +370,28 @@ fn max_dist(a: &[f64], b: &[f64]) -> f64 {
 /// distances at ε are far larger than Newton's own, which converges quadratically past ε.)
 #[test]
 fn converges_to_newtons_solution_on_every_bundled_scene() {
-    for (name, steps) in [
+    // Steps of the trajectory before the step compared, per bundled scene: every scene in
+    // assets/scenes must be listed (a new scene fails here until it is).
+    let table = [
         ("cantilever.toml", 5),
         ("twist.toml", 20),
         ("stiff_soft.toml", 10),
         ("drop.toml", 12),
-    ] {
+    ];
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenes");
+    let mut bundled: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".toml"))
+        .collect();
+    bundled.sort();
+    let mut listed: Vec<String> = table.iter().map(|(n, _)| n.to_string()).collect();
+    listed.sort();
+    assert_eq!(
+        bundled, listed,
+        "bundled scenes vs the ones this test covers"
+    );
+    for (name, steps) in table {
         let built = scene(name);
         let m = &built.model;
         let h = built.config.h;
@@ -481,8 +497,15 @@ fn converges_through_contact_with_the_barrier_curvature() {
     .unwrap();
     let mut contact_iterations = 0;
     for step in 1..=16 {
-        let r = sim.step(false).unwrap();
-        assert!(r.converged, "step {step}: residual {:e}", r.residual);
+        let r = sim.step(true).unwrap();
+        let trace = r.trace.as_deref().unwrap_or(&[]);
+        assert!(
+            r.converged,
+            "step {step}: residual {:e} after {} iterations; last records {:?}",
+            r.residual,
+            r.iterations,
+            &trace[trace.len().saturating_sub(6)..]
+        );
         let lowest = sim
             .state
             .x
@@ -577,4 +600,126 @@ region = { box = { min = [-0.001, -1.0, -1.0], max = [0.001, 1.0, 1.0] } }
     assert_eq!(sim.solver_name(), "qn");
     assert_eq!(stats.total_iterations, 21);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A static solve (`static = true`: no inertia, load increments) runs QN on the f64 CPU
+/// backend: A = L + M/h² with the increment's pseudo-time keeps the preconditioner definite,
+/// the objective has no inertia. A cantilever under a tip load and gravity, 4 increments: every
+/// increment converges, and the end state is Newton's static solution — the tip within 1e-5 of
+/// the deflection at the scene's (load-tied) ε, and closer still at ε/100. The device backend refuses a
+/// static problem with one line (the runner's `auto` then runs QN on the CPU, saying why).
+#[test]
+fn static_increments_reach_newtons_static_solution() {
+    let text = |solver: &str, tol: &str| {
+        format!(
+            r#"
+[simulation]
+h = 1.0
+steps = 4
+gravity = [0.0, -9.81, 0.0]
+static = true
+[solver]
+name = "{solver}"
+{tol}
+[[objects]]
+name = "beam"
+mesh = {{ generator = "box", min = [0.0, -0.05, -0.05], max = [1.0, 0.05, 0.05], cells = [12, 2, 2] }}
+material = {{ model = "stable_neo_hookean", youngs_modulus = 1e6, poisson_ratio = 0.3, density = 1000.0 }}
+[[pins]]
+region = {{ box = {{ min = [-0.01, -1, -1], max = [0.0001, 1, 1] }} }}
+[[forces]]
+region = {{ box = {{ min = [0.9999, -1, -1], max = [1.01, 1, 1] }} }}
+force = [0.0, -40.0, 0.0]
+"#
+        )
+    };
+    let built = |solver: &str, tol: &str| {
+        Scene::parse(Path::new("static_qn.toml"), &text(solver, tol))
+            .unwrap()
+            .build()
+            .unwrap()
+    };
+    let run = |solver: &str, tol: &str| {
+        let b = built(solver, tol);
+        let mut sim = jello::runner::setup(&b, jello::gpu::Backend::Cpu, None)
+            .unwrap()
+            .sim;
+        assert_eq!(sim.solver_name(), solver);
+        let mut iterations = Vec::new();
+        for k in 0..b.config.steps {
+            let r = sim.step(false).unwrap();
+            assert!(
+                r.converged,
+                "{solver} {tol}: increment {}: residual {:e}",
+                k + 1,
+                r.residual
+            );
+            iterations.push(r.iterations);
+        }
+        (sim.state.x, iterations)
+    };
+    let (reference, newton_its) = run("newton", "tolerance = 1e-13\nmax_iterations = 100");
+    let b = built("qn", "");
+    let eps = match b.config.stop {
+        StopRule::Cn { eps } => eps,
+        StopRule::Dx { .. } => unreachable!(),
+    };
+    let tips: Vec<usize> = (0..b.model.num_vertices())
+        .filter(|&v| b.model.mesh.positions[v][0] > 0.9999)
+        .collect();
+    let tip_y = |x: &[f64]| tips.iter().map(|&v| x[3 * v + 1]).sum::<f64>() / tips.len() as f64;
+    let deflection = tip_y(&reference);
+    assert!(
+        deflection < -0.05,
+        "the beam must bend: tip at {deflection}"
+    );
+    let (coarse, coarse_its) = run("qn", "");
+    // The static ε is tied to the load (min(ε, 1e-6 × the load's norm): 2.5e-11 here); ε/100
+    // of that one (ε/1000 is below what f64 resolves: QN stalls at 4e-14).
+    let eps = b.model.static_tolerance(eps);
+    let (fine, fine_its) = run("qn", &format!("tolerance = {:e}", eps * 1e-2));
+    let (dc, df) = (
+        (tip_y(&coarse) - tip_y(&reference)).abs(),
+        (tip_y(&fine) - tip_y(&reference)).abs(),
+    );
+    eprintln!(
+        "static cantilever: Newton tip {:.6} m ({newton_its:?} iterations); QN at ε: off by \
+         {dc:.2e} m ({coarse_its:?}), at ε/100: {df:.2e} m ({fine_its:?}); max vertex \
+         distance {:.2e} / {:.2e} m",
+        tip_y(&reference),
+        max_dist(&coarse, &reference),
+        max_dist(&fine, &reference)
+    );
+    assert!(dc <= 1e-5 * deflection.abs(), "QN at ε: tip off by {dc:e}");
+    assert!(df < dc, "QN at ε/100: {df:e}, at ε {dc:e}");
+
+    // The device backend (its CPU twins here: no GPU needed) refuses the static problem with
+    // one line; the runner's `auto` choice runs QN on the CPU instead and says why.
+    let m = &b.model;
+    let dev = jello::solver::backend::DeviceBackend::new(jello::gpu::Device::cpu(), m).unwrap();
+    let mut solver = QnSolver::new(m, dev, QnParams::default()).unwrap();
+    let state = m.initial_state(&b.velocity);
+    let problem = StepProblem::new_static(m, &state, 1.0, 0.25);
+    let err = solver
+        .step(&problem, m, &mut Vec::new(), false)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("static") && !err.contains('\n'),
+        "one line naming the static solve: {err}"
+    );
+    let choice = jello::gpu::BackendChoice {
+        requested: jello::gpu::Backend::Auto,
+        backend: jello::gpu::Backend::Gpu,
+        adapter: None,
+        reason: "test".into(),
+    };
+    let setup = jello::runner::setup_on(&b, choice, None).unwrap();
+    assert_eq!(setup.choice.backend, jello::gpu::Backend::Cpu);
+    assert!(
+        setup.choice.reason.contains("static"),
+        "{}",
+        setup.choice.reason
+    );
+    assert_eq!(setup.sim.solver_name(), "qn");
 }
