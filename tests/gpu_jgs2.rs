@@ -2150,3 +2150,89 @@ fn device_refuses_spheres_and_boxes_by_name() {
         );
     }
 }
+
+/// A stable Neo-Hookean ball thrown at the ground at 30 m/s (its impact step inverts elements
+/// when nothing prevents it), on the device through the runner: under the default
+/// `inversion = "forbid"` every step ends with every element positive — the strict retries run
+/// on the f64 reference (`Simulation::set_strict_solver`). Without that solver the device's
+/// own retries (no strict filter in f32) end inverted: the test can fail.
+#[test]
+fn forbid_holds_on_the_device_through_the_f64_strict_retries() {
+    if gpu().is_none() {
+        return;
+    }
+    let text = r#"
+[simulation]
+h = 0.01
+steps = 2
+[solver]
+max_iterations = 200
+[[objects]]
+name = "ball"
+mesh = { generator = "ball", center = [0.0, 0.12, 0.0], radius = 0.1, resolution = 6 }
+material = { model = "stable_neo_hookean", youngs_modulus = 5e4, poisson_ratio = 0.4, density = 1000.0 }
+velocity = [0.0, -30.0, 0.0]
+[[obstacles]]
+type = "ground"
+"#;
+    for solver in ["vbd", "jgs2"] {
+        let mut built = jello::scene::Scene::parse(std::path::Path::new("thrown.toml"), text)
+            .unwrap()
+            .build()
+            .unwrap();
+        built.config.solver = solver.into();
+        let mut with = jello::runner::setup(&built, jello::gpu::Backend::Gpu, None)
+            .unwrap()
+            .sim;
+        // The same device solver without the f64 strict retries.
+        let m = &built.model;
+        let params = Jgs2Params {
+            max_iterations: 200,
+            variant: if solver == "vbd" {
+                Variant::GaussSeidel
+            } else {
+                Variant::Jacobi
+            },
+            safeguard: solver == "jgs2",
+            ..Default::default()
+        };
+        let sub = (solver == "jgs2")
+            .then(|| Arc::new(build_subspace(m, 0.01, &SubspaceOptions::default()).unwrap()));
+        let device = DeviceJgs2::new(gpu().unwrap(), m, params, sub).unwrap();
+        let mut without = jello::sim::Simulation::new(
+            m.clone(),
+            m.initial_state(&built.velocity),
+            0.01,
+            Box::new(device),
+        )
+        .unwrap();
+        let (mut inverted_without, mut failed_without) = (0, false);
+        for step in 1..=2 {
+            let r = with.step(false).unwrap();
+            let c = m.check_state(&with.state.x);
+            eprintln!(
+                "{solver} step {step}: {} it, substeps {}, failure {:?}, min J {:.2e}",
+                r.iterations, r.substeps, r.failure, c.min_j
+            );
+            assert_eq!(c.total_inverted(), 0, "{solver} step {step}");
+            assert!(c.min_j > 0.0);
+            // The device alone: its retries either end inverted or fail outright (a vertex
+            // driven onto the ground in f32 stops the run) — either way not what forbid
+            // promises.
+            if !failed_without {
+                match without.step(false) {
+                    Ok(r) => inverted_without += r.check.total_inverted(),
+                    Err(e) => {
+                        eprintln!("{solver} without the f64 strict retries: {e}");
+                        failed_without = true;
+                    }
+                }
+            }
+        }
+        eprintln!("{solver}: without the f64 strict retries, {inverted_without} inverted");
+        assert!(
+            inverted_without > 0 || failed_without,
+            "{solver}: the impact must break forbid on the device alone"
+        );
+    }
+}

@@ -172,8 +172,9 @@ pub fn setup(built: &BuiltScene, backend: Backend, cache_dir: Option<&Path>) -> 
 /// Builds the simulation of `built` where `choice` says:
 /// - `newton`: the f64 solver; with a GPU its gradients and element Hessians come from the
 ///   WGSL kernels ([`DeviceElastic`]), the Cholesky and line-search energies stay on the CPU.
-/// - `jgs2` / `vbd`: on a GPU the whole iteration runs on the device ([`DeviceJgs2`], f32);
-///   on the CPU the f64 reference ([`Jgs2Solver`]).
+/// - `jgs2` / `vbd`: on a GPU the whole iteration runs on the device ([`DeviceJgs2`], f32),
+///   except the strict retries of `inversion = "forbid"`, which run on the f64 reference
+///   ([`Simulation::set_strict_solver`]); on the CPU the f64 reference ([`Jgs2Solver`]).
 /// - `qn`: the same loop on the device backend (f32 kernels, the prefactored solve in f64 on
 ///   the CPU: [`DeviceBackend`]) or the f64 CPU backend ([`CpuBackend`]); scenes the device
 ///   backend cannot run (static solves, spheres or boxes) use the CPU.
@@ -250,8 +251,16 @@ pub fn setup_on(
                 built_subspace.clone_from(&subspace);
                 match DeviceJgs2::new(device, model, params, subspace) {
                     Ok(solver) => {
-                        let sim =
+                        let mut sim =
                             Simulation::new(model.clone(), state, config.h, Box::new(solver))?;
+                        // The device has no strict inversion filter: forbid's strict retries
+                        // run on the f64 reference (same subspace, no second precompute).
+                        sim.set_strict_solver(make_solver_with(
+                            config,
+                            model,
+                            cache_dir,
+                            built_subspace.clone(),
+                        )?);
                         return Ok(Setup {
                             sim,
                             adapter: Some(adapter),

@@ -53,8 +53,8 @@
 //! which the device does not have yet: [`DeviceJgs2::new`] refuses such a model (the runner's
 //! `--backend auto` then runs the CPU reference, `--backend gpu` reports the obstacle). The
 //! strict retry of `inversion = "forbid"` ([`StepProblem::strict_inversion`]) has no device
-//! filter either: a step that ends inverted on the device goes through the same ladder and, if
-//! the substeps do not clear it, is reported failed — never silently accepted.
+//! filter either (f32 resolves det F to ~1e-6, the reference's floor is 1e-8): the runner gives
+//! the simulation the f64 reference for those retries (`Simulation::set_strict_solver`).
 
 use super::solver::{Jgs2Params, Variant};
 use super::subspace::Jgs2Subspace;
