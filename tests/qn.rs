@@ -5,9 +5,11 @@
 
 mod common;
 
+use common::pin_where;
+
 use jello::material::{Material, MaterialModel};
 use jello::mesh::{box_grid, TetMesh};
-use jello::problem::{BarrierParams, Body, Model, Pin, Script, State, StepProblem};
+use jello::problem::{Model, Pin, Script, State, StepProblem};
 use jello::scene::Scene;
 use jello::sim::Simulation;
 use jello::solver::backend::CpuBackend;
@@ -17,41 +19,9 @@ use nalgebra::{DMatrix, DVector, Matrix3, Rotation3, Vector3};
 use rand::Rng;
 use std::path::Path;
 
+/// One body, no obstacles, d̂ = 1 mm.
 fn model(mesh: TetMesh, mat: Material, gravity: [f64; 3], pins: Vec<Pin>) -> Model {
-    let (nt, nv) = (mesh.num_tets(), mesh.num_vertices());
-    Model::new(
-        mesh,
-        vec![Body {
-            name: "body".into(),
-            vertices: 0..nv,
-            tets: 0..nt,
-        }],
-        vec![mat; nt],
-        vec![1000.0; nt],
-        gravity,
-        pins,
-        vec![],
-        BarrierParams {
-            dhat: 1e-3,
-            kappa: 1.0,
-        },
-    )
-    .unwrap()
-}
-
-fn pin_where(mesh: &TetMesh, pred: impl Fn(&[f64; 3]) -> bool, script: Script) -> Pin {
-    let vertices: Vec<u32> = (0..mesh.num_vertices() as u32)
-        .filter(|&v| pred(&mesh.positions[v as usize]))
-        .collect();
-    let start = vertices
-        .iter()
-        .map(|&v| mesh.positions[v as usize])
-        .collect();
-    Pin {
-        vertices,
-        start,
-        script,
-    }
+    common::one_body(mesh, mat, gravity, pins, vec![], 1e-3)
 }
 
 fn qn(model: &Model, params: QnParams) -> QnSolver<CpuBackend> {
