@@ -1,7 +1,9 @@
 // Per vertex v < n: the safeguarded Jacobi step step_v = f0·d0_v + f1·d1_v + f2·d2_v (dirs slots
-// of n entries each) and bound[v] = 1 − α_v, α_v = min(1, 0.9 × first time of impact of
+// of n entries each) and bound[v] = 1/α_v (≥ 1), α_v = min(1, 0.9 × first time of impact of
 // x_v + s·step_v with any obstacle (contact records, nc = len(contacts) / n per vertex), 1 for a
-// zero step — so max_v bound[v] = 1 − α with α the problem's max_obstacle_step (potential.rs).
+// zero step — so max_v bound[v] = 1/α with α the problem's max_obstacle_step (potential.rs).
+// The reciprocal keeps a tiny α (a vertex next to an obstacle) representable, where 1 − α
+// would round it to 0 below 6e-8 and freeze the whole step; α below 1e-30 reads as 1e-30.
 #import params
 #import obstacle
 
@@ -23,5 +25,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     if any(s != vec3<f32>(0.0)) {
         alpha = contact_step_bound(v, arrayLength(&contacts) / n, s);
     }
-    bound[v] = 1.0 - alpha;
+    bound[v] = 1.0 / max(alpha, 1e-30);
 }

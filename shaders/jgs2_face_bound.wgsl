@@ -1,10 +1,10 @@
 // Per vertex v < n: the surface part of the safeguarded step's obstacle bound (after
-// `jgs2_combine`): bound[v] = max(bound[v], 1 − t_v), t_v = the least conservative time of
+// `jgs2_combine`): bound[v] = max(bound[v], 1/t_v), t_v = the least conservative time of
 // impact (`face_toi`) of v's surface triangles (vfaces[vfaces[v] .. vfaces[v + 1]], corners
 // tris[f].xyz) moving by step (every corner its own) against every sphere and box, from the
 // corners' contact records (nc = len(contacts) / n per vertex), keeping the separation
 // f3 (`face_toi`'s thickness); pairs whose swept bounds miss the obstacle's by more are skipped. Every triangle is gathered by each of its corners, so
-// max_v bound[v] = 1 − min(vertex bound, every triangle's time of impact): the
+// max_v bound[v] = 1/min(vertex bound, every triangle's time of impact): the
 // `max_obstacle_step` of potential.rs (there the triangles move by the vertex-bounded step).
 #import params
 #import surface
@@ -44,5 +44,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             t = min(t, face_toi(c0, c1, c2, d0, d1, d2, P.f3));
         }
     }
-    bound[v] = max(bound[v], 1.0 - t);
+    bound[v] = max(bound[v], 1.0 / max(t, 1e-30));
 }

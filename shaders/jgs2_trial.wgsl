@@ -1,5 +1,5 @@
 // Per vertex v < n: the line-search trial of the safeguarded Jacobi iteration with
-// a = f0·(1 − scal[u1]) (f0 the backtracking factor, scal[u1] = max_v bound[v] from
+// a = f0 / scal[u1] (f0 the backtracking factor, scal[u1] = max_v bound[v] from
 // `jgs2_combine`):
 //   x_new[v] = x[v] + a·step[v];  contacts_new = contacts advanced by a·step[v];
 //   dirs[2n + v] = a·step[v] (the "previous step" direction);
@@ -23,7 +23,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     if v >= n {
         return;
     }
-    let a = P.f0 * (1.0 - scal[P.u1]);
+    let a = P.f0 / scal[P.u1];
     let s = step[v].xyz * a;
     x_new[v] = vec4<f32>(x[v].xyz + s, 0.0);
     let nc = arrayLength(&contacts) / n;

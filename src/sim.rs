@@ -25,6 +25,9 @@ pub struct Simulation {
     /// no inertia ([`StepProblem::new_static`]); `None`: implicit-Euler dynamics.
     pub static_increments: Option<usize>,
     solver: Box<dyn StepSolver>,
+    /// Runs the strict retries of `inversion = "forbid"` in place of `solver` when that has no
+    /// strict filter of its own (the device JGS2/VBD: [`Self::set_strict_solver`]).
+    strict_solver: Option<Box<dyn StepSolver>>,
     /// Evaluates Ψ on another backend (e.g. the GPU); `None` uses the f64 CPU reference.
     elastic: Option<Box<dyn ElasticTerms + Send>>,
     x_buf: Vec<f64>,
@@ -54,7 +57,16 @@ impl Simulation {
             solver,
             elastic: None,
             x_buf: Vec::new(),
+            strict_solver: None,
         })
+    }
+
+    /// Sets the solver for the strict retries of `inversion = "forbid"` (the strict solve and
+    /// its substeps): the f64 reference of a solver whose own iteration cannot keep every
+    /// element above the strict floor — the device JGS2/VBD, whose f32 kernels have no such
+    /// filter. Ordinary steps still run on the primary solver.
+    pub fn set_strict_solver(&mut self, solver: Box<dyn StepSolver>) {
+        self.strict_solver = Some(solver);
     }
 
     /// Makes this a static solve in `increments` load increments (velocities are zeroed).
@@ -273,13 +285,16 @@ impl Simulation {
         }
         let setup_ms = t0.elapsed().as_secs_f64() * 1e3;
         let mut x = Vec::new();
-        let mut report =
-            self.solver
-                .step(&problem, elastic, &mut x, trace)
-                .map_err(|e| match e {
-                    JelloError::Solver(m) => fail(m),
-                    other => other,
-                })?;
+        let solver = match (&mut self.strict_solver, strict) {
+            (Some(s), true) => s,
+            _ => &mut self.solver,
+        };
+        let mut report = solver
+            .step(&problem, elastic, &mut x, trace)
+            .map_err(|e| match e {
+                JelloError::Solver(m) => fail(m),
+                other => other,
+            })?;
         report.timings.setup_ms += setup_ms;
         if x.iter().any(|v| !v.is_finite()) || !report.energy.is_finite() {
             return Err(fail(format!(

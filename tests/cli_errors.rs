@@ -155,6 +155,22 @@ fn impossible_jgs2_subspace_settings() {
     }
 }
 
+/// Bad quasi-Newton options stop `jello run` with one line naming the file and the key.
+#[test]
+fn impossible_quasi_newton_settings() {
+    for (key, value, needle) in [
+        ("history", "-2", "-2"),
+        ("history", "1.5", "1.5"),
+        ("mode", "\"sometimes\"", "rule or fixed"),
+    ] {
+        let dir = tmp(&format!("qn_{key}"));
+        let text = format!("{BASE}\n[solver]\nname = \"qn\"\n{key} = {value}\n");
+        let out = run_scene(&dir, "qn.toml", &text);
+        assert_one_line_error(&out, &["qn.toml", &format!("`solver.{key}`"), needle]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
 #[test]
 fn unknown_solver_on_the_command_line() {
     let dir = tmp("solver_flag");

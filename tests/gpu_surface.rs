@@ -541,7 +541,7 @@ fn surface_bounds_twins_match_f64_reference() {
     let mut s4 = vec![[0.0f32; 4]; nv];
     let mut bound = vec![0.0f32; nv];
     tw::jgs2_combine(&p, &dirs, &contacts, &mut s4, &mut bound).unwrap();
-    let vertex_only = 1.0 - bound.iter().fold(0.0f32, |a, &b| a.max(b)) as f64;
+    let vertex_only = 1.0 / bound.iter().fold(0.0f32, |a, &b| a.max(b)) as f64;
     ts::jgs2_face_bound(
         &p,
         &s4,
@@ -551,7 +551,7 @@ fn surface_bounds_twins_match_f64_reference() {
         &mut bound,
     )
     .unwrap();
-    let a32 = 1.0 - bound.iter().fold(0.0f32, |a, &b| a.max(b)) as f64;
+    let a32 = 1.0 / bound.iter().fold(0.0f32, |a, &b| a.max(b)) as f64;
     let a64 = prob.max_obstacle_step(&x, &step);
     eprintln!("step bound: vertices only {vertex_only:.4e}, twin {a32:.4e}, f64 {a64:.4e}");
     assert!(
@@ -645,7 +645,7 @@ fn face_bound_and_vertex_filter_match_on_gpu() {
     let step: Vec<GpuVec4> = (0..nv)
         .map(|v| v4(&(toward_nearest(&m, &at(&x, v)) * rng.random_range(0.0..0.3))))
         .collect();
-    let bound: Vec<f32> = (0..nv).map(|_| rng.random_range(0.0..0.3)).collect();
+    let bound: Vec<f32> = (0..nv).map(|_| rng.random_range(1.0..1.5)).collect();
     let data = [
         D::V(step.clone()),
         D::C(contacts.clone()),

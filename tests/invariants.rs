@@ -52,7 +52,7 @@ fn forbid_keeps_every_element_positive_on_every_solver() {
     // Each retry solves the step again; the cap keeps the test's cost bounded.
     b.config.max_iterations = Some(150);
     assert_eq!(b.model.inversion, InversionPolicy::Forbid);
-    for solver in ["newton", "jgs2", "vbd"] {
+    for solver in ["newton", "jgs2", "vbd", "qn"] {
         let mut s = sim(&b, solver);
         let mut retried = 0;
         for step in 1..=2 {
@@ -133,8 +133,9 @@ fn allow_is_refused_for_a_model_infinite_at_inversion() {
 
 /// A ball (surface edges ~3 cm) dropped onto obstacles smaller than its edges — a 4 mm sphere,
 /// a 3 mm thick plate — with the ground far below: vertices alone would let them slip between;
-/// the surface triangles stop the ball. Every step: no surface triangle inside an obstacle, no
-/// vertex inside, every step converged; the ball ends resting on the obstacle (its lowest point
+/// the surface triangles stop the ball. Newton and QN (whose initial inverse Hessian takes the
+/// surface pairs' curvature), every step: no surface triangle inside an obstacle, no vertex
+/// inside, every step converged; the ball ends resting on the obstacle (its lowest point
 /// within a few d̂ of the obstacle's top), not below it.
 #[test]
 fn small_obstacles_stop_the_surface_not_just_the_vertices() {
@@ -170,32 +171,40 @@ height = -0.5
 "#
         );
         let b = built(&text);
-        let mut s = sim(&b, "newton");
-        let mut lowest = f64::INFINITY;
-        for step in 1..=25 {
-            let r = s.step(false).unwrap();
-            assert!(r.converged, "{name} step {step}: residual {}", r.residual);
-            let c = s.model.check_state(&s.state.x);
-            assert_eq!(c.total_penetrations(), 0, "{name} step {step}");
-            lowest = s
-                .state
-                .x
-                .chunks(3)
-                .map(|p| p[1])
-                .fold(f64::INFINITY, f64::min);
+        for solver in ["newton", "qn"] {
+            let mut s = sim(&b, solver);
+            let mut lowest = f64::INFINITY;
+            for step in 1..=25 {
+                let r = s.step(false).unwrap();
+                assert!(
+                    r.converged,
+                    "{solver} {name} step {step}: residual {}",
+                    r.residual
+                );
+                let c = s.model.check_state(&s.state.x);
+                assert_eq!(c.total_penetrations(), 0, "{solver} {name} step {step}");
+                lowest = s
+                    .state
+                    .x
+                    .chunks(3)
+                    .map(|p| p[1])
+                    .fold(f64::INFINITY, f64::min);
+            }
+            eprintln!(
+                "{solver} {name}: lowest vertex at the end {lowest:.4} m (obstacle top {top} m)"
+            );
+            // Passing the obstacle would drop the ball toward the ground at −0.5 m.
+            assert!(
+                lowest > -0.05,
+                "{solver} {name}: the ball went past the obstacle ({lowest})"
+            );
+            // Vertices alone: the obstacle fits between them, so the lowest vertex can hang below
+            // its top — but not by more than an edge.
+            assert!(
+                lowest < top + 0.02,
+                "{solver} {name}: the ball never reached it ({lowest})"
+            );
         }
-        eprintln!("{name}: lowest vertex at the end {lowest:.4} m (obstacle top {top} m)");
-        // Passing the obstacle would drop the ball toward the ground at −0.5 m.
-        assert!(
-            lowest > -0.05,
-            "{name}: the ball went past the obstacle ({lowest})"
-        );
-        // Vertices alone: the obstacle fits between them, so the lowest vertex can hang below
-        // its top — but not by more than an edge.
-        assert!(
-            lowest < top + 0.02,
-            "{name}: the ball never reached it ({lowest})"
-        );
     }
 }
 

@@ -2,12 +2,15 @@
 
 mod common;
 
+use common::pin_where;
+
 use jello::material::{Material, MaterialModel};
 use jello::mesh::{box_grid, TetMesh};
-use jello::problem::{BarrierParams, Body, Model, Obstacle, Pin, Script};
+use jello::problem::{Body, Model, Obstacle, Pin, Script};
 use jello::sim::Simulation;
 use jello::solver::{NewtonParams, NewtonSolver};
 
+/// One body (density 1000 kg/m³ — the only one these tests use), d̂ = 1 mm.
 fn model(
     mesh: TetMesh,
     mat: Material,
@@ -16,41 +19,8 @@ fn model(
     pins: Vec<Pin>,
     obstacles: Vec<Obstacle>,
 ) -> Model {
-    let nt = mesh.num_tets();
-    let nv = mesh.num_vertices();
-    Model::new(
-        mesh,
-        vec![Body {
-            name: "body".into(),
-            vertices: 0..nv,
-            tets: 0..nt,
-        }],
-        vec![mat; nt],
-        vec![density; nt],
-        gravity,
-        pins,
-        obstacles,
-        BarrierParams {
-            dhat: 1e-3,
-            kappa: 1.0,
-        },
-    )
-    .unwrap()
-}
-
-fn pin_where(mesh: &TetMesh, pred: impl Fn(&[f64; 3]) -> bool, script: Script) -> Pin {
-    let vertices: Vec<u32> = (0..mesh.num_vertices() as u32)
-        .filter(|&v| pred(&mesh.positions[v as usize]))
-        .collect();
-    let start = vertices
-        .iter()
-        .map(|&v| mesh.positions[v as usize])
-        .collect();
-    Pin {
-        vertices,
-        start,
-        script,
-    }
+    assert_eq!(density, 1000.0, "common::one_body's density");
+    common::one_body(mesh, mat, gravity, pins, obstacles, 1e-3)
 }
 
 #[test]

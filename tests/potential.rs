@@ -9,16 +9,15 @@
 
 mod common;
 
+use common::pin_where;
+
 use jello::material::{Material, MaterialModel};
 use jello::mesh::{ball, box_grid, TetMesh};
-use jello::problem::{
-    BarrierParams, Body, ElasticTerms, HessianLayout, Model, Obstacle, Pin, Script, StepProblem,
-};
+use jello::problem::{ElasticTerms, HessianLayout, Model, Obstacle, Pin, Script, StepProblem};
 use jello::sim::Simulation;
 use jello::solver::{NewtonParams, NewtonSolver};
 use rand::Rng;
 
-#[allow(clippy::too_many_arguments)]
 fn model(
     mesh: TetMesh,
     mat: Material,
@@ -27,38 +26,7 @@ fn model(
     obstacles: Vec<Obstacle>,
     dhat: f64,
 ) -> Model {
-    let (nv, nt) = (mesh.num_vertices(), mesh.num_tets());
-    Model::new(
-        mesh,
-        vec![Body {
-            name: "body".into(),
-            vertices: 0..nv,
-            tets: 0..nt,
-        }],
-        vec![mat; nt],
-        vec![1000.0; nt],
-        gravity,
-        pins,
-        obstacles,
-        BarrierParams { dhat, kappa: 1.0 },
-    )
-    .unwrap()
-}
-
-fn pin_where(mesh: &TetMesh, pred: impl Fn(&[f64; 3]) -> bool, script: Script) -> Pin {
-    let vertices: Vec<u32> = (0..mesh.num_vertices() as u32)
-        .filter(|&v| pred(&mesh.positions[v as usize]))
-        .collect();
-    assert!(!vertices.is_empty());
-    let start = vertices
-        .iter()
-        .map(|&v| mesh.positions[v as usize])
-        .collect();
-    Pin {
-        vertices,
-        start,
-        script,
-    }
+    common::one_body(mesh, mat, gravity, pins, obstacles, dhat)
 }
 
 fn dist(a: [f64; 3], b: [f64; 3]) -> f64 {

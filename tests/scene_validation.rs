@@ -582,6 +582,52 @@ fn contact_and_solver_values() {
     );
 }
 
+/// The quasi-Newton keys: history m an integer in 0..=100, mode `rule` or `fixed`, and
+/// `iterations` ≥ 1, only with `mode = "fixed"`.
+#[test]
+fn quasi_newton_options() {
+    let qn = |extra: &str| plus(&format!("[solver]\nname = \"qn\"\n{extra}"));
+    fails("m_neg", &qn("history = -1\n"), "solver.history", "-1");
+    fails("m_frac", &qn("history = 2.5\n"), "solver.history", "2.5");
+    fails("m_big", &qn("history = 101\n"), "solver.history", "0..=100");
+    fails(
+        "mode",
+        &qn("mode = \"adaptive\"\n"),
+        "solver.mode",
+        "rule or fixed",
+    );
+    fails(
+        "its0",
+        &qn("mode = \"fixed\"\niterations = 0\n"),
+        "solver.iterations",
+        "≥ 1",
+    );
+    fails(
+        "its_rule",
+        &qn("iterations = 10\n"),
+        "solver.iterations",
+        "mode = \"fixed\"",
+    );
+    fails(
+        "its_neg",
+        &qn("mode = \"fixed\"\niterations = -3\n"),
+        "solver.iterations",
+        "-3",
+    );
+    // Valid: the defaults, m = 0, and the paper's mode.
+    for ok in [
+        "",
+        "history = 0\n",
+        "mode = \"fixed\"\n",
+        "mode = \"rule\"\nhistory = 100\n",
+    ] {
+        let built = Scene::parse(&scene_path("qn_ok"), &qn(ok))
+            .and_then(|s| s.build())
+            .unwrap_or_else(|e| panic!("{ok}: {e}"));
+        assert_eq!(built.config.solver, "qn");
+    }
+}
+
 /// A UTF-8 byte-order mark before the scene text is accepted, like editors write it.
 #[test]
 fn byte_order_mark_is_accepted() {

@@ -68,11 +68,26 @@ pub enum Kernel {
     Jgs2Trial,
     /// Applies a scaled step to listed vertices.
     Jgs2Apply,
+    // ---- device backend of the generic solver loops (`crate::solver::backend`) ----
+    /// Fused vector update y (+)= c·x with c from scalar slots, and a per-group dot z·y.
+    DevCombine,
+    /// Per-group partial dot products a·b, a·a, b·b.
+    DevDots,
+    /// Per-group max of 1 − the obstacle step bound along a direction.
+    DevStepBound,
+    /// Line-search trial positions, contact records, step and per-group max move.
+    DevTrial,
+    /// Per-group element energy change (or reference) and forbidden-element counts.
+    DevElementEnergy,
+    /// Per-group vertex energy change (inertia + barrier) or the barrier reference.
+    DevVertexEnergy,
+    /// Vertex terms of the gradient (inertia, barrier, pins) and the residual's square sums.
+    DevVertexGradient,
 }
 
 impl Kernel {
     /// All kernels, in table order.
-    pub const ALL: [Kernel; 25] = [
+    pub const ALL: [Kernel; 32] = [
         Kernel::Axpy,
         Kernel::Scale,
         Kernel::ReduceSum,
@@ -98,6 +113,14 @@ impl Kernel {
         Kernel::Jgs2FaceBound,
         Kernel::Jgs2Trial,
         Kernel::Jgs2Apply,
+        // ---- device backend ----
+        Kernel::DevCombine,
+        Kernel::DevDots,
+        Kernel::DevStepBound,
+        Kernel::DevTrial,
+        Kernel::DevElementEnergy,
+        Kernel::DevVertexEnergy,
+        Kernel::DevVertexGradient,
     ];
     /// Index into [`Kernel::ALL`] / [`KERNELS`].
     pub fn index(self) -> usize {
@@ -197,7 +220,7 @@ const LS: usize = size_of::<GpuLocalSystem>();
 const TN: usize = size_of::<GpuTreeNode>();
 
 /// The kernel table, indexed by [`Kernel::index`].
-pub static KERNELS: [KernelDesc; 25] = [
+pub static KERNELS: [KernelDesc; 32] = [
     KernelDesc {
         kernel: Kernel::Axpy,
         name: "axpy",
@@ -631,6 +654,150 @@ pub static KERNELS: [KernelDesc; 25] = [
         ],
         items_per_group: 64,
         cpu: |p, b| twins::jgs2_apply(p, b.ro(0), b.ro(1), b.rw(2), b.rw(3), b.rw(4)),
+    },
+    // ---- device backend of the generic solver loops (`crate::solver::backend`) ----
+    KernelDesc {
+        kernel: Kernel::DevCombine,
+        name: "dev_combine",
+        bindings: &[
+            b("scal", W, F, Len::Any),
+            b("x", R, V4, Len::PerItem(1)),
+            b("z", R, V4, Len::PerItem(1)),
+            b("y", W, V4, Len::PerItem(1)),
+            b("part", W, F, Len::Any),
+        ],
+        items_per_group: twins::backend::DEV_GROUP as u32,
+        cpu: |p, b| twins::backend::dev_combine(p, b.rw(0), b.ro(1), b.ro(2), b.rw(3), b.rw(4)),
+    },
+    KernelDesc {
+        kernel: Kernel::DevDots,
+        name: "dev_dots",
+        bindings: &[
+            b("a", R, V4, Len::PerItem(1)),
+            b("b", R, V4, Len::PerItem(1)),
+            b("p_ab", W, F, Len::Any),
+            b("p_aa", W, F, Len::Any),
+            b("p_bb", W, F, Len::Any),
+        ],
+        items_per_group: twins::backend::DEV_GROUP as u32,
+        cpu: |p, b| twins::backend::dev_dots(p, b.ro(0), b.ro(1), b.rw(2), b.rw(3), b.rw(4)),
+    },
+    KernelDesc {
+        kernel: Kernel::DevStepBound,
+        name: "dev_step_bound",
+        bindings: &[
+            b("d", R, V4, Len::PerItem(1)),
+            b("contacts", R, CT, Len::PerItem(1)),
+            b("part", W, F, Len::Any),
+        ],
+        items_per_group: twins::backend::DEV_GROUP as u32,
+        cpu: |p, b| twins::backend::dev_step_bound(p, b.ro(0), b.ro(1), b.rw(2)),
+    },
+    KernelDesc {
+        kernel: Kernel::DevTrial,
+        name: "dev_trial",
+        bindings: &[
+            b("x", R, V4, Len::PerItem(1)),
+            b("d", R, V4, Len::PerItem(1)),
+            b("contacts", R, CT, Len::PerItem(1)),
+            b("scal", R, F, Len::Any),
+            b("x_new", W, V4, Len::PerItem(1)),
+            b("contacts_new", W, CT, Len::PerItem(1)),
+            b("step", W, V4, Len::PerItem(1)),
+            b("out", W, F, Len::Any),
+        ],
+        items_per_group: twins::backend::DEV_GROUP as u32,
+        cpu: |p, b| {
+            twins::backend::dev_trial(
+                p,
+                b.ro(0),
+                b.ro(1),
+                b.ro(2),
+                b.ro(3),
+                b.rw(4),
+                b.rw(5),
+                b.rw(6),
+                b.rw(7),
+            )
+        },
+    },
+    KernelDesc {
+        kernel: Kernel::DevElementEnergy,
+        name: "dev_element_energy",
+        bindings: &[
+            b("energy", R, F, Len::PerItem(1)),
+            b("eref", W, F, Len::PerItem(1)),
+            b("x", R, V4, Len::Any),
+            b("x_new", R, V4, Len::Any),
+            b("tets", R, T4, Len::PerItem(1)),
+            b("elem", R, EP, Len::PerItem(1)),
+            b("out", W, F, Len::Any),
+        ],
+        items_per_group: twins::backend::DEV_GROUP as u32,
+        cpu: |p, b| {
+            twins::backend::dev_element_energy(
+                p,
+                b.ro(0),
+                b.rw(1),
+                b.ro(2),
+                b.ro(3),
+                b.ro(4),
+                b.ro(5),
+                b.rw(6),
+            )
+        },
+    },
+    KernelDesc {
+        kernel: Kernel::DevVertexEnergy,
+        name: "dev_vertex_energy",
+        bindings: &[
+            b("x", R, V4, Len::PerItem(1)),
+            b("x_start", R, V4, Len::PerItem(1)),
+            b("x_tilde", R, V4, Len::PerItem(1)),
+            b("vinfo", R, VI, Len::PerItem(1)),
+            b("contacts", R, CT, Len::PerItem(1)),
+            b("vref", W, F, Len::PerItem(1)),
+            b("out", W, F, Len::Any),
+        ],
+        items_per_group: twins::backend::DEV_GROUP as u32,
+        cpu: |p, b| {
+            twins::backend::dev_vertex_energy(
+                p,
+                b.ro(0),
+                b.ro(1),
+                b.ro(2),
+                b.ro(3),
+                b.ro(4),
+                b.rw(5),
+                b.rw(6),
+            )
+        },
+    },
+    KernelDesc {
+        kernel: Kernel::DevVertexGradient,
+        name: "dev_vertex_gradient",
+        bindings: &[
+            b("x", R, V4, Len::PerItem(1)),
+            b("x_tilde", R, V4, Len::PerItem(1)),
+            b("vinfo", R, VI, Len::PerItem(1)),
+            b("contacts", R, CT, Len::PerItem(1)),
+            b("inv_c", R, F, Len::PerItem(1)),
+            b("g", W, V4, Len::PerItem(1)),
+            b("out", W, F, Len::Any),
+        ],
+        items_per_group: twins::backend::DEV_GROUP as u32,
+        cpu: |p, b| {
+            twins::backend::dev_vertex_gradient(
+                p,
+                b.ro(0),
+                b.ro(1),
+                b.ro(2),
+                b.ro(3),
+                b.ro(4),
+                b.rw(5),
+                b.rw(6),
+            )
+        },
     },
 ];
 

@@ -17,6 +17,29 @@ static FILES: &[(&str, &str)] = &[
         "deformation_gradient",
         include_str!("../../shaders/deformation_gradient.wgsl"),
     ),
+    // ---- device backend of the generic solver loops ----
+    (
+        "dev_combine",
+        include_str!("../../shaders/dev_combine.wgsl"),
+    ),
+    ("dev_dots", include_str!("../../shaders/dev_dots.wgsl")),
+    (
+        "dev_element_energy",
+        include_str!("../../shaders/dev_element_energy.wgsl"),
+    ),
+    (
+        "dev_step_bound",
+        include_str!("../../shaders/dev_step_bound.wgsl"),
+    ),
+    ("dev_trial", include_str!("../../shaders/dev_trial.wgsl")),
+    (
+        "dev_vertex_energy",
+        include_str!("../../shaders/dev_vertex_energy.wgsl"),
+    ),
+    (
+        "dev_vertex_gradient",
+        include_str!("../../shaders/dev_vertex_gradient.wgsl"),
+    ),
     ("elastic", include_str!("../../shaders/elastic.wgsl")),
     (
         "elastic_list",
@@ -101,6 +124,11 @@ static SHARED: &[(&str, &str)] = &[
     ),
     ("params", include_str!("../../shaders/shared/params.wgsl")),
     ("surface", include_str!("../../shaders/shared/surface.wgsl")),
+    // ---- device backend ----
+    (
+        "wg_reduce",
+        include_str!("../../shaders/shared/wg_reduce.wgsl"),
+    ),
 ];
 
 static PREPROCESSED: LazyLock<Vec<(&'static str, String)>> = LazyLock::new(|| {

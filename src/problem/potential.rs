@@ -40,6 +40,17 @@ pub trait ElasticTerms: Sync {
     fn elastic_energy_change(&self, x: &[f64], reference: &ElasticReference) -> f64 {
         self.elastic_energy(x) - reference.total
     }
+    /// [`Self::elastic_gradient`] and [`Self::elastic_energy_change`] at once: Ψ(x), ∇Ψ added
+    /// into `g`, and Ψ(x) − Ψ(x_ref). The f64 reference evaluates both in one element pass.
+    fn elastic_gradient_and_change(
+        &self,
+        x: &[f64],
+        g: &mut [f64],
+        reference: &ElasticReference,
+    ) -> (f64, f64) {
+        let total = self.elastic_gradient(x, g);
+        (total, self.elastic_energy_change(x, reference))
+    }
 }
 
 /// Ψ at a reference state (the start of a step), for energy differences that do not cancel.
@@ -126,6 +137,39 @@ impl ElasticTerms for Model {
             }
         }
         e
+    }
+
+    fn elastic_gradient_and_change(
+        &self,
+        x: &[f64],
+        g: &mut [f64],
+        reference: &ElasticReference,
+    ) -> (f64, f64) {
+        if reference.per_element.len() != self.mesh.num_tets() {
+            let total = self.elastic_gradient(x, g);
+            return (total, self.elastic_energy_change(x, reference));
+        }
+        let per: Vec<_> = (0..self.mesh.num_tets())
+            .into_par_iter()
+            .map(|t| {
+                element_gradient(
+                    &self.materials[t],
+                    &self.rest[t],
+                    &corners(x, &self.mesh.tets[t]),
+                )
+            })
+            .collect();
+        let (mut e, mut change) = (0.0, 0.0);
+        for (t, s) in per.iter().enumerate() {
+            e += s.energy;
+            change += s.energy - reference.per_element[t];
+            for (a, &v) in self.mesh.tets[t].iter().enumerate() {
+                for i in 0..3 {
+                    g[3 * v as usize + i] += s.gradient[3 * a + i];
+                }
+            }
+        }
+        (e, change)
     }
 
     fn elastic_element_hessians(&self, x: &[f64], out: &mut Vec<[f64; 144]>) {
@@ -567,7 +611,36 @@ impl<'a> StepProblem<'a> {
     /// E(x) and ∇E into `g` (zero on pinned DOFs).
     pub fn gradient(&self, elastic: &dyn ElasticTerms, x: &[f64], g: &mut [f64]) -> f64 {
         g.iter_mut().for_each(|v| *v = 0.0);
-        let mut e = elastic.elastic_gradient(x, g) + self.inertia_energy(x);
+        let e = elastic.elastic_gradient(x, g) + self.inertia_energy(x);
+        e + self.add_vertex_terms(x, g)
+    }
+
+    /// E(x) and ∇E into `g` as [`Self::gradient`], and E(x) − E(x_start) as
+    /// [`Self::energy_change`] — the elastic part of both from one pass over the elements where
+    /// the backend fuses them ([`ElasticTerms::elastic_gradient_and_change`]): a line search that
+    /// evaluates the gradient at every trial (quasi-Newton's) gets the energy change with it.
+    pub fn gradient_and_change(
+        &self,
+        elastic: &dyn ElasticTerms,
+        x: &[f64],
+        g: &mut [f64],
+    ) -> (f64, f64) {
+        g.iter_mut().for_each(|v| *v = 0.0);
+        let r = self.reference(elastic);
+        let (psi, dpsi) = elastic.elastic_gradient_and_change(x, g, &r.elastic);
+        let b = self.add_vertex_terms(x, g);
+        let e = psi + self.inertia_energy(x) + b;
+        if !b.is_finite() {
+            return (e, f64::INFINITY);
+        }
+        let change = self.inertia_difference(&self.x_start, x) + dpsi + (b - r.barrier);
+        (e, change)
+    }
+
+    /// Adds the inertia (or load), vertex-barrier and surface-pair gradients to `g` and zeroes
+    /// pinned DOFs; returns the barrier energy B(x), J.
+    fn add_vertex_terms(&self, x: &[f64], g: &mut [f64]) -> f64 {
+        let mut e = 0.0;
         let w = self.inertia;
         for (v, m) in self.model.mass.iter().enumerate() {
             for k in 0..3 {

@@ -5,10 +5,12 @@ use crate::gpu::{Backend, BackendChoice, Device};
 use crate::problem::{DeviceElastic, ElasticTerms, Model};
 use crate::scene::{BuiltScene, RunConfig};
 use crate::sim::Simulation;
+use crate::solver::backend::{CpuBackend, DeviceBackend};
 use crate::solver::jgs2::{
     load_or_build, DeviceJgs2, Jgs2Params, Jgs2Solver, Jgs2Subspace, SubspaceOptions,
     SubspaceOrigin, Variant,
 };
+use crate::solver::qn::{QnParams, QnSolver};
 use crate::solver::{NewtonParams, NewtonSolver, StepSolver, StopRule};
 use std::path::Path;
 use std::sync::Arc;
@@ -50,10 +52,45 @@ fn make_solver_with(
             };
             Ok(Box::new(Jgs2Solver::jgs2(model, params, subspace)?))
         }
+        "qn" => Ok(Box::new(QnSolver::new(
+            model,
+            CpuBackend::new(model.num_vertices()),
+            qn_params(config),
+        )?)),
         other => Err(JelloError::Invalid(format!(
             "solver `{other}` is not available in this build"
         ))),
     }
+}
+
+/// QN parameters of `config`: history, mode, stop rule and cap (default 1000: QN converges
+/// linearly).
+fn qn_params(config: &RunConfig) -> QnParams {
+    QnParams {
+        history: config.qn_history,
+        mode: config.qn_mode,
+        stop: config.stop,
+        max_iterations: config.max_iterations.unwrap_or(1000),
+        ..QnParams::default()
+    }
+}
+
+/// Why the device QN cannot run `built`, if it cannot: static solves and spheres or boxes
+/// (surface contact) stay on the f64 CPU path for now.
+fn qn_device_blocker(built: &BuiltScene) -> Option<String> {
+    if built.config.static_solve {
+        return Some("a static solve with qn runs on the CPU backend".into());
+    }
+    built
+        .model
+        .obstacles
+        .iter()
+        .any(|o| o.is_bounded())
+        .then(|| {
+            "qn on the device handles half-space obstacles only (spheres and boxes act through \
+             surface primitive pairs, not on the device yet)"
+                .to_string()
+        })
 }
 
 /// A static solve's stop rule: the characteristic norm with ε tied to the load
@@ -135,8 +172,12 @@ pub fn setup(built: &BuiltScene, backend: Backend, cache_dir: Option<&Path>) -> 
 /// Builds the simulation of `built` where `choice` says:
 /// - `newton`: the f64 solver; with a GPU its gradients and element Hessians come from the
 ///   WGSL kernels ([`DeviceElastic`]), the Cholesky and line-search energies stay on the CPU.
-/// - `jgs2` / `vbd`: on a GPU the whole iteration runs on the device ([`DeviceJgs2`], f32);
-///   on the CPU the f64 reference ([`Jgs2Solver`]).
+/// - `jgs2` / `vbd`: on a GPU the whole iteration runs on the device ([`DeviceJgs2`], f32),
+///   except the strict retries of `inversion = "forbid"`, which run on the f64 reference
+///   ([`Simulation::set_strict_solver`]); on the CPU the f64 reference ([`Jgs2Solver`]).
+/// - `qn`: the same loop on the device backend (f32 kernels, the prefactored solve in f64 on
+///   the CPU: [`DeviceBackend`]) or the f64 CPU backend ([`CpuBackend`]); scenes the device
+///   backend cannot run (static solves, spheres or boxes) use the CPU.
 ///
 /// A GPU choice that cannot be honoured is an error when the GPU was requested, and falls back
 /// to the CPU (saying why in the returned choice) when it came from `auto`.
@@ -167,6 +208,34 @@ pub fn setup_on(
         }
         fall_back(&mut choice, why);
     }
+    if choice.backend == Backend::Gpu && config.solver == "qn" {
+        match qn_device_blocker(built) {
+            Some(why) if strict => return Err(JelloError::Invalid(why)),
+            Some(why) => fall_back(&mut choice, why),
+            None => match Device::new(Backend::Gpu) {
+                Err(e) if strict => return Err(e),
+                Err(e) => fall_back(&mut choice, e.to_string()),
+                Ok(device) => {
+                    let adapter = device.info().to_string();
+                    let solver = DeviceBackend::new(device, model)
+                        .and_then(|b| QnSolver::new(model, b, qn_params(config)));
+                    match solver {
+                        Ok(solver) => {
+                            let sim =
+                                Simulation::new(model.clone(), state, config.h, Box::new(solver))?;
+                            return Ok(Setup {
+                                sim,
+                                adapter: Some(adapter),
+                                choice,
+                            });
+                        }
+                        Err(e) if strict => return Err(e),
+                        Err(e) => fall_back(&mut choice, e.to_string()),
+                    }
+                }
+            },
+        }
+    }
     // A subspace built for the device is kept for the CPU fallback (no second precompute).
     let mut built_subspace = None;
     if choice.backend == Backend::Gpu && matches!(config.solver.as_str(), "jgs2" | "vbd") {
@@ -182,8 +251,16 @@ pub fn setup_on(
                 built_subspace.clone_from(&subspace);
                 match DeviceJgs2::new(device, model, params, subspace) {
                     Ok(solver) => {
-                        let sim =
+                        let mut sim =
                             Simulation::new(model.clone(), state, config.h, Box::new(solver))?;
+                        // The device has no strict inversion filter: forbid's strict retries
+                        // run on the f64 reference (same subspace, no second precompute).
+                        sim.set_strict_solver(make_solver_with(
+                            config,
+                            model,
+                            cache_dir,
+                            built_subspace.clone(),
+                        )?);
                         return Ok(Setup {
                             sim,
                             adapter: Some(adapter),

@@ -12,11 +12,12 @@ use crate::problem::{
     BarrierParams, Body, ExternalForce, InversionPolicy, Model, Obstacle, Pin, Script,
 };
 use crate::solver::jgs2::SubspaceOptions;
+use crate::solver::qn::{QnMode, MAX_HISTORY, PAPER_ITERATIONS};
 use crate::solver::StopRule;
 use nalgebra::Vector3;
 
 /// The solvers a scene may name.
-pub const SOLVERS: [&str; 3] = ["newton", "jgs2", "vbd"];
+pub const SOLVERS: [&str; 4] = ["newton", "jgs2", "vbd", "qn"];
 
 /// Run settings taken from the scene (the CLI may override them).
 #[derive(Clone, Debug)]
@@ -35,6 +36,10 @@ pub struct RunConfig {
     pub variant: Option<String>,
     /// JGS2 subspace options (far-field tolerance and fit order from `[solver]`).
     pub subspace: SubspaceOptions,
+    /// QN L-BFGS history m (`[solver] history`, default 5).
+    pub qn_history: usize,
+    /// QN stopping mode (`[solver] mode` and `iterations`, default the stop rule).
+    pub qn_mode: QnMode,
     /// Output options.
     pub output: OutputSpec,
     /// A static solve in `steps` load increments (`[simulation] static = true`).
@@ -363,6 +368,37 @@ impl Scene {
             }
             subspace.precompute.far_order = o;
         }
+        let qn_history = s.solver.history.unwrap_or(5);
+        if qn_history > MAX_HISTORY {
+            return Err(cx.err(
+                "solver.history",
+                format!("must be an integer in 0..={MAX_HISTORY}, got {qn_history}"),
+            ));
+        }
+        let qn_mode = match s.solver.mode.as_deref() {
+            None | Some("rule") => {
+                if s.solver.iterations.is_some() {
+                    return Err(cx.err(
+                        "solver.iterations",
+                        "applies only to mode = \"fixed\" (the stop rule decides otherwise)",
+                    ));
+                }
+                QnMode::Rule
+            }
+            Some("fixed") => {
+                let n = s.solver.iterations.unwrap_or(PAPER_ITERATIONS);
+                if n == 0 {
+                    return Err(cx.err("solver.iterations", "must be ≥ 1"));
+                }
+                QnMode::Fixed(n)
+            }
+            Some(other) => {
+                return Err(cx.err(
+                    "solver.mode",
+                    format!("unknown mode `{other}` (expected rule or fixed)"),
+                ))
+            }
+        };
         if s.output.every == 0 {
             return Err(cx.err("output.every", "must be ≥ 1"));
         }
@@ -380,6 +416,8 @@ impl Scene {
             max_iterations: s.solver.max_iterations,
             variant: s.solver.variant.clone(),
             subspace,
+            qn_history,
+            qn_mode,
             output: s.output.clone(),
             static_solve: s.simulation.static_solve,
         })

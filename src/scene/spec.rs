@@ -70,7 +70,7 @@ pub struct SimulationSpec {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SolverSpec {
-    /// `newton` (default), `jgs2` or `vbd`.
+    /// `newton` (default), `jgs2`, `vbd` or `qn`.
     #[serde(default = "SolverSpec::default_name")]
     pub name: String,
     /// Stop rule: `cn` (characteristic norm, default) or `dx` (max position change).
@@ -98,6 +98,17 @@ pub struct SolverSpec {
     /// node mean (a quarter of the numbers per node, more nodes at the same tolerance).
     #[serde(default)]
     pub far_order: Option<usize>,
+    /// QN: L-BFGS history m, an integer in 0..=100 (default 5; 0 takes the projective-dynamics
+    /// direction every iteration).
+    #[serde(default)]
+    pub history: Option<usize>,
+    /// QN stopping mode: `rule` (default: the stop rule of `stop`, capped by `max_iterations`)
+    /// or `fixed` (the paper's fixed iteration count, `iterations`).
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// QN `mode = "fixed"`: iterations per step (default 10, the paper's).
+    #[serde(default)]
+    pub iterations: Option<usize>,
 }
 
 impl SolverSpec {
@@ -126,6 +137,9 @@ impl Default for SolverSpec {
             variant: None,
             far_tolerance: None,
             far_order: None,
+            history: None,
+            mode: None,
+            iterations: None,
         }
     }
 }

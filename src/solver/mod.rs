@@ -1,9 +1,25 @@
 //! Time-step solvers. Each minimises the [`crate::problem::StepProblem`] of one step and returns a
 //! [`StepReport`]. Shared pieces (stop rules, line search) live here once.
+//!
+//! # One loop, two precisions
+//! A solver's host loop is written once, generic over the backend traits of [`backend`]
+//! ([`backend::Backend`]: vectors, scalar slots, fused updates and reductions, reads, the bridge
+//! to a host f64 routine; [`backend::PotentialBackend`]: the step's potential — gradient, step
+//! filter, line-search trials). [`backend::CpuBackend`] runs it in f64 on `StepProblem` itself
+//! (every scene; the embedded default and what tight stop rules need);
+//! [`backend::DeviceBackend`] runs it in f32 WGSL kernels on a GPU or on their CPU twins,
+//! recording each iteration into one plan and waiting only where the host decides. The first
+//! solver on it is [`qn`] (`QnSolver<B>`); the projective-dynamics family's shared global matrix
+//! is [`pd`]. Newton (f64, with optional GPU element work) and JGS2/VBD (an f64 solver and a
+//! separate device solver) predate it. Why a trait rather than scalar-generic twins, the rules
+//! for the next solvers and what folding JGS2/VBD in would remove: `ARCHITECTURE.md`.
 
+pub mod backend;
 pub mod jgs2;
 mod line_search;
 mod newton;
+pub mod pd;
+pub mod qn;
 mod report;
 mod stop;
 

@@ -130,3 +130,52 @@ pub fn assert_close(a: &[f32], b: &[f32], tol: f64, what: &str) {
     eprintln!("{what}: relative error {e:.2e} (tolerance {tol:.0e})");
     assert!(e <= tol, "{what}: relative error {e:.3e} > {tol:.0e}");
 }
+
+/// A one-body model of `mesh` with `mat` everywhere, density 1000 kg/m³, barrier κ = 1 and d̂
+/// `dhat` (m).
+pub fn one_body(
+    mesh: jello::mesh::TetMesh,
+    mat: jello::material::Material,
+    gravity: [f64; 3],
+    pins: Vec<jello::problem::Pin>,
+    obstacles: Vec<jello::problem::Obstacle>,
+    dhat: f64,
+) -> jello::problem::Model {
+    let (nv, nt) = (mesh.num_vertices(), mesh.num_tets());
+    jello::problem::Model::new(
+        mesh,
+        vec![jello::problem::Body {
+            name: "body".into(),
+            vertices: 0..nv,
+            tets: 0..nt,
+        }],
+        vec![mat; nt],
+        vec![1000.0; nt],
+        gravity,
+        pins,
+        obstacles,
+        jello::problem::BarrierParams { dhat, kappa: 1.0 },
+    )
+    .unwrap()
+}
+
+/// A pin on every vertex of `mesh` whose rest position satisfies `pred` (there must be one).
+pub fn pin_where(
+    mesh: &jello::mesh::TetMesh,
+    pred: impl Fn(&[f64; 3]) -> bool,
+    script: jello::problem::Script,
+) -> jello::problem::Pin {
+    let vertices: Vec<u32> = (0..mesh.num_vertices() as u32)
+        .filter(|&v| pred(&mesh.positions[v as usize]))
+        .collect();
+    assert!(!vertices.is_empty(), "the pin selects no vertex");
+    let start = vertices
+        .iter()
+        .map(|&v| mesh.positions[v as usize])
+        .collect();
+    jello::problem::Pin {
+        vertices,
+        start,
+        script,
+    }
+}

@@ -941,7 +941,7 @@ pub fn jgs2_dots(
     Ok(())
 }
 
-/// Twin of `jgs2_combine.wgsl`: `step = f0·d0 + f1·d1 + f2·d2`, `bound = 1 − α_v`.
+/// Twin of `jgs2_combine.wgsl`: `step = f0·d0 + f1·d1 + f2·d2`, `bound = 1/α_v`.
 pub fn jgs2_combine(
     p: &Params,
     dirs: &[GpuVec4],
@@ -966,13 +966,13 @@ pub fn jgs2_combine(
             if s != Vec3::ZERO {
                 alpha = contact_step_bound(&contacts[v * nc..v * nc + nc], s);
             }
-            *bv = 1.0 - alpha;
+            *bv = 1.0 / alpha.max(1e-30);
         });
     Ok(())
 }
 
 /// Twin of `jgs2_trial.wgsl`: `x_new = x + a·step`, contacts advanced by a·step,
-/// `dirs[2n + v] = a·step`, `dxn = |a·step|`, `a = f0·(1 − scal[u1])`.
+/// `dirs[2n + v] = a·step`, `dxn = |a·step|`, `a = f0 / scal[u1]`.
 #[allow(clippy::too_many_arguments)]
 pub fn jgs2_trial(
     p: &Params,
@@ -994,7 +994,7 @@ pub fn jgs2_trial(
     need(dxn.len(), n, "jgs2_trial dxn")?;
     let nc = per_vertex(contacts, n, "jgs2_trial contacts")?;
     need(contacts_new.len(), nc * n, "jgs2_trial contacts_new")?;
-    let a = p.f0 * (1.0 - scal[p.u1 as usize]);
+    let a = p.f0 / scal[p.u1 as usize];
     x_new[..n]
         .par_iter_mut()
         .zip(dirs[2 * n..3 * n].par_iter_mut())

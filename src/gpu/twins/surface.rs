@@ -334,7 +334,7 @@ pub fn jgs2_face_terms(
     Ok(())
 }
 
-/// Twin of `jgs2_face_bound.wgsl`: `bound[v] = max(bound[v], 1 − t_v)` with t_v the least
+/// Twin of `jgs2_face_bound.wgsl`: `bound[v] = max(bound[v], 1/t_v)` with t_v the least
 /// conservative time of impact of v's surface triangles moving by `step` against every sphere
 /// and box, keeping the separation `Params::f3`.
 pub fn jgs2_face_bound(
@@ -374,7 +374,7 @@ pub fn jgs2_face_bound(
                     t = t.min(face_toi(c, d, p.f3));
                 }
             }
-            *bv = bv.max(1.0 - t);
+            *bv = bv.max(1.0 / t.max(1e-30));
         });
     Ok(())
 }

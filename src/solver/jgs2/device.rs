@@ -79,11 +79,14 @@
 //! accepted iterate keeps every element's J above a floor: the `elastic` kernel writes a
 //! sentinel energy (read as +∞) for an element with det F below min(1e-4,
 //! ½·min J(x_start)) — one floor computed at upload, so an element already flatter than
-//! 1e-4 can still move; the f64 reference's floor of 1e-8 is below what f32 resolves — and the safeguard is forced on (VBD and plain JGS2 too), so
-//! the line search rejects every such trial. The reference instead limits each move to a tenth
+//! 1e-4 can still move; the f64 reference's floor of 1e-8 is below what f32 resolves — and
+//! the safeguard is forced on (VBD and plain JGS2 too), so the line search rejects every such
+//! trial. The reference instead limits each move to a tenth
 //! of the element's J (`strict_volume_floor`); the device's single floor is weaker per move but
 //! holds for every iterate. J is evaluated in f32 (resolving ~1e-6): an element flatter than
-//! that at x_start is not reliably protected.
+//! that at x_start is not reliably protected — which is why the runner gives a device
+//! simulation the f64 reference for forbid's strict retries (`Simulation::set_strict_solver`);
+//! this floor serves embedders who call the device solver directly.
 //!
 //! Static increments ([`StepProblem::new_static`]) are not supported on the device (the runner
 //! falls back to the CPU).
@@ -154,7 +157,7 @@ struct Sample {
     /// in `energy`.
     magnitude: f64,
     max_dx: f64,
-    /// 1 − the obstacle step bound of the combined step.
+    /// 1 / the obstacle step bound of the combined step (≥ 1).
     bound: f64,
     dots: [f64; 13],
 }
@@ -1401,7 +1404,7 @@ impl StepSolver for DeviceJgs2 {
         if let Some(r) = records.as_mut() {
             r.push(IterationRecord {
                 residual: s.residual,
-                energy: s.energy,
+                energy: 0.0,
                 alpha: 1.0,
             });
         }
@@ -1481,7 +1484,7 @@ impl StepSolver for DeviceJgs2 {
                 self.rec_trial(&mut p, cur, scale);
                 self.rec_eval_safeguarded(&mut p, 1 - cur);
                 let mut trial = self.run(&p)?;
-                let alpha0 = 1.0 - trial.bound;
+                let alpha0 = 1.0 / trial.bound;
                 if descent {
                     let tl = Instant::now();
                     let mut tries = 1;

@@ -1,0 +1,663 @@
+//! The projective-dynamics family against Newton and JGS2 (issue 10, step 1: quasi-Newton
+//! L-BFGS-PD). All figures from one run of `cargo bench --bench solvers`.
+//!
+//! Cases (`JELLO_SOLVERS_CASES`, comma list; default `table1,orderings,iterations,split,contact`):
+//! - `table1` — the paper's Table I on a twisting Neo-Hookean bar of 3,321 vertices / 15,360 tets
+//!   (1 × 0.2 × 0.2 m, 40×8×8 cells, E = 1e5 Pa and, softer, 1e4 Pa, ν = 0.4, ρ = 1000 kg/m³,
+//!   caps rotating in opposite directions at π rad/s about the bar's axis; the paper does not
+//!   give its bar's parameters), h = 1/30 s: per frame, from the state
+//!   of Newton's converged trajectory, the relative error e_k = (E(x_k) − E(x*)) /
+//!   (E(x_0) − E(x*)) (QN Eq. 12; x_0 = the step's start, x* = Newton to ε = 1e-10) after 10 QN
+//!   iterations (m = 5, and m = 0, 2, 10 for the history sweep) and after one Newton iteration,
+//!   with the wall time of each per frame. `JELLO_SOLVERS_FRAMES` (default 6).
+//! - `orderings` — the global matrix A of the Table I bar and of the 17k twist bar factored with
+//!   METIS nested dissection and with AMD: fill, factor time, three-column solve time.
+//! - `iterations` — iterations and wall time per step to the shared stop rule (CN, ε = 1e-5)
+//!   for Newton, QN (m = 5) and JGS2 on a 4×1×1 twist bar (largest extent 1, E = 1e5, ν = 0.4,
+//!   fixed corotated, h = 25 ms, caps at ±0.1π rad/s as `twist.toml`): by default at 1,225
+//!   vertices (24×6×6 cells); `JELLO_SOLVERS_BIG=1` adds the 15,616-vertex bar (60×15×15 cells)
+//!   and armadillo_18k (the convergence bench's kicked armadillo: stable Neo-Hookean E = 1e5,
+//!   left hand pinned, 3 kN on the right foot for 20 ms, h = 10 ms). `JELLO_SOLVERS_STEPS`
+//!   (default 5).
+//! - `split` — QN's per-iteration cost split (gradient, two-loop, triangular solve, line
+//!   search; the host solve's bus share) with every phase synchronised, on the f64 CPU backend
+//!   and on the device backend: the software GPU adapter when one is found (lavapipe: f32 on the
+//!   CPU — correctness only, its speed means nothing for a GPU) and the kernels' CPU twins.
+//! - `armadillo_114k` (opt-in) — cost per iteration of QN and Newton on armadillo_114k (the
+//!   kicked-foot scene on the 28,310-vertex mesh), `JELLO_SOLVERS_STEPS` steps: the issue's
+//!   goal is a QN iteration at ≤ 1/20 of a Newton iteration there.
+//! - `contact` — `drop.toml`'s first 20 steps (the ball's impact): QN iterations with the
+//!   contact curvature in the initial inverse Hessian (the default) and without (the paper's
+//!   rule; 1000-iteration cap per step).
+
+use jello::gpu::{Backend, Device};
+use jello::material::{Material, MaterialModel};
+use jello::mesh::box_grid;
+use jello::problem::{BarrierParams, Body, Model, Pin, Script, State, StepProblem};
+use jello::scene::Scene;
+use jello::sim::Simulation;
+use jello::solver::backend::{CpuBackend, DeviceBackend, PotentialBackend};
+use jello::solver::jgs2::{build_subspace, Jgs2Params, Jgs2Solver, SubspaceOptions, Variant};
+use jello::solver::pd::{GlobalOptions, GlobalSystem};
+use jello::solver::qn::{QnMode, QnParams, QnSolver};
+use jello::solver::{NewtonParams, NewtonSolver, StepSolver, StopRule};
+use jello_precompute::cholesky::Ordering;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+/// A bar `[-L/2, L/2] × [-w/2, w/2]²` whose end caps rotate about x at ±ω.
+fn twist_bar(cells: [usize; 3], size: [f64; 3], mat: Material, omega: f64) -> Model {
+    let half = size.map(|s| s / 2.0);
+    let mesh = box_grid([-half[0], -half[1], -half[2]], half, cells);
+    let (nt, nv) = (mesh.num_tets(), mesh.num_vertices());
+    let cap = |sign: f64| {
+        let vertices: Vec<u32> = (0..nv as u32)
+            .filter(|&v| sign * mesh.positions[v as usize][0] > half[0] - 1e-9)
+            .collect();
+        let start = vertices
+            .iter()
+            .map(|&v| mesh.positions[v as usize])
+            .collect();
+        Pin {
+            vertices,
+            start,
+            script: Script::Rotate {
+                center: [0.0; 3],
+                axis: [1.0, 0.0, 0.0],
+                omega: sign * omega,
+            },
+        }
+    };
+    let pins = vec![cap(-1.0), cap(1.0)];
+    Model::new(
+        mesh,
+        vec![Body {
+            name: "bar".into(),
+            vertices: 0..nv,
+            tets: 0..nt,
+        }],
+        vec![mat; nt],
+        vec![1000.0; nt],
+        [0.0; 3],
+        pins,
+        vec![],
+        BarrierParams {
+            dhat: 1e-3,
+            kappa: 1.0,
+        },
+    )
+    .expect("model")
+}
+
+fn qn(model: &Model, params: QnParams) -> QnSolver<CpuBackend> {
+    QnSolver::new(model, CpuBackend::new(model.num_vertices()), params).expect("qn")
+}
+
+fn newton(model: &Model, eps: f64, max_iterations: usize) -> NewtonSolver {
+    NewtonSolver::new(
+        model,
+        NewtonParams {
+            stop: StopRule::Cn { eps },
+            max_iterations,
+            ..NewtonParams::default()
+        },
+    )
+    .expect("newton")
+}
+
+fn advance(state: &State, x: Vec<f64>, h: f64) -> State {
+    let v = x.iter().zip(&state.x).map(|(a, b)| (a - b) / h).collect();
+    State {
+        x,
+        v,
+        t: state.t + h,
+    }
+}
+
+// ---------------------------------------------------------------- Table I
+
+fn table1() {
+    for e in [1e5, 1e4] {
+        table1_for(e);
+    }
+}
+
+fn table1_for(young: f64) {
+    let frames: usize = env_or("JELLO_SOLVERS_FRAMES", 6);
+    let mat = Material::from_young_poisson(MaterialModel::NeoHookean, young, 0.4).unwrap();
+    let model = twist_bar([40, 8, 8], [1.0, 0.2, 0.2], mat, std::f64::consts::PI);
+    let h = 1.0 / 30.0;
+    println!(
+        "\n## Table I — twisting Neo-Hookean bar (E = {young:.0e} Pa, ν = 0.4), {} vertices, {} tets, h = 1/30 s, {frames} frames\n",
+        model.num_vertices(),
+        model.mesh.num_tets()
+    );
+    let mut state = model.initial_state(&vec![[0.0; 3]; model.num_vertices()]);
+    let mut reference = newton(&model, 1e-10, 100);
+    let mut one_newton = newton(&model, 1e-10, 1);
+    let histories = [5usize, 0, 2, 10];
+    let mut qns: Vec<QnSolver<CpuBackend>> = histories
+        .iter()
+        .map(|&m| {
+            qn(
+                &model,
+                QnParams {
+                    history: m,
+                    mode: QnMode::Fixed(10),
+                    ..QnParams::default()
+                },
+            )
+        })
+        .collect();
+    // Per solver: Σ e, Σ log e (geometric mean), Σ ms (the first frame's factorisation apart).
+    let mut err = vec![(0.0f64, 0.0f64, 0.0f64, 0usize); histories.len() + 1];
+    let mut ref_its = 0;
+    let mut factor_ms = 0.0;
+    for frame in 1..=frames {
+        let p = StepProblem::new(&model, &state, h);
+        let mut xs = Vec::new();
+        let r = reference
+            .step(&p, &model, &mut xs, false)
+            .expect("reference");
+        ref_its += r.iterations;
+        let e_star = p.energy_change(&model, &xs);
+        let rel = |x: &[f64]| (p.energy_change(&model, x) - e_star) / (0.0 - e_star);
+        let mut x = Vec::new();
+        let t0 = Instant::now();
+        one_newton.step(&p, &model, &mut x, false).expect("newton");
+        let t = ms(t0);
+        let e = rel(&x);
+        let slot = &mut err[histories.len()];
+        *slot = (
+            slot.0 + e,
+            slot.1 + e.max(1e-300).ln(),
+            slot.2 + t,
+            slot.3 + 1,
+        );
+        for (k, s) in qns.iter_mut().enumerate() {
+            let before = s.system().factor_ms();
+            let t0 = Instant::now();
+            s.step(&p, &model, &mut x, false).expect("qn");
+            let f = s.system().factor_ms() - before;
+            let t = ms(t0) - f;
+            if k == 0 {
+                factor_ms += f;
+            }
+            let e = rel(&x);
+            err[k] = (
+                err[k].0 + e,
+                err[k].1 + e.max(1e-300).ln(),
+                err[k].2 + t,
+                err[k].3 + 1,
+            );
+        }
+        println!(
+            "  frame {frame}: e(Newton×1) {:.2e}, e(QN m=5 ×10) {:.2e}; reference {} Newton iterations",
+            err[histories.len()].0 / frame as f64,
+            err[0].0 / frame as f64,
+            r.iterations
+        );
+        state = advance(&state, xs, h);
+    }
+    println!(
+        "\nReference: Newton to ε = 1e-10, {:.1} iterations per frame. QN's one-time factorisation \
+         of A: {factor_ms:.1} ms (not in the per-frame times).\n",
+        ref_its as f64 / frames as f64
+    );
+    println!("| method | relative error e (mean) | e (geometric mean) | ms / frame |");
+    println!("|---|---|---|---|");
+    let newton_ms = err[histories.len()].2 / frames as f64;
+    let row = |name: String, e: &(f64, f64, f64, usize)| {
+        let n = e.3 as f64;
+        println!(
+            "| {name} | {:.2e} | {:.2e} | {:.1} ({:.3}× Newton) |",
+            e.0 / n,
+            (e.1 / n).exp(),
+            e.2 / n,
+            e.2 / n / newton_ms
+        );
+    };
+    for (k, m) in histories.iter().enumerate() {
+        row(format!("QN, m = {m}, 10 iterations"), &err[k]);
+    }
+    row("Newton, 1 iteration".into(), &err[histories.len()]);
+}
+
+// ---------------------------------------------------------------- orderings
+
+fn orderings() {
+    println!("\n## The global matrix A: METIS nested dissection vs AMD\n");
+    println!("| mesh | free vertices | ordering | analysis ms | factor ms | nnz(L) | 3-column solve ms |");
+    println!("|---|---|---|---|---|---|---|");
+    let mat = Material::from_young_poisson(MaterialModel::NeoHookean, 1e5, 0.4).unwrap();
+    let mut cases = vec![(
+        "Table I bar",
+        twist_bar([40, 8, 8], [1.0, 0.2, 0.2], mat, 1.0),
+    )];
+    cases.push((
+        "twist 60×15×15",
+        twist_bar([60, 15, 15], [1.0, 0.25, 0.25], mat, 1.0),
+    ));
+    for (name, model) in cases {
+        for (oname, ordering) in [
+            ("metis-nd", Ordering::NestedDissection { block: 1 }),
+            ("amd", Ordering::Amd),
+        ] {
+            let mut sys = GlobalSystem::new(
+                &model,
+                GlobalOptions {
+                    ordering,
+                    ..GlobalOptions::default()
+                },
+            )
+            .unwrap();
+            let t0 = Instant::now();
+            sys.prepare(&model, &model.pinned, 900.0).unwrap();
+            let first = ms(t0);
+            // A second mass weight: the numeric factorisation alone.
+            let t0 = Instant::now();
+            sys.prepare(&model, &model.pinned, 1600.0).unwrap();
+            let factor = ms(t0);
+            let mut rhs: Vec<f64> = (0..3 * model.num_vertices())
+                .map(|k| ((k * 7919) % 1000) as f64 / 1000.0)
+                .collect();
+            let reps = 20;
+            let t0 = Instant::now();
+            for _ in 0..reps {
+                sys.solve(&mut rhs).unwrap();
+            }
+            let solve = ms(t0) / reps as f64;
+            println!(
+                "| {name} | {} | {oname} | {:.1} | {factor:.1} | {} | {solve:.2} |",
+                sys.free_vertices(),
+                first - factor,
+                sys.factor_nnz()
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------- iterations to the stop rule
+
+struct Case {
+    name: String,
+    model: Model,
+    velocity: Vec<[f64; 3]>,
+    h: f64,
+}
+
+fn armadillo() -> Option<Case> {
+    armadillo_mesh("armadillo_18k")
+}
+
+fn armadillo_mesh(name: &str) -> Option<Case> {
+    let mesh = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../shared/meshes/{name}.node"));
+    if !mesh.exists() {
+        println!("  ({name} not in ../shared/meshes: skipped)");
+        return None;
+    }
+    let scene = format!(
+        r#"
+[simulation]
+h = 0.01
+steps = 1
+gravity = [0.0, -9.81, 0.0]
+
+[[objects]]
+name = "armadillo"
+mesh = {{ file = "{}" }}
+material = {{ model = "stable_neo_hookean", youngs_modulus = 1e5, poisson_ratio = 0.4, density = 1000.0 }}
+
+[[pins]]
+region = {{ box = {{ min = [-1.0, -1.0, -1.0], max = [-0.37, 1.0, 1.0] }} }}
+
+[[forces]]
+region = {{ box = {{ min = [0.0, -1.0, -1.0], max = [1.0, -0.44, 1.0] }} }}
+force = [0.0, 0.0, 3000.0]
+start = 0.0
+end = 0.02
+"#,
+        mesh.display()
+    );
+    let built = Scene::parse(Path::new("armadillo.toml"), &scene)
+        .expect("scene")
+        .build()
+        .expect("build");
+    Some(Case {
+        name: format!(
+            "{name} ({} vertices, kicked foot, h = 10 ms)",
+            built.model.num_vertices()
+        ),
+        velocity: built.velocity.clone(),
+        h: built.config.h,
+        model: built.model,
+    })
+}
+
+fn iterations() {
+    let steps: usize = env_or("JELLO_SOLVERS_STEPS", 5);
+    let big = env_or("JELLO_SOLVERS_BIG", 0usize) != 0;
+    let fc = Material::from_young_poisson(MaterialModel::FixedCorotated, 1e5, 0.4).unwrap();
+    let w = 0.1 * std::f64::consts::PI;
+    let mut cases = vec![Case {
+        name: "twist 4×1×1, 24×6×6 cells".into(),
+        model: twist_bar([24, 6, 6], [1.0, 0.25, 0.25], fc, w),
+        velocity: Vec::new(),
+        h: 0.025,
+    }];
+    if big {
+        cases.push(Case {
+            name: "twist 4×1×1, 60×15×15 cells".into(),
+            model: twist_bar([60, 15, 15], [1.0, 0.25, 0.25], fc, w),
+            velocity: Vec::new(),
+            h: 0.025,
+        });
+        cases.extend(armadillo());
+    }
+    println!("\n## Iterations and time per step to CN ε = 1e-5 ({steps} steps)\n");
+    println!("| case | vertices | solver | iterations per step | mean | ms / step | ms / iteration | precompute s |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let stop = StopRule::Cn { eps: 1e-5 };
+    for case in cases {
+        let m = &case.model;
+        let vel = if case.velocity.is_empty() {
+            vec![[0.0; 3]; m.num_vertices()]
+        } else {
+            case.velocity.clone()
+        };
+        for name in ["newton", "qn", "jgs2"] {
+            let t0 = Instant::now();
+            let solver: Box<dyn StepSolver> = match name {
+                "newton" => Box::new(newton(m, 1e-5, 1000)),
+                "qn" => Box::new(qn(
+                    m,
+                    QnParams {
+                        stop,
+                        ..QnParams::default()
+                    },
+                )),
+                _ => {
+                    let sub = build_subspace(m, case.h, &SubspaceOptions::default()).expect("jgs2");
+                    Box::new(
+                        Jgs2Solver::jgs2(
+                            m,
+                            Jgs2Params {
+                                stop,
+                                max_iterations: 1000,
+                                variant: Variant::Jacobi,
+                                safeguard: true,
+                            },
+                            Arc::new(sub),
+                        )
+                        .expect("jgs2"),
+                    )
+                }
+            };
+            let pre = t0.elapsed().as_secs_f64();
+            let mut sim =
+                Simulation::new(m.clone(), m.initial_state(&vel), case.h, solver).expect("sim");
+            let mut its = Vec::new();
+            let mut wall = 0.0;
+            let mut conv = 0;
+            for _ in 0..steps {
+                let r = sim.step(false).expect("step");
+                its.push(r.iterations);
+                wall += r.wall_ms;
+                conv += r.converged as usize;
+            }
+            let total: usize = its.iter().sum();
+            println!(
+                "| {} | {} | {name} | {:?}{} | {:.1} | {:.1} | {:.2} | {:.2} |",
+                case.name,
+                m.num_vertices(),
+                its,
+                if conv < steps {
+                    format!(" ({}/{steps} converged)", conv)
+                } else {
+                    String::new()
+                },
+                total as f64 / steps as f64,
+                wall / steps as f64,
+                wall / total.max(1) as f64,
+                pre
+            );
+        }
+    }
+}
+
+fn armadillo_114k() {
+    let Some(case) = armadillo_mesh("armadillo_114k") else {
+        return;
+    };
+    let steps: usize = env_or("JELLO_SOLVERS_STEPS", 2);
+    let m = &case.model;
+    println!(
+        "\n## Cost per iteration on {} ({steps} steps, ε = 1e-5)\n",
+        case.name
+    );
+    println!("| solver | iterations | ms / iteration |");
+    println!("|---|---|---|");
+    let mut per = Vec::new();
+    for name in ["newton", "qn"] {
+        let solver: Box<dyn StepSolver> = if name == "newton" {
+            Box::new(newton(m, 1e-5, 1000))
+        } else {
+            Box::new(qn(m, QnParams::default()))
+        };
+        let mut sim = Simulation::new(m.clone(), m.initial_state(&case.velocity), case.h, solver)
+            .expect("sim");
+        let (mut its, mut wall) = (0, 0.0);
+        for _ in 0..steps {
+            let r = sim.step(false).expect("step");
+            its += r.iterations;
+            wall += r.wall_ms;
+        }
+        per.push(wall / its.max(1) as f64);
+        println!("| {name} | {its} | {:.1} |", wall / its.max(1) as f64);
+    }
+    println!(
+        "\nQN iteration / Newton iteration: 1/{:.1}",
+        per[0] / per[1]
+    );
+}
+
+// ---------------------------------------------------------------- per-iteration split
+
+fn split_on<B: PotentialBackend>(label: &str, model: &Model, backend: B, h: f64, steps: usize) {
+    let mut s = QnSolver::new(
+        model,
+        backend,
+        QnParams {
+            mode: QnMode::Fixed(10),
+            profile: true,
+            ..QnParams::default()
+        },
+    )
+    .expect("qn");
+    let mut state = model.initial_state(&vec![[0.0; 3]; model.num_vertices()]);
+    let t0 = Instant::now();
+    for _ in 0..steps {
+        let p = StepProblem::new(model, &state, h);
+        let mut x = Vec::new();
+        s.step(&p, model, &mut x, false).expect("qn step");
+        state = advance(&state, x, h);
+    }
+    let wall = ms(t0);
+    let ph = s.phases();
+    let n = ph.iterations.max(1) as f64;
+    let total = ph.gradient_ms + ph.two_loop_ms + ph.solve_ms + ph.line_search_ms;
+    let pct = |v: f64| 100.0 * v / total;
+    println!(
+        "| {label} | {:.3} ({:.0}%) | {:.3} ({:.0}%) | {:.3} ({:.0}%) | {:.3} ({:.0}%) | {:.3} | {:.1} |",
+        ph.gradient_ms / n,
+        pct(ph.gradient_ms),
+        ph.two_loop_ms / n,
+        pct(ph.two_loop_ms),
+        ph.solve_ms / n,
+        pct(ph.solve_ms),
+        ph.line_search_ms / n,
+        pct(ph.line_search_ms),
+        total / n,
+        wall
+    );
+}
+
+fn split() {
+    let steps: usize = env_or("JELLO_SOLVERS_STEPS", 5);
+    let mat = Material::from_young_poisson(MaterialModel::NeoHookean, 1e5, 0.4).unwrap();
+    let model = twist_bar([40, 8, 8], [1.0, 0.2, 0.2], mat, std::f64::consts::PI);
+    let h = 1.0 / 30.0;
+    println!(
+        "\n## QN per-iteration cost split — Table I bar ({} vertices), {steps} frames × 10 iterations, every phase synchronised\n",
+        model.num_vertices()
+    );
+    println!("| backend | gradient ms | two-loop ms | triangular solve ms | line search ms | ms / iteration | wall ms |");
+    println!("|---|---|---|---|---|---|---|");
+    split_on(
+        "cpu-f64",
+        &model,
+        CpuBackend::new(model.num_vertices()),
+        h,
+        steps,
+    );
+    let bus = |label: &str, dev: Device| {
+        let b = DeviceBackend::new(dev, &model).expect("device backend");
+        let mut s = QnSolver::new(
+            &model,
+            b,
+            QnParams {
+                mode: QnMode::Fixed(10),
+                ..QnParams::default()
+            },
+        )
+        .expect("qn");
+        let state = model.initial_state(&vec![[0.0; 3]; model.num_vertices()]);
+        let p = StepProblem::new(&model, &state, h);
+        let mut x = Vec::new();
+        let t0 = Instant::now();
+        s.step(&p, &model, &mut x, false).expect("qn step");
+        let wall = ms(t0);
+        let st = s.backend().host_solve_stats();
+        println!(
+            "  {label}, unsynchronised step of 10 iterations: {wall:.1} ms; host solve {} calls, \
+             {:.1} KB over the bus per solve, transfer {:.2} ms + solve {:.2} ms per call ({:.0}% of the step)",
+            st.calls,
+            st.bytes as f64 / st.calls.max(1) as f64 / 1024.0,
+            st.transfer_ms / st.calls.max(1) as f64,
+            st.host_ms / st.calls.max(1) as f64,
+            100.0 * (st.transfer_ms + st.host_ms) / wall
+        );
+    };
+    match Device::new(Backend::Gpu) {
+        Ok(dev) => {
+            let name = dev.info().to_string();
+            split_on(
+                &format!("device: {name}"),
+                &model,
+                DeviceBackend::new(dev, &model).expect("device backend"),
+                h,
+                steps,
+            );
+            if let Ok(dev) = Device::new(Backend::Gpu) {
+                bus(&name, dev);
+            }
+        }
+        Err(e) => println!("  (no GPU adapter: {e})"),
+    }
+    split_on(
+        "device: CPU twins (f32)",
+        &model,
+        DeviceBackend::new(Device::cpu(), &model).expect("twins"),
+        h,
+        steps,
+    );
+    bus("CPU twins", Device::cpu());
+    println!(
+        "\nA software adapter (lavapipe/llvmpipe) runs the f32 kernels on the CPU: its times say \
+         nothing about a GPU's, only that the device path runs."
+    );
+}
+
+// ---------------------------------------------------------------- contact
+
+fn contact() {
+    let path: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenes/drop.toml");
+    let built = Scene::load(&path).expect("scene").build().expect("build");
+    let m = &built.model;
+    let steps = 20;
+    println!("\n## Contact: drop.toml, first {steps} steps (impact at step 13), CN ε = 1e-5\n");
+    println!("| initial inverse Hessian | iterations per step | total | converged | wall s |");
+    println!("|---|---|---|---|---|");
+    for (label, on) in [
+        ("(A + B_contact)⁻¹ (default)", true),
+        ("A⁻¹ (paper)", false),
+    ] {
+        let solver = qn(
+            m,
+            QnParams {
+                contact_correction: on,
+                ..QnParams::default()
+            },
+        );
+        let mut sim = Simulation::new(
+            m.clone(),
+            m.initial_state(&built.velocity),
+            built.config.h,
+            Box::new(solver),
+        )
+        .expect("sim");
+        let t0 = Instant::now();
+        let mut its = Vec::new();
+        let mut conv = 0;
+        for _ in 0..steps {
+            match sim.step(false) {
+                Ok(r) => {
+                    its.push(r.iterations);
+                    conv += r.converged as usize;
+                }
+                Err(e) => {
+                    println!("  {label}: {e}");
+                    break;
+                }
+            }
+        }
+        println!(
+            "| {label} | {:?} | {} | {conv}/{steps} | {:.1} |",
+            its,
+            its.iter().sum::<usize>(),
+            t0.elapsed().as_secs_f64()
+        );
+    }
+}
+
+fn main() {
+    println!(
+        "threads: {}; `cargo bench --bench solvers` (CPU f64 unless marked)",
+        rayon::current_num_threads()
+    );
+    let cases = std::env::var("JELLO_SOLVERS_CASES")
+        .unwrap_or_else(|_| "table1,orderings,iterations,split,contact".into());
+    for c in cases.split(',') {
+        match c.trim() {
+            "table1" => table1(),
+            "orderings" => orderings(),
+            "iterations" => iterations(),
+            "split" => split(),
+            "contact" => contact(),
+            "armadillo_114k" => armadillo_114k(),
+            other => panic!("unknown case {other}"),
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! Quasi-Newton parameters.
+
+use crate::solver::pd::GlobalOptions;
+use crate::solver::StopRule;
+
+/// How a QN step decides it is done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QnMode {
+    /// jello's shared stop rule ([`QnParams::stop`], `--stop cn|dx`) with an iteration cap
+    /// ([`QnParams::max_iterations`]) — the default, and what every comparison uses.
+    Rule,
+    /// The paper's fixed iteration count per step (Table I: 10). The step reports
+    /// `converged` as the stop rule's verdict on where it ended.
+    Fixed(usize),
+}
+
+/// Parameters of [`super::QnSolver`].
+#[derive(Clone, Copy, Debug)]
+pub struct QnParams {
+    /// L-BFGS history m (default 5, the paper's; 0 gives the projective-dynamics step).
+    pub history: usize,
+    /// Stopping mode (default [`QnMode::Rule`]).
+    pub mode: QnMode,
+    /// The stop rule of [`QnMode::Rule`] (default: characteristic norm, ε = 1e-5); in
+    /// [`QnMode::Fixed`] only what `converged` reports.
+    pub stop: StopRule,
+    /// Iteration cap of [`QnMode::Rule`] (default 1000: QN converges linearly).
+    pub max_iterations: usize,
+    /// Armijo constant γ (default 0.3, the paper's).
+    pub armijo: f64,
+    /// Halvings of the line search before it gives up (default 30, α ≥ 2⁻³⁰ of the filter's
+    /// bound; see the module docs).
+    pub max_halvings: usize,
+    /// The global matrix (ordering, k interval, weight scale).
+    pub global: GlobalOptions,
+    /// Add the obstacle barrier's curvature to the initial inverse Hessian by a low-rank
+    /// update around the fixed factor ([`crate::solver::pd::contact`]; default true). False is
+    /// the paper's rule: contact in the energy and gradient only.
+    pub contact_correction: bool,
+    /// Wait for the backend after every phase so the per-phase times are exact (benches; a
+    /// device otherwise runs phases asynchronously and the times fall where it waits).
+    pub profile: bool,
+}
+
+impl Default for QnParams {
+    fn default() -> Self {
+        QnParams {
+            history: 5,
+            mode: QnMode::Rule,
+            stop: StopRule::default(),
+            max_iterations: 1000,
+            armijo: 0.3,
+            max_halvings: 30,
+            global: GlobalOptions::default(),
+            contact_correction: true,
+            profile: false,
+        }
+    }
+}
+
+/// The paper's fixed iteration count (Table I).
+pub const PAPER_ITERATIONS: usize = 10;
+
+/// The largest history a scene may ask for (each pair holds two n × 3 vectors).
+pub const MAX_HISTORY: usize = 100;

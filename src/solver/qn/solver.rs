@@ -1,0 +1,633 @@
+//! The L-BFGS-PD loop, written once over [`PotentialBackend`].
+
+use super::params::{QnMode, QnParams};
+use crate::error::{JelloError, Result};
+use crate::problem::{ElasticTerms, Model, StepProblem};
+use crate::solver::backend::{Coef, Combine, Dots, Point, PotentialBackend};
+use crate::solver::pd::{ContactCorrection, ContactTerm, GlobalSystem};
+use crate::solver::report::ms;
+use crate::solver::{IterationRecord, StepReport, StepSolver, StepTimings, StopRule};
+use std::time::Instant;
+
+/// What one QN iteration did (for tests, traces and benches).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QnIteration {
+    /// ∇E·d of the direction taken (< 0 for a descent direction), J.
+    pub slope: f64,
+    /// Accepted step fraction α (0 when nothing was accepted).
+    pub alpha: f64,
+    /// The step filter's bound on α for the direction taken.
+    pub bound: f64,
+    /// Line-search trials evaluated.
+    pub trials: usize,
+    /// E − E(x_start) after the iteration, J.
+    pub energy: f64,
+    /// Characteristic-norm residual after the iteration.
+    pub residual: f64,
+    /// History pairs the direction used.
+    pub pairs: usize,
+    /// Contact curvature terms in the initial inverse Hessian.
+    pub contacts: usize,
+    /// Whether the new curvature pair was kept (false: sᵀt failed the guard, or m = 0).
+    pub pair_kept: bool,
+    /// Whether the history (and, if that failed too, the contact correction) was dropped on
+    /// the way to the plain PD direction (a non-descent direction, or a failed line search
+    /// along the L-BFGS one).
+    pub reset: bool,
+    /// Whether the history was dropped because the set of vertices in contact changed (the
+    /// initial inverse Hessian's barrier terms; see the module docs).
+    pub contacts_changed: bool,
+}
+
+/// Wall time per phase over a solver's life, ms (exact per phase with
+/// [`QnParams::profile`]; otherwise a device's asynchronous work lands where it is waited for).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QnPhases {
+    /// Gradients at the start and at every trial, with the trial's positions and energy
+    /// change (one element pass for both on either backend).
+    pub gradient_ms: f64,
+    /// Both loops of the two-loop recursion, and the curvature pair.
+    pub two_loop_ms: f64,
+    /// The prefactored solve, with a device's transfers.
+    pub solve_ms: f64,
+    /// The step filter and the reads of the line search's scalars.
+    pub line_search_ms: f64,
+    /// Global-matrix (re)factorisations.
+    pub factor_ms: f64,
+    /// Iterations these times cover.
+    pub iterations: usize,
+}
+
+/// Quasi-Newton L-BFGS-PD on a backend; see the module docs.
+pub struct QnSolver<B: PotentialBackend> {
+    params: QnParams,
+    backend: B,
+    system: GlobalSystem,
+    extent: f64,
+    g: [B::Vector; 2],
+    gc: usize,
+    q: B::Vector,
+    d: B::Vector,
+    s: Vec<B::Vector>,
+    t: Vec<B::Vector>,
+    rho: Vec<B::Scalar>,
+    zeta: Vec<B::Scalar>,
+    chain: [B::Scalar; 2],
+    slope: B::Scalar,
+    ss: B::Scalar,
+    tt: B::Scalar,
+    /// Ring slots of the kept pairs, oldest first.
+    history: Vec<usize>,
+    log: Vec<QnIteration>,
+    phases: QnPhases,
+    correction: ContactCorrection,
+    terms: Vec<ContactTerm>,
+    /// The vertices of the last direction's contact terms (sorted).
+    contact_set: Vec<u32>,
+}
+
+/// A trial the line search accepted, with what the next iteration needs.
+struct Accepted {
+    energy: f64,
+    moved: f64,
+    alpha: f64,
+    residual: f64,
+    rho: f64,
+    ss: f64,
+    tt: f64,
+    /// The history including the trial's pair.
+    history: Vec<usize>,
+}
+
+/// A curvature pair is kept when sᵀt > `pair_guard` · ‖s‖‖t‖: the paper skips sᵀt ≤ 0; the
+/// margin is the round-off of the dot products (f64: 1e-10; f32 sums: 1e-5), below which the
+/// sign of sᵀt is not known.
+fn pair_guard(f64_backend: bool) -> f64 {
+    if f64_backend {
+        1e-10
+    } else {
+        1e-5
+    }
+}
+
+impl<B: PotentialBackend> QnSolver<B> {
+    /// A solver for `model` on `backend`: the global matrix's weights now, its factor at the
+    /// first step.
+    pub fn new(model: &Model, mut backend: B, params: QnParams) -> Result<Self> {
+        if params.history > super::params::MAX_HISTORY {
+            return Err(JelloError::Invalid(format!(
+                "qn: history {} is above {}",
+                params.history,
+                super::params::MAX_HISTORY
+            )));
+        }
+        if let QnMode::Fixed(0) = params.mode {
+            return Err(JelloError::Invalid(
+                "qn: a fixed iteration count must be ≥ 1".into(),
+            ));
+        }
+        if !(params.armijo > 0.0 && params.armijo < 1.0) {
+            return Err(JelloError::Invalid(format!(
+                "qn: the Armijo constant must lie in (0, 1), got {}",
+                params.armijo
+            )));
+        }
+        let system = GlobalSystem::new(model, params.global)?;
+        let slots = params.history + 1;
+        let g = [
+            backend.vector("gradient")?,
+            backend.vector("trial gradient")?,
+        ];
+        let q = backend.vector("two-loop q")?;
+        let d = backend.vector("direction")?;
+        let mut s = Vec::with_capacity(slots);
+        let mut t = Vec::with_capacity(slots);
+        let mut rho = Vec::with_capacity(slots);
+        let mut zeta = Vec::with_capacity(slots);
+        for _ in 0..slots {
+            s.push(backend.vector("history s")?);
+            t.push(backend.vector("history t")?);
+            rho.push(backend.scalar()?);
+            zeta.push(backend.scalar()?);
+        }
+        let chain = [backend.scalar()?, backend.scalar()?];
+        let (slope, ss, tt) = (backend.scalar()?, backend.scalar()?, backend.scalar()?);
+        Ok(QnSolver {
+            params,
+            backend,
+            system,
+            extent: model.largest_extent(),
+            g,
+            gc: 0,
+            q,
+            d,
+            s,
+            t,
+            rho,
+            zeta,
+            chain,
+            slope,
+            ss,
+            tt,
+            history: Vec::new(),
+            log: Vec::new(),
+            phases: QnPhases::default(),
+            correction: ContactCorrection::new(),
+            terms: Vec::new(),
+            contact_set: Vec::new(),
+        })
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &QnParams {
+        &self.params
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// The global matrix (factorisation counts, fill).
+    pub fn system(&self) -> &GlobalSystem {
+        &self.system
+    }
+
+    /// The iterations of the last step.
+    pub fn last_step(&self) -> &[QnIteration] {
+        &self.log
+    }
+
+    /// Per-phase times over the solver's life.
+    pub fn phases(&self) -> QnPhases {
+        self.phases
+    }
+
+    fn sync_if_profiling(&mut self) -> Result<()> {
+        if self.params.profile {
+            self.backend.sync()?;
+        }
+        Ok(())
+    }
+
+    /// The two-loop recursion's first loop on the gradient g[`gi`] with the pairs in `hist`
+    /// (ring slots, oldest first): q = −g, then newest to oldest ζ_i = s_iᵀq/ρ_i,
+    /// q ← q − ζ_i t_i. Each dot product is fused into the update before it.
+    fn first_loop(&mut self, gi: usize, hist: &[usize]) -> Result<()> {
+        let b = &mut self.backend;
+        let k = hist.len();
+        let first_dot = hist.last().map(|&i| (self.s[i], self.chain[0]));
+        b.combine(
+            self.q,
+            Coef::constant(-1.0),
+            self.g[gi],
+            Combine::Set,
+            first_dot,
+        )?;
+        for j in (0..k).rev() {
+            let i = hist[j];
+            let cur = self.chain[(k - 1 - j) % 2];
+            let next = (j > 0).then(|| (self.s[hist[j - 1]], self.chain[(k - j) % 2]));
+            b.combine(
+                self.q,
+                Coef {
+                    base: 0.0,
+                    a: None,
+                    ratio: 1.0,
+                    num: Some(cur),
+                    den: Some(self.rho[i]),
+                    store: Some(self.zeta[i]),
+                },
+                self.t[i],
+                Combine::Add,
+                next,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The second loop on d = A⁻¹q: oldest to newest η = t_iᵀd/ρ_i, d ← d + (ζ_i − η) s_i.
+    fn second_loop(&mut self, hist: &[usize]) -> Result<()> {
+        let b = &mut self.backend;
+        let k = hist.len();
+        if k == 0 {
+            return Ok(());
+        }
+        b.dots(
+            self.t[hist[0]],
+            self.d,
+            Dots {
+                ab: Some(self.chain[0]),
+                aa: None,
+                bb: None,
+            },
+        )?;
+        for j in 0..k {
+            let i = hist[j];
+            let cur = self.chain[j % 2];
+            let next = (j + 1 < k).then(|| (self.t[hist[j + 1]], self.chain[(j + 1) % 2]));
+            b.combine(
+                self.d,
+                Coef {
+                    base: 1.0,
+                    a: Some(self.zeta[i]),
+                    ratio: 1.0,
+                    num: Some(cur),
+                    den: Some(self.rho[i]),
+                    store: None,
+                },
+                self.s[i],
+                Combine::Add,
+                next,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Whether the stop rule holds for `residual` and the last iteration's largest move.
+    fn rule_met(&self, residual: f64, last_move: f64) -> bool {
+        match self.params.stop {
+            StopRule::Cn { eps } => residual < eps,
+            StopRule::Dx { tol } => last_move / self.extent < tol,
+        }
+    }
+}
+
+impl<B: PotentialBackend> StepSolver for QnSolver<B> {
+    fn name(&self) -> String {
+        "qn".into()
+    }
+
+    fn step(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        x: &mut Vec<f64>,
+        trace: bool,
+    ) -> Result<StepReport> {
+        let start = Instant::now();
+        let mut timings = StepTimings::default();
+        self.backend.check(problem)?;
+        self.log.clear();
+        let m = self.params.history;
+        let nv = problem.model.num_vertices();
+
+        // A for this step: pins from the problem, mass weight 1/h² (a static increment has no
+        // inertia; its pseudo-time's 1/h² keeps A definite where no pin holds a body — A only
+        // preconditions, the objective is unchanged).
+        let t0 = Instant::now();
+        let pinned: Vec<bool> = (0..nv).map(|v| problem.fixed[3 * v]).collect();
+        let mass_weight = if problem.inertia > 0.0 {
+            problem.inertia
+        } else {
+            1.0 / (problem.h * problem.h)
+        };
+        if self.system.prepare(problem.model, &pinned, mass_weight)? {
+            timings.factor_ms += ms(t0);
+            self.phases.factor_ms += ms(t0);
+        }
+
+        let t0 = Instant::now();
+        self.backend.begin_step(problem, elastic)?;
+        self.gc = 0;
+        self.history.clear();
+        self.contact_set.clear();
+        let gi = self
+            .backend
+            .gradient(problem, elastic, Point::Current, self.g[0])?;
+        self.first_loop(0, &[])?;
+        let residual0 = self.backend.read(&[gi.residual])?[0];
+        timings.setup_ms += ms(t0);
+        self.phases.gradient_ms += ms(t0);
+        if !residual0.is_finite() {
+            return Err(JelloError::Solver(format!(
+                "qn: non-finite gradient at the step's start ({})",
+                problem.diagnose_non_finite(elastic, &problem.x_start)
+            )));
+        }
+        let start_met = matches!(self.params.stop, StopRule::Cn { .. })
+            && self.rule_met(residual0, f64::INFINITY);
+        let mut residual = residual0;
+        let mut change = 0.0;
+        let mut last_move = f64::INFINITY;
+        let mut iterations = 0;
+        let mut records = trace.then(Vec::new);
+        if let Some(r) = records.as_mut() {
+            r.push(IterationRecord {
+                residual,
+                energy: 0.0,
+                alpha: 0.0,
+            });
+        }
+        let mut gave_up = false;
+        loop {
+            let met = self.rule_met(residual, last_move);
+            let done = match self.params.mode {
+                QnMode::Fixed(n) => iterations >= n,
+                // At least one iteration per step (see `StopRule`).
+                QnMode::Rule => (met && iterations > 0) || iterations >= self.params.max_iterations,
+            };
+            if done {
+                break;
+            }
+            iterations += 1;
+            let mut it = QnIteration::default();
+            // Try the L-BFGS direction; on a non-descent direction or a failed line search,
+            // once more without the history, and then once more without the contact
+            // correction: the plain PD direction −A⁻¹∇E, a descent direction whatever the
+            // round-off (A is SPD). The Woodbury correction can lose definiteness to
+            // cancellation when a barrier term's β is huge (a vertex within 1e-9 of an
+            // obstacle: β ~ 1e12) — a ball thrown at 30 m/s into the ground met it.
+            let mut correct = self.params.contact_correction;
+            let accepted = loop {
+                // d = H∇ : q is ready (first loop recorded); solve; second loop.
+                let t0 = Instant::now();
+                self.terms.clear();
+                if correct && !problem.model.obstacles.is_empty() {
+                    self.backend.contact_terms(problem, &mut self.terms)?;
+                }
+                it.contacts = self.terms.len();
+                let mut set: Vec<u32> = self.terms.iter().map(|t| t.vertex).collect();
+                set.sort_unstable();
+                set.dedup();
+                if set != self.contact_set {
+                    // H₀ changed where the barrier is stiffest: pairs measured under the old
+                    // contact set mix the barrier's curvature into directions H₀ now treats
+                    // differently (kept, they drove a vertex 90% closer to the ground per
+                    // iteration on `drop.toml`'s impact until the step gave up; see the
+                    // module docs).
+                    if !self.history.is_empty() {
+                        self.history.clear();
+                        self.first_loop(self.gc, &[])?;
+                        it.contacts_changed = true;
+                    }
+                    self.contact_set = set;
+                }
+                let hist = self.history.clone();
+                it.pairs = hist.len();
+                let (system, correction, terms) =
+                    (&mut self.system, &mut self.correction, &self.terms);
+                self.backend
+                    .host_solve(self.q, self.d, &mut |v| correction.apply(system, terms, v))?;
+                timings.solve_ms += ms(t0);
+                self.phases.solve_ms += ms(t0);
+                let t0 = Instant::now();
+                self.second_loop(&hist)?;
+                self.backend.dots(
+                    self.g[self.gc],
+                    self.d,
+                    Dots {
+                        ab: Some(self.slope),
+                        aa: None,
+                        bb: None,
+                    },
+                )?;
+                self.sync_if_profiling()?;
+                self.phases.two_loop_ms += ms(t0);
+                let new = (0..=m)
+                    .find(|i| !hist.contains(i))
+                    .expect("m + 1 ring slots for at most m pairs");
+                let gt = 1 - self.gc;
+                let t0 = Instant::now();
+                let bound = self.backend.step_bound(problem, self.d)?;
+                timings.line_search_ms += ms(t0);
+                self.phases.line_search_ms += ms(t0);
+                let mut scale = 1.0;
+                let mut halvings = 0;
+                let mut ignore_inversion = false;
+                let mut outcome = None;
+                loop {
+                    // The trial, and speculatively the gradient there (fused with the energy
+                    // on the f64 backend), the curvature pair and the next first loop: one read
+                    // below then serves the Armijo decision and the next direction.
+                    let t0 = Instant::now();
+                    let tr = self.backend.trial(
+                        problem,
+                        elastic,
+                        self.d,
+                        scale,
+                        bound,
+                        self.s[new],
+                        Some(self.g[gt]),
+                    )?;
+                    self.sync_if_profiling()?;
+                    let trial_ms = ms(t0);
+                    timings.assembly_ms += trial_ms;
+                    self.phases.gradient_ms += trial_ms;
+                    let residual_handle = tr.residual.expect("a gradient was asked for");
+                    let t1 = Instant::now();
+                    let mut with_new = hist.clone();
+                    if m > 0 {
+                        let b = &mut self.backend;
+                        b.combine(
+                            self.t[new],
+                            Coef::constant(1.0),
+                            self.g[gt],
+                            Combine::Set,
+                            None,
+                        )?;
+                        b.combine(
+                            self.t[new],
+                            Coef::constant(-1.0),
+                            self.g[self.gc],
+                            Combine::Add,
+                            None,
+                        )?;
+                        b.dots(
+                            self.s[new],
+                            self.t[new],
+                            Dots {
+                                ab: Some(self.rho[new]),
+                                aa: Some(self.ss),
+                                bb: Some(self.tt),
+                            },
+                        )?;
+                        if with_new.len() == m {
+                            with_new.remove(0);
+                        }
+                        with_new.push(new);
+                    }
+                    self.first_loop(gt, &with_new)?;
+                    self.sync_if_profiling()?;
+                    self.phases.two_loop_ms += ms(t1);
+                    let t1 = Instant::now();
+                    let v = self.backend.read(&[
+                        tr.energy,
+                        tr.inverted,
+                        tr.max_move,
+                        tr.alpha,
+                        self.slope,
+                        residual_handle,
+                        self.rho[new],
+                        self.ss,
+                        self.tt,
+                    ])?;
+                    self.phases.line_search_ms += ms(t1);
+                    timings.line_search_ms += ms(t1);
+                    let [energy, inverted, moved, alpha, slope, res, rho, ss, tt] =
+                        <[f64; 9]>::try_from(v).expect("nine scalars read");
+                    it.slope = slope;
+                    if it.trials == 0 {
+                        it.bound = alpha;
+                    }
+                    it.trials += 1;
+                    if !(slope < 0.0 && slope.is_finite()) {
+                        break;
+                    }
+                    if inverted > 0.0 && !ignore_inversion {
+                        // The inversion part of the step filter, evaluated per trial (a device
+                        // backend; the f64 one has it in its bound): halve until no element
+                        // flips — and, as `StepProblem::step_limit` does, drop it when that
+                        // would cut the step below 1% of the obstacle bound, unless strict.
+                        if scale * 0.5 < 1e-2 && !problem.strict_inversion {
+                            ignore_inversion = true;
+                            scale = 1.0;
+                        } else if halvings < self.params.max_halvings {
+                            scale *= 0.5;
+                            halvings += 1;
+                        } else {
+                            break;
+                        }
+                        continue;
+                    }
+                    let slack = self.backend.energy_slack(problem, elastic, change);
+                    if energy.is_finite()
+                        && energy <= change + self.params.armijo * alpha * slope + slack
+                    {
+                        outcome = Some(Accepted {
+                            energy,
+                            moved,
+                            alpha,
+                            residual: res,
+                            rho,
+                            ss,
+                            tt,
+                            history: with_new,
+                        });
+                        break;
+                    }
+                    if halvings >= self.params.max_halvings {
+                        break;
+                    }
+                    scale *= 0.5;
+                    halvings += 1;
+                }
+                match outcome {
+                    Some(o) => break Some(o),
+                    None if !hist.is_empty() || it.contacts > 0 => {
+                        // Retry without the history, then without the contact correction.
+                        it.reset = true;
+                        correct &= !hist.is_empty();
+                        self.history.clear();
+                        self.first_loop(self.gc, &[])?;
+                    }
+                    None => break None,
+                }
+            };
+            let Some(acc) = accepted else {
+                // No decrease possible along the PD direction either: report, do not hide —
+                // unless the start already met the rule and only round-off is left.
+                gave_up = true;
+                self.log.push(it);
+                break;
+            };
+            self.backend.accept();
+            self.gc = 1 - self.gc;
+            change = acc.energy;
+            residual = acc.residual;
+            last_move = acc.moved;
+            if !residual.is_finite() {
+                return Err(JelloError::Solver(format!(
+                    "qn diverged on {} (non-finite gradient after iteration {iterations})",
+                    self.backend.name()
+                )));
+            }
+            if m > 0 {
+                let guard = pair_guard(self.backend.is_f64()) * (acc.ss * acc.tt).max(0.0).sqrt();
+                it.pair_kept = acc.rho > guard && acc.rho.is_finite();
+                if it.pair_kept {
+                    self.history = acc.history;
+                } else {
+                    // The speculative first loop used the pair: record it again without.
+                    let hist = self.history.clone();
+                    self.first_loop(self.gc, &hist)?;
+                }
+            }
+            it.alpha = acc.alpha;
+            it.energy = change;
+            it.residual = residual;
+            self.log.push(it);
+            if let Some(r) = records.as_mut() {
+                r.push(IterationRecord {
+                    residual,
+                    energy: change,
+                    alpha: acc.alpha,
+                });
+            }
+        }
+        self.phases.iterations += iterations;
+        let converged = if gave_up {
+            iterations == 1 && start_met
+        } else {
+            self.rule_met(residual, last_move)
+        };
+        let (energy, energy_change) = self.backend.finish_step(problem, elastic, change, x)?;
+        if x.iter().any(|v| !v.is_finite()) {
+            return Err(JelloError::Solver(format!(
+                "qn diverged on {} (non-finite positions)",
+                self.backend.name()
+            )));
+        }
+        Ok(StepReport {
+            iterations,
+            converged,
+            residual,
+            energy,
+            energy_change,
+            wall_ms: ms(start),
+            timings,
+            trace: records,
+            ..StepReport::default()
+        })
+    }
+}
