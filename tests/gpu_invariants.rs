@@ -35,8 +35,10 @@ fn built(text: &str) -> BuiltScene {
 
 /// The CPU twins, and the GPU when there is one (see `common::gpu_device`); a constructor per
 /// device, since every solver owns its device.
-fn devices() -> Vec<(&'static str, fn() -> Device)> {
-    let mut d: Vec<(&'static str, fn() -> Device)> = vec![("cpu twins", Device::cpu)];
+type MakeDevice = fn() -> Device;
+
+fn devices() -> Vec<(&'static str, MakeDevice)> {
+    let mut d: Vec<(&'static str, MakeDevice)> = vec![("cpu twins", Device::cpu)];
     if common::gpu_device().is_some() {
         d.push(("gpu", || {
             common::gpu_device().expect("adapter found a moment ago")
