@@ -577,8 +577,8 @@ fn surface_bounds_twins_match_f64_reference() {
     );
     // (2) The local-step filter: each vertex moving alone, against vertex_surface_step.
     let (mut n, mut agree, mut worst) = (0, 0, 0.0f64);
-    for v in 0..nv {
-        let d = push[v] * 3.0;
+    for (v, pv) in push.iter().enumerate() {
+        let d = pv * 3.0;
         let t64 = prob.vertex_surface_step(&x, v, &d);
         let t32 = ts::vertex_face_step(
             &contacts,
