@@ -97,8 +97,17 @@ impl CpuBackend {
     }
 }
 
+/// a·b, summed per fixed chunk in parallel and then the chunks in order: the same bits whatever
+/// the thread count or scheduling (rayon's `sum` splits adaptively, so its rounding varied
+/// from run to run, and a resumed run must repeat the straight run bit for bit).
 fn dot(a: &[f64], b: &[f64]) -> f64 {
-    a.par_iter().zip(b).map(|(x, y)| x * y).sum()
+    const CHUNK: usize = 4096;
+    let parts: Vec<f64> = a
+        .par_chunks(CHUNK)
+        .zip(b.par_chunks(CHUNK))
+        .map(|(x, y)| x.iter().zip(y).map(|(p, q)| p * q).sum::<f64>())
+        .collect();
+    parts.iter().sum()
 }
 
 impl Backend for CpuBackend {
