@@ -45,24 +45,6 @@ use common::assert_close;
 use common::gpu_device as gpu;
 use common::kernels::{nan_f, nan_m, nan_s, nan_v4, run_both, Data as D};
 
-fn assert_close64(a: &[f64], b: &[f64], tol: f64, what: &str) {
-    let a32: Vec<f32> = a.iter().map(|&v| v as f32).collect();
-    let d: f64 = a
-        .iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).powi(2))
-        .sum::<f64>()
-        .sqrt();
-    let r: f64 = b.iter().map(|y| y * y).sum::<f64>().sqrt();
-    assert!(
-        a32.iter().all(|v| v.is_finite()),
-        "{what}: non-finite result"
-    );
-    let e = d / r.max(1e-300);
-    eprintln!("{what}: relative error {e:.2e} (tolerance {tol:.0e})");
-    assert!(e <= tol, "{what}: relative error {e:.3e} > {tol:.0e}");
-}
-
 /// Compares output `k` of GPU vs CPU: elements (of `stride` words) the twin left poisoned must
 /// be poisoned on the GPU too (nothing written outside the kernel's items); the written ones are
 /// compared by relative norm. Panics when nothing was written.
@@ -1250,7 +1232,12 @@ fn vertex_terms_twin_matches_f64_reference() {
         "inertia change {inertia:.4e} J, barrier {:.4e} J",
         problem.barrier_energy(&c.x)
     );
-    assert_close64(&[e32], &[e64], 5e-5, "vertex energies twin vs f64");
+    // The inertia change and the barrier have opposite signs and partly cancel: the f32 error
+    // scales with the per-vertex terms summed, Σ|venergy|, not with their sum. 5e-5 of that.
+    let scale: f64 = venergy.iter().map(|&e| (e as f64).abs()).sum();
+    let err = (e32 - e64).abs() / scale;
+    eprintln!("vertex energies twin vs f64: error {err:.2e} of Σ|terms| {scale:.4e} J");
+    assert!(err < 5e-5, "vertex energies twin vs f64: {e32} vs {e64} J");
     let h32: Vec<f32> = hbar.iter().flat_map(m3_words).collect();
     let h64: Vec<f32> = (0..nv)
         .flat_map(|v| m3_words64(&barrier_hessian(&problem, &c.x, v)).map(|w| w as f32))
