@@ -643,7 +643,7 @@ fn face_bound_and_vertex_filter_match_on_gpu() {
     let contacts = contacts_at(&m, &x);
     // Steps toward the obstacles.
     let step: Vec<GpuVec4> = (0..nv)
-        .map(|v| v4(&(toward_nearest(&m, &at(&x, v)) * rng.random_range(0.0..0.3))))
+        .map(|v| v4(&(toward_nearest(&m, &at(&x, v)) * rng.random_range(0.2..0.6))))
         .collect();
     let bound: Vec<f32> = (0..nv).map(|_| rng.random_range(1.0..1.5)).collect();
     let data = [
