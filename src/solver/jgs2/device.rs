@@ -1160,6 +1160,7 @@ impl StepSolver for DeviceJgs2 {
                 residual: s.residual,
                 energy: 0.0,
                 alpha: 1.0,
+                ..IterationRecord::default()
             });
         }
         let mut cur = 0usize;
@@ -1268,6 +1269,7 @@ impl StepSolver for DeviceJgs2 {
                     residual: s.residual,
                     energy: s.energy - e_start,
                     alpha: alpha_it,
+                    ..IterationRecord::default()
                 });
             }
         }
