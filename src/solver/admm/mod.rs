@@ -87,6 +87,15 @@
 //!   cantilever 0.25: 2022, 0.5: 1118, 1: 927, 2: 1292, 4: 2535 (all converged); twist 521,
 //!   368, 270, 222, 215; stiff_soft 14/60, 30/60, 43/60, 55/60, 60/60 (1,500 iterations at 4).
 //!   The default stays the paper's w² = k (best on cantilever, and what T1 needs).
+//! - The same stall on armadillo_18k (kicked foot, stable Neo-Hookean E = 1e5, h = 10 ms,
+//!   `benches/solvers.rs`): the first step at w² = V k reaches 2.7e-5 by iteration ~60 and
+//!   then holds r = 0.13 √J, s = 4.9 N to two digits for hundreds of iterations (the bench's
+//!   three steps: 1000, 6000, 6000 iterations with the forbid ladder's retries, none
+//!   converged); weight_scale = 4 converges in 198 iterations, 16 is slower again (5.6e-5
+//!   after 300). A constant nonzero s with constant r is a period-2 cycle of z (ADMM has no
+//!   fixed point with r ≠ 0): the likely cause is a z-step whose φ is nonconvex at small τ
+//!   (two minima the iterates alternate between); larger τ = w²/V convexifies it. Adaptive
+//!   weights are not in the paper and are left open.
 //! - Cost (release, wall time of whole runs over iterations): an iteration costs about as much
 //!   as a QN one — the prox's SVD and σ-Newton per element plus one true-gradient pass for the
 //!   stop rule against QN's gradient per trial: twist (525 vertices, 1,920 tets) 5.8 ms for
