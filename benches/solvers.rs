@@ -36,6 +36,7 @@ use jello::mesh::box_grid;
 use jello::problem::{BarrierParams, Body, Model, Pin, Script, State, StepProblem};
 use jello::scene::Scene;
 use jello::sim::Simulation;
+use jello::solver::admm::{AdmmParams, AdmmSolver};
 use jello::solver::backend::{CpuBackend, DeviceBackend, PotentialBackend};
 use jello::solver::jgs2::{build_subspace, Jgs2Params, Jgs2Solver, SubspaceOptions, Variant};
 use jello::solver::pd::{GlobalOptions, GlobalSystem};
@@ -377,10 +378,27 @@ fn iterations() {
         } else {
             case.velocity.clone()
         };
-        for name in ["newton", "qn", "jgs2"] {
+        for name in ["newton", "qn", "admm", "jgs2"] {
             let t0 = Instant::now();
             let solver: Box<dyn StepSolver> = match name {
                 "newton" => Box::new(newton(m, 1e-5, 1000)),
+                "admm" => match AdmmSolver::new(
+                    m,
+                    AdmmParams {
+                        stop,
+                        ..AdmmParams::default()
+                    },
+                ) {
+                    Ok(s) => Box::new(s),
+                    Err(e) => {
+                        println!(
+                            "| {} | {} | admm | {e} | | | | |",
+                            case.name,
+                            m.num_vertices()
+                        );
+                        continue;
+                    }
+                },
                 "qn" => Box::new(qn(
                     m,
                     QnParams {

@@ -25,7 +25,7 @@ enum Cmd {
     Run {
         /// Scene file (TOML).
         scene: PathBuf,
-        /// Override the scene's solver (newton, jgs2, vbd, qn).
+        /// Override the scene's solver (newton, jgs2, vbd, qn, admm).
         #[arg(long)]
         solver: Option<String>,
         /// JGS2/VBD sweep: jacobi (JGS2's default) or gs (coloured Gauss–Seidel, VBD's default).

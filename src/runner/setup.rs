@@ -5,11 +5,13 @@ use crate::gpu::{Backend, BackendChoice, Device};
 use crate::problem::{DeviceElastic, ElasticTerms, Model};
 use crate::scene::{BuiltScene, RunConfig};
 use crate::sim::Simulation;
+use crate::solver::admm::{AdmmParams, AdmmSolver};
 use crate::solver::backend::{CpuBackend, DeviceBackend};
 use crate::solver::jgs2::{
     load_or_build, DeviceJgs2, Jgs2Params, Jgs2Solver, Jgs2Subspace, SubspaceOptions,
     SubspaceOrigin, Variant,
 };
+use crate::solver::pd::GlobalOptions;
 use crate::solver::qn::{QnParams, QnSolver};
 use crate::solver::{NewtonParams, NewtonSolver, StepSolver, StopRule};
 use std::path::Path;
@@ -57,6 +59,16 @@ fn make_solver_with(
             CpuBackend::new(model.num_vertices()),
             qn_params(config),
         )?)),
+        "admm" => {
+            if config.static_solve {
+                return Err(JelloError::Invalid(
+                    "solver admm does not handle static solves yet (its splitting needs the \
+                     inertia term): use qn or newton"
+                        .into(),
+                ));
+            }
+            Ok(Box::new(AdmmSolver::new(model, admm_params(config))?))
+        }
         other => Err(JelloError::Invalid(format!(
             "solver `{other}` is not available in this build"
         ))),
@@ -72,6 +84,20 @@ fn qn_params(config: &RunConfig) -> QnParams {
         stop: config.stop,
         max_iterations: config.max_iterations.unwrap_or(1000),
         ..QnParams::default()
+    }
+}
+
+/// ADMM parameters of `config`: prox, weight scale, mode, stop rule and cap (default 1000).
+fn admm_params(config: &RunConfig) -> AdmmParams {
+    AdmmParams {
+        prox: config.admm_prox,
+        mode: config.qn_mode,
+        stop: config.stop,
+        max_iterations: config.max_iterations.unwrap_or(1000),
+        global: GlobalOptions {
+            weight_scale: config.admm_weight_scale,
+            ..GlobalOptions::default()
+        },
     }
 }
 
@@ -178,6 +204,8 @@ pub fn setup(built: &BuiltScene, backend: Backend, cache_dir: Option<&Path>) -> 
 /// - `qn`: the same loop on the device backend (f32 kernels, the prefactored solve in f64 on
 ///   the CPU: [`DeviceBackend`]) or the f64 CPU backend ([`CpuBackend`]); scenes the device
 ///   backend cannot run (static solves, spheres or boxes) use the CPU.
+/// - `admm`: the f64 CPU loop ([`AdmmSolver`]); a GPU request is an error, `auto` uses the
+///   CPU.
 ///
 /// A GPU choice that cannot be honoured is an error when the GPU was requested, and falls back
 /// to the CPU (saying why in the returned choice) when it came from `auto`.
@@ -203,6 +231,14 @@ pub fn setup_on(
             "a static solve with {} runs on the CPU backend",
             config.solver
         );
+        if strict {
+            return Err(JelloError::Invalid(why));
+        }
+        fall_back(&mut choice, why);
+    }
+    if choice.backend == Backend::Gpu && config.solver == "admm" {
+        // No device kernels for ADMM yet (step 1: the f64 CPU loop).
+        let why = "solver admm runs on the f64 CPU only (no device kernels yet)".to_string();
         if strict {
             return Err(JelloError::Invalid(why));
         }

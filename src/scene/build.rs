@@ -11,13 +11,14 @@ use crate::mesh::{ball, box_grid, read_mesh, TetMesh};
 use crate::problem::{
     BarrierParams, Body, ExternalForce, InversionPolicy, Model, Obstacle, Pin, Script,
 };
+use crate::solver::admm::ProxKind;
 use crate::solver::jgs2::SubspaceOptions;
 use crate::solver::qn::{QnMode, MAX_HISTORY, PAPER_ITERATIONS};
 use crate::solver::StopRule;
 use nalgebra::Vector3;
 
 /// The solvers a scene may name.
-pub const SOLVERS: [&str; 4] = ["newton", "jgs2", "vbd", "qn"];
+pub const SOLVERS: [&str; 5] = ["newton", "jgs2", "vbd", "qn", "admm"];
 
 /// Run settings taken from the scene (the CLI may override them).
 #[derive(Clone, Debug)]
@@ -38,8 +39,12 @@ pub struct RunConfig {
     pub subspace: SubspaceOptions,
     /// QN L-BFGS history m (`[solver] history`, default 5).
     pub qn_history: usize,
-    /// QN stopping mode (`[solver] mode` and `iterations`, default the stop rule).
+    /// QN and ADMM stopping mode (`[solver] mode` and `iterations`, default the stop rule).
     pub qn_mode: QnMode,
+    /// ADMM z-step (`[solver] prox`, default hyperelastic).
+    pub admm_prox: ProxKind,
+    /// ADMM multiplier on w² (`[solver] weight_scale`, default 1).
+    pub admm_weight_scale: f64,
     /// Output options.
     pub output: OutputSpec,
     /// A static solve in `steps` load increments (`[simulation] static = true`).
@@ -399,6 +404,22 @@ impl Scene {
                 ))
             }
         };
+        let admm_prox = match s.solver.prox.as_deref() {
+            None => ProxKind::Hyperelastic,
+            Some(p) => ProxKind::from_name(p).ok_or_else(|| {
+                cx.err(
+                    "solver.prox",
+                    format!("unknown prox `{p}` (expected hyperelastic or pd)"),
+                )
+            })?,
+        };
+        let admm_weight_scale = s.solver.weight_scale.unwrap_or(1.0);
+        if !(admm_weight_scale.is_finite() && admm_weight_scale > 0.0) {
+            return Err(cx.err(
+                "solver.weight_scale",
+                format!("must be finite and > 0, got {admm_weight_scale}"),
+            ));
+        }
         if s.output.every == 0 {
             return Err(cx.err("output.every", "must be ≥ 1"));
         }
@@ -418,6 +439,8 @@ impl Scene {
             subspace,
             qn_history,
             qn_mode,
+            admm_prox,
+            admm_weight_scale,
             output: s.output.clone(),
             static_solve: s.simulation.static_solve,
         })

@@ -70,7 +70,7 @@ pub struct SimulationSpec {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SolverSpec {
-    /// `newton` (default), `jgs2`, `vbd` or `qn`.
+    /// `newton` (default), `jgs2`, `vbd`, `qn` or `admm`.
     #[serde(default = "SolverSpec::default_name")]
     pub name: String,
     /// Stop rule: `cn` (characteristic norm, default) or `dx` (max position change).
@@ -102,13 +102,20 @@ pub struct SolverSpec {
     /// direction every iteration).
     #[serde(default)]
     pub history: Option<usize>,
-    /// QN stopping mode: `rule` (default: the stop rule of `stop`, capped by `max_iterations`)
-    /// or `fixed` (the paper's fixed iteration count, `iterations`).
+    /// QN and ADMM stopping mode: `rule` (default: the stop rule of `stop`, capped by
+    /// `max_iterations`) or `fixed` (the paper's fixed iteration count, `iterations`).
     #[serde(default)]
     pub mode: Option<String>,
-    /// QN `mode = "fixed"`: iterations per step (default 10, the paper's).
+    /// QN/ADMM `mode = "fixed"`: iterations per step (default 10, QN's paper's).
     #[serde(default)]
     pub iterations: Option<usize>,
+    /// ADMM z-step: `hyperelastic` (default; every material) or `pd` (PD projections: arap,
+    /// and fixed_corotated or linear with λ = 0).
+    #[serde(default)]
+    pub prox: Option<String>,
+    /// ADMM: global multiplier on every w_e² (finite, > 0; default 1).
+    #[serde(default)]
+    pub weight_scale: Option<f64>,
 }
 
 impl SolverSpec {
@@ -140,6 +147,8 @@ impl Default for SolverSpec {
             history: None,
             mode: None,
             iterations: None,
+            prox: None,
+            weight_scale: None,
         }
     }
 }

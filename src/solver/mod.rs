@@ -14,6 +14,7 @@
 //! separate device solver) predate it. Why a trait rather than scalar-generic twins, the rules
 //! for the next solvers and what folding JGS2/VBD in would remove: `ARCHITECTURE.md`.
 
+pub mod admm;
 pub mod backend;
 pub mod jgs2;
 mod line_search;

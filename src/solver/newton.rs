@@ -114,6 +114,7 @@ impl StepSolver for NewtonSolver {
                 residual,
                 energy: change,
                 alpha: 0.0,
+                ..IterationRecord::default()
             });
         }
         let mut converged;
@@ -174,6 +175,7 @@ impl StepSolver for NewtonSolver {
                     residual,
                     energy: change,
                     alpha: ls.alpha,
+                    ..IterationRecord::default()
                 });
             }
         }

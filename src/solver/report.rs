@@ -4,7 +4,7 @@ use serde::Serialize;
 use std::time::Instant;
 
 /// One iteration of a trace.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct IterationRecord {
     /// Characteristic-norm residual after the iteration.
     pub residual: f64,
@@ -13,6 +13,14 @@ pub struct IterationRecord {
     pub energy: f64,
     /// Line-search step length (1 when no line search).
     pub alpha: f64,
+    /// ADMM: primal residual ‖r‖ = ‖W(Dx − z)‖ after the iteration, √J (`None` for other
+    /// solvers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub primal: Option<f64>,
+    /// ADMM: dual residual ‖s‖ = ‖DᵀW²(zⁿ⁺¹ − zⁿ)‖ over the free vertices, N (`None` for other
+    /// solvers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dual: Option<f64>,
 }
 
 /// Time split of a step, ms.

@@ -1406,6 +1406,7 @@ impl StepSolver for DeviceJgs2 {
                 residual: s.residual,
                 energy: 0.0,
                 alpha: 1.0,
+                ..IterationRecord::default()
             });
         }
         let mut cur = 0usize;
@@ -1542,6 +1543,7 @@ impl StepSolver for DeviceJgs2 {
                     residual: s.residual,
                     energy: s.energy,
                     alpha: alpha_it,
+                    ..IterationRecord::default()
                 });
             }
         }

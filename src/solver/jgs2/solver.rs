@@ -463,6 +463,7 @@ impl StepSolver for Jgs2Solver {
                 residual,
                 energy: energy_of(x),
                 alpha: 1.0,
+                ..IterationRecord::default()
             });
         }
         let mut iterations = 0;
@@ -547,6 +548,7 @@ impl StepSolver for Jgs2Solver {
                     residual,
                     energy: energy_of(x),
                     alpha: alpha_it,
+                    ..IterationRecord::default()
                 });
             }
         }

@@ -357,6 +357,7 @@ impl<B: PotentialBackend> StepSolver for QnSolver<B> {
                 residual,
                 energy: 0.0,
                 alpha: 0.0,
+                ..IterationRecord::default()
             });
         }
         let mut gave_up = false;
@@ -602,6 +603,7 @@ impl<B: PotentialBackend> StepSolver for QnSolver<B> {
                     residual,
                     energy: change,
                     alpha: acc.alpha,
+                    ..IterationRecord::default()
                 });
             }
         }

@@ -1,0 +1,110 @@
+//! ADMM-PD (Overby, Brown, Li, Narain 2017, "ADMM ⊇ Projective Dynamics"): `--solver admm`,
+//! f64 on the CPU.
+//!
+//! The step's objective E(x) = ½‖x − x̃‖²_M/h² + Σ_e U_e(D_e x) is split on z = Dx with ρ = 1
+//! and W_e = w_e I, and solved by the paper's Algorithm 1 with the local step first:
+//!
+//! ```text
+//! per step:   x ← x_start; ū ← 0
+//! per iteration:
+//!   per element:  v_e = D_e x + ū_e;  z_e = prox_e(v_e);  ū_e ← v_e − z_e        (z, u steps)
+//!   A x = M x̃/h² + Σ_e w_e² D_eᵀ(z_e − ū_e)   (pins eliminated, prefactored)    (x step)
+//!   r = W(Dx − z),  s = DᵀW²(zⁿ⁺¹ − zⁿ)                                         (--trace)
+//! ```
+//!
+//! # The matrix, and its scaling
+//! The paper's x-step matrix is M + h² DᵀW²D; divided by h² it is A = M/h² + Σ_e w_e² D_eᵀD_e,
+//! which is exactly the projective-dynamics matrix of [`crate::solver::pd::GlobalSystem`]
+//! (mass weight `problem.inertia` = 1/h², element weights V_e k_e × `weight_scale`) when
+//! w_e² = V_e k_e — so ADMM reuses that factor (one faer Cholesky per pin set and h, three
+//! right-hand sides per solve) and its right-hand side is b = M x̃/h² + Σ w_e² D_eᵀ(z_e − ū_e),
+//! the paper's (44). Default w_e² = V_e k_e, k_e the least-squares fit of the material's 1-D
+//! stress curve on [0.5, 1.5] (the digest's suggestion "k_i = V_i κ"; for ARAP k = 2μ, i.e.
+//! w² is PD's weight, with which ADMM *is* PD on affine constraint sets — `tests/admm.rs` T1).
+//! `[solver] weight_scale` multiplies every w_e² (the paper's Fig. 10/11 sweeps: w = ½√k is
+//! `weight_scale = 0.25`); it changes the rate, not the solution (T6).
+//! The factor is made once per run (per pin set and h), never per step or iteration
+//! ([`crate::solver::pd::GlobalSystem::factorizations`]).
+//!
+//! In this module z and ū are stored as deformation gradients F = Σ_a x_a ∇N_aᵀ (the
+//! transpose of the PD operator's D_e x = Fᵀ; the transpose is an isometry, so norms,
+//! weights and proxes are unchanged), and D_eᵀG adds G∇N_a to vertex a.
+//!
+//! # z-step
+//! [`prox`]: the PD projection (`prox = "pd"`, ARAP-like energies, exact for any w) and the
+//! isotropic hyperelastic prox on signed singular values (`prox = "hyperelastic"`, default,
+//! every material; damped Newton on σ — see the module for the solver and its tolerance).
+//!
+//! # Stopping
+//! - `mode = "rule"` (default): jello's shared rule (`--stop cn|dx`) evaluated on the true
+//!   gradient of [`crate::problem::StepProblem`] after every iteration (one extra element pass
+//!   per iteration; the same rule and meaning of `converged` as every solver), capped by
+//!   `max_iterations` (default 1000). ADMM converges linearly and stalls at tight tolerances:
+//!   a step that reaches the cap ends there, reported not converged, with its residual.
+//! - `mode = "fixed"`, `iterations = N`: the paper's fixed count (Table 2: 7–40); the step
+//!   reports `converged` as the rule's verdict where it ended.
+//!
+//! The paper's r/s rule is not used to stop (it gives no thresholds, and ‖r‖, ‖s‖ small does
+//! not bound the true gradient in jello's units); r and s are in every `--trace` record
+//! (`primal`, `dual`).
+//!
+//! # Choices the paper leaves open
+//! - **Start.** x ← `problem.x_start` (x̃ pulled back where it would invert an element or
+//!   cross an obstacle, or xᵗ when that has lower energy: every jello solver's start), ū ← 0,
+//!   z⁰ = D x_start (for the first iteration's s only). Nothing is carried between steps
+//!   (the paper mentions no warm start).
+//! - **Inversion.** Nothing in the solver: the hyperelastic prox keeps J > 0 for models
+//!   infinite through inversion (Neo-Hookean), but x from the global step may invert an
+//!   element; the step's true residual is then +∞ (not met) and the iterations continue; the
+//!   simulation's state check reports what is left at the end.
+//! - **Static solves and obstacles** are refused with one line (the splitting needs the
+//!   inertia term; contact — the paper's Uzawa CG / tangent-space Gauss–Seidel global steps —
+//!   is the next step).
+//! - **Device.** f64 CPU only for now: the per-element prox kernels (WGSL) and the
+//!   backend-generic loop ([`crate::solver::backend`]) are the next step; a GPU request is a
+//!   one-line error, `auto` runs it on the CPU.
+//!
+//! # Measured (f64, 2 cores; `tests/admm.rs` prints its figures)
+//! - T1: on linear elasticity with λ = 0 (the affine PD energy), six ADMM iterations equal six
+//!   PD local/global iterates to 9e-16 m, with either prox. T3: on U = ½k‖F − C‖² with w² = k
+//!   the x-step is exact after one iteration and the z and ū errors fall by 0.50000000 per
+//!   iteration. T5: ‖w²ū − V P(z)‖ ≤ 1e-12 · w²(1 + ‖z‖ + ‖ū‖) for every material (3 PD, 7
+//!   hyperelastic cases) at weight scales 1 and 0.25.
+//! - One step from the bundled scenes' Newton trajectories (`tests/admm.rs`): to ε = 1e-5
+//!   twist takes 2 iterations (‖x − x_Newton‖_M = 4.9e-5, its gradient bound 1.1e-2),
+//!   stiff_soft 9 (1.7e-4 / 1.7e-2); to 1e-7 cantilever 40, twist 19, stiff_soft 38. Past
+//!   that the rate is linear — twist: residual 5.9e-7 after 10 iterations, 1.7e-8 after 30,
+//!   1.3e-10 after 100, 1.9e-14 after 300, then a floor at 4.6e-15 (r 1.2e-13 √J, s 1.5e-11 N);
+//!   cantilever and stiff_soft reach 1.2e-14 and 1.4e-14 after ~2000–3000 iterations. r and s
+//!   fall at the same rate as the residual.
+//! - Whole runs to ε = 1e-5, total iterations (Newton, QN alongside): cantilever 927 (100,
+//!   426), twist 270 (80, 88), stiff_soft 17,631 with 17 of 60 steps at the 1000 cap (67,
+//!   569). stiff_soft (E = 1e7 beside 1e4) stalls from step 44 on: after reaching 1.2e-5 in 24
+//!   iterations the iterates drift to a cycle with r ≈ 0.16 √J and s ≈ 1.5 N that does not
+//!   decay (residual 2.0e-4). Restarting the σ-Newton from several starts changed nothing
+//!   (not a prox branch switch); a larger w does: the paper's warning that too small a w
+//!   fails on nonconvex energies. weight_scale sweep (total iterations, steps converged):
+//!   cantilever 0.25: 2022, 0.5: 1118, 1: 927, 2: 1292, 4: 2535 (all converged); twist 521,
+//!   368, 270, 222, 215; stiff_soft 14/60, 30/60, 43/60, 55/60, 60/60 (1,500 iterations at 4).
+//!   The default stays the paper's w² = k (best on cantilever, and what T1 needs).
+//! - The same stall on armadillo_18k (kicked foot, stable Neo-Hookean E = 1e5, h = 10 ms,
+//!   `benches/solvers.rs`): the first step at w² = V k reaches 2.7e-5 by iteration ~60 and
+//!   then holds r = 0.13 √J, s = 4.9 N to two digits for hundreds of iterations (the bench's
+//!   three steps: 1000, 6000, 6000 iterations with the forbid ladder's retries, none
+//!   converged); weight_scale = 4 converges in 198 iterations, 16 is slower again (5.6e-5
+//!   after 300). A constant nonzero s with constant r is a period-2 cycle of z (ADMM has no
+//!   fixed point with r ≠ 0): the likely cause is a z-step whose φ is nonconvex at small τ
+//!   (two minima the iterates alternate between); larger τ = w²/V convexifies it. Adaptive
+//!   weights are not in the paper and are left open.
+//! - Cost (release, wall time of whole runs over iterations): an iteration costs about as much
+//!   as a QN one — the prox's SVD and σ-Newton per element plus one true-gradient pass for the
+//!   stop rule against QN's gradient per trial: twist (525 vertices, 1,920 tets) 5.8 ms for
+//!   both, stiff_soft (189, 480) 1.2 against 0.9 ms.
+
+mod params;
+pub mod prox;
+mod solver;
+
+pub use params::{AdmmMode, AdmmParams};
+pub use prox::ProxKind;
+pub use solver::{AdmmIteration, AdmmSolver, CustomProx};

@@ -1,0 +1,197 @@
+//! The z-step of ADMM-PD: per-element proximal operators
+//! z = argmin_F U_e(F) + w²/2 ‖F − v‖²_F, with U_e = V_e Ψ_e(F) (J), w² = w_e² (J, the weight
+//! of ½‖F − v‖²) and F, v deformation gradients (dimensionless, column convention:
+//! F = Σ_a x_a ∇N_aᵀ, the transpose of the PD operator's D_e x).
+//!
+//! Optimality of the prox is P(z) V_e = w² (v − z): with ū = v − z (Algorithm 1's dual update)
+//! that is the paper's Eq. 24, w²ū = ∇U(z) — `tests/admm.rs` checks it after every z-step.
+//!
+//! # Backends
+//! - [`ProxKind::Pd`] — the PD projection (Overby et al. Eqs. 32–33) for energies of PD form
+//!   U = min_{p ∈ C} (k/2)‖F − p‖²: jello's ARAP (and fixed corotated with λ = 0), where
+//!   Ψ = μ‖F − R‖², k = 2μV and C the rotations (p the rotation of the signed SVD, correct
+//!   through inversion), and linear elasticity with λ = 0, Ψ = μ‖sym F − I‖², k = 2μV and C the
+//!   affine set I + skew (p = I + skew v). The exact weighted prox for any w is
+//!   z = (k p + w² v)/(k + w²) (minimise over F for fixed p, then over p: p = proj_C(v)); with
+//!   w² = k it is the paper's ½-average. Other materials are refused (their energy is not of PD
+//!   form: PD would solve a different problem than every other solver).
+//! - [`ProxKind::Hyperelastic`] (default) — every jello material.
+//!   - Isotropic models: the signed SVD v = U diag(σ̃) Vᵀ (rotations U, V, the sign on the
+//!     smallest singular value: [`crate::material::svd3`]), then the 3-D problem
+//!     min_σ φ(σ) = ψ̂(σ) + τ/2‖σ − σ̃‖², τ = w²/V (Pa), and z = U diag(σ) Vᵀ. Solved by a
+//!     damped Newton method on σ with jello's own ψ̂, ∂ψ̂/∂σ, ∂²ψ̂/∂σ²
+//!     ([`crate::material::sigma_derivatives`]) — a documented substitute for the paper's
+//!     "≤ 10 L-BFGS iterations": the Hessian is 3 × 3 and exact, so Newton converges
+//!     quadratically in a handful of iterations to round-off, which T5 needs. The Hessian
+//!     φ'' = ψ̂'' + τI is made definite by clamping its eigenvalues at 10⁻⁶τ (ψ̂ is nonconvex
+//!     in σ for every model away from rest); backtracking halves the step until φ decreases
+//!     (Armijo, 10⁻⁴; near the minimum, where φ's decrease falls below the round-off of
+//!     ψ̂'s cancelling terms, the full Newton step is also taken when it halves ‖∇φ‖ and φ
+//!     rises by no more than 10⁻¹⁰ of its scale), which also keeps J > 0 for the models infinite through inversion
+//!     (Neo-Hookean). The start is the best of σ̃, |σ̃| and (1, 1, 1) by φ (σ̃ may have J ≤ 0).
+//!     σ is not constrained to be ≥ 0 (the paper's IFE convention): the signed SVD already
+//!     puts inversion on σ₃, and the fixed-corotated and stable Neo-Hookean energies are
+//!     finite there. Tolerance: ‖∇φ‖ ≤ 10⁻¹²·τ·(1 + ‖σ̃‖), at most [`NEWTON_MAX`] iterations
+//!     (typically 3–6 are taken); if the line search fails the best point so far is returned.
+//!   - Linear elasticity is not a function of σ but is quadratic in F: P(F) = C:(F − I) with
+//!     the constant tensor C ([`crate::material::rest_tensor`]), so the prox is the 9 × 9 solve
+//!     (C + τI) vec(F − I) = τ vec(v − I), exact.
+
+use crate::material::{rest_tensor, sigma_derivatives, svd3, Material, MaterialModel};
+use nalgebra::{Matrix3, SymmetricEigen, Vector3};
+
+/// Which proximal operator the z-step uses (`[solver] prox`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProxKind {
+    /// PD projection (ARAP/corotated with λ = 0 and linear with λ = 0 only).
+    Pd,
+    /// Isotropic prox on singular values (every material; linear: a 9 × 9 solve). Default.
+    Hyperelastic,
+}
+
+impl ProxKind {
+    /// Name as in scene files.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProxKind::Pd => "pd",
+            ProxKind::Hyperelastic => "hyperelastic",
+        }
+    }
+
+    /// Parses a scene-file name.
+    pub fn from_name(s: &str) -> Option<Self> {
+        match s {
+            "pd" => Some(ProxKind::Pd),
+            "hyperelastic" => Some(ProxKind::Hyperelastic),
+            _ => None,
+        }
+    }
+}
+
+/// Newton iterations of the σ-prox at most.
+pub const NEWTON_MAX: usize = 50;
+
+/// Whether `m` has an energy of PD form (what [`ProxKind::Pd`] needs), and its projection.
+/// A projection onto a PD constraint set.
+type Projection = fn(&Matrix3<f64>) -> Matrix3<f64>;
+
+fn pd_projection(m: &Material) -> Option<Projection> {
+    match m.model {
+        MaterialModel::Arap => Some(rotation),
+        MaterialModel::FixedCorotated if m.lambda == 0.0 => Some(rotation),
+        MaterialModel::Linear if m.lambda == 0.0 => Some(identity_plus_skew),
+        _ => None,
+    }
+}
+
+fn rotation(v: &Matrix3<f64>) -> Matrix3<f64> {
+    svd3(v).rotation()
+}
+
+fn identity_plus_skew(v: &Matrix3<f64>) -> Matrix3<f64> {
+    Matrix3::identity() + (v - v.transpose()) * 0.5
+}
+
+/// Why [`ProxKind::Pd`] cannot serve `m`, if it cannot.
+pub fn pd_refusal(m: &Material) -> Option<String> {
+    pd_projection(m).is_none().then(|| {
+        format!(
+            "{} with λ = {} Pa has no PD form (PD projections serve arap, and fixed_corotated or \
+             linear with λ = 0); use prox = \"hyperelastic\"",
+            m.model.name(),
+            m.lambda
+        )
+    })
+}
+
+/// The PD z-step: z = (k p + w² v)/(k + w²), k = 2μV, p = proj_C(v). `None` when the material
+/// has no PD form ([`pd_refusal`]).
+pub fn prox_pd(m: &Material, volume: f64, v: &Matrix3<f64>, w2: f64) -> Option<Matrix3<f64>> {
+    let proj = pd_projection(m)?;
+    let k = 2.0 * m.mu * volume;
+    let p = proj(v);
+    Some((p * k + v * w2) / (k + w2))
+}
+
+/// The hyperelastic z-step argmin_F V Ψ(F) + w²/2 ‖F − v‖² (see the module docs).
+pub fn prox_hyperelastic(m: &Material, volume: f64, v: &Matrix3<f64>, w2: f64) -> Matrix3<f64> {
+    let tau = w2 / volume;
+    if m.model == MaterialModel::Linear {
+        let c = rest_tensor(m);
+        let a = c + nalgebra::SMatrix::<f64, 9, 9>::identity() * tau;
+        let rhs =
+            nalgebra::SVector::<f64, 9>::from_column_slice((v - Matrix3::identity()).as_slice())
+                * tau;
+        // C + τI is SPD (C is PSD for μ, λ ≥ 0 and τ > 0).
+        let d = a.cholesky().map(|ch| ch.solve(&rhs)).unwrap_or(rhs / tau);
+        return Matrix3::identity() + Matrix3::from_column_slice(d.as_slice());
+    }
+    let svd = svd3(v);
+    let sigma = prox_sigma(m, &svd.sigma, tau);
+    svd.u * Matrix3::from_diagonal(&sigma) * svd.v.transpose()
+}
+
+/// min_σ ψ̂(σ) + τ/2‖σ − σ̃‖² by damped Newton (see the module docs).
+pub fn prox_sigma(m: &Material, target: &Vector3<f64>, tau: f64) -> Vector3<f64> {
+    let phi = |s: &Vector3<f64>| {
+        let psi = sigma_derivatives(m, s).psi;
+        psi + 0.5 * tau * (s - target).norm_squared()
+    };
+    let starts = [target.abs(), *target, Vector3::repeat(1.0)];
+    let mut s = *target;
+    let mut f = f64::INFINITY;
+    for c in starts {
+        let fc = phi(&c);
+        if fc < f {
+            (s, f) = (c, fc);
+        }
+    }
+    let tol = 1e-12 * tau * (1.0 + target.norm());
+    // φ's evaluation noise (J/m³), generous: what the full-step test may let φ rise by.
+    let noise = 1e-10 * (f.abs() + tau * (1.0 + target.norm_squared()));
+    for _ in 0..NEWTON_MAX {
+        let d = sigma_derivatives(m, &s);
+        let g = d.grad + (s - target) * tau;
+        // NaN (a non-finite ψ̂ derivative) stops as well.
+        if g.norm().is_nan() || g.norm() <= tol {
+            break;
+        }
+        let mut eig = SymmetricEigen::new(d.hess + Matrix3::identity() * tau);
+        let floor = 1e-6 * tau;
+        eig.eigenvalues
+            .iter_mut()
+            .for_each(|l| *l = if *l > floor { *l } else { floor });
+        let step = -(eig
+            .recompose()
+            .try_inverse()
+            .unwrap_or_else(Matrix3::identity)
+            * g);
+        let slope = g.dot(&step);
+        let mut alpha = 1.0;
+        let mut accepted = false;
+        for _ in 0..60 {
+            let trial = s + step * alpha;
+            let ft = phi(&trial);
+            // Armijo, or — for the full step only — a halved gradient with φ unchanged to
+            // within its evaluation noise: near the minimum Newton's decrease (~‖∇φ‖²/φ'')
+            // falls below the round-off of ψ̂'s cancelling terms (stable Neo-Hookean's
+            // λ/2 (J − α)² − λ/2 (1 − α)² at 1e5 Pa: ~1e-12 J/m³), and Armijo alone then
+            // stalls at ‖∇φ‖ ~ 1e-8τ.
+            let armijo = ft <= f + 1e-4 * alpha * slope;
+            let newton = alpha == 1.0 && ft <= f + noise && {
+                let gt = sigma_derivatives(m, &trial).grad + (trial - target) * tau;
+                gt.norm() <= 0.5 * g.norm()
+            };
+            if ft.is_finite() && (armijo || newton) {
+                (s, f) = (trial, ft);
+                accepted = true;
+                break;
+            }
+            alpha *= 0.5;
+        }
+        if !accepted {
+            break;
+        }
+    }
+    s
+}
