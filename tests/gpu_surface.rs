@@ -678,7 +678,7 @@ fn face_bound_and_vertex_filter_match_on_gpu() {
             let s = step[v];
             GpuLocalSystem {
                 a: GpuMat3::from_glam(Mat3::IDENTITY),
-                r: [-s[0] * 3.0, -s[1] * 3.0, -s[2] * 3.0, 0.0],
+                r: [-s[0] * 1.5, -s[1] * 1.5, -s[2] * 1.5, 0.0],
                 a_fallback: GpuMat3::from_glam(Mat3::IDENTITY),
                 r_fallback: [0.0; 4],
             }
@@ -703,23 +703,53 @@ fn face_bound_and_vertex_filter_match_on_gpu() {
     // Against the twin's own pieces: the vertex filter, then the surface filter.
     let nc = m.obstacles.len();
     let mut cut = 0;
+    let mut vertex_moves = Vec::with_capacity(nv);
     for v in 0..nv {
         let s = step[v];
-        let d = Vec3::new(s[0], s[1], s[2]) * 3.0;
+        let d = Vec3::new(s[0], s[1], s[2]) * 1.5;
         let d = d * tw::contact_step_bound(&contacts[v * nc..v * nc + nc], d);
         let t = ts::vertex_face_step(&contacts, nc, &surface.vfaces, &surface.tris, v, d, 1e-5);
         cut += (t < 1.0) as usize;
         let want = d * t;
         assert_eq!(&cpu[6][4 * v..4 * v + 3], &[want.x, want.y, want.z], "{v}");
+        vertex_moves.push(d);
     }
     eprintln!("{cut} local steps cut by their triangles");
     assert!(cut >= 6);
     if let Some(g) = gpu {
-        assert_close(
-            &g[6],
-            &cpu[6],
-            1e-3,
-            "vertex_solve (surface filter) gpu vs cpu",
+        // Per vertex the same move up to rounding (1e-3: GLSL allows sqrt and division a few
+        // ulp, measured ~2e-4 on llvmpipe GL), except where an advance of the conservative CCD
+        // lands on its stopping threshold (10% of the starting gap) on one side only: then the
+        // two cut the move one advance apart (measured on llvmpipe GL: up to a third of the cut
+        // vertices, 0.4–8% of their move). Those may be at most half of the cut vertices (at
+        // least 2), and each must still be a shortening of the same vertex-filtered move that
+        // the f64 filter finds safe.
+        let v3 = |a: &[f32]| Vec3::new(a[0], a[1], a[2]);
+        let prob = problem(&m, &x);
+        let mut differ = 0;
+        for (v, d) in vertex_moves.iter().enumerate() {
+            let (a, b) = (v3(&g[6][4 * v..]), v3(&cpu[6][4 * v..]));
+            if (a - b).length() <= 1e-3 * b.length() + 1e-12 {
+                continue;
+            }
+            differ += 1;
+            let t = a.dot(*d) / d.length_squared();
+            assert!(
+                (a - *d * t).length() <= 1e-4 * d.length() && (0.0..=1.0 + 1e-5).contains(&t),
+                "vertex {v}: gpu {a} is not a shortening of {d}"
+            );
+            let a64 = V3::new(a.x as f64, a.y as f64, a.z as f64);
+            assert!(
+                prob.vertex_surface_step(&x, v, &a64) >= 1.0 - 1e-6,
+                "vertex {v}: the gpu's move {a} brings a triangle into a sphere"
+            );
+        }
+        eprintln!(
+            "vertex_solve (surface filter): {differ} of {cut} cut vertices differ gpu vs cpu"
+        );
+        assert!(
+            differ <= (cut / 2).max(2),
+            "{differ} of {cut} cut vertices differ"
         );
     }
 }
