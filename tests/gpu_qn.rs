@@ -208,7 +208,9 @@ fn dev_dots_match() {
 #[test]
 fn dev_step_bound_and_trial_match() {
     let mut rng = common::rng("dev_step_bound_and_trial_match");
-    let n = 600 + rng.random_range(0..600);
+    // Every group of 256 holds at least 128 vertices, so each has limited ones (a last group
+    // of a few vertices had none in one seed: a bound of 0, not a comparison).
+    let n = 256 * rng.random_range(2..5) + 128 + rng.random_range(0..128);
     let g = dev_groups(n);
     let obs = obstacles();
     let cs = contacts(&mut rng, n, &obs, 0.3, 1.0);
