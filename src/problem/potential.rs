@@ -86,12 +86,18 @@ impl Model {
     }
 }
 
+/// Σ f(i) for i < n, evaluated in parallel and summed in index order: the same bits whatever
+/// the thread count or scheduling (rayon's `sum` splits adaptively, so its rounding varied from
+/// run to run — a resumed run's reported energy differed from the straight run's in the last
+/// bit under load).
+fn ordered_sum(n: usize, f: impl Fn(usize) -> f64 + Sync + Send) -> f64 {
+    let terms: Vec<f64> = (0..n).into_par_iter().map(f).collect();
+    terms.iter().sum()
+}
+
 impl ElasticTerms for Model {
     fn elastic_energy(&self, x: &[f64]) -> f64 {
-        (0..self.mesh.num_tets())
-            .into_par_iter()
-            .map(|t| self.element_psi(x, t))
-            .sum()
+        ordered_sum(self.mesh.num_tets(), |t| self.element_psi(x, t))
     }
 
     fn elastic_reference(&self, x: &[f64]) -> ElasticReference {
@@ -110,10 +116,9 @@ impl ElasticTerms for Model {
         if reference.per_element.len() != self.mesh.num_tets() {
             return self.elastic_energy(x) - reference.total;
         }
-        (0..self.mesh.num_tets())
-            .into_par_iter()
-            .map(|t| self.element_psi(x, t) - reference.per_element[t])
-            .sum()
+        ordered_sum(self.mesh.num_tets(), |t| {
+            self.element_psi(x, t) - reference.per_element[t]
+        })
     }
 
     fn elastic_gradient(&self, x: &[f64], g: &mut [f64]) -> f64 {
