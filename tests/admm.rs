@@ -501,19 +501,7 @@ fn converges_to_newtons_solution_on_the_bundled_scenes() {
         ("stiff_soft.toml", Some(10)),
         ("drop.toml", None),
     ];
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenes");
-    let mut bundled: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".toml"))
-        .collect();
-    bundled.sort();
-    let mut listed: Vec<String> = table.iter().map(|(n, _)| n.to_string()).collect();
-    listed.sort();
-    assert_eq!(
-        bundled, listed,
-        "bundled scenes vs the ones this test covers"
-    );
+    common::assert_covers_bundled_scenes(table.iter().map(|(n, _)| *n));
     for (name, steps) in table {
         let built = scene(name);
         let m = &built.model;

@@ -20,10 +20,7 @@ use jello::gpu::SurfaceCsr;
 use jello::gpu::{GpuContact, GpuLocalSystem, GpuMat3, GpuVec4, GpuVertexInfo, Kernel, Params};
 use jello::material::{Material, MaterialModel};
 use jello::mesh::ball;
-use jello::problem::{
-    barycentric, closest_point_on_triangle, BarrierParams, Body, Model, Obstacle, State,
-    StepProblem,
-};
+use jello::problem::{barycentric, closest_point_on_triangle, Model, Obstacle, State, StepProblem};
 use nalgebra::Vector3;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -109,25 +106,14 @@ fn scene(rng: &mut ChaCha8Rng, gap: f64, noise: f64) -> (Model, Vec<f64>) {
             V3::new(-1.0, -1.0, 0.3).normalize(),
         ),
     ];
-    let (nt, nv) = (mesh.num_tets(), mesh.num_vertices());
-    let m = Model::new(
+    let m = common::one_body(
         mesh,
-        vec![Body {
-            name: "ball".into(),
-            vertices: 0..nv,
-            tets: 0..nt,
-        }],
-        vec![Material::from_young_poisson(MaterialModel::StableNeoHookean, 1e5, 0.4).unwrap(); nt],
-        vec![1000.0; nt],
+        Material::from_young_poisson(MaterialModel::StableNeoHookean, 1e5, 0.4).unwrap(),
         [0.0, -9.81, 0.0],
         vec![],
         obstacles,
-        BarrierParams {
-            dhat: DHAT,
-            kappa: 1.0,
-        },
-    )
-    .unwrap();
+        DHAT,
+    );
     let x: Vec<f64> = x0
         .iter()
         .map(|v| v + rng.random_range(-noise..noise))
@@ -761,25 +747,15 @@ fn strict_flag_marks_elements_below_the_floor() {
     let _gpu = gpu_lock();
     let mut rng = common::rng("strict_flag_marks_elements_below_the_floor");
     let mesh = ball([0.0; 3], 0.1, 4);
-    let (nt, nv) = (mesh.num_tets(), mesh.num_vertices());
-    let m = Model::new(
+    let nt = mesh.num_tets();
+    let m = common::one_body(
         mesh,
-        vec![Body {
-            name: "ball".into(),
-            vertices: 0..nv,
-            tets: 0..nt,
-        }],
-        vec![Material::from_young_poisson(MaterialModel::StableNeoHookean, 1e5, 0.4).unwrap(); nt],
-        vec![1000.0; nt],
+        Material::from_young_poisson(MaterialModel::StableNeoHookean, 1e5, 0.4).unwrap(),
         [0.0; 3],
         vec![],
         vec![],
-        BarrierParams {
-            dhat: 1e-3,
-            kappa: 1.0,
-        },
-    )
-    .unwrap();
+        1e-3,
+    );
     // Squash the ball along y by a random factor per vertex: many elements flat or inverted.
     let x: Vec<f64> = m
         .mesh

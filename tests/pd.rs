@@ -300,25 +300,15 @@ fn factor_is_rebuilt_only_when_pins_step_or_materials_change() {
 #[test]
 fn impossible_global_systems_are_errors_not_panics() {
     let mesh = box_grid([0.0; 3], [0.1; 3], [1, 1, 1]);
-    let (nt, nv) = (mesh.num_tets(), mesh.num_vertices());
-    let model = Model::new(
+    let nv = mesh.num_vertices();
+    let model = common::one_body(
         mesh,
-        vec![Body {
-            name: "cube".into(),
-            vertices: 0..nv,
-            tets: 0..nt,
-        }],
-        vec![Material::from_young_poisson(MaterialModel::Arap, 1e5, 0.3).unwrap(); nt],
-        vec![1000.0; nt],
+        Material::from_young_poisson(MaterialModel::Arap, 1e5, 0.3).unwrap(),
         [0.0; 3],
         vec![],
         vec![],
-        BarrierParams {
-            dhat: 1e-3,
-            kappa: 1.0,
-        },
-    )
-    .unwrap();
+        1e-3,
+    );
     let mut sys = GlobalSystem::new(&model, GlobalOptions::default()).unwrap();
     let err = sys
         .prepare(&model, &vec![true; nv], 1.0)

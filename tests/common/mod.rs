@@ -179,3 +179,21 @@ pub fn pin_where(
         script,
     }
 }
+
+/// Asserts that `covered` names exactly the scenes bundled in assets/scenes (a new scene must
+/// be added to the test that calls this).
+pub fn assert_covers_bundled_scenes<'a>(covered: impl IntoIterator<Item = &'a str>) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenes");
+    let mut bundled: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".toml"))
+        .collect();
+    bundled.sort();
+    let mut listed: Vec<String> = covered.into_iter().map(str::to_owned).collect();
+    listed.sort();
+    assert_eq!(
+        bundled, listed,
+        "bundled scenes vs the ones this test covers"
+    );
+}
