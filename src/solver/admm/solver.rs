@@ -1,16 +1,15 @@
-//! The ADMM-PD loop (Algorithm 1, local step first) on the f64 CPU.
+//! The ADMM-PD loop (Algorithm 1, local step first), written once over [`AdmmBackend`].
 
 use super::params::AdmmParams;
-use super::prox::{pd_refusal, prox_hyperelastic, prox_pd, ProxKind};
+use super::prox::{pd_refusal, ProxKind};
 use crate::error::{JelloError, Result};
-use crate::material::Material;
 use crate::problem::{ElasticTerms, Model, Obstacle, StepProblem};
+use crate::solver::backend::{AdmmBackend, CpuBackend};
 use crate::solver::pd::GlobalSystem;
 use crate::solver::qn::QnMode;
 use crate::solver::report::ms;
 use crate::solver::{IterationRecord, StepReport, StepSolver, StepTimings, StopRule};
-use nalgebra::{Matrix3, Vector3};
-use rayon::prelude::*;
+use nalgebra::Matrix3;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -36,30 +35,25 @@ pub struct AdmmIteration {
 /// paper's ½-rate proof).
 pub type CustomProx = Arc<dyn Fn(usize, &Matrix3<f64>, f64) -> Matrix3<f64> + Send + Sync>;
 
-/// Per-element constants.
-struct Element {
-    grads: [Vector3<f64>; 4],
-    volume: f64,
-    /// w_e² (J): ρ = 1, W_e = w_e I.
-    w2: f64,
-    material: Material,
-}
-
-/// ADMM-PD on the f64 CPU; see the module docs.
-pub struct AdmmSolver {
+/// ADMM-PD on a backend (f64 CPU or f32 device); see the module docs.
+pub struct AdmmSolver<B: AdmmBackend = CpuBackend> {
     params: AdmmParams,
+    backend: B,
     system: GlobalSystem,
     extent: f64,
-    elements: Vec<Element>,
-    tets: Vec<[u32; 4]>,
-    /// Deformation gradient at the current x, per element.
-    fx: Vec<Matrix3<f64>>,
+    /// w_e² (J), per element.
+    w2: Vec<f64>,
     /// z after the last z-step (F form).
-    z: Vec<Matrix3<f64>>,
+    z: B::Field,
     /// Scaled dual ū after the last z-step (F form).
-    u: Vec<Matrix3<f64>>,
+    u: B::Field,
+    /// Σ w² Dᵀ(z − ū), then the x-step's right-hand side.
+    rhs: B::Vector,
+    /// The true gradient (stop rule).
+    g: B::Vector,
     log: Vec<AdmmIteration>,
-    custom: Option<CustomProx>,
+    /// Host time of the x-steps over the solver's life, ms (with a device's transfers).
+    global_ms: f64,
 }
 
 /// The obstacle of `model`, by index and kind, that ADMM refuses (contact is not implemented
@@ -76,11 +70,36 @@ fn obstacle_refusal(model: &Model) -> Option<String> {
     ))
 }
 
-impl AdmmSolver {
-    /// A solver for `model`: weights and element constants now, the factor at the first step.
-    /// Errors (one line, naming the key) for a model with obstacles, a PD prox on a material
-    /// without PD form, a weight scale that is not finite and > 0, or a fixed count of 0.
+impl AdmmSolver<CpuBackend> {
+    /// A solver for `model` on the f64 CPU backend (see [`AdmmSolver::with_backend`]).
     pub fn new(model: &Model, params: AdmmParams) -> Result<Self> {
+        AdmmSolver::with_backend(model, CpuBackend::new(model.num_vertices()), params)
+    }
+
+    /// Replaces the z-step by `prox` (see [`CustomProx`]; f64 CPU only); the stop rule still
+    /// evaluates the model's own energy, so use a fixed count unless `prox` is the model's prox.
+    pub fn with_custom_prox(mut self, prox: CustomProx) -> Self {
+        self.backend.set_custom_prox(Some(prox));
+        self
+    }
+
+    /// z and ū after the last z-step, per element, as deformation gradients (F = Σ x_a∇N_aᵀ,
+    /// the transpose of D_e x; dimensionless), and w_e² (J).
+    pub fn local_state(&self) -> (&[Matrix3<f64>], &[Matrix3<f64>], Vec<f64>) {
+        (
+            self.backend.field_values(self.z),
+            self.backend.field_values(self.u),
+            self.w2.clone(),
+        )
+    }
+}
+
+impl<B: AdmmBackend> AdmmSolver<B> {
+    /// A solver for `model` on `backend`: weights and element constants now, the factor at the
+    /// first step. Errors (one line, naming the key) for a model with obstacles, a PD prox on a
+    /// material without PD form, a weight scale that is not finite and > 0, or a fixed count
+    /// of 0.
+    pub fn with_backend(model: &Model, mut backend: B, params: AdmmParams) -> Result<Self> {
         if let Some(why) = obstacle_refusal(model) {
             return Err(JelloError::Invalid(why));
         }
@@ -103,39 +122,35 @@ impl AdmmSolver {
             }
         }
         let system = GlobalSystem::new(model, params.global)?;
-        let elements: Vec<Element> = (0..model.mesh.tets.len())
-            .map(|e| Element {
-                grads: model.rest[e].shape_gradients(),
-                volume: model.rest[e].volume,
-                w2: system.weights()[e],
-                material: model.materials[e],
-            })
-            .collect();
-        let ne = elements.len();
+        let w2 = system.weights().to_vec();
+        let z = backend.field("admm z")?;
+        let u = backend.field("admm u")?;
+        let rhs = backend.vector("admm right-hand side")?;
+        let g = backend.vector("gradient")?;
+        backend.admm_setup(model, &w2, params.prox)?;
         Ok(AdmmSolver {
             params,
+            backend,
             system,
             extent: model.largest_extent(),
-            elements,
-            tets: model.mesh.tets.clone(),
-            fx: vec![Matrix3::zeros(); ne],
-            z: vec![Matrix3::zeros(); ne],
-            u: vec![Matrix3::zeros(); ne],
+            w2,
+            z,
+            u,
+            rhs,
+            g,
             log: Vec::new(),
-            custom: None,
+            global_ms: 0.0,
         })
-    }
-
-    /// Replaces the z-step by `prox` (see [`CustomProx`]); the stop rule still evaluates the
-    /// model's own energy, so use a fixed count unless `prox` is the model's prox.
-    pub fn with_custom_prox(mut self, prox: CustomProx) -> Self {
-        self.custom = Some(prox);
-        self
     }
 
     /// The parameters.
     pub fn params(&self) -> &AdmmParams {
         &self.params
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.backend
     }
 
     /// The global matrix (factorisation counts).
@@ -148,43 +163,18 @@ impl AdmmSolver {
         &self.log
     }
 
-    /// z and ū after the last z-step, per element, as deformation gradients (F = Σ x_a∇N_aᵀ,
-    /// the transpose of D_e x; dimensionless), and w_e² (J).
-    pub fn local_state(&self) -> (&[Matrix3<f64>], &[Matrix3<f64>], Vec<f64>) {
-        (
-            &self.z,
-            &self.u,
-            self.elements.iter().map(|e| e.w2).collect(),
-        )
+    /// Host time of the x-steps so far (the prefactored solve, and a device's transfers of the
+    /// right-hand side and the positions), ms.
+    pub fn global_ms(&self) -> f64 {
+        self.global_ms
     }
 
-    /// F of every element at positions `x` into `self.fx`.
-    fn update_fx(&mut self, x: &[f64]) {
-        let tets = &self.tets;
-        let elements = &self.elements;
-        self.fx.par_iter_mut().enumerate().for_each(|(e, f)| {
-            let el = &elements[e];
-            let mut out = Matrix3::zeros();
-            for (a, &v) in tets[e].iter().enumerate() {
-                let v = v as usize;
-                let p = Vector3::new(x[3 * v], x[3 * v + 1], x[3 * v + 2]);
-                out += p * el.grads[a].transpose();
-            }
-            *f = out;
-        });
-    }
-
-    /// Adds Σ_e c_e D_eᵀ G_e (per vertex a: c_e G_e ∇N_a) into `out` (3n).
-    fn scatter(&self, g: impl Fn(usize) -> Matrix3<f64>, out: &mut [f64]) {
-        for (e, tet) in self.tets.iter().enumerate() {
-            let ge = g(e);
-            for (a, &v) in tet.iter().enumerate() {
-                let f = ge * self.elements[e].grads[a];
-                for c in 0..3 {
-                    out[3 * v as usize + c] += f[c];
-                }
-            }
-        }
+    /// z and ū after the last z-step read back to the host (f64; a device's f32 values
+    /// widened), and w_e² (J).
+    pub fn read_local_state(&mut self) -> Result<(Vec<Matrix3<f64>>, Vec<Matrix3<f64>>, Vec<f64>)> {
+        let z = self.backend.read_field(self.z)?;
+        let u = self.backend.read_field(self.u)?;
+        Ok((z, u, self.w2.clone()))
     }
 
     fn rule_met(&self, residual: f64, last_move: f64) -> bool {
@@ -195,7 +185,36 @@ impl AdmmSolver {
     }
 }
 
-impl StepSolver for AdmmSolver {
+/// The x-step, one host routine: b = `inertial` + `rhs` (rhs holding Σ w² Dᵀ(z − ū)), pins
+/// subtracted, A x = b on the prefactored matrix; the free entries of `x` (3n, m) are
+/// overwritten and the largest vertex move returned (m). Obstacle contact (the paper's Uzawa
+/// CG on the same factor) plugs in here: it needs `rhs` with the pins subtracted and `x`.
+fn global_step(
+    system: &mut GlobalSystem,
+    pinned: &[bool],
+    inertial: &[f64],
+    rhs: &mut [f64],
+    x: &mut [f64],
+) -> Result<f64> {
+    for (r, b) in rhs.iter_mut().zip(inertial) {
+        *r += b;
+    }
+    system.subtract_pinned(x, rhs)?;
+    system.solve(rhs)?;
+    let mut moved: f64 = 0.0;
+    for (v, _) in pinned.iter().enumerate().filter(|(_, &p)| !p) {
+        let mut d2 = 0.0;
+        for c in 0..3 {
+            let k = 3 * v + c;
+            d2 += (rhs[k] - x[k]) * (rhs[k] - x[k]);
+            x[k] = rhs[k];
+        }
+        moved = moved.max(d2.sqrt());
+    }
+    Ok(moved)
+}
+
+impl<B: AdmmBackend> StepSolver for AdmmSolver<B> {
     fn name(&self) -> String {
         "admm".into()
     }
@@ -221,6 +240,7 @@ impl StepSolver for AdmmSolver {
                     .into(),
             ));
         }
+        self.backend.check(problem)?;
         let nv = model.num_vertices();
         let t0 = Instant::now();
         let pinned: Vec<bool> = (0..nv).map(|v| problem.fixed[3 * v]).collect();
@@ -229,22 +249,21 @@ impl StepSolver for AdmmSolver {
         }
 
         // Algorithm 1: x ← x_start (the inertial prediction, pulled back only where it would
-        // invert an element), ū ← 0.
+        // invert an element), ū ← 0, z⁰ = D x_start (for the first iteration's s only).
         let t0 = Instant::now();
         x.clear();
         x.extend_from_slice(&problem.x_start);
-        self.update_fx(x);
-        self.u.iter_mut().for_each(|u| *u = Matrix3::zeros());
-        self.z.clone_from(&self.fx);
-        let mut g = vec![0.0; 3 * nv];
+        self.backend.begin_step(problem, elastic)?;
+        self.backend.admm_reset(self.z, self.u)?;
         let mut inertial = vec![0.0; 3 * nv];
         for v in 0..nv {
             for c in 0..3 {
                 inertial[3 * v + c] = problem.inertia * model.mass[v] * problem.x_tilde[3 * v + c];
             }
         }
-        let (_, change0) = problem.gradient_and_change(elastic, x, &mut g);
-        let mut residual = model.char_norm.residual(&g);
+        let (res, ch) = self.backend.admm_gradient(problem, elastic, self.g)?;
+        let start_vals = self.backend.read(&[res, ch])?;
+        let mut residual = start_vals[0];
         timings.setup_ms += ms(t0);
         if !residual.is_finite() {
             return Err(JelloError::Solver(format!(
@@ -252,7 +271,7 @@ impl StepSolver for AdmmSolver {
                 problem.diagnose_non_finite(elastic, &problem.x_start)
             )));
         }
-        let mut change = change0;
+        let mut change = start_vals[1];
         let mut fresh = true;
         let mut records = trace.then(Vec::new);
         if let Some(r) = records.as_mut() {
@@ -266,8 +285,6 @@ impl StepSolver for AdmmSolver {
         let need_rule_each = matches!(self.params.mode, QnMode::Rule) || trace;
         let mut last_move = f64::INFINITY;
         let mut iterations = 0;
-        let mut rhs = vec![0.0; 3 * nv];
-        let mut sv = vec![0.0; 3 * nv];
         loop {
             let done = match self.params.mode {
                 QnMode::Fixed(n) => iterations >= n,
@@ -281,60 +298,25 @@ impl StepSolver for AdmmSolver {
             }
             iterations += 1;
 
-            // Local step: v = Dx + ū, z = prox(v), ū = v − z.
+            // Local step: v = Dx + ū, z = prox(v), ū = v − z; Σ w²Dᵀ(z − ū) and s with it.
             let t0 = Instant::now();
-            let prox = self.params.prox;
-            let z_prev = std::mem::take(&mut self.z);
-            let (fx, elements, custom) = (&self.fx, &self.elements, &self.custom);
-            let (z, u): (Vec<_>, Vec<_>) = self
-                .u
-                .par_iter()
-                .enumerate()
-                .map(|(e, u)| {
-                    let el = &elements[e];
-                    let v = fx[e] + u;
-                    let z = match prox {
-                        _ if custom.is_some() => custom.as_ref().expect("some")(e, &v, el.w2),
-                        ProxKind::Pd => prox_pd(&el.material, el.volume, &v, el.w2)
-                            .expect("PD form checked in AdmmSolver::new"),
-                        ProxKind::Hyperelastic => {
-                            prox_hyperelastic(&el.material, el.volume, &v, el.w2)
-                        }
-                    };
-                    (z, v - z)
-                })
-                .unzip();
-            self.z = z;
-            self.u = u;
+            let local = self.backend.admm_local(problem, self.z, self.u, self.rhs)?;
             timings.assembly_ms += ms(t0);
-
-            // Dual residual s = DᵀW²(zⁿ⁺¹ − zⁿ) on the free vertices.
-            sv.iter_mut().for_each(|s| *s = 0.0);
-            self.scatter(|e| (self.z[e] - z_prev[e]) * self.elements[e].w2, &mut sv);
-            for (s, &f) in sv.iter_mut().zip(&problem.fixed) {
-                if f {
-                    *s = 0.0;
-                }
-            }
-            let dual = sv.iter().map(|s| s * s).sum::<f64>().sqrt();
 
             // Global step: A x = M x̃/h² + Σ w² Dᵀ(z − ū), pins eliminated.
             let t0 = Instant::now();
-            rhs.copy_from_slice(&inertial);
-            self.scatter(|e| (self.z[e] - self.u[e]) * self.elements[e].w2, &mut rhs);
-            self.system.subtract_pinned(x, &mut rhs)?;
-            self.system.solve(&mut rhs)?;
-            let mut moved: f64 = 0.0;
-            for (v, _) in pinned.iter().enumerate().filter(|(_, &p)| !p) {
-                let mut d2 = 0.0;
-                for c in 0..3 {
-                    let k = 3 * v + c;
-                    d2 += (rhs[k] - x[k]) * (rhs[k] - x[k]);
-                    x[k] = rhs[k];
-                }
-                moved = moved.max(d2.sqrt());
+            let mut moved = 0.0;
+            {
+                let system = &mut self.system;
+                let (pinned, inertial) = (&pinned, &inertial);
+                self.backend.admm_global(self.rhs, x, &mut |rhs, x| {
+                    moved = global_step(system, pinned, inertial, rhs, x)?;
+                    Ok(())
+                })?;
             }
-            timings.solve_ms += ms(t0);
+            let dt = ms(t0);
+            timings.solve_ms += dt;
+            self.global_ms += dt;
             if x.iter().any(|v| !v.is_finite()) {
                 return Err(JelloError::Solver(format!(
                     "admm diverged (non-finite positions after iteration {iterations})"
@@ -342,36 +324,33 @@ impl StepSolver for AdmmSolver {
             }
             last_move = moved;
 
-            // Primal residual r = W(Dx − z) at the new x (F at x is also the next local step's).
+            // Primal residual r = W(Dx − z) at the new x, and the true gradient.
             let t0 = Instant::now();
-            self.update_fx(x);
-            let primal = self
-                .fx
-                .iter()
-                .zip(&self.z)
-                .zip(&self.elements)
-                .map(|((f, z), el)| el.w2 * (f - z).norm_squared())
-                .sum::<f64>()
-                .sqrt();
+            let primal = self.backend.admm_primal(self.z)?;
+            let mut wanted = vec![primal, local.dual];
+            if need_rule_each {
+                let (res, ch) = self.backend.admm_gradient(problem, elastic, self.g)?;
+                wanted.extend([res, ch]);
+            }
+            let vals = self.backend.read(&wanted)?;
             let mut it = AdmmIteration {
-                primal,
-                dual,
+                primal: vals[0],
+                dual: vals[1],
                 residual: f64::NAN,
                 energy: f64::NAN,
                 moved,
             };
             fresh = false;
             if need_rule_each {
-                let (_, ch) = problem.gradient_and_change(elastic, x, &mut g);
                 // Non-finite (an element inverted under a model infinite there): not met, and
                 // the iterations go on — ADMM's later iterates may leave it.
-                residual = model.char_norm.residual(&g);
+                residual = vals[2];
                 if !residual.is_finite() {
                     residual = f64::INFINITY;
                 }
-                change = ch;
+                change = vals[3];
                 it.residual = residual;
-                it.energy = ch;
+                it.energy = change;
                 fresh = true;
             }
             timings.assembly_ms += ms(t0);
@@ -381,28 +360,29 @@ impl StepSolver for AdmmSolver {
                     residual,
                     energy: change,
                     alpha: 1.0,
-                    primal: Some(primal),
-                    dual: Some(dual),
+                    primal: Some(it.primal),
+                    dual: Some(it.dual),
                 });
             }
         }
         if !fresh {
-            let (_, ch) = problem.gradient_and_change(elastic, x, &mut g);
-            residual = model.char_norm.residual(&g);
-            change = ch;
+            let (res, ch) = self.backend.admm_gradient(problem, elastic, self.g)?;
+            let vals = self.backend.read(&[res, ch])?;
+            residual = vals[0];
+            change = vals[1];
             if let Some(last) = self.log.last_mut() {
                 last.residual = residual;
-                last.energy = ch;
+                last.energy = change;
             }
         }
         let converged = residual.is_finite() && self.rule_met(residual, last_move);
-        let energy = problem.energy(elastic, x);
+        let (energy, energy_change) = self.backend.finish_step(problem, elastic, change, x)?;
         Ok(StepReport {
             iterations,
             converged,
             residual,
             energy,
-            energy_change: change,
+            energy_change,
             wall_ms: ms(start),
             timings,
             trace: records,

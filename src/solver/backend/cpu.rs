@@ -7,6 +7,10 @@ use crate::problem::{ElasticTerms, StepProblem};
 use crate::solver::report::max_vertex_norm;
 use rayon::prelude::*;
 
+mod admm;
+
+pub use admm::CpuField;
+
 /// Handle to a [`CpuBackend`] vector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CpuVector(usize);
@@ -28,6 +32,10 @@ pub struct CpuBackend {
     /// E at the last gradient of each point (the report's energy).
     energy_at: [f64; 2],
     n: usize,
+    /// Per-element 3×3 fields ([`crate::solver::backend::AdmmBackend`]).
+    fields: Vec<Vec<nalgebra::Matrix3<f64>>>,
+    /// ADMM's constants, once set up.
+    admm: Option<Box<admm::CpuAdmm>>,
 }
 
 impl CpuBackend {
