@@ -750,10 +750,10 @@ fn bad_options_obstacles_and_static_solves_are_one_line_errors() {
 
 /// Through the binary: `--solver admm` on the bundled drop scene (a ground) is one line on
 /// stderr and a non-zero exit, no panic; on the twist scene it runs. A GPU choice (built
-/// directly: no adapter needed) is refused in one line when asked for, and falls back to the
-/// CPU under `auto`.
+/// directly) runs on the device or says in one line why not; obstacles are refused in one
+/// line on either backend.
 #[test]
-fn cli_refuses_obstacles_and_setup_refuses_the_gpu() {
+fn cli_refuses_obstacles_and_setup_takes_the_gpu() {
     let dir = common::cli::tmp_dir("admm", "cli");
     let scenes = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenes");
     let out = dir.join("out");
@@ -799,15 +799,38 @@ fn cli_refuses_obstacles_and_setup_refuses_the_gpu() {
         adapter: None,
         reason: "test".into(),
     };
-    let msg = jello::runner::setup_on(&built, gpu(Backend::Gpu), None)
-        .err()
-        .unwrap()
-        .to_string();
-    eprintln!("gpu: {msg}");
-    assert!(msg.contains("admm") && msg.contains("CPU") && !msg.contains('\n'));
+    // ADMM runs on the device backend now (tests/gpu_admm.rs): a GPU request either runs
+    // there (an adapter exists) or is one line naming why not; `auto` falls back to the CPU
+    // only when no device can be had. Obstacles are refused in one line on either.
+    match jello::runner::setup_on(&built, gpu(Backend::Gpu), None) {
+        Ok(s) => {
+            assert_eq!(s.choice.backend, Backend::Gpu);
+            assert!(s.adapter.is_some());
+            assert_eq!(s.sim.solver_name(), "admm");
+        }
+        Err(e) => {
+            let msg = e.to_string();
+            eprintln!("gpu: {msg}");
+            assert!(!msg.contains('\n'), "{msg}");
+        }
+    }
     let s = jello::runner::setup_on(&built, gpu(Backend::Auto), None).unwrap();
-    assert_eq!(s.choice.backend, Backend::Cpu);
     assert_eq!(s.sim.solver_name(), "admm");
+    let mut drop = scene("drop.toml");
+    drop.config.solver = "admm".into();
+    for requested in [Backend::Gpu, Backend::Auto] {
+        let msg = jello::runner::setup_on(&drop, gpu(requested), None)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(!msg.contains('\n'), "{msg}");
+        if requested == Backend::Auto {
+            assert!(
+                msg.contains("admm") && msg.contains("obstacles[0]"),
+                "{msg}"
+            );
+        }
+    }
 }
 
 /// stiff_soft.toml (E = 1e7 beside 1e4) at step 44 of its Newton trajectory: at the default

@@ -83,11 +83,20 @@ pub enum Kernel {
     DevVertexEnergy,
     /// Vertex terms of the gradient (inertia, barrier, pins) and the residual's square sums.
     DevVertexGradient,
+    // ---- ADMM-PD (`crate::solver::backend::AdmmBackend`) ----
+    /// ADMM local step per element: F from x, z-step (PD or hyperelastic prox), dual update,
+    /// and the corner forces of Σ w²Dᵀ(z − ū) and DᵀW²(zⁿ⁺¹ − zⁿ) (or the step's reset).
+    AdmmLocal,
+    /// ADMM per-vertex gather of the corner forces over the vertex→element CSR, and the dual
+    /// residual's per-group partials.
+    AdmmGather,
+    /// ADMM primal residual's per-group partials Σ w²‖F(x) − z‖².
+    AdmmPrimal,
 }
 
 impl Kernel {
     /// All kernels, in table order.
-    pub const ALL: [Kernel; 32] = [
+    pub const ALL: [Kernel; 35] = [
         Kernel::Axpy,
         Kernel::Scale,
         Kernel::ReduceSum,
@@ -121,6 +130,10 @@ impl Kernel {
         Kernel::DevElementEnergy,
         Kernel::DevVertexEnergy,
         Kernel::DevVertexGradient,
+        // ---- ADMM-PD ----
+        Kernel::AdmmLocal,
+        Kernel::AdmmGather,
+        Kernel::AdmmPrimal,
     ];
     /// Index into [`Kernel::ALL`] / [`KERNELS`].
     pub fn index(self) -> usize {
@@ -220,7 +233,7 @@ const LS: usize = size_of::<GpuLocalSystem>();
 const TN: usize = size_of::<GpuTreeNode>();
 
 /// The kernel table, indexed by [`Kernel::index`].
-pub static KERNELS: [KernelDesc; 32] = [
+pub static KERNELS: [KernelDesc; 35] = [
     KernelDesc {
         kernel: Kernel::Axpy,
         name: "axpy",
@@ -797,6 +810,77 @@ pub static KERNELS: [KernelDesc; 32] = [
                 b.rw(5),
                 b.rw(6),
             )
+        },
+    },
+    // ---- ADMM-PD ----
+    KernelDesc {
+        kernel: Kernel::AdmmLocal,
+        name: "admm_local",
+        bindings: &[
+            b("x", R, V4, Len::Any),
+            b("tets", R, T4, Len::PerItem(1)),
+            b("dm_inv", R, M3, Len::PerItem(1)),
+            b("elem", R, EP, Len::PerItem(1)),
+            b("w2", R, F, Len::PerItem(1)),
+            b("z", W, M3, Len::PerItem(1)),
+            b("u", W, M3, Len::PerItem(1)),
+            b("corner", W, V4, Len::PerItem(8)),
+        ],
+        items_per_group: twins::admm::ADMM_LOCAL_GROUP as u32,
+        cpu: |p, b| {
+            twins::admm::admm_local(
+                p,
+                b.ro(0),
+                b.ro(1),
+                b.ro(2),
+                b.ro(3),
+                b.ro(4),
+                b.rw(5),
+                b.rw(6),
+                b.rw(7),
+            )
+        },
+    },
+    KernelDesc {
+        kernel: Kernel::AdmmGather,
+        name: "admm_gather",
+        bindings: &[
+            b("corner", R, V4, Len::Any),
+            b("offsets", R, U, Len::PerItemPlusOne(1)),
+            b("csr_tets", R, U, Len::Any),
+            b("csr_local", R, U, Len::Any),
+            b("vinfo", R, VI, Len::PerItem(1)),
+            b("rhs", W, V4, Len::PerItem(1)),
+            b("out", W, F, Len::Any),
+        ],
+        items_per_group: twins::admm::ADMM_GROUP as u32,
+        cpu: |p, b| {
+            twins::admm::admm_gather(
+                p,
+                b.ro(0),
+                b.ro(1),
+                b.ro(2),
+                b.ro(3),
+                b.ro(4),
+                b.rw(5),
+                b.rw(6),
+            )
+        },
+    },
+    KernelDesc {
+        kernel: Kernel::AdmmPrimal,
+        name: "admm_primal",
+        bindings: &[
+            b("x", R, V4, Len::Any),
+            b("tets", R, T4, Len::PerItem(1)),
+            b("dm_inv", R, M3, Len::PerItem(1)),
+            b("w2", R, F, Len::PerItem(1)),
+            b("z", R, M3, Len::PerItem(1)),
+            b("out", W, F, Len::Any),
+        ],
+        items_per_group: twins::admm::ADMM_GROUP as u32,
+        cpu: |p, b| {
+            twins::admm::admm_primal(p, b.ro(0), b.ro(1), b.ro(2), b.ro(3), b.ro(4), b.rw(5))
         },
     },
 ];

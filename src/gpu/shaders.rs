@@ -12,6 +12,16 @@ use std::sync::LazyLock;
 
 /// Kernel files (`shaders/<name>.wgsl`), sorted by name.
 static FILES: &[(&str, &str)] = &[
+    // ---- ADMM-PD ----
+    (
+        "admm_gather",
+        include_str!("../../shaders/admm_gather.wgsl"),
+    ),
+    ("admm_local", include_str!("../../shaders/admm_local.wgsl")),
+    (
+        "admm_primal",
+        include_str!("../../shaders/admm_primal.wgsl"),
+    ),
     ("axpy", include_str!("../../shaders/axpy.wgsl")),
     (
         "deformation_gradient",
@@ -103,6 +113,10 @@ static FILES: &[(&str, &str)] = &[
 
 /// Shared snippets (`shaders/shared/<name>.wgsl`).
 static SHARED: &[(&str, &str)] = &[
+    (
+        "admm_prox",
+        include_str!("../../shaders/shared/admm_prox.wgsl"),
+    ),
     (
         "elastic_element",
         include_str!("../../shaders/shared/elastic_element.wgsl"),

@@ -204,8 +204,9 @@ pub fn setup(built: &BuiltScene, backend: Backend, cache_dir: Option<&Path>) -> 
 /// - `qn`: the same loop on the device backend (f32 kernels, the prefactored solve in f64 on
 ///   the CPU: [`DeviceBackend`]) or the f64 CPU backend ([`CpuBackend`]); scenes the device
 ///   backend cannot run (static solves, spheres or boxes) use the CPU.
-/// - `admm`: the f64 CPU loop ([`AdmmSolver`]); a GPU request is an error, `auto` uses the
-///   CPU.
+/// - `admm`: the same loop on the device backend (f32 local steps and residuals, the
+///   prefactored x-step in f64 on the CPU) or the f64 CPU backend; what ADMM refuses
+///   (obstacles, static solves) is an error on either.
 ///
 /// A GPU choice that cannot be honoured is an error when the GPU was requested, and falls back
 /// to the CPU (saying why in the returned choice) when it came from `auto`.
@@ -237,12 +238,34 @@ pub fn setup_on(
         fall_back(&mut choice, why);
     }
     if choice.backend == Backend::Gpu && config.solver == "admm" {
-        // No device kernels for ADMM yet (step 1: the f64 CPU loop).
-        let why = "solver admm runs on the f64 CPU only (no device kernels yet)".to_string();
-        if strict {
-            return Err(JelloError::Invalid(why));
+        // The same loop on the device backend; what ADMM refuses on the CPU (obstacles, static
+        // solves) it refuses there too, with the same line.
+        if config.static_solve {
+            make_solver(config, model, cache_dir)?;
         }
-        fall_back(&mut choice, why);
+        match Device::new(Backend::Gpu) {
+            Err(e) if strict => return Err(e),
+            Err(e) => fall_back(&mut choice, e.to_string()),
+            Ok(device) => {
+                let adapter = device.info().to_string();
+                let solver = DeviceBackend::new(device, model)
+                    .and_then(|b| AdmmSolver::with_backend(model, b, admm_params(config)));
+                match solver {
+                    Ok(solver) => {
+                        let sim =
+                            Simulation::new(model.clone(), state, config.h, Box::new(solver))?;
+                        return Ok(Setup {
+                            sim,
+                            adapter: Some(adapter),
+                            choice,
+                        });
+                    }
+                    Err(e @ JelloError::Invalid(_)) => return Err(e),
+                    Err(e) if strict => return Err(e),
+                    Err(e) => fall_back(&mut choice, e.to_string()),
+                }
+            }
+        }
     }
     if choice.backend == Backend::Gpu && config.solver == "qn" {
         match qn_device_blocker(built) {

@@ -7,6 +7,7 @@
 //! `JelloError::Invalid` (the GPU would silently read clamped garbage; the device API validates
 //! lengths before dispatching on either backend).
 
+pub mod admm;
 pub mod backend;
 mod element;
 mod gather;

@@ -107,4 +107,4 @@ mod solver;
 
 pub use params::{AdmmMode, AdmmParams};
 pub use prox::ProxKind;
-pub use solver::{AdmmIteration, AdmmSolver, CustomProx};
+pub use solver::{AdmmIteration, AdmmSolver, CustomProx, LocalState};

@@ -35,6 +35,9 @@ pub struct AdmmIteration {
 /// paper's ½-rate proof).
 pub type CustomProx = Arc<dyn Fn(usize, &Matrix3<f64>, f64) -> Matrix3<f64> + Send + Sync>;
 
+/// z and ū per element (F form, dimensionless) and w_e² (J), on the host.
+pub type LocalState = (Vec<Matrix3<f64>>, Vec<Matrix3<f64>>, Vec<f64>);
+
 /// ADMM-PD on a backend (f64 CPU or f32 device); see the module docs.
 pub struct AdmmSolver<B: AdmmBackend = CpuBackend> {
     params: AdmmParams,
@@ -171,7 +174,7 @@ impl<B: AdmmBackend> AdmmSolver<B> {
 
     /// z and ū after the last z-step read back to the host (f64; a device's f32 values
     /// widened), and w_e² (J).
-    pub fn read_local_state(&mut self) -> Result<(Vec<Matrix3<f64>>, Vec<Matrix3<f64>>, Vec<f64>)> {
+    pub fn read_local_state(&mut self) -> Result<LocalState> {
         let z = self.backend.read_field(self.z)?;
         let u = self.backend.read_field(self.u)?;
         Ok((z, u, self.w2.clone()))

@@ -47,6 +47,8 @@ use crate::gpu::{
 use crate::problem::{ElasticTerms, Model, Obstacle, StepProblem};
 use std::time::Instant;
 
+mod admm;
+
 /// Scalar slots of the device scalar buffer.
 pub const MAX_SLOTS: usize = 1000;
 
@@ -85,6 +87,10 @@ pub enum DeviceScalar {
     MaxMove,
     /// The last gradient's characteristic-norm residual.
     Residual,
+    /// ADMM's last primal residual ‖W(Dx − z)‖ (element partials).
+    Primal,
+    /// ADMM's last dual residual ‖DᵀW²(zⁿ⁺¹ − zⁿ)‖ over the free vertices (vertex partials).
+    Dual,
 }
 
 /// Offsets of the readback buffer's partial regions.
@@ -100,6 +106,8 @@ struct Regions {
     dx: usize,
     /// Residual square sums (gv).
     res: usize,
+    /// ADMM's primal (ge) and dual (gv) square-sum partials.
+    admm: usize,
     len: usize,
 }
 
@@ -112,6 +120,9 @@ pub struct HostSolveStats {
     pub bytes: usize,
     /// Time waiting for the device and moving q and r, ms.
     pub transfer_ms: f64,
+    /// Of `transfer_ms`, the wait for the work recorded before the call (ADMM's x-steps wait
+    /// for it separately so that the transfers themselves can be told apart; QN's do not), ms.
+    pub wait_ms: f64,
     /// Time in the host routine (the prefactored solve), ms.
     pub host_ms: f64,
 }
@@ -157,6 +168,8 @@ pub struct DeviceBackend {
     magnitude: f64,
     pending_magnitude: bool,
     solves: HostSolveStats,
+    /// ADMM's constants, once set up ([`crate::solver::backend::AdmmBackend`]).
+    admm: Option<Box<admm::DeviceAdmm>>,
 }
 
 fn vec4(x: &[f64], o: [f64; 3]) -> GpuVec4 {
@@ -210,7 +223,8 @@ impl DeviceBackend {
             gv,
             dx: elem_off + 2 * ge + gv,
             res: elem_off + 2 * ge + 2 * gv,
-            len: elem_off + 2 * ge + 3 * gv,
+            admm: elem_off + 2 * ge + 3 * gv,
+            len: elem_off + 3 * ge + 4 * gv,
         };
         let mut s = DeviceBackend {
             nv,
@@ -258,6 +272,7 @@ impl DeviceBackend {
             magnitude: 0.0,
             pending_magnitude: false,
             solves: HostSolveStats::default(),
+            admm: None,
             dev: d,
         };
         s.bound_slot = s.alloc_slot()?;
@@ -475,6 +490,8 @@ impl DeviceBackend {
                     m
                 }
             }),
+            DeviceScalar::Primal => sum(r.admm, r.ge).max(0.0).sqrt(),
+            DeviceScalar::Dual => sum(r.admm + r.ge, r.gv).max(0.0).sqrt(),
             DeviceScalar::Residual => {
                 let norm = sum(r.res, r.gv).max(0.0).sqrt();
                 if self.char_scale > 0.0 {
