@@ -1,5 +1,6 @@
 //! ADMM-PD (Overby, Brown, Li, Narain 2017, "ADMM ⊇ Projective Dynamics"): `--solver admm`,
-//! f64 on the CPU.
+//! one loop ([`AdmmSolver`], generic over [`crate::solver::backend::AdmmBackend`]) in f64 on
+//! the CPU and in f32 on a device (a GPU or the WGSL kernels' CPU twins).
 //!
 //! The step's objective E(x) = ½‖x − x̃‖²_M/h² + Σ_e U_e(D_e x) is split on z = Dx with ρ = 1
 //! and W_e = w_e I, and solved by the paper's Algorithm 1 with the local step first:
@@ -60,9 +61,45 @@
 //! - **Static solves and obstacles** are refused with one line (the splitting needs the
 //!   inertia term; contact — the paper's Uzawa CG / tangent-space Gauss–Seidel global steps —
 //!   is the next step).
-//! - **Device.** f64 CPU only for now: the per-element prox kernels (WGSL) and the
-//!   backend-generic loop ([`crate::solver::backend`]) are the next step; a GPU request is a
-//!   one-line error, `auto` runs it on the CPU.
+//!
+//! # Device
+//! The loop is written once over [`crate::solver::backend::AdmmBackend`] (the second solver on
+//! the backend traits after QN; `ARCHITECTURE.md`): per-element 3×3 fields for z and ū, the
+//! local step, the scatter Σ w²Dᵀ(·), the residuals, and the x-step's bridge to one host f64
+//! routine. [`crate::solver::backend::CpuBackend`] runs it in f64 with this module's
+//! [`prox`] (and a test's [`CustomProx`], CPU only); [`crate::solver::backend::DeviceBackend`]
+//! in f32 with three kernels (`shaders/admm_*.wgsl`, twins in `crate::gpu::twins::admm`):
+//! - `admm_local`, one element per invocation: F from x, v = F + ū, z = prox(v) — the PD
+//!   projection, or the hyperelastic prox mirrored from [`prox`] (signed SVD `svd3`, the
+//!   σ-Newton with `material.wgsl`'s ψ̂ derivatives for every material; f32 constants: at most
+//!   30 Newton iterations, ‖∇φ‖ ≤ 2e-6·τ(1 + ‖σ̃‖), φ noise 1e-5 relative; linear elasticity
+//!   in closed form, skew(F − I) = skew(v − I) and the symmetric part from its trace, instead
+//!   of the f64 9 × 9 solve) — ū ← v − z, and the corner forces w²(z − ū)∇N_a and
+//!   w²(zⁿ⁺¹ − zⁿ)∇N_a (8 vec4 per element);
+//! - `admm_gather`, one vertex per invocation: both sums over the vertex→element CSR (no
+//!   atomics), the right-hand side into a vector and |s_v|² over the free vertices as per-group
+//!   partials;
+//! - `admm_primal`: the partials of Σ w²‖F(x) − z‖² at the new x.
+//!
+//! The x-step is one host routine (`global_step` in `solver.rs`): it receives the right-hand
+//! side Σ w²Dᵀ(z − ū) (3n f64, read from the device), adds M x̃/h² in f64 (the large inertial
+//! term never passes through f32), subtracts the pins, solves on the prefactored matrix and
+//! writes the new positions into the host's x (3n f64), which the device gets back as its
+//! current point. x itself never crosses to the host: the host keeps the f64 output of the last
+//! x-step (a contact-aware x-step — Uzawa CG on the same factor — receives both and plugs in
+//! there). Per iteration the bus carries the right-hand side (16·n bytes) and the positions
+//! (16·n bytes) plus one read of the scalar/partials buffer (~4 KB: the primal and dual
+//! partials, and under the stop rule the true gradient's residual and energy change);
+//! everything else stays on the device. Measured (`tests/gpu_admm.rs`, debug profile, twist
+//! scene, 525 vertices, 20 fixed iterations per step): on lavapipe (Vulkan) an iteration takes
+//! 4.7 ms, of which the transfers are 0.15 ms (3.3%) and the host solve 0.14 ms (3.0%); on
+//! the twins 2.1 ms, 0.003 ms and 0.14 ms (6.4%); on llvmpipe GL 25 ms with 0.4% and 0.6%.
+//! Against the f64 CPU ADMM (`jello compare`, 50 steps, lavapipe): twist 4.2e-7 of the
+//! diagonal, cantilever 5.5e-6, stiff_soft 8.7e-7 (its stall included: both hit the cap on the
+//! same steps), with the same iteration counts (134, 423, 7,631) — the x-step's f64 solve
+//! keeps the f32 local steps from drifting; the twins follow the f64 run on twist within
+//! 3.8e-7 over 20 steps and the device's z-step meets w²ū = ∇U(z) to 2.4e-6 (relative, T5).
+//! Refused on either backend with the same one line: obstacles and static solves.
 //!
 //! # Measured (f64, 2 cores; `tests/admm.rs` prints its figures)
 //! - T1: on linear elasticity with λ = 0 (the affine PD energy), six ADMM iterations equal six
