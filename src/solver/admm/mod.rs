@@ -90,10 +90,15 @@
 //! there). Per iteration the bus carries the right-hand side (16·n bytes) and the positions
 //! (16·n bytes) plus one read of the scalar/partials buffer (~4 KB: the primal and dual
 //! partials, and under the stop rule the true gradient's residual and energy change);
-//! everything else stays on the device. Measured (`tests/gpu_admm.rs`, debug profile, twist
-//! scene, 525 vertices, 20 fixed iterations per step): on lavapipe (Vulkan) an iteration takes
-//! 4.7 ms, of which the transfers are 0.15 ms (3.3%) and the host solve 0.14 ms (3.0%); on
-//! the twins 2.1 ms, 0.003 ms and 0.14 ms (6.4%); on llvmpipe GL 25 ms with 0.4% and 0.6%.
+//! everything else stays on the device. Measured (`tests/gpu_admm.rs`
+//! `admm_bus_traffic_per_iteration`, debug profile, 20 fixed iterations per step, 2 shared
+//! cores): twist (525 vertices, 16.8 KB per iteration) on lavapipe (Vulkan) 4.7–4.8 ms per
+//! iteration, of which the transfers are 0.15–0.17 ms (3.3–3.5%) and the host solve 0.14 ms
+//! (3.0%), the local step ~1.5 ms; on the twins 2.0 ms with 0.003 ms and 0.14 ms (7%). A
+//! clamped 40×8×8-cell bar (3,321 vertices, 15,360 tets, 106 KB per iteration): lavapipe 19.7
+//! ms per iteration, transfers 0.24 ms (1.2%), host solve 2.4 ms (12%), local step ~6.4 ms;
+//! twins 18.4 ms, 0.03 and 2.5 ms (13.5%). The transfers stay small; the f64 triangular
+//! solves are the part of an iteration a faster device cannot shrink.
 //! Against the f64 CPU ADMM (`jello compare`, 50 steps, lavapipe): twist 4.2e-7 of the
 //! diagonal, cantilever 5.5e-6, stiff_soft 8.7e-7 (its stall included: both hit the cap on the
 //! same steps), with the same iteration counts (134, 423, 7,631) — the x-step's f64 solve

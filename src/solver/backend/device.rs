@@ -32,7 +32,9 @@
 //! and r written for the host solve (16·n bytes each), and with obstacles the contact records
 //! for the contact correction (32·n bytes per obstacle). Measured on the 3,321-vertex Table I
 //! bar (`benches/solvers.rs`): 104 KB per solve, the transfer and host solve 3–4% of a step on
-//! lavapipe and the twins.
+//! lavapipe and the twins. Per ADMM iteration ([`crate::solver::backend::AdmmBackend`],
+//! `device/admm.rs`): the right-hand side read and the new positions written (16·n bytes
+//! each) and one read of the readback buffer; see `src/solver/admm/mod.rs` for the figures.
 
 use super::{Backend, Coef, Combine, Dots, GradientScalars, Point, PotentialBackend, TrialScalars};
 use crate::error::{JelloError, Result};
@@ -111,7 +113,8 @@ struct Regions {
     len: usize,
 }
 
-/// Bus traffic and host time of [`Backend::host_solve`] calls.
+/// Bus traffic and host time of [`Backend::host_solve`] calls and ADMM x-steps
+/// ([`crate::solver::backend::AdmmBackend::admm_global`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct HostSolveStats {
     /// Calls.
