@@ -1,7 +1,8 @@
 //! The projective-dynamics family against Newton and JGS2 (issue 10, step 1: quasi-Newton
 //! L-BFGS-PD). All figures from one run of `cargo bench --bench solvers`.
 //!
-//! Cases (`JELLO_SOLVERS_CASES`, comma list; default `table1,orderings,iterations,split,contact`):
+//! Cases (`JELLO_SOLVERS_CASES`, comma list; default
+//! `table1,orderings,iterations,split,admm_split,contact`):
 //! - `table1` — the paper's Table I on a twisting Neo-Hookean bar of 3,321 vertices / 15,360 tets
 //!   (1 × 0.2 × 0.2 m, 40×8×8 cells, E = 1e5 Pa and, softer, 1e4 Pa, ν = 0.4, ρ = 1000 kg/m³,
 //!   caps rotating in opposite directions at π rad/s about the bar's axis; the paper does not
@@ -23,6 +24,10 @@
 //!   search; the host solve's bus share) with every phase synchronised, on the f64 CPU backend
 //!   and on the device backend: the software GPU adapter when one is found (lavapipe: f32 on the
 //!   CPU — correctness only, its speed means nothing for a GPU) and the kernels' CPU twins.
+//! - `admm_split` — ADMM's time per iteration (10 fixed iterations per frame) on the Table I
+//!   bar on the f64 CPU backend and the device backend (software GPU adapter when found, the
+//!   CPU twins), with the x-step's bus transfers (right-hand side and positions, 32·n bytes),
+//!   its f64 host solve and the wait for the local step before it.
 //! - `armadillo_114k` (opt-in) — cost per iteration of QN and Newton on armadillo_114k (the
 //!   kicked-foot scene on the 28,310-vertex mesh), `JELLO_SOLVERS_STEPS` steps: the issue's
 //!   goal is a QN iteration at ≤ 1/20 of a Newton iteration there.
@@ -608,6 +613,93 @@ fn split() {
     );
 }
 
+// ---------------------------------------------------------------- admm split
+
+/// ADMM on the Table I bar: per-iteration time on each backend and, on the device ones, the
+/// x-step's share (transfers of the right-hand side and the positions, the f64 host solve) and
+/// the wait for the local step before it.
+fn admm_split() {
+    let steps: usize = env_or("JELLO_SOLVERS_STEPS", 5);
+    let mat = Material::from_young_poisson(MaterialModel::NeoHookean, 1e5, 0.4).unwrap();
+    let model = twist_bar([40, 8, 8], [1.0, 0.2, 0.2], mat, std::f64::consts::PI);
+    let h = 1.0 / 30.0;
+    println!(
+        "\n## ADMM per-iteration cost — Table I bar ({} vertices), {steps} frames × 10 iterations (fixed count)\n",
+        model.num_vertices()
+    );
+    println!("| backend | ms / iteration | bus KB / iteration | transfers ms (%) | host solve ms (%) | wait for the local step ms (%) | residual reads ms (%) | per-step work ms / iteration (%) |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let params = AdmmParams {
+        mode: QnMode::Fixed(10),
+        ..AdmmParams::default()
+    };
+    fn run<B: jello::solver::backend::AdmmBackend>(
+        model: &Model,
+        s: &mut AdmmSolver<B>,
+        h: f64,
+        steps: usize,
+    ) -> (f64, usize, f64, f64) {
+        let mut state = model.initial_state(&vec![[0.0; 3]; model.num_vertices()]);
+        let (mut wall, mut its, mut local, mut global) = (0.0, 0, 0.0, 0.0);
+        for _ in 0..steps {
+            let p = StepProblem::new(model, &state, h);
+            let mut x = Vec::new();
+            let t0 = Instant::now();
+            let r = s.step(&p, model, &mut x, false).expect("admm step");
+            wall += ms(t0);
+            its += r.iterations;
+            local += r.timings.assembly_ms;
+            global += r.timings.solve_ms;
+            state.v = x.iter().zip(&state.x).map(|(a, b)| (a - b) / h).collect();
+            state.x = x;
+        }
+        (wall, its, local, global)
+    }
+    let mut cpu = AdmmSolver::new(&model, params).expect("admm");
+    let (wall, its, local, global) = run(&model, &mut cpu, h, steps);
+    let n = its as f64;
+    let rest = wall - local - global;
+    println!(
+        "| cpu-f64 | {:.2} | 0 | – | {:.2} ({:.0}%) | local step {:.2} ({:.0}%) | – | {:.2} ({:.0}%) |",
+        wall / n,
+        global / n,
+        100.0 * global / wall,
+        local / n,
+        100.0 * local / wall,
+        rest / n,
+        100.0 * rest / wall
+    );
+    let device = |label: String, dev: Device| {
+        let b = DeviceBackend::new(dev, &model).expect("device backend");
+        let mut s = AdmmSolver::with_backend(&model, b, params).expect("admm");
+        let (wall, its, local, global) = run(&model, &mut s, h, steps);
+        let st = s.backend().host_solve_stats();
+        let n = its as f64;
+        let moved = st.transfer_ms - st.wait_ms;
+        let rest = wall - local - global;
+        println!(
+            "| {label} | {:.2} | {:.1} | {:.2} ({:.1}%) | {:.2} ({:.0}%) | {:.2} ({:.0}%) | {:.2} ({:.0}%) | {:.2} ({:.0}%) |",
+            wall / n,
+            st.bytes as f64 / n / 1024.0,
+            moved / n,
+            100.0 * moved / wall,
+            st.host_ms / n,
+            100.0 * st.host_ms / wall,
+            st.wait_ms / n,
+            100.0 * st.wait_ms / wall,
+            local / n,
+            100.0 * local / wall,
+            rest / n,
+            100.0 * rest / wall
+        );
+    };
+    match Device::new(Backend::Gpu) {
+        Ok(dev) => device(format!("device: {}", dev.info()), dev),
+        Err(e) => println!("  (no GPU adapter: {e})"),
+    }
+    device("device: CPU twins (f32)".into(), Device::cpu());
+}
+
 // ---------------------------------------------------------------- contact
 
 fn contact() {
@@ -666,7 +758,7 @@ fn main() {
         rayon::current_num_threads()
     );
     let cases = std::env::var("JELLO_SOLVERS_CASES")
-        .unwrap_or_else(|_| "table1,orderings,iterations,split,contact".into());
+        .unwrap_or_else(|_| "table1,orderings,iterations,split,admm_split,contact".into());
     for c in cases.split(',') {
         match c.trim() {
             "table1" => table1(),
@@ -674,6 +766,7 @@ fn main() {
             "iterations" => iterations(),
             "split" => split(),
             "contact" => contact(),
+            "admm_split" => admm_split(),
             "armadillo_114k" => armadillo_114k(),
             other => panic!("unknown case {other}"),
         }

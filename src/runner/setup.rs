@@ -248,10 +248,10 @@ pub fn setup_on(
             Err(e) => fall_back(&mut choice, e.to_string()),
             Ok(device) => {
                 let adapter = device.info().to_string();
-                let solver = DeviceBackend::new(device, model)
-                    .and_then(|b| AdmmSolver::with_backend(model, b, admm_params(config)));
-                match solver {
-                    Ok(solver) => {
+                match DeviceBackend::new(device, model) {
+                    Ok(backend) => {
+                        // The solver's refusals (obstacles, bad options) hold on the CPU too.
+                        let solver = AdmmSolver::with_backend(model, backend, admm_params(config))?;
                         let sim =
                             Simulation::new(model.clone(), state, config.h, Box::new(solver))?;
                         return Ok(Setup {
@@ -260,8 +260,8 @@ pub fn setup_on(
                             choice,
                         });
                     }
-                    Err(e @ JelloError::Invalid(_)) => return Err(e),
                     Err(e) if strict => return Err(e),
+                    // `auto`: a device that cannot hold this model falls back to the CPU.
                     Err(e) => fall_back(&mut choice, e.to_string()),
                 }
             }

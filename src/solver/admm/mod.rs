@@ -97,8 +97,14 @@
 //! (3.0%), the local step ~1.5 ms; on the twins 2.0 ms with 0.003 ms and 0.14 ms (7%). A
 //! clamped 40×8×8-cell bar (3,321 vertices, 15,360 tets, 106 KB per iteration): lavapipe 19.7
 //! ms per iteration, transfers 0.24 ms (1.2%), host solve 2.4 ms (12%), local step ~6.4 ms;
-//! twins 18.4 ms, 0.03 and 2.5 ms (13.5%). The transfers stay small; the f64 triangular
-//! solves are the part of an iteration a faster device cannot shrink.
+//! twins 18.4 ms, 0.03 and 2.5 ms (13.5%). Release (`cargo bench --bench solvers`, case
+//! `admm_split`: the Table I bar, Neo-Hookean, 3,321 vertices, 10 fixed iterations per frame,
+//! 2 cores under load ~2.8): f64 CPU 49 ms per iteration (the prox 45 ms, 91%; the x-step's
+//! solve 1.0 ms); lavapipe 28 ms (local step 14 ms, 50%; transfers 0.4 ms, 1.5%; host solve
+//! 1.0 ms, 3%; residual reads 1.6 ms; per-step work — the start's references and gradient,
+//! the final gradient and the f64 report energies — 11 ms per iteration, 39%); twins 35 ms.
+//! The transfers stay small; the f64 triangular solves are the part of an iteration a faster
+//! device cannot shrink.
 //! Against the f64 CPU ADMM (`jello compare`, 50 steps, lavapipe): twist 4.2e-7 of the
 //! diagonal, cantilever 5.5e-6, stiff_soft 8.7e-7 (its stall included: both hit the cap on the
 //! same steps), with the same iteration counts (134, 423, 7,631) — the x-step's f64 solve
