@@ -81,9 +81,10 @@
 //!   partials;
 //! - `admm_primal`: the partials of Σ w²‖F(x) − z‖² at the new x.
 //!
-//! The x-step is one host routine (`global_step` in `solver.rs`): it receives the right-hand
-//! side Σ w²Dᵀ(z − ū) (3n f64, read from the device), adds M x̃/h² in f64 (the large inertial
-//! term never passes through f32), subtracts the pins, solves on the prefactored matrix and
+//! The x-step is host code (`global_step` and `solve_x` in `solver.rs`): it receives the
+//! right-hand side Σ w²Dᵀ(z − ū) (3n f64, read from the device), adds M x̃/h² in f64 (the large
+//! inertial term never passes through f32), subtracts the pins, and `solve_x` — one routine
+//! taking that right-hand side and the positions — solves on the prefactored matrix and
 //! writes the new positions into the host's x (3n f64), which the device gets back as its
 //! current point. x itself never crosses to the host: the host keeps the f64 output of the last
 //! x-step (a contact-aware x-step — Uzawa CG on the same factor — receives both and plugs in

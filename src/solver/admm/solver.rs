@@ -188,10 +188,8 @@ impl<B: AdmmBackend> AdmmSolver<B> {
     }
 }
 
-/// The x-step, one host routine: b = `inertial` + `rhs` (rhs holding Σ w² Dᵀ(z − ū)), pins
-/// subtracted, A x = b on the prefactored matrix; the free entries of `x` (3n, m) are
-/// overwritten and the largest vertex move returned (m). Obstacle contact (the paper's Uzawa
-/// CG on the same factor) plugs in here: it needs `rhs` with the pins subtracted and `x`.
+/// The x-step's right-hand side: b = `inertial` + `rhs` (rhs holding Σ w² Dᵀ(z − ū), 3n),
+/// pins subtracted (their rows eliminated from A), then [`solve_x`].
 fn global_step(
     system: &mut GlobalSystem,
     pinned: &[bool],
@@ -203,6 +201,20 @@ fn global_step(
         *r += b;
     }
     system.subtract_pinned(x, rhs)?;
+    solve_x(system, pinned, rhs, x)
+}
+
+/// The x-step proper, one host routine: A x = b on the prefactored matrix, with `rhs` = b
+/// (3n f64, pins subtracted; overwritten) and `x` the current positions (3n f64, m), whose
+/// free entries it overwrites; returns the largest vertex move (m). Obstacle contact without
+/// refactoring (the paper's Uzawa CG on the same factor) replaces this routine: it receives
+/// exactly what it needs, on either backend (the host keeps x in f64).
+fn solve_x(
+    system: &mut GlobalSystem,
+    pinned: &[bool],
+    rhs: &mut [f64],
+    x: &mut [f64],
+) -> Result<f64> {
     system.solve(rhs)?;
     let mut moved: f64 = 0.0;
     for (v, _) in pinned.iter().enumerate().filter(|(_, &p)| !p) {
