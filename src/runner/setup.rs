@@ -34,6 +34,7 @@ fn make_solver_with(
     subspace: Option<Arc<Jgs2Subspace>>,
 ) -> Result<Box<dyn StepSolver>> {
     let config = &static_config(config, model);
+    refuse_strain_limits(config, model)?;
     match config.solver.as_str() {
         "newton" => {
             let params = NewtonParams {
@@ -73,6 +74,18 @@ fn make_solver_with(
             "solver `{other}` is not available in this build"
         ))),
     }
+}
+
+/// Hard strain limits ([`crate::problem::StrainLimit`]) are a constraint only ADMM's z-step
+/// enforces; any other solver would silently ignore them, so it refuses the model.
+fn refuse_strain_limits(config: &RunConfig, model: &Model) -> Result<()> {
+    if model.strain_limits.is_empty() || config.solver == "admm" {
+        return Ok(());
+    }
+    Err(JelloError::Invalid(format!(
+        "material.strain_limit: hard strain limits are enforced only by solver admm, not {}",
+        config.solver
+    )))
 }
 
 /// QN parameters of `config`: history, mode, stop rule and cap (default 1000: QN converges
@@ -216,6 +229,7 @@ pub fn setup_on(
 ) -> Result<Setup> {
     let config = &built.config;
     let model = &built.model;
+    refuse_strain_limits(config, model)?;
     let state = model.initial_state(&built.velocity);
     let strict = choice.requested == Backend::Gpu;
     let fall_back = |choice: &mut BackendChoice, why: String| {

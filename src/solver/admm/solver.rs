@@ -1,10 +1,10 @@
 //! The ADMM-PD loop (Algorithm 1, local step first) on the f64 CPU.
 
 use super::params::AdmmParams;
-use super::prox::{pd_refusal, prox_hyperelastic, prox_pd, ProxKind};
+use super::prox::{pd_refusal, prox_hyperelastic_within, prox_pd_within, ProxKind};
 use crate::error::{JelloError, Result};
-use crate::material::Material;
-use crate::problem::{ElasticTerms, Model, Obstacle, StepProblem};
+use crate::material::{pk1, Material, MaterialModel};
+use crate::problem::{ElasticTerms, Model, Obstacle, StepProblem, StrainLimit};
 use crate::solver::pd::GlobalSystem;
 use crate::solver::qn::QnMode;
 use crate::solver::report::ms;
@@ -43,6 +43,8 @@ struct Element {
     /// w_e² (J): ρ = 1, W_e = w_e I.
     w2: f64,
     material: Material,
+    /// Hard strain limits, held exactly by the z-step.
+    limit: Option<StrainLimit>,
 }
 
 /// ADMM-PD on the f64 CPU; see the module docs.
@@ -60,6 +62,10 @@ pub struct AdmmSolver {
     u: Vec<Matrix3<f64>>,
     log: Vec<AdmmIteration>,
     custom: Option<CustomProx>,
+    /// Per strain-limited element, the limit's force after the last z-step (F form, J):
+    /// ν_e = w²ū_e − V_e P(z_e), the normal-cone part of the prox's optimality
+    /// w²ū ∈ ∇U(z) + N_S(z). Empty without limits.
+    limit_forces: Vec<(usize, Matrix3<f64>)>,
 }
 
 /// The obstacle of `model`, by index and kind, that ADMM refuses (contact is not implemented
@@ -102,6 +108,14 @@ impl AdmmSolver {
                 )));
             }
         }
+        if let Some(e) = (0..model.mesh.tets.len()).find(|&e| {
+            model.strain_limit(e).is_some() && model.materials[e].model == MaterialModel::Linear
+        }) {
+            return Err(JelloError::Invalid(format!(
+                "admm: element {e} has a strain limit but a linear material (limits need an \
+                 isotropic energy)"
+            )));
+        }
         let system = GlobalSystem::new(model, params.global)?;
         let elements: Vec<Element> = (0..model.mesh.tets.len())
             .map(|e| Element {
@@ -109,6 +123,7 @@ impl AdmmSolver {
                 volume: model.rest[e].volume,
                 w2: system.weights()[e],
                 material: model.materials[e],
+                limit: model.strain_limit(e),
             })
             .collect();
         let ne = elements.len();
@@ -123,6 +138,7 @@ impl AdmmSolver {
             u: vec![Matrix3::zeros(); ne],
             log: Vec::new(),
             custom: None,
+            limit_forces: Vec::new(),
         })
     }
 
@@ -187,6 +203,37 @@ impl AdmmSolver {
         }
     }
 
+    /// ν_e of every strain-limited element after a z-step (see `limit_forces`).
+    fn update_limit_forces(&mut self) {
+        self.limit_forces.clear();
+        for (e, el) in self.elements.iter().enumerate() {
+            if el.limit.is_some() {
+                let p = pk1(&el.material, &self.z[e]) * el.volume;
+                self.limit_forces.push((e, self.u[e] * el.w2 - p));
+            }
+        }
+    }
+
+    /// g ← g + Σ_e D_eᵀν_e over the strain-limited elements, pinned DOFs left at zero: the
+    /// KKT residual of the limited problem (∇E alone does not vanish where a limit holds an
+    /// element: at a solution ∇E = −Σ Dᵀν). A no-op without limits.
+    fn add_limit_forces(&self, g: &mut [f64], fixed: &[bool]) {
+        if self.limit_forces.is_empty() {
+            return;
+        }
+        for (e, nu) in &self.limit_forces {
+            for (a, &v) in self.tets[*e].iter().enumerate() {
+                let f = nu * self.elements[*e].grads[a];
+                for c in 0..3 {
+                    let k = 3 * v as usize + c;
+                    if !fixed[k] {
+                        g[k] += f[c];
+                    }
+                }
+            }
+        }
+    }
+
     fn rule_met(&self, residual: f64, last_move: f64) -> bool {
         match self.params.stop {
             StopRule::Cn { eps } => residual < eps,
@@ -235,6 +282,7 @@ impl StepSolver for AdmmSolver {
         x.extend_from_slice(&problem.x_start);
         self.update_fx(x);
         self.u.iter_mut().for_each(|u| *u = Matrix3::zeros());
+        self.limit_forces.clear();
         self.z.clone_from(&self.fx);
         let mut g = vec![0.0; 3 * nv];
         let mut inertial = vec![0.0; 3 * nv];
@@ -295,10 +343,12 @@ impl StepSolver for AdmmSolver {
                     let v = fx[e] + u;
                     let z = match prox {
                         _ if custom.is_some() => custom.as_ref().expect("some")(e, &v, el.w2),
-                        ProxKind::Pd => prox_pd(&el.material, el.volume, &v, el.w2)
-                            .expect("PD form checked in AdmmSolver::new"),
+                        ProxKind::Pd => {
+                            prox_pd_within(&el.material, el.volume, &v, el.w2, el.limit)
+                                .expect("PD form checked in AdmmSolver::new")
+                        }
                         ProxKind::Hyperelastic => {
-                            prox_hyperelastic(&el.material, el.volume, &v, el.w2)
+                            prox_hyperelastic_within(&el.material, el.volume, &v, el.w2, el.limit)
                         }
                     };
                     (z, v - z)
@@ -306,6 +356,7 @@ impl StepSolver for AdmmSolver {
                 .unzip();
             self.z = z;
             self.u = u;
+            self.update_limit_forces();
             timings.assembly_ms += ms(t0);
 
             // Dual residual s = DᵀW²(zⁿ⁺¹ − zⁿ) on the free vertices.
@@ -363,6 +414,7 @@ impl StepSolver for AdmmSolver {
             fresh = false;
             if need_rule_each {
                 let (_, ch) = problem.gradient_and_change(elastic, x, &mut g);
+                self.add_limit_forces(&mut g, &problem.fixed);
                 // Non-finite (an element inverted under a model infinite there): not met, and
                 // the iterations go on — ADMM's later iterates may leave it.
                 residual = model.char_norm.residual(&g);
@@ -388,6 +440,7 @@ impl StepSolver for AdmmSolver {
         }
         if !fresh {
             let (_, ch) = problem.gradient_and_change(elastic, x, &mut g);
+            self.add_limit_forces(&mut g, &problem.fixed);
             residual = model.char_norm.residual(&g);
             change = ch;
             if let Some(last) = self.log.last_mut() {
