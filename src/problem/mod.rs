@@ -27,7 +27,7 @@ pub use geometry::{
 };
 pub use hessian::HessianLayout;
 pub use invariants::{InversionPolicy, StateCheck};
-pub use model::{Body, Model, State, STATIC_LOAD_FRACTION};
+pub use model::{Body, Model, State, StrainLimit, STATIC_LOAD_FRACTION};
 pub use obstacle::{barrier as barrier_derivatives, BarrierParams, Obstacle};
 pub use pins::{ExternalForce, Pin, Script};
 pub use potential::{

@@ -2,7 +2,7 @@
 
 use super::{BarrierParams, CharacteristicNorm, ExternalForce, InversionPolicy, Obstacle, Pin};
 use crate::error::{JelloError, Result};
-use crate::material::{ElementRest, Material};
+use crate::material::{ElementRest, Material, MaterialModel};
 use crate::mesh::{surface, BoundarySurface, TetMesh};
 use std::ops::Range;
 
@@ -75,6 +75,52 @@ pub struct Model {
     pub edge_offsets: Vec<u32>,
     /// See `edge_offsets`.
     pub edge_list: Vec<u32>,
+    /// Per element, hard limits `[lo, hi]` on the singular values of F (dimensionless
+    /// principal stretches), or `None`; empty when no element has one (see
+    /// [`Model::with_strain_limits`]).
+    pub strain_limits: Vec<Option<StrainLimit>>,
+}
+
+/// Hard strain limits of one element: every signed singular value σᵢ of its deformation
+/// gradient in `[lo, hi]` (dimensionless; 0 < lo ≤ 1 ≤ hi, so the rest shape is feasible and
+/// σ ≥ lo > 0 also rules out inversion). Enforced only by ADMM-PD (`--solver admm`), whose
+/// z-step holds them exactly (see [`crate::solver::admm::prox`]); every other solver refuses a
+/// model that has them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StrainLimit {
+    /// Smallest principal stretch allowed (> 0, ≤ 1).
+    pub lo: f64,
+    /// Largest principal stretch allowed (≥ 1).
+    pub hi: f64,
+}
+
+impl StrainLimit {
+    /// A validated limit; the error says what is wrong with `[lo, hi]` in one phrase.
+    pub fn new(lo: f64, hi: f64) -> std::result::Result<Self, String> {
+        if !(lo.is_finite() && hi.is_finite()) {
+            return Err(format!("must be finite, got [{lo}, {hi}]"));
+        }
+        if lo > hi {
+            return Err(format!("is empty: lo = {lo} > hi = {hi}"));
+        }
+        if !(lo > 0.0 && lo <= 1.0) {
+            return Err(format!(
+                "lo must lie in (0, 1] (the rest shape must satisfy the limit, and σ > 0 keeps \
+                 elements uninverted), got {lo}"
+            ));
+        }
+        if hi < 1.0 {
+            return Err(format!(
+                "hi must be ≥ 1 (the rest shape must satisfy the limit), got {hi}"
+            ));
+        }
+        Ok(StrainLimit { lo, hi })
+    }
+
+    /// σ clamped into `[lo, hi]`.
+    pub fn clamp(&self, s: f64) -> f64 {
+        s.clamp(self.lo, self.hi)
+    }
 }
 
 /// The dynamic state: positions and velocities, flattened `[x0 y0 z0 x1 …]`.
@@ -183,7 +229,40 @@ impl Model {
             energy_scale,
             edge_offsets,
             edge_list,
+            strain_limits: Vec::new(),
         })
+    }
+
+    /// Sets hard strain limits per element (`None`: unlimited); errors when the length is not
+    /// the element count or an element without an isotropic energy (linear elasticity is not a
+    /// function of the singular values) has one. An all-`None` list clears them.
+    pub fn with_strain_limits(mut self, limits: Vec<Option<StrainLimit>>) -> Result<Self> {
+        if limits.len() != self.mesh.num_tets() {
+            return Err(JelloError::Invalid(format!(
+                "strain limits: {} tets but {} entries",
+                self.mesh.num_tets(),
+                limits.len()
+            )));
+        }
+        if let Some(e) = (0..limits.len())
+            .find(|&e| limits[e].is_some() && self.materials[e].model == MaterialModel::Linear)
+        {
+            return Err(JelloError::Invalid(format!(
+                "strain limits need an isotropic material (a function of the singular values \
+                 of F), element {e} is linear"
+            )));
+        }
+        self.strain_limits = if limits.iter().any(Option::is_some) {
+            limits
+        } else {
+            Vec::new()
+        };
+        Ok(self)
+    }
+
+    /// The strain limit of element `e`, if any.
+    pub fn strain_limit(&self, e: usize) -> Option<StrainLimit> {
+        self.strain_limits.get(e).copied().flatten()
     }
 
     /// Adds external forces; errors on out-of-range vertices or non-finite values.

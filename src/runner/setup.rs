@@ -34,6 +34,7 @@ fn make_solver_with(
     subspace: Option<Arc<Jgs2Subspace>>,
 ) -> Result<Box<dyn StepSolver>> {
     let config = &static_config(config, model);
+    refuse_strain_limits(config, model)?;
     match config.solver.as_str() {
         "newton" => {
             let params = NewtonParams {
@@ -73,6 +74,18 @@ fn make_solver_with(
             "solver `{other}` is not available in this build"
         ))),
     }
+}
+
+/// Hard strain limits ([`crate::problem::StrainLimit`]) are a constraint only ADMM's z-step
+/// enforces; any other solver would silently ignore them, so it refuses the model.
+fn refuse_strain_limits(config: &RunConfig, model: &Model) -> Result<()> {
+    if model.strain_limits.is_empty() || config.solver == "admm" {
+        return Ok(());
+    }
+    Err(JelloError::Invalid(format!(
+        "material.strain_limit: hard strain limits are enforced only by solver admm, not {}",
+        config.solver
+    )))
 }
 
 /// QN parameters of `config`: history, mode, stop rule and cap (default 1000: QN converges
@@ -217,6 +230,7 @@ pub fn setup_on(
 ) -> Result<Setup> {
     let config = &built.config;
     let model = &built.model;
+    refuse_strain_limits(config, model)?;
     let state = model.initial_state(&built.velocity);
     let strict = choice.requested == Backend::Gpu;
     let fall_back = |choice: &mut BackendChoice, why: String| {
@@ -232,6 +246,16 @@ pub fn setup_on(
             "a static solve with {} runs on the CPU backend",
             config.solver
         );
+        if strict {
+            return Err(JelloError::Invalid(why));
+        }
+        fall_back(&mut choice, why);
+    }
+    if choice.backend == Backend::Gpu && config.solver == "admm" && !model.strain_limits.is_empty()
+    {
+        // The limited prox and its KKT forces are f64 CPU work only.
+        let why = "admm with hard strain limits (material.strain_limit) runs on the CPU backend"
+            .to_string();
         if strict {
             return Err(JelloError::Invalid(why));
         }

@@ -9,7 +9,7 @@ use crate::limits::{
 use crate::material::{Material, MaterialModel};
 use crate::mesh::{ball, box_grid, read_mesh, TetMesh};
 use crate::problem::{
-    BarrierParams, Body, ExternalForce, InversionPolicy, Model, Obstacle, Pin, Script,
+    BarrierParams, Body, ExternalForce, InversionPolicy, Model, Obstacle, Pin, Script, StrainLimit,
 };
 use crate::solver::admm::ProxKind;
 use crate::solver::jgs2::SubspaceOptions;
@@ -166,6 +166,7 @@ impl Scene {
         let mut bodies = Vec::new();
         let mut materials = Vec::new();
         let mut density = Vec::new();
+        let mut limits = Vec::new();
         let mut velocity = Vec::new();
         let mut warnings = Vec::new();
         for (i, obj) in s.objects.iter().enumerate() {
@@ -192,10 +193,13 @@ impl Scene {
                 obj.material.density,
             )?;
             let mut elem_mat = vec![base; m.num_tets()];
+            let base_limit = strain_limit(&cx, &format!("{key}.material"), &obj.material)?;
+            let mut elem_limit = vec![base_limit; m.num_tets()];
             let mut elem_density = vec![obj.material.density; m.num_tets()];
             for (r, reg) in obj.regions.iter().enumerate() {
                 let rkey = format!("{key}.regions[{r}]");
                 let mat = material(&cx, &format!("{rkey}.material"), &reg.material)?;
+                let limit = strain_limit(&cx, &format!("{rkey}.material"), &reg.material)?;
                 check_masses(
                     &cx,
                     &format!("{rkey}.material.density"),
@@ -215,6 +219,7 @@ impl Scene {
                     });
                     if region.contains(&c) {
                         elem_mat[t] = mat;
+                        elem_limit[t] = limit;
                         elem_density[t] = reg.material.density;
                         hit += 1;
                     }
@@ -257,6 +262,7 @@ impl Scene {
             });
             density.extend(elem_density);
             materials.extend(elem_mat);
+            limits.extend(elem_limit);
         }
         let pins = self.pins(&cx, &mesh, &bodies)?;
         let obstacles = self.obstacles(&cx, &mesh)?;
@@ -298,6 +304,34 @@ impl Scene {
         let model = model
             .with_inversion(policy)
             .map_err(|e| cx.err("simulation.inversion", e.to_string()))?;
+        let limited = limits.iter().any(Option::is_some);
+        let model = model
+            .with_strain_limits(limits)
+            .map_err(|e| cx.err("objects", e.to_string()))?;
+        if limited && config.solver != "admm" {
+            let key = s
+                .objects
+                .iter()
+                .enumerate()
+                .find_map(|(i, o)| {
+                    if o.material.strain_limit.is_some() {
+                        return Some(format!("objects[{i}].material.strain_limit"));
+                    }
+                    let r = o
+                        .regions
+                        .iter()
+                        .position(|r| r.material.strain_limit.is_some())?;
+                    Some(format!("objects[{i}].regions[{r}].material.strain_limit"))
+                })
+                .unwrap_or_else(|| "material.strain_limit".into());
+            return Err(cx.err(
+                key,
+                format!(
+                    "hard strain limits are enforced only by solver admm (this scene's solver is {})",
+                    config.solver
+                ),
+            ));
+        }
         // The start must be feasible for every part of every body, not only its vertices: a
         // sphere or box can sit between a surface's vertices, or inside a body whole.
         let x0: Vec<f64> = model.mesh.positions.iter().flatten().copied().collect();
@@ -892,6 +926,24 @@ fn material(cx: &Ctx, key: &str, m: &MaterialSpec) -> Result<Material> {
             "give either youngs_modulus + poisson_ratio, or mu (+ lambda)",
         )),
     }
+}
+
+/// The validated `strain_limit` of a material (`key` names the material table).
+fn strain_limit(cx: &Ctx, key: &str, m: &MaterialSpec) -> Result<Option<StrainLimit>> {
+    let Some([lo, hi]) = m.strain_limit else {
+        return Ok(None);
+    };
+    let key = format!("{key}.strain_limit");
+    if m.model == "linear" {
+        return Err(cx.err(
+            key,
+            "needs an isotropic material (linear elasticity is not a function of the singular \
+             values of F)",
+        ));
+    }
+    StrainLimit::new(lo, hi)
+        .map(Some)
+        .map_err(|why| cx.err(key, why))
 }
 
 /// A validated region.

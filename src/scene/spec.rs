@@ -297,6 +297,11 @@ pub struct MaterialSpec {
     pub lambda: Option<f64>,
     /// Density ρ, kg/m³ (> 0).
     pub density: f64,
+    /// Hard limits `[lo, hi]` on the principal stretches (singular values of F,
+    /// dimensionless; 0 < lo ≤ 1 ≤ hi), e.g. `[0.95, 1.05]`. Enforced exactly by
+    /// `solver = "admm"` (its z-step clamps them); other solvers refuse a scene with limits.
+    #[serde(default)]
+    pub strain_limit: Option<[f64; 2]>,
 }
 
 /// A material override for elements whose centroid lies in `region`.

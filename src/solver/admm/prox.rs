@@ -38,6 +38,7 @@
 //!     (C + τI) vec(F − I) = τ vec(v − I), exact.
 
 use crate::material::{rest_tensor, sigma_derivatives, svd3, Material, MaterialModel};
+use crate::problem::StrainLimit;
 use nalgebra::{Matrix3, SymmetricEigen, Vector3};
 
 /// Which proximal operator the z-step uses (`[solver] prox`).
@@ -107,14 +108,51 @@ pub fn pd_refusal(m: &Material) -> Option<String> {
 /// The PD z-step: z = (k p + w² v)/(k + w²), k = 2μV, p = proj_C(v). `None` when the material
 /// has no PD form ([`pd_refusal`]).
 pub fn prox_pd(m: &Material, volume: f64, v: &Matrix3<f64>, w2: f64) -> Option<Matrix3<f64>> {
+    prox_pd_within(m, volume, v, w2, None)
+}
+
+/// [`prox_pd`] with hard strain limits: for the rotation projection (ARAP; corotated with
+/// λ = 0) the prox is z = U diag((k + w²σ̃ᵢ)/(k + w²)) Vᵀ on the signed SVD of v, whose σ-space
+/// objective k/2‖σ − 1‖² + w²/2‖σ − σ̃‖² is separable and convex, so clamping each σᵢ into
+/// `[lo, hi]` is the exact constrained prox. The affine projection (linear, λ = 0) has no
+/// singular-value form; [`crate::problem::Model::with_strain_limits`] refuses it.
+pub fn prox_pd_within(
+    m: &Material,
+    volume: f64,
+    v: &Matrix3<f64>,
+    w2: f64,
+    limit: Option<StrainLimit>,
+) -> Option<Matrix3<f64>> {
     let proj = pd_projection(m)?;
     let k = 2.0 * m.mu * volume;
-    let p = proj(v);
-    Some((p * k + v * w2) / (k + w2))
+    let Some(limit) = limit else {
+        let p = proj(v);
+        return Some((p * k + v * w2) / (k + w2));
+    };
+    if m.model == MaterialModel::Linear {
+        return None;
+    }
+    let svd = svd3(v);
+    let sigma = svd.sigma.map(|s| limit.clamp((k + w2 * s) / (k + w2)));
+    Some(svd.u * Matrix3::from_diagonal(&sigma) * svd.v.transpose())
 }
 
 /// The hyperelastic z-step argmin_F V Ψ(F) + w²/2 ‖F − v‖² (see the module docs).
 pub fn prox_hyperelastic(m: &Material, volume: f64, v: &Matrix3<f64>, w2: f64) -> Matrix3<f64> {
+    prox_hyperelastic_within(m, volume, v, w2, None)
+}
+
+/// [`prox_hyperelastic`] with hard strain limits: argmin over F with every signed singular
+/// value in `[lo, hi]` — the prox of U_e + δ_S (S the limited set), computed on the signed SVD
+/// of v by [`prox_sigma_within`] (an isotropic energy plus an isotropic constraint keeps U and
+/// V). Linear elasticity (not a function of σ) ignores `limit`; models refuse that pairing.
+pub fn prox_hyperelastic_within(
+    m: &Material,
+    volume: f64,
+    v: &Matrix3<f64>,
+    w2: f64,
+    limit: Option<StrainLimit>,
+) -> Matrix3<f64> {
     let tau = w2 / volume;
     if m.model == MaterialModel::Linear {
         let c = rest_tensor(m);
@@ -127,18 +165,45 @@ pub fn prox_hyperelastic(m: &Material, volume: f64, v: &Matrix3<f64>, w2: f64) -
         return Matrix3::identity() + Matrix3::from_column_slice(d.as_slice());
     }
     let svd = svd3(v);
-    let sigma = prox_sigma(m, &svd.sigma, tau);
+    let sigma = prox_sigma_within(m, &svd.sigma, tau, limit);
     svd.u * Matrix3::from_diagonal(&sigma) * svd.v.transpose()
 }
 
 /// min_σ ψ̂(σ) + τ/2‖σ − σ̃‖² by damped Newton (see the module docs).
 pub fn prox_sigma(m: &Material, target: &Vector3<f64>, tau: f64) -> Vector3<f64> {
+    prox_sigma_within(m, target, tau, None)
+}
+
+/// [`prox_sigma`] over the box σ ∈ [lo, hi]³ of `limit` (none: unconstrained) by projected
+/// Newton: components at a bound whose gradient points out of the box are held there, the
+/// Newton step runs on the others, and trials are projected back into the box (Armijo on the
+/// projected move). If that direction makes no progress, a projected gradient step is tried
+/// before giving up. Stops when the projected gradient is below the unconstrained tolerance.
+pub fn prox_sigma_within(
+    m: &Material,
+    target: &Vector3<f64>,
+    tau: f64,
+    limit: Option<StrainLimit>,
+) -> Vector3<f64> {
+    let (lo, hi) = limit.map_or((f64::NEG_INFINITY, f64::INFINITY), |l| (l.lo, l.hi));
+    let project = |s: Vector3<f64>| s.map(|x| x.clamp(lo, hi));
     let phi = |s: &Vector3<f64>| {
         let psi = sigma_derivatives(m, s).psi;
         psi + 0.5 * tau * (s - target).norm_squared()
     };
-    let starts = [target.abs(), *target, Vector3::repeat(1.0)];
-    let mut s = *target;
+    // The gradient with the components held at a bound (pointing out of the box) zeroed.
+    let projected = |s: &Vector3<f64>, g: &Vector3<f64>| {
+        Vector3::from_fn(|i, _| {
+            let held = (s[i] <= lo && g[i] > 0.0) || (s[i] >= hi && g[i] < 0.0);
+            if held {
+                0.0
+            } else {
+                g[i]
+            }
+        })
+    };
+    let starts = [target.abs(), *target, Vector3::repeat(1.0)].map(project);
+    let mut s = starts[0];
     let mut f = f64::INFINITY;
     for c in starts {
         let fc = phi(&c);
@@ -152,42 +217,56 @@ pub fn prox_sigma(m: &Material, target: &Vector3<f64>, tau: f64) -> Vector3<f64>
     for _ in 0..NEWTON_MAX {
         let d = sigma_derivatives(m, &s);
         let g = d.grad + (s - target) * tau;
+        let pg = projected(&s, &g);
         // NaN (a non-finite ψ̂ derivative) stops as well.
-        if g.norm().is_nan() || g.norm() <= tol {
+        if pg.norm().is_nan() || pg.norm() <= tol {
             break;
         }
-        let mut eig = SymmetricEigen::new(d.hess + Matrix3::identity() * tau);
+        // Newton on the free components (held rows and columns replaced by the identity).
+        let mut h = d.hess + Matrix3::identity() * tau;
+        for i in (0..3).filter(|&i| pg[i] == 0.0 && g[i] != 0.0) {
+            h.row_mut(i).fill(0.0);
+            h.column_mut(i).fill(0.0);
+            h[(i, i)] = 1.0;
+        }
+        let mut eig = SymmetricEigen::new(h);
         let floor = 1e-6 * tau;
         eig.eigenvalues
             .iter_mut()
             .for_each(|l| *l = if *l > floor { *l } else { floor });
-        let step = -(eig
+        let largest = eig.eigenvalues.max();
+        let newton = -(eig
             .recompose()
             .try_inverse()
             .unwrap_or_else(Matrix3::identity)
-            * g);
-        let slope = g.dot(&step);
-        let mut alpha = 1.0;
+            * pg);
         let mut accepted = false;
-        for _ in 0..60 {
-            let trial = s + step * alpha;
-            let ft = phi(&trial);
-            // Armijo, or — for the full step only — a halved gradient with φ unchanged to
-            // within its evaluation noise: near the minimum Newton's decrease (~‖∇φ‖²/φ'')
-            // falls below the round-off of ψ̂'s cancelling terms (stable Neo-Hookean's
-            // λ/2 (J − α)² − λ/2 (1 − α)² at 1e5 Pa: ~1e-12 J/m³), and Armijo alone then
-            // stalls at ‖∇φ‖ ~ 1e-8τ.
-            let armijo = ft <= f + 1e-4 * alpha * slope;
-            let newton = alpha == 1.0 && ft <= f + noise && {
-                let gt = sigma_derivatives(m, &trial).grad + (trial - target) * tau;
-                gt.norm() <= 0.5 * g.norm()
-            };
-            if ft.is_finite() && (armijo || newton) {
-                (s, f) = (trial, ft);
-                accepted = true;
+        for (k, step) in [newton, -pg / largest].into_iter().enumerate() {
+            let mut alpha = 1.0;
+            for _ in 0..60 {
+                let trial = project(s + step * alpha);
+                let ft = phi(&trial);
+                let slope = g.dot(&(trial - s));
+                // Armijo on the projected move, or — for the full Newton step only — a halved
+                // projected gradient with φ unchanged to within its evaluation noise: near the
+                // minimum Newton's decrease (~‖∇φ‖²/φ'') falls below the round-off of ψ̂'s
+                // cancelling terms (stable Neo-Hookean's λ/2 (J − α)² − λ/2 (1 − α)² at
+                // 1e5 Pa: ~1e-12 J/m³), and Armijo alone then stalls at ‖∇φ‖ ~ 1e-8τ.
+                let armijo = slope < 0.0 && ft <= f + 1e-4 * slope;
+                let full = k == 0 && alpha == 1.0 && ft <= f + noise && {
+                    let gt = sigma_derivatives(m, &trial).grad + (trial - target) * tau;
+                    projected(&trial, &gt).norm() <= 0.5 * pg.norm()
+                };
+                if ft.is_finite() && (armijo || full) {
+                    (s, f) = (trial, ft);
+                    accepted = true;
+                    break;
+                }
+                alpha *= 0.5;
+            }
+            if accepted {
                 break;
             }
-            alpha *= 0.5;
         }
         if !accepted {
             break;

@@ -3,6 +3,7 @@
 use super::params::AdmmParams;
 use super::prox::{pd_refusal, ProxKind};
 use crate::error::{JelloError, Result};
+use crate::material::MaterialModel;
 use crate::problem::{ElasticTerms, Model, Obstacle, StepProblem};
 use crate::solver::backend::{AdmmBackend, CpuBackend};
 use crate::solver::pd::GlobalSystem;
@@ -123,6 +124,21 @@ impl<B: AdmmBackend> AdmmSolver<B> {
                     "admm: solver.prox = \"pd\": {why}"
                 )));
             }
+        }
+        if let Some(e) = (0..model.mesh.tets.len()).find(|&e| {
+            model.strain_limit(e).is_some() && model.materials[e].model == MaterialModel::Linear
+        }) {
+            return Err(JelloError::Invalid(format!(
+                "admm: element {e} has a strain limit but a linear material (limits need an \
+                 isotropic energy)"
+            )));
+        }
+        if !model.strain_limits.is_empty() && !backend.is_f64() {
+            return Err(JelloError::Invalid(
+                "admm: hard strain limits (material.strain_limit) run on the f64 CPU backend \
+                 only: use --backend cpu"
+                    .into(),
+            ));
         }
         let system = GlobalSystem::new(model, params.global)?;
         let w2 = system.weights().to_vec();

@@ -4,9 +4,9 @@
 
 use super::{CpuBackend, CpuScalar, CpuVector};
 use crate::error::{JelloError, Result};
-use crate::material::Material;
-use crate::problem::{ElasticTerms, Model, StepProblem};
-use crate::solver::admm::prox::{prox_hyperelastic, prox_pd};
+use crate::material::{pk1, Material};
+use crate::problem::{ElasticTerms, Model, StepProblem, StrainLimit};
+use crate::solver::admm::prox::{prox_hyperelastic_within, prox_pd_within};
 use crate::solver::admm::{CustomProx, ProxKind};
 use crate::solver::backend::admm::{AdmmBackend, GlobalStep, LocalScalars};
 use nalgebra::{Matrix3, Vector3};
@@ -23,6 +23,8 @@ struct Element {
     /// w_e² (J).
     w2: f64,
     material: Material,
+    /// Hard strain limits, held exactly by the z-step.
+    limit: Option<StrainLimit>,
 }
 
 /// ADMM's constants and output slots on the CPU backend.
@@ -33,6 +35,10 @@ pub(super) struct CpuAdmm {
     custom: Option<CustomProx>,
     /// Slots: dual, primal, residual, energy change.
     out: [CpuScalar; 4],
+    /// Per strain-limited element, the limit's force after the last z-step (F form, J):
+    /// ν_e = w²ū_e − V_e P(z_e), the normal-cone part of the prox's optimality
+    /// w²ū ∈ ∇U(z) + N_S(z). Empty without limits.
+    limit_forces: Vec<(usize, Matrix3<f64>)>,
 }
 
 impl std::fmt::Debug for CpuAdmm {
@@ -73,6 +79,26 @@ impl CpuAdmm {
                 let f = ge * el.grads[a];
                 for c in 0..3 {
                     out[3 * v as usize + c] += f[c];
+                }
+            }
+        }
+    }
+}
+
+impl CpuAdmm {
+    /// g ← g + Σ_e D_eᵀν_e over the strain-limited elements, pinned DOFs left at zero: the
+    /// KKT residual of the limited problem (∇E alone does not vanish where a limit holds an
+    /// element: at a solution ∇E = −Σ Dᵀν). A no-op without limits.
+    fn add_limit_forces(&self, g: &mut [f64], fixed: &[bool]) {
+        for (e, nu) in &self.limit_forces {
+            let el = &self.elements[*e];
+            for (a, &v) in self.tets[*e].iter().enumerate() {
+                let f = nu * el.grads[a];
+                for c in 0..3 {
+                    let k = 3 * v as usize + c;
+                    if !fixed[k] {
+                        g[k] += f[c];
+                    }
                 }
             }
         }
@@ -121,6 +147,7 @@ impl AdmmBackend for CpuBackend {
                 volume: model.rest[e].volume,
                 w2: w2[e],
                 material: model.materials[e],
+                limit: model.strain_limit(e),
             })
             .collect();
         let out = std::array::from_fn(|_| {
@@ -137,11 +164,15 @@ impl AdmmBackend for CpuBackend {
             prox,
             custom,
             out,
+            limit_forces: Vec::new(),
         }));
         Ok(())
     }
 
     fn admm_reset(&mut self, z: CpuField, u: CpuField) -> Result<()> {
+        if let Some(a) = self.admm.as_mut() {
+            a.limit_forces.clear();
+        }
         let fx = self.admm_state()?.deformation(&self.x[self.cur]);
         let ne = fx.len();
         self.fields[u.0] = vec![Matrix3::zeros(); ne];
@@ -170,9 +201,11 @@ impl AdmmBackend for CpuBackend {
                 let v = fx[e] + u;
                 let z = match a.prox {
                     _ if a.custom.is_some() => a.custom.as_ref().expect("some")(e, &v, el.w2),
-                    ProxKind::Pd => prox_pd(&el.material, el.volume, &v, el.w2)
+                    ProxKind::Pd => prox_pd_within(&el.material, el.volume, &v, el.w2, el.limit)
                         .expect("PD form checked in AdmmSolver::new"),
-                    ProxKind::Hyperelastic => prox_hyperelastic(&el.material, el.volume, &v, el.w2),
+                    ProxKind::Hyperelastic => {
+                        prox_hyperelastic_within(&el.material, el.volume, &v, el.w2, el.limit)
+                    }
                 };
                 (z, v - z)
             })
@@ -187,6 +220,14 @@ impl AdmmBackend for CpuBackend {
         }
         self.scalars[a.out[0].0] = sv.iter().map(|s| s * s).sum::<f64>().sqrt();
         a.scatter(|e| zn[e] - un[e], &mut self.vectors[rhs.0]);
+        let mut a = a;
+        a.limit_forces.clear();
+        for (e, el) in a.elements.iter().enumerate() {
+            if el.limit.is_some() {
+                let p = pk1(&el.material, &zn[e]) * el.volume;
+                a.limit_forces.push((e, un[e] * el.w2 - p));
+            }
+        }
         self.fields[z.0] = zn;
         self.fields[u.0] = un;
         let dual = a.out[0];
@@ -230,6 +271,9 @@ impl AdmmBackend for CpuBackend {
         let [_, _, res, ch] = self.admm_state()?.out;
         let c = self.cur;
         let (e, change) = problem.gradient_and_change(elastic, &self.x[c], &mut self.vectors[g.0]);
+        if let Some(a) = self.admm.as_deref() {
+            a.add_limit_forces(&mut self.vectors[g.0], &problem.fixed);
+        }
         self.energy_at[c] = e;
         self.scalars[res.0] = problem.model.char_norm.residual(&self.vectors[g.0]);
         self.scalars[ch.0] = change;
