@@ -98,6 +98,7 @@ fn admm_params(config: &RunConfig) -> AdmmParams {
             weight_scale: config.admm_weight_scale,
             ..GlobalOptions::default()
         },
+        contact: config.admm_contact,
     }
 }
 

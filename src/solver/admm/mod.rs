@@ -101,10 +101,12 @@
 //!   stop rule against QN's gradient per trial: twist (525 vertices, 1,920 tets) 5.8 ms for
 //!   both, stiff_soft (189, 480) 1.2 against 0.9 ms.
 
+pub mod contact;
 mod params;
 pub mod prox;
 mod solver;
 
+pub use contact::{ContactParams, ContactSolve, ContactSolver, ContactVariant};
 pub use params::{AdmmMode, AdmmParams};
 pub use prox::ProxKind;
 pub use solver::{AdmmIteration, AdmmSolver, CustomProx};

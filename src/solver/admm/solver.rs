@@ -1,10 +1,11 @@
 //! The ADMM-PD loop (Algorithm 1, local step first) on the f64 CPU.
 
+use super::contact::{ContactInput, ContactSolver};
 use super::params::AdmmParams;
 use super::prox::{pd_refusal, prox_hyperelastic, prox_pd, ProxKind};
 use crate::error::{JelloError, Result};
 use crate::material::Material;
-use crate::problem::{ElasticTerms, Model, Obstacle, StepProblem};
+use crate::problem::{ElasticTerms, Model, StepProblem};
 use crate::solver::pd::GlobalSystem;
 use crate::solver::qn::QnMode;
 use crate::solver::report::ms;
@@ -60,30 +61,17 @@ pub struct AdmmSolver {
     u: Vec<Matrix3<f64>>,
     log: Vec<AdmmIteration>,
     custom: Option<CustomProx>,
-}
-
-/// The obstacle of `model`, by index and kind, that ADMM refuses (contact is not implemented
-/// yet: the paper's Uzawa / projected Gauss–Seidel global steps come later).
-fn obstacle_refusal(model: &Model) -> Option<String> {
-    let (i, o) = model.obstacles.iter().enumerate().next()?;
-    let kind = match o {
-        Obstacle::HalfSpace { .. } => "half-space",
-        Obstacle::Box { .. } => "box",
-        Obstacle::Sphere { .. } => "sphere",
-    };
-    Some(format!(
-        "solver admm does not handle obstacles yet (obstacles[{i}], a {kind}): use qn or newton"
-    ))
+    /// The constrained global step, for models with obstacles.
+    contact: Option<ContactSolver>,
 }
 
 impl AdmmSolver {
     /// A solver for `model`: weights and element constants now, the factor at the first step.
-    /// Errors (one line, naming the key) for a model with obstacles, a PD prox on a material
-    /// without PD form, a weight scale that is not finite and > 0, or a fixed count of 0.
+    /// Errors (one line, naming the key) for a PD prox on a material without PD form, a
+    /// weight scale that is not finite and > 0, a fixed count of 0, or bad contact options
+    /// ([`super::contact::ContactParams::check`]).
     pub fn new(model: &Model, params: AdmmParams) -> Result<Self> {
-        if let Some(why) = obstacle_refusal(model) {
-            return Err(JelloError::Invalid(why));
-        }
+        let contact = ContactSolver::new(params.contact)?;
         let ws = params.global.weight_scale;
         if !(ws.is_finite() && ws > 0.0) {
             return Err(JelloError::Invalid(format!(
@@ -123,6 +111,7 @@ impl AdmmSolver {
             u: vec![Matrix3::zeros(); ne],
             log: Vec::new(),
             custom: None,
+            contact: (!model.obstacles.is_empty()).then_some(contact),
         })
     }
 
@@ -141,6 +130,11 @@ impl AdmmSolver {
     /// The global matrix (factorisation counts).
     pub fn system(&self) -> &GlobalSystem {
         &self.system
+    }
+
+    /// The contact solve (models with obstacles), for its rows and counters.
+    pub fn contact(&self) -> Option<&ContactSolver> {
+        self.contact.as_ref()
     }
 
     /// The iterations of the last step.
@@ -187,10 +181,28 @@ impl AdmmSolver {
         }
     }
 
-    fn rule_met(&self, residual: f64, last_move: f64) -> bool {
+    fn rule_met(&self, residual: f64, last_move: f64, dhat: f64) -> bool {
+        // With contact, converged also means every vertex ended feasible (module contact).
+        if self.contact.as_ref().is_some_and(|c| !c.feasible(dhat)) {
+            return false;
+        }
         match self.params.stop {
             StopRule::Cn { eps } => residual < eps,
             StopRule::Dx { tol } => last_move / self.extent < tol,
+        }
+    }
+}
+
+impl AdmmSolver {
+    /// The KKT residual with contact: g ← g − (Cᵀλ + friction) of the last global step, free
+    /// DOFs only (module contact, "What converged means").
+    fn subtract_contact_forces(&self, problem: &StepProblem, g: &mut [f64]) {
+        if let Some(c) = self.contact.as_ref() {
+            for ((gk, f), &fixed) in g.iter_mut().zip(c.forces()).zip(&problem.fixed) {
+                if !fixed {
+                    *gk -= f;
+                }
+            }
         }
     }
 }
@@ -211,9 +223,7 @@ impl StepSolver for AdmmSolver {
         let mut timings = StepTimings::default();
         self.log.clear();
         let model = problem.model;
-        if let Some(why) = obstacle_refusal(model) {
-            return Err(JelloError::Invalid(why));
-        }
+        let dhat = model.barrier.dhat;
         if problem.is_static() {
             return Err(JelloError::Invalid(
                 "solver admm does not handle static solves yet (its splitting needs the \
@@ -222,6 +232,16 @@ impl StepSolver for AdmmSolver {
             ));
         }
         let nv = model.num_vertices();
+        // --- contact (module contact): a solve for models with obstacles, reset per step.
+        if model.obstacles.is_empty() {
+            self.contact = None;
+        } else if self.contact.is_none() {
+            self.contact = Some(ContactSolver::new(self.params.contact)?);
+        }
+        if let Some(c) = self.contact.as_mut() {
+            c.begin_step(nv);
+        }
+        // --- end contact
         let t0 = Instant::now();
         let pinned: Vec<bool> = (0..nv).map(|v| problem.fixed[3 * v]).collect();
         if self.system.prepare(model, &pinned, problem.inertia)? {
@@ -272,7 +292,7 @@ impl StepSolver for AdmmSolver {
             let done = match self.params.mode {
                 QnMode::Fixed(n) => iterations >= n,
                 QnMode::Rule => {
-                    (iterations > 0 && self.rule_met(residual, last_move))
+                    (iterations > 0 && self.rule_met(residual, last_move, dhat))
                         || iterations >= self.params.max_iterations
                 }
             };
@@ -323,7 +343,22 @@ impl StepSolver for AdmmSolver {
             rhs.copy_from_slice(&inertial);
             self.scatter(|e| (self.z[e] - self.u[e]) * self.elements[e].w2, &mut rhs);
             self.system.subtract_pinned(x, &mut rhs)?;
-            self.system.solve(&mut rhs)?;
+            // --- contact: the constrained global step on the same factor (module contact).
+            if let Some(c) = self.contact.as_mut() {
+                let input = ContactInput {
+                    model,
+                    pinned: &pinned,
+                    mass_weight: problem.inertia,
+                    x_prev: &problem.x_prev,
+                    h: problem.h,
+                };
+                let b = std::mem::take(&mut rhs);
+                rhs.resize(b.len(), 0.0);
+                c.global_step(&mut self.system, &input, &b, x, &mut rhs)?;
+            } else {
+                self.system.solve(&mut rhs)?;
+            }
+            // --- end contact
             let mut moved: f64 = 0.0;
             for (v, _) in pinned.iter().enumerate().filter(|(_, &p)| !p) {
                 let mut d2 = 0.0;
@@ -363,6 +398,7 @@ impl StepSolver for AdmmSolver {
             fresh = false;
             if need_rule_each {
                 let (_, ch) = problem.gradient_and_change(elastic, x, &mut g);
+                self.subtract_contact_forces(problem, &mut g);
                 // Non-finite (an element inverted under a model infinite there): not met, and
                 // the iterations go on — ADMM's later iterates may leave it.
                 residual = model.char_norm.residual(&g);
@@ -388,6 +424,7 @@ impl StepSolver for AdmmSolver {
         }
         if !fresh {
             let (_, ch) = problem.gradient_and_change(elastic, x, &mut g);
+            self.subtract_contact_forces(problem, &mut g);
             residual = model.char_norm.residual(&g);
             change = ch;
             if let Some(last) = self.log.last_mut() {
@@ -395,7 +432,7 @@ impl StepSolver for AdmmSolver {
                 last.energy = ch;
             }
         }
-        let converged = residual.is_finite() && self.rule_met(residual, last_move);
+        let converged = residual.is_finite() && self.rule_met(residual, last_move, dhat);
         let energy = problem.energy(elastic, x);
         Ok(StepReport {
             iterations,
