@@ -1,11 +1,11 @@
 //! The ADMM-PD loop (Algorithm 1, local step first) on the f64 CPU.
 
-use super::contact::{ContactInput, ContactSolver};
+use super::contact::{kkt_gradient, ContactInput, ContactSolver};
 use super::params::AdmmParams;
 use super::prox::{pd_refusal, prox_hyperelastic, prox_pd, ProxKind};
 use crate::error::{JelloError, Result};
 use crate::material::Material;
-use crate::problem::{ElasticTerms, Model, StepProblem};
+use crate::problem::{ElasticReference, ElasticTerms, Model, StepProblem};
 use crate::solver::pd::GlobalSystem;
 use crate::solver::qn::QnMode;
 use crate::solver::report::ms;
@@ -194,15 +194,20 @@ impl AdmmSolver {
 }
 
 impl AdmmSolver {
-    /// The KKT residual with contact: g ← g − (Cᵀλ + friction) of the last global step, free
-    /// DOFs only (module contact, "What converged means").
-    fn subtract_contact_forces(&self, problem: &StepProblem, g: &mut [f64]) {
-        if let Some(c) = self.contact.as_ref() {
-            for ((gk, f), &fixed) in g.iter_mut().zip(c.forces()).zip(&problem.fixed) {
-                if !fixed {
-                    *gk -= f;
-                }
-            }
+    /// E(x) and E(x) − E(x_start) with ∇E into `g`: the step problem's, or with contact
+    /// (`reference` set) the barrier-free objective's KKT residual ∇E − Cᵀλ − f_T of module
+    /// contact ("What converged means").
+    fn objective(
+        &self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        reference: Option<&ElasticReference>,
+        x: &[f64],
+        g: &mut [f64],
+    ) -> (f64, f64) {
+        match (self.contact.as_ref(), reference) {
+            (Some(c), Some(r)) => kkt_gradient(problem, elastic, r, c.forces(), x, g),
+            _ => problem.gradient_and_change(elastic, x, g),
         }
     }
 }
@@ -241,6 +246,11 @@ impl StepSolver for AdmmSolver {
         if let Some(c) = self.contact.as_mut() {
             c.begin_step(nv);
         }
+        let reference = self
+            .contact
+            .is_some()
+            .then(|| elastic.elastic_reference(&problem.x_start));
+        let reference = reference.as_ref();
         // --- end contact
         let t0 = Instant::now();
         let pinned: Vec<bool> = (0..nv).map(|v| problem.fixed[3 * v]).collect();
@@ -263,7 +273,7 @@ impl StepSolver for AdmmSolver {
                 inertial[3 * v + c] = problem.inertia * model.mass[v] * problem.x_tilde[3 * v + c];
             }
         }
-        let (_, change0) = problem.gradient_and_change(elastic, x, &mut g);
+        let (_, change0) = self.objective(problem, elastic, reference, x, &mut g);
         let mut residual = model.char_norm.residual(&g);
         timings.setup_ms += ms(t0);
         if !residual.is_finite() {
@@ -397,8 +407,7 @@ impl StepSolver for AdmmSolver {
             };
             fresh = false;
             if need_rule_each {
-                let (_, ch) = problem.gradient_and_change(elastic, x, &mut g);
-                self.subtract_contact_forces(problem, &mut g);
+                let (_, ch) = self.objective(problem, elastic, reference, x, &mut g);
                 // Non-finite (an element inverted under a model infinite there): not met, and
                 // the iterations go on — ADMM's later iterates may leave it.
                 residual = model.char_norm.residual(&g);
@@ -423,8 +432,7 @@ impl StepSolver for AdmmSolver {
             }
         }
         if !fresh {
-            let (_, ch) = problem.gradient_and_change(elastic, x, &mut g);
-            self.subtract_contact_forces(problem, &mut g);
+            let (_, ch) = self.objective(problem, elastic, reference, x, &mut g);
             residual = model.char_norm.residual(&g);
             change = ch;
             if let Some(last) = self.log.last_mut() {
