@@ -87,7 +87,8 @@ fn qn_params(config: &RunConfig) -> QnParams {
     }
 }
 
-/// ADMM parameters of `config`: prox, weight scale, mode, stop rule and cap (default 1000).
+/// ADMM parameters of `config`: prox, weight scale, mode, stop rule, cap (default 1000) and
+/// contact options.
 fn admm_params(config: &RunConfig) -> AdmmParams {
     AdmmParams {
         prox: config.admm_prox,

@@ -797,6 +797,11 @@ impl ContactSolver {
         let mut start = Self::scatter(rows, |i| rows[i].lambda.max(0.0), b);
         system.solve(&mut start)?;
         report.solves += 1;
+        if rows.is_empty() {
+            // No rows: the factor's solve is the answer.
+            y.copy_from_slice(&start);
+            return Ok(());
+        }
         project(&mut start);
         project(y);
         if gs.objective(b, &start) < gs.objective(b, y) {

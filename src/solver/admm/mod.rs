@@ -107,7 +107,8 @@
 //!   converges every step with either solve in 785 ADMM iterations (9.8 per step; Newton 274)
 //!   and one factorisation; Uzawa averages 3.8 CG iterations and 4.9 factor
 //!   solves per global step, PGS 184 sweeps (mostly at the 200 cap) and one solve;
-//!   wall 4.0 s (Uzawa), 6.9 s (PGS), Newton 4.5 s.
+//!   wall 4.0–7.6 s (Uzawa), 6.9–10.1 s (PGS), Newton 4.5–4.6 s (three runs on the shared
+//!   machine; compare within a run only).
 //!   T13 (digest; the paper's Fig. 10 centre): drop.toml's ball resting on the ground, one
 //!   step of h = 0.2 s, error ‖x_N − x*‖_M relative to the start after N iterations: Uzawa
 //!   1.9e-1 (N = 5), 2.1e-2 (20), 2.4e-3 (40), 4.1e-5 (80, 0.70 s), 1.6e-8 (160, 1.4 s; the
@@ -116,7 +117,14 @@
 //!   λ ≥ 0. PGS (≤ 200 sweeps) 3.9e-1, 4.9e-2, 7.4e-3, 4.3e-3 and then stalls at 3.3e-3
 //!   (N = 320, 2.8 s); the paper's PGS(30) stalls at 2.5e-2. Its sweeps do not converge on A
 //!   at h = 0.2 s (mass weight small beside the stiffness: Gauss–Seidel on a Laplacian), and
-//!   the inexact global step stalls ADMM; the paper's "PGS goes lower" is not reproduced.
+//!   the inexact global step stalls ADMM (30 → 200 sweeps lowers the plateau from 2.5e-2 to
+//!   3.3e-3: slow convergence of ADMM with a weak x-step, not a different solution — at a
+//!   fixed point of the pair the sweeps return their start, which is then the QP's
+//!   solution); the paper's "PGS goes lower" is not reproduced. Two corrections by the
+//!   factor every 10 sweeps (A⁻¹(b + Cᵀλ) with λ re-estimated from the sweeps; A⁻¹ of the
+//!   residual less its normal part at contact vertices), each taken only when it lowered
+//!   the objective, were tried: neither was ever taken, the figures did not move, and they
+//!   were dropped.
 //!   Uzawa is the default. One step of a 5 cm ball at h = 0.1 s to ε = 1e-9 (T13 test):
 //!   Uzawa 63 iterations, PGS 366 (d̂ = 1e-3) or 63 (d̂ = 1e-4: its tolerance is relative to
 //!   d̂), landing within 8e-7 of each other in the M-norm (bound 1e-6); Newton's barrier

@@ -297,6 +297,7 @@ impl StepSolver for AdmmSolver {
         let mut last_move = f64::INFINITY;
         let mut iterations = 0;
         let mut rhs = vec![0.0; 3 * nv];
+        let mut solved = Vec::new(); // contact: the constrained step's output
         let mut sv = vec![0.0; 3 * nv];
         loop {
             let done = match self.params.mode {
@@ -362,9 +363,9 @@ impl StepSolver for AdmmSolver {
                     x_prev: &problem.x_prev,
                     h: problem.h,
                 };
-                let b = std::mem::take(&mut rhs);
-                rhs.resize(b.len(), 0.0);
-                c.global_step(&mut self.system, &input, &b, x, &mut rhs)?;
+                solved.resize(rhs.len(), 0.0);
+                c.global_step(&mut self.system, &input, &rhs, x, &mut solved)?;
+                std::mem::swap(&mut rhs, &mut solved);
             } else {
                 self.system.solve(&mut rhs)?;
             }
