@@ -34,7 +34,7 @@
 //! below is the true one:
 //! - [`ContactVariant::Uzawa`] (Alg. 2 with its minus signs restored): CG on
 //!   S λ_W = t_W − C_W A⁻¹ b over a working set W (the rows with λ > 0 in the warm start —
-//!   the last global step's λ per vertex and obstacle —, then the rows the last solve
+//!   the last global step's λ per vertex and obstacle, within the step —, then the rows the last solve
 //!   violated), one factor solve per CG iteration; after CG, rows of W with λ < 0 leave W
 //!   (λ = 0), rows outside W that y violates join it, and CG runs again (a primal–dual
 //!   active-set loop, at most [`MAX_ROUNDS`] rounds). CG stops when every row of W is met to
@@ -450,10 +450,11 @@ impl ContactSolver {
         &self.params
     }
 
-    /// Starts a time step of `nv` vertices: friction forces and contact forces to zero. The
-    /// warm-start λ are kept (a resting body's normal forces change little between steps;
-    /// they only seed the solve).
+    /// Starts a time step of `nv` vertices: friction, contact forces and the warm-start λ to
+    /// zero — nothing is carried between steps (as ADMM's ū), so a run resumed from a
+    /// checkpoint repeats the straight run's steps bit for bit.
     pub fn begin_step(&mut self, nv: usize) {
+        self.warm.clear();
         self.friction.clear();
         self.friction.resize(3 * nv, 0.0);
         self.forces.clear();
