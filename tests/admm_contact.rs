@@ -3,8 +3,9 @@
 //! solve, while the factor is made once although the contact set changes (digest T7); a
 //! ball resting on a plane (digest T13): Uzawa and PGS reach the same constrained solution,
 //! and Newton's barrier solution approaches it as d̂ shrinks; Coulomb friction on an incline
-//! (sticks for μ > tan θ, slides with a = g(sin θ − μ cos θ) below); bad contact keys are
-//! one-line errors naming the key.
+//! (sticks for μ > tan θ, slides with a = g(sin θ − μ cos θ) below); one constrained global
+//! step on its own meets the QP's KKT conditions and releases rows (λ ≥ 0); bad contact keys
+//! are one-line errors naming the key.
 
 mod common;
 
@@ -82,7 +83,8 @@ fn falling_cube(obstacle: Obstacle, dhat: f64) -> (Model, State) {
 /// is at least d̂ (less the contact tolerance) from the obstacle and (ground, sphere) the
 /// state check finds no face penetrating, every step meets
 /// the stop rule, the contact set changes from step to step (none, then a growing set, then
-/// fewer as the cube rebounds), and the global matrix was factored exactly once (digest T7).
+/// fewer as the cube rebounds), every global step meets its rows with λ ≥ 0 (digest T8), and
+/// the global matrix was factored exactly once (digest T7).
 /// Fails if a vertex is left inside (a row missed or a solve that does not meet its rows), if
 /// contact refactors A, or if the step's KKT residual does not fall below ε.
 #[test]
@@ -130,6 +132,10 @@ fn drop_never_ends_inside_and_never_refactors() {
                 }
                 assert!(r.converged, "{name} {variant:?} step {k}: {}", r.residual);
                 let c = solver.contact().unwrap();
+                // Digest T8: the last global step meets every row to the tolerance, with
+                // λ ≥ 0.
+                assert!(c.last().violation <= tol, "{name} {variant:?} step {k}");
+                assert!(c.rows().iter().all(|r| r.lambda >= 0.0));
                 let mut active: Vec<u32> = c
                     .rows()
                     .iter()
@@ -151,6 +157,8 @@ fn drop_never_ends_inside_and_never_refactors() {
                 changes >= 3,
                 "{name}: the contact set changed {changes} times"
             );
+            // Rows are released as well as added (λ ≥ 0: the cube lifts off as it rebounds).
+            assert!(sizes.windows(2).any(|w| w[1] < w[0]), "{name}: {sizes:?}");
             let sys = solver.system();
             assert_eq!(
                 (sys.analyses(), sys.factorizations()),
@@ -464,4 +472,119 @@ fn contact_keys_select_and_bad_ones_are_one_line_errors() {
         "{msg}"
     );
     let _ = std::fs::remove_dir_all(path.parent().unwrap());
+}
+
+/// One constrained global step on its own (the host routine a device loop calls): a cube
+/// resting at d̂ on a ground, pushed down by b₁ (its weight, scaled up) and then pulled up by
+/// b₂ with the solver's state carried over (the warm λ of b₁'s rows). For b₁ the result
+/// satisfies the KKT conditions of the QP — A y − b₁ = Cᵀλ on every free vertex (A applied
+/// by `GlobalSystem::apply`), λ ≥ 0, every row met, λ > 0 only on rows that are met with
+/// equality; for b₂ every row is released and y is the factor's unconstrained A⁻¹b₂. With
+/// either solve. Fails on a sign error in Uzawa or PGS, on rows that are never released
+/// (adhesion), or on a multiplier that is not the force the constraint exerts.
+#[test]
+fn one_global_step_meets_the_kkt_conditions_and_releases_rows() {
+    use jello::solver::admm::contact::ContactInput;
+    use jello::solver::admm::ContactSolver;
+    use jello::solver::pd::{GlobalOptions, GlobalSystem};
+    let dhat = 1e-3;
+    let mesh = box_grid([0.0, dhat, 0.0], [0.1, 0.1 + dhat, 0.1], [3, 3, 3]);
+    let m = common::one_body(
+        mesh,
+        neo(1e4),
+        [0.0, -9.81, 0.0],
+        vec![],
+        vec![Obstacle::half_space([0.0, 1.0, 0.0], 0.0)],
+        dhat,
+    );
+    let nv = m.num_vertices();
+    let pinned = vec![false; nv];
+    let h = 0.01;
+    let x: Vec<f64> = m.mesh.positions.iter().flatten().copied().collect();
+    for variant in VARIANTS {
+        let mut system = GlobalSystem::new(&m, GlobalOptions::default()).unwrap();
+        system.prepare(&m, &pinned, 1.0 / (h * h)).unwrap();
+        let input = ContactInput {
+            model: &m,
+            pinned: &pinned,
+            mass_weight: 1.0 / (h * h),
+            x_prev: &x,
+            h,
+        };
+        let mut c = ContactSolver::new(ContactParams {
+            variant,
+            iterations: 5000,
+            tolerance: 1e-9,
+            ..ContactParams::default()
+        })
+        .unwrap();
+        c.begin_step(nv);
+        // b₁ = A x − 50·m g: A y = b₁ would sink the cube by ~50 h² g.
+        let mut ax = vec![0.0; 3 * nv];
+        system.apply(&m, &x, &mut ax).unwrap();
+        let b1: Vec<f64> = (0..3 * nv)
+            .map(|k| {
+                ax[k]
+                    - if k % 3 == 1 {
+                        50.0 * 9.81 * m.mass[k / 3]
+                    } else {
+                        0.0
+                    }
+            })
+            .collect();
+        let mut y = vec![0.0; 3 * nv];
+        c.global_step(&mut system, &input, &b1, &x, &mut y).unwrap();
+        let mut ay = vec![0.0; 3 * nv];
+        system.apply(&m, &y, &mut ay).unwrap();
+        let scale = b1.iter().fold(0.0f64, |a, v| a.max(v.abs()));
+        let kkt = (0..3 * nv)
+            .map(|k| (ay[k] - b1[k] - c.forces()[k]).abs())
+            .fold(0.0, f64::max);
+        let active = c.rows().iter().filter(|r| r.lambda > 0.0).count();
+        eprintln!(
+            "{variant:?}: b₁: {} rows, {active} active, KKT residual {:.2e} of {scale:.2e} N, {:?}",
+            c.rows().len(),
+            kkt,
+            c.last()
+        );
+        assert!(kkt < 1e-6 * scale, "{variant:?}: {kkt:e}");
+        assert!(active > 0);
+        for r in c.rows() {
+            let gap = r.normal.dot(&Vector3::new(
+                y[3 * r.vertex as usize],
+                y[3 * r.vertex as usize + 1],
+                y[3 * r.vertex as usize + 2],
+            )) - r.target;
+            assert!(r.lambda >= 0.0 && gap >= -1e-9 * dhat, "{r:?}: gap {gap:e}");
+            assert!(r.lambda == 0.0 || gap <= 1e-6 * dhat, "{r:?}: gap {gap:e}");
+        }
+        // b₂ = A x + 50·m g (up), from the same solver: every row released.
+        let b2: Vec<f64> = (0..3 * nv)
+            .map(|k| {
+                ax[k]
+                    + if k % 3 == 1 {
+                        50.0 * 9.81 * m.mass[k / 3]
+                    } else {
+                        0.0
+                    }
+            })
+            .collect();
+        let mut free = b2.clone();
+        system.solve(&mut free).unwrap();
+        let y_prev = y.clone();
+        c.global_step(&mut system, &input, &b2, &y_prev, &mut y)
+            .unwrap();
+        let worst = y
+            .iter()
+            .zip(&free)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        eprintln!(
+            "{variant:?}: b₂: {:?}, |y − A⁻¹b₂|∞ = {worst:.2e} m",
+            c.last()
+        );
+        assert!(c.rows().iter().all(|r| r.lambda == 0.0));
+        assert!(worst < 1e-8 * dhat, "{variant:?}: {worst:e}");
+        assert_eq!(system.factorizations(), 1);
+    }
 }
