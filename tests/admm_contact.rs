@@ -62,24 +62,18 @@ fn min_distance(m: &Model, x: &[f64]) -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
-/// A 0.1 m cube of 3×3×3 cells 3 cm above the top of `obstacle` (at y = 0), falling at
-/// 1.5 m/s.
-fn falling_cube(obstacle: Obstacle, dhat: f64) -> (Model, State) {
+/// A 0.1 m cube of 3×3×3 cells 3 cm above the top of `obstacles` (at y = 0), falling at
+/// 1.5 m/s (and moving at `vx`, m/s).
+fn falling_cube(obstacles: Vec<Obstacle>, dhat: f64, vx: f64) -> (Model, State) {
     let mesh = box_grid([-0.05, 0.03, -0.05], [0.05, 0.13, 0.05], [3, 3, 3]);
-    let m = common::one_body(
-        mesh,
-        neo(2e4),
-        [0.0, -9.81, 0.0],
-        vec![],
-        vec![obstacle],
-        dhat,
-    );
-    let s = m.initial_state(&vec![[0.0, -1.5, 0.0]; m.num_vertices()]);
+    let m = common::one_body(mesh, neo(2e4), [0.0, -9.81, 0.0], vec![], obstacles, dhat);
+    let s = m.initial_state(&vec![[vx, -1.5, 0.0]; m.num_vertices()]);
     (m, s)
 }
 
 /// Over 12 steps of h = 10 ms a soft cube hits a ground, a sphere and a box (each with its
-/// top at y = 0; the box's edges under the cube) and bounces: after every step every vertex
+/// top at y = 0; the box's edges under the cube), and a corner of the ground and a leaning
+/// wall (vertices pressed on both), and bounces: after every step every vertex
 /// is at least d̂ (less the contact tolerance) from the obstacle and (ground, sphere) the
 /// state check finds no face penetrating, every step meets
 /// the stop rule, the contact set changes from step to step (none, then a growing set, then
@@ -90,26 +84,39 @@ fn falling_cube(obstacle: Obstacle, dhat: f64) -> (Model, State) {
 #[test]
 fn drop_never_ends_inside_and_never_refactors() {
     let dhat = 1e-3;
+    let ground = Obstacle::half_space([0.0, 1.0, 0.0], 0.0);
     let obstacles = [
-        ("ground", Obstacle::half_space([0.0, 1.0, 0.0], 0.0)),
+        ("ground", vec![ground.clone()], 0.0),
         (
             "sphere",
-            Obstacle::Sphere {
+            vec![Obstacle::Sphere {
                 center: [0.02, -0.5, 0.0],
                 radius: 0.5,
-            },
+            }],
+            0.0,
         ),
         (
             "box",
-            Obstacle::Box {
+            vec![Obstacle::Box {
                 min: [-0.2, -0.3, -0.04],
                 max: [0.03, 0.0, 0.2],
-            },
+            }],
+            0.0,
+        ),
+        // A corner: the ground and a wall leaning over it (normal (1, 0.5, 0)/|·|, not
+        // orthogonal to the ground's) that the cube slides into: vertices of its lower edge
+        // there have a row on each, and PGS must project onto both at once (one projection
+        // after the other leaves a vertex at 0.4 d̂).
+        (
+            "corner",
+            vec![ground, Obstacle::half_space([1.0, 0.5, 0.0], -0.07)],
+            -1.0,
         ),
     ];
-    for (name, obstacle) in obstacles {
+    for (name, obstacles, vx) in obstacles {
         for variant in VARIANTS {
-            let (m, mut state) = falling_cube(obstacle.clone(), dhat);
+            let (m, mut state) = falling_cube(obstacles.clone(), dhat, vx);
+            let mut two_rows = 0;
             let mut solver = AdmmSolver::new(&m, params(variant, 1e-5, 0.0)).unwrap();
             let mut sets: Vec<Vec<u32>> = Vec::new();
             let mut iterations = Vec::new();
@@ -132,6 +139,11 @@ fn drop_never_ends_inside_and_never_refactors() {
                 }
                 assert!(r.converged, "{name} {variant:?} step {k}: {}", r.residual);
                 let c = solver.contact().unwrap();
+                let mut per_vertex = std::collections::HashMap::new();
+                for r in c.rows().iter().filter(|r| r.lambda > 0.0) {
+                    *per_vertex.entry(r.vertex).or_insert(0) += 1;
+                }
+                two_rows += per_vertex.values().filter(|&&n| n > 1).count();
                 // Digest T8: the last global step meets every row to the tolerance, with
                 // λ ≥ 0.
                 assert!(c.last().violation <= tol, "{name} {variant:?} step {k}");
@@ -159,6 +171,11 @@ fn drop_never_ends_inside_and_never_refactors() {
             );
             // Rows are released as well as added (λ ≥ 0: the cube lifts off as it rebounds).
             assert!(sizes.windows(2).any(|w| w[1] < w[0]), "{name}: {sizes:?}");
+            assert_eq!(
+                two_rows > 0,
+                name == "corner",
+                "{name}: vertices pressed on two obstacles"
+            );
             let sys = solver.system();
             assert_eq!(
                 (sys.analyses(), sys.factorizations()),
@@ -458,7 +475,7 @@ fn contact_keys_select_and_bad_ones_are_one_line_errors() {
         assert!(msg.contains(key) && !msg.contains('\n'), "{extra}: {msg}");
     }
     // The library checks the same values (programmatic use names the same key).
-    let (m, _) = falling_cube(Obstacle::half_space([0.0, 1.0, 0.0], 0.0), 1e-3);
+    let (m, _) = falling_cube(vec![Obstacle::half_space([0.0, 1.0, 0.0], 0.0)], 1e-3, 0.0);
     let bad = AdmmParams {
         contact: ContactParams {
             friction: -1.0,
