@@ -762,9 +762,9 @@ impl ContactSolver {
                 let mut p = r.clone();
                 let mut rr: f64 = r.iter().map(|v| v * v).sum();
                 let mut iters = 0;
+                let zero = vec![0.0; y.len()];
                 while r.iter().fold(0.0f64, |m, v| m.max(v.abs())) > tol && iters < cap {
                     iters += 1;
-                    let zero = vec![0.0; y.len()];
                     let mut q = Self::scatter(
                         rows,
                         |i| match w.binary_search(&i) {
