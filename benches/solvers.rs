@@ -2,7 +2,7 @@
 //! L-BFGS-PD). All figures from one run of `cargo bench --bench solvers`.
 //!
 //! Cases (`JELLO_SOLVERS_CASES`, comma list; default
-//! `table1,orderings,iterations,split,admm_split,contact`):
+//! `table1,orderings,iterations,split,admm_split,contact,admm_contact`):
 //! - `table1` — the paper's Table I on a twisting Neo-Hookean bar of 3,321 vertices / 15,360 tets
 //!   (1 × 0.2 × 0.2 m, 40×8×8 cells, E = 1e5 Pa and, softer, 1e4 Pa, ν = 0.4, ρ = 1000 kg/m³,
 //!   caps rotating in opposite directions at π rad/s about the bar's axis; the paper does not
@@ -34,6 +34,13 @@
 //! - `contact` — `drop.toml`'s first 20 steps (the ball's impact): QN iterations with the
 //!   contact curvature in the initial inverse Hessian (the default) and without (the paper's
 //!   rule; 1000-iteration cap per step).
+//! - `admm_contact` — ADMM's constrained global step (`src/solver/admm/contact.rs`): the
+//!   whole of `drop.toml` (80 steps, ε = 1e-5) with Uzawa CG and with projected Gauss–Seidel
+//!   (ADMM iterations, inner iterations and factor solves per global step, wall time; Newton
+//!   alongside), and digest T13 (the paper's Fig. 10 centre): one step of h = 0.2 s of
+//!   drop.toml's ball resting on the ground, the error ‖x_N − x*‖_M / ‖x_0 − x*‖_M after N
+//!   ADMM iterations against wall time, for Uzawa (CG cap 200 and the paper's UCG(10)) and PGS
+//!   (200 sweeps and the paper's PGS(30)); x* is Uzawa to ε = 1e-11.
 
 use jello::gpu::{Backend, Device};
 use jello::material::{Material, MaterialModel};
@@ -41,7 +48,7 @@ use jello::mesh::box_grid;
 use jello::problem::{BarrierParams, Body, Model, Pin, Script, State, StepProblem};
 use jello::scene::Scene;
 use jello::sim::Simulation;
-use jello::solver::admm::{AdmmParams, AdmmSolver};
+use jello::solver::admm::{AdmmParams, AdmmSolver, ContactParams, ContactVariant};
 use jello::solver::backend::{CpuBackend, DeviceBackend, PotentialBackend};
 use jello::solver::jgs2::{build_subspace, Jgs2Params, Jgs2Solver, SubspaceOptions, Variant};
 use jello::solver::pd::{GlobalOptions, GlobalSystem};
@@ -752,13 +759,144 @@ fn contact() {
     }
 }
 
+// ---------------------------------------------------------------- admm_contact
+
+fn admm_contact() {
+    let path: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenes/drop.toml");
+    let built = Scene::load(&path).expect("scene").build().expect("build");
+    let m = &built.model;
+    let h = built.config.h;
+    let steps = built.config.steps;
+    println!("\n## ADMM contact: drop.toml, {steps} steps, CN ε = 1e-5\n");
+    println!(
+        "| solve | ADMM iterations (total) | converged | per global step: inner, solves | \
+         factorisations | wall s |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for variant in [ContactVariant::Uzawa, ContactVariant::Pgs] {
+        let mut s = AdmmSolver::new(
+            m,
+            AdmmParams {
+                contact: ContactParams {
+                    variant,
+                    ..ContactParams::default()
+                },
+                ..AdmmParams::default()
+            },
+        )
+        .expect("admm");
+        let mut state = m.initial_state(&built.velocity);
+        let (mut its, mut conv) = (0, 0);
+        let t0 = Instant::now();
+        for _ in 0..steps {
+            let problem = StepProblem::new(m, &state, h);
+            let mut x = Vec::new();
+            let r = s.step(&problem, m, &mut x, false).expect("step");
+            its += r.iterations;
+            conv += r.converged as usize;
+            state = advance(&state, x, h);
+        }
+        let t = s.contact().expect("contact").totals();
+        let (inner, solves, globals) = (t.inner, t.solves, t.global_steps.max(1));
+        println!(
+            "| {} | {its} | {conv}/{steps} | {:.1}, {:.1} | {} | {:.2} |",
+            variant.name(),
+            inner as f64 / globals as f64,
+            solves as f64 / globals as f64,
+            s.system().factorizations(),
+            t0.elapsed().as_secs_f64()
+        );
+    }
+    let mut sim = Simulation::new(
+        m.clone(),
+        m.initial_state(&built.velocity),
+        h,
+        Box::new(newton(m, 1e-5, 100)),
+    )
+    .expect("sim");
+    let t0 = Instant::now();
+    let mut its = 0;
+    for _ in 0..steps {
+        its += sim.step(false).expect("newton").iterations;
+    }
+    println!(
+        "| (newton, barrier) | {its} | | | | {:.2} |",
+        t0.elapsed().as_secs_f64()
+    );
+
+    // T13: the ball resting on the ground, one step of h = 0.2 s.
+    let h = 0.2;
+    let dhat = m.barrier.dhat;
+    let lowest = m
+        .mesh
+        .positions
+        .iter()
+        .map(|p| p[1])
+        .fold(f64::INFINITY, f64::min);
+    let mut state = m.initial_state(&vec![[0.0; 3]; m.num_vertices()]);
+    for v in 0..m.num_vertices() {
+        state.x[3 * v + 1] += dhat - lowest;
+    }
+    let problem = StepProblem::new(m, &state, h);
+    let run = |variant, cap: usize, mode: QnMode| {
+        let mut s = AdmmSolver::new(
+            m,
+            AdmmParams {
+                mode,
+                stop: StopRule::Cn { eps: 1e-11 },
+                max_iterations: 20000,
+                contact: ContactParams {
+                    variant,
+                    iterations: cap,
+                    ..ContactParams::default()
+                },
+                ..AdmmParams::default()
+            },
+        )
+        .expect("admm");
+        let mut x = Vec::new();
+        let t0 = Instant::now();
+        let r = s.step(&problem, m, &mut x, false).expect("step");
+        (x, ms(t0), r)
+    };
+    let (reference, _, r) = run(ContactVariant::Uzawa, 200, QnMode::Rule);
+    let m_norm = |a: &[f64]| -> f64 {
+        a.chunks(3)
+            .zip(&reference.chunks(3).collect::<Vec<_>>())
+            .zip(&m.mass)
+            .map(|((p, q), mv)| mv * (0..3).map(|k| (p[k] - q[k]).powi(2)).sum::<f64>())
+            .sum::<f64>()
+            .sqrt()
+    };
+    let e0 = m_norm(&problem.x_start);
+    println!(
+        "\n## ADMM contact, T13: drop.toml's ball resting on the ground, one step of h = 0.2 s\n\n\
+         x*: Uzawa to ε = 1e-11 ({} iterations, residual {:.1e}); ‖x_0 − x*‖_M = {e0:.3e}\n",
+        r.iterations, r.residual
+    );
+    println!("| solve | N | relative error | wall ms |");
+    println!("|---|---|---|---|");
+    for (label, variant, cap) in [
+        ("uzawa (CG ≤ 200)", ContactVariant::Uzawa, 200),
+        ("UCG(10)", ContactVariant::Uzawa, 10),
+        ("pgs (≤ 200 sweeps)", ContactVariant::Pgs, 200),
+        ("PGS(30)", ContactVariant::Pgs, 30),
+    ] {
+        for n in [5, 10, 20, 40, 80, 160, 320] {
+            let (x, wall, _) = run(variant, cap, QnMode::Fixed(n));
+            println!("| {label} | {n} | {:.2e} | {wall:.1} |", m_norm(&x) / e0);
+        }
+    }
+}
+
 fn main() {
     println!(
         "threads: {}; `cargo bench --bench solvers` (CPU f64 unless marked)",
         rayon::current_num_threads()
     );
-    let cases = std::env::var("JELLO_SOLVERS_CASES")
-        .unwrap_or_else(|_| "table1,orderings,iterations,split,admm_split,contact".into());
+    let cases = std::env::var("JELLO_SOLVERS_CASES").unwrap_or_else(|_| {
+        "table1,orderings,iterations,split,admm_split,contact,admm_contact".into()
+    });
     for c in cases.split(',') {
         match c.trim() {
             "table1" => table1(),
@@ -767,6 +905,7 @@ fn main() {
             "split" => split(),
             "contact" => contact(),
             "admm_split" => admm_split(),
+            "admm_contact" => admm_contact(),
             "armadillo_114k" => armadillo_114k(),
             other => panic!("unknown case {other}"),
         }

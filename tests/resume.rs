@@ -168,7 +168,7 @@ fn assert_one_run(dir: &Path, straight: &Path, n: usize, frames: &[usize], resum
 fn n_steps_equal_a_resumed_run_bit_for_bit_on_the_cpu_for_every_solver() {
     let (dir, scene) = scene_in("cpu");
     let n = 8;
-    for solver in ["newton", "jgs2", "vbd", "qn"] {
+    for solver in ["newton", "jgs2", "vbd", "qn", "admm"] {
         let d = |s: &str| dir.join(format!("{solver}_{s}"));
         let (a, sa) = go(&scene, &d("straight"), solver, n, Backend::Cpu, false, None).unwrap();
         assert_eq!(sa.status, RunStatus::Complete);

@@ -100,7 +100,8 @@ fn qn_params(config: &RunConfig) -> QnParams {
     }
 }
 
-/// ADMM parameters of `config`: prox, weight scale, mode, stop rule and cap (default 1000).
+/// ADMM parameters of `config`: prox, weight scale, mode, stop rule, cap (default 1000) and
+/// contact options.
 fn admm_params(config: &RunConfig) -> AdmmParams {
     AdmmParams {
         prox: config.admm_prox,
@@ -111,6 +112,7 @@ fn admm_params(config: &RunConfig) -> AdmmParams {
             weight_scale: config.admm_weight_scale,
             ..GlobalOptions::default()
         },
+        contact: config.admm_contact,
     }
 }
 
@@ -251,11 +253,18 @@ pub fn setup_on(
         }
         fall_back(&mut choice, why);
     }
-    if choice.backend == Backend::Gpu && config.solver == "admm" && !model.strain_limits.is_empty()
+    if choice.backend == Backend::Gpu
+        && config.solver == "admm"
+        && !(model.strain_limits.is_empty() && model.obstacles.is_empty())
     {
-        // The limited prox and its KKT forces are f64 CPU work only.
-        let why = "admm with hard strain limits (material.strain_limit) runs on the CPU backend"
-            .to_string();
+        // The limited prox and its KKT forces, and contact (the QP on the factor, the KKT
+        // residual), are f64 CPU work only.
+        let why = if model.obstacles.is_empty() {
+            "admm with hard strain limits (material.strain_limit) runs on the CPU backend"
+        } else {
+            "admm with obstacles (obstacles[0]: contact) runs on the CPU backend"
+        }
+        .to_string();
         if strict {
             return Err(JelloError::Invalid(why));
         }

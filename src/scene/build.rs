@@ -11,7 +11,7 @@ use crate::mesh::{ball, box_grid, read_mesh, TetMesh};
 use crate::problem::{
     BarrierParams, Body, ExternalForce, InversionPolicy, Model, Obstacle, Pin, Script, StrainLimit,
 };
-use crate::solver::admm::ProxKind;
+use crate::solver::admm::{ContactParams, ContactVariant, ProxKind};
 use crate::solver::jgs2::SubspaceOptions;
 use crate::solver::qn::{QnMode, MAX_HISTORY, PAPER_ITERATIONS};
 use crate::solver::StopRule;
@@ -45,6 +45,9 @@ pub struct RunConfig {
     pub admm_prox: ProxKind,
     /// ADMM multiplier on w² (`[solver] weight_scale`, default 1).
     pub admm_weight_scale: f64,
+    /// ADMM obstacle contact and friction (`[solver]` keys `contact`, `contact_iterations`,
+    /// `contact_tolerance`, `sor`, `friction`).
+    pub admm_contact: ContactParams,
     /// Output options.
     pub output: OutputSpec,
     /// A static solve in `steps` load increments (`[simulation] static = true`).
@@ -454,6 +457,32 @@ impl Scene {
                 format!("must be finite and > 0, got {admm_weight_scale}"),
             ));
         }
+        let mut admm_contact = ContactParams::default();
+        if let Some(c) = s.solver.contact.as_deref() {
+            admm_contact.variant = ContactVariant::from_name(c).ok_or_else(|| {
+                cx.err(
+                    "solver.contact",
+                    format!("unknown contact solve `{c}` (expected uzawa or pgs)"),
+                )
+            })?;
+        }
+        if let Some(n) = s.solver.contact_iterations {
+            admm_contact.iterations = n;
+        }
+        if let Some(t) = s.solver.contact_tolerance {
+            admm_contact.tolerance = t;
+        }
+        if let Some(w) = s.solver.sor {
+            admm_contact.sor = w;
+        }
+        if let Some(mu) = s.solver.friction {
+            admm_contact.friction = mu;
+        }
+        if let Some(why) = admm_contact.check() {
+            // `check` names the key first: "solver.<key> must …".
+            let (key, msg) = why.split_once(' ').unwrap_or((&why, ""));
+            return Err(cx.err(key, msg));
+        }
         if s.output.every == 0 {
             return Err(cx.err("output.every", "must be ≥ 1"));
         }
@@ -475,6 +504,7 @@ impl Scene {
             qn_mode,
             admm_prox,
             admm_weight_scale,
+            admm_contact,
             output: s.output.clone(),
             static_solve: s.simulation.static_solve,
         })

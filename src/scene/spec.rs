@@ -116,6 +116,23 @@ pub struct SolverSpec {
     /// ADMM: global multiplier on every w_e² (finite, > 0; default 1).
     #[serde(default)]
     pub weight_scale: Option<f64>,
+    /// ADMM obstacle contact: `uzawa` (default; Uzawa CG on the fixed factor) or `pgs`
+    /// (projected Gauss–Seidel); see `jello::solver::admm::contact`.
+    #[serde(default)]
+    pub contact: Option<String>,
+    /// ADMM contact: CG iterations per active-set round (uzawa) or sweeps (pgs), ≥ 1
+    /// (default 200).
+    #[serde(default)]
+    pub contact_iterations: Option<usize>,
+    /// ADMM contact: inner tolerance as a fraction of d̂ (> 0, default 1e-6).
+    #[serde(default)]
+    pub contact_tolerance: Option<f64>,
+    /// ADMM contact, pgs: over-relaxation ω in (0, 2) (default 1).
+    #[serde(default)]
+    pub sor: Option<f64>,
+    /// ADMM contact: Coulomb friction coefficient μ ≥ 0 against every obstacle (default 0).
+    #[serde(default)]
+    pub friction: Option<f64>,
 }
 
 impl SolverSpec {
@@ -149,6 +166,11 @@ impl Default for SolverSpec {
             iterations: None,
             prox: None,
             weight_scale: None,
+            contact: None,
+            contact_iterations: None,
+            contact_tolerance: None,
+            sor: None,
+            friction: None,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! ADMM-PD parameters.
 
+use super::contact::ContactParams;
 use super::prox::ProxKind;
 use crate::solver::pd::GlobalOptions;
 use crate::solver::qn::QnMode;
@@ -26,6 +27,8 @@ pub struct AdmmParams {
     /// The global matrix; its `weight_scale` is the global multiplier on w² (default 1,
     /// `[solver] weight_scale`).
     pub global: GlobalOptions,
+    /// Obstacle contact and friction ([`super::contact`]; used when the model has obstacles).
+    pub contact: ContactParams,
 }
 
 impl Default for AdmmParams {
@@ -36,6 +39,7 @@ impl Default for AdmmParams {
             stop: StopRule::default(),
             max_iterations: 1000,
             global: GlobalOptions::default(),
+            contact: ContactParams::default(),
         }
     }
 }

@@ -1,10 +1,11 @@
 //! The ADMM-PD loop (Algorithm 1, local step first), written once over [`AdmmBackend`].
 
+use super::contact::{kkt_gradient, ContactInput, ContactSolver};
 use super::params::AdmmParams;
 use super::prox::{pd_refusal, ProxKind};
 use crate::error::{JelloError, Result};
 use crate::material::MaterialModel;
-use crate::problem::{ElasticTerms, Model, Obstacle, StepProblem};
+use crate::problem::{ElasticReference, ElasticTerms, Model, StepProblem};
 use crate::solver::backend::{AdmmBackend, CpuBackend};
 use crate::solver::pd::GlobalSystem;
 use crate::solver::qn::QnMode;
@@ -58,20 +59,8 @@ pub struct AdmmSolver<B: AdmmBackend = CpuBackend> {
     log: Vec<AdmmIteration>,
     /// Host time of the x-steps over the solver's life, ms (with a device's transfers).
     global_ms: f64,
-}
-
-/// The obstacle of `model`, by index and kind, that ADMM refuses (contact is not implemented
-/// yet: the paper's Uzawa / projected Gauss–Seidel global steps come later).
-fn obstacle_refusal(model: &Model) -> Option<String> {
-    let (i, o) = model.obstacles.iter().enumerate().next()?;
-    let kind = match o {
-        Obstacle::HalfSpace { .. } => "half-space",
-        Obstacle::Box { .. } => "box",
-        Obstacle::Sphere { .. } => "sphere",
-    };
-    Some(format!(
-        "solver admm does not handle obstacles yet (obstacles[{i}], a {kind}): use qn or newton"
-    ))
+    /// The constrained global step, for models with obstacles (module contact).
+    contact: Option<ContactSolver>,
 }
 
 impl AdmmSolver<CpuBackend> {
@@ -100,11 +89,13 @@ impl AdmmSolver<CpuBackend> {
 
 impl<B: AdmmBackend> AdmmSolver<B> {
     /// A solver for `model` on `backend`: weights and element constants now, the factor at the
-    /// first step. Errors (one line, naming the key) for a model with obstacles, a PD prox on a
-    /// material without PD form, a weight scale that is not finite and > 0, or a fixed count
-    /// of 0.
+    /// first step. Errors (one line, naming the key) for a PD prox on a material without PD
+    /// form, a weight scale that is not finite and > 0, a fixed count of 0, bad contact options
+    /// ([`super::contact::ContactParams::check`]), and obstacles or strain limits on a device
+    /// backend.
     pub fn with_backend(model: &Model, mut backend: B, params: AdmmParams) -> Result<Self> {
-        if let Some(why) = obstacle_refusal(model) {
+        let contact = ContactSolver::new(params.contact)?;
+        if let Some(why) = contact_refusal(model, backend.is_f64()) {
             return Err(JelloError::Invalid(why));
         }
         let ws = params.global.weight_scale;
@@ -159,6 +150,7 @@ impl<B: AdmmBackend> AdmmSolver<B> {
             g,
             log: Vec::new(),
             global_ms: 0.0,
+            contact: (!model.obstacles.is_empty()).then_some(contact),
         })
     }
 
@@ -196,12 +188,62 @@ impl<B: AdmmBackend> AdmmSolver<B> {
         Ok((z, u, self.w2.clone()))
     }
 
-    fn rule_met(&self, residual: f64, last_move: f64) -> bool {
+    /// The stop rule's (residual, E − E(x_start)) at the current point: the backend's gradient
+    /// pass, or with contact (`reference` set) the KKT residual of the barrier-free objective
+    /// (∇E − Cᵀλ − f_T, module contact) on the host positions `x` into `g`.
+    fn rule_values(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        reference: Option<&ElasticReference>,
+        x: &[f64],
+        g: &mut [f64],
+    ) -> Result<[f64; 2]> {
+        if let (Some(c), Some(r)) = (self.contact.as_ref(), reference) {
+            let (_, change) = kkt_gradient(problem, elastic, r, c.forces(), x, g);
+            return Ok([problem.model.char_norm.residual(g), change]);
+        }
+        let (res, ch) = self.backend.admm_gradient(problem, elastic, self.g)?;
+        let v = self.backend.read(&[res, ch])?;
+        Ok([v[0], v[1]])
+    }
+
+    /// The contact solve (models with obstacles), for its rows and counters.
+    pub fn contact(&self) -> Option<&ContactSolver> {
+        self.contact.as_ref()
+    }
+
+    fn rule_met(&self, residual: f64, last_move: f64, dhat: f64) -> bool {
+        // With contact, converged also means every vertex ended feasible (module contact).
+        if self.contact.as_ref().is_some_and(|c| !c.feasible(dhat)) {
+            return false;
+        }
         match self.params.stop {
             StopRule::Cn { eps } => residual < eps,
             StopRule::Dx { tol } => last_move / self.extent < tol,
         }
     }
+}
+
+/// Why ADMM cannot take `model`'s obstacles, if it cannot: contact (the QP on the factor, the
+/// KKT residual, the feasibility check) is f64 host work on every iterate, so it runs on the
+/// CPU backend only; and its KKT residual does not carry the strain limits' forces yet.
+fn contact_refusal(model: &Model, f64_backend: bool) -> Option<String> {
+    if model.obstacles.is_empty() {
+        return None;
+    }
+    if !f64_backend {
+        return Some(
+            "admm with obstacles (obstacles[0]) runs on the f64 CPU backend only: use --backend \
+             cpu"
+            .into(),
+        );
+    }
+    (!model.strain_limits.is_empty()).then(|| {
+        "admm: hard strain limits (material.strain_limit) together with obstacles \
+         (obstacles[0]) are not supported yet"
+            .into()
+    })
 }
 
 /// The x-step's right-hand side: b = `inertial` + `rhs` (rhs holding Σ w² Dᵀ(z − ū), 3n),
@@ -245,6 +287,44 @@ fn solve_x(
     Ok(moved)
 }
 
+/// The x-step with obstacle contact: b as in [`global_step`], then the constrained solve on
+/// the same factor ([`ContactSolver::global_step`]: Uzawa CG or projected Gauss–Seidel over
+/// the linearised rows at `x`, friction in the right-hand side); returns the largest move (m).
+fn contact_step(
+    contact: &mut ContactSolver,
+    system: &mut GlobalSystem,
+    problem: &StepProblem,
+    pinned: &[bool],
+    inertial: &[f64],
+    rhs: &mut [f64],
+    x: &mut [f64],
+) -> Result<f64> {
+    for (r, b) in rhs.iter_mut().zip(inertial) {
+        *r += b;
+    }
+    system.subtract_pinned(x, rhs)?;
+    let input = ContactInput {
+        model: problem.model,
+        pinned,
+        mass_weight: problem.inertia,
+        x_prev: &problem.x_prev,
+        h: problem.h,
+    };
+    let mut solved = vec![0.0; rhs.len()];
+    contact.global_step(system, &input, rhs, x, &mut solved)?;
+    let mut moved: f64 = 0.0;
+    for (v, _) in pinned.iter().enumerate().filter(|(_, &p)| !p) {
+        let mut d2 = 0.0;
+        for c in 0..3 {
+            let k = 3 * v + c;
+            d2 += (solved[k] - x[k]) * (solved[k] - x[k]);
+            x[k] = solved[k];
+        }
+        moved = moved.max(d2.sqrt());
+    }
+    Ok(moved)
+}
+
 impl<B: AdmmBackend> StepSolver for AdmmSolver<B> {
     fn name(&self) -> String {
         "admm".into()
@@ -261,7 +341,8 @@ impl<B: AdmmBackend> StepSolver for AdmmSolver<B> {
         let mut timings = StepTimings::default();
         self.log.clear();
         let model = problem.model;
-        if let Some(why) = obstacle_refusal(model) {
+        let dhat = model.barrier.dhat;
+        if let Some(why) = contact_refusal(model, self.backend.is_f64()) {
             return Err(JelloError::Invalid(why));
         }
         if problem.is_static() {
@@ -273,6 +354,22 @@ impl<B: AdmmBackend> StepSolver for AdmmSolver<B> {
         }
         self.backend.check(problem)?;
         let nv = model.num_vertices();
+        // Contact (module contact): a solve for models with obstacles, reset per step; the stop
+        // rule then runs on the barrier-free objective's KKT residual, on the host.
+        if model.obstacles.is_empty() {
+            self.contact = None;
+        } else if self.contact.is_none() {
+            self.contact = Some(ContactSolver::new(self.params.contact)?);
+        }
+        if let Some(c) = self.contact.as_mut() {
+            c.begin_step(nv);
+        }
+        let reference = self
+            .contact
+            .is_some()
+            .then(|| elastic.elastic_reference(&problem.x_start));
+        let reference = reference.as_ref();
+        let mut g_host = vec![0.0; if reference.is_some() { 3 * nv } else { 0 }];
         let t0 = Instant::now();
         let pinned: Vec<bool> = (0..nv).map(|v| problem.fixed[3 * v]).collect();
         if self.system.prepare(model, &pinned, problem.inertia)? {
@@ -292,8 +389,7 @@ impl<B: AdmmBackend> StepSolver for AdmmSolver<B> {
                 inertial[3 * v + c] = problem.inertia * model.mass[v] * problem.x_tilde[3 * v + c];
             }
         }
-        let (res, ch) = self.backend.admm_gradient(problem, elastic, self.g)?;
-        let start_vals = self.backend.read(&[res, ch])?;
+        let start_vals = self.rule_values(problem, elastic, reference, x, &mut g_host)?;
         let mut residual = start_vals[0];
         timings.setup_ms += ms(t0);
         if !residual.is_finite() {
@@ -320,7 +416,7 @@ impl<B: AdmmBackend> StepSolver for AdmmSolver<B> {
             let done = match self.params.mode {
                 QnMode::Fixed(n) => iterations >= n,
                 QnMode::Rule => {
-                    (iterations > 0 && self.rule_met(residual, last_move))
+                    (iterations > 0 && self.rule_met(residual, last_move, dhat))
                         || iterations >= self.params.max_iterations
                 }
             };
@@ -340,8 +436,12 @@ impl<B: AdmmBackend> StepSolver for AdmmSolver<B> {
             {
                 let system = &mut self.system;
                 let (pinned, inertial) = (&pinned, &inertial);
+                let contact = &mut self.contact;
                 self.backend.admm_global(self.rhs, x, &mut |rhs, x| {
-                    moved = global_step(system, pinned, inertial, rhs, x)?;
+                    moved = match contact.as_mut() {
+                        None => global_step(system, pinned, inertial, rhs, x)?,
+                        Some(c) => contact_step(c, system, problem, pinned, inertial, rhs, x)?,
+                    };
                     Ok(())
                 })?;
             }
@@ -359,11 +459,19 @@ impl<B: AdmmBackend> StepSolver for AdmmSolver<B> {
             let t0 = Instant::now();
             let primal = self.backend.admm_primal(self.z)?;
             let mut wanted = vec![primal, local.dual];
+            let mut host = None;
             if need_rule_each {
-                let (res, ch) = self.backend.admm_gradient(problem, elastic, self.g)?;
-                wanted.extend([res, ch]);
+                if reference.is_some() {
+                    host = Some(self.rule_values(problem, elastic, reference, x, &mut g_host)?);
+                } else {
+                    let (res, ch) = self.backend.admm_gradient(problem, elastic, self.g)?;
+                    wanted.extend([res, ch]);
+                }
             }
-            let vals = self.backend.read(&wanted)?;
+            let mut vals = self.backend.read(&wanted)?;
+            if let Some(h) = host {
+                vals.extend(h);
+            }
             let mut it = AdmmIteration {
                 primal: vals[0],
                 dual: vals[1],
@@ -397,8 +505,7 @@ impl<B: AdmmBackend> StepSolver for AdmmSolver<B> {
             }
         }
         if !fresh {
-            let (res, ch) = self.backend.admm_gradient(problem, elastic, self.g)?;
-            let vals = self.backend.read(&[res, ch])?;
+            let vals = self.rule_values(problem, elastic, reference, x, &mut g_host)?;
             residual = vals[0];
             change = vals[1];
             if let Some(last) = self.log.last_mut() {
@@ -406,7 +513,13 @@ impl<B: AdmmBackend> StepSolver for AdmmSolver<B> {
                 last.energy = change;
             }
         }
-        let converged = residual.is_finite() && self.rule_met(residual, last_move);
+        let converged = residual.is_finite() && self.rule_met(residual, last_move, dhat);
+        if reference.is_some() {
+            // The report's energies are the step problem's, as every solver's (the KKT values
+            // above are the barrier-free objective's): one backend pass at the final x.
+            let (_, ch) = self.backend.admm_gradient(problem, elastic, self.g)?;
+            change = self.backend.read(&[ch])?[0];
+        }
         let (energy, energy_change) = self.backend.finish_step(problem, elastic, change, x)?;
         Ok(StepReport {
             iterations,
