@@ -393,17 +393,6 @@ fn kkt_bound(problem: &StepProblem, m: &Model, forces: &[f64], x: &[f64]) -> (f6
     )
 }
 
-fn m_dist(m: &Model, a: &[f64], b: &[f64]) -> f64 {
-    a.chunks(3)
-        .zip(b.chunks(3))
-        .zip(&m.mass)
-        .map(|((p, q), mv)| {
-            mv * ((p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2) + (p[2] - q[2]).powi(2))
-        })
-        .sum::<f64>()
-        .sqrt()
-}
-
 /// T6: at convergence the step's true gradient vanishes (the rule is met at ε = 1e-8) and
 /// the result does not depend on w: weight scales 1, 0.25 and 4 land within their gradient
 /// bounds of each other and of Newton's solution, on a twisting corotated bar and on a
@@ -447,7 +436,7 @@ fn t6_converged_result_does_not_depend_on_the_weights() {
             let mut x = Vec::new();
             let r = s.step(&problem, &m, &mut x, false).unwrap();
             let (res, bound) = gradient_bound(&problem, &m, &x);
-            let dist = m_dist(&m, &x, &reference);
+            let dist = common::m_dist(&m, &x, &reference);
             eprintln!(
                 "T6 {}: weight scale {scale}: {} iterations, residual {res:.2e}, \
                  ‖x − x_Newton‖_M = {dist:.2e} (bound {bound:.2e})",
@@ -459,7 +448,7 @@ fn t6_converged_result_does_not_depend_on_the_weights() {
             results.push((x, bound));
         }
         for i in 1..results.len() {
-            let d = m_dist(&m, &results[0].0, &results[i].0);
+            let d = common::m_dist(&m, &results[0].0, &results[i].0);
             assert!(d <= results[0].1 + results[i].1, "scales differ by {d:e}");
         }
     }
@@ -582,7 +571,7 @@ fn converges_to_newtons_solution_on_the_bundled_scenes() {
             } else {
                 gradient_bound(&problem, m, &x)
             };
-            let dist = m_dist(m, &x, &reference);
+            let dist = common::m_dist(m, &x, &reference);
             if contact {
                 let active = s
                     .contact()
@@ -932,7 +921,7 @@ fn stiff_soft_stall_is_reported_and_a_larger_w_converges() {
         let mut x = Vec::new();
         let r = s.step(&problem, m, &mut x, false).unwrap();
         let (res, bound) = gradient_bound(&problem, m, &x);
-        let dist = m_dist(m, &x, &reference);
+        let dist = common::m_dist(m, &x, &reference);
         let best = s
             .last_step()
             .iter()

@@ -186,17 +186,6 @@ fn drop_never_ends_inside_and_never_refactors() {
     }
 }
 
-fn m_dist(m: &Model, a: &[f64], b: &[f64]) -> f64 {
-    a.chunks(3)
-        .zip(b.chunks(3))
-        .zip(&m.mass)
-        .map(|((p, q), mv)| {
-            mv * ((p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2) + (p[2] - q[2]).powi(2))
-        })
-        .sum::<f64>()
-        .sqrt()
-}
-
 fn m_dist_max(a: &[f64], b: &[f64]) -> f64 {
     a.chunks(3)
         .zip(b.chunks(3))
@@ -297,7 +286,7 @@ fn t13_resting_ball_uzawa_pgs_and_newton_agree() {
                 .sqrt();
             results.push((x, 2.0 * h * h * g_minv));
         }
-        let between = m_dist(&m, &results[0].0, &results[1].0);
+        let between = common::m_dist(&m, &results[0].0, &results[1].0);
         let bound = results[0].1 + results[1].1;
         let to_newton = m_dist_max(&results[0].0, &newton_x);
         eprintln!(

@@ -388,16 +388,6 @@ fn converges_to_newtons_solution_on_every_bundled_scene() {
             "{name}: Newton reference at residual {:e}",
             r.residual
         );
-        let m_dist = |x: &[f64]| {
-            x.chunks(3)
-                .zip(reference.chunks(3))
-                .zip(&m.mass)
-                .map(|((p, q), mv)| {
-                    mv * ((p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2) + (p[2] - q[2]).powi(2))
-                })
-                .sum::<f64>()
-                .sqrt()
-        };
         let run = |eps: f64| {
             let mut s = qn(
                 m,
@@ -422,7 +412,7 @@ fn converges_to_newtons_solution_on_every_bundled_scene() {
                 .map(|(gv, mv)| (gv[0] * gv[0] + gv[1] * gv[1] + gv[2] * gv[2]) / mv)
                 .sum::<f64>()
                 .sqrt();
-            let dist = m_dist(&x);
+            let dist = common::m_dist(m, &x, &reference);
             let bound = 2.0 * h * h * g_minv;
             eprintln!(
                 "{name}: QN at ε = {eps:.0e}: {} iterations, ‖x − x*‖_M = {dist:.2e}, \

@@ -197,3 +197,16 @@ pub fn assert_covers_bundled_scenes<'a>(covered: impl IntoIterator<Item = &'a st
         "bundled scenes vs the ones this test covers"
     );
 }
+
+/// The mass-weighted distance ‖a − b‖_M = √(Σ_v m_v |a_v − b_v|²) of two position vectors
+/// (3n, m) of `m`, kg^½·m.
+pub fn m_dist(m: &jello::problem::Model, a: &[f64], b: &[f64]) -> f64 {
+    a.chunks(3)
+        .zip(b.chunks(3))
+        .zip(&m.mass)
+        .map(|((p, q), mv)| {
+            mv * ((p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2) + (p[2] - q[2]).powi(2))
+        })
+        .sum::<f64>()
+        .sqrt()
+}

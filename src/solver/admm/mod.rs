@@ -108,15 +108,14 @@
 //!   partials;
 //! - `admm_primal`: the partials of Σ w²‖F(x) − z‖² at the new x.
 //!
-//! The x-step is host code (`global_step` and `solve_x` in `solver.rs`): it receives the
-//! right-hand side Σ w²Dᵀ(z − ū) (3n f64, read from the device), adds M x̃/h² in f64 (the large
-//! inertial term never passes through f32), subtracts the pins, and `solve_x` — one routine
-//! taking that right-hand side and the positions — solves on the prefactored matrix and
-//! writes the new positions into the host's x (3n f64), which the device gets back as its
-//! current point. x itself never crosses to the host: the host keeps the f64 output of the last
-//! x-step (a contact-aware x-step — Uzawa CG on the same factor — receives both and plugs in
-//! there). Per iteration the bus carries the right-hand side (16·n bytes) and the positions
-//! (16·n bytes) plus one read of the scalar/partials buffer (~4 KB: the primal and dual
+//! The x-step is host code, one routine (`global_step` in `solver.rs`): it receives the
+//! right-hand side Σ w²Dᵀ(z − ū) (3n f64, read from the device) and the positions, adds
+//! M x̃/h² in f64 (the large inertial term never passes through f32), subtracts the pins,
+//! solves on the prefactored matrix — or, with obstacles, runs the constrained solve of
+//! [`contact`] on the same factor — and writes the new positions into the host's x (3n f64),
+//! which the device gets back as its current point. x itself never crosses to the host: the
+//! host keeps the f64 output of the last x-step. Per iteration the bus carries the right-hand
+//! side (16·n bytes) and the positions (16·n bytes) plus one read of the scalar/partials buffer (~4 KB: the primal and dual
 //! partials, and under the stop rule the true gradient's residual and energy change);
 //! everything else stays on the device. Measured (`tests/gpu_admm.rs`
 //! `admm_bus_traffic_per_iteration`, debug profile, 20 fixed iterations per step, 2 shared

@@ -246,79 +246,55 @@ fn contact_refusal(model: &Model, f64_backend: bool) -> Option<String> {
     })
 }
 
-/// The x-step's right-hand side: b = `inertial` + `rhs` (rhs holding Σ w² Dᵀ(z − ū), 3n),
-/// pins subtracted (their rows eliminated from A), then [`solve_x`].
-fn global_step(
-    system: &mut GlobalSystem,
-    pinned: &[bool],
-    inertial: &[f64],
-    rhs: &mut [f64],
-    x: &mut [f64],
-) -> Result<f64> {
-    for (r, b) in rhs.iter_mut().zip(inertial) {
-        *r += b;
-    }
-    system.subtract_pinned(x, rhs)?;
-    solve_x(system, pinned, rhs, x)
+/// What the x-step routine needs besides the right-hand side and the positions.
+struct XStep<'a> {
+    system: &'a mut GlobalSystem,
+    /// The constrained solve, for models with obstacles.
+    contact: Option<&'a mut ContactSolver>,
+    problem: &'a StepProblem<'a>,
+    pinned: &'a [bool],
+    /// M x̃/h², 3n.
+    inertial: &'a [f64],
+    /// The constrained solve's output (reused across iterations).
+    solved: &'a mut Vec<f64>,
 }
 
-/// The x-step proper, one host routine: A x = b on the prefactored matrix, with `rhs` = b
-/// (3n f64, pins subtracted; overwritten) and `x` the current positions (3n f64, m), whose
-/// free entries it overwrites; returns the largest vertex move (m). Obstacle contact without
-/// refactoring (the paper's Uzawa CG on the same factor) replaces this routine: it receives
-/// exactly what it needs, on either backend (the host keeps x in f64).
-fn solve_x(
-    system: &mut GlobalSystem,
-    pinned: &[bool],
-    rhs: &mut [f64],
-    x: &mut [f64],
-) -> Result<f64> {
-    system.solve(rhs)?;
-    let mut moved: f64 = 0.0;
-    for (v, _) in pinned.iter().enumerate().filter(|(_, &p)| !p) {
-        let mut d2 = 0.0;
-        for c in 0..3 {
-            let k = 3 * v + c;
-            d2 += (rhs[k] - x[k]) * (rhs[k] - x[k]);
-            x[k] = rhs[k];
+/// The x-step, one host routine on either backend (the host keeps x in f64): b = `inertial` +
+/// `rhs` (rhs holding Σ w² Dᵀ(z − ū), 3n), pins subtracted (their rows eliminated from A), then
+/// A x = b on the prefactored matrix — or, with obstacles, the constrained solve on the same
+/// factor ([`ContactSolver::global_step`]: Uzawa CG or projected Gauss–Seidel over the
+/// linearised rows at `x`, friction in the right-hand side). Overwrites `rhs` and the free
+/// entries of `x` (m); returns the largest vertex move (m).
+fn global_step(s: XStep<'_>, rhs: &mut [f64], x: &mut [f64]) -> Result<f64> {
+    for (r, b) in rhs.iter_mut().zip(s.inertial) {
+        *r += b;
+    }
+    s.system.subtract_pinned(x, rhs)?;
+    let new: &[f64] = match s.contact {
+        None => {
+            s.system.solve(rhs)?;
+            rhs
         }
-        moved = moved.max(d2.sqrt());
-    }
-    Ok(moved)
-}
-
-/// The x-step with obstacle contact: b as in [`global_step`], then the constrained solve on
-/// the same factor ([`ContactSolver::global_step`]: Uzawa CG or projected Gauss–Seidel over
-/// the linearised rows at `x`, friction in the right-hand side); returns the largest move (m).
-fn contact_step(
-    contact: &mut ContactSolver,
-    system: &mut GlobalSystem,
-    problem: &StepProblem,
-    pinned: &[bool],
-    inertial: &[f64],
-    rhs: &mut [f64],
-    x: &mut [f64],
-) -> Result<f64> {
-    for (r, b) in rhs.iter_mut().zip(inertial) {
-        *r += b;
-    }
-    system.subtract_pinned(x, rhs)?;
-    let input = ContactInput {
-        model: problem.model,
-        pinned,
-        mass_weight: problem.inertia,
-        x_prev: &problem.x_prev,
-        h: problem.h,
+        Some(c) => {
+            let input = ContactInput {
+                model: s.problem.model,
+                pinned: s.pinned,
+                mass_weight: s.problem.inertia,
+                x_prev: &s.problem.x_prev,
+                h: s.problem.h,
+            };
+            s.solved.resize(rhs.len(), 0.0);
+            c.global_step(s.system, &input, rhs, x, s.solved)?;
+            s.solved
+        }
     };
-    let mut solved = vec![0.0; rhs.len()];
-    contact.global_step(system, &input, rhs, x, &mut solved)?;
     let mut moved: f64 = 0.0;
-    for (v, _) in pinned.iter().enumerate().filter(|(_, &p)| !p) {
+    for (v, _) in s.pinned.iter().enumerate().filter(|(_, &p)| !p) {
         let mut d2 = 0.0;
         for c in 0..3 {
             let k = 3 * v + c;
-            d2 += (solved[k] - x[k]) * (solved[k] - x[k]);
-            x[k] = solved[k];
+            d2 += (new[k] - x[k]) * (new[k] - x[k]);
+            x[k] = new[k];
         }
         moved = moved.max(d2.sqrt());
     }
@@ -410,6 +386,7 @@ impl<B: AdmmBackend> StepSolver for AdmmSolver<B> {
             });
         }
         let need_rule_each = matches!(self.params.mode, QnMode::Rule) || trace;
+        let mut solved = Vec::new(); // the constrained x-step's output
         let mut last_move = f64::INFINITY;
         let mut iterations = 0;
         loop {
@@ -434,14 +411,18 @@ impl<B: AdmmBackend> StepSolver for AdmmSolver<B> {
             let t0 = Instant::now();
             let mut moved = 0.0;
             {
-                let system = &mut self.system;
-                let (pinned, inertial) = (&pinned, &inertial);
-                let contact = &mut self.contact;
+                let (system, contact) = (&mut self.system, &mut self.contact);
+                let (pinned, inertial, solved) = (&pinned, &inertial, &mut solved);
                 self.backend.admm_global(self.rhs, x, &mut |rhs, x| {
-                    moved = match contact.as_mut() {
-                        None => global_step(system, pinned, inertial, rhs, x)?,
-                        Some(c) => contact_step(c, system, problem, pinned, inertial, rhs, x)?,
+                    let step = XStep {
+                        system: &mut *system,
+                        contact: contact.as_mut(),
+                        problem,
+                        pinned,
+                        inertial,
+                        solved: &mut *solved,
                     };
+                    moved = global_step(step, rhs, x)?;
                     Ok(())
                 })?;
             }
