@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::pin_where;
+use common::{bundled_scene as scene, max_dist, pin_where};
 
 use jello::material::{Material, MaterialModel};
 use jello::mesh::{box_grid, TetMesh};
@@ -14,7 +14,7 @@ use jello::scene::Scene;
 use jello::sim::Simulation;
 use jello::solver::backend::CpuBackend;
 use jello::solver::qn::{QnMode, QnParams, QnSolver};
-use jello::solver::{NewtonParams, NewtonSolver, StepSolver, StopRule};
+use jello::solver::{StepSolver, StopRule};
 use nalgebra::{DMatrix, DVector, Matrix3, Rotation3, Vector3};
 use rand::Rng;
 use std::path::Path;
@@ -311,23 +311,6 @@ fn rotating_the_initial_state_and_gravity_rotates_the_iterates() {
     assert!(diff < 1e-11, "R·x_a vs x_b: {diff:e} m");
 }
 
-fn scene(name: &str) -> jello::scene::BuiltScene {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("assets/scenes")
-        .join(name);
-    Scene::load(&p).unwrap().build().unwrap()
-}
-
-/// Largest per-vertex distance between two position vectors, m.
-fn max_dist(a: &[f64], b: &[f64]) -> f64 {
-    a.chunks(3)
-        .zip(b.chunks(3))
-        .map(|(p, q)| {
-            ((p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2) + (p[2] - q[2]).powi(2)).sqrt()
-        })
-        .fold(0.0, f64::max)
-}
-
 /// On every bundled scene, from a state of its trajectory (for `drop.toml`, the first contact
 /// step), QN stopped at the scene's ε lands within what its gradient allows of Newton's
 /// solution iterated to ε = 1e-10, and QN at ε/1000 lands closer still — the same minimiser.
@@ -350,82 +333,16 @@ fn converges_to_newtons_solution_on_every_bundled_scene() {
     ];
     common::assert_covers_bundled_scenes(table.iter().map(|(n, _)| *n));
     for (name, steps) in table {
-        let built = scene(name);
-        let m = &built.model;
-        let h = built.config.h;
-        let eps = match built.config.stop {
-            StopRule::Cn { eps } => eps,
-            StopRule::Dx { .. } => unreachable!("bundled scenes use cn"),
-        };
-        let newton = |eps: f64| {
-            NewtonSolver::new(
-                m,
-                NewtonParams {
-                    stop: StopRule::Cn { eps },
-                    max_iterations: 200,
-                    ..NewtonParams::default()
-                },
-            )
-            .unwrap()
-        };
-        let mut sim = Simulation::new(
-            m.clone(),
-            m.initial_state(&built.velocity),
-            h,
-            Box::new(newton(eps)),
-        )
-        .unwrap();
-        for _ in 0..steps {
-            sim.step(false).unwrap();
-        }
-        let problem = StepProblem::new(m, &sim.state, h);
-        let mut reference = Vec::new();
-        let r = newton(1e-10)
-            .step(&problem, m, &mut reference, false)
-            .unwrap();
-        assert!(
-            r.converged,
-            "{name}: Newton reference at residual {:e}",
-            r.residual
-        );
-        let run = |eps: f64| {
-            let mut s = qn(
+        common::assert_matches_newton_on_bundled_scene(name, steps, "QN", &mut |m, eps| {
+            Box::new(qn(
                 m,
                 QnParams {
                     stop: StopRule::Cn { eps },
                     max_iterations: 5000,
                     ..QnParams::default()
                 },
-            );
-            let mut x = Vec::new();
-            let r = s.step(&problem, m, &mut x, false).unwrap();
-            assert!(
-                r.converged,
-                "{name}: QN at ε = {eps:e} ended at {:e}",
-                r.residual
-            );
-            let mut g = vec![0.0; x.len()];
-            problem.gradient(m, &x, &mut g);
-            let g_minv = g
-                .chunks(3)
-                .zip(&m.mass)
-                .map(|(gv, mv)| (gv[0] * gv[0] + gv[1] * gv[1] + gv[2] * gv[2]) / mv)
-                .sum::<f64>()
-                .sqrt();
-            let dist = common::m_dist(m, &x, &reference);
-            let bound = 2.0 * h * h * g_minv;
-            eprintln!(
-                "{name}: QN at ε = {eps:.0e}: {} iterations, ‖x − x*‖_M = {dist:.2e}, \
-                 bound {bound:.2e} (max vertex distance {:.2e} m)",
-                r.iterations,
-                max_dist(&x, &reference)
-            );
-            assert!(dist <= bound, "{name} at ε = {eps:e}: {dist:e} > {bound:e}");
-            dist
-        };
-        let coarse = run(eps);
-        let fine = run(eps * 1e-3);
-        assert!(fine < coarse, "{name}: {fine:e} vs {coarse:e}");
+            ))
+        });
     }
 }
 

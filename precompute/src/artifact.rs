@@ -49,7 +49,7 @@ pub enum ArtifactErrorKind {
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
     /// The file does not start with [`MAGIC`].
-    #[error("not a jello JGS2 artifact (bad magic)")]
+    #[error("not a jello artifact of this kind (bad magic)")]
     BadMagic,
     /// Written by another format version.
     #[error("format version {found}, expected {expected}")]
@@ -169,12 +169,18 @@ pub fn encode(basis: &Jgs2Basis, key: u64) -> Vec<u8> {
             f64s(&mut p, x);
         }
     }
-    let mut out = Vec::with_capacity(HEADER + p.len() + 8);
-    out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    frame(&MAGIC, FORMAT_VERSION, key, &p)
+}
+
+/// The file framing shared by every precompute artifact: magic, version, key, payload
+/// length, payload, FNV-1a-64 of everything before it.
+pub(crate) fn frame(magic: &[u8; 8], version: u32, key: u64, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER + payload.len() + 8);
+    out.extend_from_slice(magic);
+    out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&key.to_le_bytes());
-    out.extend_from_slice(&(p.len() as u64).to_le_bytes());
-    out.extend_from_slice(&p);
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(payload);
     let sum = fnv1a64(&out);
     out.extend_from_slice(&sum.to_le_bytes());
     out
@@ -201,11 +207,17 @@ fn stats_f64(s: &Jgs2Stats) -> [f64; N_STATS_F64] {
     ]
 }
 
-/// Parses bytes produced by [`encode`], checking the expected `key`.
-pub fn decode(bytes: &[u8], key: u64) -> Result<Jgs2Basis, ArtifactErrorKind> {
+/// The payload of a framed artifact ([`frame`]) after checking its magic, version, length,
+/// checksum and key, in that order.
+pub(crate) fn unframe<'a>(
+    bytes: &'a [u8],
+    magic: &[u8; 8],
+    expected_version: u32,
+    key: u64,
+) -> Result<&'a [u8], ArtifactErrorKind> {
     use ArtifactErrorKind as K;
-    if bytes.len() < MAGIC.len() || bytes[..MAGIC.len()] != MAGIC {
-        return Err(if bytes.len() < MAGIC.len() && MAGIC.starts_with(bytes) {
+    if bytes.len() < magic.len() || bytes[..magic.len()] != magic[..] {
+        return Err(if bytes.len() < magic.len() && magic.starts_with(bytes) {
             K::Truncated {
                 needed: HEADER as u64 + 8,
                 len: bytes.len() as u64,
@@ -223,10 +235,10 @@ pub fn decode(bytes: &[u8], key: u64) -> Result<Jgs2Basis, ArtifactErrorKind> {
     let u32_at = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().unwrap_or([0; 4]));
     let u64_at = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap_or([0; 8]));
     let version = u32_at(8);
-    if version != FORMAT_VERSION {
+    if version != expected_version {
         return Err(K::WrongVersion {
             found: version,
-            expected: FORMAT_VERSION,
+            expected: expected_version,
         });
     }
     let payload_len = u64_at(20);
@@ -260,10 +272,14 @@ pub fn decode(bytes: &[u8], key: u64) -> Result<Jgs2Basis, ArtifactErrorKind> {
             expected: key,
         });
     }
-    let mut r = Reader {
-        b: &bytes[HEADER..end],
-        pos: 0,
-    };
+    Ok(&bytes[HEADER..end])
+}
+
+/// Parses bytes produced by [`encode`], checking the expected `key`.
+pub fn decode(bytes: &[u8], key: u64) -> Result<Jgs2Basis, ArtifactErrorKind> {
+    use ArtifactErrorKind as K;
+    let payload = unframe(bytes, &MAGIC, FORMAT_VERSION, key)?;
+    let mut r = Reader { b: payload, pos: 0 };
     let nv = r.u32()? as usize;
     let n_perm = r.u32()? as usize;
     let n_nodes = r.u32()? as usize;
@@ -491,13 +507,17 @@ fn check_content(b: &Jgs2Basis, stats_f64: &[f64]) -> Result<(), String> {
     Ok(())
 }
 
-struct Reader<'a> {
+pub(crate) struct Reader<'a> {
     b: &'a [u8],
     pos: usize,
 }
 
-impl Reader<'_> {
-    fn take<const N: usize>(&mut self) -> Result<[u8; N], ArtifactErrorKind> {
+impl<'a> Reader<'a> {
+    /// A reader over `b` from its start.
+    pub(crate) fn new(b: &'a [u8]) -> Self {
+        Reader { b, pos: 0 }
+    }
+    pub(crate) fn take<const N: usize>(&mut self) -> Result<[u8; N], ArtifactErrorKind> {
         let s = self.b.get(self.pos..self.pos + N).ok_or_else(|| {
             ArtifactErrorKind::Malformed(format!("payload ends at byte {}", self.pos))
         })?;
@@ -506,27 +526,31 @@ impl Reader<'_> {
         a.copy_from_slice(s);
         Ok(a)
     }
-    fn u32(&mut self) -> Result<u32, ArtifactErrorKind> {
+    pub(crate) fn u32(&mut self) -> Result<u32, ArtifactErrorKind> {
         Ok(u32::from_le_bytes(self.take()?))
     }
-    fn u64(&mut self) -> Result<u64, ArtifactErrorKind> {
+    pub(crate) fn u64(&mut self) -> Result<u64, ArtifactErrorKind> {
         Ok(u64::from_le_bytes(self.take()?))
     }
-    fn f64(&mut self) -> Result<f64, ArtifactErrorKind> {
+    pub(crate) fn f64(&mut self) -> Result<f64, ArtifactErrorKind> {
         Ok(f64::from_le_bytes(self.take()?))
     }
-    fn remaining(&self) -> usize {
+    pub(crate) fn remaining(&self) -> usize {
         self.b.len() - self.pos
     }
 }
 
 /// Writes `basis` to `path` atomically (temporary sibling + rename).
 pub fn write(path: &Path, basis: &Jgs2Basis, key: u64) -> Result<(), ArtifactError> {
+    write_bytes(path, &encode(basis, key))
+}
+
+/// Writes `bytes` to `path` atomically (temporary sibling, sync, rename).
+pub(crate) fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), ArtifactError> {
     let err = |e: std::io::Error| ArtifactError {
         path: path.to_owned(),
         kind: e.into(),
     };
-    let bytes = encode(basis, key);
     let file_name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -535,7 +559,7 @@ pub fn write(path: &Path, basis: &Jgs2Basis, key: u64) -> Result<(), ArtifactErr
     let res = (|| {
         use std::io::Write;
         let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&bytes)?;
+        f.write_all(bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
     })();
@@ -549,6 +573,16 @@ pub fn write(path: &Path, basis: &Jgs2Basis, key: u64) -> Result<(), ArtifactErr
 /// device or a file above [`MAX_ARTIFACT_BYTES`] is refused from its metadata, before it is
 /// opened (opening a FIFO would block).
 pub fn read(path: &Path, key: u64) -> Result<Jgs2Basis, ArtifactError> {
+    let bytes = read_bytes(path)?;
+    decode(&bytes, key).map_err(|kind| ArtifactError {
+        path: path.to_owned(),
+        kind,
+    })
+}
+
+/// The bytes of the regular file at `path`, refused from its metadata when it is not a
+/// regular file or is above [`MAX_ARTIFACT_BYTES`].
+pub(crate) fn read_bytes(path: &Path) -> Result<Vec<u8>, ArtifactError> {
     use std::io::Read;
     let err = |kind: ArtifactErrorKind| ArtifactError {
         path: path.to_owned(),
@@ -570,8 +604,5 @@ pub fn read(path: &Path, key: u64) -> Result<Jgs2Basis, ArtifactError> {
             len: bytes.len() as u64,
         }));
     }
-    decode(&bytes, key).map_err(|kind| ArtifactError {
-        path: path.to_owned(),
-        kind,
-    })
+    Ok(bytes)
 }

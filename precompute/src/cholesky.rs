@@ -126,6 +126,12 @@ impl SparseCholesky {
     /// Returns [`PrecomputeError::NotPositiveDefinite`] when `a` is not SPD; the factor is
     /// then unusable until a successful refactor.
     pub fn refactor(&mut self, a: &SymSparse) -> Result<()> {
+        self.refactor_with(a, faer::get_global_parallelism())
+    }
+
+    /// [`Self::refactor`] with explicit parallelism: pass `Par::Seq` when the caller already
+    /// factors many matrices in parallel (DOT's subdomains).
+    pub fn refactor_with(&mut self, a: &SymSparse, par: Par) -> Result<()> {
         if !std::sync::Arc::ptr_eq(a.pattern(), &self.pattern) && **a.pattern() != *self.pattern {
             return Err(PrecomputeError::Invalid(
                 "refactor: matrix pattern differs from the analysed one".into(),
@@ -138,7 +144,6 @@ impl SparseCholesky {
             ));
         }
         self.factored = false;
-        let par = faer::get_global_parallelism();
         let req = self
             .symbolic
             .factorize_numeric_llt_scratch::<f64>(par, Default::default());
@@ -236,6 +241,7 @@ pub fn nested_dissection(
         let mut options = [0i32; metis_sys::METIS_NOPTIONS as usize];
         let mut perm = vec![0i32; nb];
         let mut iperm = vec![0i32; nb];
+        let _metis = crate::metis_lock();
         // SAFETY: all arrays are sized as METIS documents (xadj n+1, adjncy 2|E|, perm/iperm n,
         // options METIS_NOPTIONS); METIS only reads xadj/adjncy and writes perm/iperm.
         let status = unsafe {

@@ -10,7 +10,10 @@
 //! - [`tree`]: a k-d cluster tree over vertices;
 //! - [`jgs2`]: the JGS2 offline precompute (perturbation subspaces: exact near field,
 //!   tree-sampled far field with optional cubature, rest reduced Hessians);
-//! - [`artifact`]: a versioned, checksummed file format for the JGS2 basis.
+//! - [`partition`]: METIS element partitions into subdomains (DOT's domain decomposition)
+//!   and their cache artifact;
+//! - [`artifact`]: a versioned, checksummed file format for the JGS2 basis (and the framing
+//!   every precompute artifact shares).
 
 // Index loops mirror the maths (rows/columns of small dense blocks) and read better here.
 #![allow(clippy::needless_range_loop)]
@@ -21,8 +24,17 @@ pub mod eigen;
 pub mod error;
 pub mod jgs2;
 pub mod nnls;
+pub mod partition;
 mod rng;
 pub mod sparse;
 pub mod tree;
 
 pub use error::{PrecomputeError, Result};
+
+/// Serialises every METIS call in the process: METIS draws from a process-global random
+/// state (GKlib's), so concurrent calls (tests, rayon) would make orderings and partitions
+/// depend on timing — and a cached partition must be the one a rebuild gives.
+pub(crate) fn metis_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -87,7 +87,8 @@ enum Cmd {
     },
     /// List GPU adapters with their limits and features, and what --backend auto would use.
     Info,
-    /// Build (or verify) the JGS2 subspace artifact of a scene in SCENE_DIR/.jello-cache.
+    /// Build (or verify) a scene's precompute artifact in SCENE_DIR/.jello-cache: the JGS2
+    /// subspace, or DOT's METIS partition for `solver = "dot"` / `"lbfgs-h"`.
     Precompute {
         /// Scene file (TOML).
         scene: PathBuf,
@@ -472,6 +473,40 @@ fn cmd_precompute(scene_path: PathBuf) -> Result<()> {
     use jello::solver::jgs2::{load_or_build, SubspaceOrigin};
     let built = Scene::load(&scene_path)?.build()?;
     let cache = scene_path.parent().map(|d| d.join(".jello-cache"));
+    if matches!(built.config.solver.as_str(), "dot" | "lbfgs-h") {
+        use jello::solver::dot::{load_or_build_decomposition, DecompositionOrigin};
+        let params = jello::runner::dot_params(&built.config);
+        let t0 = std::time::Instant::now();
+        let (d, origin, warnings) =
+            load_or_build_decomposition(&built.model, params.subdomains, cache.as_deref())?;
+        for w in warnings {
+            eprintln!("warning: {w}");
+        }
+        match origin {
+            DecompositionOrigin::Cache(p) => {
+                println!("up to date: {} (valid checksum and key)", p.display())
+            }
+            DecompositionOrigin::Built(p) => println!(
+                "built {} in {:.3} s",
+                p.map(|p| p.display().to_string())
+                    .unwrap_or_else(|| "the partition (not cached)".into()),
+                t0.elapsed().as_secs_f64()
+            ),
+        }
+        let st = d.stats();
+        println!(
+            "{} subdomains: {}–{} elements, {}–{} vertices each; {} interface vertices, \
+             {:.3}× duplication",
+            st.subdomains,
+            st.elements_min,
+            st.elements_max,
+            st.vertices_min,
+            st.vertices_max,
+            st.interface_vertices,
+            st.duplication
+        );
+        return Ok(());
+    }
     let (sub, origin, warnings) = load_or_build(
         &built.model,
         built.config.h,

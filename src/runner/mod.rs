@@ -26,7 +26,9 @@ mod outputs;
 mod setup;
 
 pub use identity::{scene_hash, scene_key};
-pub use setup::{load_or_build_subspace, make_solver, setup, setup_on, Setup};
+pub use setup::{
+    dot_params, load_or_build_subspace, load_partition, make_solver, setup, setup_on, Setup,
+};
 
 use crate::error::{JelloError, Result};
 use crate::gpu::{Backend, BackendChoice};

@@ -6,7 +6,8 @@ use crate::problem::{DeviceElastic, ElasticTerms, Model};
 use crate::scene::{BuiltScene, RunConfig};
 use crate::sim::Simulation;
 use crate::solver::admm::{AdmmParams, AdmmSolver};
-use crate::solver::backend::{CpuBackend, DeviceBackend};
+use crate::solver::backend::{CpuBackend, DeviceBackend, PotentialBackend};
+use crate::solver::dot::{load_or_build_decomposition, DecompositionOrigin, DotParams, DotSolver};
 use crate::solver::jgs2::{
     load_or_build, DeviceJgs2, Jgs2Params, Jgs2Solver, Jgs2Subspace, SubspaceOptions,
     SubspaceOrigin, Variant,
@@ -55,11 +56,12 @@ fn make_solver_with(
             };
             Ok(Box::new(Jgs2Solver::jgs2(model, params, subspace)?))
         }
-        "qn" => Ok(Box::new(QnSolver::new(
+        "qn" | "dot" | "lbfgs-h" => lbfgs_solver(
+            config,
             model,
             CpuBackend::new(model.num_vertices()),
-            qn_params(config),
-        )?)),
+            cache_dir,
+        ),
         "admm" => {
             if config.static_solve {
                 return Err(JelloError::Invalid(
@@ -100,6 +102,80 @@ fn qn_params(config: &RunConfig) -> QnParams {
     }
 }
 
+/// DOT / LBFGS-H parameters of `config`: subdomains (1 for lbfgs-h; default the thread count
+/// for dot), history, mode, stop rule and cap (default 1000).
+pub fn dot_params(config: &RunConfig) -> DotParams {
+    let subdomains = match config.solver.as_str() {
+        "lbfgs-h" => 1,
+        _ => config
+            .subdomains
+            .unwrap_or_else(|| DotParams::default().subdomains),
+    };
+    DotParams {
+        subdomains,
+        history: config.qn_history,
+        mode: config.qn_mode,
+        stop: config.stop,
+        max_iterations: config.max_iterations.unwrap_or(1000),
+        ..DotParams::default()
+    }
+}
+
+/// The L-BFGS family (`qn`, `dot`, `lbfgs-h`) on `backend`; DOT's partition comes from
+/// `cache_dir` when a valid one is there (built and written otherwise).
+fn lbfgs_solver<B: PotentialBackend + 'static>(
+    config: &RunConfig,
+    model: &Model,
+    backend: B,
+    cache_dir: Option<&Path>,
+) -> Result<Box<dyn StepSolver>> {
+    if config.solver == "qn" {
+        return Ok(Box::new(QnSolver::new(model, backend, qn_params(config))?));
+    }
+    let params = dot_params(config);
+    let decomposition = load_partition(model, params.subdomains, cache_dir)?;
+    Ok(Box::new(DotSolver::with_decomposition(
+        model,
+        backend,
+        params,
+        decomposition,
+        &config.solver,
+    )?))
+}
+
+/// DOT's partition of `model` into `subdomains` (cached in `cache_dir`), with one line on
+/// stderr saying what it is and where it came from.
+pub fn load_partition(
+    model: &Model,
+    subdomains: usize,
+    cache_dir: Option<&Path>,
+) -> Result<Arc<jello_precompute::partition::Decomposition>> {
+    let t0 = std::time::Instant::now();
+    let (d, origin, warnings) = load_or_build_decomposition(model, subdomains, cache_dir)?;
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+    let st = d.stats();
+    eprintln!(
+        "dot partition: {} subdomains, {}–{} elements and {}–{} vertices each, {} interface \
+         vertices ({:.3}× duplication), {:.0} ms{}",
+        st.subdomains,
+        st.elements_min,
+        st.elements_max,
+        st.vertices_min,
+        st.vertices_max,
+        st.interface_vertices,
+        st.duplication,
+        t0.elapsed().as_secs_f64() * 1e3,
+        match origin {
+            DecompositionOrigin::Cache(p) => format!(", read from {}", p.display()),
+            DecompositionOrigin::Built(Some(p)) => format!(", cached at {}", p.display()),
+            DecompositionOrigin::Built(None) => String::new(),
+        }
+    );
+    Ok(d)
+}
+
 /// ADMM parameters of `config`: prox, weight scale, mode, stop rule, cap (default 1000) and
 /// contact options.
 fn admm_params(config: &RunConfig) -> AdmmParams {
@@ -116,11 +192,14 @@ fn admm_params(config: &RunConfig) -> AdmmParams {
     }
 }
 
-/// Why the device QN cannot run `built`, if it cannot: static solves and spheres or boxes
-/// (surface contact) stay on the f64 CPU path for now.
+/// Why the device L-BFGS family (qn, dot, lbfgs-h) cannot run `built`, if it cannot: static
+/// solves and spheres or boxes (surface contact) stay on the f64 CPU path for now.
 fn qn_device_blocker(built: &BuiltScene) -> Option<String> {
     if built.config.static_solve {
-        return Some("a static solve with qn runs on the CPU backend".into());
+        return Some(format!(
+            "a static solve with {} runs on the CPU backend",
+            built.config.solver
+        ));
     }
     built
         .model
@@ -128,9 +207,11 @@ fn qn_device_blocker(built: &BuiltScene) -> Option<String> {
         .iter()
         .any(|o| o.is_bounded())
         .then(|| {
-            "qn on the device handles half-space obstacles only (spheres and boxes act through \
-             surface primitive pairs, not on the device yet)"
-                .to_string()
+            format!(
+                "{} on the device handles half-space obstacles only (spheres and boxes act \
+                 through surface primitive pairs, not on the device yet)",
+                built.config.solver
+            )
         })
 }
 
@@ -216,7 +297,7 @@ pub fn setup(built: &BuiltScene, backend: Backend, cache_dir: Option<&Path>) -> 
 /// - `jgs2` / `vbd`: on a GPU the whole iteration runs on the device ([`DeviceJgs2`], f32),
 ///   except the strict retries of `inversion = "forbid"`, which run on the f64 reference
 ///   ([`Simulation::set_strict_solver`]); on the CPU the f64 reference ([`Jgs2Solver`]).
-/// - `qn`: the same loop on the device backend (f32 kernels, the prefactored solve in f64 on
+/// - `qn`, `dot`, `lbfgs-h`: the same loop on the device backend (f32 kernels, the prefactored solve in f64 on
 ///   the CPU: [`DeviceBackend`]) or the f64 CPU backend ([`CpuBackend`]); scenes the device
 ///   backend cannot run (static solves, spheres or boxes) use the CPU.
 /// - `admm`: the same loop on the device backend (f32 local steps and residuals, the
@@ -300,7 +381,8 @@ pub fn setup_on(
             }
         }
     }
-    if choice.backend == Backend::Gpu && config.solver == "qn" {
+    if choice.backend == Backend::Gpu && matches!(config.solver.as_str(), "qn" | "dot" | "lbfgs-h")
+    {
         match qn_device_blocker(built) {
             Some(why) if strict => return Err(JelloError::Invalid(why)),
             Some(why) => fall_back(&mut choice, why),
@@ -310,11 +392,10 @@ pub fn setup_on(
                 Ok(device) => {
                     let adapter = device.info().to_string();
                     let solver = DeviceBackend::new(device, model)
-                        .and_then(|b| QnSolver::new(model, b, qn_params(config)));
+                        .and_then(|b| lbfgs_solver(config, model, b, cache_dir));
                     match solver {
                         Ok(solver) => {
-                            let sim =
-                                Simulation::new(model.clone(), state, config.h, Box::new(solver))?;
+                            let sim = Simulation::new(model.clone(), state, config.h, solver)?;
                             return Ok(Setup {
                                 sim,
                                 adapter: Some(adapter),

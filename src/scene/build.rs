@@ -18,7 +18,7 @@ use crate::solver::StopRule;
 use nalgebra::Vector3;
 
 /// The solvers a scene may name.
-pub const SOLVERS: [&str; 5] = ["newton", "jgs2", "vbd", "qn", "admm"];
+pub const SOLVERS: [&str; 7] = ["newton", "jgs2", "vbd", "qn", "admm", "dot", "lbfgs-h"];
 
 /// Run settings taken from the scene (the CLI may override them).
 #[derive(Clone, Debug)]
@@ -37,8 +37,10 @@ pub struct RunConfig {
     pub variant: Option<String>,
     /// JGS2 subspace options (far-field tolerance and fit order from `[solver]`).
     pub subspace: SubspaceOptions,
-    /// QN L-BFGS history m (`[solver] history`, default 5).
+    /// QN and DOT L-BFGS history m (`[solver] history`, default 5).
     pub qn_history: usize,
+    /// DOT subdomains (`[solver] subdomains`; default the thread count, 1 for lbfgs-h).
+    pub subdomains: Option<usize>,
     /// QN and ADMM stopping mode (`[solver] mode` and `iterations`, default the stop rule).
     pub qn_mode: QnMode,
     /// ADMM z-step (`[solver] prox`, default hyperelastic).
@@ -311,6 +313,21 @@ impl Scene {
         let model = model
             .with_strain_limits(limits)
             .map_err(|e| cx.err("objects", e.to_string()))?;
+        if let Some(sd) = config.subdomains {
+            let ne = model.mesh.num_tets();
+            if config.solver != "dot" {
+                return Err(cx.err(
+                    "solver.subdomains",
+                    format!("applies only to solver dot, not {}", config.solver),
+                ));
+            }
+            if sd == 0 || sd > ne {
+                return Err(cx.err(
+                    "solver.subdomains",
+                    format!("must be an integer in 1..={ne} (the element count), got {sd}"),
+                ));
+            }
+        }
         if limited && config.solver != "admm" {
             let key = s
                 .objects
@@ -501,6 +518,7 @@ impl Scene {
             variant: s.solver.variant.clone(),
             subspace,
             qn_history,
+            subdomains: s.solver.subdomains,
             qn_mode,
             admm_prox,
             admm_weight_scale,

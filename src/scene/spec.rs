@@ -70,7 +70,7 @@ pub struct SimulationSpec {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SolverSpec {
-    /// `newton` (default), `jgs2`, `vbd`, `qn` or `admm`.
+    /// `newton` (default), `jgs2`, `vbd`, `qn`, `admm`, `dot` or `lbfgs-h`.
     #[serde(default = "SolverSpec::default_name")]
     pub name: String,
     /// Stop rule: `cn` (characteristic norm, default) or `dx` (max position change).
@@ -133,6 +133,10 @@ pub struct SolverSpec {
     /// ADMM contact: Coulomb friction coefficient μ ≥ 0 against every obstacle (default 0).
     #[serde(default)]
     pub friction: Option<f64>,
+    /// DOT: subdomains s, an integer in 1..=the element count (default: the thread count;
+    /// 1 is LBFGS-H).
+    #[serde(default)]
+    pub subdomains: Option<usize>,
 }
 
 impl SolverSpec {
@@ -171,6 +175,7 @@ impl Default for SolverSpec {
             contact_tolerance: None,
             sor: None,
             friction: None,
+            subdomains: None,
         }
     }
 }

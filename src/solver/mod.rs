@@ -16,7 +16,9 @@
 
 pub mod admm;
 pub mod backend;
+pub mod dot;
 pub mod jgs2;
+pub mod lbfgs;
 mod line_search;
 mod newton;
 pub mod pd;

@@ -210,3 +210,111 @@ pub fn m_dist(m: &jello::problem::Model, a: &[f64], b: &[f64]) -> f64 {
         .sum::<f64>()
         .sqrt()
 }
+
+/// A scene bundled in assets/scenes, built.
+pub fn bundled_scene(name: &str) -> jello::scene::BuiltScene {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("assets/scenes")
+        .join(name);
+    jello::scene::Scene::load(&p).unwrap().build().unwrap()
+}
+
+/// Largest per-vertex distance between two position vectors, m.
+pub fn max_dist(a: &[f64], b: &[f64]) -> f64 {
+    a.chunks(3)
+        .zip(b.chunks(3))
+        .map(|(p, q)| {
+            ((p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2) + (p[2] - q[2]).powi(2)).sqrt()
+        })
+        .fold(0.0, f64::max)
+}
+
+/// Runs bundled scene `name` for `steps` steps with Newton, then solves the next step with
+/// Newton to ε = 1e-10 (the reference x*) and with `make(model, ε)`'s solver at the scene's ε
+/// and 1e-3 of it. Each must converge, land within 2h²‖∇E(x)‖_{M⁻¹} of x* in the mass norm
+/// (the inertia term makes E strongly convex with modulus M/h² near x*, so that bounds the
+/// distance by the residual), and the finer run must land closer.
+pub fn assert_matches_newton_on_bundled_scene(
+    name: &str,
+    steps: usize,
+    what: &str,
+    make: &mut dyn FnMut(&jello::problem::Model, f64) -> Box<dyn jello::solver::StepSolver>,
+) {
+    use jello::solver::{NewtonParams, NewtonSolver, StepSolver, StopRule};
+    let built = bundled_scene(name);
+    let m = &built.model;
+    let h = built.config.h;
+    let eps = match built.config.stop {
+        StopRule::Cn { eps } => eps,
+        StopRule::Dx { .. } => panic!("{name}: bundled scenes use cn"),
+    };
+    let newton = |eps: f64| {
+        NewtonSolver::new(
+            m,
+            NewtonParams {
+                stop: StopRule::Cn { eps },
+                max_iterations: 200,
+                ..NewtonParams::default()
+            },
+        )
+        .unwrap()
+    };
+    let mut sim = jello::sim::Simulation::new(
+        m.clone(),
+        m.initial_state(&built.velocity),
+        h,
+        Box::new(newton(eps)),
+    )
+    .unwrap();
+    for _ in 0..steps {
+        sim.step(false).unwrap();
+    }
+    let problem = jello::problem::StepProblem::new(m, &sim.state, h);
+    let mut reference = Vec::new();
+    let r = newton(1e-10)
+        .step(&problem, m, &mut reference, false)
+        .unwrap();
+    assert!(
+        r.converged,
+        "{name}: Newton reference at residual {:e}",
+        r.residual
+    );
+    let mut run = |eps: f64| {
+        let mut s = make(m, eps);
+        let mut x = Vec::new();
+        let r = s.step(&problem, m, &mut x, false).unwrap();
+        assert!(
+            r.converged,
+            "{name}: {what} at ε = {eps:e} ended at {:e}",
+            r.residual
+        );
+        let mut g = vec![0.0; x.len()];
+        problem.gradient(m, &x, &mut g);
+        let g_minv = g
+            .chunks(3)
+            .zip(&m.mass)
+            .map(|(gv, mv)| (gv[0] * gv[0] + gv[1] * gv[1] + gv[2] * gv[2]) / mv)
+            .sum::<f64>()
+            .sqrt();
+        let dist = m_dist(m, &x, &reference);
+        let bound = 2.0 * h * h * g_minv;
+        eprintln!(
+            "{name}: {what} at ε = {eps:.0e}: {} iterations, ‖x − x*‖_M = {dist:.2e}, \
+             bound {bound:.2e} (max vertex distance {:.2e} m)",
+            r.iterations,
+            max_dist(&x, &reference)
+        );
+        assert!(
+            dist <= bound,
+            "{name}: {what} at ε = {eps:e}: {dist:e} > {bound:e}"
+        );
+        (dist, r.residual)
+    };
+    let (coarse, coarse_residual) = run(eps);
+    let (fine, _) = run(eps * 1e-3);
+    // Closer, unless the coarse run already met the fine rule (then both are the same run).
+    assert!(
+        fine < coarse || (fine == coarse && coarse_residual < eps * 1e-3),
+        "{name}: {what}: {fine:e} vs {coarse:e}"
+    );
+}

@@ -93,8 +93,46 @@
 //! - To ε = 1e-5: armadillo_18k kicked (h = 10 ms) 25.6 iterations per step against Newton's
 //!   5.8 and JGS2's 19.6, at 553 ms per step against 549 and 2,150; the 15,616-vertex twist bar
 //!   (h = 25 ms) 2.4 iterations against 1.0, 434 ms per step against Newton's 1,143.
+mod initial;
 mod params;
-mod solver;
 
-pub use params::{QnMode, QnParams, MAX_HISTORY, PAPER_ITERATIONS};
-pub use solver::{QnIteration, QnPhases, QnSolver};
+pub use crate::solver::lbfgs::MAX_HISTORY;
+pub use initial::PdInverse;
+pub use params::{QnMode, QnParams, PAPER_ITERATIONS};
+
+use crate::error::{JelloError, Result};
+use crate::problem::Model;
+use crate::solver::backend::PotentialBackend;
+use crate::solver::lbfgs::LbfgsSolver;
+use crate::solver::pd::GlobalSystem;
+
+/// What one QN iteration did.
+pub type QnIteration = crate::solver::lbfgs::LbfgsIteration;
+/// QN's per-phase times.
+pub type QnPhases = crate::solver::lbfgs::LbfgsPhases;
+/// Quasi-Newton L-BFGS-PD on a backend: the shared L-BFGS loop with the PD initial inverse.
+pub type QnSolver<B> = LbfgsSolver<B, PdInverse>;
+
+impl<B: PotentialBackend> LbfgsSolver<B, PdInverse> {
+    /// A QN solver for `model` on `backend`: the global matrix's weights now, its factor at
+    /// the first step.
+    pub fn new(model: &Model, backend: B, params: QnParams) -> Result<Self> {
+        let h0 = PdInverse::new(model, params)?;
+        LbfgsSolver::with_initial(backend, h0, params.lbfgs(), model.largest_extent()).map_err(
+            |e| match e {
+                JelloError::Invalid(m) => JelloError::Invalid(format!("qn: {m}")),
+                e => e,
+            },
+        )
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &QnParams {
+        self.initial().params()
+    }
+
+    /// The global matrix (factorisation counts, fill).
+    pub fn system(&self) -> &GlobalSystem {
+        self.initial().system()
+    }
+}

@@ -1,5 +1,6 @@
 //! Quasi-Newton parameters.
 
+use crate::solver::lbfgs::LbfgsParams;
 use crate::solver::pd::GlobalOptions;
 use crate::solver::StopRule;
 
@@ -58,8 +59,20 @@ impl Default for QnParams {
     }
 }
 
+impl QnParams {
+    /// The L-BFGS loop's share of the parameters.
+    pub fn lbfgs(&self) -> LbfgsParams {
+        LbfgsParams {
+            history: self.history,
+            mode: self.mode,
+            stop: self.stop,
+            max_iterations: self.max_iterations,
+            armijo: self.armijo,
+            max_halvings: self.max_halvings,
+            profile: self.profile,
+        }
+    }
+}
+
 /// The paper's fixed iteration count (Table I).
 pub const PAPER_ITERATIONS: usize = 10;
-
-/// The largest history a scene may ask for (each pair holds two n × 3 vectors).
-pub const MAX_HISTORY: usize = 100;

@@ -1,17 +1,17 @@
-//! The L-BFGS-PD loop, written once over [`PotentialBackend`].
+//! The L-BFGS loop, written once over [`PotentialBackend`] and [`InitialInverse`].
 
-use super::params::{QnMode, QnParams};
+use super::{InitialInverse, LbfgsParams};
 use crate::error::{JelloError, Result};
-use crate::problem::{ElasticTerms, Model, StepProblem};
+use crate::problem::{ElasticTerms, StepProblem};
 use crate::solver::backend::{Coef, Combine, Dots, Point, PotentialBackend};
-use crate::solver::pd::{ContactCorrection, ContactTerm, GlobalSystem};
+use crate::solver::qn::QnMode;
 use crate::solver::report::ms;
 use crate::solver::{IterationRecord, StepReport, StepSolver, StepTimings, StopRule};
 use std::time::Instant;
 
-/// What one QN iteration did (for tests, traces and benches).
+/// What one L-BFGS iteration did (for tests, traces and benches).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct QnIteration {
+pub struct LbfgsIteration {
     /// ∇E·d of the direction taken (< 0 for a descent direction), J.
     pub slope: f64,
     /// Accepted step fraction α (0 when nothing was accepted).
@@ -28,11 +28,14 @@ pub struct QnIteration {
     pub pairs: usize,
     /// Contact curvature terms in the initial inverse Hessian.
     pub contacts: usize,
+    /// The first trial's step length asked for by the initial inverse Hessian (DOT's
+    /// quadratic model, [`InitialInverse::start_length`]); 0 when α started at 1.
+    pub start_length: f64,
     /// Whether the new curvature pair was kept (false: sᵀt failed the guard, or m = 0).
     pub pair_kept: bool,
-    /// Whether the history (and, if that failed too, the contact correction) was dropped on
-    /// the way to the plain PD direction (a non-descent direction, or a failed line search
-    /// along the L-BFGS one).
+    /// Whether the history (and, if that failed too, the initial inverse Hessian's own
+    /// fallback: [`InitialInverse::fallback`]) was dropped after a non-descent direction or a
+    /// failed line search along the L-BFGS one.
     pub reset: bool,
     /// Whether the history was dropped because the set of vertices in contact changed (the
     /// initial inverse Hessian's barrier terms; see the module docs).
@@ -40,29 +43,31 @@ pub struct QnIteration {
 }
 
 /// Wall time per phase over a solver's life, ms (exact per phase with
-/// [`QnParams::profile`]; otherwise a device's asynchronous work lands where it is waited for).
+/// [`LbfgsParams::profile`]; otherwise a device's asynchronous work lands where it is waited
+/// for).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct QnPhases {
+pub struct LbfgsPhases {
     /// Gradients at the start and at every trial, with the trial's positions and energy
     /// change (one element pass for both on either backend).
     pub gradient_ms: f64,
     /// Both loops of the two-loop recursion, and the curvature pair.
     pub two_loop_ms: f64,
-    /// The prefactored solve, with a device's transfers.
+    /// The initial inverse Hessian's applications, with a device's transfers.
     pub solve_ms: f64,
     /// The step filter and the reads of the line search's scalars.
     pub line_search_ms: f64,
-    /// Global-matrix (re)factorisations.
+    /// The initial inverse Hessian's per-step work ([`InitialInverse::begin_step`]:
+    /// (re)factorisations, DOT's Hessian assembly).
     pub factor_ms: f64,
     /// Iterations these times cover.
     pub iterations: usize,
 }
 
-/// Quasi-Newton L-BFGS-PD on a backend; see the module docs.
-pub struct QnSolver<B: PotentialBackend> {
-    params: QnParams,
+/// L-BFGS on a backend `B` with the initial inverse Hessian `H`; see the module docs.
+pub struct LbfgsSolver<B: PotentialBackend, H: InitialInverse<B>> {
+    params: LbfgsParams,
     backend: B,
-    system: GlobalSystem,
+    h0: H,
     extent: f64,
     g: [B::Vector; 2],
     gc: usize,
@@ -78,12 +83,10 @@ pub struct QnSolver<B: PotentialBackend> {
     tt: B::Scalar,
     /// Ring slots of the kept pairs, oldest first.
     history: Vec<usize>,
-    log: Vec<QnIteration>,
-    phases: QnPhases,
-    correction: ContactCorrection,
-    terms: Vec<ContactTerm>,
-    /// The vertices of the last direction's contact terms (sorted).
-    contact_set: Vec<u32>,
+    log: Vec<LbfgsIteration>,
+    phases: LbfgsPhases,
+    /// A copy of the direction for the initial inverse Hessian's start length.
+    scratch: Option<B::Vector>,
 }
 
 /// A trial the line search accepted, with what the next iteration needs.
@@ -110,29 +113,11 @@ fn pair_guard(f64_backend: bool) -> f64 {
     }
 }
 
-impl<B: PotentialBackend> QnSolver<B> {
-    /// A solver for `model` on `backend`: the global matrix's weights now, its factor at the
-    /// first step.
-    pub fn new(model: &Model, mut backend: B, params: QnParams) -> Result<Self> {
-        if params.history > super::params::MAX_HISTORY {
-            return Err(JelloError::Invalid(format!(
-                "qn: history {} is above {}",
-                params.history,
-                super::params::MAX_HISTORY
-            )));
-        }
-        if let QnMode::Fixed(0) = params.mode {
-            return Err(JelloError::Invalid(
-                "qn: a fixed iteration count must be ≥ 1".into(),
-            ));
-        }
-        if !(params.armijo > 0.0 && params.armijo < 1.0) {
-            return Err(JelloError::Invalid(format!(
-                "qn: the Armijo constant must lie in (0, 1), got {}",
-                params.armijo
-            )));
-        }
-        let system = GlobalSystem::new(model, params.global)?;
+impl<B: PotentialBackend, H: InitialInverse<B>> LbfgsSolver<B, H> {
+    /// A solver for a model of largest extent `extent` (m, for the dx stop rule) on
+    /// `backend` with the initial inverse Hessian `h0`.
+    pub fn with_initial(mut backend: B, h0: H, params: LbfgsParams, extent: f64) -> Result<Self> {
+        params.validate()?;
         let slots = params.history + 1;
         let g = [
             backend.vector("gradient")?,
@@ -152,11 +137,16 @@ impl<B: PotentialBackend> QnSolver<B> {
         }
         let chain = [backend.scalar()?, backend.scalar()?];
         let (slope, ss, tt) = (backend.scalar()?, backend.scalar()?, backend.scalar()?);
-        Ok(QnSolver {
+        let scratch = if h0.wants_start_length() {
+            Some(backend.vector("direction copy")?)
+        } else {
+            None
+        };
+        Ok(LbfgsSolver {
             params,
             backend,
-            system,
-            extent: model.largest_extent(),
+            h0,
+            extent,
             g,
             gc: 0,
             q,
@@ -171,15 +161,13 @@ impl<B: PotentialBackend> QnSolver<B> {
             tt,
             history: Vec::new(),
             log: Vec::new(),
-            phases: QnPhases::default(),
-            correction: ContactCorrection::new(),
-            terms: Vec::new(),
-            contact_set: Vec::new(),
+            phases: LbfgsPhases::default(),
+            scratch,
         })
     }
 
-    /// The parameters.
-    pub fn params(&self) -> &QnParams {
+    /// The loop's parameters.
+    pub fn loop_params(&self) -> &LbfgsParams {
         &self.params
     }
 
@@ -188,18 +176,18 @@ impl<B: PotentialBackend> QnSolver<B> {
         &self.backend
     }
 
-    /// The global matrix (factorisation counts, fill).
-    pub fn system(&self) -> &GlobalSystem {
-        &self.system
+    /// The initial inverse Hessian.
+    pub fn initial(&self) -> &H {
+        &self.h0
     }
 
     /// The iterations of the last step.
-    pub fn last_step(&self) -> &[QnIteration] {
+    pub fn last_step(&self) -> &[LbfgsIteration] {
         &self.log
     }
 
     /// Per-phase times over the solver's life.
-    pub fn phases(&self) -> QnPhases {
+    pub fn phases(&self) -> LbfgsPhases {
         self.phases
     }
 
@@ -284,6 +272,35 @@ impl<B: PotentialBackend> QnSolver<B> {
         Ok(())
     }
 
+    /// slope ← ∇E·d at the current iterate.
+    fn record_slope(&mut self) -> Result<()> {
+        self.backend.dots(
+            self.g[self.gc],
+            self.d,
+            Dots {
+                ab: Some(self.slope),
+                aa: None,
+                bb: None,
+            },
+        )
+    }
+
+    /// H₀'s first trial length for the direction d (None: α starts at 1 of the filter's
+    /// bound); the direction's values reach the host through a copy into the scratch vector.
+    fn start_length(&mut self) -> Result<Option<f64>> {
+        let Some(copy) = self.scratch else {
+            return Ok(None);
+        };
+        let mut curvature = f64::NAN;
+        let h0 = &mut self.h0;
+        self.backend.host_solve(self.d, copy, &mut |v| {
+            curvature = h0.curvature(v);
+            Ok(())
+        })?;
+        let slope = self.backend.read(&[self.slope])?[0];
+        Ok(self.h0.start_length(slope, curvature))
+    }
+
     /// Whether the stop rule holds for `residual` and the last iteration's largest move.
     fn rule_met(&self, residual: f64, last_move: f64) -> bool {
         match self.params.stop {
@@ -293,9 +310,9 @@ impl<B: PotentialBackend> QnSolver<B> {
     }
 }
 
-impl<B: PotentialBackend> StepSolver for QnSolver<B> {
+impl<B: PotentialBackend, H: InitialInverse<B>> StepSolver for LbfgsSolver<B, H> {
     fn name(&self) -> String {
-        "qn".into()
+        self.h0.name()
     }
 
     fn step(
@@ -310,19 +327,11 @@ impl<B: PotentialBackend> StepSolver for QnSolver<B> {
         self.backend.check(problem)?;
         self.log.clear();
         let m = self.params.history;
-        let nv = problem.model.num_vertices();
 
-        // A for this step: pins from the problem, mass weight 1/h² (a static increment has no
-        // inertia; its pseudo-time's 1/h² keeps A definite where no pin holds a body — A only
-        // preconditions, the objective is unchanged).
+        // H₀ for this step (the PD matrix when h or the pins changed; DOT's subdomain
+        // factors at x_start every step).
         let t0 = Instant::now();
-        let pinned: Vec<bool> = (0..nv).map(|v| problem.fixed[3 * v]).collect();
-        let mass_weight = if problem.inertia > 0.0 {
-            problem.inertia
-        } else {
-            1.0 / (problem.h * problem.h)
-        };
-        if self.system.prepare(problem.model, &pinned, mass_weight)? {
+        if self.h0.begin_step(problem, elastic)? {
             timings.factor_ms += ms(t0);
             self.phases.factor_ms += ms(t0);
         }
@@ -331,7 +340,6 @@ impl<B: PotentialBackend> StepSolver for QnSolver<B> {
         self.backend.begin_step(problem, elastic)?;
         self.gc = 0;
         self.history.clear();
-        self.contact_set.clear();
         let gi = self
             .backend
             .gradient(problem, elastic, Point::Current, self.g[0])?;
@@ -341,7 +349,8 @@ impl<B: PotentialBackend> StepSolver for QnSolver<B> {
         self.phases.gradient_ms += ms(t0);
         if !residual0.is_finite() {
             return Err(JelloError::Solver(format!(
-                "qn: non-finite gradient at the step's start ({})",
+                "{}: non-finite gradient at the step's start ({})",
+                self.h0.name(),
                 problem.diagnose_non_finite(elastic, &problem.x_start)
             )));
         }
@@ -372,57 +381,37 @@ impl<B: PotentialBackend> StepSolver for QnSolver<B> {
                 break;
             }
             iterations += 1;
-            let mut it = QnIteration::default();
+            let mut it = LbfgsIteration::default();
             // Try the L-BFGS direction; on a non-descent direction or a failed line search,
-            // once more without the history, and then once more without the contact
-            // correction: the plain PD direction −A⁻¹∇E, a descent direction whatever the
-            // round-off (A is SPD). The Woodbury correction can lose definiteness to
-            // cancellation when a barrier term's β is huge (a vertex within 1e-9 of an
-            // obstacle: β ~ 1e12) — a ball thrown at 30 m/s into the ground met it.
-            let mut correct = self.params.contact_correction;
+            // once more without the history, and then with H₀'s own safer variants
+            // ([`InitialInverse::fallback`]: QN's plain PD direction without the contact
+            // correction, DOT's symmetric gather), until none is left.
+            self.h0.begin_iteration();
             let accepted = loop {
                 // d = H∇ : q is ready (first loop recorded); solve; second loop.
                 let t0 = Instant::now();
-                self.terms.clear();
-                if correct && !problem.model.obstacles.is_empty() {
-                    self.backend.contact_terms(problem, &mut self.terms)?;
-                }
-                it.contacts = self.terms.len();
-                let mut set: Vec<u32> = self.terms.iter().map(|t| t.vertex).collect();
-                set.sort_unstable();
-                set.dedup();
-                if set != self.contact_set {
+                let refresh = self.h0.refresh(problem, &mut self.backend)?;
+                it.contacts = refresh.terms;
+                if refresh.changed && !self.history.is_empty() {
                     // H₀ changed where the barrier is stiffest: pairs measured under the old
                     // contact set mix the barrier's curvature into directions H₀ now treats
                     // differently (kept, they drove a vertex 90% closer to the ground per
-                    // iteration on `drop.toml`'s impact until the step gave up; see the
-                    // module docs).
-                    if !self.history.is_empty() {
-                        self.history.clear();
-                        self.first_loop(self.gc, &[])?;
-                        it.contacts_changed = true;
-                    }
-                    self.contact_set = set;
+                    // iteration on `drop.toml`'s impact until the step gave up; see
+                    // [`crate::solver::qn`]).
+                    self.history.clear();
+                    self.first_loop(self.gc, &[])?;
+                    it.contacts_changed = true;
                 }
                 let hist = self.history.clone();
                 it.pairs = hist.len();
-                let (system, correction, terms) =
-                    (&mut self.system, &mut self.correction, &self.terms);
+                let h0 = &mut self.h0;
                 self.backend
-                    .host_solve(self.q, self.d, &mut |v| correction.apply(system, terms, v))?;
+                    .host_solve(self.q, self.d, &mut |v| h0.apply(v))?;
                 timings.solve_ms += ms(t0);
                 self.phases.solve_ms += ms(t0);
                 let t0 = Instant::now();
                 self.second_loop(&hist)?;
-                self.backend.dots(
-                    self.g[self.gc],
-                    self.d,
-                    Dots {
-                        ab: Some(self.slope),
-                        aa: None,
-                        bb: None,
-                    },
-                )?;
+                self.record_slope()?;
                 self.sync_if_profiling()?;
                 self.phases.two_loop_ms += ms(t0);
                 let new = (0..=m)
@@ -430,10 +419,33 @@ impl<B: PotentialBackend> StepSolver for QnSolver<B> {
                     .expect("m + 1 ring slots for at most m pairs");
                 let gt = 1 - self.gc;
                 let t0 = Instant::now();
+                // H₀'s first trial length (DOT's quadratic model): a length above 1 scales
+                // the direction (the step filter bounds α ≤ 1 of a direction), one below 1
+                // starts the search at min(length, filter bound).
+                let start = self.start_length()?;
+                it.start_length = start.unwrap_or(0.0);
+                if let (Some(a), Some(copy)) = (start, self.scratch) {
+                    if a > 1.0 {
+                        self.backend.combine(
+                            self.d,
+                            Coef::constant(a - 1.0),
+                            copy,
+                            Combine::Add,
+                            None,
+                        )?;
+                        self.record_slope()?;
+                    }
+                }
                 let bound = self.backend.step_bound(problem, self.d)?;
+                let mut scale = 1.0;
+                if let Some(a) = start.filter(|&a| a < 1.0) {
+                    let b = self.backend.read(&[bound])?[0];
+                    if b > 0.0 {
+                        scale = (a / b).min(1.0);
+                    }
+                }
                 timings.line_search_ms += ms(t0);
                 self.phases.line_search_ms += ms(t0);
-                let mut scale = 1.0;
                 let mut halvings = 0;
                 let mut ignore_inversion = false;
                 let mut outcome = None;
@@ -555,10 +567,9 @@ impl<B: PotentialBackend> StepSolver for QnSolver<B> {
                 }
                 match outcome {
                     Some(o) => break Some(o),
-                    None if !hist.is_empty() || it.contacts > 0 => {
-                        // Retry without the history, then without the contact correction.
+                    // Retry without the history, then with H₀'s safer variants.
+                    None if !hist.is_empty() || self.h0.fallback() => {
                         it.reset = true;
-                        correct &= !hist.is_empty();
                         self.history.clear();
                         self.first_loop(self.gc, &[])?;
                     }
@@ -566,7 +577,7 @@ impl<B: PotentialBackend> StepSolver for QnSolver<B> {
                 }
             };
             let Some(acc) = accepted else {
-                // No decrease possible along the PD direction either: report, do not hide —
+                // No decrease possible along H₀'s safest direction either: report, do not hide —
                 // unless the start already met the rule and only round-off is left.
                 gave_up = true;
                 self.log.push(it);
@@ -579,7 +590,8 @@ impl<B: PotentialBackend> StepSolver for QnSolver<B> {
             last_move = acc.moved;
             if !residual.is_finite() {
                 return Err(JelloError::Solver(format!(
-                    "qn diverged on {} (non-finite gradient after iteration {iterations})",
+                    "{} diverged on {} (non-finite gradient after iteration {iterations})",
+                    self.h0.name(),
                     self.backend.name()
                 )));
             }
@@ -616,7 +628,8 @@ impl<B: PotentialBackend> StepSolver for QnSolver<B> {
         let (energy, energy_change) = self.backend.finish_step(problem, elastic, change, x)?;
         if x.iter().any(|v| !v.is_finite()) {
             return Err(JelloError::Solver(format!(
-                "qn diverged on {} (non-finite positions)",
+                "{} diverged on {} (non-finite positions)",
+                self.h0.name(),
                 self.backend.name()
             )));
         }

@@ -1,0 +1,129 @@
+//! L-BFGS on the step's incremental potential, written once for every initial inverse Hessian.
+//!
+//! Quasi-Newton L-BFGS-PD ([`crate::solver::qn`], H₀ = the projective-dynamics matrix's
+//! inverse) and DOT / LBFGS-H ([`crate::solver::dot`], H₀ = a domain-decomposed or full
+//! projected Hessian at the step's start) differ only in H₀ and in how the line search
+//! starts. The loop is [`LbfgsSolver`], generic over the backend
+//! ([`crate::solver::backend::PotentialBackend`]: f64 CPU or f32 device) and over
+//! [`InitialInverse`], a host-side f64 object applied between the two loops of the recursion
+//! through [`crate::solver::backend::Backend::host_solve`]:
+//!
+//! ```text
+//! per step:   H₀.begin_step(problem) ; x ← x_start; history ← ∅; g ← ∇E(x)
+//! per iteration:
+//!   q ← −g; for i newest..oldest: ζ_i ← s_iᵀq/ρ_i; q ← q − ζ_i t_i        (first loop)
+//!   d ← H₀ q                                                              (host, f64)
+//!   for i oldest..newest: η ← t_iᵀd/ρ_i; d ← d + (ζ_i − η) s_i             (second loop)
+//!   α₀ ← H₀.start_length(∇Eᵀd, dᵀH d) or 1; α ← min(α₀, filter bound)
+//!   halve α until E(x + αd) ≤ E(x) + γ α ∇Eᵀd                             (Armijo)
+//!   s ← αd; t ← ∇E(x + αd) − ∇E(x); keep (s, t) if sᵀt > 0 (to round-off); x ← x + αd
+//! ```
+//!
+//! No scaling of H₀ by sᵀt/tᵀt (both papers apply their H₀ as it is). A direction that is
+//! not a descent direction, or whose line search fails, is retried without the history and
+//! then with H₀'s safer variants ([`InitialInverse::fallback`]) before the step gives up —
+//! reported, never hidden. The per-backend details (one plan per iteration on a device, one
+//! read per trial) are in [`crate::solver::qn`]'s docs.
+
+mod solver;
+
+pub use solver::{LbfgsIteration, LbfgsPhases, LbfgsSolver};
+
+use crate::error::{JelloError, Result};
+use crate::problem::{ElasticTerms, StepProblem};
+use crate::solver::backend::PotentialBackend;
+use crate::solver::qn::QnMode;
+use crate::solver::StopRule;
+
+/// The largest history a solver may ask for (each pair holds two n × 3 vectors).
+pub const MAX_HISTORY: usize = 100;
+
+/// Parameters of the L-BFGS loop itself (what every initial inverse Hessian shares).
+#[derive(Clone, Copy, Debug)]
+pub struct LbfgsParams {
+    /// History m (both papers: 5; 0 applies H₀ alone every iteration).
+    pub history: usize,
+    /// Stopping mode.
+    pub mode: QnMode,
+    /// The stop rule of [`QnMode::Rule`]; in [`QnMode::Fixed`] only what `converged` reports.
+    pub stop: StopRule,
+    /// Iteration cap of [`QnMode::Rule`].
+    pub max_iterations: usize,
+    /// Armijo constant γ of the sufficient-decrease test, in (0, 1).
+    pub armijo: f64,
+    /// Halvings of the line search before it gives up.
+    pub max_halvings: usize,
+    /// Wait for the backend after every phase so the per-phase times are exact.
+    pub profile: bool,
+}
+
+impl LbfgsParams {
+    /// One line naming what is wrong, if anything.
+    pub fn validate(&self) -> Result<()> {
+        if self.history > MAX_HISTORY {
+            return Err(JelloError::Invalid(format!(
+                "history {} is above {MAX_HISTORY}",
+                self.history
+            )));
+        }
+        if let QnMode::Fixed(0) = self.mode {
+            return Err(JelloError::Invalid(
+                "a fixed iteration count must be ≥ 1".into(),
+            ));
+        }
+        if !(self.armijo > 0.0 && self.armijo < 1.0) {
+            return Err(JelloError::Invalid(format!(
+                "the Armijo constant must lie in (0, 1), got {}",
+                self.armijo
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// What [`InitialInverse::refresh`] reports.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Refresh {
+    /// Contact curvature terms now in H₀ (QN's barrier correction; 0 otherwise).
+    pub terms: usize,
+    /// Whether H₀ changed enough since the last direction that the history must go.
+    pub changed: bool,
+}
+
+/// The initial inverse Hessian of [`LbfgsSolver`]: a host-side f64 operator applied between
+/// the two loops. See the module docs.
+pub trait InitialInverse<B: PotentialBackend> {
+    /// The solver's name in scenes and stats ("qn", "dot", "lbfgs-h").
+    fn name(&self) -> String;
+    /// Start of a step, before the backend's: build what this step needs (a factorisation).
+    /// Returns whether anything was (re)built, for the per-phase times.
+    fn begin_step(&mut self, problem: &StepProblem, elastic: &dyn ElasticTerms) -> Result<bool>;
+    /// Start of an iteration: back to the default variant after a fallback.
+    fn begin_iteration(&mut self) {}
+    /// Before each application: refresh what depends on the current iterate (QN's barrier
+    /// terms).
+    fn refresh(&mut self, _problem: &StepProblem, _backend: &mut B) -> Result<Refresh> {
+        Ok(Refresh::default())
+    }
+    /// v ← H₀ v on 3n interleaved values.
+    fn apply(&mut self, v: &mut [f64]) -> Result<()>;
+    /// Switch to a safer H₀ for the rest of this iteration (after the history-free direction
+    /// failed); false when there is none left.
+    fn fallback(&mut self) -> bool {
+        false
+    }
+    /// Whether [`Self::start_length`] is used (then the loop brings each direction to the
+    /// host and asks for [`Self::curvature`]).
+    fn wants_start_length(&self) -> bool {
+        false
+    }
+    /// dᵀH d of a model Hessian H for the direction `d` (host, f64).
+    fn curvature(&mut self, _d: &[f64]) -> f64 {
+        f64::NAN
+    }
+    /// The first trial's step length from the slope ∇Eᵀd and the curvature dᵀH d; None
+    /// starts at 1.
+    fn start_length(&self, _slope: f64, _curvature: f64) -> Option<f64> {
+        None
+    }
+}
