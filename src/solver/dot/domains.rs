@@ -11,6 +11,7 @@ use faer::Par;
 use jello_precompute::cholesky::SparseCholesky;
 use jello_precompute::partition::Decomposition;
 use jello_precompute::sparse::{SymSparse, SymmetricPattern};
+use nalgebra::{Matrix3, Vector3};
 use rayon::prelude::*;
 use std::sync::Arc;
 use std::time::Instant;
@@ -65,11 +66,11 @@ pub struct DomainInverse {
     decomposition: Arc<Decomposition>,
     stats: DomainStats,
     scratch: Vec<f64>,
-    /// Vertices with barrier curvature at x_start (already in H(x_start)), sorted.
-    start_contacts: Vec<u32>,
-    /// Barrier terms of vertices that came into contact during the step, folded into the
-    /// factors of their subdomains (by vertex, sorted).
-    folded: Vec<ContactTerm>,
+    /// Per-vertex barrier curvature blocks at x_start (already in H(x_start)), by vertex.
+    start_blocks: Vec<(u32, Matrix3<f64>)>,
+    /// The blocks the factors carry now (by vertex): H_j = H(x_start) restricted to V_j
+    /// − start blocks + these.
+    folded: Vec<(u32, Matrix3<f64>)>,
     terms: Vec<ContactTerm>,
 }
 
@@ -167,7 +168,7 @@ impl DomainInverse {
             decomposition,
             stats: DomainStats::default(),
             scratch: vec![0.0; 3 * nv],
-            start_contacts: Vec::new(),
+            start_blocks: Vec::new(),
             folded: Vec::new(),
             terms: Vec::new(),
         })
@@ -213,7 +214,8 @@ impl DomainInverse {
         } else {
             Par::Seq
         };
-        let (folded, verts) = (&self.folded, &self.decomposition.vertices);
+        let delta = block_difference(&self.folded, &self.start_blocks);
+        let verts = &self.decomposition.vertices;
         let shifted = self
             .subs
             .par_iter_mut()
@@ -223,9 +225,9 @@ impl DomainInverse {
                 for (dst, &k) in s.matrix.values_mut().iter_mut().zip(&s.source) {
                     *dst = global[k as usize];
                 }
-                for t in folded {
-                    if let Ok(lv) = verts[j].binary_search(&t.vertex) {
-                        add_term(&mut s.matrix, 3 * lv, t);
+                for (v, b) in &delta {
+                    if let Ok(lv) = verts[j].binary_search(v) {
+                        add_block(&mut s.matrix, 3 * lv, b);
                     }
                 }
                 refactor_shifted(&mut s.factor, &mut s.matrix, par)
@@ -236,15 +238,57 @@ impl DomainInverse {
     }
 }
 
-/// Adds β n nᵀ to the 3 × 3 diagonal block at local DOF `d0` (upper triangle).
-fn add_term(m: &mut SymSparse, d0: usize, t: &ContactTerm) {
+/// Adds `b` to the 3 × 3 diagonal block at local DOF `d0` (upper triangle).
+fn add_block(m: &mut SymSparse, d0: usize, b: &Matrix3<f64>) {
     for i in 0..3 {
         for j in i..3 {
             if let Some(k) = m.pattern().find(d0 + i, d0 + j) {
-                m.values_mut()[k] += t.beta * t.normal[i] * t.normal[j];
+                m.values_mut()[k] += b[(i, j)];
             }
         }
     }
+}
+
+/// Σ β n nᵀ per vertex of `terms`, sorted by vertex.
+fn blocks(terms: &[ContactTerm]) -> Vec<(u32, Matrix3<f64>)> {
+    let mut out: Vec<(u32, Matrix3<f64>)> = Vec::new();
+    let mut sorted: Vec<&ContactTerm> = terms.iter().collect();
+    sorted.sort_by_key(|t| t.vertex);
+    for t in sorted {
+        let n = Vector3::from(t.normal);
+        let b = n * n.transpose() * t.beta;
+        match out.last_mut() {
+            Some((v, acc)) if *v == t.vertex => *acc += b,
+            _ => out.push((t.vertex, b)),
+        }
+    }
+    out
+}
+
+/// `a − b` per vertex (both sorted by vertex), the vertices of either.
+fn block_difference(
+    a: &[(u32, Matrix3<f64>)],
+    b: &[(u32, Matrix3<f64>)],
+) -> Vec<(u32, Matrix3<f64>)> {
+    let mut out: Vec<(u32, Matrix3<f64>)> = a.to_vec();
+    for (v, m) in b {
+        match out.binary_search_by_key(v, |e| e.0) {
+            Ok(i) => out[i].1 -= m,
+            Err(i) => out.insert(i, (*v, -m)),
+        }
+    }
+    out.retain(|(_, m)| m.abs().max() > 0.0);
+    out
+}
+
+/// Whether the factors' contact blocks `old` no longer describe `new`: another vertex set,
+/// or a block whose size changed tenfold.
+fn stale(old: &[(u32, Matrix3<f64>)], new: &[(u32, Matrix3<f64>)]) -> bool {
+    old.len() != new.len()
+        || old.iter().zip(new).any(|((va, a), (vb, b))| {
+            let (na, nb) = (a.norm(), b.norm());
+            va != vb || nb > 10.0 * na || nb < 0.1 * na
+        })
 }
 
 /// Numeric factorisation; if round-off made H_j lose definiteness (a PSD-projected Hessian
@@ -282,14 +326,12 @@ impl<B: PotentialBackend> InitialInverse<B> for DomainInverse {
     fn begin_step(&mut self, problem: &StepProblem, elastic: &dyn ElasticTerms) -> Result<bool> {
         let t0 = Instant::now();
         self.assemble(problem, elastic, &problem.x_start);
-        self.folded.clear();
-        self.start_contacts.clear();
+        self.start_blocks.clear();
         if !problem.model.obstacles.is_empty() {
             crate::solver::pd::contact_terms(problem, &problem.x_start, &mut self.terms);
-            self.start_contacts = self.terms.iter().map(|t| t.vertex).collect();
-            self.start_contacts.sort_unstable();
-            self.start_contacts.dedup();
+            self.start_blocks = blocks(&self.terms);
         }
+        self.folded.clone_from(&self.start_blocks);
         self.stats.hessian_ms += ms(t0);
         let t0 = Instant::now();
         self.factor_some(None)?;
@@ -302,36 +344,24 @@ impl<B: PotentialBackend> InitialInverse<B> for DomainInverse {
         self.gather = self.params.gather;
     }
 
-    /// Vertices that came into contact after x_start: H(x_start) has none of their barrier
-    /// curvature, and without it every direction drives them into the obstacle (the step
-    /// filter then cuts α to nothing: `drop.toml`'s impact took 672 iterations with s = 1).
-    /// Their terms β n nᵀ are added to the diagonal blocks of the subdomains that hold them
-    /// and only those subdomains are refactored — when such a vertex appears or leaves, or
-    /// its β grows tenfold past the folded value (the barrier stiffens as d → 0). The history
-    /// is dropped then, as QN's is when its contact set changes.
+    /// The barrier curvature at the current iterate. H(x_start) holds it as it was at
+    /// x_start: none for vertices that came into contact since, and a log barrier's stiffness
+    /// grows without bound as d → 0 — without the current curvature every direction drives
+    /// the touching vertices into the obstacle and the step filter cuts α to nothing
+    /// (`drop.toml`'s impact: 672 iterations with s = 1, steps at the 1000 cap with s = 2).
+    /// So the per-vertex barrier blocks (β n nᵀ summed, [`crate::solver::pd::contact_terms`])
+    /// at the current iterate replace those of x_start in the diagonal blocks of the
+    /// subdomains that hold the vertex, and only those subdomains are refactored — when a
+    /// vertex enters or leaves contact or its block's size changes tenfold. The history is
+    /// dropped then, as QN's is when its contact set changes.
     fn refresh(&mut self, problem: &StepProblem, backend: &mut B) -> Result<Refresh> {
         if problem.model.obstacles.is_empty() {
             return Ok(Refresh::default());
         }
         backend.contact_terms(problem, &mut self.terms)?;
-        let start = &self.start_contacts;
-        let mut new: Vec<ContactTerm> = self
-            .terms
-            .iter()
-            .filter(|t| start.binary_search(&t.vertex).is_err())
-            .copied()
-            .collect();
-        new.sort_by_key(|t| t.vertex);
-        let stale = |old: &[ContactTerm], new: &[ContactTerm]| {
-            let verts = |v: &[ContactTerm]| v.iter().map(|t| t.vertex).collect::<Vec<_>>();
-            verts(old) != verts(new)
-                || old
-                    .iter()
-                    .zip(new)
-                    .any(|(a, b)| b.beta > 10.0 * a.beta || b.beta < 0.1 * a.beta)
-        };
-        let count = new.len();
-        if !stale(&self.folded, &new) {
+        let now = blocks(&self.terms);
+        let count = self.terms.len();
+        if !stale(&self.folded, &now) {
             return Ok(Refresh {
                 terms: count,
                 changed: false,
@@ -340,14 +370,14 @@ impl<B: PotentialBackend> InitialInverse<B> for DomainInverse {
         let t0 = Instant::now();
         let mut which = vec![false; self.subs.len()];
         let verts = &self.decomposition.vertices;
-        for t in self.folded.iter().chain(&new) {
+        for (v, _) in self.folded.iter().chain(&now) {
             for (j, w) in which.iter_mut().enumerate() {
-                if verts[j].binary_search(&t.vertex).is_ok() {
+                if verts[j].binary_search(v).is_ok() {
                     *w = true;
                 }
             }
         }
-        self.folded = new;
+        self.folded = now;
         self.factor_some(Some(&which))?;
         self.stats.contact_refactors += which.iter().filter(|&&w| w).count();
         self.stats.factor_ms += ms(t0);
