@@ -3,7 +3,7 @@
 use crate::error::{JelloError, Result};
 use crate::gpu::{Backend, BackendChoice, Device};
 use crate::problem::{DeviceElastic, ElasticTerms, Model};
-use crate::scene::{BuiltScene, RunConfig};
+use crate::scene::{BuiltScene, RunConfig, FILTER_SOLVERS};
 use crate::sim::Simulation;
 use crate::solver::admm::{AdmmParams, AdmmSolver};
 use crate::solver::backend::{CpuBackend, DeviceBackend};
@@ -35,11 +35,13 @@ fn make_solver_with(
 ) -> Result<Box<dyn StepSolver>> {
     let config = &static_config(config, model);
     refuse_strain_limits(config, model)?;
+    refuse_eigen_filter(config)?;
     match config.solver.as_str() {
         "newton" => {
             let params = NewtonParams {
                 stop: config.stop,
                 max_iterations: config.max_iterations.unwrap_or(100),
+                filter: config.eigen_filter.unwrap_or_default(),
                 ..NewtonParams::default()
             };
             Ok(Box::new(NewtonSolver::new(model, params)?))
@@ -84,6 +86,20 @@ fn refuse_strain_limits(config: &RunConfig, model: &Model) -> Result<()> {
     }
     Err(JelloError::Invalid(format!(
         "material.strain_limit: hard strain limits are enforced only by solver admm, not {}",
+        config.solver
+    )))
+}
+
+/// `[solver] eigen_filter` is checked against the scene's solver when the scene is built; a
+/// `--solver` override can still pick a solver that has no element Hessian to filter, and is
+/// refused the same way rather than silently dropping the option.
+fn refuse_eigen_filter(config: &RunConfig) -> Result<()> {
+    if config.eigen_filter.is_none() || FILTER_SOLVERS.contains(&config.solver.as_str()) {
+        return Ok(());
+    }
+    Err(JelloError::Invalid(format!(
+        "solver.eigen_filter: applies only to solver {}, not {}",
+        FILTER_SOLVERS.join(", "),
         config.solver
     )))
 }
@@ -233,6 +249,7 @@ pub fn setup_on(
     let config = &built.config;
     let model = &built.model;
     refuse_strain_limits(config, model)?;
+    refuse_eigen_filter(config)?;
     let state = model.initial_state(&built.velocity);
     let strict = choice.requested == Backend::Gpu;
     let fall_back = |choice: &mut BackendChoice, why: String| {

@@ -16,6 +16,7 @@
 
 pub mod admm;
 pub mod backend;
+mod filter;
 pub mod jgs2;
 mod line_search;
 mod newton;
@@ -24,6 +25,7 @@ pub mod qn;
 mod report;
 mod stop;
 
+pub use filter::{trust_ratio, FilterState, HessianFilter, TRUST_RATIO_TOLERANCE};
 pub use line_search::{backtracking, LineSearchResult};
 pub use newton::{NewtonParams, NewtonSolver};
 pub use report::{IterationRecord, StepReport, StepTimings};
