@@ -16,7 +16,7 @@
 
 pub mod admm;
 pub mod backend;
-mod filter;
+pub mod filter;
 pub mod jgs2;
 mod line_search;
 mod newton;
