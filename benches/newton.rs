@@ -3,7 +3,12 @@
 //! with the assembly / factorisation / solve / line-search split, the Cholesky fill, and METIS
 //! nested dissection against AMD on the armadillo.
 //!
+//! Then the eigenvalue-filter comparison (`jello::solver::HessianFilter`: clamp, abs, adaptive)
+//! on the twist bar (as bundled and with the caps ten times faster) and on a sagging cantilever solved statically (no inertia: the regime where
+//! projected Newton's convergence is linear), iterations and wall time per step or increment.
+//!
 //! `cargo bench --bench newton`. Env: `JELLO_BENCH_TWIST_STEPS` (default 40),
+//! `JELLO_BENCH_SAG_INCREMENTS` (default 5), `JELLO_BENCH_FILTERS_ONLY=1` (only the filters),
 //! `JELLO_BENCH_ARMADILLO_STEPS` (default 5), `JELLO_BENCH_ARMADILLO` (path of the .node file,
 //! default ../shared/meshes/armadillo_114k.node beside the repository root).
 
@@ -12,7 +17,7 @@ use jello::mesh::read_mesh;
 use jello::problem::{BarrierParams, Body, HessianLayout, Model, Pin, Script, StepProblem};
 use jello::scene::Scene;
 use jello::sim::Simulation;
-use jello::solver::{NewtonParams, NewtonSolver, StepTimings};
+use jello::solver::{HessianFilter, NewtonParams, NewtonSolver, StepTimings, StopRule};
 use jello_precompute::cholesky::{Ordering, SparseCholesky};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -56,6 +61,19 @@ fn bench_model(
     steps: usize,
     params: NewtonParams,
 ) -> Row {
+    bench_run(case, model, vel, h, steps, params, false)
+}
+
+/// [`bench_model`], or with `statics` a static solve in `steps` load increments.
+fn bench_run(
+    case: &str,
+    model: Model,
+    vel: &[[f64; 3]],
+    h: f64,
+    steps: usize,
+    params: NewtonParams,
+    statics: bool,
+) -> Row {
     let t0 = Instant::now();
     let solver = NewtonSolver::new(&model, params).expect("symbolic analysis");
     let analyse_ms = t0.elapsed().as_secs_f64() * 1e3;
@@ -63,6 +81,9 @@ fn bench_model(
     let (vertices, tets) = (model.num_vertices(), model.mesh.num_tets());
     let state = model.initial_state(vel);
     let mut sim = Simulation::new(model, state, h, Box::new(solver)).expect("simulation");
+    if statics {
+        sim = sim.into_static(steps).expect("static solve");
+    }
     let mut row = Row {
         case: case.into(),
         ordering: ordering_name(params.ordering),
@@ -258,7 +279,107 @@ fn print_table(rows: &[Row]) {
     println!("(times are means per step, ms; 'analyse' is the one-off symbolic factorisation)");
 }
 
+/// A cantilever 1 m × 0.1 m × 0.1 m of `cells`, clamped at x = 0, sagging under gravity:
+/// stable Neo-Hookean, E = 1e6 Pa, ν = 0.3, ρ = 1000 kg/m³.
+fn sagging_cantilever(cells: [usize; 3]) -> Model {
+    let mesh = jello::mesh::box_grid([0.0, -0.05, -0.05], [1.0, 0.05, 0.05], cells);
+    let (nt, nv) = (mesh.num_tets(), mesh.num_vertices());
+    let pinned: Vec<u32> = (0..nv as u32)
+        .filter(|&v| mesh.positions[v as usize][0] < 1e-9)
+        .collect();
+    let start = pinned.iter().map(|&v| mesh.positions[v as usize]).collect();
+    let mat = Material::from_young_poisson(MaterialModel::StableNeoHookean, 1e6, 0.3).unwrap();
+    Model::new(
+        mesh,
+        vec![Body {
+            name: "beam".into(),
+            vertices: 0..nv,
+            tets: 0..nt,
+        }],
+        vec![mat; nt],
+        vec![1000.0; nt],
+        [0.0, -9.81, 0.0],
+        vec![Pin {
+            vertices: pinned,
+            start,
+            script: Script::Fixed,
+        }],
+        vec![],
+        BarrierParams {
+            dhat: 1e-3,
+            kappa: 1.0,
+        },
+    )
+    .expect("cantilever model")
+}
+
+/// The filter comparison: every [`HessianFilter`] on the twist bar (dynamic, CN ε = 1e-5) and
+/// on the sagging cantilever solved statically in `increments` load increments (CN ε tied to the
+/// load, [`Model::static_tolerance`]).
+fn filter_comparison(twist_steps: usize, increments: usize) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenes/twist.toml");
+    let text = std::fs::read_to_string(&path).expect("twist scene");
+    // As bundled (caps at ±0.1π rad/s: Newton needs one iteration a step), and ten times
+    // faster (±π rad/s: a large step every step).
+    for (speed, omega) in [("", "0.3141592653589793"), (" ×10", "3.141592653589793")] {
+        let built = Scene::parse(&path, &text.replace("0.3141592653589793", omega))
+            .and_then(|s| s.build())
+            .expect("twist scene");
+        for filter in HessianFilter::ALL {
+            let params = NewtonParams {
+                stop: built.config.stop,
+                filter,
+                ..NewtonParams::default()
+            };
+            let case = format!("twist bar{speed}, {}", filter.name());
+            let row = bench_model(
+                &case,
+                built.model.clone(),
+                &built.velocity,
+                built.config.h,
+                twist_steps,
+                params,
+            );
+            println!("{case}: iterations {:?}", row.iterations);
+            rows.push(row);
+        }
+    }
+    for cells in [[20, 2, 2], [40, 4, 4]] {
+        let model = sagging_cantilever(cells);
+        let eps = model.static_tolerance(1e-5);
+        let vel = vec![[0.0; 3]; model.num_vertices()];
+        for filter in HessianFilter::ALL {
+            let params = NewtonParams {
+                stop: StopRule::Cn { eps },
+                max_iterations: 200,
+                filter,
+                ..NewtonParams::default()
+            };
+            let case = format!(
+                "static sag {}×{}×{}, {}",
+                cells[0],
+                cells[1],
+                cells[2],
+                filter.name()
+            );
+            let row = bench_run(&case, model.clone(), &vel, 0.01, increments, params, true);
+            println!("{case}: iterations {:?}", row.iterations);
+            rows.push(row);
+        }
+    }
+    rows
+}
+
 fn main() {
+    if std::env::var("JELLO_BENCH_FILTERS_ONLY").as_deref() == Ok("1") {
+        let rows = filter_comparison(
+            env_usize("JELLO_BENCH_TWIST_STEPS", 40),
+            env_usize("JELLO_BENCH_SAG_INCREMENTS", 5),
+        );
+        print_table(&rows);
+        return;
+    }
     let twist_steps = env_usize("JELLO_BENCH_TWIST_STEPS", 40);
     let arm_steps = env_usize("JELLO_BENCH_ARMADILLO_STEPS", 5);
     let node = std::env::var("JELLO_BENCH_ARMADILLO")
@@ -292,6 +413,9 @@ fn main() {
     } else {
         println!("skipping the armadillo: {} not found", node.display());
     }
+    print_table(&rows);
+    println!("\n## eigenvalue filters (clamp, abs, adaptive)");
+    let rows = filter_comparison(twist_steps, env_usize("JELLO_BENCH_SAG_INCREMENTS", 5));
     print_table(&rows);
     if node.exists() {
         if let Some(model) = armadillo_model(&node) {

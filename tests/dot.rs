@@ -325,3 +325,52 @@ fn bad_subdomain_counts_and_corrupt_caches() {
     assert_eq!(o4, DecompositionOrigin::Built(None));
     assert!(!w4.is_empty());
 }
+
+/// The eigenvalue filter only shapes D₁: clamp and abs at x_start (`[solver] eigen_filter`)
+/// reach the same step, to within what ε = 1e-9 allows.
+#[test]
+fn both_filters_reach_the_same_step() {
+    let (m, state) = cantilever_state();
+    let problem = StepProblem::new(&m, &state, 0.025);
+    let mut xs = Vec::new();
+    for filter in [
+        jello::material::EigenFilter::Clamp,
+        jello::material::EigenFilter::Abs,
+    ] {
+        let mut x = Vec::new();
+        let r = dot(
+            &m,
+            DotParams {
+                subdomains: 3,
+                stop: StopRule::Cn { eps: 1e-9 },
+                filter,
+                ..DotParams::default()
+            },
+        )
+        .step(&problem, &m, &mut x, false)
+        .unwrap();
+        assert!(r.converged, "{filter:?}: residual {:e}", r.residual);
+        eprintln!("{filter:?}: {} iterations", r.iterations);
+        xs.push(x);
+    }
+    // Each lies within 2h²‖∇E‖_{M⁻¹} of the minimiser (see common::assert_matches_newton…).
+    let bound: f64 = xs
+        .iter()
+        .map(|x| {
+            let mut g = vec![0.0; x.len()];
+            problem.gradient(&m, x, &mut g);
+            let g_minv = g
+                .chunks(3)
+                .zip(&m.mass)
+                .map(|(gv, mv)| (gv[0] * gv[0] + gv[1] * gv[1] + gv[2] * gv[2]) / mv)
+                .sum::<f64>()
+                .sqrt();
+            2.0 * 0.025 * 0.025 * g_minv
+        })
+        .sum();
+    let gap = common::m_dist(&m, &xs[0], &xs[1]);
+    let moved = common::m_dist(&m, &xs[0], &problem.x_start);
+    eprintln!("clamp vs abs: ‖Δx‖_M = {gap:.2e} (bound {bound:.2e}) after moving {moved:.2e}");
+    assert!(moved > 100.0 * bound);
+    assert!(gap <= bound, "{gap:e} > {bound:e}");
+}

@@ -2,7 +2,7 @@
 //! ∇Ψ_e = V·Bᵀ vec(P), ∇²Ψ_e = V·Bᵀ (∂P/∂F) B, where B = ∂vec(F)/∂x is built from the rest
 //! shape-function gradients.
 
-use super::{c, evaluate, Material};
+use super::{c, evaluate, evaluate_filtered, EigenFilter, Material};
 use nalgebra::{Matrix3, RealField, SMatrix, SVector, Vector3};
 
 /// Rest-state data of one tet.
@@ -82,7 +82,7 @@ pub fn element_gradient<T: RealField + Copy>(
     rest: &ElementRest<T>,
     x: &[Vector3<T>; 4],
 ) -> ElementState<T> {
-    element_eval(m, rest, x, false, false)
+    element_eval(m, rest, x, false, None)
 }
 
 /// Energy, gradient and Hessian of one tet; `project` makes the Hessian PSD (by projecting ∂P/∂F,
@@ -93,7 +93,18 @@ pub fn element_hessian<T: RealField + Copy>(
     x: &[Vector3<T>; 4],
     project: bool,
 ) -> ElementState<T> {
-    element_eval(m, rest, x, true, project)
+    element_eval(m, rest, x, true, project.then_some(EigenFilter::Clamp))
+}
+
+/// Energy, gradient and Hessian of one tet, ∂P/∂F's eigenvalues passed through `filter` (`None`:
+/// the true Hessian; `Some(_)`: PSD).
+pub fn element_hessian_filtered<T: RealField + Copy>(
+    m: &Material,
+    rest: &ElementRest<T>,
+    x: &[Vector3<T>; 4],
+    filter: Option<EigenFilter>,
+) -> ElementState<T> {
+    element_eval(m, rest, x, true, filter)
 }
 
 fn element_eval<T: RealField + Copy>(
@@ -101,10 +112,10 @@ fn element_eval<T: RealField + Copy>(
     rest: &ElementRest<T>,
     x: &[Vector3<T>; 4],
     want_hessian: bool,
-    project: bool,
+    filter: Option<EigenFilter>,
 ) -> ElementState<T> {
     let f = rest.deformation_gradient(x);
-    let s = evaluate(m, &f, want_hessian, project);
+    let s = evaluate_filtered(m, &f, want_hessian, filter);
     let g = rest.shape_gradients();
     let vol = rest.volume;
     let mut gradient = SVector::<T, 12>::zeros();

@@ -4,22 +4,31 @@
 //! Everything is generic over the scalar `T: nalgebra::RealField + Copy`: `f64` is the reference,
 //! `f32` is the CPU twin of the WGSL kernels. Isotropic models are written in singular-value space
 //! (`sigma`), which gives P, ∂P/∂F and an exact eigen-decomposition of ∂P/∂F (Teran et al. 2005,
-//! Smith et al. 2019) — the PSD projection clamps those nine eigenvalues at zero.
+//! Smith et al. 2019) — the PSD projection filters those nine eigenvalues ([`EigenFilter`]: clamped
+//! at zero by default, or replaced by their absolute value).
 //!
 //! Conventions: `vec(F)` is column-major (index `i + 3j` for `F[(i, j)]`, nalgebra's storage
 //! order); element vectors are vertex-major `[x0 y0 z0 x1 … z3]`. Stresses are in Pa, energy
 //! densities in J/m³, element energies in J.
 
 mod element;
+mod filter;
 mod model;
 mod sigma;
 mod stress;
 mod svd;
 
-pub use element::{element_energy, element_gradient, element_hessian, ElementRest, ElementState};
+pub use element::{
+    element_energy, element_gradient, element_hessian, element_hessian_filtered, ElementRest,
+    ElementState,
+};
+pub use filter::EigenFilter;
 pub use model::{lame_from_young_poisson, Material, MaterialModel};
 pub use sigma::{sigma_derivatives, SigmaDerivatives};
-pub use stress::{dpdf, energy_density, evaluate, pk1, rest_tensor, Mat9, StressEval};
+pub use stress::{
+    dpdf, dpdf_curvature, dpdf_filtered, energy_density, evaluate, evaluate_filtered, pk1,
+    rest_tensor, Mat9, StressEval,
+};
 pub use svd::{svd3, Svd3};
 
 /// Converts an `f64` literal into the generic scalar.

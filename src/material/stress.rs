@@ -1,7 +1,7 @@
 //! Energy density, first Piola–Kirchhoff stress and its derivative ∂P/∂F (optionally
-//! PSD-projected) for every model, built from the singular-value derivatives.
+//! PSD-projected by an [`EigenFilter`]) for every model, built from the singular-value derivatives.
 
-use super::{c, sigma_derivatives, svd3, Material, MaterialModel};
+use super::{c, sigma_derivatives, svd3, EigenFilter, Material, MaterialModel};
 use nalgebra::{Matrix3, RealField, SMatrix, SymmetricEigen, Vector3};
 
 /// 9×9 matrix over column-major vec(F).
@@ -14,7 +14,7 @@ pub struct StressEval<T: RealField + Copy> {
     pub psi: T,
     /// P(F) = ∂Ψ/∂F, Pa.
     pub p: Matrix3<T>,
-    /// ∂P/∂F (column-major vec order), Pa; projected to PSD when requested.
+    /// ∂P/∂F (column-major vec order), Pa; filtered to PSD when requested.
     pub dpdf: Option<Mat9<T>>,
 }
 
@@ -30,7 +30,17 @@ pub fn pk1<T: RealField + Copy>(m: &Material, f: &Matrix3<T>) -> Matrix3<T> {
 
 /// ∂P/∂F as a 9×9 matrix over column-major vec(F); `project` clamps its eigenvalues at 0.
 pub fn dpdf<T: RealField + Copy>(m: &Material, f: &Matrix3<T>, project: bool) -> Mat9<T> {
-    evaluate(m, f, true, project)
+    dpdf_filtered(m, f, project.then_some(EigenFilter::Clamp))
+}
+
+/// ∂P/∂F as a 9×9 matrix over column-major vec(F), its eigenvalues passed through `filter`
+/// (`None`: the true, possibly indefinite ∂P/∂F).
+pub fn dpdf_filtered<T: RealField + Copy>(
+    m: &Material,
+    f: &Matrix3<T>,
+    filter: Option<EigenFilter>,
+) -> Mat9<T> {
+    evaluate_filtered(m, f, true, filter)
         .dpdf
         .unwrap_or_else(Mat9::zeros)
 }
@@ -40,12 +50,23 @@ pub fn rest_tensor(m: &Material) -> Mat9<f64> {
     dpdf(m, &Matrix3::identity(), false)
 }
 
-/// Ψ, P and (optionally) ∂P/∂F at F.
+/// Ψ, P and (optionally) ∂P/∂F at F; `project` clamps ∂P/∂F's eigenvalues at 0.
 pub fn evaluate<T: RealField + Copy>(
     m: &Material,
     f: &Matrix3<T>,
     want_dpdf: bool,
     project: bool,
+) -> StressEval<T> {
+    evaluate_filtered(m, f, want_dpdf, project.then_some(EigenFilter::Clamp))
+}
+
+/// Ψ, P and (optionally) ∂P/∂F at F, ∂P/∂F's nine eigenvalues passed through `filter` (`None`:
+/// unprojected). Linear elasticity's ∂P/∂F is constant and PSD, so no filter changes it.
+pub fn evaluate_filtered<T: RealField + Copy>(
+    m: &Material,
+    f: &Matrix3<T>,
+    want_dpdf: bool,
+    filter: Option<EigenFilter>,
 ) -> StressEval<T> {
     if m.model == MaterialModel::Linear {
         return linear(m, f, want_dpdf);
@@ -55,11 +76,10 @@ pub fn evaluate<T: RealField + Copy>(
     let p = svd.u * Matrix3::from_diagonal(&d.grad) * svd.v.transpose();
     let dpdf = want_dpdf.then(|| {
         let mut out = Mat9::zeros();
-        let mut add_mode = |lambda: T, q: &Matrix3<T>| {
-            let lambda = if project {
-                lambda.max(T::zero())
-            } else {
-                lambda
+        for_each_mode(&svd.sigma, &d, |lambda, q| {
+            let lambda = match filter {
+                Some(filter) => filter.apply(lambda),
+                None => lambda,
             };
             if lambda == T::zero() {
                 return;
@@ -68,52 +88,81 @@ pub fn evaluate<T: RealField + Copy>(
             // full is stored column-major, so its slice is vec(full).
             let v = nalgebra::SVector::<T, 9>::from_column_slice(full.as_slice());
             out += v * v.transpose() * lambda;
-        };
-        // Scaling modes: eigenvectors of the σ-space Hessian.
-        let eig = SymmetricEigen::new(d.hess);
-        for k in 0..3 {
-            let w = eig.eigenvectors.column(k);
-            add_mode(
-                eig.eigenvalues[k],
-                &Matrix3::from_diagonal(&Vector3::new(w[0], w[1], w[2])),
-            );
-        }
-        // Flip (symmetric) and twist (skew) modes for each pair of singular values.
-        let tol = T::default_epsilon().sqrt();
-        let inv_sqrt2: T = c(std::f64::consts::FRAC_1_SQRT_2);
-        for (i, j) in [(0usize, 1usize), (0, 2), (1, 2)] {
-            let (si, sj) = (svd.sigma[i], svd.sigma[j]);
-            let (gi, gj) = (d.grad[i], d.grad[j]);
-            let scale = T::one().max(si.abs()).max(sj.abs());
-            let diff = si - sj;
-            let lambda_flip = if diff.abs() > tol * scale {
-                (gi - gj) / diff
-            } else {
-                // Limit of the difference quotient for a symmetric Ψ.
-                (d.hess[(i, i)] + d.hess[(j, j)]) / c(2.0) - d.hess[(i, j)]
-            };
-            let mut sum = si + sj;
-            if sum.abs() < tol * scale {
-                sum = if sum < T::zero() {
-                    -tol * scale
-                } else {
-                    tol * scale
-                };
-            }
-            let lambda_twist = (gi + gj) / sum;
-            let mut q = Matrix3::zeros();
-            q[(i, j)] = inv_sqrt2;
-            q[(j, i)] = inv_sqrt2;
-            add_mode(lambda_flip, &q);
-            q[(j, i)] = -inv_sqrt2;
-            add_mode(lambda_twist, &q);
-        }
+        });
         out
     });
     StressEval {
         psi: d.psi,
         p,
         dpdf,
+    }
+}
+
+/// vec(δF)ᵀ (∂P/∂F) vec(δF) at F, Pa: the true (unprojected) curvature of Ψ along δF. From the
+/// same nine modes as [`evaluate_filtered`], as Σ_k λ_k (Q_k : UᵀδFV)², without forming the 9×9
+/// matrix.
+pub fn dpdf_curvature<T: RealField + Copy>(m: &Material, f: &Matrix3<T>, df: &Matrix3<T>) -> T {
+    if m.model == MaterialModel::Linear {
+        let c = linear(m, f, true).dpdf.unwrap_or_else(Mat9::zeros);
+        let v = nalgebra::SVector::<T, 9>::from_column_slice(df.as_slice());
+        return (v.transpose() * c * v)[(0, 0)];
+    }
+    let svd = svd3(f);
+    let d = sigma_derivatives(m, &svd.sigma);
+    let local = svd.u.transpose() * df * svd.v;
+    let mut acc = T::zero();
+    for_each_mode(&svd.sigma, &d, |lambda, q| {
+        let a = q.component_mul(&local).sum();
+        acc += lambda * a * a;
+    });
+    acc
+}
+
+/// Calls `visit(λ_k, Q_k)` for the nine eigenpairs of ∂P/∂F in singular-value space (the
+/// eigenvector in F space is U·Q_k·Vᵀ, unit Frobenius norm): three scaling modes (eigenvectors
+/// of the σ-space Hessian), then a flip (symmetric) and a twist (skew) mode per pair of
+/// singular values.
+fn for_each_mode<T: RealField + Copy>(
+    sigma: &Vector3<T>,
+    d: &super::SigmaDerivatives<T>,
+    mut visit: impl FnMut(T, &Matrix3<T>),
+) {
+    let eig = SymmetricEigen::new(d.hess);
+    for k in 0..3 {
+        let w = eig.eigenvectors.column(k);
+        visit(
+            eig.eigenvalues[k],
+            &Matrix3::from_diagonal(&Vector3::new(w[0], w[1], w[2])),
+        );
+    }
+    let tol = T::default_epsilon().sqrt();
+    let inv_sqrt2: T = c(std::f64::consts::FRAC_1_SQRT_2);
+    for (i, j) in [(0usize, 1usize), (0, 2), (1, 2)] {
+        let (si, sj) = (sigma[i], sigma[j]);
+        let (gi, gj) = (d.grad[i], d.grad[j]);
+        let scale = T::one().max(si.abs()).max(sj.abs());
+        let diff = si - sj;
+        let lambda_flip = if diff.abs() > tol * scale {
+            (gi - gj) / diff
+        } else {
+            // Limit of the difference quotient for a symmetric Ψ.
+            (d.hess[(i, i)] + d.hess[(j, j)]) / c(2.0) - d.hess[(i, j)]
+        };
+        let mut sum = si + sj;
+        if sum.abs() < tol * scale {
+            sum = if sum < T::zero() {
+                -tol * scale
+            } else {
+                tol * scale
+            };
+        }
+        let lambda_twist = (gi + gj) / sum;
+        let mut q = Matrix3::zeros();
+        q[(i, j)] = inv_sqrt2;
+        q[(j, i)] = inv_sqrt2;
+        visit(lambda_flip, &q);
+        q[(j, i)] = -inv_sqrt2;
+        visit(lambda_twist, &q);
     }
 }
 

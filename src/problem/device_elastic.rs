@@ -5,6 +5,7 @@
 use super::{ElasticReference, ElasticTerms, Model};
 use crate::error::Result;
 use crate::gpu::{Backend, Device, ElasticEvaluator, ElasticRest, EvalFlags};
+use crate::material::EigenFilter;
 use std::sync::Mutex;
 
 /// [`ElasticTerms`] backed by an [`ElasticEvaluator`] on a [`Device`].
@@ -108,7 +109,18 @@ impl ElasticTerms for DeviceElastic {
         self.model.elastic_energy(x)
     }
 
-    fn elastic_element_hessians(&self, x: &[f64], out: &mut Vec<[f64; 144]>) {
+    /// Clamp runs on the device (the `elastic` kernel's projection clamps). The kernels have no
+    /// absolute-value filter yet, so [`EigenFilter::Abs`] is evaluated by the f64 CPU reference
+    /// of the same model (correct, not accelerated).
+    fn elastic_element_hessians_filtered(
+        &self,
+        x: &[f64],
+        filter: EigenFilter,
+        out: &mut Vec<[f64; 144]>,
+    ) {
+        if filter != EigenFilter::Clamp {
+            return self.model.elastic_element_hessians_filtered(x, filter, out);
+        }
         let ev = self.run(x, EvalFlags::newton());
         out.clear();
         out.extend(ev.element_hessians.iter().map(|h| h.map(|v| v as f64)));
@@ -147,8 +159,14 @@ impl ElasticTerms for std::sync::Arc<DeviceElastic> {
     fn elastic_gradient(&self, x: &[f64], g: &mut [f64]) -> f64 {
         self.as_ref().elastic_gradient(x, g)
     }
-    fn elastic_element_hessians(&self, x: &[f64], out: &mut Vec<[f64; 144]>) {
-        self.as_ref().elastic_element_hessians(x, out)
+    fn elastic_element_hessians_filtered(
+        &self,
+        x: &[f64],
+        filter: EigenFilter,
+        out: &mut Vec<[f64; 144]>,
+    ) {
+        self.as_ref()
+            .elastic_element_hessians_filtered(x, filter, out)
     }
     fn backend_name(&self) -> String {
         self.as_ref().backend_name()

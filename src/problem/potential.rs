@@ -5,7 +5,9 @@ use super::surface_contact::{
     candidate_pairs, pairs_at_vertex, project_psd, PairEval, SurfacePair,
 };
 use super::{HessianLayout, Model, Obstacle, State};
-use crate::material::{element_energy, element_gradient, element_hessian};
+use crate::material::{
+    dpdf_curvature, element_energy, element_gradient, element_hessian_filtered, EigenFilter,
+};
 use jello_precompute::sparse::SymSparse;
 use nalgebra::SMatrix;
 use nalgebra::Vector3;
@@ -18,8 +20,19 @@ pub trait ElasticTerms: Sync {
     fn elastic_energy(&self, x: &[f64]) -> f64;
     /// Ψ(x) and ∇Ψ added into `g` (N).
     fn elastic_gradient(&self, x: &[f64], g: &mut [f64]) -> f64;
-    /// PSD-projected per-element Hessians (row-major 12×12, N/m), one per tet, into `out`.
-    fn elastic_element_hessians(&self, x: &[f64], out: &mut Vec<[f64; 144]>);
+    /// PSD-projected per-element Hessians (row-major 12×12, N/m), one per tet, into `out`, with
+    /// ∂P/∂F's negative eigenvalues clamped at 0.
+    fn elastic_element_hessians(&self, x: &[f64], out: &mut Vec<[f64; 144]>) {
+        self.elastic_element_hessians_filtered(x, EigenFilter::Clamp, out)
+    }
+    /// PSD per-element Hessians (row-major 12×12, N/m), one per tet, into `out`, ∂P/∂F's nine
+    /// eigenvalues passed through `filter` ([`EigenFilter`]).
+    fn elastic_element_hessians_filtered(
+        &self,
+        x: &[f64],
+        filter: EigenFilter,
+        out: &mut Vec<[f64; 144]>,
+    );
     /// A short name for reports ("cpu-f64", the adapter name, ...).
     fn backend_name(&self) -> String {
         "cpu-f64".into()
@@ -83,6 +96,24 @@ impl Model {
             &self.rest[t],
             &corners(x, &self.mesh.tets[t]),
         )
+    }
+
+    /// dᵀ ∇²Ψ(x) d, J/m² × m² = J: the elastic energy's true (unprojected, possibly negative)
+    /// curvature along the displacement `d` (flattened, m), in f64 whatever backend evaluates
+    /// Ψ elsewhere. Per element: V·vec(δF)ᵀ (∂P/∂F) vec(δF) with δF = D(d)·Dm⁻¹
+    /// ([`crate::material::dpdf_curvature`]), summed in element order.
+    pub fn elastic_curvature(&self, x: &[f64], d: &[f64]) -> f64 {
+        ordered_sum(self.mesh.num_tets(), |t| {
+            let tet = &self.mesh.tets[t];
+            let rest = &self.rest[t];
+            let dv = corners(d, tet);
+            let df = rest.deformation_gradient(&dv);
+            if df == nalgebra::Matrix3::zeros() {
+                return 0.0;
+            }
+            let f = rest.deformation_gradient(&corners(x, tet));
+            rest.volume * dpdf_curvature(&self.materials[t], &f, &df)
+        })
     }
 }
 
@@ -177,14 +208,19 @@ impl ElasticTerms for Model {
         (e, change)
     }
 
-    fn elastic_element_hessians(&self, x: &[f64], out: &mut Vec<[f64; 144]>) {
+    fn elastic_element_hessians_filtered(
+        &self,
+        x: &[f64],
+        filter: EigenFilter,
+        out: &mut Vec<[f64; 144]>,
+    ) {
         out.resize(self.mesh.num_tets(), [0.0; 144]);
         out.par_iter_mut().enumerate().for_each(|(t, o)| {
-            let s = element_hessian(
+            let s = element_hessian_filtered(
                 &self.materials[t],
                 &self.rest[t],
                 &corners(x, &self.mesh.tets[t]),
-                true,
+                Some(filter),
             );
             if let Some(h) = s.hessian {
                 for p in 0..12 {
@@ -687,8 +723,8 @@ impl<'a> StepProblem<'a> {
         e
     }
 
-    /// Fills `out` with the PSD-projected Hessian of E at `x`; pinned rows/columns become
-    /// identity. `scratch` holds the element Hessians.
+    /// Fills `out` with the PSD-projected Hessian of E at `x` (element ∂P/∂F eigenvalues clamped
+    /// at 0); pinned rows/columns become identity. `scratch` holds the element Hessians.
     pub fn hessian(
         &self,
         elastic: &dyn ElasticTerms,
@@ -697,8 +733,96 @@ impl<'a> StepProblem<'a> {
         out: &mut SymSparse,
         scratch: &mut Vec<[f64; 144]>,
     ) {
-        elastic.elastic_element_hessians(x, scratch);
+        self.hessian_filtered(elastic, x, layout, out, scratch, EigenFilter::Clamp);
+    }
+
+    /// [`Self::hessian`] with the element ∂P/∂F eigenvalues passed through `filter`. Only the
+    /// elastic terms are filtered: the barrier's curvature is kept PSD its own way (see
+    /// [`Self::assemble`]) whatever the filter.
+    pub fn hessian_filtered(
+        &self,
+        elastic: &dyn ElasticTerms,
+        x: &[f64],
+        layout: &HessianLayout,
+        out: &mut SymSparse,
+        scratch: &mut Vec<[f64; 144]>,
+        filter: EigenFilter,
+    ) {
+        elastic.elastic_element_hessians_filtered(x, filter, scratch);
         self.assemble(layout, scratch, x, out);
+    }
+
+    /// dᵀ H₀ d (J) for a displacement `d` (m) at `x`: the curvature of the quadratic model a
+    /// trust-region ratio compares the energy against. H₀ is the inertia term, the true
+    /// (unprojected) elastic Hessian ([`Model::elastic_curvature`]) and the barrier terms as
+    /// [`Self::assemble`] holds them (PSD by construction, no eigenvalue filter involved).
+    /// Pinned DOFs of `d` are ignored.
+    pub fn model_curvature(&self, x: &[f64], d: &[f64]) -> f64 {
+        let mut free = Vec::new();
+        let d = if self.fixed.iter().any(|&f| f) {
+            free.extend(
+                d.iter()
+                    .zip(&self.fixed)
+                    .map(|(&v, &f)| if f { 0.0 } else { v }),
+            );
+            &free[..]
+        } else {
+            d
+        };
+        let mut q = self.model.elastic_curvature(x, d);
+        for v in 0..self.model.num_vertices() {
+            let dv = Vector3::from_column_slice(&d[3 * v..3 * v + 3]);
+            q += self.model.mass[v] * self.inertia * dv.norm_squared();
+            if let Some(hb) = self.vertex_barrier_hessian(x, v) {
+                q += (dv.transpose() * hb * dv)[(0, 0)];
+            }
+        }
+        for (pair, h9) in self.pair_hessians(x) {
+            let mut dp = nalgebra::SVector::<f64, 9>::zeros();
+            for (a, &va) in pair.vertices[..pair.count].iter().enumerate() {
+                for i in 0..3 {
+                    dp[3 * a + i] = d[3 * va as usize + i];
+                }
+            }
+            q += (dp.transpose() * h9 * dp)[(0, 0)];
+        }
+        q
+    }
+
+    /// The PSD barrier block of vertex `v` against the obstacles that act on vertices, when it
+    /// is within d̂ of one: b''∇d∇dᵀ, plus b'∇²d where b' > 0 (b' < 0 with ∇²d ⪰ 0 would make it
+    /// indefinite, so that part is dropped: projected Newton needs PSD).
+    fn vertex_barrier_hessian(&self, x: &[f64], v: usize) -> Option<nalgebra::Matrix3<f64>> {
+        let dhat = self.model.barrier.dhat;
+        let p = Vector3::from_column_slice(&x[3 * v..3 * v + 3]);
+        let mut out = None;
+        for o in self.model.obstacles.iter().filter(|o| o.acts_on_vertices()) {
+            let de = o.distance(&p);
+            if de.d < dhat {
+                let (_, db, ddb) = barrier(de.d, dhat);
+                let w = self.barrier_weight(v);
+                let mut hb = de.grad * de.grad.transpose() * (w * ddb);
+                if db > 0.0 {
+                    hb += de.hess * (w * db);
+                }
+                *out.get_or_insert_with(nalgebra::Matrix3::zeros) += hb;
+            }
+        }
+        out
+    }
+
+    /// Surface pairs with spheres and boxes: each pair's Hessian w·∇²(m·b(d)) (central
+    /// differences of the analytic gradient), PSD-projected ([`super::surface_contact`]).
+    /// Unlike a vertex against a convex obstacle, a triangle turning over a sphere or a box
+    /// edge sees a concave distance: there the curvature term is what keeps it from rolling
+    /// into the obstacle.
+    fn pair_hessians(&self, x: &[f64]) -> Vec<(SurfacePair, SMatrix<f64, 9, 9>)> {
+        let pairs = self.surface_pairs(x);
+        pairs
+            .par_iter()
+            .filter(|(_, e)| e.energy.is_finite())
+            .map(|(p, _)| (*p, project_psd(&p.hessian(self.model, x, self.h))))
+            .collect()
     }
 
     /// Assembles given element Hessians plus inertia and barrier terms into `out`.
@@ -714,8 +838,8 @@ impl<'a> StepProblem<'a> {
             out.scatter_add(&layout.scatter, t, h);
         }
         let w = self.inertia;
-        let dhat = self.model.barrier.dhat;
         let pattern = layout.pattern.clone();
+        let blocks = self.pair_hessians(x);
         let values = out.values_mut();
         for v in 0..self.model.num_vertices() {
             if self.fixed[3 * v] {
@@ -724,40 +848,18 @@ impl<'a> StepProblem<'a> {
             for k in 0..3 {
                 values[layout.diag[3 * v + k]] += self.model.mass[v] * w;
             }
-            let p = Vector3::from_column_slice(&x[3 * v..3 * v + 3]);
-            for o in self.model.obstacles.iter().filter(|o| o.acts_on_vertices()) {
-                let de = o.distance(&p);
-                if de.d < dhat {
-                    let (_, db, ddb) = barrier(de.d, dhat);
-                    let w = self.barrier_weight(v);
-                    // b''∇d∇dᵀ is PSD; b'∇²d is dropped when negative (b' < 0, ∇²d ⪰ 0): keeps
-                    // the barrier Hessian PSD, as projected Newton needs.
-                    let mut hb = de.grad * de.grad.transpose() * (w * ddb);
-                    if db > 0.0 {
-                        hb += de.hess * (w * db);
-                    }
-                    for i in 0..3 {
-                        for j in i..3 {
-                            if let Some(k) = pattern.find(3 * v + i, 3 * v + j) {
-                                values[k] += hb[(i, j)];
-                            }
+            if let Some(hb) = self.vertex_barrier_hessian(x, v) {
+                for i in 0..3 {
+                    for j in i..3 {
+                        if let Some(k) = pattern.find(3 * v + i, 3 * v + j) {
+                            values[k] += hb[(i, j)];
                         }
                     }
                 }
             }
         }
-        // Surface pairs with spheres and boxes: each pair's Hessian w·∇²(m·b(d)) (central
-        // differences of the analytic gradient), PSD-projected ([`super::surface_contact`]).
-        // Unlike a vertex against a convex obstacle, a triangle turning over a sphere or a box
-        // edge sees a concave distance: there the curvature term is what keeps it from
-        // rolling into the obstacle. Surface primitives' vertices share a tet, so the pattern
+        // Surface pairs ([`Self::pair_hessians`]): their vertices share a tet, so the pattern
         // holds every block.
-        let pairs = self.surface_pairs(x);
-        let blocks: Vec<(SurfacePair, SMatrix<f64, 9, 9>)> = pairs
-            .par_iter()
-            .filter(|(_, e)| e.energy.is_finite())
-            .map(|(p, _)| (*p, project_psd(&p.hessian(self.model, x, self.h))))
-            .collect();
         for (pair, h9) in blocks {
             let vs = &pair.vertices[..pair.count];
             for (a, &va) in vs.iter().enumerate() {

@@ -2,8 +2,9 @@
 
 use crate::error::{JelloError, Result};
 use crate::gpu::{Backend, BackendChoice, Device};
+use crate::material::EigenFilter;
 use crate::problem::{DeviceElastic, ElasticTerms, Model};
-use crate::scene::{BuiltScene, RunConfig};
+use crate::scene::{BuiltScene, RunConfig, FILTER_SOLVERS};
 use crate::sim::Simulation;
 use crate::solver::admm::{AdmmParams, AdmmSolver};
 use crate::solver::backend::{CpuBackend, DeviceBackend, PotentialBackend};
@@ -14,7 +15,7 @@ use crate::solver::jgs2::{
 };
 use crate::solver::pd::GlobalOptions;
 use crate::solver::qn::{QnParams, QnSolver};
-use crate::solver::{NewtonParams, NewtonSolver, StepSolver, StopRule};
+use crate::solver::{HessianFilter, NewtonParams, NewtonSolver, StepSolver, StopRule};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -36,11 +37,13 @@ fn make_solver_with(
 ) -> Result<Box<dyn StepSolver>> {
     let config = &static_config(config, model);
     refuse_strain_limits(config, model)?;
+    refuse_eigen_filter(config)?;
     match config.solver.as_str() {
         "newton" => {
             let params = NewtonParams {
                 stop: config.stop,
                 max_iterations: config.max_iterations.unwrap_or(100),
+                filter: config.eigen_filter.unwrap_or_default(),
                 ..NewtonParams::default()
             };
             Ok(Box::new(NewtonSolver::new(model, params)?))
@@ -90,6 +93,27 @@ fn refuse_strain_limits(config: &RunConfig, model: &Model) -> Result<()> {
     )))
 }
 
+/// `[solver] eigen_filter` is checked against the scene's solver when the scene is built; a
+/// `--solver` override can still pick a solver that has no element Hessian to filter, and is
+/// refused the same way rather than silently dropping the option.
+fn refuse_eigen_filter(config: &RunConfig) -> Result<()> {
+    if config.eigen_filter == Some(HessianFilter::Adaptive) && config.solver != "newton" {
+        return Err(JelloError::Invalid(format!(
+            "solver.eigen_filter: adaptive applies only to solver newton ({} builds its \
+             Hessian once per step, so it takes clamp or abs)",
+            config.solver
+        )));
+    }
+    if config.eigen_filter.is_none() || FILTER_SOLVERS.contains(&config.solver.as_str()) {
+        return Ok(());
+    }
+    Err(JelloError::Invalid(format!(
+        "solver.eigen_filter: applies only to solver {}, not {}",
+        FILTER_SOLVERS.join(", "),
+        config.solver
+    )))
+}
+
 /// QN parameters of `config`: history, mode, stop rule and cap (default 1000: QN converges
 /// linearly).
 fn qn_params(config: &RunConfig) -> QnParams {
@@ -117,6 +141,10 @@ pub fn dot_params(config: &RunConfig) -> DotParams {
         mode: config.qn_mode,
         stop: config.stop,
         max_iterations: config.max_iterations.unwrap_or(1000),
+        filter: match config.eigen_filter {
+            Some(HessianFilter::Abs) => EigenFilter::Abs,
+            _ => EigenFilter::Clamp,
+        },
         ..DotParams::default()
     }
 }
@@ -314,6 +342,7 @@ pub fn setup_on(
     let config = &built.config;
     let model = &built.model;
     refuse_strain_limits(config, model)?;
+    refuse_eigen_filter(config)?;
     let state = model.initial_state(&built.velocity);
     let strict = choice.requested == Backend::Gpu;
     let fall_back = |choice: &mut BackendChoice, why: String| {

@@ -14,11 +14,16 @@ use crate::problem::{
 use crate::solver::admm::{ContactParams, ContactVariant, ProxKind};
 use crate::solver::jgs2::SubspaceOptions;
 use crate::solver::qn::{QnMode, MAX_HISTORY, PAPER_ITERATIONS};
-use crate::solver::StopRule;
+use crate::solver::{HessianFilter, StopRule};
 use nalgebra::Vector3;
 
 /// The solvers a scene may name.
 pub const SOLVERS: [&str; 7] = ["newton", "jgs2", "vbd", "qn", "admm", "dot", "lbfgs-h"];
+
+/// The solvers that take `[solver] eigen_filter` (the others build no element Hessian to
+/// filter). DOT and LBFGS-H build theirs once per step, so they take clamp or abs, not the
+/// per-iteration adaptive rule.
+pub const FILTER_SOLVERS: [&str; 3] = ["newton", "dot", "lbfgs-h"];
 
 /// Run settings taken from the scene (the CLI may override them).
 #[derive(Clone, Debug)]
@@ -41,6 +46,8 @@ pub struct RunConfig {
     pub qn_history: usize,
     /// DOT subdomains (`[solver] subdomains`; default the thread count, 1 for lbfgs-h).
     pub subdomains: Option<usize>,
+    /// Newton's eigenvalue filter (`[solver] eigen_filter`; `None`: not given, clamp).
+    pub eigen_filter: Option<HessianFilter>,
     /// QN and ADMM stopping mode (`[solver] mode` and `iterations`, default the stop rule).
     pub qn_mode: QnMode,
     /// ADMM z-step (`[solver] prox`, default hyperelastic).
@@ -434,6 +441,33 @@ impl Scene {
                 format!("must be an integer in 0..={MAX_HISTORY}, got {qn_history}"),
             ));
         }
+        let eigen_filter = match s.solver.eigen_filter.as_deref() {
+            None => None,
+            Some(name) => Some(HessianFilter::from_name(name).ok_or_else(|| {
+                cx.err(
+                    "solver.eigen_filter",
+                    format!("unknown filter `{name}` (expected clamp, abs or adaptive)"),
+                )
+            })?),
+        };
+        if eigen_filter.is_some() && !FILTER_SOLVERS.contains(&solver.as_str()) {
+            return Err(cx.err(
+                "solver.eigen_filter",
+                format!(
+                    "applies only to solver {} (this scene's solver is {solver})",
+                    FILTER_SOLVERS.join(", ")
+                ),
+            ));
+        }
+        if eigen_filter == Some(HessianFilter::Adaptive) && solver != "newton" {
+            return Err(cx.err(
+                "solver.eigen_filter",
+                format!(
+                    "adaptive applies only to solver newton ({solver} builds its Hessian once \
+                     per step, so it takes clamp or abs)"
+                ),
+            ));
+        }
         let qn_mode = match s.solver.mode.as_deref() {
             None | Some("rule") => {
                 if s.solver.iterations.is_some() {
@@ -519,6 +553,7 @@ impl Scene {
             subspace,
             qn_history,
             subdomains: s.solver.subdomains,
+            eigen_filter,
             qn_mode,
             admm_prox,
             admm_weight_scale,

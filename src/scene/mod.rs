@@ -9,7 +9,7 @@
 mod build;
 mod spec;
 
-pub use build::{ball_max_resolution, BuiltScene, RunConfig, SOLVERS};
+pub use build::{ball_max_resolution, BuiltScene, RunConfig, FILTER_SOLVERS, SOLVERS};
 pub use spec::*;
 
 use crate::error::{JelloError, Result};

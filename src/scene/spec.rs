@@ -102,6 +102,10 @@ pub struct SolverSpec {
     /// direction every iteration).
     #[serde(default)]
     pub history: Option<usize>,
+    /// Newton: eigenvalue filter of the element Hessians, `clamp` (default), `abs` or `adaptive`
+    /// (Chen et al. 2024's trust-region switch; see `jello::solver::HessianFilter`).
+    #[serde(default)]
+    pub eigen_filter: Option<String>,
     /// QN and ADMM stopping mode: `rule` (default: the stop rule of `stop`, capped by
     /// `max_iterations`) or `fixed` (the paper's fixed iteration count, `iterations`).
     #[serde(default)]
@@ -166,6 +170,7 @@ impl Default for SolverSpec {
             far_tolerance: None,
             far_order: None,
             history: None,
+            eigen_filter: None,
             mode: None,
             iterations: None,
             prox: None,

@@ -17,6 +17,7 @@
 pub mod admm;
 pub mod backend;
 pub mod dot;
+pub mod filter;
 pub mod jgs2;
 pub mod lbfgs;
 mod line_search;
@@ -26,6 +27,7 @@ pub mod qn;
 mod report;
 mod stop;
 
+pub use filter::{trust_ratio, FilterState, HessianFilter, TRUST_RATIO_TOLERANCE};
 pub use line_search::{backtracking, LineSearchResult};
 pub use newton::{NewtonParams, NewtonSolver};
 pub use report::{IterationRecord, StepReport, StepTimings};

@@ -1,14 +1,19 @@
 //! Projected Newton in f64: the reference every solver is measured against.
 //!
-//! Each iteration assembles the PSD-projected Hessian (per-element ∂P/∂F projection, barrier
-//! curvature kept PSD, pinned rows identity) into a fixed pattern, refactors it with the sparse
+//! Each iteration assembles the PSD-projected Hessian (per-element ∂P/∂F eigenvalue filter —
+//! clamp, abs or the adaptive trust-region choice, [`HessianFilter`] — barrier curvature kept PSD,
+//! pinned rows identity) into a fixed pattern, refactors it with the sparse
 //! Cholesky whose symbolic analysis (METIS nested dissection) was done once, solves for the
 //! Newton direction, and backtracks on the true energy from [`StepProblem::step_limit`] (obstacle
 //! filter, inversion trust region).
 
 use super::report::{max_vertex_norm, ms};
-use super::{backtracking, IterationRecord, StepReport, StepSolver, StepTimings, StopRule};
+use super::{
+    backtracking, trust_ratio, HessianFilter, IterationRecord, StepReport, StepSolver, StepTimings,
+    StopRule,
+};
 use crate::error::{JelloError, Result};
+use crate::material::EigenFilter;
 use crate::problem::{ElasticTerms, HessianLayout, Model, StepProblem};
 use jello_precompute::cholesky::{Ordering, SparseCholesky};
 use jello_precompute::sparse::SymSparse;
@@ -27,6 +32,8 @@ pub struct NewtonParams {
     /// each step and reuse it (default false). A yardstick for methods that precondition with a
     /// fixed linearisation, such as JGS2's rest-shape subspaces (`benches/convergence.rs`).
     pub lagged: bool,
+    /// Eigenvalue filter of the element Hessians (default clamp; `[solver] eigen_filter`).
+    pub filter: HessianFilter,
 }
 
 impl Default for NewtonParams {
@@ -36,6 +43,7 @@ impl Default for NewtonParams {
             max_iterations: 100,
             ordering: Ordering::default(),
             lagged: false,
+            filter: HessianFilter::Clamp,
         }
     }
 }
@@ -49,6 +57,10 @@ pub struct NewtonSolver {
     elem_hessians: Vec<[f64; 144]>,
     /// Largest extent of the model's rest bounding box (m), for the Dx stop rule.
     extent: f64,
+    /// The filter each Hessian of the last step applied, in order.
+    filters: Vec<EigenFilter>,
+    /// The adaptive filter's trust-region ratio of each accepted step of the last step.
+    ratios: Vec<f64>,
 }
 
 impl NewtonSolver {
@@ -66,7 +78,21 @@ impl NewtonSolver {
             factor,
             elem_hessians: Vec::new(),
             extent,
+            filters: Vec::new(),
+            ratios: Vec::new(),
         })
+    }
+
+    /// The eigenvalue filter each Hessian assembly of the last step applied, in order (one per
+    /// iteration; one per step when lagged).
+    pub fn last_filters(&self) -> &[EigenFilter] {
+        &self.filters
+    }
+
+    /// With [`HessianFilter::Adaptive`]: the trust-region ratio ρ of each accepted step of the
+    /// last step (empty otherwise).
+    pub fn last_trust_ratios(&self) -> &[f64] {
+        &self.ratios
     }
 
     /// Number of stored entries in the Cholesky factor (a measure of fill).
@@ -108,6 +134,9 @@ impl StepSolver for NewtonSolver {
         // E − E(x_start), exactly 0 here; the line search returns it for every accepted point.
         let mut change = 0.0;
         let mut residual = problem.model.char_norm.residual(&g);
+        let mut filter = self.params.filter.start();
+        self.filters.clear();
+        self.ratios.clear();
         let mut records = trace.then(Vec::new);
         if let Some(r) = records.as_mut() {
             r.push(IterationRecord {
@@ -133,13 +162,15 @@ impl StepSolver for NewtonSolver {
             iterations += 1;
             if iterations == 1 || !self.params.lagged {
                 let t0 = Instant::now();
-                problem.hessian(
+                problem.hessian_filtered(
                     elastic,
                     x,
                     &self.layout,
                     &mut self.matrix,
                     &mut self.elem_hessians,
+                    filter.current(),
                 );
+                self.filters.push(filter.current());
                 timings.assembly_ms += ms(t0);
                 let t0 = Instant::now();
                 self.refactor_with_fallback()?;
@@ -162,6 +193,16 @@ impl StepSolver for NewtonSolver {
                 // the start already met the rule and only round-off is left.
                 converged = iterations == 1 && start_converged;
                 break;
+            }
+            if filter.adapts() && !self.params.lagged {
+                // ρ of the accepted step s = α·dx under the unprojected model at x_k.
+                let t0 = Instant::now();
+                let a = ls.alpha;
+                let predicted = -(a * g_dot_dx + 0.5 * a * a * problem.model_curvature(x, &dx));
+                let rho = trust_ratio(change - ls.energy, predicted);
+                filter.observe(rho);
+                self.ratios.push(rho);
+                timings.assembly_ms += ms(t0);
             }
             last_dx_ratio = max_vertex_norm(&dx) * ls.alpha / self.extent;
             std::mem::swap(x, &mut x_new);

@@ -200,9 +200,16 @@ impl DomainInverse {
         (&self.subs[j].matrix, &self.subs[j].dofs)
     }
 
-    /// The global projected Hessian at `x`.
+    /// The global projected Hessian at `x` (element Hessians under the parameters' filter).
     fn assemble(&mut self, problem: &StepProblem, elastic: &dyn ElasticTerms, x: &[f64]) {
-        problem.hessian(elastic, x, &self.layout, &mut self.global, &mut self.elem);
+        problem.hessian_filtered(
+            elastic,
+            x,
+            &self.layout,
+            &mut self.global,
+            &mut self.elem,
+            self.params.filter,
+        );
     }
 
     /// Extracts and factors the H_j marked in `which` (all when `None`) from the global

@@ -1,5 +1,6 @@
 //! DOT's parameters.
 
+use crate::material::EigenFilter;
 use crate::solver::lbfgs::LbfgsParams;
 use crate::solver::qn::QnMode;
 use crate::solver::StopRule;
@@ -35,6 +36,9 @@ pub struct DotParams {
     /// Fill-reducing ordering of each subdomain factor (default METIS nested dissection of
     /// the vertex graph; the paper used CHOLMOD's AMD).
     pub ordering: Ordering,
+    /// Eigenvalue filter of the element Hessians at x_start (default clamp, the paper's
+    /// projection; abs keeps each negative mode's curvature magnitude).
+    pub filter: EigenFilter,
     /// How D₁ gathers (default [`Gather::Average`], the paper's).
     pub gather: Gather,
     /// Start the line search at the quadratic model's minimiser −∇Eᵀd / dᵀH(x_start)d
@@ -57,6 +61,7 @@ impl Default for DotParams {
             armijo: 1e-4,
             max_halvings: 30,
             ordering: Ordering::default(),
+            filter: EigenFilter::Clamp,
             gather: Gather::Average,
             quadratic_start: true,
             start_floor: 0.1,
