@@ -514,7 +514,14 @@ fn converges_to_newtons_solution_on_the_bundled_scenes() {
         ("stiff_soft.toml", Some(10)),
         ("drop.toml", Some(16)),
     ];
-    common::assert_covers_bundled_scenes(table.iter().map(|(n, _)| *n));
+    // twist_stretch_squash.toml (the armadillo, on ../shared) is left out: too slow for this
+    // comparison; tests/scenes_tss.rs covers it (it loads, and its first step converges).
+    common::assert_covers_bundled_scenes(
+        table
+            .iter()
+            .map(|(n, _)| *n)
+            .chain(["twist_stretch_squash.toml"]),
+    );
     for (name, steps) in table {
         let built = scene(name);
         let m = &built.model;

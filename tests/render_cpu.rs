@@ -77,6 +77,7 @@ fn draw<'a>(p: &'a [[f32; 4]], t: &'a [[u32; 3]], colour: [f32; 3]) -> CpuSurfac
         positions: p,
         triangles: t,
         colour,
+        vertex_colours: None,
     }
 }
 

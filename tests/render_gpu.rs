@@ -588,6 +588,7 @@ fn cpu_rasterizer_matches_gpu_image() {
             positions: &pos,
             triangles: &tris,
             colour: render::DEFAULT_BODY_COLOUR,
+            vertex_colours: None,
         }],
         &cam,
         size,

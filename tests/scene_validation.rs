@@ -430,6 +430,149 @@ fn pin_scripts() {
     );
 }
 
+/// Keyframed scripts: every phase value is checked and named by its index.
+#[test]
+fn keyframed_pin_scripts() {
+    let pin = |phases: &str| {
+        plus(&format!(
+            "[[pins]]\n{CLAMP}\nscript = {{ type = \"keyframes\", phases = [{phases}] }}\n"
+        ))
+    };
+    let rot = |axis: &str, deg: &str| {
+        format!("rotate = {{ center = [0.0, 0.0, 0.0], axis = {axis}, degrees = {deg} }}")
+    };
+    let k = "pins[0].script.phases";
+    fails("kf_empty", &pin(""), k, "at least one phase");
+    fails(
+        "kf_end_before_start",
+        &pin("{ start = 1.0, end = 1.0, translate = [0.1, 0.0, 0.0] }"),
+        "pins[0].script.phases[0].end",
+        "must be after start",
+    );
+    fails(
+        "kf_start_nan",
+        &pin("{ start = nan, end = 1.0, translate = [0.1, 0.0, 0.0] }"),
+        "pins[0].script.phases[0].start",
+        "finite",
+    );
+    fails(
+        "kf_end_inf",
+        &pin("{ start = 0.0, end = inf, translate = [0.1, 0.0, 0.0] }"),
+        "pins[0].script.phases[0].end",
+        "finite",
+    );
+    fails(
+        "kf_second_phase",
+        &pin(&format!(
+            "{{ start = 0.0, end = 1.0, {} }}, {{ start = 1.0, end = 0.5, translate = [0.1, 0.0, 0.0] }}",
+            rot("[1.0, 0.0, 0.0]", "90.0")
+        )),
+        "pins[0].script.phases[1].end",
+        "must be after start",
+    );
+    fails(
+        "kf_axis0",
+        &pin(&format!(
+            "{{ start = 0.0, end = 1.0, {} }}",
+            rot("[0.0, 0.0, 0.0]", "90.0")
+        )),
+        "pins[0].script.phases[0].rotate.axis",
+        "non-zero direction",
+    );
+    fails(
+        "kf_degrees_nan",
+        &pin(&format!(
+            "{{ start = 0.0, end = 1.0, {} }}",
+            rot("[1.0, 0.0, 0.0]", "nan")
+        )),
+        "pins[0].script.phases[0].rotate.degrees",
+        "finite",
+    );
+    fails(
+        "kf_translate_inf",
+        &pin("{ start = 0.0, end = 1.0, translate = [inf, 0.0, 0.0] }"),
+        "pins[0].script.phases[0].translate",
+        "finite",
+    );
+    fails(
+        "kf_nothing",
+        &pin("{ start = 0.0, end = 1.0 }"),
+        "pins[0].script.phases[0]",
+        "`rotate` and/or `translate`",
+    );
+    fails(
+        "kf_unknown_key",
+        &pin("{ start = 0.0, end = 1.0, spin = 3.0 }"),
+        "pins[0].script.phases[0].spin",
+        "unknown field",
+    );
+    fails(
+        "kf_unknown_rotate_key",
+        &pin("{ start = 0.0, end = 1.0, rotate = { center = [0.0, 0.0, 0.0], axis = [1.0, 0.0, 0.0], omega = 1.0 } }"),
+        "pins[0].script.phases[0].rotate.omega",
+        "unknown field",
+    );
+    // A zero axis is fine where nothing turns.
+    Scene::parse(
+        &scene_path("kf_axis0_still"),
+        &pin(&format!(
+            "{{ start = 0.0, end = 1.0, {}, translate = [0.1, 0.0, 0.0] }}",
+            rot("[0.0, 0.0, 0.0]", "0.0")
+        )),
+    )
+    .and_then(|s| s.build())
+    .unwrap();
+}
+
+/// `transform.fit` as a table: the extent and the anchor are checked by key.
+#[test]
+fn fit_tables() {
+    let t = |fit: &str| {
+        edit(
+            "material = {",
+            &format!("transform = {{ fit = {fit} }}\nmaterial = {{"),
+        )
+    };
+    let k = "objects[0].transform.fit";
+    fails(
+        "fit_t_zero",
+        &t("{ extent = 0.0 }"),
+        &format!("{k}.extent"),
+        "> 0",
+    );
+    fails(
+        "fit_t_nan",
+        &t("{ extent = nan, anchor = \"min\" }"),
+        &format!("{k}.extent"),
+        "finite",
+    );
+    fails(
+        "fit_t_tiny",
+        &t("{ extent = 1e-300, anchor = \"min\" }"),
+        &format!("{k}.extent"),
+        "degenerate",
+    );
+    fails(
+        "fit_t_anchor",
+        &t("{ extent = 1.0, anchor = \"max\" }"),
+        &format!("{k}.anchor"),
+        "unknown variant",
+    );
+    fails(
+        "fit_t_key",
+        &t("{ extent = 1.0, centre = true }"),
+        &format!("{k}.centre"),
+        "unknown field",
+    );
+    fails("fit_t_missing", &t("{ anchor = \"min\" }"), k, "extent");
+    fails(
+        "fit_t_string",
+        &t("\"big\""),
+        k,
+        "an extent in m or a table",
+    );
+}
+
 /// Two pins selecting the same vertices: an error naming both pins, how many vertices they
 /// share and one of them with its position, where the last pin used to win silently.
 #[test]

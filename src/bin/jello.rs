@@ -63,6 +63,17 @@ enum Cmd {
         /// Also render a PNG per frame (fixed camera framing the scene).
         #[arg(long)]
         png: bool,
+        /// Colour each PNG frame (after frame 0) by the per-vertex residual |grad E| (N, log
+        /// scale, viridis; pinned vertices grey; a colour bar gives the min and max) after K
+        /// iterations of the step that produced it, re-solved from that step's start with the
+        /// same solver capped at K (f64 CPU). Needs --png or `output.png = true`.
+        #[arg(
+            long,
+            value_name = "K",
+            allow_negative_numbers = true,
+            value_parser = residual_iteration_parser()
+        )]
+        residual_iteration: Option<u64>,
     },
     /// Run a scene on the f64 CPU path and on the GPU in lockstep and report per-step vertex
     /// deviations; exits non-zero when a step deviates more than --max-deviation.
@@ -120,6 +131,11 @@ enum MeshCmd {
 const EXIT_INTERRUPTED: i32 = 130;
 /// Exit status of a complete run with an unconverged step under `--require-converged`.
 const EXIT_NOT_CONVERGED: i32 = 3;
+
+/// `--residual-iteration`: 1 to [`jello::runner::MAX_RESIDUAL_ITERATION`].
+fn residual_iteration_parser() -> clap::builder::RangedU64ValueParser<u64> {
+    clap::value_parser!(u64).range(1..=jello::runner::MAX_RESIDUAL_ITERATION as u64)
+}
 
 /// `--steps`: 1 to [`jello::runner::MAX_STEPS`].
 fn steps_parser() -> clap::builder::RangedU64ValueParser<u64> {
@@ -195,6 +211,7 @@ fn run(cli: Cli) -> Result<i32> {
             trace,
             obj,
             png,
+            residual_iteration,
         } => cmd_run(RunArgs {
             scene_path: scene,
             solver,
@@ -209,6 +226,7 @@ fn run(cli: Cli) -> Result<i32> {
             trace,
             obj,
             png,
+            residual_iteration,
         }),
         Cmd::Precompute { scene } => cmd_precompute(scene).map(|()| 0),
         Cmd::Info => {
@@ -269,6 +287,7 @@ struct RunArgs {
     trace: bool,
     obj: bool,
     png: bool,
+    residual_iteration: Option<u64>,
 }
 
 /// Installs the SIGINT/SIGTERM/SIGHUP handler: the first signal sets `flag` (the run finishes
@@ -351,6 +370,11 @@ fn cmd_run(a: RunArgs) -> Result<i32> {
         overwrite: a.overwrite,
         resume: a.resume,
         cancel: Some(cancel),
+        residual_iteration: a
+            .residual_iteration
+            .map(usize::try_from)
+            .transpose()
+            .context("--residual-iteration")?,
     };
     let prepared = jello::runner::Run::prepare(scene_path, built, &opts)
         .with_context(|| format!("running {}", scene_path.display()))?;

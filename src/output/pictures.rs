@@ -5,7 +5,10 @@ use crate::error::Result;
 use crate::gpu::GpuDevice;
 use crate::mesh::surface;
 use crate::problem::{Model, Obstacle};
-use crate::render::{render_png, render_png_cpu, Camera, GroundPlane, RgbaImage, UpAxis};
+use crate::render::{
+    draw_colour_bar, render_png, render_png_cpu, render_rgba_cpu, write_png, Camera, CpuSurface,
+    GroundPlane, LogScale, RenderStyle, RgbaImage, UpAxis, DEFAULT_BODY_COLOUR,
+};
 use std::path::Path;
 
 /// Renders frames of one model with a fixed camera.
@@ -95,5 +98,57 @@ impl FramePainter {
                 path,
             ),
         }
+    }
+    /// Renders positions `x` (flattened, m) to `path` with each vertex coloured by `values`
+    /// (one per vertex, e.g. ‖∇E‖ in N) on a log₁₀ viridis scale from the smallest to the
+    /// largest positive value, vertices whose value is not positive and finite (pinned ones) in
+    /// grey, and a colour bar at the right edge labelled with that minimum and maximum (`unit`
+    /// appended) under `title`. Drawn by the CPU rasterizer (the GPU pipeline has one colour
+    /// per draw), in the same look and camera as [`Self::paint`]. Returns the image and the
+    /// scale (`None` when no value is positive: the body is then drawn grey, with no bar).
+    pub fn paint_field(
+        &self,
+        x: &[f64],
+        values: &[f64],
+        unit: &str,
+        title: &str,
+        path: &Path,
+    ) -> Result<(RgbaImage, Option<LogScale>)> {
+        let pos: Vec<[f32; 4]> = x
+            .chunks_exact(3)
+            .map(|c| [c[0] as f32, c[1] as f32, c[2] as f32, 1.0])
+            .collect();
+        if values.len() != pos.len() {
+            return Err(crate::JelloError::Invalid(format!(
+                "paint_field: {} values for {} vertices",
+                values.len(),
+                pos.len()
+            )));
+        }
+        let scale = LogScale::spanning(values);
+        let colours: Vec<[f32; 3]> = values
+            .iter()
+            .map(|&v| match &scale {
+                Some(s) => s.colour(v),
+                None => crate::render::NO_VALUE_COLOUR,
+            })
+            .collect();
+        let mut image = render_rgba_cpu(
+            &[CpuSurface {
+                positions: &pos,
+                triangles: &self.triangles,
+                colour: DEFAULT_BODY_COLOUR,
+                vertex_colours: Some(&colours),
+            }],
+            &self.camera,
+            self.size,
+            &RenderStyle::default(),
+            self.ground.as_ref(),
+        )?;
+        if let Some(s) = &scale {
+            draw_colour_bar(&mut image, s, unit, title);
+        }
+        write_png(path, &image)?;
+        Ok((image, scale))
     }
 }

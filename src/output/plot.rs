@@ -776,8 +776,42 @@ impl Canvas {
     }
 }
 
+/// Draws `s` in the plots' 5×7 font onto an RGBA image with its top-left corner at `(x, y)`,
+/// each font pixel `scale`×`scale`, colour `c` (8-bit sRGB); pixels outside are skipped. For
+/// labels on rendered frames (the residual picture's colour bar).
+pub(crate) fn draw_text(
+    image: &mut crate::render::RgbaImage,
+    x: i64,
+    y: i64,
+    s: &str,
+    scale: u32,
+    c: [u8; 3],
+) {
+    // Draw black on white into a canvas the size of the text's box, then copy the set pixels.
+    let tw = text_width(s, scale) + 1;
+    let th = (7 + DESCENDERS as u32) * scale;
+    let mut canvas = Canvas::new(tw, th);
+    canvas.text(0, 0, s, scale, [0, 0, 0]);
+    for yy in 0..canvas.h as i64 {
+        for xx in 0..canvas.w as i64 {
+            let i = 3 * (yy as usize * canvas.w as usize + xx as usize);
+            let (px, py) = (x + xx, y + yy);
+            if canvas.rgb[i] == 0
+                && px >= 0
+                && py >= 0
+                && px < image.width as i64
+                && py < image.height as i64
+            {
+                let o = 4 * (py as usize * image.width as usize + px as usize);
+                image.pixels[o..o + 3].copy_from_slice(&c);
+                image.pixels[o + 3] = 255;
+            }
+        }
+    }
+}
+
 /// Width in pixels of `s` drawn at `scale` (5-pixel glyphs, 1-pixel spacing).
-fn text_width(s: &str, scale: u32) -> u32 {
+pub(crate) fn text_width(s: &str, scale: u32) -> u32 {
     let n = s.chars().count() as u32;
     (6 * n).saturating_sub(1) * scale
 }

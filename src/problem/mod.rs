@@ -29,7 +29,7 @@ pub use hessian::HessianLayout;
 pub use invariants::{InversionPolicy, StateCheck};
 pub use model::{Body, Model, State, StrainLimit, STATIC_LOAD_FRACTION};
 pub use obstacle::{barrier as barrier_derivatives, BarrierParams, Obstacle};
-pub use pins::{ExternalForce, Pin, Script};
+pub use pins::{ExternalForce, Phase, Pin, Script};
 pub use potential::{
     strict_volume_floor, ElasticReference, ElasticTerms, StepProblem, STRICT_MIN_J,
 };

@@ -24,10 +24,65 @@ pub enum Script {
         /// Angular velocity, rad/s.
         omega: f64,
     },
+    /// A sequence of rigid motions, each spread evenly over its own time window and composed
+    /// in order: see [`Phase`].
+    Keyframes {
+        /// The phases, applied in this order.
+        phases: Vec<Phase>,
+    },
+}
+
+/// One phase of [`Script::Keyframes`]: over `[start, end]` a rotation by `angle` about the axis
+/// through `center`, then a translation by `translation`, both at a constant rate. At time `t`
+/// the phase has done the fraction s = clamp((t − start)/(end − start), 0, 1) of its motion:
+/// nothing before its window, all of it after. The centre is a fixed world point (an earlier
+/// phase's translation does not carry it along), so each phase reads as written in the scene.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Phase {
+    /// Start of the window, s.
+    pub start: f64,
+    /// End of the window, s (> `start`).
+    pub end: f64,
+    /// A point on the rotation axis, m.
+    pub center: [f64; 3],
+    /// Rotation axis (normalised internally; ignored when `angle` is 0).
+    pub axis: [f64; 3],
+    /// Total rotation over the window, rad (right-handed about `axis`).
+    pub angle: f64,
+    /// Total displacement over the window, m.
+    pub translation: [f64; 3],
+}
+
+impl Phase {
+    /// The fraction of the phase done at time `t` (s), in [0, 1]: exactly 0 up to `start` and
+    /// exactly 1 from `end` on (also for a window of zero length).
+    pub fn progress(&self, t: f64) -> f64 {
+        if t >= self.end {
+            1.0
+        } else if t <= self.start {
+            0.0
+        } else {
+            ((t - self.start) / (self.end - self.start)).clamp(0.0, 1.0)
+        }
+    }
+
+    /// Applies the part of the phase done at time `t` to the point `p`, m.
+    pub fn apply(&self, p: Vector3<f64>, t: f64) -> Vector3<f64> {
+        let s = self.progress(t);
+        let mut p = p;
+        if self.angle != 0.0 && s > 0.0 {
+            if let Some(axis) = Unit::try_new(Vector3::from(self.axis), 1e-300) {
+                let c = Vector3::from(self.center);
+                p = c + Rotation3::from_axis_angle(&axis, s * self.angle) * (p - c);
+            }
+        }
+        p + s * Vector3::from(self.translation)
+    }
 }
 
 impl Script {
-    /// Where a vertex that started at `p0` is at time `t` (s).
+    /// Where a vertex that started at `p0` is at time `t` (s). Continuous in `t` for every
+    /// script (a keyframed phase ends exactly where the next one takes over).
     pub fn position(&self, p0: [f64; 3], t: f64) -> [f64; 3] {
         match self {
             Script::Fixed => p0,
@@ -48,6 +103,10 @@ impl Script {
                 let r = Rotation3::from_axis_angle(&axis, omega * t);
                 (c + r * (Vector3::from(p0) - c)).into()
             }
+            Script::Keyframes { phases } => phases
+                .iter()
+                .fold(Vector3::from(p0), |p, phase| phase.apply(p, t))
+                .into(),
         }
     }
 }

@@ -13,7 +13,8 @@ use glam::{Vec2, Vec3, Vec4};
 use rayon::prelude::*;
 
 /// One surface for the CPU rasterizer: positions (xyzw, w ignored, m), outward-oriented
-/// triangles, base colour (sRGB).
+/// triangles, base colour (sRGB), or a colour per vertex interpolated across each triangle
+/// (a scalar field painted on the surface, e.g. the residual picture).
 #[derive(Clone, Copy, Debug)]
 pub struct CpuSurface<'a> {
     /// Vertex positions, same layout as the GPU position buffer.
@@ -22,6 +23,9 @@ pub struct CpuSurface<'a> {
     pub triangles: &'a [[u32; 3]],
     /// Base colour (sRGB, [0, 1] per channel).
     pub colour: [f32; 3],
+    /// A colour per vertex (sRGB, one per position) used instead of `colour` when given:
+    /// interpolated perspective-correctly in linear space, then lit like `colour`.
+    pub vertex_colours: Option<&'a [[f32; 3]]>,
 }
 
 /// Largest image side accepted (pixels); matches common GPU texture limits.
@@ -51,8 +55,11 @@ struct ScreenTri {
     world_w: [Vec3; 3],
     /// Unit face normal (world).
     normal: Vec3,
-    /// Linear base colour.
-    base: Vec3,
+    /// Linear base colour per corner, divided by that corner's w (perspective-correct
+    /// interpolation), unless `uniform`.
+    base_w: [Vec3; 3],
+    /// Linear base colour of the whole triangle, when it has one.
+    uniform: Option<Vec3>,
     is_ground: bool,
     /// Added to the depth before the test (ground only; mirrors the GPU depth bias).
     bias: f32,
@@ -84,6 +91,21 @@ pub fn render_rgba_cpu(
                 d.colour
             )));
         }
+        if let Some(vc) = d.vertex_colours {
+            if vc.len() != d.positions.len() {
+                return Err(JelloError::Invalid(format!(
+                    "render: draws[{i}]: {} vertex colours for {} positions",
+                    vc.len(),
+                    d.positions.len()
+                )));
+            }
+            if let Some(v) = vc.iter().position(|c| !c.iter().all(|x| x.is_finite())) {
+                return Err(JelloError::Invalid(format!(
+                    "render: draws[{i}]: vertex colour {v} {:?} is not finite",
+                    vc[v]
+                )));
+            }
+        }
     }
     if let Some(g) = ground {
         g.validate()?;
@@ -93,18 +115,32 @@ pub fn render_rgba_cpu(
     let mut tris = Vec::new();
     for d in draws {
         let base = Vec3::from(srgb3_to_linear(d.colour));
+        let linear: Option<Vec<Vec3>> = d
+            .vertex_colours
+            .map(|vc| vc.iter().map(|c| Vec3::from(srgb3_to_linear(*c))).collect());
         for t in d.triangles {
             let v = t.map(|i| {
                 let p = d.positions[i as usize];
                 Vec3::new(p[0], p[1], p[2])
             });
-            setup_triangle(&frame, v, base, false, size, &mut tris);
+            let colour = match &linear {
+                Some(l) => Corners::PerVertex(t.map(|i| l[i as usize])),
+                None => Corners::Uniform(base),
+            };
+            setup_triangle(&frame, v, colour, false, size, &mut tris);
         }
     }
     if let (Some(g), Some(gp)) = (ground, frame.ground) {
         let c = g.corners().map(|p| Vec3::new(p[0], p[1], p[2]));
         for v in [[c[0], c[1], c[2]], [c[0], c[2], c[3]]] {
-            setup_triangle(&frame, v, gp.colour, true, size, &mut tris);
+            setup_triangle(
+                &frame,
+                v,
+                Corners::Uniform(gp.colour),
+                true,
+                size,
+                &mut tris,
+            );
         }
     }
 
@@ -138,11 +174,18 @@ pub fn render_rgba_cpu(
     })
 }
 
+/// A triangle's linear base colour: one for all of it, or one per corner.
+#[derive(Clone, Copy)]
+enum Corners {
+    Uniform(Vec3),
+    PerVertex([Vec3; 3]),
+}
+
 /// Clips a world-space triangle against the near plane, projects it and appends the pieces.
 fn setup_triangle(
     frame: &FrameParams,
     v: [Vec3; 3],
-    base: Vec3,
+    colour: Corners,
     is_ground: bool,
     size: (u32, u32),
     out: &mut Vec<ScreenTri>,
@@ -154,27 +197,32 @@ fn setup_triangle(
     let normal = normal.normalize();
     // Sutherland–Hodgman against the near plane z_clip ≥ 0 (wgpu clip space); behind it the
     // perspective divide is meaningless.
-    let mut poly: Vec<(Vec4, Vec3)> = Vec::with_capacity(4);
+    let corner = match colour {
+        Corners::Uniform(c) => [c; 3],
+        Corners::PerVertex(c) => c,
+    };
+    let mut poly: Vec<(Vec4, Vec3, Vec3)> = Vec::with_capacity(4);
     let clip = v.map(|p| frame.view_proj * p.extend(1.0));
     for i in 0..3 {
-        let (a, b) = ((clip[i], v[i]), (clip[(i + 1) % 3], v[(i + 1) % 3]));
+        let j = (i + 1) % 3;
+        let (a, b) = ((clip[i], v[i], corner[i]), (clip[j], v[j], corner[j]));
         let (ina, inb) = (a.0.z >= 0.0, b.0.z >= 0.0);
         if ina {
             poly.push(a);
         }
         if ina != inb {
             let t = a.0.z / (a.0.z - b.0.z);
-            poly.push((a.0.lerp(b.0, t), a.1.lerp(b.1, t)));
+            poly.push((a.0.lerp(b.0, t), a.1.lerp(b.1, t), a.2.lerp(b.2, t)));
         }
     }
     if poly.len() < 3 {
         return;
     }
     let (w, h) = (size.0 as f32, size.1 as f32);
-    let project = |(c, world): (Vec4, Vec3)| {
+    let project = |(c, world, base): (Vec4, Vec3, Vec3)| {
         let inv_w = 1.0 / c.w;
         let p = Vec2::new((c.x * inv_w + 1.0) * 0.5 * w, (1.0 - c.y * inv_w) * 0.5 * h);
-        (p, c.z * inv_w, inv_w, world * inv_w)
+        (p, c.z * inv_w, inv_w, world * inv_w, base * inv_w)
     };
     let pts: Vec<_> = poly.into_iter().map(project).collect();
     for k in 1..pts.len() - 1 {
@@ -207,7 +255,11 @@ fn setup_triangle(
             inv_w: tri.map(|t| t.2),
             world_w: tri.map(|t| t.3),
             normal,
-            base,
+            base_w: tri.map(|t| t.4),
+            uniform: match colour {
+                Corners::Uniform(c) => Some(c),
+                Corners::PerVertex(_) => None,
+            },
             is_ground,
             bias,
             rows: (
@@ -261,7 +313,10 @@ fn raster_band(
                 depth[idx] = zt;
                 let iw = l0 * t.inv_w[0] + l1 * t.inv_w[1] + l2 * t.inv_w[2];
                 let world = (l0 * t.world_w[0] + l1 * t.world_w[1] + l2 * t.world_w[2]) / iw;
-                colour[idx] = frame.shade(world, t.normal, t.base, t.is_ground);
+                let base = t.uniform.unwrap_or_else(|| {
+                    (l0 * t.base_w[0] + l1 * t.base_w[1] + l2 * t.base_w[2]) / iw
+                });
+                colour[idx] = frame.shade(world, t.normal, base, t.is_ground);
             }
         }
     }

@@ -43,6 +43,7 @@
 //! ```
 
 pub mod camera;
+mod colormap;
 mod cpu;
 mod image;
 mod lighting;
@@ -52,6 +53,7 @@ mod surface;
 mod upload;
 
 pub use camera::{bounding_box, Camera, FramingView, UpAxis};
+pub use colormap::{draw_colour_bar, viridis, LogScale, NO_VALUE_COLOUR};
 pub use cpu::{render_rgba_cpu, CpuSurface, CPU_MAX_SIDE};
 pub use image::{write_png, RgbaImage};
 pub use oneshot::{render_png, render_png_cpu, render_rgba};

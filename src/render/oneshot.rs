@@ -68,6 +68,7 @@ pub fn render_png_cpu(
             positions,
             triangles,
             colour: DEFAULT_BODY_COLOUR,
+            vertex_colours: None,
         }],
         camera,
         size,

@@ -23,9 +23,11 @@
 
 mod identity;
 mod outputs;
+mod residual;
 mod setup;
 
 pub use identity::{scene_hash, scene_key};
+pub use residual::{vertex_residuals, ResidualField, ResidualProbe, MAX_RESIDUAL_ITERATION};
 pub use setup::{
     dot_params, load_or_build_subspace, load_partition, make_solver, setup, setup_on, Setup,
 };
@@ -67,6 +69,12 @@ pub struct RunOptions {
     /// When set (e.g. by a SIGINT handler), the run stops before its next step, after writing a
     /// frame and checkpoint of the last one, with status `interrupted`.
     pub cancel: Option<Arc<AtomicBool>>,
+    /// `Some(K)`: colour every PNG frame after frame 0 by the per-vertex residual ‖∇E‖ (N) of
+    /// the step that produced it, re-solved from that step's start with K iterations
+    /// ([`ResidualProbe`]), drawn at the iterate it stopped at; frame 0 keeps the plain
+    /// shading. Needs PNG output (`[output] png` or `--png`); K in
+    /// 1..=[`MAX_RESIDUAL_ITERATION`].
+    pub residual_iteration: Option<usize>,
 }
 
 /// What a resumed run starts from.
@@ -90,6 +98,7 @@ pub struct Run {
     setup_ms: f64,
     resume: Option<Resume>,
     notes: Vec<String>,
+    residual: Option<ResidualProbe>,
 }
 
 /// Runs a built scene to completion (or interruption): [`Run::prepare`] then [`Run::execute`].
@@ -124,6 +133,13 @@ impl Run {
         if dir.is_none() && (opts.resume || opts.overwrite) {
             return Err(JelloError::Invalid(
                 "--resume and --overwrite need an output directory".into(),
+            ));
+        }
+        if opts.residual_iteration.is_some() && !config.output.png {
+            return Err(JelloError::Invalid(
+                "--residual-iteration colours the PNG frames: pass --png (or set `output.png = \
+                 true` in the scene)"
+                    .into(),
             ));
         }
         let scene_hash = scene_hash(scene_path)?;
@@ -231,6 +247,10 @@ impl Run {
         let t0 = Instant::now();
         let cache_dir = scene_path.parent().map(|d| d.join(".jello-cache"));
         let setup = setup_on(&built, choice, cache_dir.as_deref())?;
+        let residual = opts
+            .residual_iteration
+            .map(|k| ResidualProbe::new(&config, &built.model, cache_dir.as_deref(), k))
+            .transpose()?;
         let setup_ms = ms(t0);
         drop(built);
         let mut sim = setup.sim;
@@ -294,6 +314,7 @@ impl Run {
             setup_ms,
             resume,
             notes,
+            residual,
         })
     }
 
@@ -351,6 +372,7 @@ impl Run {
             scene_hash,
             setup_ms,
             resume,
+            residual,
             ..
         } = self;
         let (stop, tolerance) = identity::stop_rule(config.stop);
@@ -398,13 +420,14 @@ impl Run {
             stats.resumed_at.push(start);
             if let Some(dir) = &opts.out_dir {
                 let mut w =
-                    RunWriter::new(dir, &sim, &info, Some((r.manifest, start, sim.state.t)))?;
+                    RunWriter::new(dir, &sim, &info, Some((r.manifest, start, sim.state.t)))?
+                        .with_residual(residual);
                 w.reopen(&stats)?;
                 writer = Some(w);
             }
         } else if let Some(dir) = &opts.out_dir {
-            let mut w = RunWriter::new(dir, &sim, &info, None)?;
-            w.frame(0, &sim, &mut stats)?;
+            let mut w = RunWriter::new(dir, &sim, &info, None)?.with_residual(residual);
+            w.frame(0, &sim, None, &mut stats)?;
             writer = Some(w);
         }
         let cancelled = || {
@@ -414,10 +437,17 @@ impl Run {
         };
         let every = config.output.every.max(1);
         let mut status = RunStatus::Complete;
+        // The start of the last step, kept only for residual pictures (a frame's picture
+        // re-solves the step that produced it).
+        let keep_start = writer.as_ref().is_some_and(|w| w.pictures_residual());
+        let mut step_start = None;
         for step in start + 1..=config.steps {
             if cancelled() {
                 status = RunStatus::Interrupted;
                 break;
+            }
+            if keep_start {
+                step_start = Some(sim.state.clone());
             }
             let result = fault_injected(step)
                 .and_then(|_| sim.step(opts.trace))
@@ -426,7 +456,7 @@ impl Run {
                     stats.push(StepStats::new(step, sim.state.t, report));
                     match writer.as_mut() {
                         Some(w) if step % every == 0 || step == config.steps => {
-                            w.frame(step, &sim, &mut stats)
+                            w.frame(step, &sim, step_start.as_ref(), &mut stats)
                         }
                         _ => Ok(()),
                     }
@@ -451,7 +481,8 @@ impl Run {
         if let Some(w) = writer.as_mut() {
             let end = |w: &mut RunWriter, stats: &mut RunStats| -> Result<()> {
                 if w.last_frame() != Some(stats.completed_steps) {
-                    w.frame(stats.completed_steps, &sim, stats)?;
+                    // The last step started at `step_start` (none when no step ran).
+                    w.frame(stats.completed_steps, &sim, step_start.as_ref(), stats)?;
                 }
                 w.finish(stats)
             };

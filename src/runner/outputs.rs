@@ -7,6 +7,7 @@
 //! least the checkpoint's steps and every file on disk is listed; a resume trusts the
 //! checkpoint and trims the rest to it.
 
+use super::residual::ResidualProbe;
 use crate::error::{JelloError, Result};
 use crate::gpu::{Backend, BackendChoice};
 use crate::output::run_dir::{self, CHECKPOINT, PVD, STATS};
@@ -14,6 +15,7 @@ use crate::output::{
     atomic_write, frame_name, Checkpoint, CheckpointHeader, FrameEntry, FrameOptions, FramePainter,
     FrameWriter, Manifest, RunIdentity, RunStats, RunStatus, MANIFEST, MANIFEST_FORMAT,
 };
+use crate::problem::State;
 use crate::scene::RunConfig;
 use crate::sim::Simulation;
 use std::path::{Path, PathBuf};
@@ -37,6 +39,8 @@ pub(super) struct RunWriter {
     identity: RunIdentity,
     /// Step of the last frame on disk.
     last_frame: Option<usize>,
+    /// Residual pictures instead of plain PNG shading (`--residual-iteration`).
+    residual: Option<ResidualProbe>,
 }
 
 /// The step of a frame file `frames/frame_NNNNN.ext`.
@@ -147,7 +151,19 @@ impl RunWriter {
             manifest,
             identity: info.identity.clone(),
             last_frame,
+            residual: None,
         })
+    }
+
+    /// Paints PNG frames by the residual `probe` reports (when there are PNG frames).
+    pub fn with_residual(mut self, probe: Option<ResidualProbe>) -> Self {
+        self.residual = probe.filter(|_| self.painter.is_some());
+        self
+    }
+
+    /// Whether PNG frames are residual pictures (frames then need their step's start).
+    pub fn pictures_residual(&self) -> bool {
+        self.residual.is_some()
     }
 
     /// Step of the last frame on disk.
@@ -164,8 +180,15 @@ impl RunWriter {
     }
 
     /// Writes the frame, stats and checkpoint of `step` (the simulation's current state), and
-    /// the manifest around them; the time goes to the step's `output_ms`.
-    pub fn frame(&mut self, step: usize, sim: &Simulation, stats: &mut RunStats) -> Result<()> {
+    /// the manifest around them; the time goes to the step's `output_ms`. With residual
+    /// pictures, `start` is the state the step began from (`None` for frame 0: plain shading).
+    pub fn frame(
+        &mut self,
+        step: usize,
+        sim: &Simulation,
+        start: Option<&State>,
+        stats: &mut RunStats,
+    ) -> Result<()> {
         let t0 = Instant::now();
         let png = self.painter.is_some();
         for f in self.frames.files(step, png) {
@@ -175,7 +198,17 @@ impl RunWriter {
         let s = &sim.state;
         self.frames.write(step, s.t, &sim.model.mesh, &s.x, &s.v)?;
         if let Some(p) = &self.painter {
-            p.paint(&s.x, &self.dir.join("frames").join(frame_name(step, "png")))?;
+            let path = self.dir.join("frames").join(frame_name(step, "png"));
+            match (self.residual.as_mut(), start) {
+                (Some(probe), Some(start)) => {
+                    let field = probe.probe(&sim.model, start, sim.h, sim.static_increments)?;
+                    let title = format!("|grad E|, {} it", field.iterations);
+                    p.paint_field(&field.x, &field.norms, "N", &title, &path)?;
+                }
+                _ => {
+                    p.paint(&s.x, &path)?;
+                }
+            }
         }
         stats.add_output_ms(ms(t0));
         let t1 = Instant::now();

@@ -9,7 +9,8 @@ use crate::limits::{
 use crate::material::{Material, MaterialModel};
 use crate::mesh::{ball, box_grid, read_mesh, TetMesh};
 use crate::problem::{
-    BarrierParams, Body, ExternalForce, InversionPolicy, Model, Obstacle, Pin, Script, StrainLimit,
+    BarrierParams, Body, ExternalForce, InversionPolicy, Model, Obstacle, Phase, Pin, Script,
+    StrainLimit,
 };
 use crate::solver::admm::{ContactParams, ContactVariant, ProxKind};
 use crate::solver::jgs2::SubspaceOptions;
@@ -679,10 +680,18 @@ impl Scene {
     fn transform(&self, cx: &Ctx, key: &str, t: &TransformSpec, m: &mut TetMesh) -> Result<()> {
         let key = format!("{key}.transform");
         if let Some(fit) = t.fit {
-            let k = format!("{key}.fit");
-            cx.positive(&k, fit, " m")?;
-            m.fit_largest_extent(fit)
+            let k = match fit {
+                FitSpec::Extent(_) => format!("{key}.fit"),
+                FitSpec::Anchored(_) => format!("{key}.fit.extent"),
+            };
+            cx.positive(&k, fit.extent(), " m")?;
+            m.fit_largest_extent(fit.extent())
                 .map_err(|e| cx.err(&k, e.to_string()))?;
+            if fit.anchor() == FitAnchor::Min {
+                if let Some((lo, _)) = m.bounding_box() {
+                    m.translate(lo.map(|v| -v));
+                }
+            }
             check_placed(cx, &k, m)?;
         }
         if let Some(s) = t.scale {
@@ -738,6 +747,9 @@ impl Scene {
                         omega: *omega,
                     }
                 }
+                ScriptSpec::Keyframes { phases } => Script::Keyframes {
+                    phases: keyframes(cx, &format!("{key}.script.phases"), phases)?,
+                },
             };
             let vertices = select(cx, &key, mesh, bodies, p.object.as_deref(), &p.region)?;
             let clash: Vec<u32> = vertices
@@ -868,6 +880,57 @@ impl Scene {
         }
         Ok(out)
     }
+}
+
+/// The validated phases of a keyframed script (`key` names the `phases` array).
+fn keyframes(cx: &Ctx, key: &str, phases: &[PhaseSpec]) -> Result<Vec<Phase>> {
+    if phases.is_empty() {
+        return Err(cx.err(key, "a keyframed script needs at least one phase"));
+    }
+    let mut out = Vec::with_capacity(phases.len());
+    for (j, p) in phases.iter().enumerate() {
+        let key = format!("{key}[{j}]");
+        cx.finite(&format!("{key}.start"), &[p.start])?;
+        cx.finite(&format!("{key}.end"), &[p.end])?;
+        if p.end <= p.start {
+            return Err(cx.err(
+                format!("{key}.end"),
+                format!("must be after start = {} s, got {} s", p.start, p.end),
+            ));
+        }
+        if p.rotate.is_none() && p.translate.is_none() {
+            return Err(cx.err(
+                &key,
+                "a phase needs `rotate` and/or `translate` (a pin holds still between phases \
+                 by itself)",
+            ));
+        }
+        let (center, axis, angle) = match &p.rotate {
+            Some(r) => {
+                cx.point(&format!("{key}.rotate.center"), &r.center)?;
+                cx.finite(&format!("{key}.rotate.degrees"), &[r.degrees])?;
+                // A zero axis is harmless only when nothing turns.
+                if r.degrees == 0.0 {
+                    cx.finite(&format!("{key}.rotate.axis"), &r.axis)?;
+                } else {
+                    cx.direction(&format!("{key}.rotate.axis"), &r.axis)?;
+                }
+                (r.center, r.axis, r.degrees.to_radians())
+            }
+            None => ([0.0; 3], [1.0, 0.0, 0.0], 0.0),
+        };
+        let translation = p.translate.unwrap_or([0.0; 3]);
+        cx.finite(&format!("{key}.translate"), &translation)?;
+        out.push(Phase {
+            start: p.start,
+            end: p.end,
+            center,
+            axis,
+            angle,
+            translation,
+        });
+    }
+    Ok(out)
 }
 
 /// The vertices of `object` (or all) inside `region`; an error when none is selected.

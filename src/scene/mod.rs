@@ -51,7 +51,17 @@ impl Scene {
             let msg = e.message().replace('\n', " ");
             // serde's messages do not say where (e.g. "invalid type: string, expected f64"):
             // name the dotted key at the error's position when the text parses as TOML.
-            let key = e.span().and_then(|s| key_at(text, s.start));
+            // An unknown key inside a value serde buffers (an internally tagged table such as
+            // a pin's `script`) is reported at the whole value: name the key itself.
+            let unknown = msg
+                .strip_prefix("unknown field `")
+                .and_then(|m| m.split_once('`'))
+                .map(|(name, _)| name);
+            let key = e.span().and_then(|s| {
+                unknown
+                    .and_then(|name| key_named_within(text, s.clone(), name))
+                    .or_else(|| key_at(text, s.start))
+            });
             let msg = match key {
                 Some(k) => format!("key `{k}`: {msg}"),
                 None => msg,
@@ -110,4 +120,50 @@ fn key_at(text: &str, pos: usize) -> Option<String> {
     let doc = DeTable::parse(text).ok()?;
     let mut path = String::new();
     search(doc.get_ref(), pos, &mut path).then_some(path)
+}
+
+/// The dotted key path of the first key named `name` whose own span lies inside `span`, or
+/// `None` if `text` is not valid TOML or there is none.
+fn key_named_within(text: &str, span: std::ops::Range<usize>, name: &str) -> Option<String> {
+    use toml::de::{DeTable, DeValue};
+    fn search(
+        table: &DeTable,
+        span: &std::ops::Range<usize>,
+        name: &str,
+        path: &mut String,
+    ) -> bool {
+        for (k, v) in table.iter() {
+            let len = path.len();
+            if !path.is_empty() {
+                path.push('.');
+            }
+            path.push_str(k.get_ref());
+            let ks = k.span();
+            if k.get_ref() == name && span.start <= ks.start && ks.end <= span.end {
+                return true;
+            }
+            let found = match v.get_ref() {
+                DeValue::Table(t) => search(t, span, name, path),
+                DeValue::Array(a) => a.iter().enumerate().any(|(i, e)| {
+                    let len = path.len();
+                    path.push_str(&format!("[{i}]"));
+                    let hit =
+                        matches!(e.get_ref(), DeValue::Table(t) if search(t, span, name, path));
+                    if !hit {
+                        path.truncate(len);
+                    }
+                    hit
+                }),
+                _ => false,
+            };
+            if found {
+                return true;
+            }
+            path.truncate(len);
+        }
+        false
+    }
+    let doc = DeTable::parse(text).ok()?;
+    let mut path = String::new();
+    search(doc.get_ref(), &span, name, &mut path).then_some(path)
 }

@@ -284,9 +284,12 @@ pub struct MeshSpec {
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TransformSpec {
-    /// Scale about the bounding-box centre so the largest extent equals this, m.
+    /// Scale uniformly so the bounding box's largest extent equals this, m: `fit = 1.0` scales
+    /// about the box centre (which stays put); `fit = { extent = 1.0, anchor = "min" }` then
+    /// moves the box's minimum corner to the origin (the normalisation peers use: largest extent
+    /// 1, box in [0, 1]³); `anchor = "center"` is the plain number's behaviour.
     #[serde(default)]
-    pub fit: Option<f64>,
+    pub fit: Option<FitSpec>,
     /// Uniform scale factor.
     #[serde(default)]
     pub scale: Option<f64>,
@@ -296,6 +299,85 @@ pub struct TransformSpec {
     /// Translation, m.
     #[serde(default)]
     pub translate: Option<[f64; 3]>,
+}
+
+/// `transform.fit`: a number (the extent, m; centre anchor) or a table `{ extent, anchor }`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum FitSpec {
+    /// `fit = 1.0`: the largest extent, m, scaled about the box centre.
+    Extent(f64),
+    /// `fit = { extent = 1.0, anchor = "min" }`.
+    Anchored(FitTable),
+}
+
+/// The table form of [`FitSpec`].
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FitTable {
+    /// The largest extent after the fit, m (> 0).
+    pub extent: f64,
+    /// Where the fitted box goes (default `center`).
+    #[serde(default)]
+    pub anchor: FitAnchor,
+}
+
+/// Where [`FitSpec`] puts the fitted bounding box.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FitAnchor {
+    /// The box centre stays where it was (the scale is about it).
+    #[default]
+    Center,
+    /// The box's minimum corner goes to the origin.
+    Min,
+}
+
+impl FitSpec {
+    /// The target extent, m.
+    pub fn extent(&self) -> f64 {
+        match self {
+            FitSpec::Extent(e) => *e,
+            FitSpec::Anchored(t) => t.extent,
+        }
+    }
+
+    /// Where the box goes.
+    pub fn anchor(&self) -> FitAnchor {
+        match self {
+            FitSpec::Extent(_) => FitAnchor::Center,
+            FitSpec::Anchored(t) => t.anchor,
+        }
+    }
+}
+
+// By hand rather than `#[serde(untagged)]`: an untagged enum reports every mistake as "did not
+// match any variant", where this keeps the table's own messages (an unknown key, an unknown
+// anchor) and says what a number or table was expected to be.
+impl<'de> Deserialize<'de> for FitSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = FitSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an extent in m or a table { extent, anchor = \"center\" | \"min\" }")
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<FitSpec, E> {
+                Ok(FitSpec::Extent(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<FitSpec, E> {
+                Ok(FitSpec::Extent(v as f64))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<FitSpec, E> {
+                Ok(FitSpec::Extent(v as f64))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<FitSpec, A::Error> {
+                FitTable::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(FitSpec::Anchored)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// An axis-angle rotation.
@@ -414,6 +496,43 @@ pub enum ScriptSpec {
         /// Angular velocity, rad/s.
         omega: f64,
     },
+    /// A sequence of phases, each a rotation and/or a translation spread evenly over its time
+    /// window; see [`PhaseSpec`] and [`crate::problem::Script::Keyframes`].
+    Keyframes {
+        /// The phases, composed in this order (at least one).
+        phases: Vec<PhaseSpec>,
+    },
+}
+
+/// One phase of a keyframed pin script: between `start` and `end` the pinned vertices turn by
+/// `rotate.degrees` about the axis through `rotate.center` and move by `translate`, both at a
+/// constant rate; before `start` the phase contributes nothing, after `end` all of its motion.
+/// With both keys the rotation comes first.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhaseSpec {
+    /// When the phase starts, s.
+    pub start: f64,
+    /// When it ends, s (> start).
+    pub end: f64,
+    /// Rotation over the phase (the total angle, in degrees).
+    #[serde(default)]
+    pub rotate: Option<PhaseRotateSpec>,
+    /// Total displacement over the phase, m.
+    #[serde(default)]
+    pub translate: Option<[f64; 3]>,
+}
+
+/// The rotation of a [`PhaseSpec`].
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhaseRotateSpec {
+    /// A point on the axis, m (in world coordinates: earlier phases do not move it).
+    pub center: [f64; 3],
+    /// Axis direction (normalised internally; right-handed).
+    pub axis: [f64; 3],
+    /// Total angle over the phase, degrees.
+    pub degrees: f64,
 }
 
 /// One `[[obstacles]]` entry.

@@ -318,3 +318,38 @@ pub fn assert_matches_newton_on_bundled_scene(
         "{name}: {what}: {fine:e} vs {coarse:e}"
     );
 }
+
+/// A small TSS: a 1 × 0.2 × 0.2 m bar whose end caps turn ±90° about the bar axis (0–0.25 s),
+/// pull apart by 0.1 m each (0.25–0.375 s) and push together by 0.2 m each (0.375–0.5 s), at
+/// h = 25 ms, fixed corotated, E = 1e5 Pa, ν = 0.4, ρ = 1000 kg/m³.
+pub const TSS_BAR: &str = r#"[simulation]
+h = 0.025
+steps = 20
+gravity = [0.0, 0.0, 0.0]
+
+[solver]
+name = "newton"
+stop = "cn"
+tolerance = 1e-5
+
+[[objects]]
+name = "bar"
+mesh = { generator = "box", min = [-0.5, -0.1, -0.1], max = [0.5, 0.1, 0.1], cells = [10, 2, 2] }
+material = { model = "fixed_corotated", youngs_modulus = 1e5, poisson_ratio = 0.4, density = 1000.0 }
+
+[[pins]]
+region = { slab = { normal = [1.0, 0.0, 0.0], offset = -0.5, thickness = 0.002 } }
+script = { type = "keyframes", phases = [
+  { start = 0.0, end = 0.25, rotate = { center = [0.0, 0.0, 0.0], axis = [1.0, 0.0, 0.0], degrees = -90.0 } },
+  { start = 0.25, end = 0.375, translate = [-0.1, 0.0, 0.0] },
+  { start = 0.375, end = 0.5, translate = [0.2, 0.0, 0.0] },
+] }
+
+[[pins]]
+region = { slab = { normal = [1.0, 0.0, 0.0], offset = 0.5, thickness = 0.002 } }
+script = { type = "keyframes", phases = [
+  { start = 0.0, end = 0.25, rotate = { center = [0.0, 0.0, 0.0], axis = [1.0, 0.0, 0.0], degrees = 90.0 } },
+  { start = 0.25, end = 0.375, translate = [0.1, 0.0, 0.0] },
+  { start = 0.375, end = 0.5, translate = [-0.2, 0.0, 0.0] },
+] }
+"#;
