@@ -28,6 +28,9 @@
 //!   bar on the f64 CPU backend and the device backend (software GPU adapter when found, the
 //!   CPU twins), with the x-step's bus transfers (right-hand side and positions, 32·n bytes),
 //!   its f64 host solve and the wait for the local step before it.
+//! - `dot` (opt-in; issue 11) — every jello solver on the large-step comparison scenes (a
+//!   16,640-vertex twisted bar, twist–stretch–squash on armadillo_18k and bunny_20k): see
+//!   `dot_comparison` for the protocol; DOT's phase split and the subdomain sweep.
 //! - `armadillo_114k` (opt-in) — cost per iteration of QN and Newton on armadillo_114k (the
 //!   kicked-foot scene on the 28,310-vertex mesh), `JELLO_SOLVERS_STEPS` steps: the issue's
 //!   goal is a QN iteration at ≤ 1/20 of a Newton iteration there.
@@ -45,11 +48,13 @@
 use jello::gpu::{Backend, Device};
 use jello::material::{Material, MaterialModel};
 use jello::mesh::box_grid;
+use jello::output::plot::{write_plot, PlotSpec, Series};
 use jello::problem::{BarrierParams, Body, Model, Pin, Script, State, StepProblem};
 use jello::scene::Scene;
 use jello::sim::Simulation;
 use jello::solver::admm::{AdmmParams, AdmmSolver, ContactParams, ContactVariant};
 use jello::solver::backend::{CpuBackend, DeviceBackend, PotentialBackend};
+use jello::solver::dot::{DotParams, DotSolver};
 use jello::solver::jgs2::{build_subspace, Jgs2Params, Jgs2Solver, SubspaceOptions, Variant};
 use jello::solver::pd::{GlobalOptions, GlobalSystem};
 use jello::solver::qn::{QnMode, QnParams, QnSolver};
@@ -889,6 +894,420 @@ fn admm_contact() {
     }
 }
 
+// ---------------------------------------------------------------- DOT: the large-step comparison
+
+/// A twist–stretch–squash case on a shared mesh, from the bundled scene with the mesh and E
+/// swapped and the handles re-derived from the fitted bounding box (bottom and top 6% of the
+/// height, rotation axis through the box's centre).
+fn tss_case(mesh: &str, young: f64) -> Option<Case> {
+    let scene_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenes");
+    let path = scene_dir.join("twist_stretch_squash.toml");
+    if !Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("../shared/meshes/{mesh}.node"))
+        .exists()
+    {
+        println!("  ({mesh} not in ../shared/meshes: skipped)");
+        return None;
+    }
+    let text = std::fs::read_to_string(&path).expect("bundled TSS scene");
+    let text = text.replace("armadillo_18k", mesh).replace(
+        "youngs_modulus = 2.5e4",
+        &format!("youngs_modulus = {young:e}"),
+    );
+    // First pass: the fitted box (pins removed).
+    let no_pins = text
+        .split("[[pins]]")
+        .next()
+        .expect("scene head")
+        .to_string();
+    let probe = Scene::parse(&path, &no_pins)
+        .expect("scene")
+        .build()
+        .expect("build");
+    let (lo, hi) = probe.model.mesh.bounding_box().expect("box");
+    let (y0, hgt) = (lo[1], hi[1] - lo[1]);
+    let (cx, cz) = (0.5 * (lo[0] + hi[0]), 0.5 * (lo[2] + hi[2]));
+    let pin = |offset: f64, sign: f64, moves: [f64; 2]| {
+        format!(
+            r#"
+[[pins]]
+region = {{ slab = {{ normal = [0.0, 1.0, 0.0], offset = {offset}, thickness = {t} }} }}
+script = {{ type = "keyframes", phases = [
+  {{ start = 0.0, end = 1.0, rotate = {{ center = [{cx}, 0.0, {cz}], axis = [0.0, 1.0, 0.0], degrees = {deg} }} }},
+  {{ start = 1.0, end = 2.0, translate = [0.0, {m0}, 0.0] }},
+  {{ start = 2.0, end = 3.0, translate = [0.0, {m1}, 0.0] }},
+] }}
+"#,
+            t = 0.06 * hgt,
+            deg = sign * 90.0,
+            m0 = moves[0] * hgt,
+            m1 = moves[1] * hgt,
+        )
+    };
+    let full = format!(
+        "{no_pins}{}{}",
+        pin(y0 + 0.03 * hgt, -1.0, [-0.25, 0.3]),
+        pin(y0 + 0.97 * hgt, 1.0, [0.25, -0.3])
+    );
+    let built = Scene::parse(&path, &full)
+        .expect("scene")
+        .build()
+        .expect("build");
+    Some(Case {
+        name: format!("TSS {mesh}, E = {young:.1e}"),
+        velocity: built.velocity.clone(),
+        h: built.config.h,
+        model: built.model,
+    })
+}
+
+/// Start states of a case: Newton's trajectory at the given steps (from rest).
+fn newton_states(case: &Case, at: &[usize]) -> Vec<State> {
+    let m = &case.model;
+    let vel = if case.velocity.is_empty() {
+        vec![[0.0; 3]; m.num_vertices()]
+    } else {
+        case.velocity.clone()
+    };
+    let mut state = m.initial_state(&vel);
+    let mut s = newton(m, 1e-5, 200);
+    let mut out = Vec::new();
+    let last = at.iter().copied().max().unwrap_or(0);
+    for step in 0..=last {
+        if at.contains(&step) {
+            out.push(state.clone());
+        }
+        if step == last {
+            break;
+        }
+        let problem = StepProblem::new(m, &state, case.h);
+        let mut x = Vec::new();
+        s.step(&problem, m, &mut x, false).expect("newton");
+        state = advance(&state, x, case.h);
+    }
+    out
+}
+
+/// What one solver did over the compared steps.
+#[derive(Default)]
+struct Run {
+    iterations: Vec<usize>,
+    converged: usize,
+    wall_ms: f64,
+    /// Per-step work outside the iterations (factorisations), ms.
+    factor_ms: f64,
+    /// The first compared step's residual per iteration and its time axis (ms).
+    trace: Vec<(f64, f64)>,
+}
+
+/// `k` steps from each start state with `solver`.
+fn run_from(solver: &mut dyn StepSolver, case: &Case, starts: &[State], k: usize) -> Run {
+    let m = &case.model;
+    let mut run = Run::default();
+    for (si, start) in starts.iter().enumerate() {
+        let mut state = start.clone();
+        for step in 0..k {
+            let problem = StepProblem::new(m, &state, case.h);
+            let mut x = Vec::new();
+            let trace = si == 0 && step == 0;
+            let r = solver.step(&problem, m, &mut x, trace).expect("step");
+            run.iterations.push(r.iterations);
+            run.converged += r.converged as usize;
+            run.wall_ms += r.wall_ms;
+            run.factor_ms += r.timings.factor_ms;
+            if let Some(t) = r.trace.filter(|_| trace) {
+                // Time axis: the step's per-step work (set-up, factorisations) first, then its
+                // iterations at their mean cost (iterations are not timed one by one).
+                let pre = r.timings.setup_ms + r.timings.factor_ms;
+                let per = (r.wall_ms - pre).max(0.0) / (t.len().max(2) - 1) as f64;
+                run.trace = t
+                    .iter()
+                    .enumerate()
+                    .map(|(i, rec)| {
+                        (
+                            rec.residual,
+                            if i == 0 { 0.0 } else { pre + per * i as f64 },
+                        )
+                    })
+                    .collect();
+            }
+            state = advance(&state, x, case.h);
+        }
+    }
+    run
+}
+
+/// The issue-11 comparison: every jello solver on large-step, strongly non-uniform scenes at
+/// the same CN ε = 1e-5 and h = 25 ms (fixed corotated, ν = 0.4, ρ = 1000 kg/m³):
+/// - a 4×1×1 bar of 16,640 vertices (64×15×15 cells, E = 1e5 Pa) whose caps twist at ±π rad/s,
+///   compared from Newton's states at steps 8 and 24;
+/// - twist–stretch–squash on armadillo_18k (E = 2.5e4 Pa) and bunny_20k (E = 1e5 Pa), from
+///   Newton's states mid-twist (t = 0.5 s), mid-stretch (1.5 s) and mid-squash (2.5 s).
+///
+/// `JELLO_DOT_STEPS` (default 2) steps from each state. Table: iterations per step, time per
+/// step and per iteration, Cholesky factor storage; DOT's and LBFGS-H's phase split; the
+/// subdomain sweep (s = 1 … 64); residual-versus-iteration and versus-time PNGs of the first
+/// compared step in `target/bench-plots/`. `JELLO_DOT_SOLVERS` (comma list, default all seven)
+/// and `JELLO_DOT_CAP` (iteration cap of the first-order methods, default 500) bound the run.
+fn dot_comparison() {
+    let k: usize = env_or("JELLO_DOT_STEPS", 2);
+    let cap: usize = env_or("JELLO_DOT_CAP", 500);
+    let solvers = std::env::var("JELLO_DOT_SOLVERS")
+        .unwrap_or_else(|_| "newton,lbfgs-h,dot,qn,admm,jgs2,vbd".into());
+    let fc = Material::from_young_poisson(MaterialModel::FixedCorotated, 1e5, 0.4).unwrap();
+    let mut cases = vec![(
+        Case {
+            name: "twist bar 64×15×15".into(),
+            model: twist_bar([64, 15, 15], [1.0, 0.25, 0.25], fc, std::f64::consts::PI),
+            velocity: Vec::new(),
+            h: 0.025,
+        },
+        vec![8, 24],
+    )];
+    for (mesh, young) in [("armadillo_18k", 2.5e4), ("bunny_20k", 1e5)] {
+        if let Some(c) = tss_case(mesh, young) {
+            cases.push((c, vec![20, 60, 100]));
+        }
+    }
+    let stop = StopRule::Cn { eps: 1e-5 };
+    let threads = rayon::current_num_threads();
+    println!("\n## DOT comparison: CN ε = 1e-5, h = 25 ms, {k} steps from each start state\n");
+    println!("| case | vertices | solver | iterations per step | mean | converged | ms / step | ms / iteration | per-step factor ms | factor MB |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for (case, at) in &cases {
+        let m = &case.model;
+        let starts = newton_states(case, at);
+        let mut curves: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+        let mut per_step = Vec::new();
+        for name in solvers.split(',').map(str::trim) {
+            let t0 = Instant::now();
+            let dot_params = |s: usize| DotParams {
+                subdomains: s,
+                stop,
+                ..DotParams::default()
+            };
+            let mut typed_dot = None;
+            let mut solver: Box<dyn StepSolver> = match name {
+                "newton" => Box::new(newton(m, 1e-5, 200)),
+                "lbfgs-h" | "dot" => {
+                    let s = if name == "dot" { threads } else { 1 };
+                    typed_dot = Some(s);
+                    Box::new(
+                        DotSolver::new(m, CpuBackend::new(m.num_vertices()), dot_params(s))
+                            .expect("dot"),
+                    )
+                }
+                "qn" => Box::new(qn(
+                    m,
+                    QnParams {
+                        stop,
+                        max_iterations: cap,
+                        ..QnParams::default()
+                    },
+                )),
+                "admm" => Box::new(
+                    AdmmSolver::new(
+                        m,
+                        AdmmParams {
+                            stop,
+                            max_iterations: cap,
+                            ..AdmmParams::default()
+                        },
+                    )
+                    .expect("admm"),
+                ),
+                "jgs2" | "vbd" => {
+                    let params = Jgs2Params {
+                        stop,
+                        max_iterations: cap,
+                        variant: if name == "jgs2" {
+                            Variant::Jacobi
+                        } else {
+                            Variant::GaussSeidel
+                        },
+                        safeguard: name == "jgs2",
+                    };
+                    if name == "vbd" {
+                        Box::new(Jgs2Solver::vbd(m, params))
+                    } else {
+                        let sub =
+                            build_subspace(m, case.h, &SubspaceOptions::default()).expect("jgs2");
+                        Box::new(Jgs2Solver::jgs2(m, params, Arc::new(sub)).expect("jgs2"))
+                    }
+                }
+                other => panic!("unknown solver {other}"),
+            };
+            let pre = t0.elapsed().as_secs_f64();
+            let run = run_from(solver.as_mut(), case, &starts, k);
+            let n = run.iterations.len();
+            let total: usize = run.iterations.iter().sum();
+            let factor_mb = match (name, typed_dot) {
+                ("newton", _) => newton(m, 1e-5, 1).factor_nnz() as f64 * 8e-6,
+                (_, Some(s)) => {
+                    DotSolver::new(m, CpuBackend::new(m.num_vertices()), dot_params(s))
+                        .expect("dot")
+                        .initial()
+                        .factor_nnz() as f64
+                        * 8e-6
+                }
+                _ => f64::NAN,
+            };
+            println!(
+                "| {} | {} | {name} | {:?} | {:.1} | {}/{n} | {:.0} | {:.1} | {:.0} | {} | (built in {pre:.1} s)",
+                case.name,
+                m.num_vertices(),
+                run.iterations,
+                total as f64 / n as f64,
+                run.converged,
+                run.wall_ms / n as f64,
+                run.wall_ms / total.max(1) as f64,
+                run.factor_ms / n as f64,
+                if factor_mb.is_finite() { format!("{factor_mb:.0}") } else { "—".into() },
+            );
+            per_step.push((name.to_string(), run.wall_ms / n as f64));
+            curves.push((name.to_string(), run.trace));
+        }
+        if let Some(&(_, dot_ms)) = per_step.iter().find(|(n, _)| n == "dot") {
+            let ratios: Vec<String> = per_step
+                .iter()
+                .filter(|(n, _)| n != "dot")
+                .map(|(n, t)| format!("{n} {:.2}×", t / dot_ms))
+                .collect();
+            println!(
+                "\n{}: time per step relative to dot: {}\n",
+                case.name,
+                ratios.join(", ")
+            );
+        }
+        dot_split(case, &starts, k, threads);
+        plot_curves(&case.name, &curves);
+    }
+    subdomain_sweep(&cases[0].0, &newton_states(&cases[0].0, &cases[0].1), k);
+}
+
+/// DOT's and LBFGS-H's per-phase time over the compared steps (every phase synchronised).
+fn dot_split(case: &Case, starts: &[State], k: usize, threads: usize) {
+    let m = &case.model;
+    for s in [1, threads] {
+        let mut d = DotSolver::new(
+            m,
+            CpuBackend::new(m.num_vertices()),
+            DotParams {
+                subdomains: s,
+                profile: true,
+                ..DotParams::default()
+            },
+        )
+        .expect("dot");
+        let run = run_from(&mut d, case, starts, k);
+        let (ph, st) = (d.phases(), d.initial().stats());
+        let n = run.iterations.len() as f64;
+        println!(
+            "{} s = {s}: per step {:.0} ms = Hessian at x_start {:.0} + subdomain factorisations \
+             {:.0} + back-solves {:.0} + gradients/trials {:.0} + two-loop {:.1} + line search \
+             {:.1} (dᵀHd {:.1}); {:.1} iterations, {} contact refactors",
+            case.name,
+            run.wall_ms / n,
+            st.hessian_ms / n,
+            (st.factor_ms) / n,
+            ph.solve_ms / n,
+            ph.gradient_ms / n,
+            ph.two_loop_ms / n,
+            ph.line_search_ms / n,
+            st.curvature_ms / n,
+            run.iterations.iter().sum::<usize>() as f64 / n,
+            st.contact_refactors
+        );
+    }
+}
+
+/// Iterations and time per step against the subdomain count (the paper: sublinear growth).
+fn subdomain_sweep(case: &Case, starts: &[State], k: usize) {
+    println!("\n{}: subdomain sweep\n", case.name);
+    println!("| s | iterations per step | ms / step | factor MB | interface vertices |");
+    println!("|---|---|---|---|---|");
+    let m = &case.model;
+    for s in [1, 2, 4, 8, 16, 32, 64] {
+        let mut d = DotSolver::new(
+            m,
+            CpuBackend::new(m.num_vertices()),
+            DotParams {
+                subdomains: s,
+                ..DotParams::default()
+            },
+        )
+        .expect("dot");
+        let run = run_from(&mut d, case, starts, k);
+        let n = run.iterations.len() as f64;
+        println!(
+            "| {s} | {:.1} | {:.0} | {:.0} | {} |",
+            run.iterations.iter().sum::<usize>() as f64 / n,
+            run.wall_ms / n,
+            d.initial().factor_nnz() as f64 * 8e-6,
+            d.initial().decomposition().stats().interface_vertices
+        );
+    }
+}
+
+/// Residual versus iteration and versus (estimated) wall time, one curve per solver.
+fn plot_curves(case: &str, curves: &[(String, Vec<(f64, f64)>)]) {
+    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-plots");
+    let slug: String = case
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let by_iteration: Vec<Series> = curves
+        .iter()
+        .map(|(n, t)| Series::new(n.clone(), t.iter().map(|p| p.0).collect()))
+        .collect();
+    // Time on a uniform grid of 200 bins up to the slowest solver's end: each bin holds the
+    // residual of the last iteration finished by then.
+    let t_end = curves
+        .iter()
+        .filter_map(|(_, t)| t.last().map(|p| p.1))
+        .fold(0.0f64, f64::max)
+        .max(1e-3);
+    let by_time: Vec<Series> = curves
+        .iter()
+        .map(|(n, t)| {
+            let y = (0..200)
+                .map(|b| {
+                    let tb = t_end * b as f64 / 199.0;
+                    t.iter()
+                        .take_while(|p| p.1 <= tb)
+                        .last()
+                        .map_or(f64::NAN, |p| p.0)
+                })
+                .collect();
+            Series::new(n.clone(), y)
+        })
+        .collect();
+    let hl = [(1e-5, "CN eps = 1e-5")];
+    let x_time = format!("time, {:.0} ms per 200 bins", t_end);
+    for (suffix, series, x_label) in [
+        ("iteration", &by_iteration, "iteration"),
+        ("time", &by_time, x_time.as_str()),
+    ] {
+        let title = format!("{case}: first compared step");
+        let spec = PlotSpec {
+            title: &title,
+            x_label,
+            y_label: "CN residual",
+            log_y: true,
+            hlines: &hl,
+            ..PlotSpec::default()
+        };
+        let path = out.join(format!("dot_{slug}_{suffix}.png"));
+        match std::fs::create_dir_all(&out)
+            .map_err(|e| e.to_string())
+            .and_then(|_| write_plot(&path, &spec, series).map_err(|e| e.to_string()))
+        {
+            Ok(()) => println!("plot: {}", path.display()),
+            Err(e) => println!("plot not written: {e}"),
+        }
+    }
+}
+
 fn main() {
     println!(
         "threads: {}; `cargo bench --bench solvers` (CPU f64 unless marked)",
@@ -907,6 +1326,7 @@ fn main() {
             "admm_split" => admm_split(),
             "admm_contact" => admm_contact(),
             "armadillo_114k" => armadillo_114k(),
+            "dot" => dot_comparison(),
             other => panic!("unknown case {other}"),
         }
     }

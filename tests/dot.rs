@@ -387,3 +387,66 @@ fn both_filters_reach_the_same_step() {
     assert!(moved > 100.0 * bound);
     assert!(gap <= bound, "{gap:e} > {bound:e}");
 }
+
+/// `jello precompute` on a dot scene builds the partition, then finds it up to date; a
+/// `subdomains` above the element count is one line naming the key and file, exit non-zero.
+#[test]
+fn precompute_builds_the_partition_and_bad_counts_are_one_line() {
+    let dir = common::cli::tmp_dir("dot", "precompute_builds_the_partition");
+    let scene = |s: usize| {
+        format!(
+            r#"[simulation]
+h = 0.025
+steps = 2
+gravity = [0.0, -9.81, 0.0]
+
+[solver]
+name = "dot"
+subdomains = {s}
+
+[[objects]]
+name = "bar"
+mesh = {{ generator = "box", min = [0.0, 0.0, 0.0], max = [0.4, 0.1, 0.1], cells = [4, 1, 1] }}
+material = {{ model = "fixed_corotated", youngs_modulus = 1e5, poisson_ratio = 0.4, density = 1000.0 }}
+
+[[pins]]
+region = {{ slab = {{ normal = [1.0, 0.0, 0.0], offset = 0.0, thickness = 0.002 }} }}
+"#
+        )
+    };
+    let ok = dir.join("ok.toml");
+    std::fs::write(&ok, scene(3)).unwrap();
+    let p = ok.to_str().unwrap();
+    let first = common::cli::jello(&["precompute", p]);
+    let out = String::from_utf8_lossy(&first.stdout);
+    assert!(first.status.success(), "{out}");
+    assert!(
+        out.contains("built") && out.contains("3 subdomains"),
+        "{out}"
+    );
+    let second = common::cli::jello(&["precompute", p]);
+    let out = String::from_utf8_lossy(&second.stdout);
+    assert!(
+        second.status.success() && out.contains("up to date"),
+        "{out}"
+    );
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, scene(25)).unwrap();
+    let r = common::cli::jello(&[
+        "run",
+        bad.to_str().unwrap(),
+        "--out",
+        dir.join("o").to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(!r.status.success());
+    let line = err
+        .lines()
+        .find(|l| l.contains("subdomains"))
+        .expect("names the key");
+    assert!(
+        line.contains("bad.toml") && line.contains("1..=24"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
