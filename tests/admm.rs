@@ -363,12 +363,7 @@ fn pd_and_hyperelastic_proxes_agree_on_arap() {
 fn gradient_bound(problem: &StepProblem, m: &Model, x: &[f64]) -> (f64, f64) {
     let mut g = vec![0.0; x.len()];
     problem.gradient(m, x, &mut g);
-    let g_minv = g
-        .chunks(3)
-        .zip(&m.mass)
-        .map(|(gv, mv)| (gv[0] * gv[0] + gv[1] * gv[1] + gv[2] * gv[2]) / mv)
-        .sum::<f64>()
-        .sqrt();
+    let g_minv = common::g_minv(m, &g);
     (
         m.char_norm.residual(&g),
         2.0 * problem.h * problem.h * g_minv,
@@ -381,12 +376,7 @@ fn kkt_bound(problem: &StepProblem, m: &Model, forces: &[f64], x: &[f64]) -> (f6
     let mut g = vec![0.0; x.len()];
     let reference = m.elastic_reference(&problem.x_start);
     kkt_gradient(problem, m, &reference, forces, x, &mut g);
-    let g_minv = g
-        .chunks(3)
-        .zip(&m.mass)
-        .map(|(gv, mv)| (gv[0] * gv[0] + gv[1] * gv[1] + gv[2] * gv[2]) / mv)
-        .sum::<f64>()
-        .sqrt();
+    let g_minv = common::g_minv(m, &g);
     (
         m.char_norm.residual(&g),
         2.0 * problem.h * problem.h * g_minv,

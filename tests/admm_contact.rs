@@ -278,13 +278,7 @@ fn t13_resting_ball_uzawa_pgs_and_newton_agree() {
             let reference = m.elastic_reference(&problem.x_start);
             kkt_gradient(&problem, &m, &reference, c.forces(), &x, &mut g);
             assert_eq!(m.char_norm.residual(&g), r.residual);
-            let g_minv = g
-                .chunks(3)
-                .zip(&m.mass)
-                .map(|(gv, mv)| (gv[0] * gv[0] + gv[1] * gv[1] + gv[2] * gv[2]) / mv)
-                .sum::<f64>()
-                .sqrt();
-            results.push((x, 2.0 * h * h * g_minv));
+            results.push((x, 2.0 * h * h * common::g_minv(&m, &g)));
         }
         let between = common::m_dist(&m, &results[0].0, &results[1].0);
         let bound = results[0].1 + results[1].1;

@@ -366,20 +366,10 @@ fn both_filters_reach_the_same_step() {
         eprintln!("{filter:?}: {} iterations", r.iterations);
         xs.push(x);
     }
-    // Each lies within 2h²‖∇E‖_{M⁻¹} of the minimiser (see common::assert_matches_newton…).
+    // Each lies within 2h²‖∇E‖_{M⁻¹} of the minimiser.
     let bound: f64 = xs
         .iter()
-        .map(|x| {
-            let mut g = vec![0.0; x.len()];
-            problem.gradient(&m, x, &mut g);
-            let g_minv = g
-                .chunks(3)
-                .zip(&m.mass)
-                .map(|(gv, mv)| (gv[0] * gv[0] + gv[1] * gv[1] + gv[2] * gv[2]) / mv)
-                .sum::<f64>()
-                .sqrt();
-            2.0 * 0.025 * 0.025 * g_minv
-        })
+        .map(|x| common::residual_bound(&problem, &m, x))
         .sum();
     let gap = common::m_dist(&m, &xs[0], &xs[1]);
     let moved = common::m_dist(&m, &xs[0], &problem.x_start);

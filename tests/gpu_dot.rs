@@ -5,19 +5,8 @@
 mod common;
 
 use jello::gpu::Device;
-use jello::scene::Scene;
-use jello::sim::Simulation;
 use jello::solver::backend::{CpuBackend, DeviceBackend};
 use jello::solver::dot::{DotParams, DotSolver};
-use std::path::Path;
-
-fn scene(name: &str) -> (std::path::PathBuf, jello::scene::BuiltScene) {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("assets/scenes")
-        .join(name);
-    let built = Scene::load(&p).unwrap().build().unwrap();
-    (p, built)
-}
 
 /// DOT (s = 3) in f32 on the kernels' CPU twins and in f64: both converge every step of the
 /// cantilever and the trajectories stay within 1e-4 of the diagonal over 30 steps. Each run
@@ -26,48 +15,21 @@ fn scene(name: &str) -> (std::path::PathBuf, jello::scene::BuiltScene) {
 /// needed.
 #[test]
 fn dot_on_the_cpu_twins_follows_the_f64_dot() {
-    let (_, built) = scene("cantilever.toml");
+    let built = common::bundled_scene("cantilever.toml");
     let m = &built.model;
-    let st = m.initial_state(&built.velocity);
-    let h = built.config.h;
     let params = DotParams {
         subdomains: 3,
         ..DotParams::default()
     };
     let dev = DeviceBackend::new(Device::cpu(), m).unwrap();
-    let mut f32_sim = Simulation::new(
-        m.clone(),
-        st.clone(),
-        h,
-        Box::new(DotSolver::new(m, dev, params).unwrap()),
-    )
-    .unwrap();
     let cpu = CpuBackend::new(m.num_vertices());
-    let mut f64_sim = Simulation::new(
-        m.clone(),
-        st,
-        h,
+    let (worst, ia, ib) = common::lockstep_deviation(
+        &built,
+        Box::new(DotSolver::new(m, dev, params).unwrap()),
         Box::new(DotSolver::new(m, cpu, params).unwrap()),
-    )
-    .unwrap();
-    let diag = m
-        .mesh
-        .bounding_box()
-        .map(|(lo, hi)| ((0..3).map(|k| (hi[k] - lo[k]).powi(2)).sum::<f64>()).sqrt())
-        .unwrap();
-    let (mut worst, mut its) = (0.0f64, (0, 0));
-    for step in 1..=30 {
-        let a = f32_sim.step(false).unwrap();
-        let b = f64_sim.step(false).unwrap();
-        assert!(a.converged && b.converged, "step {step}");
-        its = (its.0 + a.iterations, its.1 + b.iterations);
-        let d = common::max_dist(&f32_sim.state.x, &f64_sim.state.x);
-        worst = worst.max(d / diag);
-    }
-    eprintln!(
-        "twins vs f64: worst deviation {worst:.2e} of the diagonal, iterations {} vs {}",
-        its.0, its.1
+        30,
     );
+    eprintln!("twins vs f64: worst deviation {worst:.2e} of the diagonal, iterations {ia} vs {ib}");
     assert!(worst < 1e-4, "{worst:e}");
     assert!(worst > 0.0, "f32 and f64 runs cannot be identical");
 }
@@ -94,7 +56,8 @@ fn dot_gpu_matches_cpu_over_50_steps() {
     // twist_stretch_squash.toml (the armadillo) is too large for lavapipe in the suite.
     common::assert_covers_bundled_scenes(names.into_iter().chain(["twist_stretch_squash.toml"]));
     for name in names {
-        let (path, mut built) = scene(name);
+        let path = common::bundled_scene_path(name);
+        let mut built = common::bundled_scene(name);
         built.config.solver = "dot".into();
         built.config.subdomains = Some(3);
         built.config.stop = jello::solver::StopRule::Cn { eps: 1e-6 };

@@ -18,7 +18,6 @@ use jello::gpu::twins::jgs2::barrier;
 use jello::gpu::{Device, ElemParams, GpuContact, GpuVec4, GpuVertexInfo, Kernel, Params};
 use jello::problem::Obstacle;
 use jello::scene::Scene;
-use jello::sim::Simulation;
 use jello::solver::backend::{CpuBackend, DeviceBackend};
 use jello::solver::qn::{QnParams, QnSolver};
 use rand::Rng;
@@ -585,47 +584,16 @@ fn scene(name: &str) -> (std::path::PathBuf, jello::scene::BuiltScene) {
 /// 50; 1.6e-4 at ε = 1e-6), which is where the bound comes from. No GPU needed.
 #[test]
 fn qn_on_the_cpu_twins_follows_the_f64_qn() {
-    let (_, built) = scene("cantilever.toml");
+    let built = common::bundled_scene("cantilever.toml");
     let m = &built.model;
-    let st = m.initial_state(&built.velocity);
-    let h = built.config.h;
     let dev = DeviceBackend::new(Device::cpu(), m).unwrap();
-    let mut f32_sim = Simulation::new(
-        m.clone(),
-        st.clone(),
-        h,
-        Box::new(QnSolver::new(m, dev, QnParams::default()).unwrap()),
-    )
-    .unwrap();
     let cpu = CpuBackend::new(m.num_vertices());
-    let mut f64_sim = Simulation::new(
-        m.clone(),
-        st,
-        h,
+    let (worst, _, _) = common::lockstep_deviation(
+        &built,
+        Box::new(QnSolver::new(m, dev, QnParams::default()).unwrap()),
         Box::new(QnSolver::new(m, cpu, QnParams::default()).unwrap()),
-    )
-    .unwrap();
-    let diag = m
-        .mesh
-        .bounding_box()
-        .map(|(lo, hi)| ((0..3).map(|k| (hi[k] - lo[k]).powi(2)).sum::<f64>()).sqrt())
-        .unwrap();
-    let mut worst = 0.0f64;
-    for step in 1..=30 {
-        let a = f32_sim.step(false).unwrap();
-        let b = f64_sim.step(false).unwrap();
-        assert!(a.converged && b.converged, "step {step}");
-        let d = f32_sim
-            .state
-            .x
-            .chunks(3)
-            .zip(f64_sim.state.x.chunks(3))
-            .map(|(p, q)| {
-                ((p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2) + (p[2] - q[2]).powi(2)).sqrt()
-            })
-            .fold(0.0, f64::max);
-        worst = worst.max(d / diag);
-    }
+        30,
+    );
     eprintln!("twins vs f64: worst deviation {worst:.2e} of the diagonal");
     assert!(worst < 2e-3, "{worst:e}");
     assert!(worst > 0.0, "f32 and f64 runs cannot be identical");

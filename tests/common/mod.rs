@@ -211,12 +211,71 @@ pub fn m_dist(m: &jello::problem::Model, a: &[f64], b: &[f64]) -> f64 {
         .sqrt()
 }
 
+/// ‖g‖_{M⁻¹} = √(Σ_v |g_v|² / m_v) of a gradient (3n, N) of `m`.
+pub fn g_minv(m: &jello::problem::Model, g: &[f64]) -> f64 {
+    g.chunks(3)
+        .zip(&m.mass)
+        .map(|(gv, mv)| (gv[0] * gv[0] + gv[1] * gv[1] + gv[2] * gv[2]) / mv)
+        .sum::<f64>()
+        .sqrt()
+}
+
+/// 2h²‖∇E(x)‖_{M⁻¹}: a bound on ‖x − x*‖_M near the step's minimiser x* (the inertia term
+/// makes E strongly convex with modulus M/h² there), kg^½·m.
+pub fn residual_bound(
+    problem: &jello::problem::StepProblem,
+    m: &jello::problem::Model,
+    x: &[f64],
+) -> f64 {
+    let mut g = vec![0.0; x.len()];
+    problem.gradient(m, x, &mut g);
+    2.0 * problem.h * problem.h * g_minv(m, &g)
+}
+
+/// The path of a scene bundled in assets/scenes.
+pub fn bundled_scene_path(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("assets/scenes")
+        .join(name)
+}
+
+/// Runs `a` and `b` in lockstep for `steps` steps of `built` from its initial state; every
+/// step must converge on both. Returns the worst per-step max vertex deviation relative to the
+/// bounding-box diagonal, and each run's total iterations.
+pub fn lockstep_deviation(
+    built: &jello::scene::BuiltScene,
+    a: Box<dyn jello::solver::StepSolver>,
+    b: Box<dyn jello::solver::StepSolver>,
+    steps: usize,
+) -> (f64, usize, usize) {
+    let m = &built.model;
+    let st = m.initial_state(&built.velocity);
+    let h = built.config.h;
+    let mut sa = jello::sim::Simulation::new(m.clone(), st.clone(), h, a).unwrap();
+    let mut sb = jello::sim::Simulation::new(m.clone(), st, h, b).unwrap();
+    let diag = m
+        .mesh
+        .bounding_box()
+        .map(|(lo, hi)| ((0..3).map(|k| (hi[k] - lo[k]).powi(2)).sum::<f64>()).sqrt())
+        .unwrap();
+    let (mut worst, mut ia, mut ib) = (0.0f64, 0, 0);
+    for step in 1..=steps {
+        let ra = sa.step(false).unwrap();
+        let rb = sb.step(false).unwrap();
+        assert!(ra.converged && rb.converged, "step {step}");
+        ia += ra.iterations;
+        ib += rb.iterations;
+        worst = worst.max(max_dist(&sa.state.x, &sb.state.x) / diag);
+    }
+    (worst, ia, ib)
+}
+
 /// A scene bundled in assets/scenes, built.
 pub fn bundled_scene(name: &str) -> jello::scene::BuiltScene {
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("assets/scenes")
-        .join(name);
-    jello::scene::Scene::load(&p).unwrap().build().unwrap()
+    jello::scene::Scene::load(&bundled_scene_path(name))
+        .unwrap()
+        .build()
+        .unwrap()
 }
 
 /// Largest per-vertex distance between two position vectors, m.
@@ -288,16 +347,8 @@ pub fn assert_matches_newton_on_bundled_scene(
             "{name}: {what} at ε = {eps:e} ended at {:e}",
             r.residual
         );
-        let mut g = vec![0.0; x.len()];
-        problem.gradient(m, &x, &mut g);
-        let g_minv = g
-            .chunks(3)
-            .zip(&m.mass)
-            .map(|(gv, mv)| (gv[0] * gv[0] + gv[1] * gv[1] + gv[2] * gv[2]) / mv)
-            .sum::<f64>()
-            .sqrt();
         let dist = m_dist(m, &x, &reference);
-        let bound = 2.0 * h * h * g_minv;
+        let bound = residual_bound(&problem, m, &x);
         eprintln!(
             "{name}: {what} at ε = {eps:.0e}: {} iterations, ‖x − x*‖_M = {dist:.2e}, \
              bound {bound:.2e} (max vertex distance {:.2e} m)",
