@@ -10,7 +10,7 @@ use jello::material::{Material, MaterialModel};
 use jello::mesh::box_grid;
 use jello::problem::{HessianLayout, Model, Script, StepProblem};
 use jello::sim::Simulation;
-use jello::solver::backend::CpuBackend;
+use jello::solver::backend::{Backend, CpuBackend, PotentialBackend};
 use jello::solver::dot::{
     load_or_build_decomposition, DecompositionOrigin, DomainInverse, DotParams, DotSolver,
 };
@@ -20,6 +20,13 @@ use jello::solver::{NewtonParams, NewtonSolver, StepSolver, StopRule};
 use jello_precompute::cholesky::{Ordering, SparseCholesky};
 use jello_precompute::partition::Decomposition;
 use std::sync::Arc;
+
+/// DOT's H₀ prepared for `problem` on the f64 backend (which starts the step first).
+fn begin(h0: &mut DomainInverse, problem: &StepProblem, m: &Model) {
+    let mut backend = CpuBackend::new(m.num_vertices());
+    backend.begin_step(problem, m).unwrap();
+    InitialInverse::<CpuBackend>::begin_step(h0, problem, m, &mut backend).unwrap();
+}
 
 fn dot(model: &Model, params: DotParams) -> DotSolver<CpuBackend> {
     DotSolver::new(model, CpuBackend::new(model.num_vertices()), params).unwrap()
@@ -55,7 +62,7 @@ fn subdomain_matrices_are_principal_submatrices_of_the_projected_hessian() {
     let d = Decomposition::new(m.num_vertices(), &m.mesh.tets, 4).unwrap();
     let copies = d.copies.clone();
     let mut h0 = DomainInverse::new(&m, Arc::new(d), DotParams::default(), "dot").unwrap();
-    InitialInverse::<CpuBackend>::begin_step(&mut h0, &problem, &m).unwrap();
+    begin(&mut h0, &problem, &m);
     // The reference: Newton's assembly at x_start, independently.
     let layout = HessianLayout::new(&m).unwrap();
     let mut global = layout.zeros();
@@ -94,7 +101,7 @@ fn one_subdomain_is_projected_newtons_direction() {
     let problem = StepProblem::new(&m, &state, 0.025);
     let d = Decomposition::new(m.num_vertices(), &m.mesh.tets, 1).unwrap();
     let mut h0 = DomainInverse::new(&m, Arc::new(d), DotParams::lbfgs_h(), "lbfgs-h").unwrap();
-    InitialInverse::<CpuBackend>::begin_step(&mut h0, &problem, &m).unwrap();
+    begin(&mut h0, &problem, &m);
     let n = 3 * m.num_vertices();
     let mut g = vec![0.0; n];
     problem.gradient(&m, &problem.x_start, &mut g);
@@ -164,7 +171,7 @@ fn the_gather_averages_interface_copies() {
     let nv = d.copies[v] as f64;
     let d = Arc::new(d);
     let mut h0 = DomainInverse::new(&m, d.clone(), DotParams::default(), "dot").unwrap();
-    InitialInverse::<CpuBackend>::begin_step(&mut h0, &problem, &m).unwrap();
+    begin(&mut h0, &problem, &m);
     let mut q = vec![0.0; 3 * m.num_vertices()];
     q[3 * v + 1] = 1.0;
     let mut avg = q.clone();
@@ -439,4 +446,75 @@ region = {{ slab = {{ normal = [1.0, 0.0, 0.0], offset = 0.0, thickness = 0.002 
         "{err}"
     );
     assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+/// The f64 backend's dᵀH(x_start)d for DOT's first trial length is the curvature of the
+/// matrix Newton assembles: against dᵀ(H d) with H from an independent `StepProblem::hessian`,
+/// for random directions (zero on pins) on the cantilever (pins, indefinite elements) and on
+/// the drop at impact (the ground's barrier blocks).
+#[test]
+fn start_curvature_is_the_assembled_hessians_curvature() {
+    let mut rng = common::rng("start_curvature_is_the_assembled_hessians_curvature");
+    let (cm, cs) = cantilever_state();
+    let (drop, ds) = common::drop_at_impact();
+    for (label, m, state, h) in [
+        ("cantilever", &cm, &cs, 0.025),
+        ("drop at impact", &drop.model, &ds, drop.config.h),
+    ] {
+        let problem = StepProblem::new(m, state, h);
+        let n = 3 * m.num_vertices();
+        let dhat = m.barrier.dhat;
+        let touching = (0..m.num_vertices())
+            .filter(|&v| {
+                let blk = problem.vertex_block(&problem.x_start, v);
+                let mass = m.mass[v] * problem.inertia;
+                !m.pinned[v] && (blk[(1, 1)] - mass).abs() > 1e-9 * mass
+            })
+            .count();
+        eprintln!("{label}: {touching} vertices with barrier blocks (d̂ = {dhat:e} m)");
+        if label.starts_with("drop") {
+            assert!(touching > 0, "the drop state is not in contact");
+        }
+        let mut backend = CpuBackend::new(m.num_vertices());
+        backend.begin_step(&problem, m).unwrap();
+        backend
+            .start_element_hessians(&problem, m, jello::material::EigenFilter::Clamp)
+            .unwrap();
+        let layout = HessianLayout::new(m).unwrap();
+        let mut global = layout.zeros();
+        problem.hessian(m, &problem.x_start, &layout, &mut global, &mut Vec::new());
+        let (q, dv, c) = (
+            backend.vector("q").unwrap(),
+            backend.vector("d").unwrap(),
+            backend.scalar().unwrap(),
+        );
+        for _ in 0..3 {
+            let d: Vec<f64> = (0..n)
+                .map(|k| {
+                    if problem.fixed[k] {
+                        0.0
+                    } else {
+                        rand::Rng::random_range(&mut rng, -1.0..1.0)
+                    }
+                })
+                .collect();
+            backend
+                .host_solve(q, dv, &mut |v| {
+                    v.copy_from_slice(&d);
+                    Ok(())
+                })
+                .unwrap();
+            backend.start_curvature(&problem, dv, c).unwrap();
+            let got = backend.read(&[c]).unwrap()[0];
+            let mut hd = vec![0.0; n];
+            global.mul_vec(&d, &mut hd);
+            let want: f64 = d.iter().zip(&hd).map(|(a, b)| a * b).sum();
+            eprintln!("{label}: dᵀHd {got:.6e} vs {want:.6e}");
+            assert!(want > 0.0);
+            assert!(
+                (got - want).abs() <= 1e-11 * want,
+                "{label}: {got:e} vs {want:e}"
+            );
+        }
+    }
 }

@@ -17,7 +17,9 @@ use jello::gpu::{
     Backend, Device, ElasticEvaluator, ElasticRest, ElemParams, EvalFlags, GpuMat3, GpuModel,
     GpuVec4, Kernel, Params, Plan, VertexCsr,
 };
-use jello::material::{element_hessian, ElementRest, Material, MaterialModel};
+use jello::material::{
+    element_hessian, element_hessian_filtered, EigenFilter, ElementRest, Material, MaterialModel,
+};
 use nalgebra::Vector3;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -579,6 +581,7 @@ fn elastic_matches_twin_on_gpu() {
         (0.008, 1 | 2 | 4, "mild, projected"),
         (0.008, 1 | 2, "mild, unprojected"),
         (0.03, 1 | 2 | 4, "strong with inversions, projected"),
+        (0.03, 1 | 2 | 16, "strong with inversions, abs filter"),
     ] {
         let c = elastic_case(&mut rng, true, noise);
         let ne = c.tets.len();
@@ -655,7 +658,11 @@ fn elastic_twin_matches_f64_reference() {
     // The f32 twin against crate::material (f64, nalgebra SVD, generic difference quotients):
     // an independent implementation of the same formulas.
     let mut rng = common::rng("elastic_twin_matches_f64_reference");
-    for noise in [0.008, 0.03] {
+    for (noise, filter) in [
+        (0.008, EigenFilter::Clamp),
+        (0.03, EigenFilter::Clamp),
+        (0.03, EigenFilter::Abs),
+    ] {
         let c = elastic_case(&mut rng, false, noise);
         let ne = c.tets.len();
         let dm: Vec<GpuMat3> = c.rest.iter().map(dm_gpu).collect();
@@ -664,7 +671,10 @@ fn elastic_twin_matches_f64_reference() {
         let mut hess = vec![f32::NAN; 144 * ne];
         let p = Params {
             n: ne as u32,
-            u0: 7,
+            u0: match filter {
+                EigenFilter::Clamp => 1 | 2 | twins::ELASTIC_PROJECT,
+                EigenFilter::Abs => 1 | 2 | twins::ELASTIC_ABS,
+            },
             ..Params::new()
         };
         twins::elastic(
@@ -701,7 +711,7 @@ fn elastic_twin_matches_f64_reference() {
                 skipped += 1;
                 continue;
             }
-            let r = element_hessian(&c.mats[e], &c.rest[e], &p, true);
+            let r = element_hessian_filtered(&c.mats[e], &c.rest[e], &p, Some(filter));
             e64.push(r.energy as f32);
             e32.push(energy[e]);
             for a in 0..4 {
@@ -728,7 +738,12 @@ fn elastic_twin_matches_f64_reference() {
         // observed ≤ 1.3e-6 over 24 seeds, tolerance 5e-5.
         assert_close(&e32, &e64, 5e-5, "twin energy vs f64");
         assert_close(&g32, &g64, 5e-5, "twin gradient vs f64");
-        assert_close(&h32, &h64, 5e-5, "twin hessian vs f64");
+        assert_close(
+            &h32,
+            &h64,
+            5e-5,
+            &format!("twin hessian vs f64 ({})", filter.name()),
+        );
     }
 }
 

@@ -44,6 +44,7 @@ fn elastic_element(e: u32, flags: u32, j_floor: f32) {
     }
     if (flags & 2u) != 0u {
         let project = (flags & 4u) != 0u;
+        let absolute = (flags & 16u) != 0u;
         let eig = sym_eig3(ev.hess);
         var lam: array<f32, 9>;
         var w: array<array<vec3<f32>, 4>, 9>;
@@ -75,7 +76,9 @@ fn elastic_element(e: u32, flags: u32, j_floor: f32) {
                     lam[m] = ev.twist[pair];
                 }
             }
-            if project {
+            if absolute {
+                lam[m] = abs(lam[m]);
+            } else if project {
                 lam[m] = max(lam[m], 0.0);
             }
             let wm = q * dmit;

@@ -10,7 +10,7 @@ use super::csr::VertexCsr;
 use super::device::{Buf, Device, Plan};
 use super::kernel::Kernel;
 use super::layout::{ElemParams, GpuMat3, GpuTet, GpuVec4, Params};
-use super::twins::{ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT, REDUCE_BLOCK};
+use super::twins::{ELASTIC_ABS, ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT, REDUCE_BLOCK};
 use super::{DeviceInfo, GpuModel};
 use crate::material::{ElementRest, Material};
 use crate::{JelloError, Result};
@@ -63,6 +63,9 @@ pub struct EvalFlags {
     pub hessian: bool,
     /// Project each element Hessian to PSD.
     pub project: bool,
+    /// With `project`: the absolute-value filter |λ| instead of the clamp max(λ, 0)
+    /// ([`crate::material::EigenFilter::Abs`]).
+    pub abs: bool,
     /// Also gather the per-vertex diagonal 3×3 blocks of the assembled elastic Hessian
     /// (requires `hessian`; for Jacobi/VBD-style preconditioners).
     pub hessian_diagonal: bool,
@@ -74,6 +77,7 @@ impl Default for EvalFlags {
             gradient: true,
             hessian: false,
             project: true,
+            abs: false,
             hessian_diagonal: false,
         }
     }
@@ -86,6 +90,7 @@ impl EvalFlags {
             gradient: false,
             hessian: false,
             project: false,
+            abs: false,
             hessian_diagonal: false,
         }
     }
@@ -95,6 +100,7 @@ impl EvalFlags {
             gradient: true,
             hessian: true,
             project: true,
+            abs: false,
             hessian_diagonal: false,
         }
     }
@@ -275,7 +281,11 @@ impl ElasticEvaluator {
         if flags.hessian {
             kflags |= ELASTIC_HESSIAN;
             if flags.project {
-                kflags |= ELASTIC_PROJECT;
+                kflags |= if flags.abs {
+                    ELASTIC_ABS
+                } else {
+                    ELASTIC_PROJECT
+                };
             }
             if self.hess.is_none() {
                 self.hess = Some(

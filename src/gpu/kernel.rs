@@ -83,6 +83,8 @@ pub enum Kernel {
     DevVertexEnergy,
     /// Vertex terms of the gradient (inertia, barrier, pins) and the residual's square sums.
     DevVertexGradient,
+    /// Per-group partials of dᵀH d over stored element Hessians and per-vertex 3×3 blocks.
+    DevCurvature,
     // ---- ADMM-PD (`crate::solver::backend::AdmmBackend`) ----
     /// ADMM local step per element: F from x, z-step (PD or hyperelastic prox), dual update,
     /// and the corner forces of Σ w²Dᵀ(z − ū) and DᵀW²(zⁿ⁺¹ − zⁿ) (or the step's reset).
@@ -96,7 +98,7 @@ pub enum Kernel {
 
 impl Kernel {
     /// All kernels, in table order.
-    pub const ALL: [Kernel; 35] = [
+    pub const ALL: [Kernel; 36] = [
         Kernel::Axpy,
         Kernel::Scale,
         Kernel::ReduceSum,
@@ -130,6 +132,7 @@ impl Kernel {
         Kernel::DevElementEnergy,
         Kernel::DevVertexEnergy,
         Kernel::DevVertexGradient,
+        Kernel::DevCurvature,
         // ---- ADMM-PD ----
         Kernel::AdmmLocal,
         Kernel::AdmmGather,
@@ -233,7 +236,7 @@ const LS: usize = size_of::<GpuLocalSystem>();
 const TN: usize = size_of::<GpuTreeNode>();
 
 /// The kernel table, indexed by [`Kernel::index`].
-pub static KERNELS: [KernelDesc; 35] = [
+pub static KERNELS: [KernelDesc; 36] = [
     KernelDesc {
         kernel: Kernel::Axpy,
         name: "axpy",
@@ -813,6 +816,19 @@ pub static KERNELS: [KernelDesc; 35] = [
         },
     },
     // ---- ADMM-PD ----
+    KernelDesc {
+        kernel: Kernel::DevCurvature,
+        name: "dev_curvature",
+        bindings: &[
+            b("hess", R, F, Len::Any),
+            b("tets", R, T4, Len::Any),
+            b("d", R, V4, Len::Any),
+            b("kv", R, M3, Len::Any),
+            b("part", W, F, Len::Any),
+        ],
+        items_per_group: twins::backend::DEV_GROUP as u32,
+        cpu: |p, b| twins::backend::dev_curvature(p, b.ro(0), b.ro(1), b.ro(2), b.ro(3), b.rw(4)),
+    },
     KernelDesc {
         kernel: Kernel::AdmmLocal,
         name: "admm_local",

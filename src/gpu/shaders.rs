@@ -34,6 +34,10 @@ static FILES: &[(&str, &str)] = &[
     ),
     ("dev_dots", include_str!("../../shaders/dev_dots.wgsl")),
     (
+        "dev_curvature",
+        include_str!("../../shaders/dev_curvature.wgsl"),
+    ),
+    (
         "dev_element_energy",
         include_str!("../../shaders/dev_element_energy.wgsl"),
     ),

@@ -109,19 +109,19 @@ impl ElasticTerms for DeviceElastic {
         self.model.elastic_energy(x)
     }
 
-    /// Clamp runs on the device (the `elastic` kernel's projection clamps). The kernels have no
-    /// absolute-value filter yet, so [`EigenFilter::Abs`] is evaluated by the f64 CPU reference
-    /// of the same model (correct, not accelerated).
+    /// Both filters run on the device (the `elastic` kernel's `ELASTIC_PROJECT` and
+    /// `ELASTIC_ABS` flags).
     fn elastic_element_hessians_filtered(
         &self,
         x: &[f64],
         filter: EigenFilter,
         out: &mut Vec<[f64; 144]>,
     ) {
-        if filter != EigenFilter::Clamp {
-            return self.model.elastic_element_hessians_filtered(x, filter, out);
-        }
-        let ev = self.run(x, EvalFlags::newton());
+        let flags = EvalFlags {
+            abs: filter == EigenFilter::Abs,
+            ..EvalFlags::newton()
+        };
+        let ev = self.run(x, flags);
         out.clear();
         out.extend(ev.element_hessians.iter().map(|h| h.map(|v| v as f64)));
     }

@@ -758,6 +758,54 @@ impl<'a> StepProblem<'a> {
     /// [`Self::assemble`] holds them (PSD by construction, no eigenvalue filter involved).
     /// Pinned DOFs of `d` are ignored.
     pub fn model_curvature(&self, x: &[f64], d: &[f64]) -> f64 {
+        self.curvature_with(x, d, |d| self.model.elastic_curvature(x, d))
+    }
+
+    /// dᵀ H d (J) for a displacement `d` (m), H the matrix [`Self::assemble`] builds from the
+    /// element Hessians `elem` (N/m) at `x` — without building it: Σ_e d_eᵀ H_e d_e plus the
+    /// inertia and barrier terms at `x`. Pinned DOFs of `d` are ignored. The element sum runs
+    /// in fixed chunks, so the result does not depend on the thread count (bit-for-bit
+    /// resumes).
+    pub fn assembled_curvature(&self, elem: &[[f64; 144]], x: &[f64], d: &[f64]) -> f64 {
+        const CHUNK: usize = 2048;
+        let tets = &self.model.mesh.tets;
+        self.curvature_with(x, d, |d| {
+            let parts: Vec<f64> = tets
+                .par_chunks(CHUNK)
+                .zip(elem.par_chunks(CHUNK))
+                .map(|(ts, hs)| {
+                    let mut acc = 0.0;
+                    for (t, h) in ts.iter().zip(hs) {
+                        let c = |k: usize| d[3 * t[k / 3] as usize + k % 3];
+                        for r in 0..12 {
+                            let row: f64 = (0..12).map(|k| h[12 * r + k] * c(k)).sum();
+                            acc += c(r) * row;
+                        }
+                    }
+                    acc
+                })
+                .collect();
+            parts.iter().sum()
+        })
+    }
+
+    /// The per-vertex 3×3 block of the Hessian besides the elements' (N/m): inertia m_v/h²·I
+    /// and the vertex barrier's PSD block at `x` as [`Self::assemble`] adds them; zero for a
+    /// pinned vertex. (Surface pairs couple vertices: they are not in it.)
+    pub fn vertex_block(&self, x: &[f64], v: usize) -> nalgebra::Matrix3<f64> {
+        if self.fixed[3 * v] {
+            return nalgebra::Matrix3::zeros();
+        }
+        let mut k = nalgebra::Matrix3::identity() * (self.model.mass[v] * self.inertia);
+        if let Some(hb) = self.vertex_barrier_hessian(x, v) {
+            k += hb;
+        }
+        k
+    }
+
+    /// dᵀ H d with the elastic part from `elastic(d)` (d with pinned DOFs zeroed) and the
+    /// vertex and surface-pair terms at `x` as [`Self::assemble`] holds them.
+    fn curvature_with(&self, x: &[f64], d: &[f64], elastic: impl FnOnce(&[f64]) -> f64) -> f64 {
         let mut free = Vec::new();
         let d = if self.fixed.iter().any(|&f| f) {
             free.extend(
@@ -769,13 +817,10 @@ impl<'a> StepProblem<'a> {
         } else {
             d
         };
-        let mut q = self.model.elastic_curvature(x, d);
+        let mut q = elastic(d);
         for v in 0..self.model.num_vertices() {
             let dv = Vector3::from_column_slice(&d[3 * v..3 * v + 3]);
-            q += self.model.mass[v] * self.inertia * dv.norm_squared();
-            if let Some(hb) = self.vertex_barrier_hessian(x, v) {
-                q += (dv.transpose() * hb * dv)[(0, 0)];
-            }
+            q += (dv.transpose() * self.vertex_block(x, v) * dv)[(0, 0)];
         }
         for (pair, h9) in self.pair_hessians(x) {
             let mut dp = nalgebra::SVector::<f64, 9>::zeros();

@@ -278,6 +278,54 @@ pub fn bundled_scene(name: &str) -> jello::scene::BuiltScene {
         .unwrap()
 }
 
+/// The state of a built scene after `steps` projected-Newton steps from its initial state
+/// (the scene's h and stop rule).
+pub fn state_after(built: &jello::scene::BuiltScene, steps: usize) -> jello::problem::State {
+    newton_states_until(built, steps, |_| false)
+}
+
+/// Projected-Newton steps of a built scene from its initial state until `stop` holds for the
+/// state or `max_steps` were taken; that state.
+pub fn newton_states_until(
+    built: &jello::scene::BuiltScene,
+    max_steps: usize,
+    stop: impl Fn(&jello::problem::State) -> bool,
+) -> jello::problem::State {
+    let m = &built.model;
+    let params = jello::solver::NewtonParams {
+        stop: built.config.stop,
+        ..jello::solver::NewtonParams::default()
+    };
+    let solver = jello::solver::NewtonSolver::new(m, params).unwrap();
+    let mut sim = jello::sim::Simulation::new(
+        m.clone(),
+        m.initial_state(&built.velocity),
+        built.config.h,
+        Box::new(solver),
+    )
+    .unwrap();
+    for _ in 0..max_steps {
+        if stop(&sim.state) {
+            break;
+        }
+        sim.step(false).unwrap();
+    }
+    sim.state
+}
+
+/// The drop scene's first state with a vertex within d̂ of the ground (height 0), stepped
+/// with projected Newton (the ball lands after about a dozen steps).
+pub fn drop_at_impact() -> (jello::scene::BuiltScene, jello::problem::State) {
+    let built = bundled_scene("drop.toml");
+    let dhat = built.model.barrier.dhat;
+    let state = newton_states_until(&built, 60, |s| s.x.chunks(3).any(|p| p[1] < 0.5 * dhat));
+    assert!(
+        state.x.chunks(3).any(|p| p[1] < dhat),
+        "drop.toml: no vertex reached the ground in 60 steps"
+    );
+    (built, state)
+}
+
 /// Largest per-vertex distance between two position vectors, m.
 pub fn max_dist(a: &[f64], b: &[f64]) -> f64 {
     a.chunks(3)

@@ -6,7 +6,7 @@
 
 use super::jgs2::{barrier, contact_advance, contact_distance, contact_step_bound};
 use super::need;
-use crate::gpu::layout::{ElemParams, GpuContact, GpuTet, GpuVec4, GpuVertexInfo, Params};
+use crate::gpu::layout::{ElemParams, GpuContact, GpuMat3, GpuTet, GpuVec4, GpuVertexInfo, Params};
 use crate::{JelloError, Result};
 use glam::Vec3;
 use rayon::prelude::*;
@@ -182,6 +182,70 @@ pub fn dev_dots(
         p_ab[g] = s[0];
         p_aa[g] = s[1];
         p_bb[g] = s[2];
+    }
+    Ok(())
+}
+
+/// Twin of `dev_curvature.wgsl`: per group of 256 items i, Σ d_eᵀH_e d_e (i < u0 elements)
+/// + d_vᵀK_v d_v (i < u1 vertices).
+pub fn dev_curvature(
+    p: &Params,
+    hess: &[f32],
+    tets: &[GpuTet],
+    d: &[GpuVec4],
+    kv: &[GpuMat3],
+    part: &mut [f32],
+) -> Result<()> {
+    let n = p.n as usize;
+    let (ne, nv) = (p.u0 as usize, p.u1 as usize);
+    if ne > n || nv > n {
+        return Err(JelloError::Invalid(format!(
+            "dev_curvature: {ne} elements and {nv} vertices over {n} items"
+        )));
+    }
+    need(hess.len(), 144 * ne, "dev_curvature hess")?;
+    need(tets.len(), ne, "dev_curvature tets")?;
+    need(d.len(), nv, "dev_curvature d")?;
+    need(kv.len(), nv, "dev_curvature kv")?;
+    need(part.len(), dev_groups(n), "dev_curvature part")?;
+    for t in &tets[..ne] {
+        if t.iter().any(|&v| v as usize >= d.len()) {
+            return Err(JelloError::Invalid(format!(
+                "dev_curvature: tet {t:?} outside {} direction vectors",
+                d.len()
+            )));
+        }
+    }
+    let sums = per_group(
+        n,
+        |i| {
+            let mut acc = 0.0f32;
+            if i < ne {
+                let t = tets[i];
+                let c = |k: usize| d[t[k / 3] as usize][k % 3];
+                let h = &hess[144 * i..144 * i + 144];
+                for r in 0..12 {
+                    let mut row = 0.0f32;
+                    for k in 0..12 {
+                        row += h[12 * r + k] * c(k);
+                    }
+                    acc += c(r) * row;
+                }
+            }
+            if i < nv {
+                let dv = v3(&d[i]);
+                let m = &kv[i].cols;
+                let kd = Vec3::new(m[0][0], m[0][1], m[0][2]) * dv.x
+                    + Vec3::new(m[1][0], m[1][1], m[1][2]) * dv.y
+                    + Vec3::new(m[2][0], m[2][1], m[2][2]) * dv.z;
+                acc += dv.dot(kd);
+            }
+            [acc, 0.0, 0.0]
+        },
+        |a, b| a + b,
+    );
+    for (g, s) in sums.iter().enumerate() {
+        part[g] = s[0];
     }
     Ok(())
 }

@@ -17,6 +17,9 @@ pub const ELASTIC_PROJECT: u32 = 4;
 /// `elastic` flag: strict inversion — an element whose J = det F is below `Params::f0` gets the
 /// energy [`ELASTIC_STRICT_SENTINEL`] (gradient and Hessian as usual).
 pub const ELASTIC_STRICT: u32 = 8;
+/// `elastic` flag: the absolute-value eigenvalue filter (|λ| for the 9 ∂P/∂F eigenvalues,
+/// [`crate::material::EigenFilter::Abs`]); overrides [`ELASTIC_PROJECT`].
+pub const ELASTIC_ABS: u32 = 16;
 /// The energy (J) [`ELASTIC_STRICT`] writes for an element below the floor: hosts read energy
 /// sums of half of it or more as +∞.
 pub const ELASTIC_STRICT_SENTINEL: f32 = 1e30;
@@ -150,6 +153,7 @@ fn element(
     }
     if let Some(h) = hess {
         let project = flags & ELASTIC_PROJECT != 0;
+        let absolute = flags & ELASTIC_ABS != 0;
         let eig = sym_eig3(ev.hess);
         let (u, v) = (sv.u, sv.v);
         let mut lam = [0.0f32; 9];
@@ -171,7 +175,9 @@ fn element(
                     (a - b) * INV_SQRT2
                 }
             };
-            if project {
+            if absolute {
+                lam[m] = lam[m].abs();
+            } else if project {
                 lam[m] = lam[m].max(0.0);
             }
             let wm = q * dmit;

@@ -3,6 +3,7 @@
 
 use super::{Backend, Coef, Combine, Dots, GradientScalars, Point, PotentialBackend, TrialScalars};
 use crate::error::{JelloError, Result};
+use crate::material::EigenFilter;
 use crate::problem::{ElasticTerms, StepProblem};
 use crate::solver::report::max_vertex_norm;
 use rayon::prelude::*;
@@ -36,6 +37,10 @@ pub struct CpuBackend {
     fields: Vec<Vec<nalgebra::Matrix3<f64>>>,
     /// ADMM's constants, once set up.
     admm: Option<Box<admm::CpuAdmm>>,
+    /// Element Hessians at x_start ([`PotentialBackend::start_element_hessians`]) and whether
+    /// they belong to the current step.
+    start_hess: Vec<[f64; 144]>,
+    start_hess_valid: bool,
 }
 
 impl CpuBackend {
@@ -215,6 +220,7 @@ impl PotentialBackend for CpuBackend {
         self.cur = 0;
         self.x[0].clone_from(&problem.x_start);
         self.x[1].clone_from(&problem.x_start);
+        self.start_hess_valid = false;
         Ok(())
     }
 
@@ -302,6 +308,33 @@ impl PotentialBackend for CpuBackend {
 
     fn accept(&mut self) {
         self.cur = 1 - self.cur;
+    }
+
+    fn start_element_hessians(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        filter: EigenFilter,
+    ) -> Result<&[[f64; 144]]> {
+        elastic.elastic_element_hessians_filtered(&problem.x_start, filter, &mut self.start_hess);
+        self.start_hess_valid = true;
+        Ok(&self.start_hess)
+    }
+
+    fn start_curvature(
+        &mut self,
+        problem: &StepProblem,
+        d: CpuVector,
+        out: CpuScalar,
+    ) -> Result<()> {
+        if !self.start_hess_valid {
+            return Err(JelloError::Solver(
+                "start_curvature before start_element_hessians in this step".into(),
+            ));
+        }
+        self.scalars[out.0] =
+            problem.assembled_curvature(&self.start_hess, &problem.x_start, &self.vectors[d.0]);
+        Ok(())
     }
 
     fn contact_terms(

@@ -32,7 +32,10 @@
 //! and r written for the host solve (16·n bytes each), and with obstacles the contact records
 //! for the contact correction (32·n bytes per obstacle). Measured on the 3,321-vertex Table I
 //! bar (`benches/solvers.rs`): 104 KB per solve, the transfer and host solve 3–4% of a step on
-//! lavapipe and the twins. Per ADMM iteration ([`crate::solver::backend::AdmmBackend`],
+//! lavapipe and the twins. DOT adds, once per step, the element Hessians at x_start read
+//! back for the host's subdomain factors (576 bytes per element, from the `elastic` kernel)
+//! and the per-vertex inertia and barrier blocks written for `dev_curvature` (48 bytes per
+//! vertex); its quadratic start's dᵀHd then stays on the device. Per ADMM iteration ([`crate::solver::backend::AdmmBackend`],
 //! `device/admm.rs`): the right-hand side read and the new positions written (16·n bytes
 //! each) and one read of the readback buffer; see `src/solver/admm/mod.rs` for the figures.
 
@@ -41,11 +44,12 @@ use crate::error::{JelloError, Result};
 use crate::gpu::twins::backend::{
     dev_groups, COMBINE_DOT, COMBINE_SET, ENERGY_REFERENCE, ENERGY_STRICT, SLOT_NONE,
 };
-use crate::gpu::twins::ELASTIC_GRADIENT;
+use crate::gpu::twins::{ELASTIC_ABS, ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT};
 use crate::gpu::{
     element_records, Buf, Device, ElasticRest, ElemParams, GpuContact, GpuMat3, GpuTet, GpuVec4,
     GpuVertexInfo, Kernel, Params, Plan, VertexCsr,
 };
+use crate::material::EigenFilter;
 use crate::problem::{ElasticTerms, Model, Obstacle, StepProblem};
 use std::time::Instant;
 
@@ -173,6 +177,22 @@ pub struct DeviceBackend {
     solves: HostSolveStats,
     /// ADMM's constants, once set up ([`crate::solver::backend::AdmmBackend`]).
     admm: Option<Box<admm::DeviceAdmm>>,
+    /// The element Hessians at x_start and the per-vertex blocks, once asked for
+    /// ([`PotentialBackend::start_element_hessians`]).
+    start: Option<Box<StartHessian>>,
+    /// Whether `start` holds this step's Hessians.
+    start_valid: bool,
+}
+
+/// DOT's Hessian at the step's start on the device: element Hessians (f32, 144 per element, as
+/// the `elastic` kernel writes them), the per-vertex 3×3 blocks of inertia and barrier
+/// ([`StepProblem::vertex_block`], computed in f64 on the host and uploaded once per step), the
+/// per-group partials of `dev_curvature`, and the host's f64 copy of the element Hessians.
+struct StartHessian {
+    hess: Buf<f32>,
+    kv: Buf<GpuMat3>,
+    part: Buf<f32>,
+    host: Vec<[f64; 144]>,
 }
 
 fn vec4(x: &[f64], o: [f64; 3]) -> GpuVec4 {
@@ -276,6 +296,8 @@ impl DeviceBackend {
             pending_magnitude: false,
             solves: HostSolveStats::default(),
             admm: None,
+            start: None,
+            start_valid: false,
             dev: d,
         };
         s.bound_slot = s.alloc_slot()?;
@@ -727,6 +749,7 @@ impl PotentialBackend for DeviceBackend {
         self.strict = problem.strict_inversion;
         self.rec_energies(0, 0, true, false);
         self.pending_magnitude = true;
+        self.start_valid = false;
         Ok(())
     }
 
@@ -809,6 +832,107 @@ impl PotentialBackend for DeviceBackend {
 
     fn accept(&mut self) {
         self.cur = 1 - self.cur;
+    }
+
+    /// The `elastic` kernel at x_start with the Hessian flags (clamp: `ELASTIC_PROJECT`, abs:
+    /// `ELASTIC_ABS`), read back once; the per-vertex blocks uploaded for `dev_curvature`.
+    fn start_element_hessians(
+        &mut self,
+        problem: &StepProblem,
+        _elastic: &dyn ElasticTerms,
+        filter: EigenFilter,
+    ) -> Result<&[[f64; 144]]> {
+        let mode = match filter {
+            EigenFilter::Clamp => ELASTIC_PROJECT,
+            EigenFilter::Abs => ELASTIC_ABS,
+        };
+        if self.start.is_none() {
+            let groups = dev_groups(self.ne.max(self.nv));
+            self.start = Some(Box::new(StartHessian {
+                hess: self
+                    .dev
+                    .alloc("element Hessians at the start", 144 * self.ne)?,
+                kv: self.dev.alloc("vertex blocks at the start", self.nv)?,
+                part: self.dev.alloc("curvature partials", groups)?,
+                host: Vec::new(),
+            }));
+        }
+        let st = self.start.as_mut().expect("allocated above");
+        self.plan.dispatch(
+            Kernel::Elastic,
+            &[
+                self.x_start.id(),
+                self.tets.id(),
+                self.dm_inv.id(),
+                self.elem.id(),
+                self.energy.id(),
+                self.egrad.id(),
+                st.hess.id(),
+            ],
+            Params::new().u0(ELASTIC_HESSIAN | mode),
+            self.ne as u32,
+        );
+        // The read below waits for the plan. The pass rewrites `energy` with the start's
+        // element energies, the values the reference pass recorded before it already took.
+        let plan = std::mem::take(&mut self.plan);
+        self.dev.submit(&plan)?;
+        let h32 = self.dev.read(&st.hess)?;
+        st.host.clear();
+        st.host.extend(h32.chunks_exact(144).map(|c| {
+            let mut h = [0.0f64; 144];
+            for (a, &b) in h.iter_mut().zip(c) {
+                *a = b as f64;
+            }
+            h
+        }));
+        let kv: Vec<GpuMat3> = (0..self.nv)
+            .map(|v| {
+                let k = problem.vertex_block(&problem.x_start, v);
+                GpuMat3::from_rows(std::array::from_fn(|r| {
+                    std::array::from_fn(|c| k[(r, c)] as f32)
+                }))
+            })
+            .collect();
+        self.dev.write(&st.kv, 0, &kv)?;
+        self.start_valid = true;
+        Ok(&self.start.as_ref().expect("allocated above").host)
+    }
+
+    fn start_curvature(
+        &mut self,
+        _problem: &StepProblem,
+        d: DeviceVector,
+        out: DeviceScalar,
+    ) -> Result<()> {
+        let slot = Self::slot_of(Some(out), "the curvature")?;
+        let st = match (&self.start, self.start_valid) {
+            (Some(st), true) => st,
+            _ => {
+                return Err(JelloError::Solver(
+                    "start_curvature before start_element_hessians in this step".into(),
+                ))
+            }
+        };
+        let n = self.ne.max(self.nv);
+        self.plan.dispatch(
+            Kernel::DevCurvature,
+            &[
+                st.hess.id(),
+                self.tets.id(),
+                d.id(),
+                st.kv.id(),
+                st.part.id(),
+            ],
+            Params {
+                u0: self.ne as u32,
+                u1: self.nv as u32,
+                ..Params::default()
+            },
+            n as u32,
+        );
+        self.plan
+            .sum(&st.part, dev_groups(n) as u32, &self.scal, slot);
+        Ok(())
     }
 
     fn contact_terms(

@@ -49,6 +49,7 @@ pub use device::{
 };
 
 use crate::error::Result;
+use crate::material::EigenFilter;
 use crate::problem::{ElasticTerms, StepProblem};
 
 /// A scalar coefficient computed where the scalars live:
@@ -216,6 +217,30 @@ pub trait PotentialBackend: Backend {
     ) -> Result<TrialScalars<Self::Scalar>>;
     /// The trial becomes the current iterate.
     fn accept(&mut self);
+    /// The element Hessians of the elastic energy at the step's start `problem.x_start`
+    /// (N/m; 12×12 per element, row-major, DOFs vertex-major, pinned DOFs included), their
+    /// ∂P/∂F eigenvalues passed through `filter` — on the host in f64, for a preconditioner to assemble and
+    /// factor (DOT's subdomain matrices). A device computes them in its `elastic` kernel, reads
+    /// them back (576 bytes per element) and keeps them for [`Self::start_curvature`]. Call
+    /// after [`Self::begin_step`].
+    fn start_element_hessians(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        filter: EigenFilter,
+    ) -> Result<&[[f64; 144]]>;
+    /// `out` ← dᵀ H d (J for `d` in m), H the Hessian at x_start that
+    /// [`StepProblem::assemble`] builds from the element Hessians of the last
+    /// [`Self::start_element_hessians`] call of this step (inertia and barrier terms at x_start
+    /// included, pinned DOFs ignored): the curvature DOT's first trial length is fitted to. On
+    /// a device it is one pass over the stored element Hessians and a reduction: the direction
+    /// never leaves the device.
+    fn start_curvature(
+        &mut self,
+        problem: &StepProblem,
+        d: Self::Vector,
+        out: Self::Scalar,
+    ) -> Result<()>;
     /// The obstacle barrier's curvature at the current iterate as rank-1 terms (f64, host),
     /// for a contact-aware preconditioner ([`crate::solver::pd::contact`]).
     fn contact_terms(

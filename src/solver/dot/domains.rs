@@ -56,7 +56,6 @@ pub struct DomainInverse {
     params: DotParams,
     layout: HessianLayout,
     global: SymSparse,
-    elem: Vec<[f64; 144]>,
     subs: Vec<Subdomain>,
     /// Per DOF: 1/n_v (the averaging weight B).
     weight: Vec<f64>,
@@ -160,7 +159,6 @@ impl DomainInverse {
             params,
             layout,
             global,
-            elem: Vec::new(),
             subs,
             weight,
             loose,
@@ -198,18 +196,6 @@ impl DomainInverse {
     /// Subdomain j's matrix H_j of the last prepared step and its global DOFs (for tests).
     pub fn subdomain_matrix(&self, j: usize) -> (&SymSparse, &[u32]) {
         (&self.subs[j].matrix, &self.subs[j].dofs)
-    }
-
-    /// The global projected Hessian at `x` (element Hessians under the parameters' filter).
-    fn assemble(&mut self, problem: &StepProblem, elastic: &dyn ElasticTerms, x: &[f64]) {
-        problem.hessian_filtered(
-            elastic,
-            x,
-            &self.layout,
-            &mut self.global,
-            &mut self.elem,
-            self.params.filter,
-        );
     }
 
     /// Extracts and factors the H_j marked in `which` (all when `None`) from the global
@@ -327,12 +313,19 @@ impl<B: PotentialBackend> InitialInverse<B> for DomainInverse {
         self.name.clone()
     }
 
-    /// H_j at x_start: the global projected Hessian there, each subdomain's principal
-    /// submatrix over its vertices (interface blocks included: Eq. 9's K_j), factored in
-    /// parallel.
-    fn begin_step(&mut self, problem: &StepProblem, elastic: &dyn ElasticTerms) -> Result<bool> {
+    /// H_j at x_start: the global projected Hessian there (element Hessians from the
+    /// backend — on a device its `elastic` kernel computes and filters them — assembled here),
+    /// each subdomain's principal submatrix over its vertices (interface blocks included:
+    /// Eq. 9's K_j), factored in parallel.
+    fn begin_step(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        backend: &mut B,
+    ) -> Result<bool> {
         let t0 = Instant::now();
-        self.assemble(problem, elastic, &problem.x_start);
+        let elem = backend.start_element_hessians(problem, elastic, self.params.filter)?;
+        problem.assemble(&self.layout, elem, &problem.x_start, &mut self.global);
         self.start_blocks.clear();
         if !problem.model.obstacles.is_empty() {
             crate::solver::pd::contact_terms(problem, &problem.x_start, &mut self.terms);
@@ -454,13 +447,20 @@ impl<B: PotentialBackend> InitialInverse<B> for DomainInverse {
         self.params.quadratic_start
     }
 
-    /// dᵀ ∇²E(x_start) d with the stored projected Hessian (Algorithm 1's x^t).
-    fn curvature(&mut self, d: &[f64]) -> f64 {
+    /// dᵀ ∇²E(x_start) d with the projected Hessian of the step's start (Algorithm 1's x^t),
+    /// where d is: the backend's element Hessians plus its inertia and barrier blocks (on a
+    /// device one kernel pass and a reduction; the f64 backend sums the same terms).
+    fn curvature(
+        &mut self,
+        problem: &StepProblem,
+        backend: &mut B,
+        d: B::Vector,
+        out: B::Scalar,
+    ) -> Result<()> {
         let t0 = Instant::now();
-        self.global.mul_vec(d, &mut self.scratch);
-        let c = d.iter().zip(&self.scratch).map(|(a, b)| a * b).sum();
+        backend.start_curvature(problem, d, out)?;
         self.stats.curvature_ms += ms(t0);
-        c
+        Ok(())
     }
 
     /// Eq. 14: α₀ = max(floor, −∇Eᵀd / dᵀHd), no upper cap.

@@ -27,10 +27,27 @@
 //! # Backends
 //! `DotSolver<CpuBackend>` is the f64 reference (every scene: obstacles, surface contact,
 //! static increments). `DotSolver<DeviceBackend>` runs the same loop with the gradient,
-//! energies, step filter and L-BFGS vector work in f32 WGSL kernels (or their twins); H and
-//! its subdomain factors are built on the host in f64 from x_start (a host value), and each
-//! iteration moves q down and D₁q up (2 × 12·n bytes) plus the direction for the quadratic
-//! start (12·n bytes).
+//! energies, step filter and L-BFGS vector work in f32 WGSL kernels (or their twins), and
+//! the per-step Hessian work that parallelises per element on the device too: the projected
+//! element Hessians at x_start come from the `elastic` kernel (clamp or abs filter, the
+//! eigen-decompositions on the device) and are read back once per step (576 bytes per
+//! element) for the host to assemble, extract and factor the H_j in f64; the device keeps
+//! them, so the quadratic start's dᵀH(x_start)d is one `dev_curvature` pass and a reduction
+//! and the direction never leaves the device for it. Per iteration only q goes down and D₁q
+//! comes up (2 × 16·n bytes). The scatter S, the solves and the averaging gather B stay on
+//! the host with the factors: on the device they would move n̂ ≥ n copies instead of n values
+//! per iteration, and the solves need the f64 factors anyway.
+//!
+//! Measured on lavapipe at ε = 1e-6 (`tests/gpu_dot.rs`, 50 steps, s = 3): moving the element
+//! Hessians and the curvature onto the device changes the device run's iteration counts only
+//! where f32 round-off decides the last digits of the residual — stiff_soft 642 → 733
+//! iterations (the f64 run: 559), drop 929 → 1,886 because one step (48, the ball at rest
+//! after its second bounce) sits at the f32 floor (residual 3.1e-6 against ε = 1e-6) and
+//! runs to the 1000-iteration cap; with f64 element Hessians in the same device loop
+//! stiff_soft took 3,559, so it is which round-off, not the f32 Hessians. At the scenes' own
+//! ε = 1e-5 (`jello compare`, whole scenes) the device run converges every step with the f64
+//! run's iteration counts: drop 811 / 811 over 80 steps (at most 47 per step), stiff_soft
+//! 421 / 421 over 60, cantilever 479 / 479 over 100.
 //!
 //! # Choices the paper leaves open
 //! - **Partition.** METIS k-way on the element dual graph (face adjacency), default seed:

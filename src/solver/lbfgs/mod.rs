@@ -95,9 +95,15 @@ pub struct Refresh {
 pub trait InitialInverse<B: PotentialBackend> {
     /// The solver's name in scenes and stats ("qn", "dot", "lbfgs-h").
     fn name(&self) -> String;
-    /// Start of a step, before the backend's: build what this step needs (a factorisation).
+    /// Start of a step, after the backend's ([`PotentialBackend::begin_step`]): build what
+    /// this step needs (a factorisation; DOT takes its element Hessians from the backend).
     /// Returns whether anything was (re)built, for the per-phase times.
-    fn begin_step(&mut self, problem: &StepProblem, elastic: &dyn ElasticTerms) -> Result<bool>;
+    fn begin_step(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        backend: &mut B,
+    ) -> Result<bool>;
     /// Start of an iteration: back to the default variant after a fallback.
     fn begin_iteration(&mut self) {}
     /// Before each application: refresh what depends on the current iterate (QN's barrier
@@ -112,14 +118,24 @@ pub trait InitialInverse<B: PotentialBackend> {
     fn fallback(&mut self) -> bool {
         false
     }
-    /// Whether [`Self::start_length`] is used (then the loop brings each direction to the
-    /// host and asks for [`Self::curvature`]).
+    /// Whether [`Self::start_length`] is used (then the loop asks for [`Self::curvature`]
+    /// of each direction).
     fn wants_start_length(&self) -> bool {
         false
     }
-    /// dᵀH d of a model Hessian H for the direction `d` (host, f64).
-    fn curvature(&mut self, _d: &[f64]) -> f64 {
-        f64::NAN
+    /// Records `out` ← dᵀH d of a model Hessian H for the direction `d` on the backend (the
+    /// direction stays where it is).
+    fn curvature(
+        &mut self,
+        _problem: &StepProblem,
+        _backend: &mut B,
+        _d: B::Vector,
+        _out: B::Scalar,
+    ) -> Result<()> {
+        Err(JelloError::Solver(format!(
+            "{}: no model curvature",
+            self.name()
+        )))
     }
     /// The first trial's step length from the slope ∇Eᵀd and the curvature dᵀH d; None
     /// starts at 1.

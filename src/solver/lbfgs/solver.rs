@@ -85,8 +85,9 @@ pub struct LbfgsSolver<B: PotentialBackend, H: InitialInverse<B>> {
     history: Vec<usize>,
     log: Vec<LbfgsIteration>,
     phases: LbfgsPhases,
-    /// A copy of the direction for the initial inverse Hessian's start length.
-    scratch: Option<B::Vector>,
+    /// With a start length ([`InitialInverse::wants_start_length`]): a spare vector the
+    /// scaled direction is written to (then the two swap), and the curvature's scalar.
+    scratch: Option<(B::Vector, B::Scalar)>,
 }
 
 /// A trial the line search accepted, with what the next iteration needs.
@@ -138,7 +139,7 @@ impl<B: PotentialBackend, H: InitialInverse<B>> LbfgsSolver<B, H> {
         let chain = [backend.scalar()?, backend.scalar()?];
         let (slope, ss, tt) = (backend.scalar()?, backend.scalar()?, backend.scalar()?);
         let scratch = if h0.wants_start_length() {
-            Some(backend.vector("direction copy")?)
+            Some((backend.vector("scaled direction")?, backend.scalar()?))
         } else {
             None
         };
@@ -286,19 +287,15 @@ impl<B: PotentialBackend, H: InitialInverse<B>> LbfgsSolver<B, H> {
     }
 
     /// H₀'s first trial length for the direction d (None: α starts at 1 of the filter's
-    /// bound); the direction's values reach the host through a copy into the scratch vector.
-    fn start_length(&mut self) -> Result<Option<f64>> {
-        let Some(copy) = self.scratch else {
+    /// bound): the slope and H₀'s curvature dᵀH d, both computed where d is, in one read.
+    fn start_length(&mut self, problem: &StepProblem) -> Result<Option<f64>> {
+        let Some((_, curvature)) = self.scratch else {
             return Ok(None);
         };
-        let mut curvature = f64::NAN;
-        let h0 = &mut self.h0;
-        self.backend.host_solve(self.d, copy, &mut |v| {
-            curvature = h0.curvature(v);
-            Ok(())
-        })?;
-        let slope = self.backend.read(&[self.slope])?[0];
-        Ok(self.h0.start_length(slope, curvature))
+        self.h0
+            .curvature(problem, &mut self.backend, self.d, curvature)?;
+        let v = self.backend.read(&[self.slope, curvature])?;
+        Ok(self.h0.start_length(v[0], v[1]))
     }
 
     /// Whether the stop rule holds for `residual` and the last iteration's largest move.
@@ -331,13 +328,14 @@ impl<B: PotentialBackend, H: InitialInverse<B>> StepSolver for LbfgsSolver<B, H>
         // H₀ for this step (the PD matrix when h or the pins changed; DOT's subdomain
         // factors at x_start every step).
         let t0 = Instant::now();
-        if self.h0.begin_step(problem, elastic)? {
-            timings.factor_ms += ms(t0);
-            self.phases.factor_ms += ms(t0);
-        }
-
-        let t0 = Instant::now();
         self.backend.begin_step(problem, elastic)?;
+        let t1 = Instant::now();
+        let built = self.h0.begin_step(problem, elastic, &mut self.backend)?;
+        let h0_ms = ms(t1);
+        if built {
+            timings.factor_ms += h0_ms;
+            self.phases.factor_ms += h0_ms;
+        }
         self.gc = 0;
         self.history.clear();
         let gi = self
@@ -345,8 +343,8 @@ impl<B: PotentialBackend, H: InitialInverse<B>> StepSolver for LbfgsSolver<B, H>
             .gradient(problem, elastic, Point::Current, self.g[0])?;
         self.first_loop(0, &[])?;
         let residual0 = self.backend.read(&[gi.residual])?[0];
-        timings.setup_ms += ms(t0);
-        self.phases.gradient_ms += ms(t0);
+        timings.setup_ms += ms(t0) - h0_ms;
+        self.phases.gradient_ms += ms(t0) - h0_ms;
         if !residual0.is_finite() {
             return Err(JelloError::Solver(format!(
                 "{}: non-finite gradient at the step's start ({})",
@@ -422,17 +420,19 @@ impl<B: PotentialBackend, H: InitialInverse<B>> StepSolver for LbfgsSolver<B, H>
                 // H₀'s first trial length (DOT's quadratic model): a length above 1 scales
                 // the direction (the step filter bounds α ≤ 1 of a direction), one below 1
                 // starts the search at min(length, filter bound).
-                let start = self.start_length()?;
+                let start = self.start_length(problem)?;
                 it.start_length = start.unwrap_or(0.0);
-                if let (Some(a), Some(copy)) = (start, self.scratch) {
+                if let (Some(a), Some((spare, c))) = (start, self.scratch) {
                     if a > 1.0 {
                         self.backend.combine(
+                            spare,
+                            Coef::constant(a),
                             self.d,
-                            Coef::constant(a - 1.0),
-                            copy,
-                            Combine::Add,
+                            Combine::Set,
                             None,
                         )?;
+                        self.scratch = Some((self.d, c));
+                        self.d = spare;
                         self.record_slope()?;
                     }
                 }

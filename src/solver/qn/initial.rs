@@ -49,7 +49,12 @@ impl<B: PotentialBackend> InitialInverse<B> for PdInverse {
         "qn".into()
     }
 
-    fn begin_step(&mut self, problem: &StepProblem, _elastic: &dyn ElasticTerms) -> Result<bool> {
+    fn begin_step(
+        &mut self,
+        problem: &StepProblem,
+        _elastic: &dyn ElasticTerms,
+        _backend: &mut B,
+    ) -> Result<bool> {
         // A for this step: pins from the problem, mass weight 1/h² (a static increment has no
         // inertia; its pseudo-time's 1/h² keeps A definite where no pin holds a body — A only
         // preconditions, the objective is unchanged).
