@@ -31,6 +31,10 @@
 //! - `dot` (opt-in; issue 11) — every jello solver on the large-step comparison scenes (a
 //!   16,640-vertex twisted bar, twist–stretch–squash on armadillo_18k and bunny_20k): see
 //!   `dot_comparison` for the protocol; DOT's phase split and the subdomain sweep.
+//! - `dot_hard` (opt-in) — the same comparison in the paper's large-deformation, high-speed
+//!   regime, where projected Newton needs many iterations per step: TSS on armadillo_18k and
+//!   bunny_20k with E = 1e4 Pa, the script 4× faster and its translations 1.6× larger (see
+//!   `dot_hard`; about 14 minutes with all seven solvers on 2 cores, 4 with the default four).
 //! - `armadillo_114k` (opt-in) — cost per iteration of QN and Newton on armadillo_114k (the
 //!   kicked-foot scene on the 28,310-vertex mesh), `JELLO_SOLVERS_STEPS` steps: the issue's
 //!   goal is a QN iteration at ≤ 1/20 of a Newton iteration there.
@@ -44,6 +48,28 @@
 //!   drop.toml's ball resting on the ground, the error ‖x_N − x*‖_M / ‖x_0 − x*‖_M after N
 //!   ADMM iterations against wall time, for Uzawa (CG cap 200 and the paper's UCG(10)) and PGS
 //!   (200 sweeps and the paper's PGS(30)); x* is Uzawa to ε = 1e-11.
+//!
+//! Peak memory (`dot`, `dot_hard`): the bench's global allocator counts every Rust heap
+//! allocation (module `heap`). Per solver and case, "build MB" is the peak heap above the
+//! baseline (what was live before the solver was built: the model, Newton's start states)
+//! while the solver is constructed — QN's and ADMM's factored global matrix, DOT's partition
+//! and symbolic factorisations, and JGS2's subspace are built in this window — and "run MB" the
+//! peak above the same baseline while it runs the measured steps: what it kept from
+//! construction plus every per-step allocation (projected Hessians, numeric factors, L-BFGS
+//! history, line-search vectors, the output positions). C allocations (METIS) and thread stacks
+//! are not counted; the process's max RSS (getrusage) is printed after each case. The counter
+//! costs two relaxed atomics per allocation, in every case of this bench.
+//!
+//! Measured (`dot` and `dot_hard`, 2 cores, quiet machine; ms per step (iterations per step),
+//! run MB; DOT s = 2; the full tables and the discussion: `src/solver/dot/mod.rs`):
+//!
+//! | case | newton | lbfgs-h | dot | qn |
+//! |---|---|---|---|---|
+//! | twist bar, 16,640 v | 911 (1.0), 538 | 865 (1.0), 576 | 451 (1.0), 545 | 433 (5.0), 153 |
+//! | TSS armadillo_18k | 105 (1.0), 77 | 94 (1.0), 87 | 68 (3.3), 84 | 50 (4.3), 29 |
+//! | TSS bunny_20k | 179 (1.3), 99 | 116 (1.3), 110 | 102 (4.7), 107 | 60 (4.7), 36 |
+//! | hard TSS armadillo_18k | 1,510 (16.3), 77 | 487 (26.6), 87 | 437 (31.0), 84 | 647 (41.2), 29 |
+//! | hard TSS bunny_20k | 3,392 (25.6), 99 | 839 (34.6), 110 | 572 (32.6), 107 | 679 (36.9), 36 |
 
 use jello::gpu::{Backend, Device};
 use jello::material::{Material, MaterialModel};
@@ -63,6 +89,98 @@ use jello_precompute::cholesky::Ordering;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
+
+/// Heap accounting for the comparison's peak-memory columns: every Rust allocation of the
+/// process (all threads) goes through [`heap::Counting`], a wrapper of the system allocator
+/// that keeps the bytes live now and their high-water mark in two atomics. Memory allocated by
+/// C code (METIS's partitioner) and thread stacks are not seen; the process's max RSS
+/// ([`max_rss_mb`]) covers them.
+mod heap {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+    /// The counting allocator (installed as the bench's global allocator).
+    pub struct Counting;
+
+    static CURRENT: AtomicUsize = AtomicUsize::new(0);
+    static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+    fn grow(n: usize) {
+        let now = CURRENT.fetch_add(n, Relaxed) + n;
+        PEAK.fetch_max(now, Relaxed);
+    }
+
+    fn shrink(n: usize) {
+        CURRENT.fetch_sub(n, Relaxed);
+    }
+
+    // SAFETY: every call forwards to `System` with the caller's arguments unchanged; the
+    // counters only observe sizes.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            let p = unsafe { System.alloc(layout) };
+            if !p.is_null() {
+                grow(layout.size());
+            }
+            p
+        }
+
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            let p = unsafe { System.alloc_zeroed(layout) };
+            if !p.is_null() {
+                grow(layout.size());
+            }
+            p
+        }
+
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            unsafe { System.dealloc(ptr, layout) };
+            shrink(layout.size());
+        }
+
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            let p = unsafe { System.realloc(ptr, layout, new_size) };
+            if !p.is_null() {
+                if new_size > layout.size() {
+                    grow(new_size - layout.size());
+                } else {
+                    shrink(layout.size() - new_size);
+                }
+            }
+            p
+        }
+    }
+
+    /// Starts a new high-water window: the peak drops to the bytes live now, which it returns
+    /// (the baseline for [`peak_since`]).
+    pub fn reset_peak() -> usize {
+        let now = CURRENT.load(Relaxed);
+        PEAK.store(now, Relaxed);
+        now
+    }
+
+    /// The high-water mark since the last [`reset_peak`] above `baseline`, bytes.
+    pub fn peak_since(baseline: usize) -> usize {
+        PEAK.load(Relaxed).saturating_sub(baseline)
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: heap::Counting = heap::Counting;
+
+/// The process's peak resident set so far (getrusage's ru_maxrss, KiB on Linux), MB; NaN
+/// where it cannot be read.
+fn max_rss_mb() -> f64 {
+    #[cfg(unix)]
+    {
+        // SAFETY: getrusage only writes the zeroed struct it is given.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } == 0 {
+            return usage.ru_maxrss as f64 * 1024.0 * 1e-6;
+        }
+    }
+    f64::NAN
+}
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
@@ -896,10 +1014,46 @@ fn admm_contact() {
 
 // ---------------------------------------------------------------- DOT: the large-step comparison
 
-/// A twist–stretch–squash case on a shared mesh, from the bundled scene with the mesh and E
-/// swapped and the handles re-derived from the fitted bounding box (bottom and top 6% of the
-/// height, rotation axis through the box's centre).
-fn tss_case(mesh: &str, young: f64) -> Option<Case> {
+/// A twist–stretch–squash script: the bundled scene's (`twist_stretch_squash.toml`) with its
+/// mesh and E swapped, its timeline compressed by `speed` (phases end at 1, 2, 3 s ÷ speed),
+/// its translations scaled by `stretch` and each handle's turn set to ±`degrees`.
+#[derive(Clone)]
+struct Tss {
+    mesh: String,
+    young: f64,
+    speed: f64,
+    stretch: f64,
+    degrees: f64,
+}
+
+impl Tss {
+    /// The bundled scene's script on `mesh` with Young's modulus `young`, Pa.
+    fn bundled(mesh: &str, young: f64) -> Self {
+        Tss {
+            mesh: mesh.into(),
+            young,
+            speed: 1.0,
+            stretch: 1.0,
+            degrees: 90.0,
+        }
+    }
+
+    /// Steps (at `h`) at (i + ½)/n of the twist, the stretch and the squash, i = 0 … n − 1
+    /// (n = 1: half-way through each phase).
+    fn phase_points(&self, h: f64, n: usize) -> Vec<usize> {
+        let mut at: Vec<usize> = (0..3 * n)
+            .map(|i| ((i as f64 + 0.5) / n as f64 / self.speed / h).round() as usize)
+            .collect();
+        at.dedup();
+        at
+    }
+}
+
+/// A twist–stretch–squash case on a shared mesh (`tss`), the handles re-derived from the
+/// fitted bounding box (bottom and top 6% of the height, rotation axis through the box's
+/// centre).
+fn tss_case(tss: &Tss) -> Option<Case> {
+    let mesh = tss.mesh.as_str();
     let scene_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenes");
     let path = scene_dir.join("twist_stretch_squash.toml");
     if !Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -912,7 +1066,7 @@ fn tss_case(mesh: &str, young: f64) -> Option<Case> {
     let text = std::fs::read_to_string(&path).expect("bundled TSS scene");
     let text = text.replace("armadillo_18k", mesh).replace(
         "youngs_modulus = 2.5e4",
-        &format!("youngs_modulus = {young:e}"),
+        &format!("youngs_modulus = {:e}", tss.young),
     );
     // First pass: the fitted box (pins removed).
     let no_pins = text
@@ -927,21 +1081,22 @@ fn tss_case(mesh: &str, young: f64) -> Option<Case> {
     let (lo, hi) = probe.model.mesh.bounding_box().expect("box");
     let (y0, hgt) = (lo[1], hi[1] - lo[1]);
     let (cx, cz) = (0.5 * (lo[0] + hi[0]), 0.5 * (lo[2] + hi[2]));
+    let [t1, t2, t3] = [1.0, 2.0, 3.0].map(|t| t / tss.speed);
     let pin = |offset: f64, sign: f64, moves: [f64; 2]| {
         format!(
             r#"
 [[pins]]
 region = {{ slab = {{ normal = [0.0, 1.0, 0.0], offset = {offset}, thickness = {t} }} }}
 script = {{ type = "keyframes", phases = [
-  {{ start = 0.0, end = 1.0, rotate = {{ center = [{cx}, 0.0, {cz}], axis = [0.0, 1.0, 0.0], degrees = {deg} }} }},
-  {{ start = 1.0, end = 2.0, translate = [0.0, {m0}, 0.0] }},
-  {{ start = 2.0, end = 3.0, translate = [0.0, {m1}, 0.0] }},
+  {{ start = 0.0, end = {t1}, rotate = {{ center = [{cx}, 0.0, {cz}], axis = [0.0, 1.0, 0.0], degrees = {deg} }} }},
+  {{ start = {t1}, end = {t2}, translate = [0.0, {m0}, 0.0] }},
+  {{ start = {t2}, end = {t3}, translate = [0.0, {m1}, 0.0] }},
 ] }}
 "#,
             t = 0.06 * hgt,
-            deg = sign * 90.0,
-            m0 = moves[0] * hgt,
-            m1 = moves[1] * hgt,
+            deg = sign * tss.degrees,
+            m0 = moves[0] * tss.stretch * hgt,
+            m1 = moves[1] * tss.stretch * hgt,
         )
     };
     let full = format!(
@@ -953,25 +1108,51 @@ script = {{ type = "keyframes", phases = [
         .expect("scene")
         .build()
         .expect("build");
+    let bundled = tss.speed == 1.0 && tss.stretch == 1.0 && tss.degrees == 90.0;
     Some(Case {
-        name: format!("TSS {mesh}, E = {young:.1e}"),
+        name: if bundled {
+            format!("TSS {mesh}, E = {:.1e}", tss.young)
+        } else {
+            format!(
+                "TSS {mesh}, E {:.0e}, speed x{}, stretch x{}, {} deg",
+                tss.young, tss.speed, tss.stretch, tss.degrees
+            )
+        },
         velocity: built.velocity.clone(),
         h: built.config.h,
         model: built.model,
     })
 }
 
-/// Start states of a case: Newton's trajectory at the given steps (from rest).
-fn newton_states(case: &Case, at: &[usize]) -> Vec<State> {
+/// Newton's trajectory to the start states: the iterations of every step, the steps that end
+/// with inverted elements (fixed corotated is finite through inversion, and the comparison
+/// solves the free problem: no inversion filter beyond the solvers' own trust region), the most
+/// inverted elements at a step's end, and the wall time, s.
+struct Trajectory {
+    iterations: Vec<usize>,
+    inverted_steps: usize,
+    max_inverted: usize,
+    secs: f64,
+}
+
+/// Newton's trajectory from rest to the last of `at`: the states at `at` and the trajectory.
+fn newton_states(case: &Case, at: &[usize]) -> (Vec<State>, Trajectory) {
     let m = &case.model;
     let vel = if case.velocity.is_empty() {
         vec![[0.0; 3]; m.num_vertices()]
     } else {
         case.velocity.clone()
     };
+    let t0 = Instant::now();
     let mut state = m.initial_state(&vel);
     let mut s = newton(m, 1e-5, 200);
     let mut out = Vec::new();
+    let mut traj = Trajectory {
+        iterations: Vec::new(),
+        inverted_steps: 0,
+        max_inverted: 0,
+        secs: 0.0,
+    };
     let last = at.iter().copied().max().unwrap_or(0);
     for step in 0..=last {
         if at.contains(&step) {
@@ -982,10 +1163,31 @@ fn newton_states(case: &Case, at: &[usize]) -> Vec<State> {
         }
         let problem = StepProblem::new(m, &state, case.h);
         let mut x = Vec::new();
-        s.step(&problem, m, &mut x, false).expect("newton");
+        let r = s.step(&problem, m, &mut x, false).expect("newton");
+        traj.iterations.push(r.iterations);
+        let inverted = m.check_state(&x).total_inverted();
+        traj.inverted_steps += (inverted > 0) as usize;
+        traj.max_inverted = traj.max_inverted.max(inverted);
         state = advance(&state, x, case.h);
     }
-    out
+    traj.secs = t0.elapsed().as_secs_f64();
+    (out, traj)
+}
+
+/// One line on Newton's trajectory to the start states (how hard the case is).
+fn print_trajectory(case: &Case, t: &Trajectory) {
+    let its = &t.iterations;
+    println!(
+        "{}: Newton from rest, {} steps: {:.2} iterations per step (max {}); {} steps end with \
+         inverted elements (at most {}); {:.0} s",
+        case.name,
+        its.len(),
+        its.iter().sum::<usize>() as f64 / its.len().max(1) as f64,
+        its.iter().max().copied().unwrap_or(0),
+        t.inverted_steps,
+        t.max_inverted,
+        t.secs
+    );
 }
 
 /// What one solver did over the compared steps.
@@ -1045,13 +1247,13 @@ fn run_from(solver: &mut dyn StepSolver, case: &Case, starts: &[State], k: usize
 ///   Newton's states mid-twist (t = 0.5 s), mid-stretch (1.5 s) and mid-squash (2.5 s).
 ///
 /// `JELLO_DOT_STEPS` (default 2) steps from each state. Table: iterations per step, time per
-/// step and per iteration, Cholesky factor storage; DOT's and LBFGS-H's phase split; the
-/// subdomain sweep (s = 1 … 64); residual-versus-iteration and versus-time PNGs of the first
-/// compared step in `target/bench-plots/`. `JELLO_DOT_SOLVERS` (comma list, default all seven)
-/// and `JELLO_DOT_CAP` (iteration cap of the first-order methods, default 500) bound the run.
+/// step and per iteration, Cholesky factor storage, peak heap (see [`compare`]); DOT's and
+/// LBFGS-H's phase split; the subdomain sweep (s = 1 … 64); residual-versus-iteration and
+/// versus-time PNGs of the first compared step in `target/bench-plots/`. `JELLO_DOT_SOLVERS`
+/// (comma list, default all seven) and `JELLO_DOT_CAP` (iteration cap of the first-order
+/// methods, default 500) bound the run.
 fn dot_comparison() {
     let k: usize = env_or("JELLO_DOT_STEPS", 2);
-    let cap: usize = env_or("JELLO_DOT_CAP", 500);
     let solvers = std::env::var("JELLO_DOT_SOLVERS")
         .unwrap_or_else(|_| "newton,lbfgs-h,dot,qn,admm,jgs2,vbd".into());
     let fc = Material::from_young_poisson(MaterialModel::FixedCorotated, 1e5, 0.4).unwrap();
@@ -1065,124 +1267,255 @@ fn dot_comparison() {
         vec![8, 24],
     )];
     for (mesh, young) in [("armadillo_18k", 2.5e4), ("bunny_20k", 1e5)] {
-        if let Some(c) = tss_case(mesh, young) {
+        if let Some(c) = tss_case(&Tss::bundled(mesh, young)) {
             cases.push((c, vec![20, 60, 100]));
         }
     }
+    println!("\n## DOT comparison: CN ε = 1e-5, h = 25 ms, {k} steps from each start state\n");
+    let mut sweep = None;
+    for (i, (case, at)) in cases.iter().enumerate() {
+        let (starts, traj) = newton_states(case, at);
+        print_trajectory(case, &traj);
+        compare(case, &starts, k, &solvers, true);
+        if i == 0 {
+            sweep = Some(starts);
+        }
+    }
+    if let Some(starts) = sweep {
+        subdomain_sweep(&cases[0].0, &starts, k);
+    }
+    println!("\nprocess max RSS: {:.0} MB", max_rss_mb());
+}
+
+/// The hard regime (opt-in, `JELLO_SOLVERS_CASES=dot_hard`): the comparison on scenes where
+/// projected Newton needs many iterations per step at h = 25 ms and CN ε = 1e-5, as in the
+/// paper's "large-deformation, high-speed" examples (its Tables 1–3 with the speeds and moduli
+/// are in the missing supplemental; §5.6 says all methods but DOT slow down for softer
+/// materials). The bundled TSS takes Newton 1.0–1.3 iterations per compared step, so DOT's
+/// Newton-quality direction has nothing to win over QN's cheap ones there.
+///
+/// Default variants (`HARD_TSS`): TSS on armadillo_18k and bunny_20k (fixed corotated, ν = 0.4,
+/// ρ = 1000 kg/m³) with E = 1e4 Pa (softer: the paper's §5.6 direction), the script 4× faster
+/// (handles turn ±90° in 0.25 s, i.e. ±9° per step; pull apart by 0.4 of the height each in
+/// 0.25 s; push together by 0.48 each in 0.25 s) and its translations 1.6× the bundled ones.
+/// Newton's trajectory: 15.4 (armadillo) and 18.9 (bunny) iterations per step; the squash
+/// inverts up to 137 and 343 elements (fixed corotated is finite there; the solvers solve the
+/// free problem, as the paper does — `jello run` under the default `inversion = "forbid"`
+/// would retry and fail such steps). Start states: Newton's at (i + ½)/3 of each phase, i = 0,
+/// 1, 2 (9 per variant; `JELLO_DOT_HARD_STARTS` per phase), `JELLO_DOT_STEPS` (default 1) steps
+/// from each. Probed and not kept: 4× speed with the bundled stretch (E = 2.5e4: 6.9 Newton
+/// iterations per step), 2× speed (4.7), ±180° twists (31), the 64×15×15 twist bar at
+/// ±4π rad/s (3 iterations per step for 20 steps, then 6 and 141; 1.1 s per Newton iteration:
+/// too slow for this machine's budget).
+///
+/// `JELLO_DOT_HARD_TSS` overrides the variants (`;`-separated `mesh,E,speed,stretch,degrees`);
+/// `JELLO_DOT_HARD_BAR` adds twist bars (comma list of cap speeds ω, rad/s; the comparison's
+/// 64×15×15 bar, E = 1e5 Pa, from Newton's states at steps 8 and 24). `JELLO_DOT_HARD_PROBE=1`
+/// runs Newton's trajectories only (iterations per step, and at the start states), to choose
+/// variants. `JELLO_DOT_SOLVERS` defaults to `newton,lbfgs-h,dot,qn`; `JELLO_DOT_HARD_SPLIT=1`
+/// adds DOT's phase split.
+fn dot_hard() {
+    // armadillo_18k and bunny_20k, E = 1e4 Pa: the bundled script 4× faster (the twist in
+    // 0.25 s), translations 1.6× (apart by 0.4 of the height each), handles turned ±90°.
+    const HARD_TSS: &str = "armadillo_18k,1e4,4,1.6,90;bunny_20k,1e4,4,1.6,90";
+    let k: usize = env_or("JELLO_DOT_STEPS", 1);
+    let solvers =
+        std::env::var("JELLO_DOT_SOLVERS").unwrap_or_else(|_| "newton,lbfgs-h,dot,qn".into());
+    let probe = env_or("JELLO_DOT_HARD_PROBE", 0) == 1;
+    let per_phase: usize = env_or("JELLO_DOT_HARD_STARTS", 3).max(1);
+    let spec = std::env::var("JELLO_DOT_HARD_TSS").unwrap_or_else(|_| HARD_TSS.into());
+    let mut cases = Vec::new();
+    for v in spec.split(';').map(str::trim).filter(|v| !v.is_empty()) {
+        let f: Vec<&str> = v.split(',').map(str::trim).collect();
+        let num = |i: usize| -> f64 {
+            f.get(i).and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+                panic!("JELLO_DOT_HARD_TSS: `{v}` is not mesh,E,speed,stretch,degrees")
+            })
+        };
+        let tss = Tss {
+            mesh: f[0].into(),
+            young: num(1),
+            speed: num(2),
+            stretch: num(3),
+            degrees: num(4),
+        };
+        if let Some(c) = tss_case(&tss) {
+            let at = tss.phase_points(c.h, per_phase);
+            cases.push((c, at));
+        }
+    }
+    let fc = Material::from_young_poisson(MaterialModel::FixedCorotated, 1e5, 0.4).unwrap();
+    let bars = std::env::var("JELLO_DOT_HARD_BAR").unwrap_or_default();
+    for w in bars.split(',').filter_map(|w| w.trim().parse::<f64>().ok()) {
+        cases.push((
+            Case {
+                name: format!("twist bar 64x15x15, omega = +-{w} rad/s"),
+                model: twist_bar([64, 15, 15], [1.0, 0.25, 0.25], fc, w),
+                velocity: Vec::new(),
+                h: 0.025,
+            },
+            vec![8, 24],
+        ));
+    }
+    println!(
+        "\n## DOT comparison, hard regime: CN ε = 1e-5, h = 25 ms, {k} steps from each start state\n"
+    );
+    for (case, at) in &cases {
+        if probe {
+            // One step past the last start: Newton's iterations at every start state.
+            let last = at.iter().max().copied().unwrap_or(0);
+            let (_, traj) = newton_states(case, &[last + 1]);
+            print_trajectory(case, &traj);
+            let its = &traj.iterations;
+            let at_starts: Vec<usize> = at.iter().map(|&s| its[s]).collect();
+            println!(
+                "  iterations per step: {its:?}\n  start steps {at:?}: {at_starts:?}, mean {:.2}",
+                at_starts.iter().sum::<usize>() as f64 / at.len().max(1) as f64
+            );
+            continue;
+        }
+        let (starts, traj) = newton_states(case, at);
+        print_trajectory(case, &traj);
+        compare(
+            case,
+            &starts,
+            k,
+            &solvers,
+            env_or("JELLO_DOT_HARD_SPLIT", 0) == 1,
+        );
+    }
+    println!("\nprocess max RSS: {:.0} MB", max_rss_mb());
+}
+
+/// Every solver of the comma list `solvers` on `case`, `k` steps from each of `starts`: one
+/// table row per solver, DOT's speed-up over each, then (with `split`) DOT's phase split and
+/// the residual plots.
+///
+/// Memory columns (the counting allocator, [`heap`]): the baseline is the heap live before the
+/// solver is built (the model, the start states); "build MB" is the peak above it while the
+/// solver is constructed (everything its constructor precomputes: QN's and ADMM's factored
+/// global matrix, DOT's partition and symbolic factorisations, JGS2's subspace, built inside
+/// this window), "run MB" the peak above it while the solver runs its measured steps: what it
+/// kept from construction plus every per-step allocation (projected Hessians, numeric factors,
+/// L-BFGS history, line-search vectors, the step's output positions).
+fn compare(case: &Case, starts: &[State], k: usize, solvers: &str, split: bool) {
+    let cap: usize = env_or("JELLO_DOT_CAP", 500);
     let stop = StopRule::Cn { eps: 1e-5 };
     let threads = rayon::current_num_threads();
-    println!("\n## DOT comparison: CN ε = 1e-5, h = 25 ms, {k} steps from each start state\n");
-    println!("| case | vertices | solver | iterations per step | mean | converged | ms / step | ms / iteration | per-step factor ms | factor MB |");
-    println!("|---|---|---|---|---|---|---|---|---|---|");
-    for (case, at) in &cases {
-        let m = &case.model;
-        let starts = newton_states(case, at);
-        let mut curves: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-        let mut per_step = Vec::new();
-        for name in solvers.split(',').map(str::trim) {
-            let t0 = Instant::now();
-            let dot_params = |s: usize| DotParams {
-                subdomains: s,
-                stop,
-                ..DotParams::default()
-            };
-            let mut typed_dot = None;
-            let mut solver: Box<dyn StepSolver> = match name {
-                "newton" => Box::new(newton(m, 1e-5, 200)),
-                "lbfgs-h" | "dot" => {
-                    let s = if name == "dot" { threads } else { 1 };
-                    typed_dot = Some(s);
-                    Box::new(
-                        DotSolver::new(m, CpuBackend::new(m.num_vertices()), dot_params(s))
-                            .expect("dot"),
-                    )
-                }
-                "qn" => Box::new(qn(
-                    m,
-                    QnParams {
-                        stop,
-                        max_iterations: cap,
-                        ..QnParams::default()
-                    },
-                )),
-                "admm" => Box::new(
-                    AdmmSolver::new(
-                        m,
-                        AdmmParams {
-                            stop,
-                            max_iterations: cap,
-                            ..AdmmParams::default()
-                        },
-                    )
-                    .expect("admm"),
-                ),
-                "jgs2" | "vbd" => {
-                    let params = Jgs2Params {
-                        stop,
-                        max_iterations: cap,
-                        variant: if name == "jgs2" {
-                            Variant::Jacobi
-                        } else {
-                            Variant::GaussSeidel
-                        },
-                        safeguard: name == "jgs2",
-                    };
-                    if name == "vbd" {
-                        Box::new(Jgs2Solver::vbd(m, params))
-                    } else {
-                        let sub =
-                            build_subspace(m, case.h, &SubspaceOptions::default()).expect("jgs2");
-                        Box::new(Jgs2Solver::jgs2(m, params, Arc::new(sub)).expect("jgs2"))
-                    }
-                }
-                other => panic!("unknown solver {other}"),
-            };
-            let pre = t0.elapsed().as_secs_f64();
-            let run = run_from(solver.as_mut(), case, &starts, k);
-            let n = run.iterations.len();
-            let total: usize = run.iterations.iter().sum();
-            let factor_mb = match (name, typed_dot) {
-                ("newton", _) => newton(m, 1e-5, 1).factor_nnz() as f64 * 8e-6,
-                (_, Some(s)) => {
+    let m = &case.model;
+    println!("\n| case | vertices | solver | iterations per step | mean | converged | ms / step | ms / iteration | per-step factor ms | factor MB | build MB | run MB |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let mut curves: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    let mut per_step = Vec::new();
+    for name in solvers.split(',').map(str::trim) {
+        let dot_params = |s: usize| DotParams {
+            subdomains: s,
+            stop,
+            ..DotParams::default()
+        };
+        let mut typed_dot = None;
+        let baseline = heap::reset_peak();
+        let t0 = Instant::now();
+        let mut solver: Box<dyn StepSolver> = match name {
+            "newton" => Box::new(newton(m, 1e-5, 200)),
+            "lbfgs-h" | "dot" => {
+                let s = if name == "dot" { threads } else { 1 };
+                typed_dot = Some(s);
+                Box::new(
                     DotSolver::new(m, CpuBackend::new(m.num_vertices()), dot_params(s))
-                        .expect("dot")
-                        .initial()
-                        .factor_nnz() as f64
-                        * 8e-6
+                        .expect("dot"),
+                )
+            }
+            "qn" => Box::new(qn(
+                m,
+                QnParams {
+                    stop,
+                    max_iterations: cap,
+                    ..QnParams::default()
+                },
+            )),
+            "admm" => Box::new(
+                AdmmSolver::new(
+                    m,
+                    AdmmParams {
+                        stop,
+                        max_iterations: cap,
+                        ..AdmmParams::default()
+                    },
+                )
+                .expect("admm"),
+            ),
+            "jgs2" | "vbd" => {
+                let params = Jgs2Params {
+                    stop,
+                    max_iterations: cap,
+                    variant: if name == "jgs2" {
+                        Variant::Jacobi
+                    } else {
+                        Variant::GaussSeidel
+                    },
+                    safeguard: name == "jgs2",
+                };
+                if name == "vbd" {
+                    Box::new(Jgs2Solver::vbd(m, params))
+                } else {
+                    let sub = build_subspace(m, case.h, &SubspaceOptions::default()).expect("jgs2");
+                    Box::new(Jgs2Solver::jgs2(m, params, Arc::new(sub)).expect("jgs2"))
                 }
-                _ => f64::NAN,
-            };
-            println!(
-                "| {} | {} | {name} | {:?} | {:.1} | {}/{n} | {:.0} | {:.1} | {:.0} | {} | (built in {pre:.1} s)",
-                case.name,
-                m.num_vertices(),
-                run.iterations,
-                total as f64 / n as f64,
-                run.converged,
-                run.wall_ms / n as f64,
-                run.wall_ms / total.max(1) as f64,
-                run.factor_ms / n as f64,
-                if factor_mb.is_finite() { format!("{factor_mb:.0}") } else { "—".into() },
-            );
-            per_step.push((name.to_string(), run.wall_ms / n as f64));
-            curves.push((name.to_string(), run.trace));
-        }
-        if let Some(&(_, dot_ms)) = per_step.iter().find(|(n, _)| n == "dot") {
-            let ratios: Vec<String> = per_step
-                .iter()
-                .filter(|(n, _)| n != "dot")
-                .map(|(n, t)| format!("{n} {:.2}×", t / dot_ms))
-                .collect();
-            println!(
-                "\n{}: time per step relative to dot: {}\n",
-                case.name,
-                ratios.join(", ")
-            );
-        }
-        dot_split(case, &starts, k, threads);
-        plot_curves(&case.name, &curves);
+            }
+            other => panic!("unknown solver {other}"),
+        };
+        let pre = t0.elapsed().as_secs_f64();
+        let build_mb = heap::peak_since(baseline) as f64 * 1e-6;
+        heap::reset_peak();
+        let run = run_from(solver.as_mut(), case, starts, k);
+        let run_mb = heap::peak_since(baseline) as f64 * 1e-6;
+        drop(solver);
+        let n = run.iterations.len();
+        let total: usize = run.iterations.iter().sum();
+        let factor_mb = match (name, typed_dot) {
+            ("newton", _) => newton(m, 1e-5, 1).factor_nnz() as f64 * 8e-6,
+            (_, Some(s)) => {
+                DotSolver::new(m, CpuBackend::new(m.num_vertices()), dot_params(s))
+                    .expect("dot")
+                    .initial()
+                    .factor_nnz() as f64
+                    * 8e-6
+            }
+            _ => f64::NAN,
+        };
+        println!(
+            "| {} | {} | {name} | {:?} | {:.1} | {}/{n} | {:.0} | {:.1} | {:.0} | {} | {build_mb:.0} | {run_mb:.0} | (built in {pre:.1} s)",
+            case.name,
+            m.num_vertices(),
+            run.iterations,
+            total as f64 / n as f64,
+            run.converged,
+            run.wall_ms / n as f64,
+            run.wall_ms / total.max(1) as f64,
+            run.factor_ms / n as f64,
+            if factor_mb.is_finite() { format!("{factor_mb:.0}") } else { "—".into() },
+        );
+        per_step.push((name.to_string(), run.wall_ms / n as f64));
+        curves.push((name.to_string(), run.trace));
     }
-    subdomain_sweep(&cases[0].0, &newton_states(&cases[0].0, &cases[0].1), k);
+    if let Some(&(_, dot_ms)) = per_step.iter().find(|(n, _)| n == "dot") {
+        let ratios: Vec<String> = per_step
+            .iter()
+            .filter(|(n, _)| n != "dot")
+            .map(|(n, t)| format!("{n} {:.2}×", t / dot_ms))
+            .collect();
+        println!(
+            "\n{}: time per step relative to dot (> 1: dot faster): {}\n",
+            case.name,
+            ratios.join(", ")
+        );
+    }
+    println!("process max RSS so far: {:.0} MB", max_rss_mb());
+    if split {
+        dot_split(case, starts, k, threads);
+    }
+    plot_curves(&case.name, &curves);
 }
 
 /// DOT's and LBFGS-H's per-phase time over the compared steps (every phase synchronised).
@@ -1224,10 +1557,11 @@ fn dot_split(case: &Case, starts: &[State], k: usize, threads: usize) {
 /// Iterations and time per step against the subdomain count (the paper: sublinear growth).
 fn subdomain_sweep(case: &Case, starts: &[State], k: usize) {
     println!("\n{}: subdomain sweep\n", case.name);
-    println!("| s | iterations per step | ms / step | factor MB | interface vertices |");
-    println!("|---|---|---|---|---|");
+    println!("| s | iterations per step | ms / step | factor MB | run MB | interface vertices |");
+    println!("|---|---|---|---|---|---|");
     let m = &case.model;
     for s in [1, 2, 4, 8, 16, 32, 64] {
+        let baseline = heap::reset_peak();
         let mut d = DotSolver::new(
             m,
             CpuBackend::new(m.num_vertices()),
@@ -1237,10 +1571,12 @@ fn subdomain_sweep(case: &Case, starts: &[State], k: usize) {
             },
         )
         .expect("dot");
+        heap::reset_peak();
         let run = run_from(&mut d, case, starts, k);
+        let run_mb = heap::peak_since(baseline) as f64 * 1e-6;
         let n = run.iterations.len() as f64;
         println!(
-            "| {s} | {:.1} | {:.0} | {:.0} | {} |",
+            "| {s} | {:.1} | {:.0} | {:.0} | {run_mb:.0} | {} |",
             run.iterations.iter().sum::<usize>() as f64 / n,
             run.wall_ms / n,
             d.initial().factor_nnz() as f64 * 8e-6,
@@ -1335,6 +1671,7 @@ fn main() {
             "admm_contact" => admm_contact(),
             "armadillo_114k" => armadillo_114k(),
             "dot" => dot_comparison(),
+            "dot_hard" => dot_hard(),
             other => panic!("unknown case {other}"),
         }
     }
