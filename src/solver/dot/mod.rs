@@ -73,26 +73,60 @@
 //!   is refactored with a growing diagonal shift (counted in [`DomainStats::shifted`]).
 
 //!
-//! # Measured (`JELLO_SOLVERS_CASES=dot cargo bench --bench solvers`, 2 cores, f64, CN ε = 1e-5,
-//! h = 25 ms, 2 steps from each of Newton's states; ms per step)
+//! # Measured comparison (`cargo bench --bench solvers`, 2 cores, f64, CN ε = 1e-5, h = 25 ms)
 //!
-//! | case | newton | lbfgs-h | dot (s = 2) | qn | admm | jgs2 | vbd |
+//! From Newton's states; ms per step (iterations per step); DOT with s = 2 (the thread count).
+//! `JELLO_SOLVERS_CASES=dot`, the bundled regime (2 steps from each state):
+//!
+//! | case | newton | lbfgs-h | dot | qn | admm | jgs2 | vbd |
 //! |---|---|---|---|---|---|---|---|
-//! | twist bar 16,640 vertices, ±π rad/s | 1,124 (1.0 it) | 914 (1.0) | 476 (1.0) | 427 (5.0) | 1,654 (9.5) | 835 (2.0) | 14,390 (30.8) |
-//! | TSS armadillo_18k (4,855 v), E = 2.5e4 | 111 (1.0) | 96 (1.0) | 72 (3.3) | 56 (4.3) | 8,890 (4/6 at the 500 cap) | 192 (3.0) | 2,357 (30.5) |
-//! | TSS bunny_20k (5,722 v), E = 1e5 | 186 (1.3) | 142 (1.3) | 114 (4.7) | 69 (4.7) | 15,618 (all at the cap) | 390 (5.0) | 2,152 (23.5) |
+//! | twist bar 16,640 v, ±π rad/s | 911 (1.0) | 865 (1.0) | 451 (1.0) | 433 (5.0) | 1,579 (9.5) | 825 (2.0) | 14,179 (30.8) |
+//! | TSS armadillo_18k (4,855 v), E = 2.5e4 | 105 (1.0) | 94 (1.0) | 68 (3.3) | 50 (4.3) | 8,907 (4/6 at the 500 cap) | 199 (3.0) | 2,315 (30.5) |
+//! | TSS bunny_20k (5,722 v), E = 1e5 | 179 (1.3) | 116 (1.3) | 102 (4.7) | 60 (4.7) | 15,341 (all at the cap) | 369 (5.0) | 2,099 (23.5) |
 //!
-//! DOT is 1.5–2.4× faster than Newton per step (the paper: 1.1–10×) — its subdomain
-//! factorisations cost a fraction of the full one (armadillo: 12 against 61 ms; the bar: 240
-//! against 647 ms) — but QN is faster than DOT here (0.60–0.90× DOT's time; the paper: DOT
-//! 1.6–11× faster than LBFGS-PD). These scenes are not the paper's regime: at h = 25 ms every
-//! step takes Newton one or two iterations, so a Newton-quality direction has little to win
-//! over QN's five cheap ones. Subdomain sweep on the bar (s = 1, 2, 4, …, 64): 1.0, 1.0, 3.0,
-//! 4.5, 4.5, 5.0, 6.0 iterations per step — sublinear, as the paper's Fig. 6 — at 455–585 ms
-//! per step for s ≥ 2 (2 cores: the parallel speed-up the paper counts on needs more) and
-//! 240 → 64 MB of factor storage. DOT's step on the bar (s = 2, 462 ms): Hessian at x_start
-//! 95, factorisations 240, back-solves 19, gradients and trials 103, two-loop and line search
-//! 5 ms.
+//! `JELLO_SOLVERS_CASES=dot_hard`, the paper's large-deformation, high-speed regime: the TSS
+//! with E = 1e4 Pa, the script 4× faster (±90° in 0.25 s) and its translations 1.6× larger,
+//! 1 step from each of 9 states (three per phase); elements invert in the squash (fixed
+//! corotated is finite there; the solvers solve the free problem, as the paper's):
+//!
+//! | case | newton | lbfgs-h | dot | qn | admm | jgs2 | vbd |
+//! |---|---|---|---|---|---|---|---|
+//! | hard TSS armadillo_18k | 1,510 (16.3) | 487 (26.6) | 437 (31.0) | 647 (41.2) | 14,045 (all at the cap) | 1,107 (19.1) | 10,717 (131) |
+//! | hard TSS bunny_20k | 3,392 (25.6) | 839 (34.6) | 572 (32.6) | 679 (36.9) | 18,443 (all at the cap) | 1,304 (18.8) | 13,576 (138) |
+//!
+//! DOT against Newton per step: 2.0× (bar), 1.5× and 1.8× (bundled TSS), 3.5× and 5.9× (hard
+//! TSS) faster (the paper: 1.1–10×). Against QN: 0.96×, 0.74× and 0.59× on the bundled scenes
+//! (QN faster: Newton needs 1.0–1.3 iterations there, so a Newton-quality direction has little
+//! to win over QN's five cheap ones), 1.48× and 1.19× on the hard TSS (the paper: 1.6–11×).
+//! Against LBFGS-H: 1.1–1.9× (the paper: 1–2.5×). In the hard regime DOT and QN take similar
+//! iteration counts at similar cost (14–18 ms per iteration), while Newton refactors every
+//! iteration (92–133 ms each); DOT's step on the hard armadillo (403 ms, profiled): Hessian at
+//! x_start 17, factorisations 12, back-solves 42, gradients and trials 260, two-loop 24, line
+//! search 46 ms. On the bar (442 ms): Hessian 90, factorisations 230, back-solves 20,
+//! gradients and trials 97, two-loop and line search 5 ms.
+//!
+//! Peak heap above the baseline while the measured steps run (MB; construction included, see
+//! `benches/solvers.rs`): bar newton 538, lbfgs-h 576, dot 545, qn 153, admm 177, jgs2 1,676
+//! (1,934 while its subspace is built), vbd 221; hard TSS armadillo / bunny newton 77 / 99,
+//! lbfgs-h 87 / 110, dot 84 / 107, qn 29 / 36, admm 34 / 42, jgs2 190 / 203, vbd 45 / 57.
+//! DOT's factors are the smaller part of its footprint: on the bar, s = 1 … 64 takes factor
+//! storage 240 → 64 MB but the run's peak only 576 → 404 MB (the global projected Hessian at
+//! x_start and its 144-entry element blocks, 100 MB for 86,400 tets, stay per step). Subdomain
+//! sweep on the bar (s = 1, 2, 4, …, 64): 1.0, 1.0, 3.0, 4.5, 4.5, 5.0, 6.0 iterations per step
+//! — sublinear, as the paper's Fig. 6 — at 470–572 ms per step for s ≥ 2 (2 cores: the
+//! parallel speed-up the paper counts on needs more).
+//!
+//! Robustness (`jello run … --solver dot --backend cpu`): the bundled
+//! `twist_stretch_squash.toml` converges on 120/120 steps (458 iterations, at most 7 per step).
+//! With `inversion = "allow"` the stop rule is met on every step of the same script on
+//! bunny_20k (E = 1e5: 120/120, at most 38 iterations) and of both hard variants (30/30 each,
+//! at most 161 and 92). Under the default `"forbid"` those three fail steps, as Newton does:
+//! the step's initial guess moves the pinned vertices to their targets and leaves their free
+//! neighbours behind, which inverts elements at a handle's edge (bunny step 9: a clean start,
+//! two elements with two pinned corners inverted at x_start; hard armadillo: 54, 11, 11 in
+//! steps 1–3); when the free optimum keeps one inverted, the strict retry cannot restore it
+//! (its filter only keeps elements positive that are positive at x_start), the step fails and
+//! the next one starts inverted.
 
 mod cache;
 mod domains;
