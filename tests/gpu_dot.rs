@@ -70,18 +70,7 @@ fn dot_gpu_matches_cpu_over_50_steps() {
         built.config.solver = "dot".into();
         built.config.subdomains = Some(3);
         built.config.stop = jello::solver::StopRule::Cn { eps: 1e-6 };
-        let report = jello::compare::compare(&path, &built, 50).unwrap();
-        let its: (usize, usize) = report.steps.iter().fold((0, 0), |a, s| {
-            (a.0 + s.iterations_cpu, a.1 + s.iterations_gpu)
-        });
-        eprintln!(
-            "{name}: worst {:.2e}, iterations cpu {} gpu {} ({})",
-            report.worst(),
-            its.0,
-            its.1,
-            report.adapter
-        );
-        assert!(report.worst() < 1e-3, "{name}: {:e}", report.worst());
+        common::assert_compare_within_default(name, &path, &built, 50);
     }
 }
 

@@ -326,6 +326,29 @@ pub fn drop_at_impact() -> (jello::scene::BuiltScene, jello::problem::State) {
     (built, state)
 }
 
+/// `jello compare` (GPU vs f64 CPU in lockstep) of `built` over `steps` steps: prints the worst
+/// deviation and the iteration totals of both runs, and asserts the worst step deviates less
+/// than 1e-3 of the diagonal (`jello compare`'s default bound).
+pub fn assert_compare_within_default(
+    name: &str,
+    path: &std::path::Path,
+    built: &jello::scene::BuiltScene,
+    steps: usize,
+) {
+    let report = jello::compare::compare(path, built, steps).unwrap();
+    let its: (usize, usize) = report.steps.iter().fold((0, 0), |a, s| {
+        (a.0 + s.iterations_cpu, a.1 + s.iterations_gpu)
+    });
+    eprintln!(
+        "{name}: worst {:.2e}, iterations cpu {} gpu {} ({})",
+        report.worst(),
+        its.0,
+        its.1,
+        report.adapter
+    );
+    assert!(report.worst() < 1e-3, "{name}: {:e}", report.worst());
+}
+
 /// Largest per-vertex distance between two position vectors, m.
 pub fn max_dist(a: &[f64], b: &[f64]) -> f64 {
     a.chunks(3)

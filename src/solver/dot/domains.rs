@@ -37,7 +37,8 @@ pub struct DomainStats {
     pub factor_ms: f64,
     /// D₁ applications (scatter, back-solves, gather), ms.
     pub solve_ms: f64,
-    /// dᵀH(x_start)d products, ms.
+    /// dᵀH(x_start)d products, ms (on a device the time to record the pass; it runs with the
+    /// read that follows).
     pub curvature_ms: f64,
     /// Steps prepared.
     pub steps: usize,
