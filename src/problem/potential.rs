@@ -277,7 +277,8 @@ pub struct StepProblem<'a> {
     pub fixed: Vec<bool>,
     /// A feasible initial guess: x̃ pulled back toward xᵗ until no vertex crosses an obstacle and
     /// no element inverts, with pinned vertices at their targets — or xᵗ itself (pins at their
-    /// targets) when that has the lower energy.
+    /// targets) when that has the lower energy. [`Self::offer_starts`] may replace it (the
+    /// pins' carry of [`crate::sim::Simulation`] when moving pins invert their neighbours here).
     pub x_start: Vec<f64>,
     /// Every iterate keeps every element positively oriented: [`Self::step_limit`] never lets
     /// the step through zero volume, and the vertex solvers filter their local moves (set for
@@ -426,6 +427,103 @@ impl<'a> StepProblem<'a> {
         prob.x_start = x_start;
         let _ = prob.reference.set(reference);
         prob
+    }
+
+    /// Whether any pinned vertex moves in this step (its target differs from xᵗ).
+    pub fn pins_move(&self) -> bool {
+        (0..self.fixed.len()).any(|k| self.fixed[k] && self.x_tilde[k] != self.x_prev[k])
+    }
+
+    /// Elements inverted (J ≤ 0) at [`Self::x_start`] that are positively oriented at xᵗ: what
+    /// the pins' move did to their neighbours (see [`Self::offer_starts`]).
+    pub fn start_inversions(&self) -> usize {
+        self.new_inversions(&self.x_start)
+    }
+
+    /// Offers other initial guesses (3n, pinned DOFs are set to their targets here): the step
+    /// starts from the one — [`Self::x_start`] included — with the fewest elements inverted
+    /// that are positive at xᵗ, then the lowest energy (compared term by term as in
+    /// [`Self::new`]); candidates with an infinite energy (inside an obstacle) are skipped.
+    /// Returns the index of the candidate taken, `None` when `x_start` stays.
+    ///
+    /// [`crate::solver::pd::PinCarry`] makes such candidates when a moving pin inverts its
+    /// neighbours at the default guess: the strict filter of `inversion = "forbid"` keeps
+    /// elements positive only where they are positive at `x_start`, so a step that starts
+    /// inverted cannot be repaired by any solver.
+    pub fn offer_starts(&mut self, candidates: Vec<Vec<f64>>) -> Option<usize> {
+        let m = self.model;
+        let n = self.x_start.len();
+        // (candidate index, positions, new inversions, reference); `None` is x_start itself.
+        let mut entries = vec![(
+            None,
+            self.x_start.clone(),
+            self.new_inversions(&self.x_start),
+            EnergyReference {
+                elastic: m.elastic_reference(&self.x_start),
+                barrier: self.barrier_energy(&self.x_start),
+            },
+        )];
+        for (i, mut x) in candidates.into_iter().enumerate() {
+            if x.len() != n || x.iter().any(|v| !v.is_finite()) {
+                continue;
+            }
+            for ((xk, &fixed), &target) in x.iter_mut().zip(&self.fixed).zip(&self.x_tilde) {
+                if fixed {
+                    *xk = target;
+                }
+            }
+            let reference = EnergyReference {
+                elastic: m.elastic_reference(&x),
+                barrier: self.barrier_energy(&x),
+            };
+            if reference.elastic.total.is_finite() && reference.barrier.is_finite() {
+                let inverted = self.new_inversions(&x);
+                entries.push((Some(i), x, inverted, reference));
+            }
+        }
+        // Energies relative to the first finite entry, term by term (x_start's own energy is
+        // infinite when an inverted element has an energy barrier, e.g. neo-Hookean).
+        let finite = |r: &EnergyReference| r.elastic.total.is_finite() && r.barrier.is_finite();
+        let base = entries.iter().position(|e| finite(&e.3))?;
+        let energy = |e: &(Option<usize>, Vec<f64>, usize, EnergyReference)| {
+            if !finite(&e.3) {
+                return f64::INFINITY;
+            }
+            let r = &entries[base];
+            self.inertia_difference(&r.1, &e.1)
+                + e.3
+                    .elastic
+                    .per_element
+                    .iter()
+                    .zip(&r.3.elastic.per_element)
+                    .map(|(c, r)| c - r)
+                    .sum::<f64>()
+                + (e.3.barrier - r.3.barrier)
+        };
+        let keys: Vec<(usize, f64)> = entries.iter().map(|e| (e.2, energy(e))).collect();
+        let best = (0..entries.len())
+            .min_by(|&a, &b| {
+                keys[a]
+                    .0
+                    .cmp(&keys[b].0)
+                    .then(keys[a].1.total_cmp(&keys[b].1))
+            })
+            .expect("x_start is an entry");
+        let (taken, x, _, reference) = entries.swap_remove(best);
+        let i = taken?;
+        self.x_start = x;
+        self.reference = std::sync::OnceLock::new();
+        let _ = self.reference.set(reference);
+        Some(i)
+    }
+
+    /// Elements positive at xᵗ and inverted (J ≤ 0) at `x`.
+    fn new_inversions(&self, x: &[f64]) -> usize {
+        let m = self.model;
+        (0..m.mesh.num_tets())
+            .into_par_iter()
+            .filter(|&t| m.element_j(&self.x_prev, t) > 0.0 && m.element_j(x, t) <= 0.0)
+            .count()
     }
 
     /// Whether E(x_start) is finite (else the step cannot start; see

@@ -16,11 +16,13 @@
 //! f64 CPU backend it is a call; on a device the n × 3 vector crosses the bus (read q, solve in
 //! f64 on the CPU, write r) — 2 × 12·n bytes per solve.
 
+pub mod carry;
 pub mod contact;
 pub mod global;
 pub mod operator;
 pub mod stiffness;
 
+pub use carry::PinCarry;
 pub use contact::{contact_terms, ContactCorrection, ContactTerm};
 pub use global::{GlobalOptions, GlobalSystem};
 pub use operator::{apply_operator, element_operator, operator_gram, ElementOperator};
