@@ -1518,7 +1518,8 @@ fn compare(case: &Case, starts: &[State], k: usize, solvers: &str, split: bool) 
     plot_curves(&case.name, &curves);
 }
 
-/// DOT's and LBFGS-H's per-phase time over the compared steps (every phase synchronised).
+/// DOT's, LBFGS-H's and QN's per-phase time over the compared steps (every phase synchronised),
+/// with their line-search trials per iteration.
 fn dot_split(case: &Case, starts: &[State], k: usize, threads: usize) {
     let m = &case.model;
     for s in [1, threads] {
@@ -1538,7 +1539,8 @@ fn dot_split(case: &Case, starts: &[State], k: usize, threads: usize) {
         println!(
             "{} s = {s}: per step {:.0} ms = Hessian at x_start {:.0} + subdomain factorisations \
              {:.0} + back-solves {:.0} + gradients/trials {:.0} + two-loop {:.1} + line search \
-             {:.1} (dᵀHd {:.1}); {:.1} iterations, {} contact refactors",
+             {:.1} (dᵀHd {:.1}); {:.1} iterations, {:.2} line-search trials per iteration, {} \
+             contact refactors",
             case.name,
             run.wall_ms / n,
             st.hessian_ms / n,
@@ -1549,9 +1551,36 @@ fn dot_split(case: &Case, starts: &[State], k: usize, threads: usize) {
             ph.line_search_ms / n,
             st.curvature_ms / n,
             run.iterations.iter().sum::<usize>() as f64 / n,
+            ph.trials as f64 / ph.iterations.max(1) as f64,
             st.contact_refactors
         );
     }
+    // QN's split on the same steps: its iterations are cheap only while its line search takes
+    // the first trial (α = 1); DOT's start length −pᵀg/pᵀH(xᵗ)p usually is accepted at once.
+    let mut q = qn(
+        m,
+        QnParams {
+            profile: true,
+            ..QnParams::default()
+        },
+    );
+    let run = run_from(&mut q, case, starts, k);
+    let ph = q.phases();
+    let n = run.iterations.len() as f64;
+    println!(
+        "{} qn: per step {:.0} ms = Laplacian factor {:.0} + back-solves {:.0} + gradients/trials \
+         {:.0} + two-loop {:.1} + line search {:.1}; {:.1} iterations, {:.2} line-search trials \
+         per iteration",
+        case.name,
+        run.wall_ms / n,
+        ph.factor_ms / n,
+        ph.solve_ms / n,
+        ph.gradient_ms / n,
+        ph.two_loop_ms / n,
+        ph.line_search_ms / n,
+        run.iterations.iter().sum::<usize>() as f64 / n,
+        ph.trials as f64 / ph.iterations.max(1) as f64,
+    );
 }
 
 /// Iterations and time per step against the subdomain count (the paper: sublinear growth).

@@ -1,7 +1,10 @@
 // The obstacle step filter along d from the current positions, per group g of 256 vertices:
-//   part[g] = max_v (1 − α_v),  α_v = min(1, 0.9 × first time of impact of x_v + s·d_v with any
-//   obstacle) from the vertex's contact records (nc = len(contacts) / n per vertex), 1 for d_v = 0
-// — so 1 − max over the groups is the problem's max_obstacle_step over vertices (potential.rs).
+//   part[g] = max_v 1/α_v,  α_v = min(1, 0.9 × first time of impact of x_v + s·d_v with any
+//   obstacle) from the vertex's contact records (nc = len(contacts) / n per vertex); 0 for d_v = 0
+// — so 1 / max(1, max over the groups) is the problem's max_obstacle_step over vertices
+// (potential.rs). The reciprocal keeps a tiny α (a vertex next to an obstacle) representable,
+// where 1 − α rounds to 1 below 6e-8 and would freeze the line search at α = 0 (as it once froze
+// JGS2: jgs2_combine.wgsl); α below 1e-30 reads as 1e-30.
 #import params
 #import obstacle
 #import wg_reduce
@@ -18,7 +21,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     if v < P.n {
         let dv = d[v].xyz;
         if any(dv != vec3<f32>(0.0)) {
-            bound = 1.0 - contact_step_bound(v, arrayLength(&contacts) / P.n, dv);
+            bound = 1.0 / max(contact_step_bound(v, arrayLength(&contacts) / P.n, dv), 1e-30);
         }
     }
     let m = wg_max3(lid.x, vec3<f32>(bound, 0.0, 0.0));

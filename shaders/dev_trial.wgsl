@@ -1,5 +1,5 @@
 // A line-search trial from the current positions, per vertex v < n:
-//   α = f0 · (1 − scal[u0])           (scale × the obstacle bound of dev_step_bound)
+//   α = f0 / max(1, scal[u0])         (scale × the obstacle bound of dev_step_bound, stored as 1/α)
 //   step[v] = α·d[v];  x_new[v] = x[v] + step[v];  contacts_new = contacts advanced by step[v]
 //   out[u1 + g] = max_{v in group g} |step[v]|   (the dx stop rule's per-vertex move)
 #import params
@@ -19,7 +19,7 @@
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let g = linear_group(wid);
     let v = g * 256u + lid.x;
-    let alpha = P.f0 * (1.0 - scal[P.u0]);
+    let alpha = P.f0 / max(1.0, scal[P.u0]);
     var moved = 0.0;
     if v < P.n {
         let s = alpha * d[v].xyz;

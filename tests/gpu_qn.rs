@@ -220,7 +220,7 @@ fn dev_step_bound_and_trial_match() {
         Params::new(),
         n as u32,
     );
-    // f64: 1 − min(1, 0.9 × first time of impact) per vertex, max per group.
+    // f64: 1 / min(1, 0.9 × first time of impact) per vertex, max per group.
     let mut want = vec![0.0f64; g];
     for v in 0..n {
         let dv = nalgebra::Vector3::new(d[v][0] as f64, d[v][1] as f64, d[v][2] as f64);
@@ -247,20 +247,21 @@ fn dev_step_bound_and_trial_match() {
                 alpha = alpha.min(0.9 * toi);
             }
         }
-        want[v / 256] = want[v / 256].max(1.0 - alpha);
+        want[v / 256] = want[v / 256].max(1.0 / alpha);
     }
     let want: Vec<f32> = want.iter().map(|&v| v as f32).collect();
     // Nothing starts closer than 0.3 to an obstacle, moves are at most 0.87: every group's
-    // bound lies strictly inside (0, 1), so the comparison sees real values.
-    assert!(want.iter().all(|&b| b > 0.0 && b < 0.9), "bounds {want:?}");
+    // bound 1/α lies strictly above 1 and below 10, so the comparison sees real values.
+    assert!(want.iter().all(|&b| b > 1.0 && b < 10.0), "bounds {want:?}");
     assert_close(&cpu[2], &want, 1e-4, "dev_step_bound cpu vs f64");
     if let Some(gv) = &gpu {
         assert_close(&gv[2], &cpu[2], 1e-5, "dev_step_bound gpu vs cpu");
     }
 
-    // A trial at scale 0.7 of a bound 1 − 0.4 stored in slot 2; the max-move partials at 3.
+    // A trial at scale 0.7 of a bound α = 0.6 stored as 1/α in slot 2; the max-move partials
+    // at 3.
     let x = v4s(&mut rng, n, 1.0);
-    let scal = vec![0.0, 0.0, 0.4, 0.0];
+    let scal = vec![0.0, 0.0, 1.0 / 0.6, 0.0];
     let mut out = vec![0.0f32; 3];
     out.extend(vec![f32::NAN; g]);
     let data = [
@@ -286,7 +287,7 @@ fn dev_step_bound_and_trial_match() {
         ..Params::default()
     };
     let (cpu, gpu) = run_both(Kernel::DevTrial, &data, params, n as u32);
-    let alpha = 0.7f64 * (1.0 - 0.4f32 as f64);
+    let alpha = 0.7f64 / (1.0f32 / 0.6) as f64;
     let step: Vec<f32> = d
         .iter()
         .flat_map(|v| (0..3).map(move |k| (alpha * v[k] as f64) as f32))
@@ -312,6 +313,22 @@ fn dev_step_bound_and_trial_match() {
                 &format!("dev_trial {what} gpu vs cpu"),
             );
         }
+    }
+
+    // A vertex 1e-9 of its move from an obstacle: α = 1e-9 is stored as 1e9 and reaches the
+    // trial (stored as 1 − α it rounded to 1 in f32 and the step to 0, freezing the search).
+    let mut data = data;
+    data[3] = Data::F(vec![0.0, 0.0, 1e9, 0.0]);
+    let (cpu, gpu) = run_both(Kernel::DevTrial, &data, params, n as u32);
+    let alpha = 0.7f64 / 1e9f32 as f64;
+    let step: Vec<f32> = d
+        .iter()
+        .flat_map(|v| (0..3).map(move |k| (alpha * v[k] as f64) as f32))
+        .collect();
+    assert!(step.iter().any(|&s| s != 0.0));
+    assert_close(&words(&cpu[6]), &step, 1e-6, "tiny-α step cpu vs f64");
+    if let Some(gv) = gpu {
+        assert_close(&gv[6], &cpu[6], 1e-5, "tiny-α step gpu vs cpu");
     }
 }
 

@@ -266,7 +266,7 @@ pub fn dev_step_bound(
         |v| {
             let dv = v3(&d[v]);
             let b = if dv != Vec3::ZERO {
-                1.0 - contact_step_bound(&contacts[v * nc..(v + 1) * nc], dv)
+                1.0 / contact_step_bound(&contacts[v * nc..(v + 1) * nc], dv).max(1e-30)
             } else {
                 0.0
             };
@@ -301,7 +301,7 @@ pub fn dev_trial(
     let nc = records_per_vertex(contacts, n, "dev_trial contacts")?;
     need(contacts_new.len(), nc * n, "dev_trial contacts_new")?;
     need(out.len(), p.u1 as usize + dev_groups(n), "dev_trial out")?;
-    let alpha = p.f0 * (1.0 - slot(scal, p.u0, "dev_trial bound")?);
+    let alpha = p.f0 / slot(scal, p.u0, "dev_trial bound")?.max(1.0);
     step[..n]
         .par_iter_mut()
         .zip(x_new[..n].par_iter_mut())

@@ -76,9 +76,10 @@ pub type DeviceVector = Buf<GpuVec4>;
 pub enum DeviceScalar {
     /// `scal[i]`.
     Slot(u32),
-    /// 1 − `scal[i]` (the step bound: its slot holds 1 − α).
-    OneMinus(u32),
-    /// `scale` × (1 − `scal[i]`) (a trial's α).
+    /// 1 / max(1, `scal[i]`) (the step bound: its slot holds 1/α, which keeps a tiny α
+    /// representable in f32 where 1 − α would round it to 0).
+    Reciprocal(u32),
+    /// `scale` / max(1, `scal[i]`) (a trial's α).
     Alpha {
         /// The bound's slot.
         slot: u32,
@@ -504,8 +505,8 @@ impl DeviceBackend {
         let sum = |a: usize, n: usize| rb[a..a + n].iter().map(|&v| v as f64).sum::<f64>();
         match s {
             DeviceScalar::Slot(i) => rb[i as usize] as f64,
-            DeviceScalar::OneMinus(i) => 1.0 - rb[i as usize] as f64,
-            DeviceScalar::Alpha { slot, scale } => scale * (1.0 - rb[slot as usize] as f64),
+            DeviceScalar::Reciprocal(i) => 1.0 / (rb[i as usize] as f64).max(1.0),
+            DeviceScalar::Alpha { slot, scale } => scale / (rb[slot as usize] as f64).max(1.0),
             DeviceScalar::Energy => sum(r.elem, r.ge) + sum(r.vert, r.gv),
             DeviceScalar::Forbidden => sum(r.elem + r.ge, r.ge),
             DeviceScalar::MaxMove => rb[r.dx..r.dx + r.gv].iter().fold(0.0f64, |m, &v| {
@@ -780,7 +781,7 @@ impl PotentialBackend for DeviceBackend {
             &self.scal,
             self.bound_slot,
         );
-        Ok(DeviceScalar::OneMinus(self.bound_slot))
+        Ok(DeviceScalar::Reciprocal(self.bound_slot))
     }
 
     fn trial(
@@ -793,7 +794,7 @@ impl PotentialBackend for DeviceBackend {
         step: DeviceVector,
         gradient: Option<DeviceVector>,
     ) -> Result<TrialScalars<DeviceScalar>> {
-        let DeviceScalar::OneMinus(slot) = bound else {
+        let DeviceScalar::Reciprocal(slot) = bound else {
             return Err(JelloError::Solver(format!(
                 "device backend: a trial's bound must come from `step_bound`, got {bound:?}"
             )));

@@ -61,6 +61,9 @@ pub struct LbfgsPhases {
     pub factor_ms: f64,
     /// Iterations these times cover.
     pub iterations: usize,
+    /// Line-search trials (energy and gradient evaluations after each direction) over these
+    /// iterations.
+    pub trials: usize,
 }
 
 /// L-BFGS on a backend `B` with the initial inverse Hessian `H`; see the module docs.
@@ -524,6 +527,7 @@ impl<B: PotentialBackend, H: InitialInverse<B>> StepSolver for LbfgsSolver<B, H>
                         it.bound = alpha;
                     }
                     it.trials += 1;
+                    self.phases.trials += 1;
                     if !(slope < 0.0 && slope.is_finite()) {
                         break;
                     }
