@@ -8,51 +8,87 @@ use nalgebra::Vector3;
 
 type V3 = Vector3<f64>;
 
+/// The feature of a triangle `t0 t1 t2` that holds the point closest to a query point. Edge k
+/// joins corners k and k + 1 (mod 3), as in IPC's point–triangle distance types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TriangleFeature {
+    /// Corner k (0..3).
+    Vertex(usize),
+    /// The relative interior of edge k (0..3).
+    Edge(usize),
+    /// The interior of the face.
+    Face,
+}
+
 /// Closest point on triangle `abc` to `p` (Ericson, Real-Time Collision Detection §5.1.5).
 pub fn closest_point_on_triangle(p: &V3, a: &V3, b: &V3, c: &V3) -> V3 {
+    closest_feature_on_triangle(p, a, b, c).0
+}
+
+/// Closest point on triangle `abc` to `p` and the feature that holds it: Ericson's Voronoi-region
+/// walk (Real-Time Collision Detection §5.1.5). A degenerate (zero-area) triangle has no face
+/// region: the closest point of its three edges (or corners) is taken instead.
+pub fn closest_feature_on_triangle(p: &V3, a: &V3, b: &V3, c: &V3) -> (V3, TriangleFeature) {
+    use TriangleFeature::{Edge, Face, Vertex};
     let ab = b - a;
     let ac = c - a;
     let ap = p - a;
     let d1 = ab.dot(&ap);
     let d2 = ac.dot(&ap);
     if d1 <= 0.0 && d2 <= 0.0 {
-        return *a;
+        return (*a, Vertex(0));
     }
     let bp = p - b;
     let d3 = ab.dot(&bp);
     let d4 = ac.dot(&bp);
     if d3 >= 0.0 && d4 <= d3 {
-        return *b;
+        return (*b, Vertex(1));
     }
     let vc = d1 * d4 - d3 * d2;
     if vc <= 0.0 && d1 >= 0.0 && d3 <= 0.0 {
-        return a + ab * (d1 / (d1 - d3));
+        return (a + ab * (d1 / (d1 - d3)), Edge(0));
     }
     let cp = p - c;
     let d5 = ab.dot(&cp);
     let d6 = ac.dot(&cp);
     if d6 >= 0.0 && d5 <= d6 {
-        return *c;
+        return (*c, Vertex(2));
     }
     let vb = d5 * d2 - d1 * d6;
     if vb <= 0.0 && d2 >= 0.0 && d6 <= 0.0 {
-        return a + ac * (d2 / (d2 - d6));
+        return (a + ac * (d2 / (d2 - d6)), Edge(2));
     }
     let va = d3 * d6 - d5 * d4;
     if va <= 0.0 && (d4 - d3) >= 0.0 && (d5 - d6) >= 0.0 {
-        return b + (c - b) * ((d4 - d3) / ((d4 - d3) + (d5 - d6)));
+        return (b + (c - b) * ((d4 - d3) / ((d4 - d3) + (d5 - d6))), Edge(1));
     }
     let denom = va + vb + vc;
     if denom.abs() <= f64::MIN_POSITIVE {
-        // Degenerate (zero-area) triangle: the closest of its corners.
-        return [*a, *b, *c]
-            .into_iter()
-            .min_by(|u, v| (u - p).norm_squared().total_cmp(&(v - p).norm_squared()))
-            .unwrap_or(*a);
+        // Degenerate (zero-area) triangle: the closest point of its edges.
+        let corners = [a, b, c];
+        return (0..3)
+            .map(|k| {
+                let (e0, e1) = (corners[k], corners[(k + 1) % 3]);
+                let (_, s, _) = segment_closest(p, p, e0, e1);
+                let feature = if s <= 0.0 {
+                    Vertex(k)
+                } else if s >= 1.0 {
+                    Vertex((k + 1) % 3)
+                } else {
+                    Edge(k)
+                };
+                (e0 + (e1 - e0) * s, feature)
+            })
+            .min_by(|u, v| {
+                (u.0 - p)
+                    .norm_squared()
+                    .total_cmp(&(v.0 - p).norm_squared())
+            })
+            .unwrap_or((*a, Vertex(0)));
     }
     let v = vb / denom;
     let w = vc / denom;
-    a + ab * v + ac * w
+    (a + ab * v + ac * w, Face)
 }
 
 /// Closest points of segments `p0p1` and `q0q1` (Ericson §5.1.9, with degenerate segments):

@@ -22,8 +22,9 @@ pub mod surface_contact;
 pub use char_norm::CharacteristicNorm;
 pub use device_elastic::DeviceElastic;
 pub use geometry::{
-    barycentric, closest_point_on_triangle, point_box_distance, segment_closest, segment_distance,
-    triangle_box_distance, triangle_box_overlap,
+    barycentric, closest_feature_on_triangle, closest_point_on_triangle, point_box_distance,
+    segment_closest, segment_distance, triangle_box_distance, triangle_box_overlap,
+    TriangleFeature,
 };
 pub use hessian::HessianLayout;
 pub use invariants::{InversionPolicy, StateCheck};

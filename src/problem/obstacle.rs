@@ -4,6 +4,10 @@
 use nalgebra::{Matrix3, Vector3};
 use serde::{Deserialize, Serialize};
 
+/// The IPC log barrier, shared with contact pairs ([`crate::contact::barrier`]); obstacles apply
+/// it to unsquared distances in metres.
+pub use crate::contact::barrier::barrier;
+
 /// A static obstacle. Vertices live on the outside (`distance > 0`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Obstacle {
@@ -197,21 +201,4 @@ pub struct BarrierParams {
     pub dhat: f64,
     /// Dimensionless stiffness κ. Default 1.
     pub kappa: f64,
-}
-
-/// b(d), b'(d), b''(d) of the IPC barrier −(d − d̂)² ln(d/d̂) for 0 < d < d̂ (zero beyond d̂,
-/// +∞ at d ≤ 0).
-pub fn barrier(d: f64, dhat: f64) -> (f64, f64, f64) {
-    if d >= dhat {
-        return (0.0, 0.0, 0.0);
-    }
-    if d <= 0.0 {
-        return (f64::INFINITY, f64::NEG_INFINITY, f64::INFINITY);
-    }
-    let r = d - dhat;
-    let l = (d / dhat).ln();
-    let b = -r * r * l;
-    let db = -(2.0 * r * l + r * r / d);
-    let ddb = -(2.0 * l + 4.0 * r / d - r * r / (d * d));
-    (b, db, ddb)
 }

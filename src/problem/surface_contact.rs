@@ -26,6 +26,7 @@
 use super::geometry::{barycentric, closest_point_on_triangle, segment_closest};
 use super::obstacle::barrier;
 use super::{Model, Obstacle};
+use crate::contact::mollifier::{mollifier, mollifier_threshold};
 use nalgebra::{SMatrix, SVector, Vector3};
 
 type V3 = Vector3<f64>;
@@ -112,21 +113,6 @@ fn box_corner(lo: &V3, hi: &V3, i: usize) -> V3 {
     )
 }
 
-/// IPC's edge–edge mollifier threshold ε_× = 10⁻³·|e₀|²|e₁|², from rest lengths.
-fn mollifier_eps(e0_rest: f64, e1_rest: f64) -> f64 {
-    1e-3 * e0_rest * e0_rest * e1_rest * e1_rest
-}
-
-/// m(c) and dm/dc for c = |e₀ × e₁|²: −c²/ε² + 2c/ε below ε, 1 above.
-fn mollifier(c: f64, eps: f64) -> (f64, f64) {
-    if c < eps {
-        let r = c / eps;
-        (-r * r + 2.0 * r, (-2.0 * r + 2.0) / eps)
-    } else {
-        (1.0, 0.0)
-    }
-}
-
 impl SurfacePair {
     /// The pair's distance and barrier gradient at positions `x` (flattened, m), without the
     /// barrier: (d, m, ∂d/∂x, ∂m/∂x); `None` when the distance is degenerate (zero).
@@ -177,10 +163,10 @@ impl SurfacePair {
                 // Mollifier on c = |e₀ × e₁|², ε from rest lengths.
                 let (e0, e1) = (b - a, q1 - q0);
                 let rest = |v: u32| V3::from(model.mesh.positions[v as usize]);
-                let e0_rest = (rest(self.vertices[1]) - rest(self.vertices[0])).norm();
-                let eps = mollifier_eps(e0_rest, e1.norm());
+                let e0_rest_sq = (rest(self.vertices[1]) - rest(self.vertices[0])).norm_squared();
+                let eps = mollifier_threshold(e0_rest_sq, e1.norm_squared());
                 let c = e0.cross(&e1).norm_squared();
-                let (m, dm) = mollifier(c, eps);
+                let (m, dm, _) = mollifier(c, eps);
                 // ∂c/∂e₀ = 2((e₁·e₁)e₀ − (e₀·e₁)e₁); e₀ = b − a.
                 let dc = (e0 * e1.norm_squared() - e1 * e0.dot(&e1)) * 2.0;
                 Some((
