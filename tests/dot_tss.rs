@@ -8,7 +8,6 @@
 mod common;
 
 use jello::scene::{BuiltScene, Scene};
-use jello::sim::Simulation;
 use jello::solver::backend::CpuBackend;
 use jello::solver::dot::{DotParams, DotSolver};
 use jello::solver::{NewtonParams, NewtonSolver, StepSolver};
@@ -48,14 +47,7 @@ fn hard_tss_bar() -> BuiltScene {
 /// Runs `solver` over the whole scene: per step (iterations, stop rule met, residual,
 /// inverted elements at the step's end).
 fn run(built: &BuiltScene, solver: Box<dyn StepSolver>) -> Vec<(usize, bool, f64, usize)> {
-    let m = &built.model;
-    let mut sim = Simulation::new(
-        m.clone(),
-        m.initial_state(&built.velocity),
-        built.config.h,
-        solver,
-    )
-    .unwrap();
+    let mut sim = common::simulation(built, solver);
     (0..built.config.steps)
         .map(|_| {
             let r = sim.step(false).unwrap();

@@ -5,9 +5,10 @@
 //! element heights per step, or tipped by 30° per step: without the carry the step's start has
 //! inverted elements and an infinite energy, and no solver can start.
 
+mod common;
+
 use jello::problem::{InversionPolicy, StepProblem};
 use jello::scene::{BuiltScene, Scene};
-use jello::sim::Simulation;
 use jello::solver::backend::CpuBackend;
 use jello::solver::dot::{DotParams, DotSolver};
 use jello::solver::pd::PinCarry;
@@ -87,14 +88,7 @@ fn the_carry_starts_where_the_default_guess_inverts() {
 
 /// Runs `steps` steps; per step (converged, inverted elements at its end).
 fn run(built: &BuiltScene, solver: Box<dyn StepSolver>, carry: bool) -> Result<Vec<bool>, String> {
-    let m = &built.model;
-    let mut sim = Simulation::new(
-        m.clone(),
-        m.initial_state(&built.velocity),
-        built.config.h,
-        solver,
-    )
-    .unwrap();
+    let mut sim = common::simulation(built, solver);
     sim.set_pin_carry(carry);
     (0..built.config.steps)
         .map(|_| {

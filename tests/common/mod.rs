@@ -297,13 +297,7 @@ pub fn newton_states_until(
         ..jello::solver::NewtonParams::default()
     };
     let solver = jello::solver::NewtonSolver::new(m, params).unwrap();
-    let mut sim = jello::sim::Simulation::new(
-        m.clone(),
-        m.initial_state(&built.velocity),
-        built.config.h,
-        Box::new(solver),
-    )
-    .unwrap();
+    let mut sim = simulation(built, Box::new(solver));
     for _ in 0..max_steps {
         if stop(&sim.state) {
             break;
@@ -475,3 +469,18 @@ script = { type = "keyframes", phases = [
   { start = 0.375, end = 0.5, translate = [-0.2, 0.0, 0.0] },
 ] }
 "#;
+
+/// A simulation of `built` from its initial state with its time step, stepped by `solver`.
+pub fn simulation(
+    built: &jello::scene::BuiltScene,
+    solver: Box<dyn jello::solver::StepSolver>,
+) -> jello::sim::Simulation {
+    let m = &built.model;
+    jello::sim::Simulation::new(
+        m.clone(),
+        m.initial_state(&built.velocity),
+        built.config.h,
+        solver,
+    )
+    .unwrap()
+}
