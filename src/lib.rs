@@ -11,6 +11,7 @@
 //! [`solver::StepReport`].
 
 pub mod compare;
+pub mod contact;
 pub mod error;
 pub mod gpu;
 pub mod limits;
