@@ -21,8 +21,12 @@
 //! (rayon's parallel sort), and each run of equal keys — one cell — tests its pairs' boxes
 //! exactly. A pair whose boxes overlap meets in several cells; it is reported only by the cell
 //! holding the lower corner of the boxes' intersection (the per-axis max of the two lower
-//! corners), so no pair comes out twice and no global de-duplication is needed. Cells are
-//! processed in parallel and the result is sorted once. Cost: O(n log n) for the sort plus the
+//! corners), so no pair comes out twice and no global de-duplication is needed. Since the cell
+//! map is monotone, that cell is per axis the later of the two boxes' start cells, so each
+//! entry carries three bits "the box starts in this cell along x, y, z" and a cell tests a pair
+//! only when the OR of their bits is all three: most pairs sharing a cell are skipped before
+//! their boxes are read. Boxes are gathered into entry order after the sort, so a cell's tests
+//! read contiguous memory. Cells are processed in parallel and the result is sorted once. Cost: O(n log n) for the sort plus the
 //! pairs in shared cells, O(n) memory for a surface of n primitives of bounded size ratio.
 //! A sorted key list instead of a hash table keeps the pass allocation-light, parallel and
 //! deterministic; the cell key packs the three cell coordinates exactly (21 bits each), so
@@ -39,12 +43,37 @@
 //!
 //! The broad phase runs on the CPU (also when the barrier terms run as kernels).
 //!
-//! **Measured** (`cargo bench --bench contact`; see that file for the method). Filled in from
-//! the bench's table:
+//! **Measured** (`cargo bench --bench contact`, release, rayon's 2 threads on the 2-core
+//! development machine shared with other builds — load average 3.8 during the run, so the
+//! times are pessimistic and noisy by ±20 %; medians of 7 runs). d̂ = 10⁻³ × bounding-box
+//! diagonal; "swept": every vertex displaced by a random vector of up to half the mean edge
+//! length. Boxes are n³-cell `box_grid`s of 12 n² triangles; the others are ../shared/meshes.
 //!
 //! ```text
-//! (pending)
+//! case             faces   edges  rest ms  rest pt+ee      swept ms  swept pt+ee     intersect ms
+//! box 16³           3072    4608     2.2   3072+10728         3.2    3370+11717          26.6
+//! box 32³          12288   18432     8.9   12288+42984       11.8    14333+49773        109.4
+//! box 64³          49152   73728    40.7   49152+172008      54.3    62725+215728       459.0
+//! box 96³         110592  165888    94.3   110592+387048    125.7    156770+534234     1022.4
+//! armadillo_18k     7608   11412     6.8   688+3674          10.6    11057+36044         21.0
+//! bunny_20k         8302   12453     7.2   776+3859          11.4    12399+39401         21.3
+//! armadillo_114k   39924   59886    43.5   12168+45611       68.1    90290+271653        89.0
+//! bunny_110k       35708   53562    37.1   9296+35126        59.6    77696+232472        75.4
 //! ```
+//!
+//! Least-squares exponent of time in the number of faces (log–log, all ten cases / the eight
+//! with ≥ 2,000 faces): broad phase at rest 1.05 / 1.06, swept 1.06 / 1.04, the candidate count
+//! 1.08 / 1.09, the intersection check 0.96 / 1.06 — linear, as a grid should be (the sort's
+//! log n does not show). The flat sides of the boxes are the intersection check's worst case:
+//! every touching coplanar pair takes the exact predicates' slowest (exactly-zero) path.
+//!
+//! Cell factor (swept, ms on armadillo_114k / box 96³): 0.5 → 186 / 417, 1 → 85 / 175,
+//! 1.5 → 73 / 166, 2 → 68 / 123, 3 → 66 / 136, 4 → 67 / 125. Below 1.5 the (cell, primitive)
+//! entries dominate (1.6 M at 0.5 against 0.29 M at 2 on the armadillo); above 3 the pairs
+//! sharing a cell do (11 M at 4 against 5.5 M at 2). 2 sits in the flat optimum for both
+//! surfaces; [`CELL_FACTOR`]. A profile (perf, one thread, armadillo_114k swept, 57 ms) splits
+//! as the in-cell loops ~40 %, the two sorts ~30 %, emitting entries ~10 %. Tried and dropped:
+//! sweep-and-prune along x inside each cell (sorting each cell cost what it saved).
 
 use super::mesh::CollisionMesh;
 use crate::error::{JelloError, Result};
@@ -77,8 +106,14 @@ impl Aabb {
     }
 
     /// Whether the closed boxes share a point.
+    #[inline]
     pub fn overlaps(&self, o: &Aabb) -> bool {
-        (0..3).all(|k| self.lo[k] <= o.hi[k] && o.lo[k] <= self.hi[k])
+        (self.lo[0] <= o.hi[0])
+            & (o.lo[0] <= self.hi[0])
+            & (self.lo[1] <= o.hi[1])
+            & (o.lo[1] <= self.hi[1])
+            & (self.lo[2] <= o.hi[2])
+            & (o.lo[2] <= self.hi[2])
     }
 
     /// Largest side, m.
@@ -104,7 +139,8 @@ pub struct GridStats {
     pub cell_size: f64,
     /// (cell, primitive) entries sorted.
     pub entries: usize,
-    /// Box pairs tested in shared cells.
+    /// Pairs of boxes sharing a cell (before the start-bit filter: an upper bound on the box
+    /// tests).
     pub tested: usize,
     /// Boxes kept out of the grid as large.
     pub large: usize,
@@ -189,12 +225,27 @@ fn boxes<const K: usize>(
         .collect()
 }
 
-/// The mean largest side of `b` times [`CELL_FACTOR`]; a positive fallback when that is zero.
-fn cell_size(b: &[Aabb]) -> f64 {
+/// Tuning of the grid (the defaults are the measured choice).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BroadParams {
+    /// Cell size over the mean largest box side of the pass ([`CELL_FACTOR`]).
+    pub cell_factor: f64,
+}
+
+impl Default for BroadParams {
+    fn default() -> Self {
+        BroadParams {
+            cell_factor: CELL_FACTOR,
+        }
+    }
+}
+
+/// The mean largest side of `b` times `factor`; a positive fallback when that is zero.
+fn cell_size(b: &[Aabb], factor: f64) -> f64 {
     // A sequential sum: a parallel one would round differently per thread count, and the cell
     // size (hence the statistics) must not depend on it.
     let mean = b.iter().map(Aabb::max_side).sum::<f64>() / b.len().max(1) as f64;
-    let h = CELL_FACTOR * mean;
+    let h = factor * mean;
     if h.is_finite() && h > 0.0 {
         h
     } else {
@@ -242,9 +293,14 @@ impl Grid {
     /// Cell coordinate of `v` along axis `k`: monotone in `v` (so a point of a box lies in
     /// the box's cell range), clamped to the grid.
     fn coord(&self, v: f64, k: usize) -> u64 {
-        let c = ((v - self.origin[k]) * self.inv).floor();
-        // `as` saturates (and maps NaN to 0; inputs are checked finite).
-        (c.max(0.0) as u64).min(self.dims[k] - 1)
+        let c = (v - self.origin[k]) * self.inv;
+        // For c ≥ 0 truncation is floor (and cheaper: `floor` is a libm call on baseline
+        // x86-64); `as` saturates (inputs are checked finite).
+        if c > 0.0 {
+            (c as u64).min(self.dims[k] - 1)
+        } else {
+            0
+        }
     }
 
     fn key(&self, c: [u64; 3]) -> u64 {
@@ -263,11 +319,6 @@ impl Grid {
         let (l, h) = self.range(b);
         (0..3).map(|k| h[k] - l[k] + 1).product()
     }
-
-    /// Key of the cell holding the lower corner of the overlap of `a` and `b`.
-    fn owner_key(&self, a: &Aabb, b: &Aabb) -> u64 {
-        self.key([0, 1, 2].map(|k| self.coord(a.lo[k].max(b.lo[k]), k)))
-    }
 }
 
 /// Tag bit of an entry from the second set.
@@ -279,19 +330,28 @@ fn grid_pairs(
     a: &[Aabb],
     b: Option<&[Aabb]>,
     h: f64,
-    keep: &(dyn Fn(u32, u32) -> bool + Sync),
+    keep: &(impl Fn(u32, u32) -> bool + Sync),
 ) -> (Vec<[u32; 2]>, GridStats) {
     let bs = b.unwrap_or(&[]);
     let grid = Grid::new(&[a, bs], h);
     let large_a: Vec<bool> = a.par_iter().map(|x| grid.count(x) > LARGE_CELLS).collect();
     let large_b: Vec<bool> = bs.par_iter().map(|x| grid.count(x) > LARGE_CELLS).collect();
+    // Each entry carries, per axis, whether the box starts in that cell (bits 0, 1, 2): the
+    // owner cell of a pair is, per axis, the later of the two start cells (the cell map is
+    // monotone), so a cell owns a pair iff on every axis one of the two boxes starts there.
     let emit = move |bx: &Aabb, id: u32| {
         let (l, h) = grid.range(bx);
         (l[0]..=h[0]).flat_map(move |i| {
-            (l[1]..=h[1]).flat_map(move |j| (l[2]..=h[2]).map(move |k| (grid.key([i, j, k]), id)))
+            (l[1]..=h[1]).flat_map(move |j| {
+                (l[2]..=h[2]).map(move |k| {
+                    let starts =
+                        u8::from(i == l[0]) | u8::from(j == l[1]) << 1 | u8::from(k == l[2]) << 2;
+                    (grid.key([i, j, k]), id, starts)
+                })
+            })
         })
     };
-    let mut entries: Vec<(u64, u32)> = a
+    let mut entries: Vec<(u64, u32, u8)> = a
         .par_iter()
         .enumerate()
         .filter(|(i, _)| !large_a[*i])
@@ -304,6 +364,18 @@ fn grid_pairs(
         )
         .collect();
     entries.par_sort_unstable();
+    // The boxes in entry order: the tests in a cell then read contiguous memory instead of
+    // two random boxes per test (one gather per entry, and entries ≪ tests).
+    let sorted: Vec<Aabb> = entries
+        .par_iter()
+        .map(|&(_, id, _)| {
+            if id & SECOND == 0 {
+                a[id as usize]
+            } else {
+                bs[(id & !SECOND) as usize]
+            }
+        })
+        .collect();
     // Runs of one key with at least one possible pair.
     let mut runs = Vec::new();
     let mut tested = 0usize;
@@ -330,29 +402,30 @@ fn grid_pairs(
         .par_iter()
         .fold(Vec::new, |mut out, &(s, e)| {
             let run = &entries[s..e];
-            let key = run[0].0;
-            match b {
-                Some(bs) => {
-                    let split = run.partition_point(|x| x.1 & SECOND == 0);
-                    for &(_, i) in &run[..split] {
-                        let ba = &a[i as usize];
-                        for &(_, j) in &run[split..] {
-                            let j = j & !SECOND;
-                            let bb = &bs[j as usize];
-                            if ba.overlaps(bb) && grid.owner_key(ba, bb) == key && keep(i, j) {
-                                out.push([i, j]);
-                            }
-                        }
+            let boxes = &sorted[s..e];
+            // Two sets: `a` entries sort before `b` entries (tag bit); one set: all pairs.
+            let split = if b.is_some() {
+                run.partition_point(|x| x.1 & SECOND == 0)
+            } else {
+                0
+            };
+            for p in 0..run.len() {
+                let ba = &boxes[p];
+                let (i, starts) = (run[p].1, run[p].2);
+                let others = if b.is_some() {
+                    if p >= split {
+                        break;
                     }
-                }
-                None => {
-                    for (p, &(_, i)) in run.iter().enumerate() {
-                        let ba = &a[i as usize];
-                        for &(_, j) in &run[p + 1..] {
-                            let bb = &a[j as usize];
-                            if ba.overlaps(bb) && grid.owner_key(ba, bb) == key && keep(i, j) {
-                                out.push([i, j]);
-                            }
+                    split..run.len()
+                } else {
+                    p + 1..run.len()
+                };
+                for q in others {
+                    let bb = &boxes[q];
+                    if starts | run[q].2 == 0b111 && ba.overlaps(bb) {
+                        let j = run[q].1 & !SECOND;
+                        if keep(i, j) {
+                            out.push([i, j]);
                         }
                     }
                 }
@@ -426,7 +499,25 @@ pub fn candidates(
     dx: Option<&[[f64; 3]]>,
     dhat: f64,
 ) -> Result<Candidates> {
+    candidates_with(mesh, x, dx, dhat, BroadParams::default())
+}
+
+/// [`candidates`] with explicit grid tuning (for benches); errors also on a cell factor that is
+/// not finite and positive.
+pub fn candidates_with(
+    mesh: &CollisionMesh,
+    x: &[[f64; 3]],
+    dx: Option<&[[f64; 3]]>,
+    dhat: f64,
+    params: BroadParams,
+) -> Result<Candidates> {
     check(mesh, x, dx, dhat)?;
+    let factor = params.cell_factor;
+    if !(factor.is_finite() && factor > 0.0) {
+        return Err(JelloError::Invalid(format!(
+            "broad phase: cell factor must be finite and > 0, got {factor}"
+        )));
+    }
     let r = 0.5 * dhat;
     let vb = boxes(
         &mesh.vertices.iter().map(|&v| [v]).collect::<Vec<_>>(),
@@ -445,8 +536,8 @@ pub fn candidates(
             && mesh.bodies_may_touch(mesh.edge_body[e as usize], mesh.edge_body[g as usize])
     };
     let ((pt, s1), (ee, s2)) = rayon::join(
-        || grid_pairs(&vb, Some(&fb), cell_size(&fb), &pt_keep),
-        || grid_pairs(&eb, None, cell_size(&eb), &ee_keep),
+        || grid_pairs(&vb, Some(&fb), cell_size(&fb, factor), &pt_keep),
+        || grid_pairs(&eb, None, cell_size(&eb, factor), &ee_keep),
     );
     let mut stats = s1;
     stats.add(s2);
@@ -466,7 +557,7 @@ pub fn face_pairs(
     let keep = |f: u32, g: u32| {
         mesh.bodies_may_touch(mesh.face_body[f as usize], mesh.face_body[g as usize])
     };
-    Ok(grid_pairs(&fb, None, cell_size(&fb), &keep))
+    Ok(grid_pairs(&fb, None, cell_size(&fb, CELL_FACTOR), &keep))
 }
 
 #[cfg(test)]
@@ -474,9 +565,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn owner_cell_lies_in_both_ranges() {
-        // The de-duplication rule needs the overlap's lower corner inside both boxes' cell
-        // ranges, also when it sits exactly on a cell boundary.
+    fn start_flags_pick_the_cell_of_the_overlaps_lower_corner() {
+        // The de-duplication rule: the cell holding max(lo_a, lo_b) lies in both boxes' cell
+        // ranges, and is, per axis, the later of the two start cells — also when a corner sits
+        // exactly on a cell boundary.
         let g = Grid::new(
             &[&[Aabb {
                 lo: [0.0; 3],
@@ -484,22 +576,31 @@ mod tests {
             }]],
             0.1,
         );
-        let a = Aabb {
-            lo: [0.3, 0.0, 0.2],
-            hi: [0.5, 0.7, 0.2],
-        };
-        let b = Aabb {
-            lo: [0.5, 0.1, 0.0],
-            hi: [0.9, 0.2, 0.3],
-        };
-        assert!(a.overlaps(&b));
-        let c = [0, 1, 2].map(|k| g.coord(a.lo[k].max(b.lo[k]), k));
-        for bx in [&a, &b] {
-            let (l, h) = g.range(bx);
-            assert!(
-                (0..3).all(|k| l[k] <= c[k] && c[k] <= h[k]),
-                "{c:?} {l:?} {h:?}"
-            );
+        let boxes = [
+            Aabb {
+                lo: [0.3, 0.0, 0.2],
+                hi: [0.5, 0.7, 0.2],
+            },
+            Aabb {
+                lo: [0.5, 0.1, 0.0],
+                hi: [0.9, 0.2, 0.3],
+            },
+            Aabb {
+                lo: [0.45, 0.15, 0.1],
+                hi: [0.5, 0.15, 0.25],
+            },
+        ];
+        for a in &boxes {
+            for b in &boxes {
+                assert!(a.overlaps(b));
+                let c = [0, 1, 2].map(|k| g.coord(a.lo[k].max(b.lo[k]), k));
+                let (la, ha) = g.range(a);
+                let (lb, hb) = g.range(b);
+                for k in 0..3 {
+                    assert!(la[k] <= c[k] && c[k] <= ha[k] && lb[k] <= c[k] && c[k] <= hb[k]);
+                    assert_eq!(c[k], la[k].max(lb[k]));
+                }
+            }
         }
     }
 }

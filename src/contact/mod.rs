@@ -8,6 +8,8 @@ pub mod broad;
 pub mod intersect;
 pub mod mesh;
 
-pub use broad::{candidates, face_pairs, Aabb, Candidates, GridStats};
+pub use broad::{
+    candidates, candidates_with, face_pairs, Aabb, BroadParams, Candidates, GridStats,
+};
 pub use intersect::{faces_intersect, intersecting_pairs, triangles_intersect};
 pub use mesh::{BodyKind, CollisionBody, CollisionMesh};
