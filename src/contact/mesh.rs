@@ -298,9 +298,10 @@ impl CollisionMesh {
         })
     }
 
-    /// **Hook for triangle-mesh obstacles** (a reader of OBJ/PLY/STL files and scripted motion
-    /// are later steps): appends a static obstacle of `positions` (m) and `triangles` (indices
-    /// into `positions`), as a new body of kind [`BodyKind::Obstacle`] without self-contact.
+    /// **Hook for triangle-mesh obstacles** (read them with [`crate::mesh::read_triangle_mesh`]
+    /// from OBJ/PLY/STL; the scene keys and scripted motion are later steps): appends a static
+    /// obstacle of `positions` (m) and `triangles` (indices into `positions`), as a new body of
+    /// kind [`BodyKind::Obstacle`] without self-contact.
     /// Its vertices get global ids from [`CollisionMesh::num_vertices`] on, and its positions
     /// are kept here ([`CollisionMesh::positions`] appends them to the model's). A scripted
     /// obstacle will overwrite `obstacle_positions` per step. Returns the new body's index.
