@@ -543,6 +543,31 @@ fn obstacles_touch_bodies_but_not_each_other() {
 }
 
 #[test]
+fn empty_and_tiny_meshes() {
+    // No faces at all, and a single triangle: no pairs, no panic, valid statistics.
+    let x = vec![[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]];
+    let body = CollisionBody {
+        name: "b".into(),
+        kind: BodyKind::Deformable,
+        self_contact: true,
+        vertices: 0..3,
+    };
+    let empty = CollisionMesh::from_triangles(&x, vec![body.clone()], &[]).unwrap();
+    let c = candidates(&empty, &x, None, 0.1).unwrap();
+    assert!(c.pt.is_empty() && c.ee.is_empty());
+    assert!(jello::contact::intersecting_pairs(&empty, &x)
+        .unwrap()
+        .is_empty());
+    let one = CollisionMesh::from_triangles(&x, vec![body], &[[0, 1, 2]]).unwrap();
+    let c = candidates(&one, &x, Some(&x), 10.0).unwrap();
+    assert!(
+        c.pt.is_empty() && c.ee.is_empty(),
+        "adjacent pairs of one triangle"
+    );
+    assert!(c.stats.cell_size > 0.0);
+}
+
+#[test]
 fn bad_input_is_refused_with_one_line() {
     let model = model_of(vec![box_grid([0.0; 3], [1.0; 3], [1, 1, 1])]);
     let m = CollisionMesh::from_model(&model).unwrap();

@@ -7,8 +7,8 @@
 mod common;
 
 use jello::contact::{
-    faces_intersect, intersecting_pairs, triangles_intersect, BodyKind, CollisionBody,
-    CollisionMesh,
+    check_intersection_free, faces_intersect, intersecting_pairs, triangles_intersect, BodyKind,
+    CollisionBody, CollisionMesh,
 };
 use jello::material::{Material, MaterialModel};
 use jello::mesh::{box_grid, read_mesh, TetMesh};
@@ -490,6 +490,15 @@ fn box_surfaces_at_rest_and_pushed_through() {
     assert!(hits
         .iter()
         .all(|p| m2.face_body[p[0] as usize] != m2.face_body[p[1] as usize]));
+    let e = check_intersection_free(&m2, &two.mesh.positions)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("bodies `b0` and `b1` intersect") && !e.contains('\n'),
+        "{e}"
+    );
+    let e = check_intersection_free(&m, &x).unwrap_err().to_string();
+    assert!(e.starts_with("body `b0` intersects itself"), "{e}");
     b.translate([0.06, 0.0, 0.0]);
     let apart = model_of(vec![a, b]);
     let m3 = CollisionMesh::from_model(&apart).unwrap();
@@ -497,6 +506,7 @@ fn box_surfaces_at_rest_and_pushed_through() {
         intersecting_pairs(&m3, &apart.mesh.positions).unwrap(),
         Vec::<[u32; 2]>::new()
     );
+    check_intersection_free(&m3, &apart.mesh.positions).unwrap();
 }
 
 #[test]

@@ -252,3 +252,30 @@ pub fn intersecting_pairs(mesh: &CollisionMesh, x: &[[f64; 3]]) -> Result<Vec<[u
         .filter(|&[f, g]| faces_intersect(mesh.faces[f as usize], mesh.faces[g as usize], x))
         .collect())
 }
+
+/// `Ok` when [`intersecting_pairs`] finds nothing; else one line naming the bodies of the first
+/// intersecting pair ("bodies `a` and `b` intersect" or "body `a` intersects itself"), the
+/// faces and how many pairs intersect — what a scene whose objects start interpenetrating is
+/// refused with.
+pub fn check_intersection_free(mesh: &CollisionMesh, x: &[[f64; 3]]) -> Result<()> {
+    let pairs = intersecting_pairs(mesh, x)?;
+    let Some(&[f, g]) = pairs.first() else {
+        return Ok(());
+    };
+    let (bf, bg) = (
+        mesh.face_body[f as usize] as usize,
+        mesh.face_body[g as usize] as usize,
+    );
+    let what = if bf == bg {
+        format!("body `{}` intersects itself", mesh.bodies[bf].name)
+    } else {
+        format!(
+            "bodies `{}` and `{}` intersect",
+            mesh.bodies[bf].name, mesh.bodies[bg].name
+        )
+    };
+    Err(crate::error::JelloError::Invalid(format!(
+        "{what}: surface triangles {f} and {g} cross ({} intersecting pairs in all)",
+        pairs.len()
+    )))
+}

@@ -11,5 +11,7 @@ pub mod mesh;
 pub use broad::{
     candidates, candidates_with, face_pairs, Aabb, BroadParams, Candidates, GridStats,
 };
-pub use intersect::{faces_intersect, intersecting_pairs, triangles_intersect};
+pub use intersect::{
+    check_intersection_free, faces_intersect, intersecting_pairs, triangles_intersect,
+};
 pub use mesh::{BodyKind, CollisionBody, CollisionMesh};
