@@ -48,6 +48,8 @@ enum Kind {
     TetGen,
     /// A scene file, loaded from disk and built.
     Scene,
+    /// A triangle mesh for obstacles (OBJ, PLY, STL), parsed by extension from memory.
+    Triangles,
 }
 
 #[derive(Clone)]
@@ -259,6 +261,7 @@ fn targets() -> Vec<Target> {
             Kind::Mesh,
             vec![fixture("meshio_box_bin.vtk")],
         ),
+        t("triangles", Kind::Triangles, triangle_seeds(&dir)),
         t(
             "scene",
             Kind::Scene,
@@ -275,6 +278,54 @@ fn targets() -> Vec<Target> {
                 },
             ],
         ),
+    ]
+}
+
+/// Triangle-mesh seeds: a box surface through the OBJ and ASCII PLY writers, and a tet's four
+/// faces as binary little-endian PLY, binary STL and ASCII STL built here.
+fn triangle_seeds(dir: &Path) -> Vec<Seed> {
+    let seed = |name: &str, bytes: Vec<u8>| Seed {
+        name: name.into(),
+        bytes,
+        ele: Vec::new(),
+    };
+    let m = jello::mesh::box_grid([0.0; 3], [1.0; 3], [2, 1, 1]);
+    let s = jello::mesh::surface(&m);
+    let obj = dir.join("seed_surface.obj");
+    let ply = dir.join("seed_surface.ply");
+    jello::mesh::write_obj(&obj, &m.positions, &s).unwrap();
+    jello::mesh::write_ply(&ply, &m.positions, &s).unwrap();
+    let p: [[f32; 3]; 4] = [[0.0; 3], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]];
+    let tris: [[usize; 3]; 4] = [[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]];
+    let mut bply = b"ply\nformat binary_little_endian 1.0\nelement vertex 4\nproperty float x\n\
+        property float y\nproperty float z\nelement face 4\nproperty list uchar int vertex_indices\n\
+        end_header\n"
+        .to_vec();
+    for q in p {
+        bply.extend(q.iter().flat_map(|c| c.to_le_bytes()));
+    }
+    let mut bstl = vec![0u8; 80];
+    bstl.extend(4u32.to_le_bytes());
+    let mut astl = String::from("solid tet\n");
+    for t in tris {
+        bply.push(3);
+        bply.extend(t.iter().flat_map(|&v| (v as i32).to_le_bytes()));
+        bstl.extend([0u8; 12]);
+        astl += "facet normal 0 0 0\nouter loop\n";
+        for v in t {
+            bstl.extend(p[v].iter().flat_map(|c| c.to_le_bytes()));
+            astl += &format!("vertex {} {} {}\n", p[v][0], p[v][1], p[v][2]);
+        }
+        bstl.extend([0u8; 2]);
+        astl += "endloop\nendfacet\n";
+    }
+    astl += "endsolid tet\n";
+    vec![
+        seed("seed_surface.obj", std::fs::read(obj).unwrap()),
+        seed("seed_surface.ply", std::fs::read(ply).unwrap()),
+        seed("seed_tet_bin.ply", bply),
+        seed("seed_tet_bin.stl", bstl),
+        seed("seed_tet.stl", astl.into_bytes()),
     ]
 }
 
@@ -615,6 +666,25 @@ fn run_case(kind: Kind, seed: &Seed, a: &[u8], e: &[u8]) -> Result<Outcome, Test
         Kind::Mesh => match parse_mesh(Path::new(&seed.name), a) {
             Ok(l) => {
                 valid_mesh(&l)?;
+                out.ok += 1;
+            }
+            Err(err) => {
+                one_line(&err.to_string(), &[&seed.name])?;
+                out.err += 1;
+            }
+        },
+        Kind::Triangles => match jello::mesh::parse_triangle_mesh(Path::new(&seed.name), a) {
+            Ok(m) => {
+                let n = m.positions.len() as u32;
+                let bad = m.triangles.iter().any(|t| {
+                    t.iter().any(|&v| v >= n) || t[0] == t[1] || t[1] == t[2] || t[2] == t[0]
+                });
+                if bad
+                    || m.triangles.is_empty()
+                    || m.positions.iter().flatten().any(|c| !c.is_finite())
+                {
+                    return Err(TestCaseError::fail("invalid triangle mesh accepted"));
+                }
                 out.ok += 1;
             }
             Err(err) => {
