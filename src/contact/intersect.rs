@@ -3,8 +3,9 @@
 //!
 //! **Exactness.** Every decision is a sign of Shewchuk's adaptive orient2d/orient3d (the
 //! `robust` crate), exact for finite f64 coordinates barring overflow or underflow of the
-//! intermediate products (|coordinates| between about 1e-40 and 1e40 m: the expansions need products of three coordinate differences to stay normal numbers),
-//! plus exact comparisons of coordinates. There are no tolerances: touching counts as
+//! intermediate products (coordinates and their differences between about 1e-40 and 1e40 m in
+//! magnitude: products of three of them must stay normal numbers), plus exact comparisons of
+//! coordinates. There are no tolerances: touching counts as
 //! intersecting, and a vertex one ulp off the plane does not.
 //!
 //! **Triangles are closed sets.** Two triangles intersect when they share a point. For
@@ -16,10 +17,14 @@
 //!
 //! **Adjacent triangles** (sharing mesh vertices) always meet at the shared feature; they are
 //! reported only when they overlap *beyond* it:
-//! - one shared vertex v, triangles (v,b,c) and (v,d,e): they overlap beyond v iff an edge
-//!   opposite v meets the other triangle, or a direction b−v, c−v lies in the other's closed
-//!   wedge at v (coplanar and between its two sides), or the other way round — the two cones at
-//!   v meet beyond v. This is how a face folded through its neighbour shows up;
+//! - one shared vertex v, triangles (v,b,c) and (v,d,e): they overlap beyond v iff the edge
+//!   opposite v of one meets the other triangle (bc ∩ vde or de ∩ vbc). Why that suffices: the
+//!   overlap K is a convex polygon (or segment) with corner v; any other corner of K is a corner
+//!   of one triangle lying in the other (b, c, d or e: on an opposite edge) or a crossing of two
+//!   edges; a crossing involving bc or de is caught, and two edges from v (vb, vd) can only meet
+//!   again by being collinear, when the corner is the nearer of b and d. (Cone-at-v tests were
+//!   tried and are redundant: removing them changed nothing against the exact reference.) This
+//!   is how a face folded through its neighbour shows up;
 //! - one shared edge ab, triangles (a,b,c) and (a,b,d): beyond ab only when d lies in the plane
 //!   of abc on the same side of ab as c (folded flat onto each other). A pair that has folded
 //!   *past* flat meets again only along ab; the surface around it intersects elsewhere;
