@@ -105,7 +105,7 @@ const SOFTWARE_NAMES: [&str; 6] = [
 ];
 
 /// True when `info` describes a software adapter: wgpu's `DeviceType::Cpu`, or a name containing
-/// one of [`SOFTWARE_NAMES`] (Mesa llvmpipe/lavapipe/softpipe, SwiftShader, Microsoft WARP /
+/// one of `SOFTWARE_NAMES` (Mesa llvmpipe/lavapipe/softpipe, SwiftShader, Microsoft WARP /
 /// Basic Render Driver).
 pub fn is_software(info: &wgpu::AdapterInfo) -> bool {
     let name = info.name.to_lowercase();
@@ -229,7 +229,7 @@ impl Backend {
     /// Decides where work runs, without creating a device (adapters are enumerated, honouring
     /// `WGPU_BACKEND` and `WGPU_ADAPTER_NAME`):
     /// - `Cpu`: the f64 CPU path.
-    /// - `Gpu`: the adapter [`pick_adapter`] picks, software adapters included; an error when
+    /// - `Gpu`: the adapter `pick_adapter` picks, software adapters included; an error when
     ///   there is none.
     /// - `Auto`: that adapter when it is hardware, else the CPU, with the reason (no adapter,
     ///   only a software one, or no match for `WGPU_ADAPTER_NAME`).
