@@ -7,45 +7,11 @@
 mod common;
 
 use jello::contact::{candidates, BodyKind, Candidates, CollisionBody, CollisionMesh};
-use jello::material::{Material, MaterialModel};
-use jello::mesh::{box_grid, read_mesh, TetMesh};
-use jello::problem::{BarrierParams, Body, Model};
+use jello::mesh::{box_grid, read_mesh};
+use jello::problem::Model;
 use rand::Rng;
 
 type P = [f64; 3];
-
-/// A model of several meshes as separate bodies (density 1000 kg/m³, neo-Hookean E = 1e5 Pa).
-fn model_of(meshes: Vec<TetMesh>) -> Model {
-    let mut all = TetMesh::default();
-    let mut bodies = Vec::new();
-    for (i, m) in meshes.into_iter().enumerate() {
-        let (v0, t0) = (all.positions.len(), all.tets.len());
-        all.positions.extend_from_slice(&m.positions);
-        all.tets
-            .extend(m.tets.iter().map(|t| t.map(|v| v + v0 as u32)));
-        bodies.push(Body {
-            name: format!("b{i}"),
-            vertices: v0..all.positions.len(),
-            tets: t0..all.tets.len(),
-        });
-    }
-    let nt = all.num_tets();
-    let mat = Material::from_young_poisson(MaterialModel::StableNeoHookean, 1e5, 0.3).unwrap();
-    Model::new(
-        all,
-        bodies,
-        vec![mat; nt],
-        vec![1000.0; nt],
-        [0.0; 3],
-        vec![],
-        vec![],
-        BarrierParams {
-            dhat: 1e-3,
-            kappa: 1.0,
-        },
-    )
-    .unwrap()
-}
 
 /// The box of `pts` grown by `r` — written out here, independently of `Aabb`.
 fn bbox(pts: &[P], r: f64) -> (P, P) {
@@ -295,7 +261,7 @@ fn box_bodies_self_and_multi_body() {
         .unwrap();
     b.rotate_about([0.0, 1.0, 0.0], 0.5, [0.3, 0.1, 0.1])
         .unwrap();
-    let model = model_of(vec![a, b, c]);
+    let model = common::bodies_model(vec![a, b, c]);
     let m = CollisionMesh::from_model(&model).unwrap();
     let x = model.mesh.positions.clone();
     let dhat = 5e-3;
@@ -330,7 +296,7 @@ fn armadillo_surface_matches_brute_force() {
     };
     let mut rng = common::rng("armadillo_surface_matches_brute_force");
     let mesh = read_mesh(&path).unwrap().mesh;
-    let model = model_of(vec![mesh]);
+    let model = common::bodies_model(vec![mesh]);
     let m = CollisionMesh::from_model(&model).unwrap();
     let mut x = model.mesh.positions.clone();
     // A random wobble of 0.2 mean edge lengths, then swept by as much again.
@@ -446,7 +412,7 @@ fn collision_mesh_of_a_box_model() {
     let (w, h, d) = (0.3, 0.2, 0.1);
     let a = box_grid([0.0; 3], [w, h, d], [3, 2, 2]);
     let b = box_grid([1.0, 0.0, 0.0], [1.0 + w, h, d], [2, 3, 1]);
-    let model = model_of(vec![a, b]);
+    let model = common::bodies_model(vec![a, b]);
     let m = CollisionMesh::from_model(&model).unwrap();
     let area = 2.0 * (w * h + h * d + d * w);
     for body in 0..2u32 {
@@ -502,7 +468,7 @@ fn x_of(model: &Model, v: u32) -> P {
 fn obstacles_touch_bodies_but_not_each_other() {
     // A box body resting 2 mm above two overlapping obstacle floors (added through the hook):
     // body–obstacle pairs within d̂ = 5 mm, no obstacle–obstacle pair although they overlap.
-    let model = model_of(vec![box_grid(
+    let model = common::bodies_model(vec![box_grid(
         [0.0, 0.002, 0.0],
         [0.2, 0.202, 0.2],
         [2, 2, 2],
@@ -569,7 +535,7 @@ fn empty_and_tiny_meshes() {
 
 #[test]
 fn bad_input_is_refused_with_one_line() {
-    let model = model_of(vec![box_grid([0.0; 3], [1.0; 3], [1, 1, 1])]);
+    let model = common::bodies_model(vec![box_grid([0.0; 3], [1.0; 3], [1, 1, 1])]);
     let m = CollisionMesh::from_model(&model).unwrap();
     let x = model.mesh.positions.clone();
     let one_line = |e: jello::JelloError, want: &str| {

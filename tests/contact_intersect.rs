@@ -10,9 +10,7 @@ use jello::contact::{
     check_intersection_free, faces_intersect, intersecting_pairs, triangles_intersect, BodyKind,
     CollisionBody, CollisionMesh,
 };
-use jello::material::{Material, MaterialModel};
-use jello::mesh::{box_grid, read_mesh, TetMesh};
-use jello::problem::{BarrierParams, Body, Model};
+use jello::mesh::{box_grid, read_mesh};
 use rand::Rng;
 
 type P = [f64; 3];
@@ -145,38 +143,6 @@ fn one_body(x: &[P], faces: &[[u32; 3]]) -> CollisionMesh {
         vertices: 0..x.len(),
     };
     CollisionMesh::from_triangles(x, vec![body], faces).unwrap()
-}
-
-fn model_of(meshes: Vec<TetMesh>) -> Model {
-    let mut all = TetMesh::default();
-    let mut bodies = Vec::new();
-    for (i, m) in meshes.into_iter().enumerate() {
-        let (v0, t0) = (all.positions.len(), all.tets.len());
-        all.positions.extend_from_slice(&m.positions);
-        all.tets
-            .extend(m.tets.iter().map(|t| t.map(|v| v + v0 as u32)));
-        bodies.push(Body {
-            name: format!("b{i}"),
-            vertices: v0..all.positions.len(),
-            tets: t0..all.tets.len(),
-        });
-    }
-    let nt = all.num_tets();
-    let mat = Material::from_young_poisson(MaterialModel::StableNeoHookean, 1e5, 0.3).unwrap();
-    Model::new(
-        all,
-        bodies,
-        vec![mat; nt],
-        vec![1000.0; nt],
-        [0.0; 3],
-        vec![],
-        vec![],
-        BarrierParams {
-            dhat: 1e-3,
-            kappa: 1.0,
-        },
-    )
-    .unwrap()
 }
 
 fn up(v: f64) -> f64 {
@@ -465,7 +431,7 @@ fn generic_integer_triangles_match_the_reference() {
 fn box_surfaces_at_rest_and_pushed_through() {
     // A box surface at rest has many coplanar adjacent faces (flat sides): none may be
     // reported. Then a top vertex pushed below the bottom, and two overlapping boxes.
-    let model = model_of(vec![box_grid([0.0; 3], [0.3, 0.2, 0.25], [3, 2, 3])]);
+    let model = common::bodies_model(vec![box_grid([0.0; 3], [0.3, 0.2, 0.25], [3, 2, 3])]);
     let m = CollisionMesh::from_model(&model).unwrap();
     let mut x = model.mesh.positions.clone();
     assert_eq!(intersecting_pairs(&m, &x).unwrap(), Vec::<[u32; 2]>::new());
@@ -483,7 +449,7 @@ fn box_surfaces_at_rest_and_pushed_through() {
 
     let a = box_grid([0.0; 3], [0.2; 3], [2, 2, 2]);
     let mut b = box_grid([0.15, 0.05, 0.05], [0.35, 0.25, 0.25], [2, 2, 2]);
-    let two = model_of(vec![a.clone(), b.clone()]);
+    let two = common::bodies_model(vec![a.clone(), b.clone()]);
     let m2 = CollisionMesh::from_model(&two).unwrap();
     let hits = intersecting_pairs(&m2, &two.mesh.positions).unwrap();
     assert!(!hits.is_empty());
@@ -500,7 +466,7 @@ fn box_surfaces_at_rest_and_pushed_through() {
     let e = check_intersection_free(&m, &x).unwrap_err().to_string();
     assert!(e.starts_with("body `b0` intersects itself"), "{e}");
     b.translate([0.06, 0.0, 0.0]);
-    let apart = model_of(vec![a, b]);
+    let apart = common::bodies_model(vec![a, b]);
     let m3 = CollisionMesh::from_model(&apart).unwrap();
     assert_eq!(
         intersecting_pairs(&m3, &apart.mesh.positions).unwrap(),
@@ -515,7 +481,7 @@ fn armadillo_at_rest_is_intersection_free_and_a_dent_is_found() {
         return;
     };
     let mut rng = common::rng("armadillo_at_rest_is_intersection_free_and_a_dent_is_found");
-    let model = model_of(vec![read_mesh(&path).unwrap().mesh]);
+    let model = common::bodies_model(vec![read_mesh(&path).unwrap().mesh]);
     let m = CollisionMesh::from_model(&model).unwrap();
     let mut x = model.mesh.positions.clone();
     assert_eq!(intersecting_pairs(&m, &x).unwrap(), Vec::<[u32; 2]>::new());

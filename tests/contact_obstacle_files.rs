@@ -288,31 +288,8 @@ fn an_obstacle_from_a_file_meets_a_body() {
     let floor = read_triangle_mesh(&path).unwrap();
     assert_eq!((floor.positions.len(), floor.triangles.len()), (4, 2));
     let mesh = box_grid([-0.1, 0.001, -0.1], [0.1, 0.201, 0.1], [2, 2, 2]);
-    let (nv, nt) = (mesh.num_vertices(), mesh.num_tets());
-    let mat = jello::material::Material::from_young_poisson(
-        jello::material::MaterialModel::StableNeoHookean,
-        1e5,
-        0.3,
-    )
-    .unwrap();
-    let model = jello::problem::Model::new(
-        mesh,
-        vec![jello::problem::Body {
-            name: "box".into(),
-            vertices: 0..nv,
-            tets: 0..nt,
-        }],
-        vec![mat; nt],
-        vec![1000.0; nt],
-        [0.0; 3],
-        vec![],
-        vec![],
-        jello::problem::BarrierParams {
-            dhat: 1e-3,
-            kappa: 1.0,
-        },
-    )
-    .unwrap();
+    let nv = mesh.num_vertices();
+    let model = common::bodies_model(vec![mesh]);
     let mut m = CollisionMesh::from_model(&model).unwrap();
     m.add_obstacle("floor", &floor.positions, &floor.triangles)
         .unwrap();

@@ -484,3 +484,42 @@ pub fn simulation(
     )
     .unwrap()
 }
+
+/// A model of `meshes` as separate bodies `b0`, `b1`, … (stable neo-Hookean E = 1e5 Pa,
+/// ν = 0.3, density 1000 kg/m³, no gravity, pins or obstacles; d̂ = 1 mm, κ = 1).
+pub fn bodies_model(meshes: Vec<jello::mesh::TetMesh>) -> jello::problem::Model {
+    let mut all = jello::mesh::TetMesh::default();
+    let mut bodies = Vec::new();
+    for (i, m) in meshes.into_iter().enumerate() {
+        let (v0, t0) = (all.positions.len(), all.tets.len());
+        all.positions.extend_from_slice(&m.positions);
+        all.tets
+            .extend(m.tets.iter().map(|t| t.map(|v| v + v0 as u32)));
+        bodies.push(jello::problem::Body {
+            name: format!("b{i}"),
+            vertices: v0..all.positions.len(),
+            tets: t0..all.tets.len(),
+        });
+    }
+    let nt = all.num_tets();
+    let mat = jello::material::Material::from_young_poisson(
+        jello::material::MaterialModel::StableNeoHookean,
+        1e5,
+        0.3,
+    )
+    .unwrap();
+    jello::problem::Model::new(
+        all,
+        bodies,
+        vec![mat; nt],
+        vec![1000.0; nt],
+        [0.0; 3],
+        vec![],
+        vec![],
+        jello::problem::BarrierParams {
+            dhat: 1e-3,
+            kappa: 1.0,
+        },
+    )
+    .unwrap()
+}
