@@ -26,9 +26,9 @@ use rand_chacha::ChaCha8Rng;
 
 // ---------------------------------------------------------------- harness
 
-use common::assert_close;
 use common::gpu_device as gpu;
 use common::kernels::{nan_f, nan_m, nan_v4, run_both, Data};
+use common::{assert_close, rel_err};
 
 fn randf(rng: &mut ChaCha8Rng, n: usize, scale: f32) -> Vec<f32> {
     (0..n).map(|_| rng.random_range(-scale..scale)).collect()
@@ -618,37 +618,75 @@ fn elastic_matches_twin_on_gpu() {
                     "element {e}: ∞ energy pattern"
                 );
             }
-            let keep = |v: &[f32], k: usize| -> Vec<f32> {
-                (0..ne)
-                    .filter(|&e| !bad[e])
-                    .flat_map(|e| v[k * e..k * e + k].to_vec())
-                    .collect()
-            };
             // Energies: twin and GPU run the same f32 formulas; differences come from the SVD's
             // rounding (σ to ~1e-6 relative) amplified by λ/μ ≤ ~10: 1e-5.
-            assert_close(
-                &keep(&g[4], 1),
-                &keep(&cpu[4], 1),
-                1e-5,
-                &format!("elastic energy ({label})"),
-            );
-            assert_close(
-                &keep(&g[5], 16),
-                &keep(&cpu[5], 16),
-                2e-5,
-                &format!("elastic gradient ({label})"),
-            );
             // Gradients: P = U·diag(ψ')·Vᵀ adds U/V rounding (~1e-6) on top of the energy's: 2e-5.
             // Hessians: the flip/twist eigenvalues divide by σ_i + σ_j, and near-repeated σ make
             // U, V ill-determined (the Hessian is invariant, its rounding is not); inverted
             // elements sit closest to those cases. Observed ≤ 3e-6 over 24 seeds on lavapipe and
             // llvmpipe-GL; 1e-4 leaves room for other drivers' FMA contraction.
-            assert_close(
-                &keep(&g[6], 144),
-                &keep(&cpu[6], 144),
-                1e-4,
-                &format!("elastic hessian ({label})"),
-            );
+            // All three hold over the well-conditioned elements (σ_max/σ_min ≤ 100). A nearly flat
+            // element is different: Neo-Hookean's ψ carries ln J, P carries μ F⁻ᵀ and λ ln J F⁻ᵀ,
+            // its Hessian F⁻ᵀ ⊗ F⁻ᵀ, whose relative sensitivity to one f32 ulp of F is ~ε·σ_max/σ_min, and
+            // such an element's terms can be large enough to dominate a global norm (seed
+            // 1795567016154484731: σ_min = 1.6e-4, condition 9.8e3, element gradient error
+            // 5.3e-5, Hessian error 1.4e-4 over all elements; seed 135: energy error 2.1e-5). So each of those elements is held
+            // to its own bound instead: the base tolerance + 4ε·condition. (No failure over seeds
+            // 100–400 on lavapipe and llvmpipe-GL.)
+            let cond: Vec<f64> = (0..ne)
+                .map(|e| {
+                    let p = c.tets[e].map(|i| {
+                        let i = 3 * i as usize;
+                        Vector3::new(c.xf64[i], c.xf64[i + 1], c.xf64[i + 2])
+                    });
+                    let s = c.rest[e].deformation_gradient(&p).singular_values();
+                    s.max() / s.min().max(1e-300)
+                })
+                .collect();
+            for (slot, k, tol, what) in [
+                (4, 1, 1e-5, "energy"),
+                (5, 16, 2e-5, "gradient"),
+                (6, 144, 1e-4, "hessian"),
+            ] {
+                let well = |e: &usize| !bad[*e] && cond[*e] <= 100.0;
+                let pick = |v: &[f32]| -> Vec<f32> {
+                    (0..ne)
+                        .filter(well)
+                        .flat_map(|e| v[k * e..k * e + k].to_vec())
+                        .collect()
+                };
+                assert_close(
+                    &pick(&g[slot]),
+                    &pick(&cpu[slot]),
+                    tol,
+                    &format!("elastic {what}, condition ≤ 100 ({label})"),
+                );
+                let ill: Vec<usize> = (0..ne).filter(|&e| !bad[e] && cond[e] > 100.0).collect();
+                let mut worst: Option<(f64, usize, f64)> = None;
+                for &e in &ill {
+                    let r = k * e..k * e + k;
+                    let err = rel_err(&g[slot][r.clone()], &cpu[slot][r], "element");
+                    let bound = tol + 4.0 * f32::EPSILON as f64 * cond[e];
+                    assert!(
+                        err <= bound,
+                        "elastic {what} ({label}), element {e} (condition {:.2e}): relative \
+                         error {err:.3e} > {bound:.2e}",
+                        cond[e]
+                    );
+                    if worst.is_none_or(|w| err / bound > w.0 / w.2) {
+                        worst = Some((err, e, bound));
+                    }
+                }
+                if let Some((err, e, bound)) = worst {
+                    eprintln!(
+                        "elastic {what}, {} elements of condition > 100 ({label}): closest to \
+                         its bound is element {e} (condition {:.2e}), relative error {err:.2e}, \
+                         bound {bound:.2e}",
+                        ill.len(),
+                        cond[e]
+                    );
+                }
+            }
         }
     }
 }
