@@ -1,9 +1,12 @@
 //! The vertex→element CSR the gather kernels walk.
 
+use super::GpuPair;
 use crate::{JelloError, Result};
 
 /// For each vertex v, the (tet, corner) pairs it belongs to:
 /// `tets[offsets[v]..offsets[v+1]]` and `local[..]` (corner 0–3), tets in increasing order.
+/// [`VertexCsr::from_pairs`] builds the same adjacency over contact pairs (pair, slot 0–3) for
+/// the `ipc_gather` kernel.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct VertexCsr {
     /// `num_vertices + 1` row starts.
@@ -55,6 +58,13 @@ impl VertexCsr {
             tets: ct,
             local: cl,
         })
+    }
+    /// The vertex→(pair, slot) adjacency of contact pairs ([`GpuPair::v`] in slot order), over
+    /// `num_vertices` (every vertex a pair may name: model vertices, then obstacle vertices).
+    /// Errors as [`VertexCsr::new`].
+    pub fn from_pairs(pairs: &[GpuPair], num_vertices: usize) -> Result<Self> {
+        let stencils: Vec<[u32; 4]> = pairs.iter().map(|p| p.v).collect();
+        Self::new(&stencils, num_vertices)
     }
     /// Number of vertices.
     pub fn num_vertices(&self) -> usize {

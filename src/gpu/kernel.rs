@@ -3,8 +3,8 @@
 //! the twin's argument order; a test checks the table against naga's reflection of the shader.
 
 use super::layout::{
-    ElemParams, GpuContact, GpuLocalSystem, GpuMat3, GpuTet, GpuTreeNode, GpuVec4, GpuVertexInfo,
-    Params,
+    ElemParams, GpuContact, GpuLocalSystem, GpuMat3, GpuPair, GpuTet, GpuTreeNode, GpuVec4,
+    GpuVertexInfo, Params,
 };
 use super::shaders;
 use super::twins;
@@ -94,11 +94,18 @@ pub enum Kernel {
     AdmmGather,
     /// ADMM primal residual's per-group partials Σ w²‖F(x) − z‖².
     AdmmPrimal,
+    // ---- IPC contact pairs (`twins::ipc`; the broad phase stays on the CPU) ----
+    /// Per candidate pair: closest-feature type, squared distance, κ·m·b(d²) with its gradient
+    /// and (PSD-projected) 12×12 Hessian (flags in u0, d̂² in f0, κ in f1).
+    IpcPairs,
+    /// Per-vertex gather of the pair gradients (added to `g`) and, with flag 1, of the pair
+    /// Hessians' diagonal blocks (added to `hdiag`) over the vertex→(pair, slot) CSR.
+    IpcGather,
 }
 
 impl Kernel {
     /// All kernels, in table order.
-    pub const ALL: [Kernel; 36] = [
+    pub const ALL: [Kernel; 38] = [
         Kernel::Axpy,
         Kernel::Scale,
         Kernel::ReduceSum,
@@ -137,6 +144,9 @@ impl Kernel {
         Kernel::AdmmLocal,
         Kernel::AdmmGather,
         Kernel::AdmmPrimal,
+        // ---- IPC contact pairs ----
+        Kernel::IpcPairs,
+        Kernel::IpcGather,
     ];
     /// Index into [`Kernel::ALL`] / [`KERNELS`].
     pub fn index(self) -> usize {
@@ -234,9 +244,10 @@ const CT: usize = size_of::<GpuContact>();
 const VI: usize = size_of::<GpuVertexInfo>();
 const LS: usize = size_of::<GpuLocalSystem>();
 const TN: usize = size_of::<GpuTreeNode>();
+const PR: usize = size_of::<GpuPair>();
 
 /// The kernel table, indexed by [`Kernel::index`].
-pub static KERNELS: [KernelDesc; 36] = [
+pub static KERNELS: [KernelDesc; 38] = [
     KernelDesc {
         kernel: Kernel::Axpy,
         name: "axpy",
@@ -897,6 +908,64 @@ pub static KERNELS: [KernelDesc; 36] = [
         items_per_group: twins::admm::ADMM_GROUP as u32,
         cpu: |p, b| {
             twins::admm::admm_primal(p, b.ro(0), b.ro(1), b.ro(2), b.ro(3), b.ro(4), b.rw(5))
+        },
+    },
+    // ---- IPC contact pairs ----
+    KernelDesc {
+        kernel: Kernel::IpcPairs,
+        name: "ipc_pairs",
+        bindings: &[
+            b("x", R, V4, Len::Any),
+            b("pairs", R, PR, Len::PerItem(1)),
+            b("energy", W, F, Len::PerItem(1)),
+            b("dist", W, F, Len::PerItem(1)),
+            b("ptype", W, U, Len::PerItem(1)),
+            b("grad", W, V4, Len::PerItemIf(4, twins::ipc::IPC_GRADIENT)),
+            b("hess", W, F, Len::PerItemIf(144, twins::ipc::IPC_HESSIAN)),
+        ],
+        items_per_group: 64,
+        cpu: |p, b| {
+            twins::ipc::ipc_pairs(
+                p,
+                b.ro(0),
+                b.ro(1),
+                b.rw(2),
+                b.rw(3),
+                b.rw(4),
+                b.rw(5),
+                b.rw(6),
+            )
+        },
+    },
+    KernelDesc {
+        kernel: Kernel::IpcGather,
+        name: "ipc_gather",
+        bindings: &[
+            b("pair_grad", R, V4, Len::Any),
+            b("pair_hess", R, F, Len::Any),
+            b("offsets", R, U, Len::PerItemPlusOne(1)),
+            b("csr_pairs", R, U, Len::Any),
+            b("csr_slot", R, U, Len::Any),
+            b("g", W, V4, Len::PerItem(1)),
+            b(
+                "hdiag",
+                W,
+                M3,
+                Len::PerItemIf(1, twins::ipc::IPC_GATHER_HESSIAN),
+            ),
+        ],
+        items_per_group: 64,
+        cpu: |p, b| {
+            twins::ipc::ipc_gather(
+                p,
+                b.ro(0),
+                b.ro(1),
+                b.ro(2),
+                b.ro(3),
+                b.ro(4),
+                b.rw(5),
+                b.rw(6),
+            )
         },
     },
 ];

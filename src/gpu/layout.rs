@@ -208,6 +208,49 @@ pub struct GpuLocalSystem {
     pub r_fallback: [f32; 4],
 }
 
+/// One contact pair of the `ipc_pairs` kernel (WGSL `Pair`, 32 bytes): a point–triangle pair
+/// `v` = (point, t₀, t₁, t₂) or an edge–edge pair `v` = (a₀, a₁, b₀, b₁), indices into the
+/// kernel's position buffer (model vertices, then any obstacle vertices the host appends).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct GpuPair {
+    /// The four vertex indices.
+    pub v: [u32; 4],
+    /// [`GpuPair::POINT_TRIANGLE`] or [`GpuPair::EDGE_EDGE`].
+    pub kind: u32,
+    /// Edge–edge only: the mollifier threshold ε× (m⁴) from the edges' rest lengths,
+    /// [`crate::contact::mollifier::mollifier_threshold`]; ignored for point–triangle pairs.
+    pub eps_x: f32,
+    /// Padding to 32 bytes (kept 0).
+    pub pad: [u32; 2],
+}
+
+impl GpuPair {
+    /// `kind` of a point–triangle pair.
+    pub const POINT_TRIANGLE: u32 = 0;
+    /// `kind` of an edge–edge pair.
+    pub const EDGE_EDGE: u32 = 1;
+
+    /// A point–triangle pair: point `p`, triangle `t`.
+    pub fn point_triangle(p: u32, t: [u32; 3]) -> Self {
+        GpuPair {
+            v: [p, t[0], t[1], t[2]],
+            kind: Self::POINT_TRIANGLE,
+            ..Self::default()
+        }
+    }
+
+    /// An edge–edge pair of edges `a` and `b` with mollifier threshold `eps_x` (m⁴).
+    pub fn edge_edge(a: [u32; 2], b: [u32; 2], eps_x: f64) -> Self {
+        GpuPair {
+            v: [a[0], a[1], b[0], b[1]],
+            kind: Self::EDGE_EDGE,
+            eps_x: eps_x as f32,
+            pad: [0; 2],
+        }
+    }
+}
+
 /// A cluster-tree node of the JGS2 far field: `(start, end, left, right)` — members
 /// `perm[start..end]`, children ids or `u32::MAX` for a leaf (WGSL `vec4<u32>`).
 pub type GpuTreeNode = [u32; 4];
@@ -220,3 +263,4 @@ const _: () = assert!(std::mem::size_of::<Params>() == 32);
 const _: () = assert!(std::mem::size_of::<GpuContact>() == 32);
 const _: () = assert!(std::mem::size_of::<GpuVertexInfo>() == 8);
 const _: () = assert!(std::mem::size_of::<GpuLocalSystem>() == 128);
+const _: () = assert!(std::mem::size_of::<GpuPair>() == 32);

@@ -38,7 +38,11 @@
 //! Kernels are f32. Energies are evaluated in e = σ − 1 without first-order cancellation, so
 //! energy differences near rest keep f32 relative precision; the evaluator sums per-block energy
 //! partials in f64. GPU results match the f32 twins to ~1e-6 relative (see tests/gpu_kernels.rs)
-//! and the f64 reference (`crate::material`) to ~1e-6 on well-conditioned elements.
+//! and the f64 reference (`crate::material`) to ~1e-6 on well-conditioned elements. The IPC
+//! contact-pair kernels (`ipc_pairs`, `ipc_gather`; [`twins::ipc`]) resolve a pair's squared
+//! distance to ~ε·L/d relative (L the pair's size): f32 is accurate for pairs well above
+//! ε·L and the f64 path (`crate::contact`) is the reference below; their candidates come from the
+//! CPU broad phase (`crate::contact::broad`), which stays on the CPU.
 
 mod adapter;
 mod cpu_device;
@@ -60,8 +64,8 @@ pub use device::{Buf, BufferId, Device, Plan, ReduceOp};
 pub use evaluator::{element_records, ElasticEvaluator, ElasticRest, EvalFlags, Evaluation};
 pub use kernel::Kernel;
 pub use layout::{
-    ElemParams, GpuContact, GpuLocalSystem, GpuMat3, GpuTet, GpuTreeNode, GpuVec4, GpuVertexInfo,
-    Params,
+    ElemParams, GpuContact, GpuLocalSystem, GpuMat3, GpuPair, GpuTet, GpuTreeNode, GpuVec4,
+    GpuVertexInfo, Params,
 };
 pub use wgpu_device::{GpuDevice, DEFAULT_READBACK_TIMEOUT};
 

@@ -69,6 +69,9 @@ static FILES: &[(&str, &str)] = &[
     ),
     ("hess_vec", include_str!("../../shaders/hess_vec.wgsl")),
     ("inertia", include_str!("../../shaders/inertia.wgsl")),
+    // ---- IPC contact pairs ----
+    ("ipc_gather", include_str!("../../shaders/ipc_gather.wgsl")),
+    ("ipc_pairs", include_str!("../../shaders/ipc_pairs.wgsl")),
     ("jgs2_apply", include_str!("../../shaders/jgs2_apply.wgsl")),
     (
         "jgs2_combine",
@@ -129,6 +132,10 @@ static SHARED: &[(&str, &str)] = &[
         "hess_block",
         include_str!("../../shaders/shared/hess_block.wgsl"),
     ),
+    (
+        "ipc_pair",
+        include_str!("../../shaders/shared/ipc_pair.wgsl"),
+    ),
     ("jgs2", include_str!("../../shaders/shared/jgs2.wgsl")),
     ("linalg", include_str!("../../shaders/shared/linalg.wgsl")),
     ("mat3", include_str!("../../shaders/shared/mat3.wgsl")),
@@ -142,6 +149,7 @@ static SHARED: &[(&str, &str)] = &[
     ),
     ("params", include_str!("../../shaders/shared/params.wgsl")),
     ("surface", include_str!("../../shaders/shared/surface.wgsl")),
+    ("sym12", include_str!("../../shaders/shared/sym12.wgsl")),
     // ---- device backend ----
     (
         "wg_reduce",

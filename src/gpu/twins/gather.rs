@@ -6,8 +6,14 @@ use crate::{JelloError, Result};
 use rayon::prelude::*;
 
 /// Checks the CSR for vertices `0..n`: monotone offsets, entries within `tets`/`local`, element
-/// ids below `n_elems` and corners below 4.
-fn check_csr(offsets: &[u32], tets: &[u32], local: &[u32], n: usize, n_elems: usize) -> Result<()> {
+/// (or contact pair) ids below `n_elems` and corners (slots) below 4.
+pub(super) fn check_csr(
+    offsets: &[u32],
+    tets: &[u32],
+    local: &[u32],
+    n: usize,
+    n_elems: usize,
+) -> Result<()> {
     need(offsets.len(), n + 1, "CSR offsets")?;
     let end = offsets[n] as usize;
     need(tets.len(), end, "CSR tets")?;

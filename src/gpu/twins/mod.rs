@@ -11,10 +11,12 @@ pub mod admm;
 pub mod backend;
 mod element;
 mod gather;
+pub mod ipc;
 pub mod jgs2;
 pub mod linalg;
 pub mod material;
 pub mod surface;
+pub mod sym12;
 mod vector;
 
 pub use element::{
