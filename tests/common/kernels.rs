@@ -2,8 +2,8 @@
 //! dispatch one kernel on a device, read every buffer back as f32 words.
 
 use jello::gpu::{
-    Buf, BufferId, Device, ElemParams, GpuContact, GpuLocalSystem, GpuMat3, GpuVec4, GpuVertexInfo,
-    Kernel, Params,
+    Buf, BufferId, Device, ElemParams, GpuContact, GpuLocalSystem, GpuMat3, GpuPair, GpuVec4,
+    GpuVertexInfo, Kernel, Params,
 };
 
 /// Input or output buffer contents for [`run_on`] (outputs are given NaN-filled, so unwritten
@@ -19,6 +19,7 @@ pub enum Data {
     C(Vec<GpuContact>),
     I(Vec<GpuVertexInfo>),
     S(Vec<GpuLocalSystem>),
+    P(Vec<GpuPair>),
 }
 
 impl Data {
@@ -63,6 +64,7 @@ pub fn run_on(
             Data::C(v) => up(dev, v),
             Data::I(v) => up(dev, v),
             Data::S(v) => up(dev, v),
+            Data::P(v) => up(dev, v),
         })
         .collect();
     let ids: Vec<_> = handles.iter().map(|h| h.0).collect();
