@@ -37,19 +37,6 @@ fn run(name: &str, steps: usize) -> (Model, Vec<Vec<f64>>) {
         let d = ipc.min_distance_sq(&pairs, &xs).sqrt();
         assert!(d > 0.0, "{name}: step {step}: a pair touches");
         closest = closest.min(d);
-        if std::env::var("DBG").is_ok() {
-            let c: Vec<String> = (0..m.bodies.len())
-                .map(|b| {
-                    format!(
-                        "({:.4},{:.4},{:.4})",
-                        centre(&m, &sim.state.x, b, 0),
-                        centre(&m, &sim.state.x, b, 1),
-                        centre(&m, &sim.state.x, b, 2)
-                    )
-                })
-                .collect();
-            eprintln!("step {step}: it {} d {d:.2e} {}", r.iterations, c.join(" "));
-        }
         states.push(sim.state.x.clone());
     }
     eprintln!(
@@ -112,4 +99,115 @@ fn a_stack_of_cubes_settles_without_interpenetrating() {
         y[0]
     );
     assert!(speed < 0.05, "the stack has not settled: {speed} m/s");
+}
+
+/// Builds the scene text `toml` (as if read from `ipc.toml`); the error line when it fails.
+fn build_err(toml: &str) -> String {
+    let scene = jello::scene::Scene::parse(std::path::Path::new("ipc.toml"), toml).unwrap();
+    let e = scene.build().map(|_| ()).unwrap_err().to_string();
+    eprintln!("{e}");
+    assert!(!e.contains('\n'), "one line: {e}");
+    e
+}
+
+const TWO_CUBES: &str = r#"
+[simulation]
+h = 0.01
+steps = 1
+gravity = [0.0, 0.0, 0.0]
+[[objects]]
+name = "left"
+mesh = { generator = "box", min = [-0.2, 0.0, 0.0], max = [LEFT_MAX, 0.1, 0.1], cells = [1, 1, 1] }
+material = { model = "stable_neo_hookean", youngs_modulus = 1e5, poisson_ratio = 0.4, density = 1000.0 }
+[[objects]]
+name = "right"
+mesh = { generator = "box", min = [0.0, 0.0, 0.0], max = [0.2, 0.1, 0.1], cells = [1, 1, 1] }
+material = { model = "stable_neo_hookean", youngs_modulus = 1e5, poisson_ratio = 0.4, density = 1000.0 }
+"#;
+
+#[test]
+fn contact_scene_errors_name_the_key_and_the_objects() {
+    let scene = |left_max: &str, contact: &str| {
+        format!(
+            "{}\n[contact]\n{contact}\n",
+            TWO_CUBES.replace("LEFT_MAX", left_max)
+        )
+    };
+    // Overlapping objects: refused, naming both.
+    let e = build_err(&scene("0.05", "ipc = true"));
+    assert!(e.contains("ipc.toml") && e.contains("contact.ipc"), "{e}");
+    assert!(
+        e.contains("`left`") && e.contains("`right`") && e.contains("intersect"),
+        "{e}"
+    );
+    // Without IPC the same scene is accepted (objects pass through each other by design).
+    let text = scene("0.05", "ipc = false");
+    let s = jello::scene::Scene::parse(std::path::Path::new("ipc.toml"), &text).unwrap();
+    assert!(s.build().unwrap().model.contact.is_none());
+    // Impossible values.
+    for (contact, key) in [
+        ("ipc = true\ndhat = 0.0", "contact.dhat"),
+        ("ipc = true\ndhat = -1e-3", "contact.dhat"),
+        ("ipc = true\ndhat_relative = -1.0", "contact.dhat_relative"),
+        (
+            "ipc = true\ndhat = 1e-3\ndhat_relative = 1e-3",
+            "contact.dhat_relative",
+        ),
+        ("ipc = true\nipc_kappa = -5.0", "contact.ipc_kappa"),
+        ("ipc_kappa = 1e9", "contact.ipc_kappa"),
+        ("ipc = true\nfriction = 0.3", "friction"),
+    ] {
+        let e = build_err_or_parse(&scene("-0.01", contact));
+        assert!(e.contains(key), "`{contact}` must name {key}: {e}");
+    }
+    // A solver without IPC contact refuses the model.
+    let text = scene("-0.01", "ipc = true");
+    let built = jello::scene::Scene::parse(std::path::Path::new("ipc.toml"), &text)
+        .unwrap()
+        .build()
+        .unwrap();
+    let mut config = built.config.clone();
+    config.solver = "qn".into();
+    let e = jello::runner::make_solver(&config, &built.model, None)
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    eprintln!("{e}");
+    assert!(
+        e.contains("contact.ipc") && e.contains("newton") && e.contains("qn"),
+        "{e}"
+    );
+}
+
+/// The error line of a scene text that fails to parse or to build.
+fn build_err_or_parse(toml: &str) -> String {
+    match jello::scene::Scene::parse(std::path::Path::new("ipc.toml"), toml) {
+        Err(e) => {
+            let e = e.to_string();
+            eprintln!("{e}");
+            assert!(!e.contains('\n'), "one line: {e}");
+            e
+        }
+        Ok(_) => build_err(toml),
+    }
+}
+
+#[test]
+fn a_twisted_bar_coils_into_itself_without_passing_through() {
+    let built = common::bundled_scene("contact_twist.toml");
+    let steps = built.config.steps;
+    let (m, states) = run("contact_twist.toml", steps);
+    // Self-contact happened: at some step a pair of the bar's own surface is closer than d̂
+    // (counted over pairs that are not neighbours on the rest surface, which the broad phase
+    // excludes anyway).
+    let ipc = m.contact.clone().unwrap();
+    let touching = states
+        .iter()
+        .filter(|x| !ipc.active_pairs(&ipc.positions(x)).unwrap().is_empty())
+        .count();
+    eprintln!("{touching} of {steps} steps have self-contact pairs within d̂");
+    assert!(
+        touching > 5,
+        "the bar never touched itself ({touching} steps)"
+    );
 }
