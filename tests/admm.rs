@@ -510,7 +510,8 @@ fn converges_to_newtons_solution_on_the_bundled_scenes() {
         table
             .iter()
             .map(|(n, _)| *n)
-            .chain(["twist_stretch_squash.toml"]),
+            .chain(["twist_stretch_squash.toml"])
+            .chain(common::IPC_SCENES),
     );
     for (name, steps) in table {
         let built = scene(name);

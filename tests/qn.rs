@@ -337,7 +337,8 @@ fn converges_to_newtons_solution_on_every_bundled_scene() {
         table
             .iter()
             .map(|(n, _)| *n)
-            .chain(["twist_stretch_squash.toml"]),
+            .chain(["twist_stretch_squash.toml"])
+            .chain(common::IPC_SCENES),
     );
     for (name, steps) in table {
         common::assert_matches_newton_on_bundled_scene(name, steps, "QN", &mut |m, eps| {

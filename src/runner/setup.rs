@@ -38,6 +38,7 @@ fn make_solver_with(
     let config = &static_config(config, model);
     refuse_strain_limits(config, model)?;
     refuse_eigen_filter(config)?;
+    refuse_ipc_contact(config, model)?;
     match config.solver.as_str() {
         "newton" => {
             let params = NewtonParams {
@@ -89,6 +90,19 @@ fn refuse_strain_limits(config: &RunConfig, model: &Model) -> Result<()> {
     }
     Err(JelloError::Invalid(format!(
         "material.strain_limit: hard strain limits are enforced only by solver admm, not {}",
+        config.solver
+    )))
+}
+
+/// IPC contact between objects ([`Model::contact`]) needs the contact Hessian and the CCD
+/// line search of projected Newton; the other solvers would ignore the contact in their local
+/// or preconditioning steps, so they refuse the model.
+fn refuse_ipc_contact(config: &RunConfig, model: &Model) -> Result<()> {
+    if model.contact.is_none() || config.solver == "newton" {
+        return Ok(());
+    }
+    Err(JelloError::Invalid(format!(
+        "contact.ipc: IPC contact between objects runs on solver newton only, not {}",
         config.solver
     )))
 }
@@ -343,6 +357,7 @@ pub fn setup_on(
     let model = &built.model;
     refuse_strain_limits(config, model)?;
     refuse_eigen_filter(config)?;
+    refuse_ipc_contact(config, model)?;
     let state = model.initial_state(&built.velocity);
     let strict = choice.requested == Backend::Gpu;
     let fall_back = |choice: &mut BackendChoice, why: String| {

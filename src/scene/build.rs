@@ -283,7 +283,21 @@ impl Scene {
             .bounding_box()
             .map(|(lo, hi)| (Vector3::from(hi) - Vector3::from(lo)).norm())
             .unwrap_or(1.0);
-        let dhat = s.contact.dhat.unwrap_or(1e-3 * diag);
+        let dhat = match (s.contact.dhat, s.contact.dhat_relative) {
+            (Some(_), Some(_)) => {
+                return Err(cx.err(
+                    "contact.dhat_relative",
+                    "give d̂ either in metres (dhat) or relative to the bounding-box diagonal \
+                     (dhat_relative), not both",
+                ))
+            }
+            (Some(d), None) => d,
+            (None, Some(r)) => {
+                cx.positive("contact.dhat_relative", r, "")?;
+                r * diag
+            }
+            (None, None) => 1e-3 * diag,
+        };
         cx.positive("contact.dhat", dhat, " m")?;
         cx.positive("contact.kappa", s.contact.kappa, "")?;
         let model = Model::new(
@@ -321,6 +335,20 @@ impl Scene {
         let model = model
             .with_strain_limits(limits)
             .map_err(|e| cx.err("objects", e.to_string()))?;
+        let model = if s.contact.ipc {
+            if let Some(k) = s.contact.ipc_kappa {
+                cx.positive("contact.ipc_kappa", k, " J/m⁴")?;
+            }
+            let flags = vec![s.contact.self_contact; model.bodies.len()];
+            model
+                .with_contact(dhat, &flags, s.contact.ipc_kappa)
+                .map_err(|e| cx.err("contact.ipc", e.to_string()))?
+        } else {
+            if s.contact.ipc_kappa.is_some() {
+                return Err(cx.err("contact.ipc_kappa", "applies only with contact.ipc = true"));
+            }
+            model
+        };
         if let Some(sd) = config.subdomains {
             let ne = model.mesh.num_tets();
             if config.solver != "dot" {
