@@ -150,13 +150,11 @@ fn compare_cli_exits_non_zero_beyond_the_bound() {
 #[test]
 fn newton_contact_balls_gpu_matches_cpu() {
     // IPC contact between the balls: its barrier, CCD and κ are f64 on the CPU in both runs,
-    // the elastic terms f32 on the GPU in one. Until the impact (steps 1–5) the runs agree to
-    // 3e-8 of the diagonal. The impact itself is sensitive to its input, on the CPU alone: the
-    // f64 run with initial velocities perturbed by 1e-12 (relative) differs by 5.7e-4 m
-    // (1.1 d̂, 1.1e-3 of the diagonal) one step after first contact, and so does the GPU run
-    // (lavapipe: 7.0e-4 of the diagonal at step 6, 6.7e-3 by step 30 as the rebounds
-    // differ). The bound is set above that measured spread: what it catches is a broken
-    // contact path (no rebound, intersection, divergence), not rounding.
-    check("contact_balls.toml", 5, 1e-6);
-    check("contact_balls.toml", 30, 2e-2);
+    // the elastic terms f32 on the GPU in one. 30 steps cover the approach, the impact
+    // (from step 6) and the rebound. Measured on lavapipe: ≤ 5.6e-8 of the diagonal, the same
+    // iteration counts. (With the balls' centres in one z-plane the scene is mirror-symmetric
+    // and the impact step has two mirror-image minima, 7.8e-4 m apart with equal energies to
+    // 2e-9 J and an energy ridge of 1.5e-2 J between them: the two runs then landed in
+    // different ones. The bundled scene offsets one ball in z.)
+    check("contact_balls.toml", 30, 1e-6);
 }
