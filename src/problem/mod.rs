@@ -4,8 +4,10 @@
 //! E(x) = ½‖x − x̃‖²_M / h² + Ψ(x) + B(x),  x̃ = xᵗ + h vᵗ + h² g,
 //!
 //! whose minimiser is x^{t+1} (then v^{t+1} = (x^{t+1} − xᵗ)/h). Ψ is the FEM elastic energy and B
-//! the IPC log-barrier against static obstacles. Pinned vertices follow kinematic scripts and are
-//! removed from the unknowns (their gradient rows are zero and Hessian rows identity).
+//! the IPC log-barrier against static obstacles, plus IPC contact between and within the bodies
+//! when the model has it ([`Model::contact`], [`crate::contact::IpcContact`]). Pinned vertices
+//! follow kinematic scripts and are removed from the unknowns (their gradient rows are zero and
+//! Hessian rows identity).
 
 mod char_norm;
 mod device_elastic;
