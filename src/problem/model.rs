@@ -245,6 +245,11 @@ impl Model {
     /// adaptive κ). Refuses, with one line naming the objects, a model whose bodies intersect
     /// each other or themselves at rest (an exact triangle–triangle test) or touch (a pair at
     /// zero distance): the barrier is infinite there and no step could start.
+    ///
+    /// Pinned vertices jump to their scripted positions at the start of each step, outside the
+    /// CCD filter (which moves only free vertices): a script that carries a pinned surface
+    /// through another surface within one step is not caught. Keep scripted motion per step
+    /// well below the gap it must keep.
     pub fn with_contact(
         mut self,
         dhat: f64,
