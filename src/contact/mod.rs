@@ -16,6 +16,7 @@ pub mod barrier;
 pub mod broad;
 pub mod ccd;
 pub mod distance;
+pub mod friction;
 pub mod intersect;
 pub mod mesh;
 pub mod mollifier;
