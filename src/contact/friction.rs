@@ -111,16 +111,16 @@ impl FrictionPair {
         let w = closest_weights(kind, x);
         let r: V3 = (0..4).map(|k| x[k] * w[k]).sum();
         let d = r.norm();
-        if !(d > 0.0) {
+        if d.is_nan() || d <= 0.0 {
             return None;
         }
         let n = r / d;
         let p = tangent_basis(&n);
         let mut tangent = SMatrix::<f64, 2, 12>::zeros();
-        for k in 0..4 {
+        for (k, wk) in w.iter().enumerate() {
             tangent
                 .fixed_view_mut::<2, 3>(0, 3 * k)
-                .copy_from(&(p.transpose() * w[k]));
+                .copy_from(&(p.transpose() * *wk));
         }
         // |∂(κ m b)/∂δ| with δ = √(d²): the chain rule through d² = δ² gives 2δ·|∂/∂d²|.
         let lambda = (barrier_derivative * 2.0 * dist_sq.sqrt()).abs();
