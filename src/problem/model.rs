@@ -1,6 +1,9 @@
 //! The simulated model and its state.
 
-use super::{BarrierParams, CharacteristicNorm, ExternalForce, InversionPolicy, Obstacle, Pin};
+use super::{
+    BarrierParams, CharacteristicNorm, ExternalForce, History, Integrator, InversionPolicy,
+    Obstacle, Pin,
+};
 use crate::contact::{check_intersection_free, CollisionMesh, IpcContact};
 use crate::error::{JelloError, Result};
 use crate::material::{ElementRest, Material, MaterialModel};
@@ -54,6 +57,9 @@ pub struct Model {
     /// Whether a step may end with inverted elements (see [`InversionPolicy`]; default
     /// [`InversionPolicy::Forbid`], set with [`Model::with_inversion`]).
     pub inversion: InversionPolicy,
+    /// How dynamic steps discretise time (default [`Integrator::ImplicitEuler`], set with
+    /// [`Model::with_integrator`]).
+    pub integrator: Integrator,
     /// The boundary surface of all bodies (outward triangles), tested against obstacles.
     pub surface: BoundarySurface,
     /// Per vertex, the surface triangles it is a corner of: `surface_faces[surface_offsets[v]..
@@ -137,6 +143,21 @@ pub struct State {
     pub v: Vec<f64>,
     /// Time, s.
     pub t: f64,
+    /// The previous step's start (xⁿ⁻¹, vⁿ⁻¹) where the integrator needs it (BDF2 after its
+    /// first step, see [`super::integrator`]); `None` at t = 0 and under implicit Euler.
+    pub history: Option<History>,
+}
+
+impl State {
+    /// A state without history (the start of a run, or any implicit-Euler state).
+    pub fn new(x: Vec<f64>, v: Vec<f64>, t: f64) -> Self {
+        State {
+            x,
+            v,
+            t,
+            history: None,
+        }
+    }
 }
 
 impl Model {
@@ -225,6 +246,7 @@ impl Model {
             char_norm,
             forces: Vec::new(),
             inversion: InversionPolicy::default(),
+            integrator: Integrator::default(),
             surface,
             surface_offsets,
             surface_faces,
@@ -368,6 +390,12 @@ impl Model {
         Ok(self)
     }
 
+    /// Sets the time integrator of dynamic steps ([`Integrator`]).
+    pub fn with_integrator(mut self, integrator: Integrator) -> Self {
+        self.integrator = integrator;
+        self
+    }
+
     /// The characteristic-norm tolerance of a static solve: min(ε, [`STATIC_LOAD_FRACTION`] ×
     /// the norm of the full load). The CN residual measures out-of-balance forces against the
     /// material's stiffness times the mesh's face areas, so a fixed ε = 1e-5 can exceed the
@@ -430,11 +458,11 @@ impl Model {
 
     /// The state at t = 0 with the given per-vertex initial velocities (m/s).
     pub fn initial_state(&self, velocity: &[[f64; 3]]) -> State {
-        State {
-            x: self.mesh.positions.iter().flatten().copied().collect(),
-            v: velocity.iter().flatten().copied().collect(),
-            t: 0.0,
-        }
+        State::new(
+            self.mesh.positions.iter().flatten().copied().collect(),
+            velocity.iter().flatten().copied().collect(),
+            0.0,
+        )
     }
 
     /// Total linear momentum Σ m v, kg·m/s.

@@ -1,10 +1,11 @@
-//! The incremental potential of one implicit-Euler step and its derivatives.
+//! The incremental potential of one time step (implicit Euler or BDF2, see
+//! [`super::integrator`]) and its derivatives.
 
 use super::obstacle::barrier;
 use super::surface_contact::{
     candidate_pairs, pairs_at_vertex, project_psd, PairEval, SurfacePair,
 };
-use super::{HessianLayout, Model, Obstacle, State};
+use super::{HessianLayout, Model, Obstacle, State, StepScheme};
 use crate::material::{
     dpdf_curvature, element_energy, element_gradient, element_hessian_filtered, EigenFilter,
 };
@@ -286,24 +287,33 @@ pub const STRICT_MIN_J: f64 = 1e-8;
 /// An axis-aligned box (lower, upper corner), m.
 type Bounds = (Vector3<f64>, Vector3<f64>);
 
-/// One time step's minimisation problem E(x) = ½‖x − x̃‖²_M / h² + Ψ(x) + B(x), or a static load
-/// increment E(x) = Ψ(x) + B(x) − f·x ([`StepProblem::new_static`]).
+/// One time step's minimisation problem E(x) = ½‖x − x̃‖²_M / ĥ² + Ψ(x) + B(x) (ĥ = h for
+/// implicit Euler, 2h/3 for BDF2: [`super::integrator`]), or a static load increment
+/// E(x) = Ψ(x) + B(x) − f·x ([`StepProblem::new_static`]).
 #[derive(Clone, Debug)]
 pub struct StepProblem<'a> {
     /// The model.
     pub model: &'a Model,
     /// Time step, s (a static solve's pseudo-time per increment: pins follow their scripts in
-    /// it, and the barrier keeps its κ·m/h² weight).
+    /// it). The obstacle barrier's weight is κ·m/h² with this h whatever the integrator (see
+    /// [`super::integrator`]); the inertia weight is [`Self::inertia`].
     pub h: f64,
     /// Time at the end of the step, s.
     pub t_end: f64,
     /// Positions at the start of the step, m.
     pub x_prev: Vec<f64>,
-    /// Inertial target x̃ = xᵗ + h vᵗ + h² g, m (xᵗ in a static solve, where it is unused).
+    /// Inertial target x̃ = x̂ + ĥ v̂ + ĥ² g (xᵗ + h vᵗ + h² g for implicit Euler), m, pinned
+    /// DOFs at their script targets (xᵗ in a static solve, where it is unused).
     pub x_tilde: Vec<f64>,
-    /// Inertia weight 1/h², 1/s²: the inertia term is ½ Σ_v m_v·`inertia`·|x_v − x̃_v|². Zero in
-    /// a static solve.
+    /// Inertia weight 1/ĥ², 1/s² (1/h² for implicit Euler, 9/(4h²) for BDF2): the inertia term
+    /// is ½ Σ_v m_v·`inertia`·|x_v − x̃_v|². Zero in a static solve.
     pub inertia: f64,
+    /// x̂, m: the base of the step's velocity, v^{t+1} = (x^{t+1} − x̂)/ĥ (xᵗ for implicit
+    /// Euler and static increments, 4/3 xᵗ − 1/3 xᵗ⁻¹ for BDF2). Solvers that need the
+    /// velocity an iterate implies (ADMM's friction) take it from here and [`Self::h_hat`].
+    pub x_hat: Vec<f64>,
+    /// ĥ, s: h for implicit Euler (and a static increment's pseudo-time), 2h/3 for BDF2.
+    pub h_hat: f64,
     /// Static load per DOF, N (gravity and forces times the increment's load fraction), whose
     /// potential −f·x replaces inertia; empty for a dynamic step.
     pub load: Vec<f64>,
@@ -325,25 +335,40 @@ pub struct StepProblem<'a> {
 }
 
 impl<'a> StepProblem<'a> {
-    /// Sets up the implicit-Euler step from `state` with time step `h` (s).
+    /// Sets up the dynamic step from `state` with time step `h` (s) under the model's
+    /// integrator ([`StepScheme::new`]: BDF2 when the model asks for it and `state` has a
+    /// history, else implicit Euler).
     pub fn new(model: &'a Model, state: &State, h: f64) -> Self {
+        let scheme = StepScheme::new(model, state, h);
         let n = state.x.len();
         let g = model.gravity;
-        let mut x_tilde: Vec<f64> = (0..n)
-            .map(|k| state.x[k] + h * state.v[k] + h * h * g[k % 3])
-            .collect();
-        // External forces: x̃ += h² f_v / m_v, with the total force split by mass.
+        let hh = scheme.h_hat;
+        let mut x_tilde: Vec<f64> = if scheme.bdf2 {
+            (0..n)
+                .map(|k| scheme.x_hat[k] + hh * scheme.v_hat[k] + hh * hh * g[k % 3])
+                .collect()
+        } else {
+            // Implicit Euler, written as it always was (x̂ = xᵗ, v̂ = vᵗ, ĥ = h): the same bits.
+            (0..n)
+                .map(|k| state.x[k] + h * state.v[k] + h * h * g[k % 3])
+                .collect()
+        };
+        // External forces: x̃ += ĥ² f_v / m_v, with the total force split by mass.
         for f in model.forces.iter().filter(|f| f.active(state.t)) {
             let m_total: f64 = f.vertices.iter().map(|&v| model.mass[v as usize]).sum();
             if m_total > 0.0 {
                 for &v in &f.vertices {
                     for k in 0..3 {
-                        x_tilde[3 * v as usize + k] += h * h * f.force[k] / m_total;
+                        x_tilde[3 * v as usize + k] += hh * hh * f.force[k] / m_total;
                     }
                 }
             }
         }
-        Self::assemble_step(model, state, h, x_tilde, 1.0 / (h * h), Vec::new())
+        let inertia = scheme.inertia();
+        let mut prob = Self::assemble_step(model, state, h, x_tilde, inertia, Vec::new());
+        prob.x_hat = scheme.x_hat;
+        prob.h_hat = hh;
+        prob
     }
 
     /// A static load increment from `state`: no inertia; the load is `fraction` (0..=1) of
@@ -404,6 +429,8 @@ impl<'a> StepProblem<'a> {
             x_prev: state.x.clone(),
             x_tilde: x_tilde.clone(),
             inertia,
+            x_hat: state.x.clone(),
+            h_hat: h,
             load,
             fixed,
             x_start: Vec::new(),
@@ -567,7 +594,7 @@ impl<'a> StepProblem<'a> {
         self.inertia == 0.0
     }
 
-    /// Inertia term ½ Σ_v m_v·inertia·|x_v − x̃_v|² (½‖x − x̃‖²_M / h² for a dynamic step), minus
+    /// Inertia term ½ Σ_v m_v·inertia·|x_v − x̃_v|² (½‖x − x̃‖²_M / ĥ² for a dynamic step), minus
     /// the static load's work f·x in a static increment, J.
     pub fn inertia_energy(&self, x: &[f64]) -> f64 {
         let w = self.inertia;
@@ -850,6 +877,8 @@ impl<'a> StepProblem<'a> {
         Ok(())
     }
 
+    /// κ·m_v/h² with the real step h, not 1/ĥ²: the barrier is a force potential of the ODE,
+    /// which BDF2 discretises without changing it (see [`super::integrator`]).
     fn barrier_weight(&self, v: usize) -> f64 {
         self.model.barrier.kappa * self.model.mass[v] / (self.h * self.h)
     }
@@ -1144,7 +1173,7 @@ impl<'a> StepProblem<'a> {
         })
     }
 
-    /// The per-vertex 3×3 block of the Hessian besides the elements' (N/m): inertia m_v/h²·I
+    /// The per-vertex 3×3 block of the Hessian besides the elements' (N/m): inertia m_v/ĥ²·I
     /// and the vertex barrier's PSD block at `x` as [`Self::assemble`] adds them; zero for a
     /// pinned vertex. (Surface pairs couple vertices: they are not in it.)
     pub fn vertex_block(&self, x: &[f64], v: usize) -> nalgebra::Matrix3<f64> {

@@ -9,8 +9,8 @@ use crate::limits::{
 use crate::material::{Material, MaterialModel};
 use crate::mesh::{ball, box_grid, read_mesh, TetMesh};
 use crate::problem::{
-    BarrierParams, Body, ExternalForce, InversionPolicy, Model, Obstacle, Phase, Pin, Script,
-    StrainLimit,
+    BarrierParams, Body, ExternalForce, Integrator, InversionPolicy, Model, Obstacle, Phase, Pin,
+    Script, StrainLimit, INTEGRATORS,
 };
 use crate::solver::admm::{ContactParams, ContactVariant, ProxKind};
 use crate::solver::jgs2::SubspaceOptions;
@@ -331,6 +331,29 @@ impl Scene {
         let model = model
             .with_inversion(policy)
             .map_err(|e| cx.err("simulation.inversion", e.to_string()))?;
+        let integrator = match s.simulation.integrator.as_deref() {
+            None => Integrator::default(),
+            Some(name) => Integrator::parse(name).ok_or_else(|| {
+                cx.err(
+                    "simulation.integrator",
+                    format!(
+                        "unknown integrator `{name}` (expected {})",
+                        INTEGRATORS.join(" or ")
+                    ),
+                )
+            })?,
+        };
+        if integrator != Integrator::ImplicitEuler && s.simulation.static_solve {
+            return Err(cx.err(
+                "simulation.integrator",
+                format!(
+                    "`{}` integrates dynamics; a static solve (`static = true`) has no time \
+                     integrator",
+                    integrator.name()
+                ),
+            ));
+        }
+        let model = model.with_integrator(integrator);
         let limited = limits.iter().any(Option::is_some);
         let model = model
             .with_strain_limits(limits)

@@ -64,6 +64,11 @@ pub struct SimulationSpec {
     /// and the forces, pins at their script positions at k·h (default false).
     #[serde(default, rename = "static")]
     pub static_solve: bool,
+    /// Time integrator of a dynamic run: `implicit_euler` (default; first order) or `bdf2`
+    /// (second order, less numerical damping; its first step is implicit Euler). See
+    /// [`crate::problem::integrator`]. Not for static solves.
+    #[serde(default)]
+    pub integrator: Option<String>,
 }
 
 /// `[solver]`.
