@@ -255,11 +255,7 @@ fn newton(model: &Model, eps: f64, max_iterations: usize) -> NewtonSolver {
 
 fn advance(state: &State, x: Vec<f64>, h: f64) -> State {
     let v = x.iter().zip(&state.x).map(|(a, b)| (a - b) / h).collect();
-    State {
-        x,
-        v,
-        t: state.t + h,
-    }
+    State::new(x, v, state.t + h)
 }
 
 // ---------------------------------------------------------------- Table I

@@ -1,7 +1,7 @@
 // Per vertex v < n (n = number of vertices), for u0 ≤ 3 direction vectors q stored one after the
 // other in dirs (dirs[q·n + v]): the Hessian-vector product of the incremental potential at the
-// cached state (local.rs: hess_vec), f0 = 1/h²:
-//   out[q·n + v] = free ? m_v/h² d_v + H_b,v d_v + Σ_{(e, c) ∋ v} Σ_b K_e[c, b] d_{tet_e[b]} : 0
+// cached state (local.rs: hess_vec), f0 = the inertia weight 1/ĥ²:
+//   out[q·n + v] = free ? m_v/ĥ² d_v + H_b,v d_v + Σ_{(e, c) ∋ v} Σ_b K_e[c, b] d_{tet_e[b]} : 0
 // gathered over the vertex→element CSR (packed[k] = 4e + c) — no scatter, no atomics.
 #import params
 #import jgs2

@@ -1,5 +1,6 @@
 // Per vertex v < n, the surface barrier against spheres and boxes, added to what
-// `jgs2_vertex_terms` wrote (f0 = 1/h², f1 = κ, f2 = d̂). For every surface triangle f of v
+// `jgs2_vertex_terms` wrote (f1 = κ, f2 = d̂, f3 = the barrier's 1/h², not the inertia weight
+// under BDF2: integrator.rs). For every surface triangle f of v
 // (vfaces[vfaces[v] .. vfaces[v + 1]], corners tris[f].xyz, surface mass m_f = bits of tris[f].w)
 // and every sphere or box o whose closest pair with f (from the corners' contact records,
 // nc = len(contacts) / n per vertex; `face_contact`) is nearer than d̂, with w = κ m_f/h², c the
@@ -35,7 +36,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     for (var j = vfaces[v]; j < vfaces[v + 1u]; j++) {
         let tri = tris[vfaces[j]];
         let corner = face_corner(tri, v);
-        let w = P.f1 * bitcast<f32>(tri.w) * P.f0;
+        let w = P.f1 * bitcast<f32>(tri.w) * P.f3;
         for (var o = 0u; o < nc; o++) {
             let c0 = contacts[tri.x * nc + o];
             if !acts_on_faces(contact_kind(c0)) {

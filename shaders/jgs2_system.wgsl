@@ -2,9 +2,10 @@
 // (local.rs: jgs2_system, vbd_system; the barrier curvature is added by `vertex_solve`):
 //   r  = g_i + R_i (Σ_near Ū_i[j]ᵀ ĝ_j + Σ_far (b_cᵀ G_c + Σ_k B_{c,k}ᵀ N_c[k]))
 //   A  = R_i Â_i R_iᵀ + Σ_{e∋i} U_eᵀ K_e U_e,  U_e's corner blocks R_v Ū_i[v] R_iᵀ
-//   Af = m_i/h² I + Σ_{e∋i} K_e[i, i],  rf = g_i
-// f0 = 1/h², u0 = number of vertices (offset of the node entries in `frame`: G_c at u0 + 4c,
-// the first moments N_c[x|y|z] after it; jgs2_tree_sum.wgsl).
+//   Af = m_i/ĥ² I + Σ_{e∋i} K_e[i, i],  rf = g_i
+// f0 = the inertia weight 1/ĥ² (1/h² under implicit Euler), u0 = number of vertices (offset of
+// the node entries in `frame`: G_c at u0 + 4c, the first moments N_c[x|y|z] after it;
+// jgs2_tree_sum.wgsl).
 // blob (u32 words, floats bit-cast; built by `jello::solver::jgs2::pack_subspace`):
 //   [4i..4i+4] = (off, n_inc, n_near, n_far | linear << 31); at off: Â_i (9, row-major), m_i,
 //   then n_inc incident entries (4e + corner of i, s_0..s_3), n_near entries (j, Ū_i[j] 9

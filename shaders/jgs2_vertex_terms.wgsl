@@ -1,14 +1,16 @@
-// Per vertex v < n, the vertex terms of the incremental potential (f0 = 1/h², f1 = κ, f2 = d̂):
-//   g[v].xyz   = free ? g[v].xyz (gathered ∇Ψ) + m/h²(x − x̃) + Σ_o κm/h² b'(d_o)∇d_o : 0
-//   venergy[v] = m/(2h²)(x − x₀)·(x + x₀ − 2x̃) + Σ_o κm/h² b(d_o)          (J, every vertex)
+// Per vertex v < n, the vertex terms of the incremental potential (f0 = the inertia weight 1/ĥ²,
+// f1 = κ, f2 = d̂, f3 = the barrier's 1/h²; f0 = f3 under implicit Euler, not under BDF2 —
+// integrator.rs):
+//   g[v].xyz   = free ? g[v].xyz (gathered ∇Ψ) + m/ĥ²(x − x̃) + Σ_o κm/h² b'(d_o)∇d_o : 0
+//   venergy[v] = m/(2ĥ²)(x − x₀)·(x + x₀ − 2x̃) + Σ_o κm/h² b(d_o)          (J, every vertex)
 //   hbar[v]    = Σ_o κm/h² (b''∇d∇dᵀ + [b' > 0] b'∇²d)                      (N/m)
 // over the half-spaces o with d_o < d̂ (local.rs: vertex_gradient, barrier_hessian;
 // potential.rs), from the vertex's contact records contacts[v·nc .. v·nc + nc],
 // nc = len(contacts) / n. Spheres and boxes act on the surface triangles
 // (`jgs2_face_terms`, dispatched after this kernel); their records are skipped here.
 // The inertia energy is relative to the step's start x₀ = x_start[v] (potential.rs:
-// inertia_difference): E(x) − E(x₀) summed per vertex never forms ½m/h²|x − x̃|², whose
-// constant part (½‖h²g‖²_M) would swamp the change at large h.
+// inertia_difference): E(x) − E(x₀) summed per vertex never forms ½m/ĥ²|x − x̃|², whose
+// constant part (½‖ĥ²g‖²_M) would swamp the change at large h.
 #import params
 #import jgs2
 #import obstacle
@@ -35,7 +37,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let d = p - xt;
     let p0 = x_start[v].xyz;
     var e = 0.5 * k * dot(p - p0, d + (p0 - xt));
-    let wv = P.f1 * info.mass * P.f0;
+    let wv = P.f1 * info.mass * P.f3;
     var gb = vec3<f32>(0.0);
     var hb = mat3_zero();
     let nc = arrayLength(&contacts) / P.n;

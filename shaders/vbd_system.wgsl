@@ -1,6 +1,7 @@
 // Per listed vertex k < n: i = lists[u1 + k]; vertex i's VBD system (local.rs: vbd_system,
-// without the barrier curvature, which `vertex_solve` adds), f0 = 1/h²:
-//   A = m_i/h² I + Σ_{(e, c) ∈ CSR row i} K_e[c, c],  r = g_i
+// without the barrier curvature, which `vertex_solve` adds), f0 = the inertia weight 1/ĥ²
+// (1/h² under implicit Euler):
+//   A = m_i/ĥ² I + Σ_{(e, c) ∈ CSR row i} K_e[c, c],  r = g_i
 // written as both the primary and the fallback system. packed[k] = 4e + c (VertexTets::packed).
 #import params
 #import jgs2

@@ -1,9 +1,11 @@
 //! Time stepping: a [`Simulation`] owns a model, its state and a solver, and advances by
-//! implicit-Euler steps (or static load increments), checking every accepted step against the
-//! model's physical invariants.
+//! implicit-Euler or BDF2 steps (the model's [`crate::problem::Integrator`]) or static load
+//! increments, checking every accepted step against the model's physical invariants.
 
 use crate::error::{JelloError, Result};
-use crate::problem::{ElasticTerms, InversionPolicy, Model, State, StateCheck, StepProblem};
+use crate::problem::{
+    ElasticTerms, History, InversionPolicy, Model, State, StateCheck, StepProblem, StepScheme,
+};
 use crate::solver::pd::PinCarry;
 use crate::solver::{StepReport, StepSolver};
 use std::time::Instant;
@@ -23,7 +25,7 @@ pub struct Simulation {
     /// Steps completed (1-based numbering in messages: the next step is `steps + 1`).
     pub steps: usize,
     /// `Some(n)`: a static solve in `n` load increments — step k applies k/n of the loads, with
-    /// no inertia ([`StepProblem::new_static`]); `None`: implicit-Euler dynamics.
+    /// no inertia ([`StepProblem::new_static`]); `None`: dynamics with the model's integrator.
     pub static_increments: Option<usize>,
     solver: Box<dyn StepSolver>,
     /// Runs the strict retries of `inversion = "forbid"` in place of `solver` when that has no
@@ -96,6 +98,7 @@ impl Simulation {
         }
         self.static_increments = Some(increments);
         self.state.v.iter_mut().for_each(|v| *v = 0.0);
+        self.state.history = None;
         Ok(self)
     }
 
@@ -140,6 +143,10 @@ impl Simulation {
     ///
     /// A non-finite energy, gradient or position is an error naming the step, the time and the
     /// cause as far as it is known ([`StepProblem::diagnose_non_finite`]).
+    ///
+    /// The new velocity is the integrator's, v = (x − x̂)/ĥ ([`StepScheme`]) whatever solved
+    /// the step (substeps included), and a BDF2 run keeps the step's start as the next step's
+    /// [`State::history`].
     ///
     /// `wall_ms` covers the whole step: set-up, the starting guess, every solve and the check.
     pub fn step(&mut self, trace: bool) -> Result<StepReport> {
@@ -211,11 +218,14 @@ impl Simulation {
         self.x_buf = x;
         if self.static_increments.is_some() {
             self.state.v.iter_mut().for_each(|v| *v = 0.0);
+            self.state.history = None;
         } else {
-            let inv_h = 1.0 / self.h;
-            for k in 0..self.x_buf.len() {
-                self.state.v[k] = (self.x_buf[k] - state.x[k]) * inv_h;
-            }
+            StepScheme::new(&self.model, &state, self.h)
+                .velocity_into(&self.x_buf, &mut self.state.v);
+            self.state.history = self.model.integrator.keeps_history().then(|| History {
+                x: state.x.clone(),
+                v: state.v.clone(),
+            });
         }
         std::mem::swap(&mut self.state.x, &mut self.x_buf);
         self.state.t = state.t + self.h;
@@ -234,7 +244,12 @@ impl Simulation {
         number: usize,
     ) -> Result<std::result::Result<Attempt, usize>> {
         let sub_h = self.h / k as f64;
-        let mut cur = state.clone();
+        // Substeps are implicit Euler: BDF2's history is one full step back, not one substep
+        // (the step's velocity is still BDF2's, from the substeps' end: see `step`).
+        let mut cur = State {
+            history: None,
+            ..state.clone()
+        };
         let mut total: Option<Attempt> = None;
         let mut iterations = 0;
         for _ in 0..k {
@@ -248,11 +263,7 @@ impl Simulation {
                     .zip(&cur.x)
                     .map(|(x1, x0)| (x1 - x0) / sub_h)
                     .collect();
-            cur = State {
-                x: a.x.clone(),
-                v,
-                t: cur.t + sub_h,
-            };
+            cur = State::new(a.x.clone(), v, cur.t + sub_h);
             total = Some(match total {
                 None => a,
                 Some(mut t) => {

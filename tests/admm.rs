@@ -64,7 +64,7 @@ fn bent_beam(mat: Material, rng: &mut impl Rng, amount: f64) -> (Model, State) {
             v[3 * i + k] = amount * rng.random_range(-0.2..0.2);
         }
     }
-    (m, State { x, v, t: 0.0 })
+    (m, State::new(x, v, 0.0))
 }
 
 /// The bar of `twist.toml` at a coarser resolution: caps rotating in opposite directions.
@@ -461,11 +461,7 @@ fn factor_is_made_once_per_run() {
         assert!(r.converged);
         iterations += r.iterations;
         let v = x.iter().zip(&state.x).map(|(a, b)| (a - b) / h).collect();
-        state = State {
-            x,
-            v,
-            t: state.t + h,
-        };
+        state = State::new(x, v, state.t + h);
     }
     assert!(iterations > 5);
     let sys = solver.system();
@@ -510,7 +506,8 @@ fn converges_to_newtons_solution_on_the_bundled_scenes() {
         table
             .iter()
             .map(|(n, _)| *n)
-            .chain(["twist_stretch_squash.toml"]),
+            .chain(["twist_stretch_squash.toml"])
+            .chain(common::IPC_SCENES),
     );
     for (name, steps) in table {
         let built = scene(name);

@@ -183,11 +183,7 @@ fn run(m: &Model, params: AdmmParams, steps: usize) -> (State, usize, bool) {
         iterations += r.iterations;
         converged &= r.converged;
         let v = x.iter().zip(&state.x).map(|(a, b)| (a - b) / h).collect();
-        state = State {
-            x,
-            v,
-            t: state.t + h,
-        };
+        state = State::new(x, v, state.t + h);
     }
     (state, iterations, converged)
 }

@@ -96,6 +96,22 @@ fn time_step_zero_or_negative() {
 }
 
 #[test]
+fn integrator_unknown_or_on_a_static_solve() {
+    bad_scene(
+        "integrator_unknown",
+        "h = 0.01",
+        "h = 0.01\nintegrator = \"bdf3\"",
+        &["`simulation.integrator`", "bdf3", "implicit_euler or bdf2"],
+    );
+    bad_scene(
+        "integrator_static",
+        "h = 0.01",
+        "h = 0.01\nintegrator = \"bdf2\"\nstatic = true",
+        &["`simulation.integrator`", "static"],
+    );
+}
+
+#[test]
 fn poisson_ratio_at_or_above_half() {
     let k = "`objects[0].material.poisson_ratio`";
     bad_scene(

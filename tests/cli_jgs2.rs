@@ -101,6 +101,40 @@ fn precompute_once_then_reuse_and_rebuild_when_corrupt() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Under BDF2 the subspace is built for ĥ = 2h/3 (the inertia weight of BDF2's steady steps):
+/// `precompute` and `run` agree on it (the run reuses the artifact), and it is another artifact
+/// than the implicit-Euler scene's.
+#[test]
+fn a_bdf2_scene_precomputes_the_subspace_its_run_uses() {
+    let (dir, scene) = scene_copy("jgs2-bdf2");
+    let text = std::fs::read_to_string(&scene).unwrap();
+    let pre = jello(&["precompute", scene.to_str().unwrap()]);
+    assert!(pre.status.success());
+    assert_eq!(artifacts(&dir).len(), 1);
+    let bdf2 = text.replacen("[simulation]\n", "[simulation]\nintegrator = \"bdf2\"\n", 1);
+    assert_ne!(bdf2, text);
+    std::fs::write(&scene, bdf2).unwrap();
+    let pre = jello(&["precompute", scene.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&pre.stdout);
+    assert!(pre.status.success() && out.contains("built"), "{out}");
+    assert_eq!(
+        artifacts(&dir).len(),
+        2,
+        "BDF2's subspace is its own artifact"
+    );
+    let (o, stats) = run(&scene, &dir.join("a"), &["--solver", "jgs2"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !err.contains("jgs2 precompute"),
+        "rebuilt although precomputed: {err}"
+    );
+    for s in stats["steps"].as_array().unwrap() {
+        assert_eq!(s["converged"], true, "{s}");
+    }
+    assert_eq!(artifacts(&dir).len(), 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn vbd_runs_and_reports_its_iterations() {
     let (dir, scene) = scene_copy("vbd");

@@ -226,7 +226,8 @@ fn converges_to_newtons_solution_on_every_bundled_scene() {
         table
             .iter()
             .map(|(n, _)| *n)
-            .chain(["twist_stretch_squash.toml"]),
+            .chain(["twist_stretch_squash.toml"])
+            .chain(common::IPC_SCENES),
     );
     for (name, steps) in table {
         for s in [1, 2, 4] {

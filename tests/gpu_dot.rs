@@ -63,7 +63,12 @@ fn dot_gpu_matches_cpu_over_50_steps() {
         "drop.toml",
     ];
     // twist_stretch_squash.toml (the armadillo) is too large for lavapipe in the suite.
-    common::assert_covers_bundled_scenes(names.into_iter().chain(["twist_stretch_squash.toml"]));
+    common::assert_covers_bundled_scenes(
+        names
+            .into_iter()
+            .chain(["twist_stretch_squash.toml"])
+            .chain(common::IPC_SCENES),
+    );
     for name in names {
         let path = common::bundled_scene_path(name);
         let mut built = common::bundled_scene(name);

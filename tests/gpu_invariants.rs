@@ -88,11 +88,7 @@ fn advance(
     let mut x = Vec::new();
     let r = s.step(&p, m, &mut x, false).unwrap();
     let v = x.iter().zip(&st.x).map(|(a, b)| (a - b) / h).collect();
-    *st = State {
-        x: x.clone(),
-        v,
-        t: st.t + h,
-    };
+    *st = State::new(x.clone(), v, st.t + h);
     (r, x)
 }
 

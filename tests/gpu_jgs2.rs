@@ -20,7 +20,9 @@ use jello::gpu::{
 };
 use jello::material::{Material, MaterialModel};
 use jello::mesh::{ball, VertexTets};
-use jello::problem::{BarrierParams, Body, ElasticTerms, Model, Obstacle, State, StepProblem};
+use jello::problem::{
+    BarrierParams, Body, ElasticTerms, History, Integrator, Model, Obstacle, State, StepProblem,
+};
 use jello::solver::jgs2::{
     barrier_hessian, build_subspace, element_pass, hess_vec, jgs2_system, rest_frame_gradients,
     rotations, vbd_system, vertex_gradient, DeviceJgs2, ElementCache, Jgs2Params, Jgs2Solver,
@@ -300,10 +302,13 @@ fn vertex_terms_match_on_gpu() {
         nan_f(nv),
         nan_m(nv),
     ];
+    // Inertia weight 1/ĥ² and the barrier's 1/h² differ (BDF2 at h = 0.01 s), so a kernel
+    // that used one for the other would disagree with its twin.
     let p = Params {
-        f0: 1e4,
+        f0: 2.25e4,
         f1: 1.0,
         f2: dhat,
+        f3: 1e4,
         ..Params::default()
     };
     let (cpu, gpu) = run_both(Kernel::Jgs2VertexTerms, &data, p, nv as u32);
@@ -1113,10 +1118,18 @@ fn contacts_at(m: &Model, x: &[f64]) -> Vec<GpuContact> {
 fn vertex_terms_twin_matches_f64_reference() {
     let mut rng = common::rng("vertex_terms_twin_matches_f64_reference");
     let c = ref_case(&mut rng);
-    let m = &c.m;
+    // A BDF2 step (with history), whose inertia weight 1/ĥ² = 9/(4h²) differs from the
+    // barrier's 1/h²: the kernels take them as f0 and f3, and mixing them up fails here.
+    let bdf2 = c.m.clone().with_integrator(Integrator::Bdf2);
+    let m = &bdf2;
     let nv = m.num_vertices();
-    let st = state_of(m, &mut rng);
+    let mut st = state_of(m, &mut rng);
+    st.history = Some(History {
+        x: st.x.iter().zip(&st.v).map(|(x, v)| x - 0.01 * v).collect(),
+        v: st.v.iter().map(|v| 0.9 * v).collect(),
+    });
     let problem = StepProblem::new(m, &st, 0.01);
+    assert!((problem.inertia * 0.01 * 0.01 - 2.25).abs() < 1e-12);
     let dhat = m.barrier.dhat;
     // Half-spaces act on vertices, spheres on surface triangles.
     let at = |v: usize| Vector3::new(c.x[3 * v], c.x[3 * v + 1], c.x[3 * v + 2]);
@@ -1174,9 +1187,10 @@ fn vertex_terms_twin_matches_f64_reference() {
     let mut hbar = vec![GpuMat3::default(); nv];
     let p = Params {
         n: nv as u32,
-        f0: (1.0 / (0.01f64 * 0.01)) as f32,
+        f0: problem.inertia as f32,
         f1: m.barrier.kappa as f32,
         f2: dhat as f32,
+        f3: (1.0 / (0.01f64 * 0.01)) as f32,
         ..Params::default()
     };
     let contacts = contacts_at(m, &c.x);

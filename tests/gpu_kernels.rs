@@ -625,14 +625,14 @@ fn elastic_matches_twin_on_gpu() {
             // U, V ill-determined (the Hessian is invariant, its rounding is not); inverted
             // elements sit closest to those cases. Observed ≤ 3e-6 over 24 seeds on lavapipe and
             // llvmpipe-GL; 1e-4 leaves room for other drivers' FMA contraction.
-            // All three hold over the well-conditioned elements (σ_max/σ_min ≤ 100). A nearly flat
-            // element is different: Neo-Hookean's ψ carries ln J, P carries μ F⁻ᵀ and λ ln J F⁻ᵀ,
-            // its Hessian F⁻ᵀ ⊗ F⁻ᵀ, whose relative sensitivity to one f32 ulp of F is ~ε·σ_max/σ_min, and
-            // such an element's terms can be large enough to dominate a global norm (seed
-            // 1795567016154484731: σ_min = 1.6e-4, condition 9.8e3, element gradient error
-            // 5.3e-5, Hessian error 1.4e-4 over all elements; seed 135: energy error 2.1e-5). So each of those elements is held
-            // to its own bound instead: the base tolerance + 4ε·condition. (No failure over seeds
-            // 100–400 on lavapipe and llvmpipe-GL.)
+            // All three hold over the well-conditioned elements (σ_max/σ_min ≤ 100). A nearly
+            // flat element is different: Neo-Hookean's ψ carries ln J, P carries μ F⁻ᵀ and
+            // λ ln J F⁻ᵀ, its Hessian F⁻ᵀ ⊗ F⁻ᵀ, whose relative sensitivity to one f32 ulp of F
+            // is ~ε·σ_max/σ_min, and such an element's terms can dominate a global norm (seed
+            // 1795567016154484731: σ_min = 1.6e-4, condition 9.8e3, gradient error 5.3e-5 and
+            // Hessian error 1.4e-4 over all elements; seed 135: energy error 2.1e-5). So each
+            // of those elements is held to its own bound instead: the base tolerance
+            // + 4ε·condition. (No failure over seeds 100–400 on lavapipe and llvmpipe-GL.)
             let cond: Vec<f64> = (0..ne)
                 .map(|e| {
                     let p = c.tets[e].map(|i| {

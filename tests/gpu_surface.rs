@@ -185,19 +185,16 @@ fn toward_nearest(m: &Model, p: &V3) -> V3 {
 fn face_params(m: &Model) -> Params {
     Params {
         n: m.num_vertices() as u32,
-        f0: 1e4,
         f1: m.barrier.kappa as f32,
         f2: m.barrier.dhat as f32,
+        // The barrier's 1/h² at h = 0.01 s (`problem`).
+        f3: 1e4,
         ..Params::default()
     }
 }
 
 fn problem<'a>(m: &'a Model, x: &[f64]) -> StepProblem<'a> {
-    let st = State {
-        x: x.to_vec(),
-        v: vec![0.0; x.len()],
-        t: 0.0,
-    };
+    let st = State::new(x.to_vec(), vec![0.0; x.len()], 0.0);
     StepProblem::new(m, &st, 0.01)
 }
 

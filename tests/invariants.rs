@@ -352,11 +352,7 @@ fn strict_vertex_moves_keep_flattened_elements_positive() {
             .zip(&state.x)
             .map(|(a, b)| (a - b) / 0.01)
             .collect();
-        state = jello::problem::State {
-            x,
-            v,
-            t: state.t + 0.01,
-        };
+        state = jello::problem::State::new(x, v, state.t + 0.01);
     }
     eprintln!("smallest J over the strict VBD steps: {min_j:.3e}");
     assert!(

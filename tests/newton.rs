@@ -331,10 +331,6 @@ fn free_fall_steps_accept_the_full_newton_step() {
         );
         assert_eq!(t[1].alpha, 1.0, "step {step}: α = {}", t[1].alpha);
         let v = x.iter().zip(&st.x).map(|(a, b)| (a - b) / 0.01).collect();
-        st = jello::problem::State {
-            x,
-            v,
-            t: st.t + 0.01,
-        };
+        st = jello::problem::State::new(x, v, st.t + 0.01);
     }
 }

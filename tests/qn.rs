@@ -74,7 +74,7 @@ fn history_zero_reproduces_the_projective_dynamics_step() {
             }
         }
         let h = 0.01;
-        let state = State { x, v, t: 0.0 };
+        let state = State::new(x, v, 0.0);
         let problem = StepProblem::new(&m, &state, h);
         let params = QnParams {
             history: 0,
@@ -213,11 +213,7 @@ fn directions_descend_and_energies_fall_within_every_step() {
                 assert!(r.converged, "step {step}: residual {:e}", r.residual);
             }
             let v = x.iter().zip(&state.x).map(|(a, b)| (a - b) / h).collect();
-            state = State {
-                x,
-                v,
-                t: state.t + h,
-            };
+            state = State::new(x, v, state.t + h);
         }
         // The curvature pairs are used, not all skipped.
         assert!(kept > 10, "{mode:?}: only {kept} pairs kept");
@@ -260,16 +256,8 @@ fn rotating_the_initial_state_and_gravity_rotates_the_iterates() {
             })
             .collect()
     };
-    let sa = State {
-        x: x.clone(),
-        v: v.clone(),
-        t: 0.0,
-    };
-    let sb = State {
-        x: rotate(&x),
-        v: rotate(&v),
-        t: 0.0,
-    };
+    let sa = State::new(x.clone(), v.clone(), 0.0);
+    let sb = State::new(rotate(&x), rotate(&v), 0.0);
     let params = QnParams {
         mode: QnMode::Fixed(10),
         ..QnParams::default()
@@ -337,7 +325,8 @@ fn converges_to_newtons_solution_on_every_bundled_scene() {
         table
             .iter()
             .map(|(n, _)| *n)
-            .chain(["twist_stretch_squash.toml"]),
+            .chain(["twist_stretch_squash.toml"])
+            .chain(common::IPC_SCENES),
     );
     for (name, steps) in table {
         common::assert_matches_newton_on_bundled_scene(name, steps, "QN", &mut |m, eps| {
@@ -407,11 +396,7 @@ fn factor_is_made_once_per_run_and_again_for_a_new_pin_set() {
         let mut x = Vec::new();
         assert!(solver.step(&problem, &m, &mut x, false).unwrap().converged);
         let v = x.iter().zip(&state.x).map(|(a, b)| (a - b) / h).collect();
-        state = State {
-            x,
-            v,
-            t: state.t + h,
-        };
+        state = State::new(x, v, state.t + h);
     }
     let sys = solver.system();
     assert_eq!((sys.analyses(), sys.factorizations()), (1, 1));

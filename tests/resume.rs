@@ -52,12 +52,22 @@ height = 0.0
 
 /// A fresh directory holding `scene.toml` (its own `.jello-cache`).
 fn scene_in(test: &str) -> (PathBuf, PathBuf) {
+    scene_text_in(test, SCENE)
+}
+
+/// A fresh directory holding `text` as `scene.toml`.
+fn scene_text_in(test: &str, text: &str) -> (PathBuf, PathBuf) {
     let dir = std::env::temp_dir().join(format!("jello_resume_{}_{test}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let scene = dir.join("scene.toml");
-    std::fs::write(&scene, SCENE).unwrap();
+    std::fs::write(&scene, text).unwrap();
     (dir, scene)
+}
+
+/// [`SCENE`] integrated with BDF2: a resume must also restore the previous step's state.
+fn bdf2_scene() -> String {
+    SCENE.replace("steps = 8\n", "steps = 8\nintegrator = \"bdf2\"\n")
 }
 
 /// Runs `scene` with `solver` to `steps` into `out` through the library; cancels (as SIGINT
@@ -167,20 +177,61 @@ fn assert_one_run(dir: &Path, straight: &Path, n: usize, frames: &[usize], resum
 #[test]
 fn n_steps_equal_a_resumed_run_bit_for_bit_on_the_cpu_for_every_solver() {
     let (dir, scene) = scene_in("cpu");
+    resumes_bit_for_bit(&dir, &scene, false);
+}
+
+/// The same under BDF2: the checkpoint carries xⁿ⁻¹ and vⁿ⁻¹ (a resume that dropped them would
+/// take an implicit-Euler step and drift), and a resumed run equals the straight one bit for
+/// bit.
+#[test]
+fn a_bdf2_run_resumes_bit_for_bit_on_the_cpu_for_every_solver() {
+    let (dir, scene) = scene_text_in("cpu_bdf2", &bdf2_scene());
+    resumes_bit_for_bit(&dir, &scene, true);
+}
+
+/// A BDF2 checkpoint after step 0 without its history (hand-made: this build always writes
+/// it) cannot continue the trajectory: the resume is refused with one line, not continued
+/// with an implicit-Euler step.
+#[test]
+fn a_bdf2_checkpoint_without_history_is_refused() {
+    let (dir, scene) = scene_text_in("bdf2_no_history", &bdf2_scene());
+    let out = dir.join("run");
+    go(&scene, &out, "newton", 4, Backend::Cpu, false, None).unwrap();
+    let path = out.join("checkpoint.bin");
+    let mut c = Checkpoint::read(&path).unwrap();
+    assert!(c.header.history && c.history.is_some());
+    c.header.history = false;
+    c.history = None;
+    c.write(&path).unwrap();
+    let e = match go(&scene, &out, "newton", 8, Backend::Cpu, true, None) {
+        Ok(_) => panic!("a BDF2 resume without history was accepted"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        e.contains("--resume") && e.contains("bdf2") && !e.contains('\n'),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Straight, half + resume and cancelled + resume runs of `scene` for every CPU solver, equal
+/// bit for bit (`history`: the integrator keeps the previous step, and so must the
+/// checkpoints).
+fn resumes_bit_for_bit(dir: &Path, scene: &Path, history: bool) {
     let n = 8;
     for solver in ["newton", "jgs2", "vbd", "qn", "admm"] {
         let d = |s: &str| dir.join(format!("{solver}_{s}"));
-        let (a, sa) = go(&scene, &d("straight"), solver, n, Backend::Cpu, false, None).unwrap();
+        let (a, sa) = go(scene, &d("straight"), solver, n, Backend::Cpu, false, None).unwrap();
         assert_eq!(sa.status, RunStatus::Complete);
         // Half, complete; then extended to n.
-        let (_, s1) = go(&scene, &d("half"), solver, n / 2, Backend::Cpu, false, None).unwrap();
+        let (_, s1) = go(scene, &d("half"), solver, n / 2, Backend::Cpu, false, None).unwrap();
         assert_eq!(s1.completed_steps, n / 2);
-        let (b, sb) = go(&scene, &d("half"), solver, n, Backend::Cpu, true, None).unwrap();
+        let (b, sb) = go(scene, &d("half"), solver, n, Backend::Cpu, true, None).unwrap();
         assert_eq!(sb.status, RunStatus::Complete);
         assert_eq!(sb.steps.len(), n / 2, "this call's steps");
         assert_eq!(sb.listed_steps(), n);
         // Cancelled after step 5 (between the frames at 3 and 6), then resumed.
-        let (_, s1) = go(&scene, &d("cut"), solver, n, Backend::Cpu, false, Some(5)).unwrap();
+        let (_, s1) = go(scene, &d("cut"), solver, n, Backend::Cpu, false, Some(5)).unwrap();
         assert_eq!(s1.status, RunStatus::Interrupted);
         assert_eq!(s1.completed_steps, 5);
         assert_eq!(
@@ -190,7 +241,7 @@ fn n_steps_equal_a_resumed_run_bit_for_bit_on_the_cpu_for_every_solver() {
                 .step,
             5
         );
-        let (c, _) = go(&scene, &d("cut"), solver, n, Backend::Cpu, true, None).unwrap();
+        let (c, _) = go(scene, &d("cut"), solver, n, Backend::Cpu, true, None).unwrap();
 
         for (sim, what) in [(&b, "half + resume"), (&c, "cancelled + resume")] {
             eprintln!(
@@ -199,6 +250,12 @@ fn n_steps_equal_a_resumed_run_bit_for_bit_on_the_cpu_for_every_solver() {
             );
             assert_bits_eq(&sim.state.x, &a.state.x, &format!("{solver} {what} x"));
             assert_bits_eq(&sim.state.v, &a.state.v, &format!("{solver} {what} v"));
+            assert_eq!(sim.state.history.is_some(), history, "{solver} {what}");
+            assert_eq!(a.state.history.is_some(), history, "{solver} straight");
+            if let (Some(p), Some(q)) = (&sim.state.history, &a.state.history) {
+                assert_bits_eq(&p.x, &q.x, &format!("{solver} {what} previous x"));
+                assert_bits_eq(&p.v, &q.v, &format!("{solver} {what} previous v"));
+            }
             assert_eq!(
                 sim.state.t.to_bits(),
                 a.state.t.to_bits(),
@@ -211,11 +268,17 @@ fn n_steps_equal_a_resumed_run_bit_for_bit_on_the_cpu_for_every_solver() {
             assert_eq!(c.header.step, n);
             assert_bits_eq(&c.x, &ck.x, "checkpoint x");
             assert_bits_eq(&c.v, &ck.v, "checkpoint v");
+            assert_eq!(c.header.history, history);
+            assert_eq!(c.history.is_some(), history);
+            if let (Some(p), Some(q)) = (&c.history, &ck.history) {
+                assert_bits_eq(&p.x, &q.x, "checkpoint previous x");
+                assert_bits_eq(&p.v, &q.v, "checkpoint previous v");
+            }
         }
         assert_one_run(&d("half"), &d("straight"), n, &[0, 3, 4, 6, 8], n / 2);
         assert_one_run(&d("cut"), &d("straight"), n, &[0, 3, 5, 6, 8], 5);
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// The device solvers (Newton's element work on the GPU; JGS2/VBD entirely on it, f32):

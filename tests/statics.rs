@@ -193,11 +193,7 @@ fn static_gradient_matches_differences_of_the_energy() {
             *xi += rng.random_range(-2e-3..2e-3);
         }
     }
-    let state = State {
-        x: x.clone(),
-        v: vec![0.0; x.len()],
-        t: 0.0,
-    };
+    let state = State::new(x.clone(), vec![0.0; x.len()], 0.0);
     let p = StepProblem::new_static(m, &state, 1.0, 0.7);
     assert!(p.is_static());
     let mut g = vec![0.0; x.len()];

@@ -49,6 +49,8 @@ pub struct SparseCholesky {
     l_values: Vec<f64>,
     factored: bool,
     ordering: Ordering,
+    /// The custom permutation (forward, inverse) when the ordering made one.
+    perm: Option<(Vec<usize>, Vec<usize>)>,
 }
 
 impl std::fmt::Debug for SparseCholesky {
@@ -65,7 +67,6 @@ impl std::fmt::Debug for SparseCholesky {
 impl SparseCholesky {
     /// Symbolic analysis of `pattern` with the given ordering (once per pattern).
     pub fn analyze(pattern: std::sync::Arc<SymmetricPattern>, ordering: Ordering) -> Result<Self> {
-        let n = pattern.n();
         let perm = match ordering {
             Ordering::NestedDissection { block } => {
                 let (fwd, inv) = nested_dissection(&pattern, block)?;
@@ -73,6 +74,30 @@ impl SparseCholesky {
             }
             _ => None,
         };
+        Self::analyze_permuted(pattern, ordering, perm)
+    }
+
+    /// Symbolic analysis of `pattern` (same dimension) with *this* factor's fill-reducing
+    /// permutation: no new ordering is computed. For a pattern that grows a few entries (contact
+    /// couplings added to an elastic pattern) this keeps the ordering of the original and costs
+    /// only the elimination tree and column counts; with AMD the ordering is recomputed.
+    pub fn analyze_like(&self, pattern: std::sync::Arc<SymmetricPattern>) -> Result<Self> {
+        if pattern.n() != self.n() {
+            return Err(PrecomputeError::Invalid(format!(
+                "analyze_like: a {}×{0} pattern for a {}×{1} factor",
+                pattern.n(),
+                self.n()
+            )));
+        }
+        Self::analyze_permuted(pattern, self.ordering, self.perm.clone())
+    }
+
+    fn analyze_permuted(
+        pattern: std::sync::Arc<SymmetricPattern>,
+        ordering: Ordering,
+        perm: Option<(Vec<usize>, Vec<usize>)>,
+    ) -> Result<Self> {
+        let n = pattern.n();
         let ord = match (&perm, ordering) {
             (Some((fwd, inv)), _) => SymmetricOrdering::Custom(PermRef::new_checked(fwd, inv, n)),
             (None, Ordering::Identity) => SymmetricOrdering::Identity,
@@ -92,6 +117,7 @@ impl SparseCholesky {
             l_values,
             factored: false,
             ordering,
+            perm,
         })
     }
 

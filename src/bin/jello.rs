@@ -531,9 +531,11 @@ fn cmd_precompute(scene_path: PathBuf) -> Result<()> {
         );
         return Ok(());
     }
+    // The step the run's subspace is built for (2h/3 under BDF2: see
+    // `jello::runner::load_or_build_subspace`), so the run finds this artifact.
     let (sub, origin, warnings) = load_or_build(
         &built.model,
-        built.config.h,
+        built.model.integrator.steady_h(built.config.h),
         &built.config.subspace,
         cache.as_deref(),
     )?;

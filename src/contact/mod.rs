@@ -7,16 +7,20 @@
 //! model's bodies and triangle-mesh obstacles ([`mesh`]), the broad phase that finds
 //! point–triangle and edge–edge pairs closer than d̂ or swept within it ([`broad`]), and the
 //! exact triangle–triangle intersection check that certifies a state intersection-free
-//! ([`intersect`]). All f64 on the CPU, SI units (distances in m, squared distances in m²;
+//! ([`intersect`]) — and the contact potential that puts them together ([`potential`]), which
+//! [`crate::problem::StepProblem`] adds to a step's energy when the model has
+//! [`crate::problem::Model::contact`]. All f64 on the CPU, SI units (distances in m, squared distances in m²;
 //! positions are global-vertex-indexed `[[f64; 3]]` arrays in metres).
 
 pub mod barrier;
 pub mod broad;
 pub mod ccd;
 pub mod distance;
+pub mod friction;
 pub mod intersect;
 pub mod mesh;
 pub mod mollifier;
+pub mod potential;
 
 pub use broad::{
     candidates, candidates_with, face_pairs, Aabb, BroadParams, Candidates, GridStats,
@@ -25,3 +29,4 @@ pub use intersect::{
     check_intersection_free, faces_intersect, intersecting_pairs, triangles_intersect,
 };
 pub use mesh::{BodyKind, CollisionBody, CollisionMesh};
+pub use potential::{ContactPair, IpcContact};

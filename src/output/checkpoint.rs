@@ -1,9 +1,11 @@
 //! `checkpoint.bin`: the exact state of a run at its last frame, for `jello run --resume`.
 //!
-//! The step map of every solver is a function of (positions, velocities, time) alone: Newton
-//! refactors its Hessian every step, JGS2/VBD (CPU and device) rebuild their element caches and
-//! reset their "previous step" directions at each step's start, pins and forces depend on the
-//! time only. So these three, bit-exact, plus the step index continue the same trajectory.
+//! The step map of every solver is a function of (positions, velocities, time) alone — plus,
+//! under BDF2, the previous step's positions and velocities ([`crate::problem::History`]):
+//! Newton refactors its Hessian every step, JGS2/VBD (CPU and device) rebuild their element
+//! caches and reset their "previous step" directions at each step's start, pins and forces
+//! depend on the time only. So these, bit-exact, plus the step index continue the same
+//! trajectory.
 //!
 //! Layout (little endian):
 //!
@@ -16,17 +18,24 @@
 //! | 16+L     | 8     | time t, s (f64)                                      |
 //! | 24+L     | 8n    | positions x, m (f64; n = `header.dofs`)              |
 //! | 24+L+8n  | 8n    | velocities v, m/s (f64)                              |
+//! | 24+L+16n | 8n    | `header.history` only: previous positions xⁿ⁻¹, m    |
+//! | 24+L+24n | 8n    | `header.history` only: previous velocities vⁿ⁻¹, m/s |
 //! | end − 8  | 8     | FNV-1a-64 of every byte before it                    |
+//!
+//! Format 1 (before BDF2) had no `history` and is still read.
 
 use crate::error::{JelloError, Result};
+use crate::problem::History;
 use jello_precompute::artifact::fnv1a64;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// Magic bytes at the start of a checkpoint.
 pub const MAGIC: &[u8; 8] = b"JELLOCKP";
-/// Format version this build reads and writes.
-pub const VERSION: u32 = 1;
+/// Format version this build writes (2: the optional BDF2 history). It reads 1 and 2.
+pub const VERSION: u32 = 2;
+/// The oldest format this build reads (1: no history).
+const OLDEST_VERSION: u32 = 1;
 /// Largest header accepted when reading (a corrupt length must not allocate gigabytes).
 const MAX_HEADER: usize = 1 << 20;
 
@@ -98,6 +107,10 @@ pub struct CheckpointHeader {
     pub step: usize,
     /// Number of position (and velocity) values: 3 × vertices.
     pub dofs: usize,
+    /// Whether the previous step's positions and velocities follow the state (a BDF2 run
+    /// after its first step); absent in format 1.
+    #[serde(default)]
+    pub history: bool,
     /// What the trajectory depends on.
     pub identity: RunIdentity,
 }
@@ -113,6 +126,8 @@ pub struct Checkpoint {
     pub x: Vec<f64>,
     /// Velocities, m/s.
     pub v: Vec<f64>,
+    /// The previous step's positions and velocities, when `header.history`.
+    pub history: Option<History>,
 }
 
 impl Checkpoint {
@@ -126,15 +141,31 @@ impl Checkpoint {
                 self.v.len()
             )));
         }
+        if self.header.history != self.history.is_some() {
+            return Err(JelloError::Invalid(
+                "checkpoint: the header's history flag disagrees with the history held".into(),
+            ));
+        }
+        if let Some(p) = &self.history {
+            if p.x.len() != n || p.v.len() != n {
+                return Err(JelloError::Invalid(format!(
+                    "checkpoint: {} previous positions and {} previous velocities for {n} dofs",
+                    p.x.len(),
+                    p.v.len()
+                )));
+            }
+        }
         let header = serde_json::to_vec(&self.header)
             .map_err(|e| JelloError::Invalid(format!("checkpoint header: {e}")))?;
-        let mut b = Vec::with_capacity(16 + header.len() + 8 * (2 * n + 2));
+        let states = if self.history.is_some() { 4 } else { 2 };
+        let mut b = Vec::with_capacity(16 + header.len() + 8 * (states * n + 2));
         b.extend_from_slice(MAGIC);
         b.extend_from_slice(&VERSION.to_le_bytes());
         b.extend_from_slice(&(header.len() as u32).to_le_bytes());
         b.extend_from_slice(&header);
         b.extend_from_slice(&self.t.to_le_bytes());
-        for v in self.x.iter().chain(&self.v) {
+        let previous = self.history.iter().flat_map(|p| p.x.iter().chain(&p.v));
+        for v in self.x.iter().chain(&self.v).chain(previous) {
             b.extend_from_slice(&v.to_le_bytes());
         }
         let sum = fnv1a64(&b);
@@ -151,9 +182,10 @@ impl Checkpoint {
         }
         let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"));
         let version = u32_at(8);
-        if version != VERSION {
+        if !(OLDEST_VERSION..=VERSION).contains(&version) {
             return Err(bad(format!(
-                "checkpoint format {version}, this jello reads format {VERSION}"
+                "checkpoint format {version}, this jello reads formats {OLDEST_VERSION} to \
+                 {VERSION}"
             )));
         }
         let (body, sum) = b.split_at(b.len() - 8);
@@ -166,27 +198,48 @@ impl Checkpoint {
         }
         let header: CheckpointHeader =
             serde_json::from_slice(&b[16..16 + hl]).map_err(|e| bad(format!("header: {e}")))?;
+        if header.history && version < 2 {
+            return Err(bad(format!("header: format {version} has no history")));
+        }
         let n = header.dofs;
-        let expected = n.checked_mul(16).and_then(|d| d.checked_add(16 + hl + 8));
+        let states = if header.history { 4 } else { 2 };
+        let expected = n
+            .checked_mul(8 * states)
+            .and_then(|d| d.checked_add(16 + hl + 8));
         if expected != Some(body.len()) {
             return Err(bad(format!(
-                "{} bytes of state for {n} dofs",
-                body.len() - 16 - hl
+                "{} bytes of state for {n} dofs{}",
+                body.len() - 16 - hl,
+                if header.history { " with history" } else { "" }
             )));
         }
         let f = |o: usize| f64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
         let base = 16 + hl;
         let t = f(base);
-        let x: Vec<f64> = (0..n).map(|i| f(base + 8 + 8 * i)).collect();
-        let v: Vec<f64> = (0..n).map(|i| f(base + 8 + 8 * (n + i))).collect();
+        let block =
+            |j: usize| -> Vec<f64> { (0..n).map(|i| f(base + 8 + 8 * (j * n + i))).collect() };
+        let x = block(0);
+        let v = block(1);
+        let history = header.history.then(|| History {
+            x: block(2),
+            v: block(3),
+        });
+        let previous = history.iter().flat_map(|p| p.x.iter().chain(&p.v));
         if let Some(k) = std::iter::once(&t)
             .chain(&x)
             .chain(&v)
+            .chain(previous)
             .position(|v| !v.is_finite())
         {
             return Err(bad(format!("non-finite value at state index {k}")));
         }
-        Ok(Checkpoint { header, t, x, v })
+        Ok(Checkpoint {
+            header,
+            t,
+            x,
+            v,
+            history,
+        })
     }
 
     /// Reads and parses `path`.
@@ -211,6 +264,7 @@ mod tests {
                 jello_version: "test".into(),
                 step: 7,
                 dofs: 6,
+                history: false,
                 identity: RunIdentity {
                     scene_key: "00ff".into(),
                     solver: "newton".into(),
@@ -234,35 +288,104 @@ mod tests {
                 1e9 + 0.5,
                 -1.0,
             ],
+            history: None,
         }
+    }
+
+    /// [`sample`] with a BDF2 history.
+    fn sample_with_history() -> Checkpoint {
+        let mut c = sample();
+        c.header.history = true;
+        c.history = Some(History {
+            x: c.x.iter().map(|v| -v / 7.0).collect(),
+            v: c.v.iter().map(|v| v * 0.1 + 1e-300).collect(),
+        });
+        c
+    }
+
+    fn assert_same(back: &Checkpoint, c: &Checkpoint) {
+        assert_eq!(back.header, c.header);
+        assert_eq!(back.t.to_bits(), c.t.to_bits());
+        let all = |c: &Checkpoint| -> Vec<u64> {
+            let previous = c.history.iter().flat_map(|p| p.x.iter().chain(&p.v));
+            c.x.iter()
+                .chain(&c.v)
+                .chain(previous)
+                .map(|v| v.to_bits())
+                .collect()
+        };
+        assert_eq!(back.history.is_some(), c.history.is_some());
+        assert_eq!(all(back), all(c));
     }
 
     #[test]
     fn round_trips_bit_for_bit() {
-        let c = sample();
-        let b = c.to_bytes().unwrap();
-        let back = Checkpoint::from_bytes(Path::new("c.bin"), &b).unwrap();
-        assert_eq!(back.header, c.header);
-        assert_eq!(back.t.to_bits(), c.t.to_bits());
-        for (a, b) in back.x.iter().chain(&back.v).zip(c.x.iter().chain(&c.v)) {
-            assert_eq!(a.to_bits(), b.to_bits());
+        for c in [sample(), sample_with_history()] {
+            let b = c.to_bytes().unwrap();
+            let back = Checkpoint::from_bytes(Path::new("c.bin"), &b).unwrap();
+            assert_same(&back, &c);
         }
     }
 
     #[test]
     fn every_flipped_byte_or_truncation_is_a_one_line_error() {
-        let b = sample().to_bytes().unwrap();
-        for i in 0..b.len() {
-            let mut bad = b.clone();
-            bad[i] ^= 0x40;
-            let e = Checkpoint::from_bytes(Path::new("c.bin"), &bad)
-                .expect_err(&format!("byte {i} flipped was accepted"));
-            let msg = e.to_string();
-            assert!(msg.starts_with("c.bin:") && !msg.contains('\n'), "{msg}");
+        for c in [sample(), sample_with_history()] {
+            let b = c.to_bytes().unwrap();
+            for i in 0..b.len() {
+                let mut bad = b.clone();
+                bad[i] ^= 0x40;
+                let e = Checkpoint::from_bytes(Path::new("c.bin"), &bad)
+                    .expect_err(&format!("byte {i} flipped was accepted"));
+                let msg = e.to_string();
+                assert!(msg.starts_with("c.bin:") && !msg.contains('\n'), "{msg}");
+            }
+            for len in [0, 8, 23, b.len() / 2, b.len() - 1] {
+                assert!(Checkpoint::from_bytes(Path::new("c.bin"), &b[..len]).is_err());
+            }
         }
-        for len in [0, 8, 23, b.len() / 2, b.len() - 1] {
-            assert!(Checkpoint::from_bytes(Path::new("c.bin"), &b[..len]).is_err());
+    }
+
+    /// The bytes a format-1 writer made of `c` (version 1, the state without history; the
+    /// header without its `history` key unless `keep_key`).
+    fn format_1(c: &Checkpoint, keep_key: bool) -> Vec<u8> {
+        let mut header = serde_json::to_value(&c.header).unwrap();
+        if !keep_key {
+            header.as_object_mut().unwrap().remove("history");
         }
+        let header = serde_json::to_vec(&header).unwrap();
+        let mut b = Vec::new();
+        b.extend_from_slice(MAGIC);
+        b.extend_from_slice(&1u32.to_le_bytes());
+        b.extend_from_slice(&(header.len() as u32).to_le_bytes());
+        b.extend_from_slice(&header);
+        b.extend_from_slice(&c.t.to_le_bytes());
+        for v in c.x.iter().chain(&c.v) {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        let sum = fnv1a64(&b);
+        b.extend_from_slice(&sum.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn format_1_checkpoints_are_read_without_history() {
+        let c = sample();
+        let back = Checkpoint::from_bytes(Path::new("c.bin"), &format_1(&c, false)).unwrap();
+        assert_same(&back, &c);
+        // A history flag in a format-1 file is refused, not misread.
+        let e = Checkpoint::from_bytes(Path::new("c.bin"), &format_1(&sample_with_history(), true))
+            .unwrap_err();
+        assert!(e.to_string().contains("history"), "{e}");
+    }
+
+    #[test]
+    fn a_history_that_does_not_match_the_header_is_not_written() {
+        let mut c = sample_with_history();
+        c.header.history = false;
+        assert!(c.to_bytes().is_err());
+        let mut c = sample_with_history();
+        c.history.as_mut().unwrap().v.pop();
+        assert!(c.to_bytes().is_err());
     }
 
     #[test]

@@ -1,17 +1,21 @@
 //! The physics of one time step: the [`Model`] (mesh, per-element materials, lumped masses, pins,
-//! obstacles) and the implicit-Euler incremental potential [`StepProblem`]
+//! obstacles) and the incremental potential [`StepProblem`], for implicit Euler
 //!
 //! E(x) = ½‖x − x̃‖²_M / h² + Ψ(x) + B(x),  x̃ = xᵗ + h vᵗ + h² g,
 //!
-//! whose minimiser is x^{t+1} (then v^{t+1} = (x^{t+1} − xᵗ)/h). Ψ is the FEM elastic energy and B
-//! the IPC log-barrier against static obstacles. Pinned vertices follow kinematic scripts and are
-//! removed from the unknowns (their gradient rows are zero and Hessian rows identity).
+//! whose minimiser is x^{t+1} (then v^{t+1} = (x^{t+1} − xᵗ)/h), and for BDF2 the same with
+//! h → ĥ = 2h/3 in the inertia term and x̃ from the last two states ([`integrator`]). Ψ is the
+//! FEM elastic energy and B the IPC log-barrier against static obstacles, plus IPC contact
+//! between and within the bodies when the model has it ([`Model::contact`],
+//! [`crate::contact::IpcContact`]). Pinned vertices follow kinematic scripts and are removed from
+//! the unknowns (their gradient rows are zero and Hessian rows identity).
 
 mod char_norm;
 mod device_elastic;
 mod diagnose;
 mod geometry;
 mod hessian;
+pub mod integrator;
 mod invariants;
 mod model;
 mod obstacle;
@@ -27,6 +31,7 @@ pub use geometry::{
     TriangleFeature,
 };
 pub use hessian::HessianLayout;
+pub use integrator::{History, Integrator, StepScheme, INTEGRATORS};
 pub use invariants::{InversionPolicy, StateCheck};
 pub use model::{Body, Model, State, StrainLimit, STATIC_LOAD_FRACTION};
 pub use obstacle::{barrier as barrier_derivatives, BarrierParams, Obstacle};

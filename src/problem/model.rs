@@ -1,6 +1,10 @@
 //! The simulated model and its state.
 
-use super::{BarrierParams, CharacteristicNorm, ExternalForce, InversionPolicy, Obstacle, Pin};
+use super::{
+    BarrierParams, CharacteristicNorm, ExternalForce, History, Integrator, InversionPolicy,
+    Obstacle, Pin,
+};
+use crate::contact::{check_intersection_free, CollisionMesh, IpcContact};
 use crate::error::{JelloError, Result};
 use crate::material::{ElementRest, Material, MaterialModel};
 use crate::mesh::{surface, BoundarySurface, TetMesh};
@@ -53,6 +57,9 @@ pub struct Model {
     /// Whether a step may end with inverted elements (see [`InversionPolicy`]; default
     /// [`InversionPolicy::Forbid`], set with [`Model::with_inversion`]).
     pub inversion: InversionPolicy,
+    /// How dynamic steps discretise time (default [`Integrator::ImplicitEuler`], set with
+    /// [`Model::with_integrator`]).
+    pub integrator: Integrator,
     /// The boundary surface of all bodies (outward triangles), tested against obstacles.
     pub surface: BoundarySurface,
     /// Per vertex, the surface triangles it is a corner of: `surface_faces[surface_offsets[v]..
@@ -79,6 +86,10 @@ pub struct Model {
     /// principal stretches), or `None`; empty when no element has one (see
     /// [`Model::with_strain_limits`]).
     pub strain_limits: Vec<Option<StrainLimit>>,
+    /// IPC contact between the bodies' surfaces and with themselves (see
+    /// [`Model::with_contact`]); `None`: bodies pass through each other and only the
+    /// obstacles' barrier acts.
+    pub contact: Option<std::sync::Arc<IpcContact>>,
 }
 
 /// Hard strain limits of one element: every signed singular value σᵢ of its deformation
@@ -132,6 +143,21 @@ pub struct State {
     pub v: Vec<f64>,
     /// Time, s.
     pub t: f64,
+    /// The previous step's start (xⁿ⁻¹, vⁿ⁻¹) where the integrator needs it (BDF2 after its
+    /// first step, see [`super::integrator`]); `None` at t = 0 and under implicit Euler.
+    pub history: Option<History>,
+}
+
+impl State {
+    /// A state without history (the start of a run, or any implicit-Euler state).
+    pub fn new(x: Vec<f64>, v: Vec<f64>, t: f64) -> Self {
+        State {
+            x,
+            v,
+            t,
+            history: None,
+        }
+    }
 }
 
 impl Model {
@@ -220,6 +246,7 @@ impl Model {
             char_norm,
             forces: Vec::new(),
             inversion: InversionPolicy::default(),
+            integrator: Integrator::default(),
             surface,
             surface_offsets,
             surface_faces,
@@ -230,7 +257,67 @@ impl Model {
             edge_offsets,
             edge_list,
             strain_limits: Vec::new(),
+            contact: None,
         })
+    }
+
+    /// Turns on IPC contact (Li et al. 2020) between the bodies' boundary surfaces, with
+    /// activation distance `dhat` (m), each body colliding with itself where `self_contact[b]`
+    /// (one flag per body), and an optional fixed stiffness `kappa` (J/m⁴; default IPC's
+    /// adaptive κ). Refuses, with one line naming the objects, a model whose bodies intersect
+    /// each other or themselves at rest (an exact triangle–triangle test) or touch (a pair at
+    /// zero distance): the barrier is infinite there and no step could start.
+    ///
+    /// Pinned vertices jump to their scripted positions at the start of each step, outside the
+    /// CCD filter (which moves only free vertices): a script that carries a pinned surface
+    /// through another surface within one step is not caught. Keep scripted motion per step
+    /// well below the gap it must keep.
+    pub fn with_contact(
+        mut self,
+        dhat: f64,
+        self_contact: &[bool],
+        kappa: Option<f64>,
+    ) -> Result<Self> {
+        if self_contact.len() != self.bodies.len() {
+            return Err(JelloError::Invalid(format!(
+                "{} self-contact flags for {} bodies",
+                self_contact.len(),
+                self.bodies.len()
+            )));
+        }
+        let mut mesh = CollisionMesh::from_model(&self)?;
+        for (b, &on) in mesh.bodies.iter_mut().zip(self_contact) {
+            b.self_contact = on;
+        }
+        let x: Vec<f64> = self.mesh.positions.iter().flatten().copied().collect();
+        let ipc = IpcContact::new(mesh, &x, dhat, kappa)?;
+        let xs = ipc.positions(&x);
+        check_intersection_free(&ipc.mesh, &xs)?;
+        let pairs = ipc.active_pairs(&xs)?;
+        if let Some(p) = pairs
+            .iter()
+            .find(|p| crate::contact::potential::distance_sq(p, &xs) <= 0.0)
+        {
+            let body = |v: u32| {
+                let i = ipc.mesh.vertices.binary_search(&v).unwrap_or(0);
+                ipc.mesh.bodies[ipc.mesh.vertex_body[i] as usize]
+                    .name
+                    .clone()
+            };
+            let (a, b) = (body(p.ids[0]), body(p.ids[3]));
+            let what = if a == b {
+                format!("body `{a}` touches itself")
+            } else {
+                format!("bodies `{a}` and `{b}` touch")
+            };
+            return Err(JelloError::Invalid(format!(
+                "{what} at rest (vertices {:?} at zero distance): the barrier is infinite \
+                 there; move them apart",
+                p.ids
+            )));
+        }
+        self.contact = Some(std::sync::Arc::new(ipc));
+        Ok(self)
     }
 
     /// Sets hard strain limits per element (`None`: unlimited); errors when the length is not
@@ -303,6 +390,12 @@ impl Model {
         Ok(self)
     }
 
+    /// Sets the time integrator of dynamic steps ([`Integrator`]).
+    pub fn with_integrator(mut self, integrator: Integrator) -> Self {
+        self.integrator = integrator;
+        self
+    }
+
     /// The characteristic-norm tolerance of a static solve: min(ε, [`STATIC_LOAD_FRACTION`] ×
     /// the norm of the full load). The CN residual measures out-of-balance forces against the
     /// material's stiffness times the mesh's face areas, so a fixed ε = 1e-5 can exceed the
@@ -365,11 +458,11 @@ impl Model {
 
     /// The state at t = 0 with the given per-vertex initial velocities (m/s).
     pub fn initial_state(&self, velocity: &[[f64; 3]]) -> State {
-        State {
-            x: self.mesh.positions.iter().flatten().copied().collect(),
-            v: velocity.iter().flatten().copied().collect(),
-            t: 0.0,
-        }
+        State::new(
+            self.mesh.positions.iter().flatten().copied().collect(),
+            velocity.iter().flatten().copied().collect(),
+            0.0,
+        )
     }
 
     /// Total linear momentum Σ m v, kg·m/s.

@@ -1,10 +1,11 @@
-//! The incremental potential of one implicit-Euler step and its derivatives.
+//! The incremental potential of one time step (implicit Euler or BDF2, see
+//! [`super::integrator`]) and its derivatives.
 
 use super::obstacle::barrier;
 use super::surface_contact::{
     candidate_pairs, pairs_at_vertex, project_psd, PairEval, SurfacePair,
 };
-use super::{HessianLayout, Model, Obstacle, State};
+use super::{HessianLayout, Model, Obstacle, State, StepScheme};
 use crate::material::{
     dpdf_curvature, element_energy, element_gradient, element_hessian_filtered, EigenFilter,
 };
@@ -77,11 +78,45 @@ pub struct ElasticReference {
     pub magnitude: f64,
 }
 
-/// The step's energy reference: Ψ per element and the barrier at [`StepProblem::x_start`].
+/// The step's energy reference: Ψ per element and the barriers at [`StepProblem::x_start`].
 #[derive(Clone, Debug)]
 struct EnergyReference {
     elastic: ElasticReference,
+    /// The obstacle barrier, J.
     barrier: f64,
+    /// The IPC contact sum Σ m·b at κ = 1, m⁴ (κ may be raised during the step, see
+    /// [`StepProblem::raise_contact_stiffness`]).
+    contact: f64,
+}
+
+impl EnergyReference {
+    fn barriers_finite(&self) -> bool {
+        self.barrier.is_finite() && self.contact.is_finite()
+    }
+}
+
+/// IPC's contact stiffness κ (J/m⁴) of one step: set at the step's start, raised by Newton when
+/// a pair gets too close ([`StepProblem::raise_contact_stiffness`]); an atomic so the solvers
+/// can hold the problem by shared reference.
+#[derive(Debug, Default)]
+struct Stiffness(std::sync::atomic::AtomicU64);
+
+impl Stiffness {
+    fn get(&self) -> f64 {
+        f64::from_bits(self.0.load(std::sync::atomic::Ordering::Relaxed))
+    }
+    fn set(&self, k: f64) {
+        self.0
+            .store(k.to_bits(), std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Clone for Stiffness {
+    fn clone(&self) -> Self {
+        let s = Stiffness::default();
+        s.set(self.get());
+        s
+    }
 }
 
 fn corners(x: &[f64], tet: &[u32; 4]) -> [Vector3<f64>; 4] {
@@ -252,24 +287,33 @@ pub const STRICT_MIN_J: f64 = 1e-8;
 /// An axis-aligned box (lower, upper corner), m.
 type Bounds = (Vector3<f64>, Vector3<f64>);
 
-/// One time step's minimisation problem E(x) = ½‖x − x̃‖²_M / h² + Ψ(x) + B(x), or a static load
-/// increment E(x) = Ψ(x) + B(x) − f·x ([`StepProblem::new_static`]).
+/// One time step's minimisation problem E(x) = ½‖x − x̃‖²_M / ĥ² + Ψ(x) + B(x) (ĥ = h for
+/// implicit Euler, 2h/3 for BDF2: [`super::integrator`]), or a static load increment
+/// E(x) = Ψ(x) + B(x) − f·x ([`StepProblem::new_static`]).
 #[derive(Clone, Debug)]
 pub struct StepProblem<'a> {
     /// The model.
     pub model: &'a Model,
     /// Time step, s (a static solve's pseudo-time per increment: pins follow their scripts in
-    /// it, and the barrier keeps its κ·m/h² weight).
+    /// it). The obstacle barrier's weight is κ·m/h² with this h whatever the integrator (see
+    /// [`super::integrator`]); the inertia weight is [`Self::inertia`].
     pub h: f64,
     /// Time at the end of the step, s.
     pub t_end: f64,
     /// Positions at the start of the step, m.
     pub x_prev: Vec<f64>,
-    /// Inertial target x̃ = xᵗ + h vᵗ + h² g, m (xᵗ in a static solve, where it is unused).
+    /// Inertial target x̃ = x̂ + ĥ v̂ + ĥ² g (xᵗ + h vᵗ + h² g for implicit Euler), m, pinned
+    /// DOFs at their script targets (xᵗ in a static solve, where it is unused).
     pub x_tilde: Vec<f64>,
-    /// Inertia weight 1/h², 1/s²: the inertia term is ½ Σ_v m_v·`inertia`·|x_v − x̃_v|². Zero in
-    /// a static solve.
+    /// Inertia weight 1/ĥ², 1/s² (1/h² for implicit Euler, 9/(4h²) for BDF2): the inertia term
+    /// is ½ Σ_v m_v·`inertia`·|x_v − x̃_v|². Zero in a static solve.
     pub inertia: f64,
+    /// x̂, m: the base of the step's velocity, v^{t+1} = (x^{t+1} − x̂)/ĥ (xᵗ for implicit
+    /// Euler and static increments, 4/3 xᵗ − 1/3 xᵗ⁻¹ for BDF2). Solvers that need the
+    /// velocity an iterate implies (ADMM's friction) take it from here and [`Self::h_hat`].
+    pub x_hat: Vec<f64>,
+    /// ĥ, s: h for implicit Euler (and a static increment's pseudo-time), 2h/3 for BDF2.
+    pub h_hat: f64,
     /// Static load per DOF, N (gravity and forces times the increment's load fraction), whose
     /// potential −f·x replaces inertia; empty for a dynamic step.
     pub load: Vec<f64>,
@@ -286,28 +330,45 @@ pub struct StepProblem<'a> {
     pub strict_inversion: bool,
     /// Ψ and the barrier at `x_start`, made on first use by [`Self::energy_change`].
     reference: std::sync::OnceLock<EnergyReference>,
+    /// IPC contact stiffness κ, J/m⁴ (unused without [`Model::contact`]).
+    kappa: Stiffness,
 }
 
 impl<'a> StepProblem<'a> {
-    /// Sets up the implicit-Euler step from `state` with time step `h` (s).
+    /// Sets up the dynamic step from `state` with time step `h` (s) under the model's
+    /// integrator ([`StepScheme::new`]: BDF2 when the model asks for it and `state` has a
+    /// history, else implicit Euler).
     pub fn new(model: &'a Model, state: &State, h: f64) -> Self {
+        let scheme = StepScheme::new(model, state, h);
         let n = state.x.len();
         let g = model.gravity;
-        let mut x_tilde: Vec<f64> = (0..n)
-            .map(|k| state.x[k] + h * state.v[k] + h * h * g[k % 3])
-            .collect();
-        // External forces: x̃ += h² f_v / m_v, with the total force split by mass.
+        let hh = scheme.h_hat;
+        let mut x_tilde: Vec<f64> = if scheme.bdf2 {
+            (0..n)
+                .map(|k| scheme.x_hat[k] + hh * scheme.v_hat[k] + hh * hh * g[k % 3])
+                .collect()
+        } else {
+            // Implicit Euler, written as it always was (x̂ = xᵗ, v̂ = vᵗ, ĥ = h): the same bits.
+            (0..n)
+                .map(|k| state.x[k] + h * state.v[k] + h * h * g[k % 3])
+                .collect()
+        };
+        // External forces: x̃ += ĥ² f_v / m_v, with the total force split by mass.
         for f in model.forces.iter().filter(|f| f.active(state.t)) {
             let m_total: f64 = f.vertices.iter().map(|&v| model.mass[v as usize]).sum();
             if m_total > 0.0 {
                 for &v in &f.vertices {
                     for k in 0..3 {
-                        x_tilde[3 * v as usize + k] += h * h * f.force[k] / m_total;
+                        x_tilde[3 * v as usize + k] += hh * hh * f.force[k] / m_total;
                     }
                 }
             }
         }
-        Self::assemble_step(model, state, h, x_tilde, 1.0 / (h * h), Vec::new())
+        let inertia = scheme.inertia();
+        let mut prob = Self::assemble_step(model, state, h, x_tilde, inertia, Vec::new());
+        prob.x_hat = scheme.x_hat;
+        prob.h_hat = hh;
+        prob
     }
 
     /// A static load increment from `state`: no inertia; the load is `fraction` (0..=1) of
@@ -368,12 +429,16 @@ impl<'a> StepProblem<'a> {
             x_prev: state.x.clone(),
             x_tilde: x_tilde.clone(),
             inertia,
+            x_hat: state.x.clone(),
+            h_hat: h,
             load,
             fixed,
             x_start: Vec::new(),
             strict_inversion: false,
             reference: std::sync::OnceLock::new(),
+            kappa: Stiffness::default(),
         };
+        prob.kappa.set(prob.initial_kappa_bound());
         let mut base = state.x.clone();
         for k in 0..n {
             if prob.fixed[k] {
@@ -402,14 +467,8 @@ impl<'a> StepProblem<'a> {
         // inertia's large constant does not decide). The chosen point's Ψ per element is the
         // step's energy reference (every `ElasticTerms` evaluates Ψ with the model's f64
         // elements).
-        let at_base = EnergyReference {
-            elastic: model.elastic_reference(&base),
-            barrier: prob.barrier_energy(&base),
-        };
-        let at_pred = EnergyReference {
-            elastic: model.elastic_reference(&predicted),
-            barrier: prob.barrier_energy(&predicted),
-        };
+        let at_base = prob.reference_at(model.elastic_reference(&base), &base);
+        let at_pred = prob.reference_at(model.elastic_reference(&predicted), &predicted);
         let diff = prob.inertia_difference(&base, &predicted)
             + at_pred
                 .elastic
@@ -418,7 +477,7 @@ impl<'a> StepProblem<'a> {
                 .zip(&at_base.elastic.per_element)
                 .map(|(p, b)| p - b)
                 .sum::<f64>()
-            + (at_pred.barrier - at_base.barrier);
+            + prob.barrier_change(&at_base, &at_pred);
         let (x_start, reference) = if diff.is_finite() && diff <= 0.0 {
             (predicted, at_pred)
         } else {
@@ -458,10 +517,7 @@ impl<'a> StepProblem<'a> {
             None,
             self.x_start.clone(),
             self.new_inversions(&self.x_start),
-            EnergyReference {
-                elastic: m.elastic_reference(&self.x_start),
-                barrier: self.barrier_energy(&self.x_start),
-            },
+            self.reference_at(m.elastic_reference(&self.x_start), &self.x_start),
         )];
         for (i, mut x) in candidates.into_iter().enumerate() {
             if x.len() != n || x.iter().any(|v| !v.is_finite()) {
@@ -472,18 +528,15 @@ impl<'a> StepProblem<'a> {
                     *xk = target;
                 }
             }
-            let reference = EnergyReference {
-                elastic: m.elastic_reference(&x),
-                barrier: self.barrier_energy(&x),
-            };
-            if reference.elastic.total.is_finite() && reference.barrier.is_finite() {
+            let reference = self.reference_at(m.elastic_reference(&x), &x);
+            if reference.elastic.total.is_finite() && reference.barriers_finite() {
                 let inverted = self.new_inversions(&x);
                 entries.push((Some(i), x, inverted, reference));
             }
         }
         // Energies relative to the first finite entry, term by term (x_start's own energy is
         // infinite when an inverted element has an energy barrier, e.g. neo-Hookean).
-        let finite = |r: &EnergyReference| r.elastic.total.is_finite() && r.barrier.is_finite();
+        let finite = |r: &EnergyReference| r.elastic.total.is_finite() && r.barriers_finite();
         let base = entries.iter().position(|e| finite(&e.3))?;
         let energy = |e: &(Option<usize>, Vec<f64>, usize, EnergyReference)| {
             if !finite(&e.3) {
@@ -498,7 +551,7 @@ impl<'a> StepProblem<'a> {
                     .zip(&r.3.elastic.per_element)
                     .map(|(c, r)| c - r)
                     .sum::<f64>()
-                + (e.3.barrier - r.3.barrier)
+                + self.barrier_change(&r.3, &e.3)
         };
         let keys: Vec<(usize, f64)> = entries.iter().map(|e| (e.2, energy(e))).collect();
         let best = (0..entries.len())
@@ -531,7 +584,7 @@ impl<'a> StepProblem<'a> {
     pub fn start_is_finite(&self, elastic: &dyn ElasticTerms) -> bool {
         let r = self.reference(elastic);
         r.elastic.total.is_finite()
-            && r.barrier.is_finite()
+            && r.barriers_finite()
             && self.inertia_energy(&self.x_start).is_finite()
             && self.x_start.iter().all(|v| v.is_finite())
     }
@@ -541,7 +594,7 @@ impl<'a> StepProblem<'a> {
         self.inertia == 0.0
     }
 
-    /// Inertia term ½ Σ_v m_v·inertia·|x_v − x̃_v|² (½‖x − x̃‖²_M / h² for a dynamic step), minus
+    /// Inertia term ½ Σ_v m_v·inertia·|x_v − x̃_v|² (½‖x − x̃‖²_M / ĥ² for a dynamic step), minus
     /// the static load's work f·x in a static increment, J.
     pub fn inertia_energy(&self, x: &[f64]) -> f64 {
         let w = self.inertia;
@@ -590,20 +643,21 @@ impl<'a> StepProblem<'a> {
     /// E(x_b) − E(x_a), J, summed per element and per vertex so that no large constant cancels
     /// (+∞ when x_b is infeasible).
     pub fn energy_difference(&self, elastic: &dyn ElasticTerms, xa: &[f64], xb: &[f64]) -> f64 {
-        let b = self.barrier_energy(xb);
-        if !b.is_finite() {
+        let b = self.barrier_parts(xb);
+        if !(b.0.is_finite() && b.1.is_finite()) {
             return f64::INFINITY;
         }
+        let a = self.barrier_parts(xa);
         let reference = elastic.elastic_reference(xa);
         self.inertia_difference(xa, xb)
             + elastic.elastic_energy_change(xb, &reference)
-            + (b - self.barrier_energy(xa))
+            + (b.0 - a.0)
+            + self.kappa() * (b.1 - a.1)
     }
 
     fn reference(&self, elastic: &dyn ElasticTerms) -> &EnergyReference {
-        self.reference.get_or_init(|| EnergyReference {
-            elastic: elastic.elastic_reference(&self.x_start),
-            barrier: self.barrier_energy(&self.x_start),
+        self.reference.get_or_init(|| {
+            self.reference_at(elastic.elastic_reference(&self.x_start), &self.x_start)
         })
     }
 
@@ -612,14 +666,15 @@ impl<'a> StepProblem<'a> {
     /// step). Line searches compare these, so acceptance never depends on the absolute energy's
     /// size. +∞ when `x` is infeasible.
     pub fn energy_change(&self, elastic: &dyn ElasticTerms, x: &[f64]) -> f64 {
-        let b = self.barrier_energy(x);
-        if !b.is_finite() {
+        let b = self.barrier_parts(x);
+        if !(b.0.is_finite() && b.1.is_finite()) {
             return f64::INFINITY;
         }
         let r = self.reference(elastic);
         self.inertia_difference(&self.x_start, x)
             + elastic.elastic_energy_change(x, &r.elastic)
-            + (b - r.barrier)
+            + (b.0 - r.barrier)
+            + self.kappa() * (b.1 - r.contact)
     }
 
     /// Round-off allowance (J) of a comparison between energy changes near `e` (J) evaluated
@@ -644,11 +699,186 @@ impl<'a> StepProblem<'a> {
                 inertia += 0.5 * m * w * s;
             }
         }
-        1e-13 * (e.abs() + r.elastic.magnitude + r.barrier.abs())
+        1e-13 * (e.abs() + r.elastic.magnitude + r.barrier.abs() + self.kappa() * r.contact)
             + 1e-14 * self.model.energy_scale
             + 8.0 * f64::EPSILON * inertia
     }
 
+    /// IPC's contact stiffness κ of this step, J/m⁴ (0 without [`Model::contact`]).
+    pub fn kappa(&self) -> f64 {
+        self.kappa.get()
+    }
+
+    /// κ's bounds ([`crate::contact::barrier::stiffness_bounds`]) for this step: the mass scale
+    /// is the mean vertex mass times the inertia weight (1/h² in a dynamic step; a static
+    /// increment, which has no inertia, uses 1/h² of its pseudo-time step).
+    fn kappa_bounds(&self) -> Option<crate::contact::barrier::StiffnessBounds> {
+        let ipc = self.model.contact.as_ref()?;
+        let n = self.model.mass.len().max(1) as f64;
+        let mean_mass = self.model.mass.iter().sum::<f64>() / n;
+        let w = if self.inertia > 0.0 {
+            self.inertia
+        } else {
+            1.0 / (self.h * self.h)
+        };
+        Some(ipc.stiffness_bounds(mean_mass * w))
+    }
+
+    /// κ before [`Self::init_contact_stiffness`]: the fixed κ if the scene sets one, else κ_min.
+    fn initial_kappa_bound(&self) -> f64 {
+        match (&self.model.contact, self.kappa_bounds()) {
+            (Some(ipc), Some(b)) => ipc.kappa.unwrap_or(b.min),
+            _ => 0.0,
+        }
+    }
+
+    /// Sets κ for the step as IPC does: the value that best balances the incremental
+    /// potential's gradient against the contact gradient at `x_start`, clamped to
+    /// [κ_min, κ_max] ([`crate::contact::barrier::initial_stiffness`]); κ_min when no pair is
+    /// active. A fixed κ from the scene is kept. Returns κ (J/m⁴).
+    pub fn init_contact_stiffness(&self, elastic: &dyn ElasticTerms) -> f64 {
+        let (Some(ipc), Some(bounds)) = (&self.model.contact, self.kappa_bounds()) else {
+            return 0.0;
+        };
+        if let Some(k) = ipc.kappa {
+            self.kappa.set(k);
+            return k;
+        }
+        let x = &self.x_start;
+        let xs = ipc.positions(x);
+        let pairs = ipc.active_pairs(&xs).unwrap_or_default();
+        let mut gb = vec![0.0; x.len()];
+        if !pairs.is_empty() && ipc.energy_unit(&pairs, &xs).is_finite() {
+            ipc.add_gradient(&pairs, &xs, 1.0, &mut gb);
+        }
+        for (g, &f) in gb.iter_mut().zip(&self.fixed) {
+            if f {
+                *g = 0.0;
+            }
+        }
+        let k = if gb.iter().all(|&g| g == 0.0) {
+            bounds.min
+        } else {
+            self.kappa.set(0.0);
+            let mut ge = vec![0.0; x.len()];
+            self.gradient(elastic, x, &mut ge);
+            crate::contact::barrier::initial_stiffness(&ge, &gb, bounds)
+        };
+        self.kappa.set(k);
+        k
+    }
+
+    /// IPC's κ raise after a Newton iteration: doubles κ (up to κ_max) when the smallest pair
+    /// distance at `x` and the previous one (`prev_min_sq`, m², updated here) are both below
+    /// the raise gap and still shrinking ([`crate::contact::barrier::raise_stiffness`]).
+    /// Returns whether κ changed (the energy and gradient at `x` must then be re-evaluated).
+    pub fn raise_contact_stiffness(&self, x: &[f64], prev_min_sq: &mut f64) -> bool {
+        let (Some(ipc), Some(bounds)) = (&self.model.contact, self.kappa_bounds()) else {
+            return false;
+        };
+        if ipc.kappa.is_some() {
+            return false;
+        }
+        let xs = ipc.positions(x);
+        let min_sq = ipc
+            .active_pairs(&xs)
+            .map(|p| ipc.min_distance_sq(&p, &xs))
+            .unwrap_or(f64::INFINITY);
+        let k = self.kappa();
+        let raised = crate::contact::barrier::raise_stiffness(
+            k,
+            bounds.max,
+            *prev_min_sq,
+            min_sq,
+            ipc.bbox_diagonal,
+        );
+        *prev_min_sq = min_sq;
+        if raised != k {
+            self.kappa.set(raised);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The IPC contact pairs' PSD-projected Hessians κ·∇²(m·b) at `x` (N/m), with their
+    /// stencils (global collision-mesh ids: ids ≥ the model's vertex count are obstacle
+    /// vertices, without degrees of freedom). Empty without contact.
+    pub fn contact_hessian_blocks(&self, x: &[f64]) -> Vec<([u32; 4], SMatrix<f64, 12, 12>)> {
+        let Some(ipc) = &self.model.contact else {
+            return Vec::new();
+        };
+        let xs = ipc.positions(x);
+        match ipc.active_pairs(&xs) {
+            Ok(pairs) => ipc.hessian_blocks(&pairs, &xs, self.kappa()),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// The vertex pairs `(a, b)`, a < b, free model vertices, that `blocks` couple: the
+    /// off-diagonal 3×3 blocks a matrix needs to hold them (sorted, unique).
+    pub fn contact_couplings(&self, blocks: &[([u32; 4], SMatrix<f64, 12, 12>)]) -> Vec<[u32; 2]> {
+        let n = self.model.num_vertices();
+        let free = |v: u32| (v as usize) < n && !self.fixed[3 * v as usize];
+        let mut out: Vec<[u32; 2]> = blocks
+            .iter()
+            .flat_map(|(ids, _)| {
+                let mut v = Vec::with_capacity(6);
+                for a in 0..4 {
+                    for b in a + 1..4 {
+                        let (p, q) = (ids[a].min(ids[b]), ids[a].max(ids[b]));
+                        if p != q && free(p) && free(q) {
+                            v.push([p, q]);
+                        }
+                    }
+                }
+                v
+            })
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Adds `blocks` ([`Self::contact_hessian_blocks`]) into `out`, skipping pinned and obstacle
+    /// DOFs; errors when `out`'s pattern lacks an entry (it must hold
+    /// [`Self::contact_couplings`]).
+    pub fn add_contact_hessian(
+        &self,
+        blocks: &[([u32; 4], SMatrix<f64, 12, 12>)],
+        out: &mut SymSparse,
+    ) -> crate::error::Result<()> {
+        let n = self.model.num_vertices();
+        let pattern = out.pattern().clone();
+        let values = out.values_mut();
+        for (ids, h) in blocks {
+            for (a, &va) in ids.iter().enumerate() {
+                for (b, &vb) in ids.iter().enumerate() {
+                    if va as usize >= n || vb as usize >= n {
+                        continue;
+                    }
+                    for i in 0..3 {
+                        for j in 0..3 {
+                            let (r, c) = (3 * va as usize + i, 3 * vb as usize + j);
+                            if r > c || self.fixed[r] || self.fixed[c] {
+                                continue;
+                            }
+                            let k = pattern.find(r, c).ok_or_else(|| {
+                                crate::error::JelloError::Solver(format!(
+                                    "contact Hessian: entry ({r}, {c}) is not in the pattern"
+                                ))
+                            })?;
+                            values[k] += h[(3 * a + i, 3 * b + j)];
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// κ·m_v/h² with the real step h, not 1/ĥ²: the barrier is a force potential of the ODE,
+    /// which BDF2 discretises without changing it (see [`super::integrator`]).
     fn barrier_weight(&self, v: usize) -> f64 {
         self.model.barrier.kappa * self.model.mass[v] / (self.h * self.h)
     }
@@ -677,9 +907,49 @@ impl<'a> StepProblem<'a> {
             .collect()
     }
 
-    /// Obstacle barrier energy B(x), J (+∞ if any vertex is on or inside an obstacle, or a
-    /// surface primitive touches a sphere or box).
+    /// Barrier energy B(x), J: the obstacles' plus IPC contact's at the current κ (+∞ if any
+    /// vertex is on or inside an obstacle, a surface primitive touches a sphere or box, or two
+    /// surface primitives touch).
     pub fn barrier_energy(&self, x: &[f64]) -> f64 {
+        let (b, c) = self.barrier_parts(x);
+        b + self.kappa() * c
+    }
+
+    /// The obstacle barrier (J) and the IPC contact sum Σ m·b at κ = 1 (m⁴; 0 without
+    /// contact) at `x`.
+    fn barrier_parts(&self, x: &[f64]) -> (f64, f64) {
+        let c = match &self.model.contact {
+            Some(ipc) => {
+                let xs = ipc.positions(x);
+                match ipc.active_pairs(&xs) {
+                    Ok(pairs) => ipc.energy_unit(&pairs, &xs),
+                    // Only a non-finite position fails the broad phase.
+                    Err(_) => f64::INFINITY,
+                }
+            }
+            None => 0.0,
+        };
+        (self.obstacle_barrier_energy(x), c)
+    }
+
+    /// E(b) − E(a) of the barriers between two references, at the current κ.
+    fn barrier_change(&self, a: &EnergyReference, b: &EnergyReference) -> f64 {
+        (b.barrier - a.barrier) + self.kappa() * (b.contact - a.contact)
+    }
+
+    /// An energy reference from Ψ's at `x`.
+    fn reference_at(&self, elastic: ElasticReference, x: &[f64]) -> EnergyReference {
+        let (barrier, contact) = self.barrier_parts(x);
+        EnergyReference {
+            elastic,
+            barrier,
+            contact,
+        }
+    }
+
+    /// Obstacle barrier energy, J (+∞ if any vertex is on or inside an obstacle, or a surface
+    /// primitive touches a sphere or box).
+    fn obstacle_barrier_energy(&self, x: &[f64]) -> f64 {
         if self.model.obstacles.is_empty() {
             return 0.0;
         }
@@ -751,7 +1021,8 @@ impl<'a> StepProblem<'a> {
     pub fn gradient(&self, elastic: &dyn ElasticTerms, x: &[f64], g: &mut [f64]) -> f64 {
         g.iter_mut().for_each(|v| *v = 0.0);
         let e = elastic.elastic_gradient(x, g) + self.inertia_energy(x);
-        e + self.add_vertex_terms(x, g)
+        let (b, c) = self.add_vertex_terms(x, g);
+        e + b + self.kappa() * c
     }
 
     /// E(x) and ∇E into `g` as [`Self::gradient`], and E(x) − E(x_start) as
@@ -767,18 +1038,23 @@ impl<'a> StepProblem<'a> {
         g.iter_mut().for_each(|v| *v = 0.0);
         let r = self.reference(elastic);
         let (psi, dpsi) = elastic.elastic_gradient_and_change(x, g, &r.elastic);
-        let b = self.add_vertex_terms(x, g);
-        let e = psi + self.inertia_energy(x) + b;
-        if !b.is_finite() {
+        let (b, c) = self.add_vertex_terms(x, g);
+        let k = self.kappa();
+        let e = psi + self.inertia_energy(x) + b + k * c;
+        if !(b.is_finite() && c.is_finite()) {
             return (e, f64::INFINITY);
         }
-        let change = self.inertia_difference(&self.x_start, x) + dpsi + (b - r.barrier);
+        let change = self.inertia_difference(&self.x_start, x)
+            + dpsi
+            + (b - r.barrier)
+            + k * (c - r.contact);
         (e, change)
     }
 
-    /// Adds the inertia (or load), vertex-barrier and surface-pair gradients to `g` and zeroes
-    /// pinned DOFs; returns the barrier energy B(x), J.
-    fn add_vertex_terms(&self, x: &[f64], g: &mut [f64]) -> f64 {
+    /// Adds the inertia (or load), vertex-barrier, surface-pair and IPC contact gradients to `g`
+    /// and zeroes pinned DOFs; returns the obstacle barrier energy (J) and the contact sum at
+    /// κ = 1 (m⁴).
+    fn add_vertex_terms(&self, x: &[f64], g: &mut [f64]) -> (f64, f64) {
         let mut e = 0.0;
         let w = self.inertia;
         for (v, m) in self.model.mass.iter().enumerate() {
@@ -813,12 +1089,22 @@ impl<'a> StepProblem<'a> {
                 }
             }
         }
+        let mut contact = 0.0;
+        if let Some(ipc) = &self.model.contact {
+            let xs = ipc.positions(x);
+            contact = match ipc.active_pairs(&xs) {
+                Ok(pairs) if ipc.energy_unit(&pairs, &xs).is_finite() => {
+                    ipc.add_gradient(&pairs, &xs, self.kappa(), g)
+                }
+                _ => f64::INFINITY,
+            };
+        }
         for (gk, &f) in g.iter_mut().zip(&self.fixed) {
             if f {
                 *gk = 0.0;
             }
         }
-        e
+        (e, contact)
     }
 
     /// Fills `out` with the PSD-projected Hessian of E at `x` (element ∂P/∂F eigenvalues clamped
@@ -887,7 +1173,7 @@ impl<'a> StepProblem<'a> {
         })
     }
 
-    /// The per-vertex 3×3 block of the Hessian besides the elements' (N/m): inertia m_v/h²·I
+    /// The per-vertex 3×3 block of the Hessian besides the elements' (N/m): inertia m_v/ĥ²·I
     /// and the vertex barrier's PSD block at `x` as [`Self::assemble`] adds them; zero for a
     /// pinned vertex. (Surface pairs couple vertices: they are not in it.)
     pub fn vertex_block(&self, x: &[f64], v: usize) -> nalgebra::Matrix3<f64> {
@@ -928,6 +1214,18 @@ impl<'a> StepProblem<'a> {
                 }
             }
             q += (dp.transpose() * h9 * dp)[(0, 0)];
+        }
+        let n = self.model.num_vertices();
+        for (ids, h) in self.contact_hessian_blocks(x) {
+            let mut dp = nalgebra::SVector::<f64, 12>::zeros();
+            for (a, &va) in ids.iter().enumerate() {
+                if (va as usize) < n {
+                    for i in 0..3 {
+                        dp[3 * a + i] = d[3 * va as usize + i];
+                    }
+                }
+            }
+            q += (dp.transpose() * h * dp)[(0, 0)];
         }
         q
     }
@@ -1033,6 +1331,8 @@ impl<'a> StepProblem<'a> {
     /// impact, as in IPC), and for spheres and boxes — which can slip between vertices — every
     /// surface triangle (a conservative additive-CCD time of impact,
     /// [`Obstacle::triangle_time_of_impact`]).
+    /// With IPC contact ([`Model::contact`]) also every surface pair that could meet along the
+    /// step (additive CCD, [`crate::contact::IpcContact::max_step`]).
     pub fn max_obstacle_step(&self, x: &[f64], dx: &[f64]) -> f64 {
         let mut alpha = 1.0f64;
         for v in 0..self.model.num_vertices() {
@@ -1048,7 +1348,12 @@ impl<'a> StepProblem<'a> {
                 }
             }
         }
-        alpha.min(self.surface_step(x, dx, alpha))
+        let alpha = alpha.min(self.surface_step(x, dx, alpha));
+        match &self.model.contact {
+            // Only a non-finite position or step fails the broad phase: no step then.
+            Some(ipc) => ipc.max_step(x, dx, alpha).unwrap_or(0.0),
+            None => alpha,
+        }
     }
 
     /// The largest α ≤ `limit` keeping every surface triangle out of every bounded obstacle

@@ -286,9 +286,25 @@ impl Run {
                     sim.state.x.len()
                 )));
             }
+            if sim.model.integrator.keeps_history() && c.header.step > 0 && c.history.is_none() {
+                return Err(dir_error(
+                    dir.expect("resume has a directory"),
+                    format!(
+                        "--resume: the checkpoint of step {} holds no previous state, which \
+                         `integrator = \"{}\"` needs; use --overwrite to start again",
+                        c.header.step,
+                        sim.model.integrator.name()
+                    ),
+                ));
+            }
             sim.state.x.clone_from(&c.x);
             sim.state.v.clone_from(&c.v);
             sim.state.t = c.t;
+            sim.state.history = if sim.model.integrator.keeps_history() {
+                c.history.clone()
+            } else {
+                None
+            };
             sim.steps = c.header.step;
         }
 

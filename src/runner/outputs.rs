@@ -218,11 +218,13 @@ impl RunWriter {
                 jello_version: env!("CARGO_PKG_VERSION").into(),
                 step,
                 dofs: s.x.len(),
+                history: s.history.is_some(),
                 identity: self.identity.clone(),
             },
             t: s.t,
             x: s.x.clone(),
             v: s.v.clone(),
+            history: s.history.clone(),
         }
         .write(&self.dir.join(CHECKPOINT))?;
         self.manifest.frames.push(FrameEntry { step, time: s.t });

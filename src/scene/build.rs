@@ -9,8 +9,8 @@ use crate::limits::{
 use crate::material::{Material, MaterialModel};
 use crate::mesh::{ball, box_grid, read_mesh, TetMesh};
 use crate::problem::{
-    BarrierParams, Body, ExternalForce, InversionPolicy, Model, Obstacle, Phase, Pin, Script,
-    StrainLimit,
+    BarrierParams, Body, ExternalForce, Integrator, InversionPolicy, Model, Obstacle, Phase, Pin,
+    Script, StrainLimit, INTEGRATORS,
 };
 use crate::solver::admm::{ContactParams, ContactVariant, ProxKind};
 use crate::solver::jgs2::SubspaceOptions;
@@ -283,7 +283,21 @@ impl Scene {
             .bounding_box()
             .map(|(lo, hi)| (Vector3::from(hi) - Vector3::from(lo)).norm())
             .unwrap_or(1.0);
-        let dhat = s.contact.dhat.unwrap_or(1e-3 * diag);
+        let dhat = match (s.contact.dhat, s.contact.dhat_relative) {
+            (Some(_), Some(_)) => {
+                return Err(cx.err(
+                    "contact.dhat_relative",
+                    "give d̂ either in metres (dhat) or relative to the bounding-box diagonal \
+                     (dhat_relative), not both",
+                ))
+            }
+            (Some(d), None) => d,
+            (None, Some(r)) => {
+                cx.positive("contact.dhat_relative", r, "")?;
+                r * diag
+            }
+            (None, None) => 1e-3 * diag,
+        };
         cx.positive("contact.dhat", dhat, " m")?;
         cx.positive("contact.kappa", s.contact.kappa, "")?;
         let model = Model::new(
@@ -317,10 +331,47 @@ impl Scene {
         let model = model
             .with_inversion(policy)
             .map_err(|e| cx.err("simulation.inversion", e.to_string()))?;
+        let integrator = match s.simulation.integrator.as_deref() {
+            None => Integrator::default(),
+            Some(name) => Integrator::parse(name).ok_or_else(|| {
+                cx.err(
+                    "simulation.integrator",
+                    format!(
+                        "unknown integrator `{name}` (expected {})",
+                        INTEGRATORS.join(" or ")
+                    ),
+                )
+            })?,
+        };
+        if integrator != Integrator::ImplicitEuler && s.simulation.static_solve {
+            return Err(cx.err(
+                "simulation.integrator",
+                format!(
+                    "`{}` integrates dynamics; a static solve (`static = true`) has no time \
+                     integrator",
+                    integrator.name()
+                ),
+            ));
+        }
+        let model = model.with_integrator(integrator);
         let limited = limits.iter().any(Option::is_some);
         let model = model
             .with_strain_limits(limits)
             .map_err(|e| cx.err("objects", e.to_string()))?;
+        let model = if s.contact.ipc {
+            if let Some(k) = s.contact.ipc_kappa {
+                cx.positive("contact.ipc_kappa", k, " J/m⁴")?;
+            }
+            let flags = vec![s.contact.self_contact; model.bodies.len()];
+            model
+                .with_contact(dhat, &flags, s.contact.ipc_kappa)
+                .map_err(|e| cx.err("contact.ipc", e.to_string()))?
+        } else {
+            if s.contact.ipc_kappa.is_some() {
+                return Err(cx.err("contact.ipc_kappa", "applies only with contact.ipc = true"));
+            }
+            model
+        };
         if let Some(sd) = config.subdomains {
             let ne = model.mesh.num_tets();
             if config.solver != "dot" {

@@ -64,6 +64,11 @@ pub struct SimulationSpec {
     /// and the forces, pins at their script positions at k·h (default false).
     #[serde(default, rename = "static")]
     pub static_solve: bool,
+    /// Time integrator of a dynamic run: `implicit_euler` (default; first order) or `bdf2`
+    /// (second order, less numerical damping; its first step is implicit Euler). See
+    /// [`crate::problem::integrator`]. Not for static solves.
+    #[serde(default)]
+    pub integrator: Option<String>,
 }
 
 /// `[solver]`.
@@ -568,23 +573,41 @@ pub enum ObstacleSpec {
     },
 }
 
-/// `[contact]`: the IPC barrier.
+/// `[contact]`: the IPC barrier against obstacles, and IPC contact between and within objects.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ContactSpec {
-    /// Activation distance d̂, m (default 1e-3 × the scene's bounding-box diagonal).
+    /// Activation distance d̂, m (default 1e-3 × the scene's bounding-box diagonal; at most one
+    /// of `dhat` and `dhat_relative`).
     #[serde(default)]
     pub dhat: Option<f64>,
-    /// Dimensionless barrier stiffness κ, scaled per vertex by m/h² (default 1).
+    /// Activation distance d̂ as a fraction of the scene's bounding-box diagonal (> 0).
+    #[serde(default)]
+    pub dhat_relative: Option<f64>,
+    /// Dimensionless obstacle barrier stiffness κ, scaled per vertex by m/h² (default 1).
     #[serde(default = "default_one")]
     pub kappa: f64,
+    /// IPC contact between the objects' surfaces and within each (default false: objects pass
+    /// through each other). Solver newton only.
+    #[serde(default)]
+    pub ipc: bool,
+    /// With `ipc`: each object also collides with itself (default true).
+    #[serde(default = "default_true")]
+    pub self_contact: bool,
+    /// With `ipc`: a fixed contact stiffness κ, J/m⁴ (default: IPC's adaptive κ).
+    #[serde(default)]
+    pub ipc_kappa: Option<f64>,
 }
 
 impl Default for ContactSpec {
     fn default() -> Self {
         ContactSpec {
             dhat: None,
+            dhat_relative: None,
             kappa: 1.0,
+            ipc: false,
+            self_contact: true,
+            ipc_kappa: None,
         }
     }
 }

@@ -7,6 +7,7 @@
 //! Newton direction, and backtracks on the true energy from [`StepProblem::step_limit`] (obstacle
 //! filter, inversion trust region).
 
+use super::augmented::ContactSystems;
 use super::report::{max_vertex_norm, ms};
 use super::{
     backtracking, trust_ratio, HessianFilter, IterationRecord, StepReport, StepSolver, StepTimings,
@@ -61,6 +62,8 @@ pub struct NewtonSolver {
     filters: Vec<EigenFilter>,
     /// The adaptive filter's trust-region ratio of each accepted step of the last step.
     ratios: Vec<f64>,
+    /// With IPC contact: the elastic pattern grown by the contact couplings.
+    contact: ContactSystems,
 }
 
 impl NewtonSolver {
@@ -80,6 +83,7 @@ impl NewtonSolver {
             extent,
             filters: Vec::new(),
             ratios: Vec::new(),
+            contact: ContactSystems::default(),
         })
     }
 
@@ -95,9 +99,16 @@ impl NewtonSolver {
         &self.ratios
     }
 
-    /// Number of stored entries in the Cholesky factor (a measure of fill).
+    /// Number of stored entries in the Cholesky factor of the elastic pattern (a measure of
+    /// fill).
     pub fn factor_nnz(&self) -> usize {
         self.factor.factor_nnz()
+    }
+
+    /// With IPC contact: how many symbolic analyses of a contact-augmented pattern this solver
+    /// has done (see [`super::augmented`]).
+    pub fn contact_analyses(&self) -> usize {
+        self.contact.analyses
     }
 }
 
@@ -122,6 +133,15 @@ impl StepSolver for NewtonSolver {
         let n = problem.x_start.len();
         x.clear();
         x.extend_from_slice(&problem.x_start);
+        let contact = problem.model.contact.is_some();
+        // IPC's κ: balanced against the potential's gradient at the start (no-op without
+        // contact), always from the f64 elastic terms: a run whose elastic terms are f32
+        // kernels then starts each step with the κ of the CPU reference, not one a rounding
+        // apart (κ sets how far apart the surfaces rest, up to d̂).
+        problem.init_contact_stiffness(problem.model);
+        let mut min_gap_sq = f64::INFINITY;
+        // Which factor the current direction comes from.
+        let mut augmented = false;
         let mut g = vec![0.0; n];
         let mut dx = vec![0.0; n];
         let mut x_new = Vec::with_capacity(n);
@@ -171,16 +191,50 @@ impl StepSolver for NewtonSolver {
                     filter.current(),
                 );
                 self.filters.push(filter.current());
+                let blocks = if contact {
+                    problem.contact_hessian_blocks(x)
+                } else {
+                    Vec::new()
+                };
+                // Couplings the elastic pattern lacks (pairs of vertices sharing no tet).
+                let needed: Vec<[u32; 2]> = problem
+                    .contact_couplings(&blocks)
+                    .into_iter()
+                    .filter(|&[a, b]| {
+                        self.layout
+                            .pattern
+                            .find(3 * a as usize, 3 * b as usize)
+                            .is_none()
+                    })
+                    .collect();
+                augmented = !needed.is_empty();
                 timings.assembly_ms += ms(t0);
                 let t0 = Instant::now();
-                self.refactor_with_fallback()?;
+                if augmented {
+                    let sys = self.contact.ensure(
+                        &self.layout.pattern,
+                        &self.factor,
+                        needed,
+                        iterations == 1,
+                    )?;
+                    sys.load(&self.matrix);
+                    problem.add_contact_hessian(&blocks, &mut sys.matrix)?;
+                    refactor_with_fallback(&mut sys.factor, &mut sys.matrix, &sys.diag)?;
+                } else {
+                    problem.add_contact_hessian(&blocks, &mut self.matrix)?;
+                    refactor_with_fallback(&mut self.factor, &mut self.matrix, &self.layout.diag)?;
+                }
                 timings.factor_ms += ms(t0);
             }
             let t0 = Instant::now();
             for k in 0..n {
                 dx[k] = -g[k];
             }
-            self.factor
+            let factor = match (augmented, self.contact.current()) {
+                (true, Some(sys)) => &sys.factor,
+                _ => &self.factor,
+            };
+            factor
                 .solve_in_place(&mut dx)
                 .map_err(|e| JelloError::Solver(format!("Cholesky solve: {e}")))?;
             timings.solve_ms += ms(t0);
@@ -207,6 +261,10 @@ impl StepSolver for NewtonSolver {
             last_dx_ratio = max_vertex_norm(&dx) * ls.alpha / self.extent;
             std::mem::swap(x, &mut x_new);
             change = ls.energy;
+            if contact && problem.raise_contact_stiffness(x, &mut min_gap_sq) {
+                // κ doubled: the objective changed, so its value relative to x_start does too.
+                change = problem.energy_change(elastic, x);
+            }
             let t0 = Instant::now();
             energy = problem.gradient(elastic, x, &mut g);
             timings.assembly_ms += ms(t0);
@@ -234,32 +292,29 @@ impl StepSolver for NewtonSolver {
     }
 }
 
-impl NewtonSolver {
-    /// Numeric factorisation; if round-off made the projected Hessian lose definiteness, retry
-    /// with a growing diagonal shift (reported through the residual, never silent divergence).
-    fn refactor_with_fallback(&mut self) -> Result<()> {
-        if self.factor.refactor(&self.matrix).is_ok() {
+/// Numeric factorisation of `matrix`; if round-off made the projected Hessian lose definiteness,
+/// retry with a growing diagonal shift (reported through the residual, never silent divergence).
+fn refactor_with_fallback(
+    factor: &mut SparseCholesky,
+    matrix: &mut SymSparse,
+    diag: &[usize],
+) -> Result<()> {
+    if factor.refactor(matrix).is_ok() {
+        return Ok(());
+    }
+    let mean_diag =
+        diag.iter().map(|&k| matrix.values()[k].abs()).sum::<f64>() / diag.len().max(1) as f64;
+    let mut shift = 1e-8 * mean_diag.max(1e-300);
+    for _ in 0..12 {
+        for &k in diag {
+            matrix.values_mut()[k] += shift;
+        }
+        if factor.refactor(matrix).is_ok() {
             return Ok(());
         }
-        let mean_diag = self
-            .layout
-            .diag
-            .iter()
-            .map(|&k| self.matrix.values()[k].abs())
-            .sum::<f64>()
-            / self.layout.diag.len().max(1) as f64;
-        let mut shift = 1e-8 * mean_diag.max(1e-300);
-        for _ in 0..12 {
-            for &k in &self.layout.diag {
-                self.matrix.values_mut()[k] += shift;
-            }
-            if self.factor.refactor(&self.matrix).is_ok() {
-                return Ok(());
-            }
-            shift *= 10.0;
-        }
-        Err(JelloError::Solver(
-            "Hessian is not positive definite even after shifting".into(),
-        ))
+        shift *= 10.0;
     }
+    Err(JelloError::Solver(
+        "Hessian is not positive definite even after shifting".into(),
+    ))
 }

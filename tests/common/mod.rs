@@ -180,6 +180,15 @@ pub fn pin_where(
     }
 }
 
+/// The bundled scenes with IPC contact between objects (`[contact] ipc = true`): they run on
+/// solver newton only (the others refuse them), so the solver-against-Newton tests leave them
+/// out and tests/contact_scenes.rs runs them.
+pub const IPC_SCENES: [&str; 3] = [
+    "contact_balls.toml",
+    "contact_stack.toml",
+    "contact_twist.toml",
+];
+
 /// Asserts that `covered` names exactly the scenes bundled in assets/scenes (a new scene must
 /// be added to the test that calls this).
 pub fn assert_covers_bundled_scenes<'a>(covered: impl IntoIterator<Item = &'a str>) {

@@ -350,7 +350,8 @@ fn check_csr(offsets: &[u32], entries: usize, n: usize, what: &str) -> Result<()
 
 // ---------------------------------------------------------------- kernels
 
-/// Twin of `jgs2_vertex_terms.wgsl` (f0 = 1/h², f1 = κ, f2 = d̂): adds inertia and half-space
+/// Twin of `jgs2_vertex_terms.wgsl` (f0 = the inertia weight 1/ĥ², f1 = κ, f2 = d̂, f3 = the
+/// barrier's 1/h² — equal to f0 under implicit Euler, not under BDF2): adds inertia and half-space
 /// barrier gradients to the gathered elastic gradient `g` (zero on pinned vertices), writes the
 /// vertex energies (inertia relative to `x_start`, plus the half-space barrier) and the barrier
 /// Hessians. Sphere and box records are skipped (`jgs2_face_terms` adds their surface barrier).
@@ -379,7 +380,7 @@ pub fn jgs2_vertex_terms(
         need(len, n, &format!("jgs2_vertex_terms {what}"))?;
     }
     let nc = per_vertex(contacts, n, "jgs2_vertex_terms contacts")?;
-    let (ih2, kappa, dhat) = (p.f0, p.f1, p.f2);
+    let (ih2, kappa, dhat, bh2) = (p.f0, p.f1, p.f2, p.f3);
     g[..n]
         .par_iter_mut()
         .zip(venergy[..n].par_iter_mut())
@@ -394,7 +395,7 @@ pub fn jgs2_vertex_terms(
             let d = pos - xt;
             let p0 = v3(&x_start[v]);
             let mut e = 0.5 * k * (pos - p0).dot(d + (p0 - xt));
-            let wv = kappa * info.mass * ih2;
+            let wv = kappa * info.mass * bh2;
             let mut gb = Vec3::ZERO;
             let mut hb = Mat3::ZERO;
             for c in contacts[v * nc..v * nc + nc]
@@ -706,7 +707,7 @@ pub fn jgs2_system(
     Ok(())
 }
 
-/// Twin of `vbd_system.wgsl` (f0 = 1/h²).
+/// Twin of `vbd_system.wgsl` (f0 = the inertia weight 1/ĥ²).
 #[allow(clippy::too_many_arguments)]
 pub fn vbd_system(
     p: &Params,

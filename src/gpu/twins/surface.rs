@@ -264,9 +264,10 @@ fn outer(a: Vec3, b: Vec3) -> Mat3 {
     Mat3::from_cols(a * b.x, a * b.y, a * b.z)
 }
 
-/// Twin of `jgs2_face_terms.wgsl` (f0 = 1/h², f1 = κ, f2 = d̂): adds the surface barrier of
-/// every vertex's triangles against spheres and boxes to `g` (free vertices), `venergy` (a third
-/// of each triangle's energy per corner) and `hbar` (Gauss–Newton diagonal block).
+/// Twin of `jgs2_face_terms.wgsl` (f1 = κ, f2 = d̂, f3 = the barrier's 1/h²): adds the surface
+/// barrier of every vertex's triangles against spheres and boxes to `g` (free vertices),
+/// `venergy` (a third of each triangle's energy per corner) and `hbar` (Gauss–Newton diagonal
+/// block).
 #[allow(clippy::too_many_arguments)]
 pub fn jgs2_face_terms(
     p: &Params,
@@ -289,7 +290,7 @@ pub fn jgs2_face_terms(
     }
     let nc = per_vertex(contacts, n, "jgs2_face_terms contacts")?;
     check_faces(vfaces, tris, n, "jgs2_face_terms")?;
-    let (ih2, kappa, dhat) = (p.f0, p.f1, p.f2);
+    let (kappa, dhat, bh2) = (p.f1, p.f2, p.f3);
     g[..n]
         .par_iter_mut()
         .zip(venergy[..n].par_iter_mut())
@@ -303,7 +304,7 @@ pub fn jgs2_face_terms(
             for &f in faces_of(vfaces, v) {
                 let tri = tris[f as usize];
                 let corner = tri[..3].iter().position(|&u| u as usize == v).unwrap_or(3);
-                let w = kappa * f32::from_bits(tri[3]) * ih2;
+                let w = kappa * f32::from_bits(tri[3]) * bh2;
                 for o in 0..nc {
                     let c = [0, 1, 2].map(|k| &contacts[tri[k] as usize * nc + o]);
                     if !acts_on_faces(c[0].kind()) {

@@ -280,8 +280,8 @@ fn global_step(s: XStep<'_>, rhs: &mut [f64], x: &mut [f64]) -> Result<f64> {
                 model: s.problem.model,
                 pinned: s.pinned,
                 mass_weight: s.problem.inertia,
-                x_prev: &s.problem.x_prev,
-                h: s.problem.h,
+                x_prev: &s.problem.x_hat,
+                h: s.problem.h_hat,
             };
             s.solved.resize(rhs.len(), 0.0);
             c.global_step(s.system, &input, rhs, x, s.solved)?;

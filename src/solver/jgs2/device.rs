@@ -64,7 +64,7 @@
 //! # Energies
 //! Energies are summed in f64 on the host from per-block f32 partials and, as the reference's
 //! [`StepProblem::energy_change`], taken relative to the step's start: the inertia term per
-//! vertex as ½m/h²(x − x₀)·(x + x₀ − 2x̃) (`jgs2_vertex_terms`, never forming ½m/h²|x − x̃|²,
+//! vertex as ½m/ĥ²(x − x₀)·(x + x₀ − 2x̃) (`jgs2_vertex_terms`, never forming ½m/ĥ²|x − x̃|²,
 //! whose constant ½‖h²g‖²_M is ~5e12 J for a 1 m body at h = 1e5 s), elastic and barrier terms
 //! minus their device values at x_start. Trace energies are these changes (0 at the start). The
 //! f32 sums carry ~1e-7 relative noise of the terms summed, so the line search accepts a change
@@ -355,7 +355,10 @@ pub struct DeviceJgs2 {
     free: Span,
     colours: Vec<Colour>,
     levels: Vec<Span>,
+    /// The step's inertia weight 1/ĥ², 1/s² ([`StepProblem::inertia`]).
     ih2: f32,
+    /// The barrier weight's 1/h², 1/s² (κ·m/h² with the real step: not ih2 under BDF2).
+    barrier_ih2: f32,
     kappa: f32,
     dhat: f32,
     /// The step's strict-inversion floor on J (`None`: not strict).
@@ -643,6 +646,7 @@ impl DeviceJgs2 {
             colours,
             levels,
             ih2: 1.0,
+            barrier_ih2: 1.0,
             kappa: model.barrier.kappa as f32,
             dhat: model.barrier.dhat as f32,
             strict_floor: None,
@@ -744,6 +748,7 @@ impl DeviceJgs2 {
                 f0: self.ih2,
                 f1: self.kappa,
                 f2: self.dhat,
+                f3: self.barrier_ih2,
                 ..Params::default()
             },
             nv,
@@ -761,9 +766,9 @@ impl DeviceJgs2 {
                     self.hbar.id(),
                 ],
                 Params {
-                    f0: self.ih2,
                     f1: self.kappa,
                     f2: self.dhat,
+                    f3: self.barrier_ih2,
                     ..Params::default()
                 },
                 nv,
@@ -1241,7 +1246,10 @@ impl DeviceJgs2 {
         self.dev
             .write(&self.dirs, 0, &vec![[0.0f32; 4]; 3 * self.nv])?;
         self.dev.write(&self.dxn, 0, &vec![0.0f32; self.nv])?;
-        self.ih2 = (1.0 / (problem.h * problem.h)) as f32;
+        // Inertia weight 1/ĥ² and the barrier's 1/h² (κ·m/h²): equal under implicit Euler,
+        // not under BDF2 (crate::problem::integrator).
+        self.ih2 = problem.inertia as f32;
+        self.barrier_ih2 = (1.0 / (problem.h * problem.h)) as f32;
         self.kappa = model.barrier.kappa as f32;
         self.dhat = model.barrier.dhat as f32;
         self.strict_floor = if problem.strict_inversion {

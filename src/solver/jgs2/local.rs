@@ -69,7 +69,7 @@ pub fn vertex_gradient(
     if model.pinned[v] {
         return Vector3::zeros();
     }
-    // Inertia weight 1/h² (0 in a static increment).
+    // Inertia weight 1/ĥ² (1/h² under implicit Euler, 0 in a static increment).
     let ih2 = problem.inertia;
     let p = Vector3::from_column_slice(&x[3 * v..3 * v + 3]);
     let mut g = (p - Vector3::from_column_slice(&problem.x_tilde[3 * v..3 * v + 3]))
@@ -139,7 +139,7 @@ pub fn local_system<'a>(
     rot: Option<&[Matrix3<f64>]>,
 ) -> (Matrix3<f64>, Vector3<f64>) {
     let model = problem.model;
-    // Inertia weight 1/h² (0 in a static increment).
+    // Inertia weight 1/ĥ² (1/h² under implicit Euler, 0 in a static increment).
     let ih2 = problem.inertia;
     let ri_t = rot.map(|r| r[i].transpose());
     let mut a = Matrix3::zeros();
@@ -307,7 +307,7 @@ pub fn vbd_system(
     g: &[f64],
     i: usize,
 ) -> (Matrix3<f64>, Vector3<f64>) {
-    // Inertia weight 1/h² (0 in a static increment).
+    // Inertia weight 1/ĥ² (1/h² under implicit Euler, 0 in a static increment).
     let ih2 = problem.inertia;
     let mut a = Matrix3::identity() * (problem.model.mass[i] * ih2);
     for (t, c) in vt.of(i) {
@@ -353,7 +353,7 @@ pub fn hess_vec(
     v: &[f64],
 ) -> Vec<f64> {
     let model = problem.model;
-    // Inertia weight 1/h² (0 in a static increment).
+    // Inertia weight 1/ĥ² (1/h² under implicit Euler, 0 in a static increment).
     let ih2 = problem.inertia;
     let nv = model.num_vertices();
     let out: Vec<Vector3<f64>> = (0..nv)
