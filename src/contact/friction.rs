@@ -174,7 +174,7 @@ mod tests {
             z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
             ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64 - 0.5
         };
-        let (kind, x) = if seed % 2 == 0 {
+        let (kind, x) = if seed.is_multiple_of(2) {
             let t = [
                 V3::new(0.0, 0.0, 0.0),
                 V3::new(0.1, 0.0, 0.0),
@@ -211,7 +211,7 @@ mod tests {
             );
             // A relative move along the normal (the point or edge a lifted off) does not slide.
             let w = closest_weights(
-                if seed % 2 == 0 {
+                if seed.is_multiple_of(2) {
                     PairKind::PointTriangle
                 } else {
                     PairKind::EdgeEdge
