@@ -10,7 +10,7 @@
 //! gives the averaging weight B = 1/n_v of DOT's gather.
 //!
 //! The partition depends only on the mesh and s, and METIS is deterministic for a fixed seed,
-//! so the cache ([`encode`]/[`decode`], [`write`]/[`read`]) stores just the element → subdomain
+//! so the cache ([`encode`]/[`decode`], [`write()`]/[`read()`]) stores just the element → subdomain
 //! map under the same versioned, checksummed, keyed framing as the JGS2 artifact
 //! ([`crate::artifact`]); everything else is rebuilt from it in linear time and validated.
 

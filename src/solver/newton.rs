@@ -106,7 +106,7 @@ impl NewtonSolver {
     }
 
     /// With IPC contact: how many symbolic analyses of a contact-augmented pattern this solver
-    /// has done (see [`super::augmented`]).
+    /// has done (the elastic pattern grown by contact couplings, reusing its ordering).
     pub fn contact_analyses(&self) -> usize {
         self.contact.analyses
     }
