@@ -5,6 +5,7 @@
 mod common;
 
 use jello::contact::ccd::PairKind;
+use jello::contact::distance::{edge_edge_type, point_triangle_type};
 use jello::contact::{check_intersection_free, ContactPair, IpcContact};
 use jello::mesh::box_grid;
 use jello::problem::{Model, StepProblem};
@@ -45,6 +46,7 @@ fn pair_energy_derivatives_match_finite_differences() {
     let ipc = IpcContact::new(mesh, &flat(&model), dhat, None).unwrap();
     let (mut worst_g, mut worst_h) = (0.0f64, 0.0f64);
     let mut checked = [0usize; 2];
+    let mut seams = 0;
     let v = |r: &mut rand_chacha::ChaCha8Rng, s: f64| {
         Vector3::new(
             r.random_range(-s..s),
@@ -112,7 +114,10 @@ fn pair_energy_derivatives_match_finite_differences() {
             eps_x,
         };
         let d = jello::contact::potential::distance_sq(&pair, &xs);
-        if !(d > 0.0 && d < dhat * dhat) {
+        // Beyond 0.84 d̂ (d > 0.7 d̂²) b vanishes to third order at d̂: its gradient is tiny
+        // against the value's round-off and the difference quotients' truncation, so a relative
+        // error means nothing there.
+        if !(d > 0.0 && d < 0.7 * dhat * dhat) {
             continue;
         }
         let at = |xs: &[[f64; 3]]| ipc.pair_derivatives(&pair, xs);
@@ -120,7 +125,35 @@ fn pair_energy_derivatives_match_finite_differences() {
         if exact.value == 0.0 {
             continue;
         }
+        // The pair's smooth piece: its distance type and, for edges, the mollifier's regime.
+        // Both switch across C¹ seams (the Hessian jumps there), so a stencil whose difference
+        // quotients straddle a seam is skipped (counted).
+        let regime = |xs: &[[f64; 3]]| {
+            let v: Vec<Vector3<f64>> = xs.iter().map(|p| Vector3::new(p[0], p[1], p[2])).collect();
+            match kind {
+                PairKind::PointTriangle => (
+                    format!("{:?}", point_triangle_type(&v[0], &v[1], &v[2], &v[3])),
+                    false,
+                ),
+                PairKind::EdgeEdge => (
+                    format!("{:?}", edge_edge_type(&v[0], &v[1], &v[2], &v[3])),
+                    (v[1] - v[0]).cross(&(v[3] - v[2])).norm_squared() < eps_x,
+                ),
+            }
+        };
         let h = 1e-7;
+        let centre = regime(&xs);
+        let straddles = (0..12).any(|k| {
+            [h, -h].iter().any(|&s| {
+                let mut q = xs.clone();
+                q[k / 3][k % 3] += s;
+                regime(&q) != centre
+            })
+        });
+        if straddles {
+            seams += 1;
+            continue;
+        }
         let mut g_fd = [0.0; 12];
         let mut h_fd = nalgebra::SMatrix::<f64, 12, 12>::zeros();
         for k in 0..12 {
@@ -138,8 +171,8 @@ fn pair_energy_derivatives_match_finite_differences() {
         worst_h = worst_h.max(h_err);
         checked[case % 2] += 1;
         // Central differences with h = 1e-7 m on distances ≥ 0.2 d̂ = 4 mm: truncation
-        // ~(h/d)² ≈ 1e-9, round-off ~ε·|b|/(h·|∇b|) ≈ 1e-8 — a type switch inside the stencil
-        // (point right over an edge) costs more, hence 1e-4 and 1e-3.
+        // ~(h/d)² ≈ 1e-9, round-off ~ε·|b|/(h·|∇b|) ≈ 1e-8; 1e-4 and 1e-3 leave room for
+        // the nearly parallel edges, whose line–line derivatives carry 1/sin θ.
         assert!(
             g_err < 1e-4,
             "case {case} ({kind:?}): gradient relative error {g_err:.2e}"
@@ -150,8 +183,8 @@ fn pair_energy_derivatives_match_finite_differences() {
         );
     }
     eprintln!(
-        "checked {} point–triangle and {} edge–edge pairs: worst gradient error {worst_g:.2e}, \
-         Hessian {worst_h:.2e}",
+        "checked {} point–triangle and {} edge–edge pairs ({seams} skipped on a seam): worst \
+         gradient error {worst_g:.2e}, Hessian {worst_h:.2e}",
         checked[0], checked[1]
     );
     assert!(
