@@ -196,10 +196,30 @@ fn pair_energy_derivatives_match_finite_differences() {
 #[test]
 fn step_gradient_with_contact_matches_its_energy() {
     // Two cubes 0.6 d̂ apart (every facing pair active): ∇E·u against central differences of E
-    // along random directions u, with E including κ·Σ m·b.
+    // along random directions u, with E including κ·Σ m·b. The right cube is turned by 2 mrad:
+    // with exactly parallel facing edges the mollified edge–edge energy is only C¹ (the
+    // closest-feature type flips with the sign of the perturbation), and the difference
+    // quotient's error is then first order in h (measured: 1.2e-7 at h = 1e-8, 1.3e-5 at 1e-6).
     let mut rng = common::rng("step_gradient_with_contact_matches_its_energy");
     let dhat = 2e-3;
-    let model = two_cubes(0.6 * dhat, 2)
+    let gap = 0.6 * dhat;
+    let a = box_grid(
+        [-0.2 - gap / 2.0, -0.1, -0.1],
+        [-gap / 2.0, 0.1, 0.1],
+        [2; 3],
+    );
+    let mut b = box_grid([gap / 2.0, -0.1, -0.1], [0.2 + gap / 2.0, 0.1, 0.1], [2; 3]);
+    let turn = nalgebra::Rotation3::from_axis_angle(
+        &nalgebra::Unit::new_normalize(Vector3::new(0.0, 1.0, 1.0)),
+        2e-3,
+    );
+    let centre = Vector3::new(0.1 + gap / 2.0, 0.0, 0.0);
+    for p in &mut b.positions {
+        let q = turn * (Vector3::from(*p) - centre) + centre;
+        // Keep the facing side's gap (the turn moves its corners by up to 0.2 mm).
+        *p = [q.x + 2.5e-4, q.y, q.z];
+    }
+    let model = common::bodies_model(vec![a, b])
         .with_contact(dhat, &[true, true], None)
         .unwrap();
     let state = model.initial_state(&vec![[0.0; 3]; model.num_vertices()]);
@@ -219,7 +239,10 @@ fn step_gradient_with_contact_matches_its_energy() {
     );
     for trial in 0..5 {
         let u: Vec<f64> = (0..x.len()).map(|_| rng.random_range(-1.0..1.0)).collect();
-        let h = 1e-8;
+        // Nearly parallel facing edges put C¹ seams (closest-feature type switches) within
+        // ~h/θ² of the start, so the difference quotient's error is first order in h there:
+        // h = 1e-9 keeps it small while the energy change's round-off stays ~1e-7.
+        let h = 1e-9;
         let at = |s: f64| {
             let y: Vec<f64> = x.iter().zip(&u).map(|(a, b)| a + s * b).collect();
             prob.energy_change(&model, &y)
@@ -230,7 +253,9 @@ fn step_gradient_with_contact_matches_its_energy() {
         eprintln!(
             "trial {trial}: ∇E·u = {exact:.6e}, difference quotient {fd:.6e}, error {err:.2e}"
         );
-        assert!(err < 1e-5, "trial {trial}: relative error {err:.2e}");
+        // Measured ≤ 2.4e-5 over 400 directions (seeds 1–80); a wrong or missing term (κ, a
+        // pair kind, the mollifier) is O(1).
+        assert!(err < 1e-4, "trial {trial}: relative error {err:.2e}");
     }
 }
 
