@@ -162,6 +162,120 @@ impl FrictionPair {
     }
 }
 
+/// The lagged friction of one Newton solve: every contact pair active at the lagging point,
+/// with its normal force and frame fixed, and the mollifier width ε_v·h (m).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FrictionSet {
+    /// The lagged pairs (pairs with μ = 0 are left out).
+    pub pairs: Vec<FrictionPair>,
+    /// ε_v·h, m.
+    pub eps: f64,
+}
+
+impl FrictionSet {
+    /// Lags the pairs of `ipc` active at the flat model positions `x` (m) with contact
+    /// stiffness `kappa` (J/m⁴), coefficient `mu(body a, body b)` per pair of collision bodies,
+    /// and mollifier width `eps` = ε_v·h (m).
+    pub fn lag(
+        ipc: &super::IpcContact,
+        x: &[f64],
+        kappa: f64,
+        mu: impl Fn(u32, u32) -> f64,
+        eps: f64,
+    ) -> crate::error::Result<Self> {
+        let xs = ipc.positions(x);
+        let m = &ipc.mesh;
+        let body = |v: u32| m.vertex_body[m.vertices.binary_search(&v).unwrap_or(0)];
+        let dsq_hat = ipc.dhat_sq();
+        let pairs = ipc
+            .active_pairs(&xs)?
+            .into_iter()
+            .filter_map(|p| {
+                let coeff = mu(body(p.ids[0]), body(p.ids[3]));
+                if coeff <= 0.0 {
+                    return None;
+                }
+                let st = p.ids.map(|v| {
+                    let q = xs[v as usize];
+                    V3::new(q[0], q[1], q[2])
+                });
+                let d = super::potential::distance_sq(&p, &xs);
+                let mut db = super::barrier::barrier(d, dsq_hat).1 * kappa;
+                if p.kind == PairKind::EdgeEdge {
+                    let c = (st[1] - st[0]).cross(&(st[3] - st[2])).norm_squared();
+                    db *= super::mollifier::mollifier(c, p.eps_x).0;
+                }
+                FrictionPair::lag(p.kind, p.ids, &st, coeff, db, d)
+            })
+            .collect();
+        Ok(FrictionSet { pairs, eps })
+    }
+
+    /// The stencil displacement x − x_prev of pair `p` (12, m); obstacle vertices (ids past the
+    /// model's) do not move.
+    fn displacement(p: &FrictionPair, x: &[f64], x_prev: &[f64]) -> SVector<f64, 12> {
+        let n = x.len() / 3;
+        let mut d = SVector::<f64, 12>::zeros();
+        for (k, &v) in p.ids.iter().enumerate() {
+            let v = v as usize;
+            if v < n {
+                for c in 0..3 {
+                    d[3 * k + c] = x[3 * v + c] - x_prev[3 * v + c];
+                }
+            }
+        }
+        d
+    }
+
+    /// Σ D (J) at `x` for the step from `x_prev` (flat model positions, m).
+    pub fn energy(&self, x: &[f64], x_prev: &[f64]) -> f64 {
+        self.pairs
+            .iter()
+            .map(|p| {
+                let u = p.relative(&Self::displacement(p, x, x_prev)).norm();
+                p.mu * p.lambda * f0(u, self.eps)
+            })
+            .sum()
+    }
+
+    /// Adds ∇ Σ D (N) into `g` (model vertices) and returns Σ D (J).
+    pub fn add_gradient(&self, x: &[f64], x_prev: &[f64], g: &mut [f64]) -> f64 {
+        let n = x.len() / 3;
+        let mut e = 0.0;
+        for p in &self.pairs {
+            let d = p.potential(&Self::displacement(p, x, x_prev), self.eps);
+            e += d.value;
+            for (k, &v) in p.ids.iter().enumerate() {
+                let v = v as usize;
+                if v < n {
+                    for c in 0..3 {
+                        g[3 * v + c] += d.grad[3 * k + c];
+                    }
+                }
+            }
+        }
+        e
+    }
+
+    /// Each pair's Hessian (N/m, PSD) with its stencil.
+    pub fn hessian_blocks(
+        &self,
+        x: &[f64],
+        x_prev: &[f64],
+    ) -> Vec<([u32; 4], SMatrix<f64, 12, 12>)> {
+        self.pairs
+            .iter()
+            .map(|p| {
+                (
+                    p.ids,
+                    p.potential(&Self::displacement(p, x, x_prev), self.eps)
+                        .hess,
+                )
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
