@@ -120,24 +120,6 @@ impl IpcContact {
         stiffness_bounds(inertia, self.bbox_diagonal, self.dhat_sq())
     }
 
-    fn pair(&self, kind: PairKind, ids: [u32; 4]) -> ContactPair {
-        let eps_x = match kind {
-            PairKind::PointTriangle => 0.0,
-            PairKind::EdgeEdge => {
-                let len = |a: u32, b: u32| {
-                    let e = self
-                        .mesh
-                        .edges
-                        .binary_search(&[a.min(b), a.max(b)])
-                        .expect("an edge-edge pair's edges are mesh edges");
-                    self.mesh.edge_rest_length[e].powi(2)
-                };
-                mollifier_threshold(len(ids[0], ids[1]), len(ids[2], ids[3]))
-            }
-        };
-        ContactPair { kind, ids, eps_x }
-    }
-
     /// Every pair whose boxes at `xs` (grown by `inflation/2`, m), swept to `xs + dxs` when given,
     /// overlap (see [`super::broad::candidates`]).
     fn candidate_pairs(
@@ -151,14 +133,23 @@ impl IpcContact {
         let mut out = Vec::with_capacity(c.pt.len() + c.ee.len());
         for [v, f] in c.pt {
             let t = m.faces[f as usize];
-            out.push(self.pair(
-                PairKind::PointTriangle,
-                [m.vertices[v as usize], t[0], t[1], t[2]],
-            ));
+            out.push(ContactPair {
+                kind: PairKind::PointTriangle,
+                ids: [m.vertices[v as usize], t[0], t[1], t[2]],
+                eps_x: 0.0,
+            });
         }
         for [a, b] in c.ee {
-            let (ea, eb) = (m.edges[a as usize], m.edges[b as usize]);
-            out.push(self.pair(PairKind::EdgeEdge, [ea[0], ea[1], eb[0], eb[1]]));
+            let (a, b) = (a as usize, b as usize);
+            let (ea, eb) = (m.edges[a], m.edges[b]);
+            out.push(ContactPair {
+                kind: PairKind::EdgeEdge,
+                ids: [ea[0], ea[1], eb[0], eb[1]],
+                eps_x: mollifier_threshold(
+                    m.edge_rest_length[a].powi(2),
+                    m.edge_rest_length[b].powi(2),
+                ),
+            });
         }
         Ok(out)
     }
@@ -295,10 +286,9 @@ impl IpcContact {
         }
         let xs = self.positions(x);
         let scaled: Vec<f64> = dx.iter().map(|d| d * limit).collect();
-        let mut ds = self.positions(&scaled).into_owned();
-        for d in ds.iter_mut().skip(self.mesh.num_model_vertices) {
-            *d = [0.0; 3];
-        }
+        // Obstacle vertices (after the model's) do not move.
+        let mut ds: Vec<[f64; 3]> = bytemuck::cast_slice(&scaled).to_vec();
+        ds.resize(self.mesh.num_vertices(), [0.0; 3]);
         let moving: Vec<bool> = ds.iter().map(|d| *d != [0.0; 3]).collect();
         let pairs = self.candidate_pairs(&xs, Some(&ds), 0.0)?;
         let params = AccdParams::default();

@@ -748,8 +748,9 @@ impl<'a> StepProblem<'a> {
         let xs = ipc.positions(x);
         let pairs = ipc.active_pairs(&xs).unwrap_or_default();
         let mut gb = vec![0.0; x.len()];
-        if !pairs.is_empty() && ipc.energy_unit(&pairs, &xs).is_finite() {
-            ipc.add_gradient(&pairs, &xs, 1.0, &mut gb);
+        if !ipc.add_gradient(&pairs, &xs, 1.0, &mut gb).is_finite() {
+            // A start with a touching pair: no balance to strike (the step reports it).
+            gb.iter_mut().for_each(|g| *g = 0.0);
         }
         for (g, &f) in gb.iter_mut().zip(&self.fixed) {
             if f {
@@ -1092,12 +1093,14 @@ impl<'a> StepProblem<'a> {
         let mut contact = 0.0;
         if let Some(ipc) = &self.model.contact {
             let xs = ipc.positions(x);
+            // A touching pair makes the sum +∞ or NaN (and `g` meaningless): infeasible.
             contact = match ipc.active_pairs(&xs) {
-                Ok(pairs) if ipc.energy_unit(&pairs, &xs).is_finite() => {
-                    ipc.add_gradient(&pairs, &xs, self.kappa(), g)
-                }
-                _ => f64::INFINITY,
+                Ok(pairs) => ipc.add_gradient(&pairs, &xs, self.kappa(), g),
+                Err(_) => f64::INFINITY,
             };
+            if !contact.is_finite() {
+                contact = f64::INFINITY;
+            }
         }
         for (gk, &f) in g.iter_mut().zip(&self.fixed) {
             if f {
