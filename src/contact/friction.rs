@@ -51,6 +51,84 @@ pub fn f0(y: f64, eps: f64) -> f64 {
     }
 }
 
+/// Friction between IPC contact pairs: a coefficient per pair of collision bodies, the
+/// mollifier's velocity threshold and how often per step the lagged quantities are refreshed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FrictionParams {
+    /// Number of collision bodies ([`super::CollisionMesh::bodies`]).
+    pub bodies: usize,
+    /// μ (dimensionless, ≥ 0) per pair of bodies, row-major `bodies × bodies`, symmetric.
+    pub mu: Vec<f64>,
+    /// ε_v, m/s: tangential speeds below it are treated as (mollified) sticking; the
+    /// mollifier's width over a step is ε_v·ĥ.
+    pub eps_v: f64,
+    /// Lagging passes per step (≥ 1): the first lags normal forces and tangent frames at the
+    /// step's start; each further pass re-lags them at the previous pass's solution and solves
+    /// again.
+    pub passes: usize,
+}
+
+impl FrictionParams {
+    /// The default ε_v, 1e-3 m/s (IPC's choice for metre-scale scenes).
+    pub const DEFAULT_EPS_V: f64 = 1e-3;
+
+    /// The same μ between every pair of `bodies` bodies (and within each).
+    pub fn uniform(bodies: usize, mu: f64, eps_v: f64, passes: usize) -> Self {
+        FrictionParams {
+            bodies,
+            mu: vec![mu; bodies * bodies],
+            eps_v,
+            passes,
+        }
+    }
+
+    /// Sets μ between bodies `a` and `b` (both orders).
+    pub fn set(&mut self, a: usize, b: usize, mu: f64) {
+        self.mu[a * self.bodies + b] = mu;
+        self.mu[b * self.bodies + a] = mu;
+    }
+
+    /// μ between bodies `a` and `b`.
+    pub fn mu(&self, a: u32, b: u32) -> f64 {
+        self.mu[a as usize * self.bodies + b as usize]
+    }
+
+    /// Whether any pair of bodies has friction.
+    pub fn any(&self) -> bool {
+        self.mu.iter().any(|&m| m > 0.0)
+    }
+
+    /// Checks the values; errors name the scene key (`contact.friction`,
+    /// `contact.friction_velocity`, `contact.friction_iterations`).
+    pub fn validate(&self) -> crate::error::Result<()> {
+        use crate::error::JelloError;
+        if self.mu.len() != self.bodies * self.bodies {
+            return Err(JelloError::Invalid(format!(
+                "contact.friction: {} coefficients for {} bodies",
+                self.mu.len(),
+                self.bodies
+            )));
+        }
+        if let Some(m) = self.mu.iter().find(|m| !(m.is_finite() && **m >= 0.0)) {
+            return Err(JelloError::Invalid(format!(
+                "contact.friction: the coefficient must be finite and ≥ 0, got {m}"
+            )));
+        }
+        if !(self.eps_v.is_finite() && self.eps_v > 0.0) {
+            return Err(JelloError::Invalid(format!(
+                "contact.friction_velocity: ε_v must be finite and > 0 m/s, got {}",
+                self.eps_v
+            )));
+        }
+        if self.passes == 0 {
+            return Err(JelloError::Invalid(
+                "contact.friction_iterations: at least 1 lagging pass per step".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// One pair's lagged friction data.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FrictionPair {

@@ -53,6 +53,8 @@ pub struct IpcContact {
     pub bbox_diagonal: f64,
     /// A fixed stiffness κ (J/m⁴) instead of IPC's adaptive one.
     pub kappa: Option<f64>,
+    /// Lagged friction between the pairs (`None`: frictionless; [`super::friction`]).
+    pub friction: Option<super::friction::FrictionParams>,
 }
 
 /// One contact pair: a stencil of four global vertex ids ([`CollisionMesh`] indexing).
@@ -88,6 +90,7 @@ impl IpcContact {
             dhat,
             bbox_diagonal: 0.0,
             kappa,
+            friction: None,
         };
         let xs = out.positions(x);
         let mut lo = [f64::INFINITY; 3];

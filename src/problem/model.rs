@@ -320,6 +320,30 @@ impl Model {
         Ok(self)
     }
 
+    /// Adds lagged friction to the model's IPC contact ([`Self::with_contact`] first); a
+    /// `params` with every μ = 0 removes it. Errors name the scene key of a bad value.
+    pub fn with_friction(
+        mut self,
+        params: crate::contact::friction::FrictionParams,
+    ) -> Result<Self> {
+        params.validate()?;
+        let Some(ipc) = self.contact.as_mut() else {
+            return Err(JelloError::Invalid(
+                "contact.friction: friction acts between IPC contact pairs; set contact.ipc = true"
+                    .into(),
+            ));
+        };
+        if params.bodies != ipc.mesh.bodies.len() {
+            return Err(JelloError::Invalid(format!(
+                "contact.friction: coefficients for {} bodies, the collision mesh has {}",
+                params.bodies,
+                ipc.mesh.bodies.len()
+            )));
+        }
+        std::sync::Arc::make_mut(ipc).friction = params.any().then_some(params);
+        Ok(self)
+    }
+
     /// Sets hard strain limits per element (`None`: unlimited); errors when the length is not
     /// the element count or an element without an isotropic energy (linear elasticity is not a
     /// function of the singular values) has one. An all-`None` list clears them.

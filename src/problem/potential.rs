@@ -6,6 +6,7 @@ use super::surface_contact::{
     candidate_pairs, pairs_at_vertex, project_psd, PairEval, SurfacePair,
 };
 use super::{HessianLayout, Model, Obstacle, State, StepScheme};
+use crate::contact::friction::FrictionSet;
 use crate::material::{
     dpdf_curvature, element_energy, element_gradient, element_hessian_filtered, EigenFilter,
 };
@@ -116,6 +117,29 @@ impl Clone for Stiffness {
         let s = Stiffness::default();
         s.set(self.get());
         s
+    }
+}
+
+/// The friction lagged for the current Newton solve ([`StepProblem::lag_friction`]) and its
+/// energy at [`StepProblem::x_start`]; behind a lock so solvers holding the problem by shared
+/// reference can re-lag between passes.
+#[derive(Debug, Default)]
+struct LaggedFriction(std::sync::RwLock<Option<std::sync::Arc<(FrictionSet, f64)>>>);
+
+impl LaggedFriction {
+    fn get(&self) -> Option<std::sync::Arc<(FrictionSet, f64)>> {
+        self.0.read().map(|g| g.clone()).unwrap_or(None)
+    }
+    fn set(&self, v: Option<(FrictionSet, f64)>) {
+        if let Ok(mut g) = self.0.write() {
+            *g = v.map(std::sync::Arc::new);
+        }
+    }
+}
+
+impl Clone for LaggedFriction {
+    fn clone(&self) -> Self {
+        LaggedFriction(std::sync::RwLock::new(self.get()))
     }
 }
 
@@ -332,6 +356,8 @@ pub struct StepProblem<'a> {
     reference: std::sync::OnceLock<EnergyReference>,
     /// IPC contact stiffness κ, J/m⁴ (unused without [`Model::contact`]).
     kappa: Stiffness,
+    /// IPC friction lagged for the current solve (none until [`Self::lag_friction`]).
+    friction: LaggedFriction,
 }
 
 impl<'a> StepProblem<'a> {
@@ -437,6 +463,7 @@ impl<'a> StepProblem<'a> {
             strict_inversion: false,
             reference: std::sync::OnceLock::new(),
             kappa: Stiffness::default(),
+            friction: LaggedFriction::default(),
         };
         prob.kappa.set(prob.initial_kappa_bound());
         let mut base = state.x.clone();
@@ -653,6 +680,7 @@ impl<'a> StepProblem<'a> {
             + elastic.elastic_energy_change(xb, &reference)
             + (b.0 - a.0)
             + self.kappa() * (b.1 - a.1)
+            + (self.friction_energy(xb).0 - self.friction_energy(xa).0)
     }
 
     fn reference(&self, elastic: &dyn ElasticTerms) -> &EnergyReference {
@@ -671,10 +699,12 @@ impl<'a> StepProblem<'a> {
             return f64::INFINITY;
         }
         let r = self.reference(elastic);
+        let (d, d_start) = self.friction_energy(x);
         self.inertia_difference(&self.x_start, x)
             + elastic.elastic_energy_change(x, &r.elastic)
             + (b.0 - r.barrier)
             + self.kappa() * (b.1 - r.contact)
+            + (d - d_start)
     }
 
     /// Round-off allowance (J) of a comparison between energy changes near `e` (J) evaluated
@@ -699,7 +729,13 @@ impl<'a> StepProblem<'a> {
                 inertia += 0.5 * m * w * s;
             }
         }
-        1e-13 * (e.abs() + r.elastic.magnitude + r.barrier.abs() + self.kappa() * r.contact)
+        let friction = self.friction_start();
+        1e-13
+            * (e.abs()
+                + r.elastic.magnitude
+                + r.barrier.abs()
+                + self.kappa() * r.contact
+                + friction)
             + 1e-14 * self.model.energy_scale
             + 8.0 * f64::EPSILON * inertia
     }
@@ -810,9 +846,53 @@ impl<'a> StepProblem<'a> {
             return Vec::new();
         };
         let xs = ipc.positions(x);
-        match ipc.active_pairs(&xs) {
+        let mut blocks = match ipc.active_pairs(&xs) {
             Ok(pairs) => ipc.hessian_blocks(&pairs, &xs, self.kappa()),
             Err(_) => Vec::new(),
+        };
+        if let Some(f) = self.friction.get() {
+            blocks.extend(f.0.hessian_blocks(x, &self.x_hat));
+        }
+        blocks
+    }
+
+    /// Lags IPC friction ([`crate::contact::friction`]) at `x` (m) with the current κ: the
+    /// normal forces and tangent frames of the pairs active there stay fixed until the next
+    /// call. The tangential displacement is measured from x̂ (xᵗ for implicit Euler) and the
+    /// mollifier's width is ε_v·ĥ, so a sticking pair ends the step with zero relative
+    /// velocity under either integrator. Returns the number of lagged pairs: 0 without
+    /// friction, in a static solve (no velocity) or with no active pair. After a call the
+    /// energy changes ([`Self::energy_change`]) include the new potential at both ends.
+    pub fn lag_friction(&self, x: &[f64]) -> usize {
+        let lagged = self.model.contact.as_ref().and_then(|ipc| {
+            let params = ipc.friction.as_ref()?;
+            if self.inertia == 0.0 {
+                return None;
+            }
+            let eps = params.eps_v * self.h_hat;
+            let set = FrictionSet::lag(ipc, x, self.kappa(), |a, b| params.mu(a, b), eps).ok()?;
+            if set.pairs.is_empty() {
+                return None;
+            }
+            let start = set.energy(&self.x_start, &self.x_hat);
+            Some((set, start))
+        });
+        let n = lagged.as_ref().map_or(0, |(s, _)| s.pairs.len());
+        self.friction.set(lagged);
+        n
+    }
+
+    /// D(x_start), J: the lagged friction potential at the step's initial guess (0 before
+    /// [`Self::lag_friction`]).
+    fn friction_start(&self) -> f64 {
+        self.friction.get().map_or(0.0, |f| f.1)
+    }
+
+    /// The lagged friction potential D(x) and D(x_start), J (0 before [`Self::lag_friction`]).
+    fn friction_energy(&self, x: &[f64]) -> (f64, f64) {
+        match self.friction.get() {
+            Some(f) => (f.0.energy(x, &self.x_hat), f.1),
+            None => (0.0, 0.0),
         }
     }
 
@@ -1015,15 +1095,15 @@ impl<'a> StepProblem<'a> {
         if !b.is_finite() {
             return f64::INFINITY;
         }
-        self.inertia_energy(x) + elastic.elastic_energy(x) + b
+        self.inertia_energy(x) + elastic.elastic_energy(x) + b + self.friction_energy(x).0
     }
 
     /// E(x) and ∇E into `g` (zero on pinned DOFs).
     pub fn gradient(&self, elastic: &dyn ElasticTerms, x: &[f64], g: &mut [f64]) -> f64 {
         g.iter_mut().for_each(|v| *v = 0.0);
         let e = elastic.elastic_gradient(x, g) + self.inertia_energy(x);
-        let (b, c) = self.add_vertex_terms(x, g);
-        e + b + self.kappa() * c
+        let (b, c, d) = self.add_vertex_terms(x, g);
+        e + b + self.kappa() * c + d
     }
 
     /// E(x) and ∇E into `g` as [`Self::gradient`], and E(x) − E(x_start) as
@@ -1039,23 +1119,24 @@ impl<'a> StepProblem<'a> {
         g.iter_mut().for_each(|v| *v = 0.0);
         let r = self.reference(elastic);
         let (psi, dpsi) = elastic.elastic_gradient_and_change(x, g, &r.elastic);
-        let (b, c) = self.add_vertex_terms(x, g);
+        let (b, c, d) = self.add_vertex_terms(x, g);
         let k = self.kappa();
-        let e = psi + self.inertia_energy(x) + b + k * c;
+        let e = psi + self.inertia_energy(x) + b + k * c + d;
         if !(b.is_finite() && c.is_finite()) {
             return (e, f64::INFINITY);
         }
         let change = self.inertia_difference(&self.x_start, x)
             + dpsi
             + (b - r.barrier)
-            + k * (c - r.contact);
+            + k * (c - r.contact)
+            + (d - self.friction_start());
         (e, change)
     }
 
-    /// Adds the inertia (or load), vertex-barrier, surface-pair and IPC contact gradients to `g`
-    /// and zeroes pinned DOFs; returns the obstacle barrier energy (J) and the contact sum at
-    /// κ = 1 (m⁴).
-    fn add_vertex_terms(&self, x: &[f64], g: &mut [f64]) -> (f64, f64) {
+    /// Adds the inertia (or load), vertex-barrier, surface-pair, IPC contact and lagged friction
+    /// gradients to `g` and zeroes pinned DOFs; returns the obstacle barrier energy (J), the
+    /// contact sum at κ = 1 (m⁴) and the friction potential (J).
+    fn add_vertex_terms(&self, x: &[f64], g: &mut [f64]) -> (f64, f64, f64) {
         let mut e = 0.0;
         let w = self.inertia;
         for (v, m) in self.model.mass.iter().enumerate() {
@@ -1102,12 +1183,16 @@ impl<'a> StepProblem<'a> {
                 contact = f64::INFINITY;
             }
         }
+        let friction = match self.friction.get() {
+            Some(f) => f.0.add_gradient(x, &self.x_hat, g),
+            None => 0.0,
+        };
         for (gk, &f) in g.iter_mut().zip(&self.fixed) {
             if f {
                 *gk = 0.0;
             }
         }
-        (e, contact)
+        (e, contact, friction)
     }
 
     /// Fills `out` with the PSD-projected Hessian of E at `x` (element ∂P/∂F eigenvalues clamped

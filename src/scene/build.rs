@@ -363,12 +363,25 @@ impl Scene {
                 cx.positive("contact.ipc_kappa", k, " J/m⁴")?;
             }
             let flags = vec![s.contact.self_contact; model.bodies.len()];
-            model
+            let model = model
                 .with_contact(dhat, &flags, s.contact.ipc_kappa)
-                .map_err(|e| cx.err("contact.ipc", e.to_string()))?
+                .map_err(|e| cx.err("contact.ipc", e.to_string()))?;
+            friction(&cx, &s.contact, model)?
         } else {
-            if s.contact.ipc_kappa.is_some() {
-                return Err(cx.err("contact.ipc_kappa", "applies only with contact.ipc = true"));
+            let c = &s.contact;
+            for (key, set) in [
+                ("contact.ipc_kappa", c.ipc_kappa.is_some()),
+                ("contact.friction", c.friction.is_some()),
+                ("contact.friction_pairs", !c.friction_pairs.is_empty()),
+                ("contact.friction_velocity", c.friction_velocity.is_some()),
+                (
+                    "contact.friction_iterations",
+                    c.friction_iterations.is_some(),
+                ),
+            ] {
+                if set {
+                    return Err(cx.err(key, "applies only with contact.ipc = true"));
+                }
             }
             model
         };
@@ -985,6 +998,55 @@ fn keyframes(cx: &Ctx, key: &str, phases: &[PhaseSpec]) -> Result<Vec<Phase>> {
 }
 
 /// The vertices of `object` (or all) inside `region`; an error when none is selected.
+/// `[contact]`'s friction keys onto a model with IPC contact.
+fn friction(cx: &Ctx, c: &crate::scene::spec::ContactSpec, model: Model) -> Result<Model> {
+    use crate::contact::friction::FrictionParams;
+    let mu = c.friction.unwrap_or(0.0);
+    cx.finite("contact.friction", &[mu])?;
+    if mu < 0.0 {
+        return Err(cx.err("contact.friction", format!("must be ≥ 0, got {mu}")));
+    }
+    let eps_v = c.friction_velocity.unwrap_or(FrictionParams::DEFAULT_EPS_V);
+    cx.positive("contact.friction_velocity", eps_v, " m/s")?;
+    let passes = c.friction_iterations.unwrap_or(1);
+    if passes == 0 {
+        return Err(cx.err(
+            "contact.friction_iterations",
+            "must be ≥ 1 (lagging passes per step)",
+        ));
+    }
+    let nb = model
+        .contact
+        .as_ref()
+        .map_or(0, |ipc| ipc.mesh.bodies.len());
+    let mut params = FrictionParams::uniform(nb, mu, eps_v, passes);
+    for (i, p) in c.friction_pairs.iter().enumerate() {
+        let key = format!("contact.friction_pairs[{i}]");
+        let index = |name: &str| {
+            model
+                .bodies
+                .iter()
+                .position(|b| b.name == name)
+                .ok_or_else(|| {
+                    let names: Vec<&str> = model.bodies.iter().map(|b| b.name.as_str()).collect();
+                    cx.err(
+                        format!("{key}.objects"),
+                        format!("no object `{name}` (objects: {})", names.join(", ")),
+                    )
+                })
+        };
+        let (a, b) = (index(&p.objects[0])?, index(&p.objects[1])?);
+        cx.finite(&format!("{key}.mu"), &[p.mu])?;
+        if p.mu < 0.0 {
+            return Err(cx.err(format!("{key}.mu"), format!("must be ≥ 0, got {}", p.mu)));
+        }
+        params.set(a, b, p.mu);
+    }
+    model
+        .with_friction(params)
+        .map_err(|e| cx.err("contact.friction", e.to_string()))
+}
+
 fn select(
     cx: &Ctx,
     key: &str,

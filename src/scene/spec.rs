@@ -597,6 +597,32 @@ pub struct ContactSpec {
     /// With `ipc`: a fixed contact stiffness κ, J/m⁴ (default: IPC's adaptive κ).
     #[serde(default)]
     pub ipc_kappa: Option<f64>,
+    /// With `ipc`: the friction coefficient μ (dimensionless, ≥ 0) between every pair of
+    /// objects and within each (default 0: frictionless); `friction_pairs` overrides pairs.
+    #[serde(default)]
+    pub friction: Option<f64>,
+    /// With `ipc`: μ for particular pairs of objects.
+    #[serde(default)]
+    pub friction_pairs: Vec<FrictionPairSpec>,
+    /// With friction: ε_v, m/s — relative tangential speeds below it are mollified static
+    /// friction (default 1e-3 m/s).
+    #[serde(default)]
+    pub friction_velocity: Option<f64>,
+    /// With friction: lagging passes per step (≥ 1, default 1): each further pass re-lags the
+    /// normal forces and tangent frames at the last solution and solves again.
+    #[serde(default)]
+    pub friction_iterations: Option<usize>,
+}
+
+/// One `[[contact.friction_pairs]]` entry: μ between two objects (the same name twice: the
+/// object against itself).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FrictionPairSpec {
+    /// The two objects' names.
+    pub objects: [String; 2],
+    /// Friction coefficient μ (dimensionless, ≥ 0).
+    pub mu: f64,
 }
 
 impl Default for ContactSpec {
@@ -608,6 +634,10 @@ impl Default for ContactSpec {
             ipc: false,
             self_contact: true,
             ipc_kappa: None,
+            friction: None,
+            friction_pairs: Vec::new(),
+            friction_velocity: None,
+            friction_iterations: None,
         }
     }
 }

@@ -139,6 +139,17 @@ impl StepSolver for NewtonSolver {
         // kernels then starts each step with the κ of the CPU reference, not one a rounding
         // apart (κ sets how far apart the surfaces rest, up to d̂).
         problem.init_contact_stiffness(problem.model);
+        // Friction lagged at the step's start (IPC: normal forces and tangent frames of the pairs
+        // active at xᵗ, with this step's κ); each further pass re-lags at the converged point.
+        let mut passes_left = match problem
+            .model
+            .contact
+            .as_ref()
+            .and_then(|c| c.friction.as_ref())
+        {
+            Some(f) if problem.lag_friction(&problem.x_prev) > 0 => f.passes - 1,
+            _ => 0,
+        };
         let mut min_gap_sq = f64::INFINITY;
         // Which factor the current direction comes from.
         let mut augmented = false;
@@ -175,6 +186,17 @@ impl StepSolver for NewtonSolver {
                 StopRule::Cn { eps } => residual < eps,
                 StopRule::Dx { tol } => last_dx_ratio < tol,
             };
+            if converged && iterations > 0 && passes_left > 0 {
+                // Another lagging pass: friction's normal forces and frames from this solution.
+                passes_left -= 1;
+                if problem.lag_friction(x) > 0 {
+                    change = problem.energy_change(elastic, x);
+                    energy = problem.gradient(elastic, x, &mut g);
+                    residual = problem.model.char_norm.residual(&g);
+                    // Dx needs a step under the new potential; CN can stop at once.
+                    converged = matches!(self.params.stop, StopRule::Cn { eps } if residual < eps);
+                }
+            }
             // At least one iteration per step (see `StopRule`).
             if (converged && iterations > 0) || iterations >= self.params.max_iterations {
                 break;
