@@ -1,8 +1,10 @@
 //! IPC contact on projected Newton, per step: collision candidates, CCD time, barrier
-//! assembly, Newton iterations and the whole step, on two scenes at several sizes — a stack of
-//! three cubes resting on each other under gravity (3·6n³ tets for n³-cell cubes) and two balls
-//! pressed together head-on (2·6n³ tets) — then the exponent of each cost in the surface size
-//! (least squares in log–log over the sizes of each scene).
+//! assembly, Newton iterations and the whole step, on three scenes at several sizes — a stack of
+//! three cubes resting on each other under gravity (3·6n³ tets for n³-cell cubes), two balls
+//! pressed together head-on (about 2·πn³ tets for resolution n) and a soft ball (E = 2e4 Pa,
+//! about πn³ tets) pressed by gravity into a pinned hoop's narrower hole with friction μ = 0.5
+//! (contact_hoop.toml's setting, started at the hole's rim) — then the exponent of each cost in
+//! the surface size (least squares in log–log over the sizes of each scene).
 //!
 //! The scenes start in contact (gaps of d̂/2 between the bodies) so every measured step has
 //! active pairs. Per step, after Newton's step from xᵗ to xᵗ⁺¹ (wall time and iterations from
@@ -11,18 +13,21 @@
 //! (`IpcContact::max_step` from xᵗ along xᵗ⁺¹ − xᵗ: the swept broad phase and additive CCD, what
 //! one line-search filter costs); and the barrier assembly at xᵗ⁺¹ (energy, gradient and the
 //! PSD-projected pair Hessians, what one Newton iteration adds). Times are means over the
-//! measured steps, ms, release build on rayon's default pool.
+//! measured steps, ms, release build on rayon's default pool; Newton stops at CN 1e-7 as the
+//! bundled contact scenes do.
 //!
 //! `cargo bench --bench ipc`. Env: `JELLO_BENCH_IPC_STACK` (cube cells per side, default
 //! "6,10,14,18": 3.9k, 18k, 49k, 105k tets), `JELLO_BENCH_IPC_BALLS` (ball resolutions, default
-//! "8,12,16,20": 6k, 21k, 49k, 96k tets), `JELLO_BENCH_IPC_STEPS` (default 5).
+//! "8,12,16,20": 6k, 21k, 49k, 96k tets), `JELLO_BENCH_IPC_HOOP` (ball resolutions, default
+//! "12,19,26,32": 5k, 21k, 55k, 103k tets), `JELLO_BENCH_IPC_STEPS` (default 5).
 
+use jello::contact::friction::FrictionParams;
 use jello::contact::IpcContact;
 use jello::material::{Material, MaterialModel};
-use jello::mesh::{ball, box_grid, TetMesh};
-use jello::problem::{BarrierParams, Body, Model, Obstacle};
+use jello::mesh::{ball, box_grid, ring, TetMesh};
+use jello::problem::{BarrierParams, Body, Model, Obstacle, Pin, Script};
 use jello::sim::Simulation;
-use jello::solver::{NewtonParams, NewtonSolver};
+use jello::solver::{NewtonParams, NewtonSolver, StopRule};
 use std::time::Instant;
 
 fn env_list(name: &str, default: &str) -> Vec<usize> {
@@ -36,6 +41,19 @@ fn env_list(name: &str, default: &str) -> Vec<usize> {
 /// Bodies of `meshes` (stable neo-Hookean E = 1e5 Pa, ν = 0.4, 1000 kg/m³) with IPC contact at
 /// `dhat` (m), gravity `g` and `obstacles`.
 fn model(meshes: Vec<TetMesh>, dhat: f64, g: [f64; 3], obstacles: Vec<Obstacle>) -> Model {
+    model_with(meshes, dhat, g, obstacles, 1e5, None)
+}
+
+/// [`model`] with Young's modulus `youngs` (Pa) and, when `pin_last`, the last body pinned
+/// whole.
+fn model_with(
+    meshes: Vec<TetMesh>,
+    dhat: f64,
+    g: [f64; 3],
+    obstacles: Vec<Obstacle>,
+    youngs: f64,
+    pin_last: Option<()>,
+) -> Model {
     let mut all = TetMesh::default();
     let mut bodies = Vec::new();
     for (i, m) in meshes.into_iter().enumerate() {
@@ -51,14 +69,22 @@ fn model(meshes: Vec<TetMesh>, dhat: f64, g: [f64; 3], obstacles: Vec<Obstacle>)
     }
     let nt = all.num_tets();
     let nb = bodies.len();
-    let mat = Material::from_young_poisson(MaterialModel::StableNeoHookean, 1e5, 0.4).unwrap();
+    let mat = Material::from_young_poisson(MaterialModel::StableNeoHookean, youngs, 0.4).unwrap();
+    let pins = match (pin_last, bodies.last()) {
+        (Some(()), Some(b)) => vec![Pin {
+            vertices: b.vertices.clone().map(|v| v as u32).collect(),
+            start: all.positions[b.vertices.clone()].to_vec(),
+            script: Script::Fixed,
+        }],
+        _ => vec![],
+    };
     Model::new(
         all,
         bodies,
         vec![mat; nt],
         vec![1000.0; nt],
         g,
-        vec![],
+        pins,
         obstacles,
         BarrierParams { dhat, kappa: 1.0 },
     )
@@ -83,7 +109,13 @@ struct Row {
 
 fn measure(scene: &str, m: Model, velocity: Vec<[f64; 3]>, h: f64, steps: usize) -> Row {
     let ipc: IpcContact = (**m.contact.as_ref().unwrap()).clone();
-    let solver = NewtonSolver::new(&m, NewtonParams::default()).unwrap();
+    // The bundled contact scenes' stop (CN 1e-7): at the default 1e-5 a contact step can stop
+    // millimetres from its minimiser and a sliding friction contact freezes.
+    let params = NewtonParams {
+        stop: StopRule::Cn { eps: 1e-7 },
+        ..NewtonParams::default()
+    };
+    let solver = NewtonSolver::new(&m, params).unwrap();
     let state = m.initial_state(&velocity);
     let mut sim = Simulation::new(m.clone(), state, h, Box::new(solver)).unwrap();
     let mut row = Row {
@@ -200,6 +232,29 @@ fn main() {
             .collect();
         rows.push(measure("balls", m, v, 0.005, steps));
     }
+    for n in env_list("JELLO_BENCH_IPC_HOOP", "12,19,26,32") {
+        // A 0.1 m ball over a pinned hoop (hole radius 0.08 m, top at y = 0.02 m): its centre
+        // where the sphere clears the hole's rim polygon (edge midpoints at 0.08·cos(π/24) m)
+        // by d̂/2.
+        let (r, inner, top) = (0.1, 0.08, 0.02);
+        let rim = inner * (std::f64::consts::PI / 24.0).cos();
+        let y = top + ((r + 0.5 * dhat).powi(2) - rim * rim).sqrt();
+        let b = ball([0.0, y, 0.0], r, n);
+        let hoop = ring([0.0, 0.0, 0.0], inner, 0.13, 2.0 * top, [24, 2, 1]);
+        let m = model_with(
+            vec![b, hoop],
+            dhat,
+            [0.0, -9.81, 0.0],
+            vec![],
+            2e4,
+            Some(()),
+        );
+        let mut friction = FrictionParams::uniform(2, 0.0, FrictionParams::DEFAULT_EPS_V, 1);
+        friction.set(0, 1, 0.5);
+        let m = m.with_friction(friction).unwrap();
+        let nv = m.num_vertices();
+        rows.push(measure("hoop", m, vec![[0.0; 3]; nv], 0.01, steps));
+    }
     println!(
         "\n| scene | tets | faces | step ms | Newton its | candidates | active | broad ms | CCD ms | barrier ms |"
     );
@@ -219,7 +274,7 @@ fn main() {
             r.assembly_ms
         );
     }
-    for scene in ["stack", "balls"] {
+    for scene in ["stack", "balls", "hoop"] {
         let sel: Vec<&Row> = rows.iter().filter(|r| r.scene == scene).collect();
         if sel.len() < 2 {
             continue;

@@ -10,7 +10,11 @@ use jello::problem::Model;
 /// The scene's run: (model, states after each step). Panics when a step fails or a state
 /// intersects or touches.
 fn run(name: &str, steps: usize) -> (Model, Vec<Vec<f64>>) {
-    let built = common::bundled_scene(name);
+    run_built(name, &common::bundled_scene(name), steps)
+}
+
+/// [`run`] on a built scene.
+fn run_built(name: &str, built: &jello::scene::BuiltScene, steps: usize) -> (Model, Vec<Vec<f64>>) {
     let m = built.model.clone();
     assert!(m.contact.is_some(), "{name}: IPC contact is on");
     let params = jello::solver::NewtonParams {
@@ -18,7 +22,7 @@ fn run(name: &str, steps: usize) -> (Model, Vec<Vec<f64>>) {
         ..jello::solver::NewtonParams::default()
     };
     let solver = jello::solver::NewtonSolver::new(&m, params).unwrap();
-    let mut sim = common::simulation(&built, Box::new(solver));
+    let mut sim = common::simulation(built, Box::new(solver));
     let ipc = m.contact.clone().unwrap();
     let mut states = Vec::new();
     let (mut closest, mut iterations) = (f64::INFINITY, 0);
@@ -209,5 +213,51 @@ fn a_twisted_bar_coils_into_itself_without_passing_through() {
     assert!(
         touching > 5,
         "the bar never touched itself ({touching} steps)"
+    );
+}
+
+#[test]
+fn a_soft_ball_wedges_in_a_rigid_hoop_held_by_friction_and_slips_through_without() {
+    // The ball (r = 0.1 m) falls into a hoop whose hole is 0.08 m in radius: with friction
+    // (μ = 0.5) it must end wedged in the hole (centre within the hoop's top half-height band,
+    // barely moving); without friction the same drop must squeeze through and fall away.
+    let name = "contact_hoop.toml";
+    let built = common::bundled_scene(name);
+    let h = built.config.h;
+    let steps = 45;
+    let text = std::fs::read_to_string(common::bundled_scene_path(name)).unwrap();
+    assert!(text.contains("friction = 0.5"));
+    let frictionless = jello::scene::Scene::parse(
+        &common::bundled_scene_path(name),
+        &text.replace("friction = 0.5", "friction = 0.0"),
+    )
+    .unwrap()
+    .build()
+    .unwrap();
+    let mut rest = Vec::new();
+    for (what, b) in [("μ = 0.5", &built), ("μ = 0", &frictionless)] {
+        let (m, states) = run_built(name, b, steps);
+        let n = states.len();
+        let y = centre(&m, &states[n - 1], 0, 1);
+        let speed = (y - centre(&m, &states[n - 2], 0, 1)).abs() / h;
+        eprintln!(
+            "{what}: ball centre at y = {y:.4} m after {steps} steps, moving {speed:.2e} m/s"
+        );
+        rest.push((y, speed));
+    }
+    // Wedged: the centre between the hoop's mid-plane and a ball radius above its top (0.02 m).
+    let (y, speed) = rest[0];
+    assert!(
+        y > 0.0 && y < 0.12,
+        "with friction the ball must wedge: y = {y}"
+    );
+    assert!(
+        speed < 0.1,
+        "with friction the ball must come to rest: {speed} m/s"
+    );
+    let (y, speed) = rest[1];
+    assert!(
+        y < -0.1 && speed > 1.0,
+        "without friction the ball must slip through: y = {y}, {speed} m/s"
     );
 }

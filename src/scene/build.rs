@@ -7,7 +7,7 @@ use crate::limits::{
     MAX_COORDINATE, MAX_GENERATOR_CELLS, MAX_SCENE_VALUE, MAX_STEPS, TIME_STEP_RANGE,
 };
 use crate::material::{Material, MaterialModel};
-use crate::mesh::{ball, box_grid, read_mesh, TetMesh};
+use crate::mesh::{ball, box_grid, read_mesh, ring, TetMesh};
 use crate::problem::{
     BarrierParams, Body, ExternalForce, Integrator, InversionPolicy, Model, Obstacle, Phase, Pin,
     Script, StrainLimit, INTEGRATORS,
@@ -638,13 +638,15 @@ impl Scene {
         let key = format!("{key}.mesh");
         // Keys that belong to another source are mistakes, not silently ignored.
         let given = |names: &[&str]| -> Option<&'static str> {
-            let present: [(&'static str, bool); 6] = [
+            let present: [(&'static str, bool); 8] = [
                 ("min", spec.min.is_some()),
                 ("max", spec.max.is_some()),
                 ("cells", spec.cells.is_some()),
                 ("center", spec.center.is_some()),
                 ("radius", spec.radius.is_some()),
                 ("resolution", spec.resolution.is_some()),
+                ("inner_radius", spec.inner_radius.is_some()),
+                ("height", spec.height.is_some()),
             ];
             present
                 .iter()
@@ -729,9 +731,65 @@ impl Scene {
                 }
                 Ok(ball(center, radius, res))
             }
+            (None, Some(g)) if g == "ring" => {
+                let keys = ["center", "radius", "inner_radius", "height", "cells"];
+                stray("the ring generator", &keys)?;
+                let (Some(center), Some(outer), Some(inner), Some(height), Some(cells)) = (
+                    spec.center,
+                    spec.radius,
+                    spec.inner_radius,
+                    spec.height,
+                    spec.cells,
+                ) else {
+                    return Err(cx.err(
+                        &key,
+                        "the ring generator needs center, radius, inner_radius, height and cells",
+                    ));
+                };
+                cx.point(&format!("{key}.center"), &center)?;
+                for (k, v) in [
+                    ("radius", outer),
+                    ("inner_radius", inner),
+                    ("height", height),
+                ] {
+                    cx.positive(&format!("{key}.{k}"), v, " m")?;
+                    if v > MAX_COORDINATE {
+                        return Err(cx.err(
+                            format!("{key}.{k}"),
+                            format!("{v:e} m is above {MAX_COORDINATE:e} m"),
+                        ));
+                    }
+                }
+                if inner >= outer {
+                    return Err(cx.err(
+                        format!("{key}.inner_radius"),
+                        format!("must be below radius ({outer} m), got {inner} m"),
+                    ));
+                }
+                if cells[0] < 3 || cells[1] == 0 || cells[2] == 0 {
+                    return Err(cx.err(
+                        format!("{key}.cells"),
+                        format!("[around ≥ 3, across ≥ 1, along ≥ 1], got {cells:?}"),
+                    ));
+                }
+                let total = cells
+                    .iter()
+                    .try_fold(1usize, |a, &c| a.checked_mul(c))
+                    .filter(|&t| t <= MAX_GENERATOR_CELLS);
+                if total.is_none() {
+                    return Err(cx.err(
+                        format!("{key}.cells"),
+                        format!(
+                            "{cells:?} is more than {MAX_GENERATOR_CELLS} cells in all \
+                             (jello::limits::MAX_GENERATOR_CELLS)"
+                        ),
+                    ));
+                }
+                Ok(ring(center, inner, outer, height, cells))
+            }
             (None, Some(g)) => Err(cx.err(
                 format!("{key}.generator"),
-                format!("unknown generator `{g}` (expected box or ball)"),
+                format!("unknown generator `{g}` (expected box, ball or ring)"),
             )),
             _ => Err(cx.err(&key, "give exactly one of `file` or `generator`")),
         }

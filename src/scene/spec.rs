@@ -262,7 +262,7 @@ pub struct MeshSpec {
     /// Path to a mesh file (.msh, .node/.ele, .mesh, .vtk), relative to the scene file.
     #[serde(default)]
     pub file: Option<String>,
-    /// `box` or `ball`.
+    /// `box`, `ball` or `ring` (a hoop about the vertical axis).
     #[serde(default)]
     pub generator: Option<String>,
     /// Box: lower corner, m.
@@ -271,15 +271,22 @@ pub struct MeshSpec {
     /// Box: upper corner, m.
     #[serde(default)]
     pub max: Option<[f64; 3]>,
-    /// Box: cells along x, y, z (6 tets per cell).
+    /// Box: cells along x, y, z; ring: cells around (≥ 3), across the wall and along the axis
+    /// (6 tets per cell).
     #[serde(default)]
     pub cells: Option<[usize; 3]>,
-    /// Ball: centre, m.
+    /// Ball, ring: centre, m.
     #[serde(default)]
     pub center: Option<[f64; 3]>,
-    /// Ball: radius, m.
+    /// Ball: radius; ring: outer radius, m.
     #[serde(default)]
     pub radius: Option<f64>,
+    /// Ring: inner radius (the hole's), m (0 < inner_radius < radius).
+    #[serde(default)]
+    pub inner_radius: Option<f64>,
+    /// Ring: height along the vertical (y) axis, m.
+    #[serde(default)]
+    pub height: Option<f64>,
     /// Ball: cells across the diameter.
     #[serde(default)]
     pub resolution: Option<usize>,

@@ -2,6 +2,8 @@
 
 mod ball;
 mod grid;
+mod ring;
 
 pub use ball::ball;
 pub use grid::box_grid;
+pub use ring::ring;
