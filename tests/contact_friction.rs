@@ -5,6 +5,7 @@ mod common;
 
 use jello::problem::Model;
 use jello::solver::{NewtonParams, NewtonSolver};
+use rand::Rng;
 
 /// A 0.1 m block resting 0.5 mm (½ d̂) above a pinned 1 m plate, gravity `g` (m/s²) tilted
 /// by `theta` (rad) about z so the block slides toward +x; μ and the lagging passes as given.
@@ -219,4 +220,70 @@ material = {{ model = "stable_neo_hookean", youngs_modulus = 1e5, poisson_ratio 
         (0.6, 0.6, 0.1, 0.1)
     );
     assert_eq!((f.eps_v, f.passes), (1e-3, 1));
+}
+
+#[test]
+fn step_energy_with_lagged_friction_matches_its_gradient() {
+    // A block sliding on the slope (5 steps in): the step's E with friction lagged at xᵗ —
+    // ∇E·u against central differences of E(x) − E(x_start) along random u, in the sliding
+    // regime; E(x_start) − E(x_start) = 0 after the lag (the reference follows the new
+    // potential); and the lag changes the gradient (friction is in it).
+    let mut rng = common::rng("step_energy_with_lagged_friction_matches_its_gradient");
+    let built = slope(30f64.to_radians(), 0.3, 1);
+    let m = &built.model;
+    let params = NewtonParams {
+        stop: built.config.stop,
+        ..NewtonParams::default()
+    };
+    let mut sim = common::simulation(&built, Box::new(NewtonSolver::new(m, params).unwrap()));
+    for _ in 0..5 {
+        sim.step(false).unwrap();
+    }
+    let prob = jello::problem::StepProblem::new(m, &sim.state, built.config.h);
+    prob.init_contact_stiffness(m);
+    // The block slid 0.3 mm down the slope from the start (the sliding regime: ‖u‖ ≫ ε_v h).
+    let mut x = prob.x_start.clone();
+    for v in m.bodies[1].vertices.clone() {
+        x[3 * v] += 3e-4;
+    }
+    let mut g_free = vec![0.0; x.len()];
+    prob.gradient(m, &x, &mut g_free);
+    let lagged = prob.lag_friction(&prob.x_prev);
+    assert!(lagged > 0, "the block must be in contact");
+    assert_eq!(prob.energy_change(m, &prob.x_start.clone()), 0.0);
+    let mut g = vec![0.0; x.len()];
+    prob.gradient(m, &x, &mut g);
+    let diff = g
+        .iter()
+        .zip(&g_free)
+        .map(|(a, b)| (a - b).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    eprintln!("{lagged} lagged pairs; |∇E − ∇E without friction| = {diff:.3e} N");
+    assert!(diff > 0.1, "friction must enter the gradient: {diff}");
+    for trial in 0..5 {
+        // Free DOFs only: the gradient is zero on pinned ones (the plate).
+        let u: Vec<f64> = (0..x.len())
+            .map(|k| {
+                let r = rng.random_range(-1.0..1.0);
+                if prob.fixed[k] {
+                    0.0
+                } else {
+                    r
+                }
+            })
+            .collect();
+        let h = 1e-8;
+        let at = |s: f64| {
+            let y: Vec<f64> = x.iter().zip(&u).map(|(a, b)| a + s * b).collect();
+            prob.energy_change(m, &y)
+        };
+        let fd = (at(h) - at(-h)) / (2.0 * h);
+        let exact: f64 = g.iter().zip(&u).map(|(a, b)| a * b).sum();
+        let err = (fd - exact).abs() / exact.abs().max(1e-300);
+        eprintln!(
+            "trial {trial}: ∇E·u = {exact:.6e}, difference quotient {fd:.6e}, error {err:.2e}"
+        );
+        assert!(err < 1e-4, "trial {trial}: relative error {err:.2e}");
+    }
 }
