@@ -280,10 +280,15 @@ fn step_energy_with_lagged_friction_matches_its_gradient() {
         };
         let fd = (at(h) - at(-h)) / (2.0 * h);
         let exact: f64 = g.iter().zip(&u).map(|(a, b)| a * b).sum();
-        let err = (fd - exact).abs() / exact.abs().max(1e-300);
+        // Relative to |∇E·u| plus the typical size of a directional derivative
+        // (‖∇E‖·rms(u)): a direction nearly ⟂ ∇E leaves only the energy's round-off / 2h.
+        let gn = g.iter().map(|v| v * v).sum::<f64>().sqrt();
+        let rms = (u.iter().map(|v| v * v).sum::<f64>() / u.len() as f64).sqrt();
+        let err = (fd - exact).abs() / (exact.abs() + gn * rms);
         eprintln!(
             "trial {trial}: ∇E·u = {exact:.6e}, difference quotient {fd:.6e}, error {err:.2e}"
         );
+        // Measured ≤ 1.3e-6 over seeds 1–12; a missing or wrong friction term is O(1).
         assert!(err < 1e-4, "trial {trial}: relative error {err:.2e}");
     }
 }
