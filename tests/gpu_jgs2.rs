@@ -912,8 +912,12 @@ fn combine_trial_apply_match_on_gpu() {
     );
     if let Some(g) = &gpu {
         assert_close(&g[2], &cpu[2], 1e-6, "combined step gpu vs cpu");
-        // 1/α: α from a division and a sqrt per obstacle: 1e-5.
-        assert_close(&g[3], &cpu[3], 1e-5, "step bounds gpu vs cpu");
+        // 1/α: α from a division and a sqrt per obstacle, through the sphere's quadratic
+        // time of impact, whose cancellation at grazing directions amplifies the last bits.
+        // Bit-identical on lavapipe (Vulkan: correctly rounded division and sqrt); GLSL's are
+        // within a few ULP, and on llvmpipe-GL the relative norm measured ≤ 9.2e-5 over seeds
+        // 1–200 (1.07e-5 failed the former 1e-5 in CI). A wrong bound formula is O(1).
+        assert_close(&g[3], &cpu[3], 3e-4, "step bounds gpu vs cpu");
     }
     let step: Vec<GpuVec4> = bytemuck::cast_slice(&cpu[2]).to_vec();
     let mut scal = vec![0.0f32; 9];
