@@ -261,3 +261,33 @@ fn a_soft_ball_wedges_in_a_rigid_hoop_held_by_friction_and_slips_through_without
         "without friction the ball must slip through: y = {y}, {speed} m/s"
     );
 }
+
+#[test]
+fn ipc_scenes_default_to_the_tight_stop() {
+    // Without a `tolerance`, a scene with IPC contact stops at CN 1e-7 (1e-5 freezes sliding
+    // friction and stops millimetres from contact minimisers); without contact, 1e-5.
+    let stop = |contact: &str| {
+        let text = format!(
+            "{}\n[contact]\n{contact}\n",
+            TWO_CUBES.replace("LEFT_MAX", "-0.01")
+        );
+        jello::scene::Scene::parse(std::path::Path::new("ipc.toml"), &text)
+            .unwrap()
+            .build()
+            .unwrap()
+            .config
+            .stop
+    };
+    use jello::solver::StopRule;
+    assert_eq!(stop("ipc = true"), StopRule::Cn { eps: 1e-7 });
+    assert_eq!(stop("ipc = false"), StopRule::Cn { eps: 1e-5 });
+    let text = format!(
+        "{}\n[solver]\ntolerance = 1e-6\n[contact]\nipc = true\n",
+        TWO_CUBES.replace("LEFT_MAX", "-0.01")
+    );
+    let built = jello::scene::Scene::parse(std::path::Path::new("ipc.toml"), &text)
+        .unwrap()
+        .build()
+        .unwrap();
+    assert_eq!(built.config.stop, StopRule::Cn { eps: 1e-6 });
+}

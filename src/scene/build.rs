@@ -453,12 +453,14 @@ impl Scene {
         }
         // Both tolerances are checked whichever rule is chosen: a bad value is a mistake even
         // where it would go unused (the CLI's --stop may pick the other rule).
-        cx.positive("solver.tolerance", s.solver.tolerance, "")?;
+        let tolerance = s
+            .solver
+            .tolerance
+            .unwrap_or(SolverSpec::default_tolerance(s.contact.ipc));
+        cx.positive("solver.tolerance", tolerance, "")?;
         cx.positive("solver.dx_tolerance", s.solver.dx_tolerance, "")?;
         let stop = match s.solver.stop.as_str() {
-            "cn" => StopRule::Cn {
-                eps: s.solver.tolerance,
-            },
+            "cn" => StopRule::Cn { eps: tolerance },
             "dx" => StopRule::Dx {
                 tol: s.solver.dx_tolerance,
             },

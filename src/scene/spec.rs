@@ -81,9 +81,10 @@ pub struct SolverSpec {
     /// Stop rule: `cn` (characteristic norm, default) or `dx` (max position change).
     #[serde(default = "SolverSpec::default_stop")]
     pub stop: String,
-    /// ε of the characteristic-norm rule (default 1e-5).
-    #[serde(default = "SolverSpec::default_tolerance")]
-    pub tolerance: f64,
+    /// ε of the characteristic-norm rule (default 1e-5; 1e-7 with `[contact] ipc = true`,
+    /// where 1e-5 can stop millimetres from a step's minimiser and freezes sliding friction).
+    #[serde(default)]
+    pub tolerance: Option<f64>,
     /// Tolerance of the dx rule, fraction of the scene's largest extent (default 1e-3).
     #[serde(default = "SolverSpec::default_dx")]
     pub dx_tolerance: f64,
@@ -155,8 +156,13 @@ impl SolverSpec {
     fn default_stop() -> String {
         "cn".into()
     }
-    fn default_tolerance() -> f64 {
-        1e-5
+    /// The CN rule's default ε: 1e-5, or 1e-7 for a scene with IPC contact.
+    pub fn default_tolerance(ipc: bool) -> f64 {
+        if ipc {
+            1e-7
+        } else {
+            1e-5
+        }
     }
     fn default_dx() -> f64 {
         1e-3
@@ -168,7 +174,7 @@ impl Default for SolverSpec {
         SolverSpec {
             name: Self::default_name(),
             stop: Self::default_stop(),
-            tolerance: Self::default_tolerance(),
+            tolerance: None,
             dx_tolerance: Self::default_dx(),
             max_iterations: None,
             variant: None,
