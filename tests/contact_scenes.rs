@@ -17,9 +17,14 @@ fn run(name: &str, steps: usize) -> (Model, Vec<Vec<f64>>) {
 fn run_built(name: &str, built: &jello::scene::BuiltScene, steps: usize) -> (Model, Vec<Vec<f64>>) {
     let m = built.model.clone();
     assert!(m.contact.is_some(), "{name}: IPC contact is on");
+    let defaults = jello::solver::NewtonParams::default();
     let params = jello::solver::NewtonParams {
         stop: built.config.stop,
-        ..jello::solver::NewtonParams::default()
+        max_iterations: built
+            .config
+            .max_iterations
+            .unwrap_or(defaults.max_iterations),
+        ..defaults
     };
     let solver = jello::solver::NewtonSolver::new(&m, params).unwrap();
     let mut sim = common::simulation(built, Box::new(solver));
@@ -159,7 +164,7 @@ fn contact_scene_errors_name_the_key_and_the_objects() {
         ),
         ("ipc = true\nipc_kappa = -5.0", "contact.ipc_kappa"),
         ("ipc_kappa = 1e9", "contact.ipc_kappa"),
-        ("ipc = true\nfriction = 0.3", "friction"),
+        ("ipc = true\nfriction = -0.3", "contact.friction"),
     ] {
         let e = build_err_or_parse(&scene("-0.01", contact));
         assert!(e.contains(key), "`{contact}` must name {key}: {e}");
@@ -227,9 +232,13 @@ fn a_soft_ball_wedges_in_a_rigid_hoop_held_by_friction_and_slips_through_without
     let steps = 45;
     let text = std::fs::read_to_string(common::bundled_scene_path(name)).unwrap();
     assert!(text.contains("friction = 0.5"));
+    // The frictionless ball's squeeze through the hole takes Newton 280 iterations in one step
+    // (measured): a larger cap for that run.
     let frictionless = jello::scene::Scene::parse(
         &common::bundled_scene_path(name),
-        &text.replace("friction = 0.5", "friction = 0.0"),
+        &text
+            .replace("friction = 0.5", "friction = 0.0")
+            .replace("tolerance = 1e-7", "tolerance = 1e-7\nmax_iterations = 400"),
     )
     .unwrap()
     .build()
