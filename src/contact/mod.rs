@@ -20,6 +20,7 @@ pub mod friction;
 pub mod intersect;
 pub mod mesh;
 pub mod mollifier;
+pub mod obstacles;
 pub mod potential;
 
 pub use broad::{
@@ -29,4 +30,5 @@ pub use intersect::{
     check_intersection_free, faces_intersect, intersecting_pairs, triangles_intersect,
 };
 pub use mesh::{BodyKind, CollisionBody, CollisionMesh};
+pub use obstacles::{JumpConflict, ObstacleMesh};
 pub use potential::{ContactPair, IpcContact};
