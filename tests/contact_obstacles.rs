@@ -269,17 +269,34 @@ script = {{ type = "translate", velocity = [{v}, 0.0, 0.0] }}"#
     );
     let contact = r#"ipc = true
 friction_pairs = [{ objects = ["cube", "belt"], mu = 0.5 }]"#;
-    let built = build(&dir, &scene_text(0.01, 5e-4, -9.81, &obstacles, contact)).unwrap();
-    let m = &built.model;
-    let mut vx = Vec::new();
-    run(&built, 30, |_, sim| vx.push(centre(m, &sim.state.v, 0)));
-    eprintln!("carry: cube x-velocity per step {vx:.4?} (plate {v} m/s)");
-    // μg = 4.9 m/s² reaches 0.1 m/s within ~2 steps; afterwards the cube sticks to the plate.
-    let tail = &vx[10..];
-    assert!(
-        tail.iter().all(|u| (u - v).abs() < 0.05 * v),
-        "the cube does not move with the plate: {tail:?}"
-    );
+    let text = scene_text(0.01, 5e-4, -9.81, &obstacles, contact);
+    // Under BDF2 too: the plate's friction displacement is ĥ (= 2h/3) times its velocity, so a
+    // sticking cube moves at the plate's speed, not 3/2 of it.
+    let bdf2 = text.replace("[simulation]\n", "[simulation]\nintegrator = \"bdf2\"\n");
+    for (integrator, text) in [("implicit Euler", text.clone()), ("BDF2", bdf2)] {
+        let built = build(&dir, &text).unwrap();
+        let m = &built.model;
+        let mut vx = Vec::new();
+        run(&built, 30, |_, sim| vx.push(centre(m, &sim.state.v, 0)));
+        eprintln!("carry, {integrator}: cube x-velocity per step {vx:.4?} (plate {v} m/s)");
+        // μg = 4.9 m/s² reaches 0.1 m/s within ~2 steps; then the cube sticks to the plate,
+        // its centre swinging about the plate's speed in the soft cube's shear mode (period
+        // ≈ 0.1 s; implicit Euler damps it within the window, BDF2 hardly): the mean over two
+        // periods is the plate's speed.
+        let tail = &vx[10..];
+        let mean = tail.iter().sum::<f64>() / tail.len() as f64;
+        eprintln!("carry, {integrator}: mean over steps 11–30 {mean:.4} m/s");
+        assert!(
+            (mean - v).abs() < 0.03 * v,
+            "{integrator}: the cube does not move with the plate: {tail:?}"
+        );
+        if integrator == "implicit Euler" {
+            assert!(
+                tail.iter().all(|u| (u - v).abs() < 0.05 * v),
+                "the cube does not stick to the plate: {tail:?}"
+            );
+        }
+    }
 }
 
 #[test]
