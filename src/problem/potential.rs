@@ -932,6 +932,9 @@ impl<'a> StepProblem<'a> {
     /// velocity under either integrator. Returns the number of lagged pairs: 0 without
     /// friction, in a static solve (no velocity) or with no active pair. After a call the
     /// energy changes ([`Self::energy_change`]) include the new potential at both ends.
+    /// Scripted triangle-mesh obstacles are lagged where they were at t when `x` is xᵗ (else
+    /// at [`Self::obstacles_end`]), and an obstacle vertex's displacement is ĥ × its velocity
+    /// over the step, the counterpart of a model vertex's x − x̂.
     pub fn lag_friction(&self, x: &[f64]) -> usize {
         let lagged = self.model.contact.as_ref().and_then(|ipc| {
             let params = ipc.friction.as_ref()?;
