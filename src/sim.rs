@@ -142,7 +142,9 @@ impl Simulation {
     /// could not repair it.
     ///
     /// A non-finite energy, gradient or position is an error naming the step, the time and the
-    /// cause as far as it is known ([`StepProblem::diagnose_non_finite`]).
+    /// cause as far as it is known ([`StepProblem::diagnose_non_finite`]); so is a scripted
+    /// triangle-mesh obstacle whose jump to its position at the step's end would make it touch
+    /// or cross a surface ([`StepProblem::obstacle_jump`]), before anything is solved.
     ///
     /// The new velocity is the integrator's, v = (x − x̂)/ĥ ([`StepScheme`]) whatever solved
     /// the step (substeps included), and a BDF2 run keeps the step's start as the next step's
@@ -319,6 +321,9 @@ impl Simulation {
                 state.t + h
             ))
         };
+        if let Some(why) = &problem.obstacle_jump {
+            return Err(fail(why.clone()));
+        }
         if !problem.start_is_finite(elastic) {
             return Err(fail(problem.diagnose_non_finite(elastic, &problem.x_start)));
         }

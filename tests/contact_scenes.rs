@@ -164,6 +164,7 @@ fn contact_scene_errors_name_the_key_and_the_objects() {
         ),
         ("ipc = true\nipc_kappa = -5.0", "contact.ipc_kappa"),
         ("ipc_kappa = 1e9", "contact.ipc_kappa"),
+        ("friction = 0.3", "contact.friction"),
         ("ipc = true\nfriction = -0.3", "contact.friction"),
     ] {
         let e = build_err_or_parse(&scene("-0.01", contact));

@@ -248,12 +248,16 @@ pub struct FrictionSet {
     pub pairs: Vec<FrictionPair>,
     /// ε_v·h, m.
     pub eps: f64,
+    /// The step displacement of each obstacle vertex (global id `n + i` for the model's `n`
+    /// vertices), m: a scripted obstacle's motion over the step, the counterpart of a model
+    /// vertex's x − x̂ ([`crate::problem::StepProblem::lag_friction`]). Empty: obstacles still.
+    pub obstacle_motion: Vec<[f64; 3]>,
 }
 
 impl FrictionSet {
-    /// Lags the pairs of `ipc` active at the flat model positions `x` (m) with contact
-    /// stiffness `kappa` (J/m⁴), coefficient `mu(body a, body b)` per pair of collision bodies,
-    /// and mollifier width `eps` = ε_v·h (m).
+    /// Lags the pairs of `ipc` active at the flat model positions `x` (m), obstacles at rest,
+    /// with contact stiffness `kappa` (J/m⁴), coefficient `mu(body a, body b)` per pair of
+    /// collision bodies, and mollifier width `eps` = ε_v·h (m): [`Self::lag_at`].
     pub fn lag(
         ipc: &super::IpcContact,
         x: &[f64],
@@ -261,12 +265,23 @@ impl FrictionSet {
         mu: impl Fn(u32, u32) -> f64,
         eps: f64,
     ) -> crate::error::Result<Self> {
-        let xs = ipc.positions(x);
+        Self::lag_at(ipc, &ipc.positions(x), kappa, mu, eps)
+    }
+
+    /// [`Self::lag`] at the full collision position array `xs` (m; obstacles where the step
+    /// has them). The obstacles are still until [`Self::obstacle_motion`] is set.
+    pub fn lag_at(
+        ipc: &super::IpcContact,
+        xs: &[[f64; 3]],
+        kappa: f64,
+        mu: impl Fn(u32, u32) -> f64,
+        eps: f64,
+    ) -> crate::error::Result<Self> {
         let m = &ipc.mesh;
         let body = |v: u32| m.vertex_body[m.vertices.binary_search(&v).unwrap_or(0)];
         let dsq_hat = ipc.dhat_sq();
         let pairs = ipc
-            .active_pairs(&xs)?
+            .active_pairs(xs)?
             .into_iter()
             .filter_map(|p| {
                 let coeff = mu(body(p.ids[0]), body(p.ids[3]));
@@ -277,7 +292,7 @@ impl FrictionSet {
                     let q = xs[v as usize];
                     V3::new(q[0], q[1], q[2])
                 });
-                let d = super::potential::distance_sq(&p, &xs);
+                let d = super::potential::distance_sq(&p, xs);
                 let mut db = super::barrier::barrier(d, dsq_hat).1 * kappa;
                 if p.kind == PairKind::EdgeEdge {
                     let c = (st[1] - st[0]).cross(&(st[3] - st[2])).norm_squared();
@@ -286,12 +301,16 @@ impl FrictionSet {
                 FrictionPair::lag(p.kind, p.ids, &st, coeff, db, d)
             })
             .collect();
-        Ok(FrictionSet { pairs, eps })
+        Ok(FrictionSet {
+            pairs,
+            eps,
+            obstacle_motion: Vec::new(),
+        })
     }
 
     /// The stencil displacement x − x_prev of pair `p` (12, m); obstacle vertices (ids past the
-    /// model's) do not move.
-    fn displacement(p: &FrictionPair, x: &[f64], x_prev: &[f64]) -> SVector<f64, 12> {
+    /// model's) move by [`Self::obstacle_motion`] (not at all when it is empty).
+    fn displacement(&self, p: &FrictionPair, x: &[f64], x_prev: &[f64]) -> SVector<f64, 12> {
         let n = x.len() / 3;
         let mut d = SVector::<f64, 12>::zeros();
         for (k, &v) in p.ids.iter().enumerate() {
@@ -299,6 +318,10 @@ impl FrictionSet {
             if v < n {
                 for c in 0..3 {
                     d[3 * k + c] = x[3 * v + c] - x_prev[3 * v + c];
+                }
+            } else if let Some(m) = self.obstacle_motion.get(v - n) {
+                for c in 0..3 {
+                    d[3 * k + c] = m[c];
                 }
             }
         }
@@ -310,7 +333,7 @@ impl FrictionSet {
         self.pairs
             .iter()
             .map(|p| {
-                let u = p.relative(&Self::displacement(p, x, x_prev)).norm();
+                let u = p.relative(&self.displacement(p, x, x_prev)).norm();
                 p.mu * p.lambda * f0(u, self.eps)
             })
             .sum()
@@ -321,7 +344,7 @@ impl FrictionSet {
         let n = x.len() / 3;
         let mut e = 0.0;
         for p in &self.pairs {
-            let d = p.potential(&Self::displacement(p, x, x_prev), self.eps);
+            let d = p.potential(&self.displacement(p, x, x_prev), self.eps);
             e += d.value;
             for (k, &v) in p.ids.iter().enumerate() {
                 let v = v as usize;
@@ -346,8 +369,7 @@ impl FrictionSet {
             .map(|p| {
                 (
                     p.ids,
-                    p.potential(&Self::displacement(p, x, x_prev), self.eps)
-                        .hess,
+                    p.potential(&self.displacement(p, x, x_prev), self.eps).hess,
                 )
             })
             .collect()

@@ -37,8 +37,9 @@ use std::ops::Range;
 pub enum BodyKind {
     /// A deformable object of the model: its boundary surface.
     Deformable,
-    /// A triangle-mesh obstacle: positions prescribed (static, or scripted by a later step), no
-    /// degrees of freedom. Obstacles are never tested against each other.
+    /// A triangle-mesh obstacle: positions prescribed (static, or scripted:
+    /// [`super::obstacles`]), no degrees of freedom. Obstacles are never tested against each
+    /// other.
     Obstacle,
 }
 
@@ -298,13 +299,16 @@ impl CollisionMesh {
         })
     }
 
-    /// **Hook for triangle-mesh obstacles** (read them with [`crate::mesh::read_triangle_mesh`]
-    /// from OBJ/PLY/STL; the scene keys and scripted motion are later steps): appends a static
-    /// obstacle of `positions` (m) and `triangles` (indices into `positions`), as a new body of
-    /// kind [`BodyKind::Obstacle`] without self-contact.
+    /// Appends a triangle-mesh obstacle of `positions` (m; its positions at t = 0) and
+    /// `triangles` (indices into `positions`), as a new body of kind [`BodyKind::Obstacle`]
+    /// without self-contact. Scenes read obstacles with [`crate::mesh::read_triangle_mesh`]
+    /// (OBJ/PLY/STL) and add them through [`crate::problem::Model::with_obstacle_meshes`],
+    /// which also gives each its script ([`super::obstacles`]).
     /// Its vertices get global ids from [`CollisionMesh::num_vertices`] on, and its positions
-    /// are kept here ([`CollisionMesh::positions`] appends them to the model's). A scripted
-    /// obstacle will overwrite `obstacle_positions` per step. Returns the new body's index.
+    /// are kept here ([`CollisionMesh::positions`] appends them to the model's); a step whose
+    /// obstacles move passes their scripted positions instead
+    /// ([`super::IpcContact::positions_with`]), and the rest data (edge lengths, areas) stay
+    /// those of `positions`. Returns the new body's index.
     /// Errors (naming the obstacle) on no triangles, non-finite positions, out-of-range or
     /// repeated corners.
     pub fn add_obstacle(

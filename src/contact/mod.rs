@@ -4,8 +4,9 @@
 //! classification and exact derivatives ([`distance`]), the edge–edge mollifier ([`mollifier`]),
 //! the log barrier and its adaptive stiffness ([`barrier`]), and additive continuous collision
 //! detection for the step filter ([`ccd`]) — and the mesh-level parts: the collision mesh of a
-//! model's bodies and triangle-mesh obstacles ([`mesh`]), the broad phase that finds
-//! point–triangle and edge–edge pairs closer than d̂ or swept within it ([`broad`]), and the
+//! model's bodies and triangle-mesh obstacles ([`mesh`]; static or scripted, [`obstacles`]),
+//! the broad phase that finds point–triangle and edge–edge pairs closer than d̂ or swept within
+//! it ([`broad`]), and the
 //! exact triangle–triangle intersection check that certifies a state intersection-free
 //! ([`intersect`]) — and the contact potential that puts them together ([`potential`]), which
 //! [`crate::problem::StepProblem`] adds to a step's energy when the model has
@@ -20,6 +21,7 @@ pub mod friction;
 pub mod intersect;
 pub mod mesh;
 pub mod mollifier;
+pub mod obstacles;
 pub mod potential;
 
 pub use broad::{
@@ -29,4 +31,5 @@ pub use intersect::{
     check_intersection_free, faces_intersect, intersecting_pairs, triangles_intersect,
 };
 pub use mesh::{BodyKind, CollisionBody, CollisionMesh};
+pub use obstacles::{JumpConflict, ObstacleMesh};
 pub use potential::{ContactPair, IpcContact};

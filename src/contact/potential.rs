@@ -55,6 +55,9 @@ pub struct IpcContact {
     pub kappa: Option<f64>,
     /// Lagged friction between the pairs (`None`: frictionless; [`super::friction`]).
     pub friction: Option<super::friction::FrictionParams>,
+    /// The script of each obstacle body, in the order of the obstacle bodies in `mesh.bodies`
+    /// ([`crate::problem::Script::Fixed`] for a static one; see [`super::obstacles`]).
+    pub obstacle_scripts: Vec<crate::problem::Script>,
 }
 
 /// One contact pair: a stencil of four global vertex ids ([`CollisionMesh`] indexing).
@@ -91,7 +94,15 @@ impl IpcContact {
             bbox_diagonal: 0.0,
             kappa,
             friction: None,
+            obstacle_scripts: Vec::new(),
         };
+        let obstacles = out
+            .mesh
+            .bodies
+            .iter()
+            .filter(|b| b.kind == super::mesh::BodyKind::Obstacle)
+            .count();
+        out.obstacle_scripts = vec![crate::problem::Script::Fixed; obstacles];
         let xs = out.positions(x);
         let mut lo = [f64::INFINITY; 3];
         let mut hi = [f64::NEG_INFINITY; 3];
@@ -125,7 +136,7 @@ impl IpcContact {
 
     /// Every pair whose boxes at `xs` (grown by `inflation/2`, m), swept to `xs + dxs` when given,
     /// overlap (see [`super::broad::candidates`]).
-    fn candidate_pairs(
+    pub(super) fn candidate_pairs(
         &self,
         xs: &[[f64; 3]],
         dxs: Option<&[[f64; 3]]>,
@@ -281,25 +292,32 @@ impl IpcContact {
     }
 
     /// The largest α ≤ `limit` such that no pair comes into contact along `x + α·dx` (flat model
-    /// positions and displacements, m; obstacle vertices still): additive CCD on every pair whose
-    /// boxes swept over `[x, x + limit·dx]` overlap. 0 when a pair already touches.
+    /// positions and displacements, m; obstacle vertices still at their positions at t = 0):
+    /// [`Self::max_step_at`] over [`Self::positions`].
     pub fn max_step(&self, x: &[f64], dx: &[f64], limit: f64) -> Result<f64> {
+        self.max_step_at(&self.positions(x), dx, limit)
+    }
+
+    /// The largest α ≤ `limit` such that no pair comes into contact along `xs + α·dx` (`xs` the
+    /// full position array, m, obstacles where the step has them; `dx` the flat model
+    /// displacements, m; obstacle vertices still): additive CCD on every pair whose boxes swept
+    /// over `[xs, xs + limit·dx]` overlap. 0 when a pair already touches.
+    pub fn max_step_at(&self, xs: &[[f64; 3]], dx: &[f64], limit: f64) -> Result<f64> {
         if limit <= 0.0 {
             return Ok(0.0);
         }
-        let xs = self.positions(x);
         let scaled: Vec<f64> = dx.iter().map(|d| d * limit).collect();
         // Obstacle vertices (after the model's) do not move.
         let mut ds: Vec<[f64; 3]> = bytemuck::cast_slice(&scaled).to_vec();
         ds.resize(self.mesh.num_vertices(), [0.0; 3]);
         let moving: Vec<bool> = ds.iter().map(|d| *d != [0.0; 3]).collect();
-        let pairs = self.candidate_pairs(&xs, Some(&ds), 0.0)?;
+        let pairs = self.candidate_pairs(xs, Some(&ds), 0.0)?;
         let params = AccdParams::default();
         let t = pairs
             .par_iter()
             .filter(|p| p.ids.iter().any(|&v| moving[v as usize]))
             .map(|p| {
-                let start = stencil(p, &xs);
+                let start = stencil(p, xs);
                 let end = [0, 1, 2, 3].map(|k| {
                     let d = ds[p.ids[k] as usize];
                     start[k] + V3::new(d[0], d[1], d[2])

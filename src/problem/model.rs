@@ -271,7 +271,8 @@ impl Model {
     /// Pinned vertices jump to their scripted positions at the start of each step, outside the
     /// CCD filter (which moves only free vertices): a script that carries a pinned surface
     /// through another surface within one step is not caught. Keep scripted motion per step
-    /// well below the gap it must keep.
+    /// well below the gap it must keep. (A scripted triangle-mesh obstacle's jump is checked:
+    /// [`Self::with_obstacle_meshes`], [`crate::contact::obstacles`].)
     pub fn with_contact(
         mut self,
         dhat: f64,
@@ -291,32 +292,53 @@ impl Model {
         }
         let x: Vec<f64> = self.mesh.positions.iter().flatten().copied().collect();
         let ipc = IpcContact::new(mesh, &x, dhat, kappa)?;
-        let xs = ipc.positions(&x);
-        check_intersection_free(&ipc.mesh, &xs)?;
-        let pairs = ipc.active_pairs(&xs)?;
-        if let Some(p) = pairs
-            .iter()
-            .find(|p| crate::contact::potential::distance_sq(p, &xs) <= 0.0)
-        {
-            let body = |v: u32| {
-                let i = ipc.mesh.vertices.binary_search(&v).unwrap_or(0);
-                ipc.mesh.bodies[ipc.mesh.vertex_body[i] as usize]
-                    .name
-                    .clone()
-            };
-            let (a, b) = (body(p.ids[0]), body(p.ids[3]));
-            let what = if a == b {
-                format!("body `{a}` touches itself")
-            } else {
-                format!("bodies `{a}` and `{b}` touch")
-            };
-            return Err(JelloError::Invalid(format!(
-                "{what} at rest (vertices {:?} at zero distance): the barrier is infinite \
-                 there; move them apart",
-                p.ids
-            )));
-        }
+        check_contact_start(&ipc, &x)?;
         self.contact = Some(std::sync::Arc::new(ipc));
+        Ok(self)
+    }
+
+    /// Adds triangle-mesh obstacles ([`crate::contact::obstacles`]) to the model's IPC contact
+    /// ([`Self::with_contact`] first, [`Self::with_friction`] after: friction coefficients are
+    /// per collision body, obstacles included). Each becomes a body of the collision mesh
+    /// ([`CollisionMesh::add_obstacle`]) that follows its script; the rest data (κ's length
+    /// scale, the bounding-box diagonal) are recomputed with them. Refuses, with one line naming
+    /// the obstacle and the object, an obstacle that intersects or touches an object at t = 0,
+    /// and names that repeat an object's or another obstacle's (friction pairs name them).
+    pub fn with_obstacle_meshes(
+        mut self,
+        obstacles: Vec<crate::contact::ObstacleMesh>,
+    ) -> Result<Self> {
+        if obstacles.is_empty() {
+            return Ok(self);
+        }
+        let Some(ipc) = self.contact.as_ref() else {
+            return Err(JelloError::Invalid(
+                "triangle-mesh obstacles act through IPC contact; set contact.ipc = true".into(),
+            ));
+        };
+        if ipc.friction.is_some() {
+            return Err(JelloError::Invalid(
+                "add triangle-mesh obstacles before friction (its coefficients are per body)"
+                    .into(),
+            ));
+        }
+        let mut mesh = ipc.mesh.clone();
+        let mut scripts = ipc.obstacle_scripts.clone();
+        for o in obstacles {
+            if mesh.bodies.iter().any(|b| b.name == o.name) {
+                return Err(JelloError::Invalid(format!(
+                    "obstacle `{}`: the name is taken (object and obstacle names must differ)",
+                    o.name
+                )));
+            }
+            mesh.add_obstacle(&o.name, &o.positions, &o.triangles)?;
+            scripts.push(o.script);
+        }
+        let x: Vec<f64> = self.mesh.positions.iter().flatten().copied().collect();
+        let mut new = IpcContact::new(mesh, &x, ipc.dhat, ipc.kappa)?;
+        new.obstacle_scripts = scripts;
+        check_contact_start(&new, &x)?;
+        self.contact = Some(std::sync::Arc::new(new));
         Ok(self)
     }
 
@@ -527,6 +549,33 @@ impl Model {
             })
             .fold(f64::INFINITY, f64::min)
     }
+}
+
+/// Refuses a contact start (model positions `x`, m; obstacles at t = 0) whose bodies intersect
+/// (an exact triangle–triangle test) or touch (a pair at zero distance), naming the bodies: the
+/// barrier is infinite there and no step could start.
+fn check_contact_start(ipc: &IpcContact, x: &[f64]) -> Result<()> {
+    let xs = ipc.positions(x);
+    check_intersection_free(&ipc.mesh, &xs)?;
+    let pairs = ipc.active_pairs(&xs)?;
+    if let Some(p) = pairs
+        .iter()
+        .find(|p| crate::contact::potential::distance_sq(p, &xs) <= 0.0)
+    {
+        let body = |v: u32| ipc.mesh.bodies[ipc.body_of(v)].name.clone();
+        let (a, b) = (body(p.ids[0]), body(p.ids[3]));
+        let what = if a == b {
+            format!("body `{a}` touches itself")
+        } else {
+            format!("bodies `{a}` and `{b}` touch")
+        };
+        return Err(JelloError::Invalid(format!(
+            "{what} at rest (vertices {:?} at zero distance): the barrier is infinite there; \
+             move them apart",
+            p.ids
+        )));
+    }
+    Ok(())
 }
 
 /// Vertex → item adjacency in CSR form: item i lists its vertices in `items[i]`.

@@ -308,6 +308,33 @@ pub fn strict_volume_floor(j: f64) -> f64 {
 /// strict retry stopped after one iteration).
 pub const STRICT_MIN_J: f64 = 1e-8;
 
+/// Why the jump of the obstacles (and pinned vertices) from `from` to `to` (full collision
+/// position arrays, m) at the start of the step from `t` to `t_end` (s) is unsafe, if it is
+/// ([`crate::contact::IpcContact::obstacle_jump_conflict`]).
+fn obstacle_jump(
+    ipc: &crate::contact::IpcContact,
+    from: &[[f64; 3]],
+    to: &[[f64; 3]],
+    t: f64,
+    t_end: f64,
+) -> Option<String> {
+    match ipc.obstacle_jump_conflict(from, to) {
+        Ok(None) => None,
+        Ok(Some(c)) => Some(format!(
+            "obstacle `{}` jumps to its scripted position at t = {t_end:.6} s at the step's \
+             start, outside the step filter, and would cross or touch `{}` (vertices {:?}, \
+             {:.3e} m apart at t = {t:.6} s; the jump is clear for {:.0}% of its length): use \
+             a smaller time step h or a slower script",
+            c.obstacle,
+            c.other,
+            c.pair.ids,
+            c.distance,
+            100.0 * c.t
+        )),
+        Err(e) => Some(format!("the obstacles' scripted positions: {e}")),
+    }
+}
+
 /// An axis-aligned box (lower, upper corner), m.
 type Bounds = (Vector3<f64>, Vector3<f64>);
 
@@ -358,6 +385,17 @@ pub struct StepProblem<'a> {
     kappa: Stiffness,
     /// IPC friction lagged for the current solve (none until [`Self::lag_friction`]).
     friction: LaggedFriction,
+    /// Where the triangle-mesh obstacles of [`Model::contact`] are during the step: their
+    /// scripted positions at `t_end` (m, one per obstacle vertex), `None` when no obstacle
+    /// moves (they stay where they were at t = 0). Every contact evaluation of the step puts
+    /// them here ([`crate::contact::obstacles`]).
+    pub obstacles_end: Option<Vec<[f64; 3]>>,
+    /// The obstacles' positions at the step's start (t_end − h), m; `None` as above.
+    pub obstacles_start: Option<Vec<[f64; 3]>>,
+    /// Why the obstacles' jump to `obstacles_end` at the step's start is unsafe (it would make
+    /// a surface touch or cross another), if it is: the step must not be solved
+    /// ([`crate::sim::Simulation`] fails it with this message).
+    pub obstacle_jump: Option<String>,
 }
 
 impl<'a> StepProblem<'a> {
@@ -464,6 +502,9 @@ impl<'a> StepProblem<'a> {
             reference: std::sync::OnceLock::new(),
             kappa: Stiffness::default(),
             friction: LaggedFriction::default(),
+            obstacles_end: None,
+            obstacles_start: None,
+            obstacle_jump: None,
         };
         prob.kappa.set(prob.initial_kappa_bound());
         let mut base = state.x.clone();
@@ -471,6 +512,21 @@ impl<'a> StepProblem<'a> {
             if prob.fixed[k] {
                 base[k] = targets[k];
             }
+        }
+        if let Some(ipc) = model.contact.as_ref().filter(|c| c.obstacles_move()) {
+            let (start, end) = (
+                ipc.obstacle_positions_at(state.t),
+                ipc.obstacle_positions_at(t_end),
+            );
+            prob.obstacle_jump = obstacle_jump(
+                ipc,
+                &ipc.positions_with(&state.x, &start),
+                &ipc.positions_with(&base, &end),
+                state.t,
+                t_end,
+            );
+            prob.obstacles_start = Some(start);
+            prob.obstacles_end = Some(end);
         }
         if inertia == 0.0 {
             // Static: start from the last equilibrium (pins at their new targets).
@@ -513,6 +569,19 @@ impl<'a> StepProblem<'a> {
         prob.x_start = x_start;
         let _ = prob.reference.set(reference);
         prob
+    }
+
+    /// The collision routines' position array at the flat model positions `x` (m) with the
+    /// obstacles where this step has them ([`Self::obstacles_end`]).
+    pub fn contact_positions<'b>(
+        &self,
+        ipc: &crate::contact::IpcContact,
+        x: &'b [f64],
+    ) -> std::borrow::Cow<'b, [[f64; 3]]> {
+        match &self.obstacles_end {
+            Some(o) => ipc.positions_with(x, o),
+            None => ipc.positions(x),
+        }
     }
 
     /// Whether any pinned vertex moves in this step (its target differs from xᵗ).
@@ -781,7 +850,7 @@ impl<'a> StepProblem<'a> {
             return k;
         }
         let x = &self.x_start;
-        let xs = ipc.positions(x);
+        let xs = self.contact_positions(ipc, x);
         let pairs = ipc.active_pairs(&xs).unwrap_or_default();
         let mut gb = vec![0.0; x.len()];
         if !ipc.add_gradient(&pairs, &xs, 1.0, &mut gb).is_finite() {
@@ -816,7 +885,7 @@ impl<'a> StepProblem<'a> {
         if ipc.kappa.is_some() {
             return false;
         }
-        let xs = ipc.positions(x);
+        let xs = self.contact_positions(ipc, x);
         let min_sq = ipc
             .active_pairs(&xs)
             .map(|p| ipc.min_distance_sq(&p, &xs))
@@ -845,7 +914,7 @@ impl<'a> StepProblem<'a> {
         let Some(ipc) = &self.model.contact else {
             return Vec::new();
         };
-        let xs = ipc.positions(x);
+        let xs = self.contact_positions(ipc, x);
         let mut blocks = match ipc.active_pairs(&xs) {
             Ok(pairs) => ipc.hessian_blocks(&pairs, &xs, self.kappa()),
             Err(_) => Vec::new(),
@@ -863,6 +932,9 @@ impl<'a> StepProblem<'a> {
     /// velocity under either integrator. Returns the number of lagged pairs: 0 without
     /// friction, in a static solve (no velocity) or with no active pair. After a call the
     /// energy changes ([`Self::energy_change`]) include the new potential at both ends.
+    /// Scripted triangle-mesh obstacles are lagged where they were at t when `x` is xᵗ (else
+    /// at [`Self::obstacles_end`]), and an obstacle vertex's displacement is ĥ × its velocity
+    /// over the step, the counterpart of a model vertex's x − x̂.
     pub fn lag_friction(&self, x: &[f64]) -> usize {
         let lagged = self.model.contact.as_ref().and_then(|ipc| {
             let params = ipc.friction.as_ref()?;
@@ -870,7 +942,23 @@ impl<'a> StepProblem<'a> {
                 return None;
             }
             let eps = params.eps_v * self.h_hat;
-            let set = FrictionSet::lag(ipc, x, self.kappa(), |a, b| params.mu(a, b), eps).ok()?;
+            // At xᵗ the obstacles are where they were at t (IPC lags at the previous step's
+            // configuration); anywhere else where the step has them.
+            let xs = match (&self.obstacles_start, &self.obstacles_end) {
+                (Some(o), Some(_)) if x == self.x_prev.as_slice() => ipc.positions_with(x, o),
+                _ => self.contact_positions(ipc, x),
+            };
+            let mut set =
+                FrictionSet::lag_at(ipc, &xs, self.kappa(), |a, b| params.mu(a, b), eps).ok()?;
+            if let (Some(a), Some(b)) = (&self.obstacles_start, &self.obstacles_end) {
+                // The obstacle's counterpart of x − x̂: its velocity over the step times ĥ.
+                let w = self.h_hat / self.h;
+                set.obstacle_motion = a
+                    .iter()
+                    .zip(b)
+                    .map(|(p, q)| [0, 1, 2].map(|k| w * (q[k] - p[k])))
+                    .collect();
+            }
             if set.pairs.is_empty() {
                 return None;
             }
@@ -1001,7 +1089,7 @@ impl<'a> StepProblem<'a> {
     fn barrier_parts(&self, x: &[f64]) -> (f64, f64) {
         let c = match &self.model.contact {
             Some(ipc) => {
-                let xs = ipc.positions(x);
+                let xs = self.contact_positions(ipc, x);
                 match ipc.active_pairs(&xs) {
                     Ok(pairs) => ipc.energy_unit(&pairs, &xs),
                     // Only a non-finite position fails the broad phase.
@@ -1173,7 +1261,7 @@ impl<'a> StepProblem<'a> {
         }
         let mut contact = 0.0;
         if let Some(ipc) = &self.model.contact {
-            let xs = ipc.positions(x);
+            let xs = self.contact_positions(ipc, x);
             // A touching pair makes the sum +∞ or NaN (and `g` meaningless): infeasible.
             contact = match ipc.active_pairs(&xs) {
                 Ok(pairs) => ipc.add_gradient(&pairs, &xs, self.kappa(), g),
@@ -1439,7 +1527,9 @@ impl<'a> StepProblem<'a> {
         let alpha = alpha.min(self.surface_step(x, dx, alpha));
         match &self.model.contact {
             // Only a non-finite position or step fails the broad phase: no step then.
-            Some(ipc) => ipc.max_step(x, dx, alpha).unwrap_or(0.0),
+            Some(ipc) => ipc
+                .max_step_at(&self.contact_positions(ipc, x), dx, alpha)
+                .unwrap_or(0.0),
             None => alpha,
         }
     }

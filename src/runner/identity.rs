@@ -18,7 +18,8 @@ pub fn scene_hash(scene_path: &Path) -> Result<String> {
 
 /// The scene's settings key: FNV-1a-64 of the scene parsed as TOML with `[simulation] steps`
 /// and `[output]` removed (re-serialised, so comments and layout do not count), followed by the
-/// model's rest positions and tets (so an edited mesh file counts). A file that does not parse
+/// model's rest positions and tets and its triangle-mesh obstacles (so an edited mesh file
+/// counts). A file that does not parse
 /// (it did moments ago, when the scene was loaded) is hashed as bytes.
 pub fn scene_key(scene_path: &Path, model: &Model) -> Result<String> {
     let bytes = std::fs::read(scene_path).map_err(|e| JelloError::io(scene_path, e))?;
@@ -42,6 +43,24 @@ pub fn scene_key(scene_path: &Path, model: &Model) -> Result<String> {
     for t in &model.mesh.tets {
         for v in t {
             canon.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    // Triangle-mesh obstacles (nothing for scenes without them, so their keys do not change).
+    if let Some(ipc) = &model.contact {
+        let m = &ipc.mesh;
+        for p in &m.obstacle_positions {
+            for c in p {
+                canon.extend_from_slice(&c.to_le_bytes());
+            }
+        }
+        for f in m
+            .faces
+            .iter()
+            .filter(|f| f[0] as usize >= m.num_model_vertices)
+        {
+            for v in f {
+                canon.extend_from_slice(&v.to_le_bytes());
+            }
         }
     }
     Ok(format!("{:016x}", fnv1a64(&canon)))

@@ -2,12 +2,13 @@
 
 use super::spec::*;
 use super::Scene;
+use crate::contact::ObstacleMesh;
 use crate::error::{JelloError, Result};
 use crate::limits::{
     MAX_COORDINATE, MAX_GENERATOR_CELLS, MAX_SCENE_VALUE, MAX_STEPS, TIME_STEP_RANGE,
 };
 use crate::material::{Material, MaterialModel};
-use crate::mesh::{ball, box_grid, read_mesh, ring, TetMesh};
+use crate::mesh::{ball, box_grid, read_mesh, read_triangle_mesh, ring, TetMesh};
 use crate::problem::{
     BarrierParams, Body, ExternalForce, Integrator, InversionPolicy, Model, Obstacle, Phase, Pin,
     Script, StrainLimit, INTEGRATORS,
@@ -278,7 +279,9 @@ impl Scene {
             limits.extend(elem_limit);
         }
         let pins = self.pins(&cx, &mesh, &bodies)?;
-        let obstacles = self.obstacles(&cx, &mesh)?;
+        let (obstacle_keys, obstacles): (Vec<usize>, Vec<Obstacle>) =
+            self.obstacles(&cx, &mesh)?.into_iter().unzip();
+        let obstacle_meshes = self.mesh_obstacles(&cx, &bodies, &mut warnings)?;
         let diag = mesh
             .bounding_box()
             .map(|(lo, hi)| (Vector3::from(hi) - Vector3::from(lo)).norm())
@@ -365,7 +368,9 @@ impl Scene {
             let flags = vec![s.contact.self_contact; model.bodies.len()];
             let model = model
                 .with_contact(dhat, &flags, s.contact.ipc_kappa)
-                .map_err(|e| cx.err("contact.ipc", e.to_string()))?;
+                .map_err(|e| cx.err("contact.ipc", e.to_string()))?
+                .with_obstacle_meshes(obstacle_meshes)
+                .map_err(|e| cx.err("obstacles", e.to_string()))?;
             friction(&cx, &s.contact, model)?
         } else {
             let c = &s.contact;
@@ -428,7 +433,7 @@ impl Scene {
         // sphere or box can sit between a surface's vertices, or inside a body whole.
         let x0: Vec<f64> = model.mesh.positions.iter().flatten().copied().collect();
         if let Some((o, what)) = model.first_overlap(&x0) {
-            return Err(cx.err(format!("obstacles[{o}]"), what));
+            return Err(cx.err(format!("obstacles[{}]", obstacle_keys[o]), what));
         }
         Ok(BuiltScene {
             model,
@@ -849,32 +854,7 @@ impl Scene {
         let mut owner = vec![u32::MAX; mesh.num_vertices()];
         for (i, p) in self.spec.pins.iter().enumerate() {
             let key = format!("pins[{i}]");
-            let script = match &p.script {
-                ScriptSpec::Fixed => Script::Fixed,
-                ScriptSpec::Translate { velocity } => {
-                    cx.finite(&format!("{key}.script.velocity"), velocity)?;
-                    Script::Translate {
-                        velocity: *velocity,
-                    }
-                }
-                ScriptSpec::Rotate {
-                    center,
-                    axis,
-                    omega,
-                } => {
-                    cx.point(&format!("{key}.script.center"), center)?;
-                    cx.direction(&format!("{key}.script.axis"), axis)?;
-                    cx.finite(&format!("{key}.script.omega"), &[*omega])?;
-                    Script::Rotate {
-                        center: *center,
-                        axis: *axis,
-                        omega: *omega,
-                    }
-                }
-                ScriptSpec::Keyframes { phases } => Script::Keyframes {
-                    phases: keyframes(cx, &format!("{key}.script.phases"), phases)?,
-                },
-            };
+            let script = script(cx, &format!("{key}.script"), &p.script)?;
             let vertices = select(cx, &key, mesh, bodies, p.object.as_deref(), &p.region)?;
             let clash: Vec<u32> = vertices
                 .iter()
@@ -941,12 +921,15 @@ impl Scene {
         Ok(out)
     }
 
-    fn obstacles(&self, cx: &Ctx, mesh: &TetMesh) -> Result<Vec<Obstacle>> {
+    /// The analytic obstacles, each with its index in `[[obstacles]]` (mesh obstacles are
+    /// [`Self::mesh_obstacles`]).
+    fn obstacles(&self, cx: &Ctx, mesh: &TetMesh) -> Result<Vec<(usize, Obstacle)>> {
         let g = Vector3::from(self.spec.simulation.gravity);
         let mut out = Vec::new();
         for (i, o) in self.spec.obstacles.iter().enumerate() {
             let key = format!("obstacles[{i}]");
             let obs = match o {
+                ObstacleSpec::Mesh { .. } => continue,
                 ObstacleSpec::Ground { height } => {
                     cx.point(&format!("{key}.height"), &[*height, 0.0, 0.0])?;
                     // "Up" is against gravity; +y when there is no gravity.
@@ -1000,10 +983,125 @@ impl Scene {
                     format!("vertex {v} starts inside or on this obstacle"),
                 ));
             }
-            out.push(obs);
+            out.push((i, obs));
         }
         Ok(out)
     }
+
+    /// The triangle-mesh obstacles, read and placed (`objects`: the objects' names, which
+    /// obstacle names must not repeat). Each needs `[contact] ipc = true`.
+    fn mesh_obstacles(
+        &self,
+        cx: &Ctx,
+        objects: &[Body],
+        warnings: &mut Vec<String>,
+    ) -> Result<Vec<ObstacleMesh>> {
+        let mut out: Vec<ObstacleMesh> = Vec::new();
+        for (i, o) in self.spec.obstacles.iter().enumerate() {
+            let ObstacleSpec::Mesh {
+                path,
+                name,
+                transform,
+                script: script_spec,
+            } = o
+            else {
+                continue;
+            };
+            let key = format!("obstacles[{i}]");
+            if !self.spec.contact.ipc {
+                return Err(cx.err(
+                    format!("{key}.type"),
+                    "a mesh obstacle acts through IPC contact: set contact.ipc = true",
+                ));
+            }
+            let name = name.clone().unwrap_or_else(|| format!("obstacle{i}"));
+            if objects.iter().any(|b| b.name == name) || out.iter().any(|m| m.name == name) {
+                return Err(cx.err(
+                    format!("{key}.name"),
+                    format!("`{name}` is already the name of an object or obstacle"),
+                ));
+            }
+            let dir = self.path.parent().unwrap_or(std::path::Path::new("."));
+            let file = dir.join(path);
+            if !file.exists() {
+                return Err(cx.err(
+                    format!("{key}.path"),
+                    format!("mesh file {} does not exist", file.display()),
+                ));
+            }
+            // The reader's error names the file (and the line or byte where it has one).
+            let read = read_triangle_mesh(&file)
+                .map_err(|e| cx.err(format!("{key}.path"), e.to_string()))?;
+            warnings.extend(
+                read.warnings
+                    .iter()
+                    .map(|w| format!("{key}: {}: {w}", file.display())),
+            );
+            let mut placed = TetMesh {
+                positions: read.positions,
+                tets: Vec::new(),
+            };
+            self.transform(cx, &key, transform, &mut placed)?;
+            // A triangle flattened to a segment or a point has no normal: its distances and
+            // their derivatives are undefined.
+            let p = &placed.positions;
+            if let Some(t) = read.triangles.iter().position(|t| {
+                let [a, b, c] = t.map(|v| Vector3::from(p[v as usize]));
+                let area = (b - a).cross(&(c - a)).norm();
+                !(area.is_finite() && area > 0.0)
+            }) {
+                let tri = read.triangles[t];
+                return Err(cx.err(
+                    format!("{key}.path"),
+                    format!(
+                        "{}: triangle {t} (vertices {} {} {}) has zero area after placement",
+                        file.display(),
+                        tri[0],
+                        tri[1],
+                        tri[2]
+                    ),
+                ));
+            }
+            let script = script(cx, &format!("{key}.script"), script_spec)?;
+            out.push(ObstacleMesh {
+                name,
+                positions: placed.positions,
+                triangles: read.triangles,
+                script,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// A validated script (`key` names the `script` table).
+fn script(cx: &Ctx, key: &str, spec: &ScriptSpec) -> Result<Script> {
+    Ok(match spec {
+        ScriptSpec::Fixed => Script::Fixed,
+        ScriptSpec::Translate { velocity } => {
+            cx.finite(&format!("{key}.velocity"), velocity)?;
+            Script::Translate {
+                velocity: *velocity,
+            }
+        }
+        ScriptSpec::Rotate {
+            center,
+            axis,
+            omega,
+        } => {
+            cx.point(&format!("{key}.center"), center)?;
+            cx.direction(&format!("{key}.axis"), axis)?;
+            cx.finite(&format!("{key}.omega"), &[*omega])?;
+            Script::Rotate {
+                center: *center,
+                axis: *axis,
+                omega: *omega,
+            }
+        }
+        ScriptSpec::Keyframes { phases } => Script::Keyframes {
+            phases: keyframes(cx, &format!("{key}.phases"), phases)?,
+        },
+    })
 }
 
 /// The validated phases of a keyframed script (`key` names the `phases` array).
@@ -1025,8 +1123,8 @@ fn keyframes(cx: &Ctx, key: &str, phases: &[PhaseSpec]) -> Result<Vec<Phase>> {
         if p.rotate.is_none() && p.translate.is_none() {
             return Err(cx.err(
                 &key,
-                "a phase needs `rotate` and/or `translate` (a pin holds still between phases \
-                 by itself)",
+                "a phase needs `rotate` and/or `translate` (a script holds still between \
+                 phases by itself)",
             ));
         }
         let (center, axis, angle) = match &p.rotate {
@@ -1082,18 +1180,22 @@ fn friction(cx: &Ctx, c: &crate::scene::spec::ContactSpec, model: Model) -> Resu
     let mut params = FrictionParams::uniform(nb, mu, eps_v, passes);
     for (i, p) in c.friction_pairs.iter().enumerate() {
         let key = format!("contact.friction_pairs[{i}]");
+        // Collision bodies: the objects, then the mesh obstacles.
+        let bodies: Vec<&str> = model
+            .contact
+            .as_ref()
+            .map(|ipc| ipc.mesh.bodies.iter().map(|b| b.name.as_str()).collect())
+            .unwrap_or_default();
         let index = |name: &str| {
-            model
-                .bodies
-                .iter()
-                .position(|b| b.name == name)
-                .ok_or_else(|| {
-                    let names: Vec<&str> = model.bodies.iter().map(|b| b.name.as_str()).collect();
-                    cx.err(
-                        format!("{key}.objects"),
-                        format!("no object `{name}` (objects: {})", names.join(", ")),
-                    )
-                })
+            bodies.iter().position(|b| *b == name).ok_or_else(|| {
+                cx.err(
+                    format!("{key}.objects"),
+                    format!(
+                        "no object or mesh obstacle `{name}` (there are: {})",
+                        bodies.join(", ")
+                    ),
+                )
+            })
         };
         let (a, b) = (index(&p.objects[0])?, index(&p.objects[1])?);
         cx.finite(&format!("{key}.mu"), &[p.mu])?;

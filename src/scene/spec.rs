@@ -33,7 +33,7 @@ pub struct SceneSpec {
     /// Dirichlet regions and their scripts.
     #[serde(default)]
     pub pins: Vec<PinSpec>,
-    /// Static obstacles.
+    /// Obstacles: analytic (static) and triangle meshes (static or scripted).
     #[serde(default)]
     pub obstacles: Vec<ObstacleSpec>,
     /// External forces on regions during time windows.
@@ -584,6 +584,25 @@ pub enum ObstacleSpec {
         /// Radius, m.
         radius: f64,
     },
+    /// A triangle-mesh obstacle read from an OBJ, PLY or STL file: a surface without degrees
+    /// of freedom in IPC contact (needs `[contact] ipc = true`), static or moved by a script.
+    /// See [`crate::contact::obstacles`].
+    Mesh {
+        /// The file (.obj, .ply, .stl), relative to the scene file.
+        path: String,
+        /// Name in errors and `[[contact.friction_pairs]]` (default `obstacle{i}`; must differ
+        /// from every object's and obstacle's).
+        #[serde(default)]
+        name: Option<String>,
+        /// Placement, as for objects: fit → scale → rotate → translate (m, degrees).
+        #[serde(default)]
+        transform: TransformSpec,
+        /// How it moves from its placed position at t = 0 (default fixed), as for pins. It
+        /// jumps to each step's end position at the step's start; a step whose jump would make
+        /// it touch or cross a surface fails (take a smaller h or a slower script).
+        #[serde(default)]
+        script: ScriptSpec,
+    },
 }
 
 /// `[contact]`: the IPC barrier against obstacles, and IPC contact between and within objects.
@@ -614,7 +633,7 @@ pub struct ContactSpec {
     /// objects and within each (default 0: frictionless); `friction_pairs` overrides pairs.
     #[serde(default)]
     pub friction: Option<f64>,
-    /// With `ipc`: μ for particular pairs of objects.
+    /// With `ipc`: μ for particular pairs of objects (or mesh obstacles, by name).
     #[serde(default)]
     pub friction_pairs: Vec<FrictionPairSpec>,
     /// With friction: ε_v, m/s — relative tangential speeds below it are mollified static
@@ -627,12 +646,12 @@ pub struct ContactSpec {
     pub friction_iterations: Option<usize>,
 }
 
-/// One `[[contact.friction_pairs]]` entry: μ between two objects (the same name twice: the
-/// object against itself).
+/// One `[[contact.friction_pairs]]` entry: μ between two objects or mesh obstacles (the same
+/// object's name twice: the object against itself).
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct FrictionPairSpec {
-    /// The two objects' names.
+    /// The two objects' (or mesh obstacles') names.
     pub objects: [String; 2],
     /// Friction coefficient μ (dimensionless, ≥ 0).
     pub mu: f64,
