@@ -6,8 +6,8 @@ use crate::gpu::GpuDevice;
 use crate::mesh::surface;
 use crate::problem::{Model, Obstacle};
 use crate::render::{
-    draw_colour_bar, render_png, render_png_cpu, render_rgba_cpu, write_png, Camera, CpuSurface,
-    GroundPlane, LogScale, RenderStyle, RgbaImage, UpAxis, DEFAULT_BODY_COLOUR,
+    draw_colour_bar, render_rgba_cpu, render_rgba_surfaces, write_png, Camera, CpuSurface,
+    GroundPlane, LogScale, RenderStyle, RgbaImage, UpAxis, DEFAULT_BODY_COLOUR, OBSTACLE_COLOUR,
 };
 use std::path::Path;
 
@@ -17,6 +17,9 @@ pub struct FramePainter {
     camera: Camera,
     ground: Option<GroundPlane>,
     triangles: Vec<[u32; 3]>,
+    /// Triangle-mesh obstacles of IPC contact: their contact model (for scripted positions)
+    /// and their triangles, indexed into the obstacle vertices alone.
+    obstacles: Option<(std::sync::Arc<crate::contact::IpcContact>, Vec<[u32; 3]>)>,
     size: (u32, u32),
 }
 
@@ -28,6 +31,27 @@ impl FramePainter {
         let (lo, hi) = model.mesh.bounding_box().unwrap_or(([0.0; 3], [1.0; 3]));
         let mut lo = lo.map(|v| v as f32);
         let mut hi = hi.map(|v| v as f32);
+        let obstacles = model.contact.as_ref().and_then(|ipc| {
+            let m = &ipc.mesh;
+            let n = m.num_model_vertices as u32;
+            let tris: Vec<[u32; 3]> = m
+                .faces
+                .iter()
+                .zip(&m.face_body)
+                .filter(|(_, &b)| m.bodies[b as usize].kind == crate::contact::BodyKind::Obstacle)
+                .map(|(f, _)| f.map(|v| v - n))
+                .collect();
+            (!tris.is_empty()).then(|| (ipc.clone(), tris))
+        });
+        // The frame holds the obstacles where they start too.
+        if let Some((ipc, _)) = &obstacles {
+            for p in &ipc.mesh.obstacle_positions {
+                for k in 0..3 {
+                    lo[k] = lo[k].min(p[k] as f32);
+                    hi[k] = hi[k].max(p[k] as f32);
+                }
+            }
+        }
         let mut ground = None;
         for o in &model.obstacles {
             if let Obstacle::HalfSpace { normal, offset } = o {
@@ -58,6 +82,7 @@ impl FramePainter {
             camera,
             ground,
             triangles: surface(&model.mesh).triangles,
+            obstacles,
             size,
         })
     }
@@ -72,32 +97,54 @@ impl FramePainter {
         self.gpu.is_some()
     }
 
-    /// Renders positions `x` (flattened, m) to `path`.
-    pub fn paint(&self, x: &[f64], path: &Path) -> Result<RgbaImage> {
+    /// Renders positions `x` (flattened, m) at time `t` (s: where scripted obstacles are) to
+    /// `path`; triangle-mesh obstacles are drawn in [`OBSTACLE_COLOUR`].
+    pub fn paint(&self, x: &[f64], t: f64, path: &Path) -> Result<RgbaImage> {
         let pos: Vec<[f32; 4]> = x
             .chunks_exact(3)
             .map(|c| [c[0] as f32, c[1] as f32, c[2] as f32, 1.0])
             .collect();
-        match &self.gpu {
-            Some(g) => render_png(
+        let obstacle_pos: Vec<[f32; 4]> = match &self.obstacles {
+            Some((ipc, _)) => ipc
+                .obstacle_positions_at(t)
+                .iter()
+                .map(|p| [p[0] as f32, p[1] as f32, p[2] as f32, 1.0])
+                .collect(),
+            None => Vec::new(),
+        };
+        let mut surfaces = vec![CpuSurface {
+            positions: &pos,
+            triangles: &self.triangles,
+            colour: DEFAULT_BODY_COLOUR,
+            vertex_colours: None,
+        }];
+        if let Some((_, tris)) = &self.obstacles {
+            surfaces.push(CpuSurface {
+                positions: &obstacle_pos,
+                triangles: tris,
+                colour: OBSTACLE_COLOUR,
+                vertex_colours: None,
+            });
+        }
+        let image = match &self.gpu {
+            Some(g) => render_rgba_surfaces(
                 g.device(),
                 g.queue(),
-                &pos,
-                &self.triangles,
+                &surfaces,
                 &self.camera,
                 self.size,
                 self.ground,
-                path,
-            ),
-            None => render_png_cpu(
-                &pos,
-                &self.triangles,
+            )?,
+            None => render_rgba_cpu(
+                &surfaces,
                 &self.camera,
                 self.size,
-                self.ground,
-                path,
-            ),
-        }
+                &RenderStyle::default(),
+                self.ground.as_ref(),
+            )?,
+        };
+        write_png(path, &image)?;
+        Ok(image)
     }
     /// Renders positions `x` (flattened, m) to `path` with each vertex coloured by `values`
     /// (one per vertex, e.g. ‖∇E‖ in N) on a log₁₀ viridis scale from the smallest to the

@@ -56,8 +56,8 @@ pub use camera::{bounding_box, Camera, FramingView, UpAxis};
 pub use colormap::{draw_colour_bar, viridis, LogScale, NO_VALUE_COLOUR};
 pub use cpu::{render_rgba_cpu, CpuSurface, CPU_MAX_SIDE};
 pub use image::{write_png, RgbaImage};
-pub use oneshot::{render_png, render_png_cpu, render_rgba};
-pub use style::{srgb_to_linear, GroundPlane, RenderStyle, DEFAULT_BODY_COLOUR};
+pub use oneshot::{render_png, render_png_cpu, render_rgba, render_rgba_surfaces};
+pub use style::{srgb_to_linear, GroundPlane, RenderStyle, DEFAULT_BODY_COLOUR, OBSTACLE_COLOUR};
 pub use surface::{
     SurfaceDraw, SurfaceRenderer, COLOUR_FORMAT, DEPTH_FORMAT, MAX_DRAWS, POSITION_STRIDE,
     READBACK_TIMEOUT,

@@ -78,3 +78,33 @@ pub fn render_png_cpu(
     write_png(path, &image)?;
     Ok(image)
 }
+
+/// Several surfaces in one image (each in its own colour, over `ground` if given), on the GPU
+/// with 4× MSAA — [`render_rgba`] for more than one body (e.g. a deformable body and a
+/// triangle-mesh obstacle). `vertex_colours` of the draws are ignored here.
+pub fn render_rgba_surfaces(
+    device: &wgpu::Device,
+    queue: &wgpu::Queue,
+    surfaces: &[CpuSurface<'_>],
+    camera: &Camera,
+    size: (u32, u32),
+    ground: Option<GroundPlane>,
+) -> Result<RgbaImage> {
+    let meshes = surfaces
+        .iter()
+        .map(|s| SurfaceMesh::new(device, s.positions, s.triangles))
+        .collect::<Result<Vec<_>>>()?;
+    let draws: Vec<_> = meshes
+        .iter()
+        .zip(surfaces)
+        .map(|(m, s)| m.draw(s.colour))
+        .collect();
+    let mut renderer = SurfaceRenderer::new(device, size)?;
+    renderer.set_ground(ground)?;
+    let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+        label: Some("jello render_rgba_surfaces"),
+    });
+    renderer.record(device, &mut encoder, &draws, camera)?;
+    queue.submit([encoder.finish()]);
+    renderer.read_rgba(device, queue)
+}

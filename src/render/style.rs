@@ -8,6 +8,9 @@ use glam::Vec3;
 /// Default body colour (sRGB): a warm jelly orange.
 pub const DEFAULT_BODY_COLOUR: [f32; 3] = [0.93, 0.45, 0.22];
 
+/// Colour of triangle-mesh obstacles in pictures (sRGB): a cool grey, apart from the bodies.
+pub const OBSTACLE_COLOUR: [f32; 3] = [0.55, 0.6, 0.68];
+
 /// Global lighting and background of a frame.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RenderStyle {

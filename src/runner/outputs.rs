@@ -206,7 +206,7 @@ impl RunWriter {
                     p.paint_field(&field.x, &field.norms, "N", &title, &path)?;
                 }
                 _ => {
-                    p.paint(&s.x, &path)?;
+                    p.paint(&s.x, s.t, &path)?;
                 }
             }
         }

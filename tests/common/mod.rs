@@ -183,8 +183,9 @@ pub fn pin_where(
 /// The bundled scenes with IPC contact between objects (`[contact] ipc = true`): they run on
 /// solver newton only (the others refuse them), so the solver-against-Newton tests leave them
 /// out and tests/contact_scenes.rs runs them.
-pub const IPC_SCENES: [&str; 4] = [
+pub const IPC_SCENES: [&str; 5] = [
     "contact_balls.toml",
+    "contact_cup.toml",
     "contact_hoop.toml",
     "contact_stack.toml",
     "contact_twist.toml",
