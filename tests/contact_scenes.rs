@@ -347,3 +347,35 @@ fn a_ball_thrown_into_a_mesh_cup_stays_inside_and_settles_on_its_bottom() {
     );
     assert!(speed < 0.02, "the ball has not settled: {speed} m/s");
 }
+
+#[test]
+fn pictures_draw_triangle_mesh_obstacles() {
+    // A frame of the cup scene: the cup (grey-blue, b > r) covers a good part of the picture
+    // around the ball (orange, r > b); without drawing it, only the ball and background show.
+    let built = common::bundled_scene("contact_cup.toml");
+    let m = &built.model;
+    let painter = jello::output::FramePainter::new(m, (160, 120), false).unwrap();
+    let dir = std::env::temp_dir().join(format!("jello_cup_png_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let x: Vec<f64> = m.mesh.positions.iter().flatten().copied().collect();
+    let image = painter.paint(&x, 0.0, &dir.join("cup.png")).unwrap();
+    let px = |i: usize| &image.pixels[4 * i..4 * i + 4];
+    let background = px(0).to_vec();
+    let n = (image.width * image.height) as usize;
+    let (mut cool, mut warm) = (0, 0);
+    for i in 0..n {
+        let p = px(i);
+        if p[..3] == background[..3] {
+            continue;
+        }
+        if p[2] as i32 > p[0] as i32 + 20 {
+            cool += 1;
+        } else if p[0] as i32 > p[2] as i32 + 20 {
+            warm += 1;
+        }
+    }
+    eprintln!("{cool} obstacle-coloured and {warm} body-coloured pixels of {n}");
+    assert!(cool > n / 50, "the cup is not drawn: {cool} pixels");
+    assert!(warm > n / 200, "the ball is not drawn: {warm} pixels");
+    let _ = std::fs::remove_dir_all(&dir);
+}
