@@ -379,3 +379,46 @@ fn pictures_draw_triangle_mesh_obstacles() {
     assert!(warm > n / 200, "the ball is not drawn: {warm} pixels");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn ring_generator_errors_name_the_key() {
+    let scene = |mesh: &str| {
+        format!(
+            "[simulation]\nh = 0.01\nsteps = 1\n[[objects]]\nname = \"hoop\"\nmesh = {mesh}\n\
+             material = {{ model = \"stable_neo_hookean\", youngs_modulus = 1e5, \
+             poisson_ratio = 0.4, density = 1000.0 }}\n"
+        )
+    };
+    let ok = r#"{ generator = "ring", center = [0.0, 0.0, 0.0], radius = 0.13, inner_radius = 0.08, height = 0.04, cells = [24, 2, 1] }"#;
+    let built = jello::scene::Scene::parse(std::path::Path::new("ipc.toml"), &scene(ok))
+        .unwrap()
+        .build()
+        .unwrap();
+    assert_eq!(built.model.mesh.num_tets(), 24 * 2 * 6);
+    for (bad, key) in [
+        (
+            ok.replace("inner_radius = 0.08", "inner_radius = 0.13"),
+            "objects[0].mesh.inner_radius",
+        ),
+        (
+            ok.replace("height = 0.04", "height = -0.04"),
+            "objects[0].mesh.height",
+        ),
+        (
+            ok.replace("[24, 2, 1]", "[2, 2, 1]"),
+            "objects[0].mesh.cells",
+        ),
+        (
+            ok.replace("[24, 2, 1]", "[1099511627776, 1099511627776, 8]"),
+            "objects[0].mesh.cells",
+        ),
+        (ok.replace("height = 0.04, ", ""), "objects[0].mesh"),
+        (
+            ok.replace("cells = [24, 2, 1]", "cells = [24, 2, 1], resolution = 4"),
+            "objects[0].mesh.resolution",
+        ),
+    ] {
+        let e = build_err_or_parse(&scene(&bad));
+        assert!(e.contains(key), "{bad}: {e}");
+    }
+}

@@ -696,20 +696,7 @@ impl Scene {
                 if cells.contains(&0) {
                     return Err(cx.err(format!("{key}.cells"), "each count must be ≥ 1"));
                 }
-                // Checked product: `[2^40, 2^40, 2^40]` must not wrap around to a small total.
-                let total = cells
-                    .iter()
-                    .try_fold(1usize, |a, &c| a.checked_mul(c))
-                    .filter(|&t| t <= MAX_GENERATOR_CELLS);
-                if total.is_none() {
-                    return Err(cx.err(
-                        format!("{key}.cells"),
-                        format!(
-                            "{cells:?} is more than {MAX_GENERATOR_CELLS} cells in all \
-                             (jello::limits::MAX_GENERATOR_CELLS)"
-                        ),
-                    ));
-                }
+                cell_total(cx, &key, cells)?;
                 Ok(box_grid(min, max, cells))
             }
             (None, Some(g)) if g == "ball" => {
@@ -779,19 +766,7 @@ impl Scene {
                         format!("[around ≥ 3, across ≥ 1, along ≥ 1], got {cells:?}"),
                     ));
                 }
-                let total = cells
-                    .iter()
-                    .try_fold(1usize, |a, &c| a.checked_mul(c))
-                    .filter(|&t| t <= MAX_GENERATOR_CELLS);
-                if total.is_none() {
-                    return Err(cx.err(
-                        format!("{key}.cells"),
-                        format!(
-                            "{cells:?} is more than {MAX_GENERATOR_CELLS} cells in all \
-                             (jello::limits::MAX_GENERATOR_CELLS)"
-                        ),
-                    ));
-                }
+                cell_total(cx, &key, cells)?;
                 Ok(ring(center, inner, outer, height, cells))
             }
             (None, Some(g)) => Err(cx.err(
@@ -1207,6 +1182,26 @@ fn friction(cx: &Ctx, c: &crate::scene::spec::ContactSpec, model: Model) -> Resu
     model
         .with_friction(params)
         .map_err(|e| cx.err("contact.friction", e.to_string()))
+}
+
+/// Errors (naming `{key}.cells`) when a generator's `cells` hold more than
+/// [`MAX_GENERATOR_CELLS`] cells in all; the product is checked, so `[2^40, 2^40, 2^40]` does
+/// not wrap around to a small total.
+fn cell_total(cx: &Ctx, key: &str, cells: [usize; 3]) -> Result<()> {
+    let total = cells
+        .iter()
+        .try_fold(1usize, |a, &c| a.checked_mul(c))
+        .filter(|&t| t <= MAX_GENERATOR_CELLS);
+    if total.is_none() {
+        return Err(cx.err(
+            format!("{key}.cells"),
+            format!(
+                "{cells:?} is more than {MAX_GENERATOR_CELLS} cells in all \
+                 (jello::limits::MAX_GENERATOR_CELLS)"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn select(
