@@ -1,8 +1,7 @@
 //! IPC contact on projected Newton, per step: collision candidates, CCD time, barrier
 //! assembly, Newton iterations and the whole step, on three scenes at several sizes — a stack of
 //! three cubes resting on each other under gravity (3·6n³ tets for n³-cell cubes), two balls
-//! pressed together head-on (about 2·πn³ tets for resolution n) and a soft ball (E = 2e4 Pa,
-//! about πn³ tets) pressed by gravity into a pinned hoop's narrower hole with friction μ = 0.5
+//! pressed together head-on and a soft ball (E = 2e4 Pa) pressed by gravity into a pinned hoop's narrower hole with friction μ = 0.5
 //! (contact_hoop.toml's setting, started at the hole's rim) — then the exponent of each cost in
 //! the surface size (least squares in log–log over the sizes of each scene).
 //!
@@ -19,7 +18,7 @@
 //! `cargo bench --bench ipc`. Env: `JELLO_BENCH_IPC_STACK` (cube cells per side, default
 //! "6,10,14,18": 3.9k, 18k, 49k, 105k tets), `JELLO_BENCH_IPC_BALLS` (ball resolutions, default
 //! "8,12,16,20": 6k, 21k, 49k, 96k tets), `JELLO_BENCH_IPC_HOOP` (ball resolutions, default
-//! "12,19,26,32": 5k, 21k, 55k, 103k tets), `JELLO_BENCH_IPC_STEPS` (default 5).
+//! "8,14,19,24": 3.4k, 17k, 48k, 83k tets with the hoop's 576; 32 gives 197k), `JELLO_BENCH_IPC_STEPS` (default 5).
 
 use jello::contact::friction::FrictionParams;
 use jello::contact::IpcContact;
@@ -232,7 +231,7 @@ fn main() {
             .collect();
         rows.push(measure("balls", m, v, 0.005, steps));
     }
-    for n in env_list("JELLO_BENCH_IPC_HOOP", "12,19,26,32") {
+    for n in env_list("JELLO_BENCH_IPC_HOOP", "8,14,19,24") {
         // A 0.1 m ball over a pinned hoop (hole radius 0.08 m, top at y = 0.02 m): its centre
         // where the sphere clears the hole's rim polygon (edge midpoints at 0.08·cos(π/24) m)
         // by d̂/2.
