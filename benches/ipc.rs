@@ -1,7 +1,8 @@
 //! IPC contact on projected Newton, per step: collision candidates, CCD time, barrier
 //! assembly, Newton iterations and the whole step, on three scenes at several sizes — a stack of
-//! three cubes resting on each other under gravity (3·6n³ tets for n³-cell cubes), two balls
-//! pressed together head-on and a soft ball (E = 2e4 Pa) pressed by gravity into a pinned hoop's narrower hole with friction μ = 0.5
+//! three cubes resting on each other under gravity with friction μ = 0.5 between them (3·6n³
+//! tets for n³-cell cubes), two balls pressed together head-on, and a soft ball (E = 2e4 Pa)
+//! pressed by gravity into a pinned hoop's narrower hole with friction μ = 0.5
 //! (contact_hoop.toml's setting, started at the hole's rim) — then the exponent of each cost in
 //! the surface size (least squares in log–log over the sizes of each scene).
 //!
@@ -11,14 +12,17 @@
 //! exact filter to pairs closer than d̂ (`active`); CCD over the step's displacement
 //! (`IpcContact::max_step` from xᵗ along xᵗ⁺¹ − xᵗ: the swept broad phase and additive CCD, what
 //! one line-search filter costs); and the barrier assembly at xᵗ⁺¹ (energy, gradient and the
-//! PSD-projected pair Hessians, what one Newton iteration adds). Times are means over the
+//! PSD-projected pair Hessians, what one Newton iteration adds). Newton's own split of the step
+//! follows (its `StepReport::timings`: assembly — elastic and contact energy, gradient and
+//! Hessian —, numeric factorisation, triangular solves, and the line search with its CCD filter
+//! and trial energies). Times are means over the
 //! measured steps, ms, release build on rayon's default pool; Newton stops at CN 1e-7 as the
 //! bundled contact scenes do.
 //!
 //! `cargo bench --bench ipc`. Env: `JELLO_BENCH_IPC_STACK` (cube cells per side, default
 //! "6,10,14,18": 3.9k, 18k, 49k, 105k tets), `JELLO_BENCH_IPC_BALLS` (ball resolutions, default
 //! "8,12,16,20": 6k, 21k, 49k, 96k tets), `JELLO_BENCH_IPC_HOOP` (ball resolutions, default
-//! "8,14,19,24": 3.4k, 17k, 48k, 83k tets with the hoop's 576; 32 gives 197k), `JELLO_BENCH_IPC_STEPS` (default 5).
+//! "8,14,19,26": 3.4k, 17k, 48k, 106k tets with the hoop's 576; 32 gives 197k), `JELLO_BENCH_IPC_STEPS` (default 5).
 
 use jello::contact::friction::FrictionParams;
 use jello::contact::IpcContact;
@@ -104,6 +108,13 @@ struct Row {
     broad_ms: f64,
     ccd_ms: f64,
     assembly_ms: f64,
+    /// Newton's own split of its step (StepReport::timings), ms per step.
+    newton_assembly_ms: f64,
+    factor_ms: f64,
+    solve_ms: f64,
+    line_search_ms: f64,
+    /// Steps that did not meet the stop rule.
+    unconverged: usize,
 }
 
 fn measure(scene: &str, m: Model, velocity: Vec<[f64; 3]>, h: f64, steps: usize) -> Row {
@@ -130,6 +141,11 @@ fn measure(scene: &str, m: Model, velocity: Vec<[f64; 3]>, h: f64, steps: usize)
         let r = sim.step(false).unwrap();
         row.newton_ms += t0.elapsed().as_secs_f64() * 1e3;
         row.iterations += r.iterations as f64;
+        row.newton_assembly_ms += r.timings.assembly_ms;
+        row.factor_ms += r.timings.factor_ms;
+        row.solve_ms += r.timings.solve_ms;
+        row.line_search_ms += r.timings.line_search_ms;
+        row.unconverged += usize::from(!r.converged);
         let x1 = sim.state.x.clone();
         let xs = ipc.positions(&x1);
         let t0 = Instant::now();
@@ -159,12 +175,17 @@ fn measure(scene: &str, m: Model, velocity: Vec<[f64; 3]>, h: f64, steps: usize)
         &mut row.broad_ms,
         &mut row.ccd_ms,
         &mut row.assembly_ms,
+        &mut row.newton_assembly_ms,
+        &mut row.factor_ms,
+        &mut row.solve_ms,
+        &mut row.line_search_ms,
     ] {
         *v /= s;
     }
     eprintln!(
         "{:<8} {:>7} tets {:>6} faces: step {:>9.1} ms, {:>5.1} its, candidates {:>8.0} (active \
-         {:>7.0}), broad {:>7.2} ms, ccd {:>7.2} ms, barrier {:>7.2} ms",
+         {:>7.0}), broad {:>7.2} ms, ccd {:>7.2} ms, barrier {:>7.2} ms; newton: assembly \
+         {:>8.1}, factor {:>8.1}, solve {:>7.1}, line search {:>7.1} ms; {} unconverged",
         row.scene,
         row.tets,
         row.faces,
@@ -174,7 +195,12 @@ fn measure(scene: &str, m: Model, velocity: Vec<[f64; 3]>, h: f64, steps: usize)
         row.active,
         row.broad_ms,
         row.ccd_ms,
-        row.assembly_ms
+        row.assembly_ms,
+        row.newton_assembly_ms,
+        row.factor_ms,
+        row.solve_ms,
+        row.line_search_ms,
+        row.unconverged
     );
     row
 }
@@ -209,6 +235,10 @@ fn main() {
             [0.0, -9.81, 0.0],
             vec![Obstacle::half_space([0.0, 1.0, 0.0], 0.0)],
         );
+        // μ = 0.5 between the cubes, as in contact_stack.toml (frictionless, the squashed
+        // cubes slide off each other).
+        let friction = FrictionParams::uniform(3, 0.5, FrictionParams::DEFAULT_EPS_V, 1);
+        let m = m.with_friction(friction).unwrap();
         let nv = m.num_vertices();
         rows.push(measure("stack", m, vec![[0.0; 3]; nv], 0.01, steps));
     }
@@ -231,7 +261,7 @@ fn main() {
             .collect();
         rows.push(measure("balls", m, v, 0.005, steps));
     }
-    for n in env_list("JELLO_BENCH_IPC_HOOP", "8,14,19,24") {
+    for n in env_list("JELLO_BENCH_IPC_HOOP", "8,14,19,26") {
         // A 0.1 m ball over a pinned hoop (hole radius 0.08 m, top at y = 0.02 m): its centre
         // where the sphere clears the hole's rim polygon (edge midpoints at 0.08·cos(π/24) m)
         // by d̂/2.
@@ -255,12 +285,14 @@ fn main() {
         rows.push(measure("hoop", m, vec![[0.0; 3]; nv], 0.01, steps));
     }
     println!(
-        "\n| scene | tets | faces | step ms | Newton its | candidates | active | broad ms | CCD ms | barrier ms |"
+        "\n| scene | tets | faces | step ms | Newton its | candidates | active | broad ms | CCD ms | barrier ms | \
+         assembly ms | factor ms | solve ms | line search ms | unconverged |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in &rows {
         println!(
-            "| {} | {} | {} | {:.1} | {:.1} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} |",
+            "| {} | {} | {} | {:.1} | {:.1} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} | \
+             {:.1} | {:.1} | {} |",
             r.scene,
             r.tets,
             r.faces,
@@ -270,7 +302,12 @@ fn main() {
             r.active,
             r.broad_ms,
             r.ccd_ms,
-            r.assembly_ms
+            r.assembly_ms,
+            r.newton_assembly_ms,
+            r.factor_ms,
+            r.solve_ms,
+            r.line_search_ms,
+            r.unconverged
         );
     }
     for scene in ["stack", "balls", "hoop"] {
@@ -282,12 +319,14 @@ fn main() {
         let col = |g: fn(&Row) -> f64| exponent(&f, &sel.iter().map(|r| g(r)).collect::<Vec<_>>());
         println!(
             "{scene}: exponent in surface faces — broad phase {:.2}, CCD {:.2}, barrier {:.2}, \
-             candidates {:.2}, Newton step {:.2}",
+             candidates {:.2}, Newton step {:.2} (assembly {:.2}, factor {:.2})",
             col(|r| r.broad_ms),
             col(|r| r.ccd_ms),
             col(|r| r.assembly_ms),
             col(|r| r.candidates),
-            col(|r| r.newton_ms)
+            col(|r| r.newton_ms),
+            col(|r| r.newton_assembly_ms),
+            col(|r| r.factor_ms)
         );
     }
 }

@@ -81,33 +81,76 @@ fn balls_collide_head_on_and_bounce_apart() {
 }
 
 #[test]
-fn a_stack_of_cubes_settles_without_interpenetrating() {
-    let built = common::bundled_scene("contact_stack.toml");
+fn a_stack_of_cubes_settles_without_interpenetrating_and_stands_by_friction() {
+    // With μ = 0.5 (the bundled scene) the stack must settle and stand: each cube's centre
+    // moves less than 1 mm sideways (measured 0.62 mm: the Kuhn tetrahedra make a squashed cube
+    // shear along its diagonal). Without friction the same squash has nothing to hold it and
+    // the cubes must slide off each other by more than 5 mm (measured 3.3 cm after 0.5 s): the
+    // check that the lateral bound can fail.
+    let name = "contact_stack.toml";
+    let built = common::bundled_scene(name);
     let steps = built.config.steps;
-    let (m, states) = run("contact_stack.toml", steps);
-    let last = states.last().unwrap();
-    // Resting: each cube's centre above the one below it by about a cube's height (0.1 m,
-    // squashed a little under the weight above) and the whole stack still.
-    let y: Vec<f64> = (0..3).map(|b| centre(&m, last, b, 1)).collect();
-    let before = &states[states.len() - 2];
-    let speed = (0..3)
-        .map(|b| (centre(&m, last, b, 1) - centre(&m, before, b, 1)).abs() / built.config.h)
-        .fold(0.0, f64::max);
-    eprintln!("centres {y:?} m, largest vertical speed {speed:.3e} m/s");
-    for b in 0..2 {
-        let gap = y[b + 1] - y[b];
-        assert!(
-            gap > 0.09 && gap < 0.102,
-            "cubes {b} and {}: centres {gap} m apart",
-            b + 1
+    let text = std::fs::read_to_string(common::bundled_scene_path(name)).unwrap();
+    assert!(text.contains("friction = 0.5"));
+    let frictionless = jello::scene::Scene::parse(
+        &common::bundled_scene_path(name),
+        &text.replace("friction = 0.5", "friction = 0.0"),
+    )
+    .unwrap()
+    .build()
+    .unwrap();
+    let mut lateral = Vec::new();
+    for (what, b) in [("μ = 0.5", &built), ("μ = 0", &frictionless)] {
+        let (m, states) = run_built(name, b, steps);
+        let last = states.last().unwrap();
+        let start = &b.model.initial_state(&b.velocity).x;
+        // Resting: each cube's centre above the one below it by about a cube's height (0.1 m,
+        // squashed a little under the weight above) and the whole stack still.
+        let y: Vec<f64> = (0..3).map(|c| centre(&m, last, c, 1)).collect();
+        let before = &states[states.len() - 2];
+        let speed = (0..3)
+            .map(|c| (centre(&m, last, c, 1) - centre(&m, before, c, 1)).abs() / b.config.h)
+            .fold(0.0, f64::max);
+        let slide = (0..3)
+            .map(|c| {
+                let dx = centre(&m, last, c, 0) - centre(&m, start, c, 0);
+                let dz = centre(&m, last, c, 2) - centre(&m, start, c, 2);
+                dx.hypot(dz)
+            })
+            .fold(0.0, f64::max);
+        eprintln!(
+            "{what}: centres {y:?} m, largest vertical speed {speed:.3e} m/s, largest sideways \
+             move {slide:.3e} m"
         );
+        lateral.push(slide);
+        if what == "μ = 0" {
+            continue;
+        }
+        for c in 0..2 {
+            let gap = y[c + 1] - y[c];
+            assert!(
+                gap > 0.09 && gap < 0.102,
+                "cubes {c} and {}: centres {gap} m apart",
+                c + 1
+            );
+        }
+        assert!(
+            y[0] > 0.045 && y[0] < 0.052,
+            "the bottom cube rests on the ground: {}",
+            y[0]
+        );
+        assert!(speed < 0.05, "the stack has not settled: {speed} m/s");
     }
     assert!(
-        y[0] > 0.045 && y[0] < 0.052,
-        "the bottom cube rests on the ground: {}",
-        y[0]
+        lateral[0] < 1e-3,
+        "with friction the stack must stand: a cube moved {} m sideways",
+        lateral[0]
     );
-    assert!(speed < 0.05, "the stack has not settled: {speed} m/s");
+    assert!(
+        lateral[1] > 5e-3,
+        "without friction the squashed cubes must slide: at most {} m sideways",
+        lateral[1]
+    );
 }
 
 /// Builds the scene text `toml` (as if read from `ipc.toml`); the error line when it fails.
