@@ -19,7 +19,8 @@ pub const DISPLACEMENT: &str = "displacement [m]";
 /// Point-data name of the velocity, m/s.
 pub const VELOCITY: &str = "velocity [m/s]";
 /// Point-data name of the per-vertex residual ‖∇E‖ of the step's incremental potential at the
-/// step's end (its last iterate), N; 0 on pinned vertices and in frame 0 (no step yet).
+/// step's end (its last iterate), N; 0 on pinned vertices and in frame 0 (no step yet), NaN
+/// after a step that fell back to substeps.
 pub const RESIDUAL: &str = "residual |grad E| [N]";
 /// Cell-data name of J = det F (dimensionless).
 pub const JACOBIAN: &str = "J [-]";

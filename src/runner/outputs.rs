@@ -203,8 +203,12 @@ impl RunWriter {
         self.manifest.write(&self.dir)?;
         let s = &sim.state;
         // ‖∇E‖ per vertex of the step that produced this state, at its end (the last iterate),
-        // evaluated in f64 on the problem the run solved; frame 0 has no step.
+        // evaluated in f64 on the problem the run solved; frame 0 has no step. A step that fell
+        // back to substeps ended on the last substep's problem, whose start is not kept: NaN
+        // says "unknown" rather than showing the full step's residual, which was not solved.
+        let substepped = stats.steps.last().is_some_and(|st| st.substeps > 1);
         let residual = match start {
+            Some(_) if self.vtu && substepped => Some(vec![f64::NAN; sim.model.num_vertices()]),
             Some(start) if self.vtu => {
                 let problem = step_problem(&sim.model, start, sim.h, sim.static_increments);
                 Some(vertex_residuals(&problem, &sim.model, &s.x).0)
