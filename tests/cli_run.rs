@@ -775,13 +775,28 @@ fn vtu_per_object_writes_a_series_per_object_and_resumes_it() {
          mesh = {{ generator = \"box\", min = [0.0, 0.5, 0.0], max = [0.1, 0.6, 0.1], cells = [1, 1, 1] }}\n\
          material = {{ model = \"linear\", youngs_modulus = 1e5, poisson_ratio = 0.3, density = 1000.0 }}\n"
     );
+    // Frames 0 and 1 without parts, then turned on at a resume: the series holds what exists.
+    assert_ok(&run_scene_with(&dir, "two.toml", &scene, &["--steps", "1"]));
+    let out = dir.join("out");
+    assert_ok(&run_scene_with(
+        &dir,
+        "two.toml",
+        &scene,
+        &["--vtu-per-object", "--resume", "--steps", "2"],
+    ));
+    for i in 0..2 {
+        assert_eq!(
+            pvd_files(&out.join(format!("frames/object{i}.pvd"))),
+            [format!("frame_00002.object{i}.vtu")]
+        );
+    }
+    std::fs::remove_dir_all(&out).unwrap();
     assert_ok(&run_scene_with(
         &dir,
         "two.toml",
         &scene,
         &["--vtu-per-object"],
     ));
-    let out = dir.join("out");
     assert_ok(&run_scene_with(
         &dir,
         "two.toml",

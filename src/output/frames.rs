@@ -128,7 +128,12 @@ impl FrameWriter {
                 self.pvd.push(t, self.dir.join(frame_name(step, "vtu")));
             }
             for (b, pvd) in self.object_pvds.iter_mut().enumerate() {
-                pvd.push(t, self.dir.join(object_frame_name(step, b)));
+                // A run resumed with `vtu_per_object` newly on has no parts for its earlier
+                // frames: list only the parts on disk.
+                let file = self.dir.join(object_frame_name(step, b));
+                if file.exists() {
+                    pvd.push(t, file);
+                }
             }
         }
         self.frames = frames.len();
