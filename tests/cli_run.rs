@@ -764,3 +764,69 @@ fn auto_backend_takes_hardware_gpus_only_and_says_why() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--vtu-per-object`: every frame has one `.vtu` per object listed in that object's `.pvd`,
+/// a resumed run continues those series, and the manifest lists exactly the files on disk.
+#[test]
+fn vtu_per_object_writes_a_series_per_object_and_resumes_it() {
+    let dir = tmp("per_object");
+    let scene = format!(
+        "{BASE}\n[[objects]]\nname = \"cube\"\n\
+         mesh = {{ generator = \"box\", min = [0.0, 0.5, 0.0], max = [0.1, 0.6, 0.1], cells = [1, 1, 1] }}\n\
+         material = {{ model = \"linear\", youngs_modulus = 1e5, poisson_ratio = 0.3, density = 1000.0 }}\n"
+    );
+    // Frames 0 and 1 without parts, then turned on at a resume: the series holds what exists.
+    assert_ok(&run_scene_with(&dir, "two.toml", &scene, &["--steps", "1"]));
+    let out = dir.join("out");
+    assert_ok(&run_scene_with(
+        &dir,
+        "two.toml",
+        &scene,
+        &["--vtu-per-object", "--resume", "--steps", "2"],
+    ));
+    for i in 0..2 {
+        assert_eq!(
+            pvd_files(&out.join(format!("frames/object{i}.pvd"))),
+            [format!("frame_00002.object{i}.vtu")]
+        );
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+    assert_ok(&run_scene_with(
+        &dir,
+        "two.toml",
+        &scene,
+        &["--vtu-per-object"],
+    ));
+    assert_ok(&run_scene_with(
+        &dir,
+        "two.toml",
+        &scene,
+        &["--vtu-per-object", "--resume", "--steps", "4"],
+    ));
+    for i in 0..2 {
+        let expected: Vec<String> = (0..=4)
+            .map(|s| format!("frame_{s:05}.object{i}.vtu"))
+            .collect();
+        assert_eq!(
+            pvd_files(&out.join(format!("frames/object{i}.pvd"))),
+            expected
+        );
+    }
+    let listed: BTreeSet<String> = json(&out.join("manifest.json"))["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(listed, files_under(&out));
+    assert!(listed.contains("frames/frame_00004.object1.vtu"));
+    // A scene without .vtu frames cannot have per-object ones: one line naming the flag.
+    let no_vtu = format!("{scene}\n[output]\nvtu = false\n");
+    let o = run_scene_with(
+        &dir,
+        "novtu.toml",
+        &no_vtu,
+        &["--vtu-per-object", "--overwrite"],
+    );
+    assert_one_line_error(&o, &["--vtu-per-object", "output.vtu"]);
+}

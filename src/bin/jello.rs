@@ -57,6 +57,10 @@ enum Cmd {
         /// Record per-iteration residual and energy in stats.json.
         #[arg(long)]
         trace: bool,
+        /// Also write one .vtu per object per frame (frames/frame_NNNNN.objectI.vtu) and a .pvd
+        /// per object (frames/objectI.pvd), as `output.vtu_per_object = true`.
+        #[arg(long)]
+        vtu_per_object: bool,
         /// Also write an .obj surface per frame.
         #[arg(long)]
         obj: bool,
@@ -209,6 +213,7 @@ fn run(cli: Cli) -> Result<i32> {
             require_converged,
             stop,
             trace,
+            vtu_per_object,
             obj,
             png,
             residual_iteration,
@@ -224,6 +229,7 @@ fn run(cli: Cli) -> Result<i32> {
             require_converged,
             stop,
             trace,
+            vtu_per_object,
             obj,
             png,
             residual_iteration,
@@ -285,6 +291,7 @@ struct RunArgs {
     require_converged: bool,
     stop: Option<String>,
     trace: bool,
+    vtu_per_object: bool,
     obj: bool,
     png: bool,
     residual_iteration: Option<u64>,
@@ -350,6 +357,12 @@ fn cmd_run(a: RunArgs) -> Result<i32> {
             ("dx", StopRule::Dx { tol }) => StopRule::Dx { tol },
             _ => StopRule::Dx { tol: 1e-3 },
         };
+    }
+    if a.vtu_per_object {
+        if !c.output.vtu {
+            bail!("--vtu-per-object: the scene sets `output.vtu = false`");
+        }
+        c.output.vtu_per_object = true;
     }
     if a.obj {
         c.output.obj = true;

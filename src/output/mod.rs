@@ -3,6 +3,7 @@
 
 mod atomic;
 mod checkpoint;
+mod fields;
 mod frames;
 mod manifest;
 mod pictures;
@@ -12,7 +13,11 @@ mod stats;
 
 pub use atomic::{atomic_write, atomic_write_with};
 pub use checkpoint::{Checkpoint, CheckpointHeader, RunIdentity};
-pub use frames::{frame_name, FrameOptions, FrameWriter};
+pub use fields::{cell_fields, material_ids, von_mises, CellFields};
+pub use frames::{
+    frame_name, object_frame_name, object_pvd_name, FrameData, FrameOptions, FrameWriter,
+    DISPLACEMENT, JACOBIAN, MATERIAL_ID, OBJECT_ID, RESIDUAL, VELOCITY, VON_MISES,
+};
 pub use manifest::{FrameEntry, Manifest, RunStatus, FORMAT as MANIFEST_FORMAT, MANIFEST};
 pub use pictures::FramePainter;
 pub use stats::{RunStats, StepStats};

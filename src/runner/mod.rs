@@ -27,7 +27,9 @@ mod residual;
 mod setup;
 
 pub use identity::{scene_hash, scene_key};
-pub use residual::{vertex_residuals, ResidualField, ResidualProbe, MAX_RESIDUAL_ITERATION};
+pub use residual::{
+    step_problem, vertex_residuals, ResidualField, ResidualProbe, MAX_RESIDUAL_ITERATION,
+};
 pub use setup::{
     dot_params, load_or_build_subspace, load_partition, make_solver, setup, setup_on, Setup,
 };
@@ -453,9 +455,9 @@ impl Run {
         };
         let every = config.output.every.max(1);
         let mut status = RunStatus::Complete;
-        // The start of the last step, kept only for residual pictures (a frame's picture
-        // re-solves the step that produced it).
-        let keep_start = writer.as_ref().is_some_and(|w| w.pictures_residual());
+        // The start of the last step, kept for residual pictures (a frame's picture re-solves
+        // the step that produced it) and VTU frames (their residual field is that step's).
+        let keep_start = writer.as_ref().is_some_and(|w| w.needs_step_start());
         let mut step_start = None;
         for step in start + 1..=config.steps {
             if cancelled() {

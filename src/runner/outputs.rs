@@ -7,13 +7,14 @@
 //! least the checkpoint's steps and every file on disk is listed; a resume trusts the
 //! checkpoint and trims the rest to it.
 
-use super::residual::ResidualProbe;
+use super::residual::{step_problem, vertex_residuals, ResidualProbe};
 use crate::error::{JelloError, Result};
 use crate::gpu::{Backend, BackendChoice};
-use crate::output::run_dir::{self, CHECKPOINT, PVD, STATS};
+use crate::output::run_dir::{self, CHECKPOINT, STATS};
 use crate::output::{
-    atomic_write, frame_name, Checkpoint, CheckpointHeader, FrameEntry, FrameOptions, FramePainter,
-    FrameWriter, Manifest, RunIdentity, RunStats, RunStatus, MANIFEST, MANIFEST_FORMAT,
+    atomic_write, frame_name, Checkpoint, CheckpointHeader, FrameData, FrameEntry, FrameOptions,
+    FramePainter, FrameWriter, Manifest, RunIdentity, RunStats, RunStatus, MANIFEST,
+    MANIFEST_FORMAT,
 };
 use crate::problem::State;
 use crate::scene::RunConfig;
@@ -41,6 +42,8 @@ pub(super) struct RunWriter {
     last_frame: Option<usize>,
     /// Residual pictures instead of plain PNG shading (`--residual-iteration`).
     residual: Option<ResidualProbe>,
+    /// Whether frames include `.vtu` files (whole or per object).
+    vtu: bool,
 }
 
 /// The step of a frame file `frames/frame_NNNNN.ext`.
@@ -64,9 +67,10 @@ impl RunWriter {
         let out = &info.config.output;
         let mut frames = FrameWriter::new(
             dir,
-            &sim.model.mesh,
+            &sim.model,
             FrameOptions {
                 vtu: out.vtu,
+                vtu_per_object: out.vtu_per_object,
                 obj: out.obj,
             },
         );
@@ -141,8 +145,8 @@ impl RunWriter {
         for f in [MANIFEST, STATS, CHECKPOINT] {
             manifest.add_file(f);
         }
-        if out.vtu {
-            manifest.add_file(PVD);
+        for f in frames.series_files() {
+            manifest.add_file(&f);
         }
         Ok(RunWriter {
             dir: dir.to_path_buf(),
@@ -152,6 +156,7 @@ impl RunWriter {
             identity: info.identity.clone(),
             last_frame,
             residual: None,
+            vtu: out.vtu || out.vtu_per_object,
         })
     }
 
@@ -161,9 +166,10 @@ impl RunWriter {
         self
     }
 
-    /// Whether PNG frames are residual pictures (frames then need their step's start).
-    pub fn pictures_residual(&self) -> bool {
-        self.residual.is_some()
+    /// Whether frames need their step's start: residual pictures re-solve the step, and VTU
+    /// frames carry the residual of the step's problem at its end.
+    pub fn needs_step_start(&self) -> bool {
+        self.residual.is_some() || self.vtu
     }
 
     /// Step of the last frame on disk.
@@ -196,7 +202,29 @@ impl RunWriter {
         }
         self.manifest.write(&self.dir)?;
         let s = &sim.state;
-        self.frames.write(step, s.t, &sim.model.mesh, &s.x, &s.v)?;
+        // ‖∇E‖ per vertex of the step that produced this state, at its end (the last iterate),
+        // evaluated in f64 on the problem the run solved; frame 0 has no step. A step that fell
+        // back to substeps ended on the last substep's problem, whose start is not kept: NaN
+        // says "unknown" rather than showing the full step's residual, which was not solved.
+        let substepped = stats.steps.last().is_some_and(|st| st.substeps > 1);
+        let residual = match start {
+            Some(_) if self.vtu && substepped => Some(vec![f64::NAN; sim.model.num_vertices()]),
+            Some(start) if self.vtu => {
+                let problem = step_problem(&sim.model, start, sim.h, sim.static_increments);
+                Some(vertex_residuals(&problem, &sim.model, &s.x).0)
+            }
+            _ => None,
+        };
+        self.frames.write(
+            step,
+            &sim.model,
+            &FrameData {
+                t: s.t,
+                x: &s.x,
+                v: &s.v,
+                residual: residual.as_deref(),
+            },
+        )?;
         if let Some(p) = &self.painter {
             let path = self.dir.join("frames").join(frame_name(step, "png"));
             match (self.residual.as_mut(), start) {

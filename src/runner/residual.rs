@@ -82,13 +82,7 @@ impl ResidualProbe {
         h: f64,
         static_increments: Option<usize>,
     ) -> Result<ResidualField> {
-        let problem = match static_increments {
-            Some(n) => {
-                let fraction = (((start.t + h) / h) / n as f64).min(1.0);
-                StepProblem::new_static(model, start, h, fraction)
-            }
-            None => StepProblem::new(model, start, h),
-        };
+        let problem = step_problem(model, start, h, static_increments);
         let mut x = Vec::new();
         let report = self.solver.step(&problem, model, &mut x, false)?;
         let (norms, pinned) = vertex_residuals(&problem, model, &x);
@@ -98,6 +92,25 @@ impl ResidualProbe {
             pinned,
             iterations: report.iterations,
         })
+    }
+}
+
+/// The incremental potential of the step of length `h` (s) from `start`, as the simulation
+/// builds it: with `static_increments` (the simulation's), the load fraction of the increment
+/// that ends at `start.t + h`. Shared by residual pictures and the VTU residual field so that
+/// both evaluate the problem the run solved.
+pub fn step_problem<'a>(
+    model: &'a Model,
+    start: &State,
+    h: f64,
+    static_increments: Option<usize>,
+) -> StepProblem<'a> {
+    match static_increments {
+        Some(n) => {
+            let fraction = (((start.t + h) / h) / n as f64).min(1.0);
+            StepProblem::new_static(model, start, h, fraction)
+        }
+        None => StepProblem::new(model, start, h),
     }
 }
 

@@ -609,6 +609,9 @@ impl Scene {
         if s.output.every == 0 {
             return Err(cx.err("output.every", "must be ≥ 1"));
         }
+        if s.output.vtu_per_object && !s.output.vtu {
+            return Err(cx.err("output.vtu_per_object", "needs `output.vtu = true`"));
+        }
         if s.output.png_size[0] == 0
             || s.output.png_size[1] == 0
             || s.output.png_size.iter().any(|&v| v > 8192)

@@ -206,6 +206,11 @@ pub struct OutputSpec {
     /// Write .vtu frames and a .pvd series (default true).
     #[serde(default = "default_true")]
     pub vtu: bool,
+    /// Also write one .vtu per object per frame (`frames/frame_NNNNN.objectI.vtu`, I the
+    /// object's index in `[[objects]]`) and a series per object (`frames/objectI.pvd`);
+    /// needs `vtu = true` (default false).
+    #[serde(default)]
+    pub vtu_per_object: bool,
     /// Write an .obj of the boundary surface per frame (default false).
     #[serde(default)]
     pub obj: bool,
@@ -228,6 +233,7 @@ impl Default for OutputSpec {
         OutputSpec {
             every: 1,
             vtu: true,
+            vtu_per_object: false,
             obj: false,
             png: false,
             png_size: Self::default_size(),

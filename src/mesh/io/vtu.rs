@@ -21,6 +21,8 @@ pub enum Field<'a> {
     ScalarF32(&'a [f32]),
     /// Three f32 per item (GPU readbacks).
     VectorF32(&'a [[f32; 3]]),
+    /// One i32 per item (ids: material, object), so ParaView can colour them categorically.
+    ScalarI32(&'a [i32]),
 }
 
 impl Field<'_> {
@@ -30,11 +32,12 @@ impl Field<'_> {
             Field::Vector(v) => v.len(),
             Field::ScalarF32(v) => v.len(),
             Field::VectorF32(v) => v.len(),
+            Field::ScalarI32(v) => v.len(),
         }
     }
     fn components(&self) -> usize {
         match self {
-            Field::Scalar(_) | Field::ScalarF32(_) => 1,
+            Field::Scalar(_) | Field::ScalarF32(_) | Field::ScalarI32(_) => 1,
             Field::Vector(_) | Field::VectorF32(_) => 3,
         }
     }
@@ -42,6 +45,7 @@ impl Field<'_> {
         match self {
             Field::Scalar(_) | Field::Vector(_) => "Float64",
             Field::ScalarF32(_) | Field::VectorF32(_) => "Float32",
+            Field::ScalarI32(_) => "Int32",
         }
     }
     fn bytes(&self) -> Vec<u8> {
@@ -50,6 +54,7 @@ impl Field<'_> {
             Field::Vector(v) => v.iter().flatten().flat_map(|x| x.to_le_bytes()).collect(),
             Field::ScalarF32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             Field::VectorF32(v) => v.iter().flatten().flat_map(|x| x.to_le_bytes()).collect(),
+            Field::ScalarI32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         }
     }
 }
