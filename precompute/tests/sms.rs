@@ -442,3 +442,71 @@ fn bad_input_is_an_error() {
     let b = build_sms(&x, &tets, &youngs, &pinned, &SmsOptions::new(x.len())).unwrap();
     check_weights(&b, &pinned);
 }
+
+/// Vertex positions and tets.
+type TetMesh = (Vec<[f64; 3]>, Vec<[u32; 4]>);
+
+/// TetGen reader (.node / .ele, 0- or 1-based ids) for the shared meshes.
+fn read_tetgen(stem: &std::path::Path) -> Option<TetMesh> {
+    let rd = |ext: &str| -> Option<Vec<Vec<f64>>> {
+        let s = std::fs::read_to_string(stem.with_extension(ext)).ok()?;
+        Some(
+            s.lines()
+                .map(|l| {
+                    l.split('#')
+                        .next()
+                        .unwrap_or("")
+                        .split_whitespace()
+                        .filter_map(|t| t.parse().ok())
+                        .collect::<Vec<f64>>()
+                })
+                .filter(|t| !t.is_empty())
+                .collect(),
+        )
+    };
+    let (node, ele) = (rd("node")?, rd("ele")?);
+    let nn = node[0][0] as usize;
+    let base = node[1][0] as usize;
+    let x = node[1..=nn].iter().map(|l| [l[1], l[2], l[3]]).collect();
+    let ne = ele[0][0] as usize;
+    let tets = ele[1..=ne]
+        .iter()
+        .map(|l| [0, 1, 2, 3].map(|k| (l[1 + k] as usize - base) as u32))
+        .collect();
+    Some((x, tets))
+}
+
+#[test]
+fn armadillo_18k_if_present() {
+    let stem =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/meshes/armadillo_18k");
+    let Some((x, tets)) = read_tetgen(&stem) else {
+        println!("armadillo_18k not found, skipped");
+        return;
+    };
+    // Stiff lower half (1e8 Pa), soft upper half (1e5 Pa); pins on the lowest 2 % in y.
+    let (ymin, ymax) = x.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |a, p| {
+        (a.0.min(p[1]), a.1.max(p[1]))
+    });
+    let ymid = 0.5 * (ymin + ymax);
+    let youngs: Vec<f64> = tets
+        .iter()
+        .map(|t| {
+            if t.iter().map(|&v| x[v as usize][1]).sum::<f64>() / 4.0 < ymid {
+                1e8
+            } else {
+                1e5
+            }
+        })
+        .collect();
+    let pinned: Vec<bool> = x
+        .iter()
+        .map(|p| p[1] < ymin + 0.02 * (ymax - ymin))
+        .collect();
+    let k = 32;
+    let b = build_sms(&x, &tets, &youngs, &pinned, &SmsOptions::new(k)).unwrap();
+    print_stats("armadillo_18k", &b, tets.len());
+    check_partitions(&b, &tets, k);
+    let worst = check_weights(&b, &pinned);
+    println!("armadillo_18k: worst |Σφ + φ_D − 1| = {worst:e}");
+}

@@ -427,3 +427,53 @@ pub(crate) fn check_k(k: usize, n: usize, n_components: usize) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A path 0–1–…–7 labelled [0 0 1 1 0 0 1 1]: both partitions come in two pieces. After
+    /// the repair every partition must be one piece (checked by walking the path).
+    #[test]
+    fn repair_makes_partitions_connected() {
+        let n = 8;
+        let adj: Vec<Vec<u32>> = (0..n)
+            .map(|v: usize| {
+                let mut l = Vec::new();
+                if v > 0 {
+                    l.push(v as u32 - 1);
+                }
+                if v + 1 < n {
+                    l.push(v as u32 + 1);
+                }
+                l
+            })
+            .collect();
+        let x: Vec<[f64; 3]> = (0..n).map(|v| [v as f64, 0.0, 0.0]).collect();
+        // Unequal volumes so that the largest piece of each partition is unambiguous.
+        let vvol = [1.0, 1.0, 1.0, 1.0, 3.0, 3.0, 0.5, 0.5];
+        let pinned = vec![false; n];
+        let component = vec![0u32; n];
+        let ctx = Ctx {
+            x: &x,
+            adj: &adj,
+            vvol: &vvol,
+            pinned: &pinned,
+            component: &component,
+        };
+        let mut label = vec![0, 0, 1, 1, 0, 0, 1, 1];
+        let moved = repair_connectivity(&ctx, &mut label, 2);
+        assert!(moved > 0);
+        // Each label appears as one contiguous run on the path.
+        let runs = 1 + label.windows(2).filter(|w| w[0] != w[1]).count();
+        let distinct = {
+            let mut l = label.clone();
+            l.sort_unstable();
+            l.dedup();
+            l.len()
+        };
+        assert_eq!(runs, distinct, "labels {label:?} not contiguous");
+        // Partition 0's main piece is {4, 5} (volume 6): it must still be labelled 0.
+        assert_eq!(&label[4..6], &[0, 0]);
+    }
+}
