@@ -12,6 +12,8 @@
 //!   tree-sampled far field with optional cubature, rest reduced Hessians);
 //! - [`partition`]: METIS element partitions into subdomains (DOT's domain decomposition)
 //!   and their cache artifact;
+//! - [`sms`]: sparse material-aware skinning bases (stiffness-weighted heat-geodesic K-means
+//!   partitions, local biharmonic weights) for the multilevel solver;
 //! - [`artifact`]: a versioned, checksummed file format for the JGS2 basis (and the framing
 //!   every precompute artifact shares).
 
@@ -26,6 +28,7 @@ pub mod jgs2;
 pub mod nnls;
 pub mod partition;
 mod rng;
+pub mod sms;
 pub mod sparse;
 pub mod tree;
 
