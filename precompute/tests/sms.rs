@@ -8,45 +8,9 @@ use jello_precompute::sms::{
 };
 use jello_precompute::PrecomputeError;
 
-/// Box of `nx × ny × nz` cubes of side `h` (m), each split into 6 Kuhn tets.
-fn kuhn_box(nx: usize, ny: usize, nz: usize, h: f64) -> (Vec<[f64; 3]>, Vec<[u32; 4]>) {
-    let id = |i: usize, j: usize, k: usize| (i + (nx + 1) * (j + (ny + 1) * k)) as u32;
-    let mut x = Vec::new();
-    for k in 0..=nz {
-        for j in 0..=ny {
-            for i in 0..=nx {
-                x.push([i as f64 * h, j as f64 * h, k as f64 * h]);
-            }
-        }
-    }
-    let mut tets = Vec::new();
-    for k in 0..nz {
-        for j in 0..ny {
-            for i in 0..nx {
-                let c = |a: usize, b: usize, d: usize| id(i + a, j + b, k + d);
-                let (v0, v7) = (c(0, 0, 0), c(1, 1, 1));
-                // The six monotone paths from corner 000 to 111.
-                for p in [
-                    [0, 1, 2],
-                    [0, 2, 1],
-                    [1, 0, 2],
-                    [1, 2, 0],
-                    [2, 0, 1],
-                    [2, 1, 0],
-                ] {
-                    let mut cur = [0usize; 3];
-                    let mut t = [v0, 0, 0, v7];
-                    for s in 0..2 {
-                        cur[p[s]] = 1;
-                        t[s + 1] = c(cur[0], cur[1], cur[2]);
-                    }
-                    tets.push(t);
-                }
-            }
-        }
-    }
-    (x, tets)
-}
+mod common;
+
+use common::box_grid as kuhn_box;
 
 /// Deterministic test numbers in [-1, 1).
 struct Lcg(u64);
