@@ -46,7 +46,11 @@
 //! - **Handle frame**: `u_v = Σ_h φ_vh A_h [x_v − o_h; 1]` with `o_h` the rest position of
 //!   the handle's centroid vertex (paper Eq. 7); the span equals that of `[x_v; 1]` and the
 //!   numbers stay well scaled far from the origin.
+//!
+//! Step 2 (same module): [`cubature`] (modal moment-fitting cubature per partition and the
+//! N_cg rule, with their own list of open choices).
 
+pub mod cubature;
 pub mod geodesic;
 pub mod kmeans;
 mod mesh;
@@ -56,6 +60,10 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
+pub use cubature::{
+    element_partition, fit_cubature, ncg_rule, partition_radii, snap_n_cg, CubatureOptions,
+    CubatureTargets, NcgRule, PartitionFit, SmsCubature,
+};
 pub use geodesic::{metric_stiffness, HeatGeodesic};
 pub use kmeans::{PartitionOptions, Partitioning};
 
@@ -75,10 +83,14 @@ pub struct SmsStats {
     pub weights_s: f64,
     /// Normalisation and the two sparse layouts (s).
     pub storage_s: f64,
+    /// Cubature fit of every partition and the N_cg rule's BFS (s).
+    pub cubature_s: f64,
     /// Everything (s).
     pub total_s: f64,
     /// Heap bytes of the basis (weights both ways, partition, pseudo-weights, rest positions).
     pub bytes: usize,
+    /// Heap bytes of the cubature rule ([`SmsCubature::bytes`]) and the N_cg radii.
+    pub cubature_bytes: usize,
     /// Stored (vertex, handle) weights.
     pub nnz: usize,
     /// Free vertices no clipped weight covered (given weight 1 on their own handle).
@@ -90,6 +102,10 @@ pub struct SmsStats {
 pub struct SmsOptions {
     /// Partitioning (the handle count is `partition.k`).
     pub partition: PartitionOptions,
+    /// Cubature fit.
+    pub cubature: CubatureOptions,
+    /// Full-space PCG iterations; `None` applies the paper's rule ([`ncg_rule`]).
+    pub n_cg: Option<usize>,
 }
 
 impl SmsOptions {
@@ -97,12 +113,15 @@ impl SmsOptions {
     pub fn new(k: usize) -> Self {
         Self {
             partition: PartitionOptions::new(k),
+            cubature: CubatureOptions::default(),
+            n_cg: None,
         }
     }
 }
 
-/// The SMS subspace: `m` handles with 12 DOFs each, sparse weights both ways.
-#[derive(Clone, Debug)]
+/// The SMS subspace: `m` handles with 12 DOFs each, sparse weights both ways, with its
+/// cubature rule and N_cg.
+#[derive(Clone, Debug, PartialEq)]
 pub struct SmsBasis {
     /// The vertex partition (one handle per partition).
     pub partition: Partitioning,
@@ -125,6 +144,10 @@ pub struct SmsBasis {
     /// Pinned pseudo-basis weight `φ_D` per vertex (1 at pins, 0 away from them; all zero
     /// without pins). Not a DOF: it is the part of unity that pinned vertices keep.
     pub pinned_weight: Vec<f64>,
+    /// Per-partition cubature of the elastic Hessian.
+    pub cubature: SmsCubature,
+    /// The full-space PCG iteration count and the radii it came from.
+    pub n_cg: NcgRule,
     /// Timings and sizes.
     pub stats: SmsStats,
 }
@@ -137,8 +160,8 @@ pub struct SmsBasis {
 /// - `pinned`: Dirichlet flag per vertex.
 ///
 /// Errors ([`PrecomputeError::Invalid`]) on an empty mesh, size mismatches, bad indices or
-/// moduli, degenerate tets, vertices in no tet, and `k = 0`, `k > n` or `k` below the number
-/// of mesh components.
+/// moduli, degenerate tets, vertices in no tet, `k = 0`, `k > n` or `k` below the number
+/// of mesh components, and bad cubature options.
 pub fn build_sms(
     positions: &[[f64; 3]],
     tets: &[[u32; 4]],
@@ -308,12 +331,12 @@ pub fn build_sms(
         partition_s,
         weights_s,
         storage_s,
-        total_s: t_all.elapsed().as_secs_f64(),
         bytes,
         nnz,
         fallback_vertices: fallback.iter().filter(|&&f| f).count(),
+        ..Default::default()
     };
-    Ok(SmsBasis {
+    let mut basis = SmsBasis {
         partition,
         rest: positions.to_vec(),
         origin,
@@ -324,8 +347,23 @@ pub fn build_sms(
         handle_vertex,
         handle_weight,
         pinned_weight,
+        cubature: SmsCubature::default(),
+        n_cg: NcgRule::default(),
         stats,
-    })
+    };
+    let t0 = Instant::now();
+    basis.cubature = fit_cubature(&basis, tets, &opts.cubature)?;
+    basis.n_cg = ncg_rule(
+        n,
+        tets,
+        &basis.partition.part,
+        &basis.partition.centroid,
+        opts.n_cg,
+    )?;
+    basis.stats.cubature_s = t0.elapsed().as_secs_f64();
+    basis.stats.cubature_bytes = basis.cubature.bytes() + 4 * basis.n_cg.radius.len();
+    basis.stats.total_s = t_all.elapsed().as_secs_f64();
+    Ok(basis)
 }
 
 fn transpose(
