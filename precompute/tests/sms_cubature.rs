@@ -1,4 +1,4 @@
-//! SMS step 2 (issue 13): modal moment-fitting cubature, the N_cg rule.
+//! SMS step 2 (issue 13): modal moment-fitting cubature, the N_cg rule, the SMS artifact.
 
 // Vertex and element loops index several arrays at once.
 #![allow(clippy::needless_range_loop)]
@@ -6,8 +6,10 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
+use jello_precompute::artifact::ArtifactErrorKind;
 use jello_precompute::sms::{
-    build_sms, ncg_rule, partition_radii, snap_n_cg, CubatureTargets, SmsBasis, SmsOptions,
+    build_sms, cache, ncg_rule, partition_radii, sms_cache_key, snap_n_cg, CubatureTargets,
+    SmsBasis, SmsOptions,
 };
 use jello_precompute::PrecomputeError;
 
@@ -366,4 +368,94 @@ fn bad_cubature_options_are_errors() {
             other => panic!("expected Invalid, got {other:?}"),
         }
     }
+}
+
+#[test]
+fn artifact_round_trip_corruption_and_staleness() {
+    let (x, tets) = box_grid(6, 4, 4, 0.1);
+    let youngs = vec![1e6; tets.len()];
+    let pinned: Vec<bool> = x.iter().map(|p| p[0] == 0.0).collect();
+    let opts = SmsOptions::new(6);
+    let b = build_sms(&x, &tets, &youngs, &pinned, &opts).unwrap();
+    let key = sms_cache_key(&x, &tets, &youngs, &pinned, &opts);
+    let dir = std::env::temp_dir().join(format!("jello-sms-cache-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("box.jsms");
+    cache::write(&path, &b, &tets, key).unwrap();
+    let size = std::fs::metadata(&path).unwrap().len();
+    let back = cache::read(&path, key, &x, &tets).unwrap();
+    assert_eq!(back, b, "decoded basis differs");
+    // Bit-identical: re-encoding the decoded basis gives the file's bytes.
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(cache::encode(&back, tets.len(), key), bytes);
+    println!(
+        "artifact: {size} bytes for {} vertices, {} tets ({:.1} bytes/vertex)",
+        x.len(),
+        tets.len(),
+        size as f64 / x.len() as f64
+    );
+
+    // One flipped byte in the middle: an error that names the file.
+    let mut bad = bytes.clone();
+    let k = bad.len() / 2;
+    bad[k] ^= 0x10;
+    let bad_path = dir.join("flipped.jsms");
+    std::fs::write(&bad_path, &bad).unwrap();
+    let err = cache::read(&bad_path, key, &x, &tets).unwrap_err();
+    println!("flipped byte {k}: {err}");
+    assert!(err.to_string().contains("flipped.jsms"));
+    assert!(matches!(
+        err.kind,
+        ArtifactErrorKind::ChecksumMismatch { .. }
+    ));
+    // Truncated.
+    std::fs::write(&bad_path, &bytes[..bytes.len() - 5]).unwrap();
+    assert!(cache::read(&bad_path, key, &x, &tets).is_err());
+
+    // A changed modulus (one tet) gives another key: the cached file is stale.
+    let mut youngs2 = youngs.clone();
+    youngs2[17] = 2e6;
+    let key2 = sms_cache_key(&x, &tets, &youngs2, &pinned, &opts);
+    assert_ne!(key2, key);
+    let err = cache::read(&path, key2, &x, &tets).unwrap_err();
+    println!("changed modulus: {err}");
+    assert!(matches!(err.kind, ArtifactErrorKind::KeyMismatch { .. }));
+    // Pins, positions and options move the key too.
+    let mut pinned2 = pinned.clone();
+    pinned2[x.len() - 1] = true;
+    let mut x2 = x.clone();
+    x2[5][1] += 1e-9;
+    let mut o2 = opts.clone();
+    o2.cubature.tolerance = 1e-6;
+    let mut o3 = opts.clone();
+    o3.n_cg = Some(20);
+    for k2 in [
+        sms_cache_key(&x, &tets, &youngs, &pinned2, &opts),
+        sms_cache_key(&x2, &tets, &youngs, &pinned, &opts),
+        sms_cache_key(&x, &tets, &youngs, &pinned, &o2),
+        sms_cache_key(&x, &tets, &youngs, &pinned, &o3),
+    ] {
+        assert_ne!(k2, key);
+    }
+    // A different mesh with the right key is refused (sizes checked).
+    assert!(matches!(
+        cache::decode(&bytes, key, &x, &tets[1..]),
+        Err(ArtifactErrorKind::Malformed(_))
+    ));
+    // Another artifact kind is refused by its magic.
+    let dot = jello_precompute::partition::encode(
+        &jello_precompute::partition::Decomposition::new(x.len(), &tets, 2).unwrap(),
+        key,
+    );
+    assert!(matches!(
+        cache::decode(&dot, key, &x, &tets),
+        Err(ArtifactErrorKind::BadMagic)
+    ));
+    // Every single-byte flip is an error, never a panic (sampled every 7th byte).
+    for i in (0..bytes.len()).step_by(7) {
+        let mut c = bytes.clone();
+        c[i] ^= 0xff;
+        assert!(cache::decode(&c, key, &x, &tets).is_err(), "flip at {i}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -48,8 +48,10 @@
 //!   numbers stay well scaled far from the origin.
 //!
 //! Step 2 (same module): [`cubature`] (modal moment-fitting cubature per partition and the
-//! N_cg rule, with their own list of open choices).
+//! N_cg rule, with their own list of open choices) and [`cache`] (the `JELLOSMS` artifact of
+//! basis + cubature, keyed by a hash of every input).
 
+pub mod cache;
 pub mod cubature;
 pub mod geodesic;
 pub mod kmeans;
@@ -60,6 +62,7 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
+pub use cache::sms_cache_key;
 pub use cubature::{
     element_partition, fit_cubature, ncg_rule, partition_radii, snap_n_cg, CubatureOptions,
     CubatureTargets, NcgRule, PartitionFit, SmsCubature,
