@@ -115,6 +115,19 @@ fn print_stats(name: &str, b: &SmsBasis, n_tets: usize) {
         s.storage_s,
         s.total_s
     );
+    let c = &b.cubature;
+    println!(
+        "{name}: cubature {} samples of {n_tets} tets (ratio {:.4}), max fit error {:.2e}, full-rule partitions {}, {} bytes, {:.4}s | N_cg mean radius {:.2} -> {}",
+        c.n_samples(),
+        c.n_samples() as f64 / n_tets as f64,
+        c.max_fit_error(),
+        c.full_rule_partitions(),
+        s.cubature_bytes,
+        s.cubature_s,
+        b.n_cg.mean_radius,
+        b.n_cg.n_cg
+    );
+    assert!(c.max_fit_error() <= 1e-9);
 }
 
 #[test]

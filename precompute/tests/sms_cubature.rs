@@ -451,6 +451,21 @@ fn artifact_round_trip_corruption_and_staleness() {
         cache::decode(&dot, key, &x, &tets),
         Err(ArtifactErrorKind::BadMagic)
     ));
+    // Intact framing, poisoned content (a NaN weight, a negative cubature weight, a sample
+    // outside the mesh): refused as malformed, not decoded.
+    for poison in 0..3 {
+        let mut p = b.clone();
+        match poison {
+            0 => p.vertex_weight[0] = f64::NAN,
+            1 => p.cubature.weight[0] = -1.0,
+            _ => p.cubature.element[0] = tets.len() as u32,
+        }
+        let e = cache::decode(&cache::encode(&p, tets.len(), key), key, &x, &tets);
+        assert!(
+            matches!(e, Err(ArtifactErrorKind::Malformed(_))),
+            "poison {poison}: {e:?}"
+        );
+    }
     // Every single-byte flip is an error, never a panic (sampled every 7th byte).
     for i in (0..bytes.len()).step_by(7) {
         let mut c = bytes.clone();
