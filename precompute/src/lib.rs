@@ -13,7 +13,8 @@
 //! - [`partition`]: METIS element partitions into subdomains (DOT's domain decomposition)
 //!   and their cache artifact;
 //! - [`sms`]: sparse material-aware skinning bases (stiffness-weighted heat-geodesic K-means
-//!   partitions, local biharmonic weights) for the multilevel solver;
+//!   partitions, local biharmonic weights), their modal moment-fitting cubature, the N_cg
+//!   rule and their cache artifact, for the multilevel solver;
 //! - [`artifact`]: a versioned, checksummed file format for the JGS2 basis (and the framing
 //!   every precompute artifact shares).
 
