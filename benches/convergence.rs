@@ -430,11 +430,13 @@ fn plot(case: &Case, runs: &[Run], plot_step: usize, out: &Path) {
         .map(|r| Series::new(r.solver.clone(), r.trace.clone()))
         .collect();
     let title = format!("{}: residual per iteration, step {plot_step}", case.name);
-    let hlines = [(eps, "tolerance")];
+    let tol = format!("tolerance ε = {eps:.0e}");
+    let hlines = [(eps, tol.as_str())];
     let spec = PlotSpec {
         title: &title,
         x_label: "iteration",
-        y_label: "characteristic-norm residual",
+        // The characteristic norm divides force by stiffness × area: no unit.
+        y_label: "characteristic-norm residual (dimensionless)",
         log_y: true,
         hlines: &hlines,
         ..PlotSpec::default()

@@ -1652,7 +1652,7 @@ fn plot_curves(case: &str, curves: &[(String, Vec<(f64, f64)>)]) {
         })
         .collect();
     let hl = [(1e-5, "CN eps = 1e-5")];
-    let x_time = format!("wall time, bins of {:.1} ms", t_end / 199.0);
+    let x_time = format!("wall time [bins of {:.1} ms]", t_end / 199.0);
     for (suffix, series, x_label) in [
         ("iteration", &by_iteration, "iteration"),
         ("time", &by_time, x_time.as_str()),
@@ -1661,7 +1661,7 @@ fn plot_curves(case: &str, curves: &[(String, Vec<(f64, f64)>)]) {
         let spec = PlotSpec {
             title: &title,
             x_label,
-            y_label: "CN residual",
+            y_label: "CN residual (dimensionless)",
             log_y: true,
             hlines: &hl,
             ..PlotSpec::default()

@@ -16,6 +16,14 @@ impl Decoded {
     fn at(&self, x: u32, y: u32) -> [u8; 3] {
         self.rgb[(y * self.width + x) as usize]
     }
+
+    /// Pixels in `x0..x1` × `y0..y1` (clamped to the image) that satisfy `f`.
+    fn count(&self, x0: u32, x1: u32, y0: u32, y1: u32, f: impl Fn([u8; 3]) -> bool) -> usize {
+        (y0..y1.min(self.height))
+            .flat_map(|y| (x0..x1.min(self.width)).map(move |x| (x, y)))
+            .filter(|&(x, y)| f(self.at(x, y)))
+            .count()
+    }
 }
 
 fn decode(bytes: &[u8]) -> Decoded {
@@ -40,6 +48,17 @@ fn decode(bytes: &[u8]) -> Decoded {
     }
 }
 
+/// Dark grey or black: text and frame ink, never a series colour or the grid.
+fn dark(p: [u8; 3]) -> bool {
+    p.iter().all(|&c| c < 110)
+}
+
+/// An antialiased edge of dark text: grey, strictly between ink and background.
+fn grey_edge(p: [u8; 3]) -> bool {
+    let (lo, hi) = (*p.iter().min().unwrap(), *p.iter().max().unwrap());
+    hi - lo <= 12 && (60..=215).contains(&lo)
+}
+
 /// Mean row of the pixels of `color` in columns `x0..x1` strictly inside the frame, and their
 /// count.
 fn mean_row(img: &Decoded, area: PlotArea, color: [u8; 3], x0: u32, x1: u32) -> (f64, usize) {
@@ -59,6 +78,35 @@ fn count_color(img: &Decoded, area: PlotArea, color: [u8; 3]) -> usize {
     mean_row(img, area, color, area.left + 1, area.right).1
 }
 
+/// Columns strictly inside the frame that hold `color`, with the mean row of its pixels there.
+fn column_centres(img: &Decoded, area: PlotArea, color: [u8; 3]) -> Vec<(f64, f64)> {
+    (area.left + 1..area.right)
+        .filter_map(|x| {
+            let (row, n) = mean_row(img, area, color, x, x + 1);
+            (n > 0).then_some((x as f64, row))
+        })
+        .collect()
+}
+
+/// Least-squares line `row = a + b·col` through `pts`, and the largest distance of a point
+/// from it in rows.
+fn fit_line(pts: &[(f64, f64)]) -> (f64, f64, f64) {
+    let n = pts.len() as f64;
+    let (mx, my) = (
+        pts.iter().map(|p| p.0).sum::<f64>() / n,
+        pts.iter().map(|p| p.1).sum::<f64>() / n,
+    );
+    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let b = sxy / sxx;
+    let a = my - b * mx;
+    let worst = pts
+        .iter()
+        .map(|p| (p.1 - (a + b * p.0)).abs())
+        .fold(0.0, f64::max);
+    (a, b, worst)
+}
+
 /// A Newton-like residual history: geometric decrease over `n` iterations.
 fn decreasing(n: usize, start: f64, rate: f64) -> Vec<f64> {
     (0..n).map(|k| start * rate.powi(k as i32)).collect()
@@ -70,7 +118,7 @@ fn two_series_on_a_log_axis() {
     let spec = PlotSpec {
         title: "Residual versus iteration",
         x_label: "iteration",
-        y_label: "residual",
+        y_label: "residual [N]",
         log_y: true,
         width: 720,
         height: 450,
@@ -94,70 +142,104 @@ fn two_series_on_a_log_axis() {
     let area = raster.area;
     assert!(area.left < area.right && area.right < img.width);
     assert!(area.top < area.bottom && area.bottom < img.height);
-    // The frame holds most of the image.
+    // The frame holds most of the image, and is drawn on the rows and columns it names.
     assert!((area.right - area.left) as f64 > 0.5 * img.width as f64);
     assert!((area.bottom - area.top) as f64 > 0.5 * img.height as f64);
+    for x in area.left..=area.right {
+        assert!(
+            dark(img.at(x, area.top)) && dark(img.at(x, area.bottom)),
+            "frame at x={x}"
+        );
+    }
 
     let white = img.rgb.iter().filter(|p| **p == [255, 255, 255]).count();
     assert!(
-        white as f64 > 0.7 * img.rgb.len() as f64,
+        white as f64 > 0.6 * img.rgb.len() as f64,
         "background mostly white: {white} of {}",
         img.rgb.len()
     );
-    // Something besides white was drawn outside the frame (ticks, labels, title, legend).
-    let outside_ink = (0..img.height)
-        .flat_map(|y| (0..img.width).map(move |x| (x, y)))
-        .filter(|&(x, y)| x < area.left || x > area.right || y < area.top || y > area.bottom)
-        .filter(|&(x, y)| img.at(x, y) != [255, 255, 255])
-        .count();
-    assert!(outside_ink > 500, "labels drawn: {outside_ink} pixels");
 
     // Each curve is drawn inside the frame in its own colour, and appears in the legend
     // (right of the frame).
     for (i, s) in series.iter().enumerate() {
         let c = series_color(i);
         let inside = count_color(&img, area, c);
-        // A 2-pixel line across at least a third of the frame width.
+        // A 2-pixel line across at least a fifth of the frame width.
         assert!(
-            inside as u32 > (area.right - area.left) / 3,
+            inside as u32 > (area.right - area.left) / 5,
             "{}: {inside} pixels of {c:?} inside the frame",
             s.name
         );
-        let in_legend = (area.top..area.bottom)
-            .flat_map(|y| (area.right + 1..img.width).map(move |x| (x, y)))
-            .filter(|&(x, y)| img.at(x, y) == c)
-            .count();
-        assert!(in_legend > 0, "{}: legend swatch", s.name);
+        let in_legend = img.count(area.right + 1, img.width, area.top, area.bottom, |p| p == c);
+        assert!(in_legend > 20, "{}: legend swatch {in_legend} px", s.name);
     }
     assert_ne!(series_color(0), series_color(1));
 
     // Decreasing residuals on a log axis: the curve goes down (larger rows) left to right.
-    // Series 0 has 12 points, spanning the left part of the 40-iteration x axis; compare
-    // within its own horizontal extent.
     for (i, s) in series.iter().enumerate() {
-        let c = series_color(i);
-        let cols: Vec<u32> = (area.left + 1..area.right)
-            .filter(|&x| (area.top + 1..area.bottom).any(|y| img.at(x, y) == c))
-            .collect();
-        let (x0, x1) = (cols[0], *cols.last().unwrap() + 1);
-        let third = (x1 - x0) / 3;
-        let (left_row, nl) = mean_row(&img, area, c, x0, x0 + third);
-        let (right_row, nr) = mean_row(&img, area, c, x1 - third, x1);
-        assert!(nl > 0 && nr > 0);
+        let cols = column_centres(&img, area, series_color(i));
+        let (_, slope, _) = fit_line(&cols);
         assert!(
-            right_row > left_row + 0.2 * (area.bottom - area.top) as f64,
-            "{}: mean row {left_row} (left third) vs {right_row} (right third)",
+            slope > 0.0,
+            "{}: rows grow to the right, slope {slope}",
             s.name
         );
     }
     // Series 0 spans fewer iterations, so it ends left of series 1.
-    let last_col = |c: [u8; 3]| {
-        (area.left + 1..area.right)
-            .rev()
-            .find(|&x| (area.top + 1..area.bottom).any(|y| img.at(x, y) == c))
-            .unwrap()
+    let last_col = |c: [u8; 3]| column_centres(&img, area, c).last().unwrap().0;
+    assert!(last_col(series_color(0)) + 50.0 < last_col(series_color(1)));
+}
+
+/// On a log axis a geometric sequence is a straight line, and its slope is proportional to
+/// log(rate): rate 0.01 falls twice as steeply as rate 0.1.
+#[test]
+fn geometric_sequences_are_straight_lines_on_a_log_axis() {
+    let spec = PlotSpec {
+        title: "geometric",
+        x_label: "iteration",
+        y_label: "residual",
+        width: 800,
+        height: 500,
+        ..PlotSpec::default()
     };
-    assert!(last_col(series_color(0)) + 50 < last_col(series_color(1)));
+    // 40 samples: long enough that no markers are drawn, only the line. Each is drawn alone
+    // (so neither covers the other where they start together) on the same axes: both start at
+    // 1 and span more than 16 decades, so both axes run from 1 down to the 16-decade clamp.
+    let mut slopes = Vec::new();
+    let mut frames = Vec::new();
+    for rate in [0.1, 0.01] {
+        // One name for both, so the legend column and hence the frame are the same.
+        let series = [Series::new("rate^k", decreasing(40, 1.0, rate))];
+        let raster = render_image(&spec, &series).unwrap();
+        let img = decode(&raster.to_png().unwrap());
+        let cols = column_centres(&img, raster.area, series_color(0));
+        assert!(cols.len() > 50, "{rate}: {} columns", cols.len());
+        // The line's two ends cover part of a column each, which shifts that column's centre
+        // by up to half the slope: fit the interior.
+        let (_, slope, worst) = fit_line(&cols[3..cols.len() - 3]);
+        println!("rate {rate}: slope {slope:.3} rows/column, worst {worst:.2} px");
+        assert!(worst < 3.0, "{rate}: {worst} px off the fitted line");
+        assert!(slope > 0.0);
+        slopes.push(slope);
+        frames.push(raster.area);
+    }
+    assert_eq!(frames[0], frames[1], "same axes");
+    // The curves are cut at the bottom of the axis, which does not change their slopes.
+    let ratio = slopes[1] / slopes[0];
+    println!("slope ratio {ratio:.4}");
+    assert!((ratio - 2.0).abs() < 0.05, "slope ratio {ratio}");
+
+    // On a linear axis the same decay is not a straight line: it bends.
+    let lin = PlotSpec {
+        log_y: false,
+        ..spec
+    };
+    let one = [Series::new("0.9^k", decreasing(40, 1.0, 0.9))];
+    let raster = render_image(&lin, &one).unwrap();
+    let img = decode(&raster.to_png().unwrap());
+    let (_, _, worst) = fit_line(&column_centres(&img, raster.area, series_color(0)));
+    println!("linear-axis decay: worst {worst:.1} px off a line");
+    assert!(worst > 15.0, "a linear-axis decay bends: {worst} px");
 }
 
 #[test]
@@ -170,15 +252,84 @@ fn linear_axis_increasing_curve_goes_up() {
     };
     let y: Vec<f64> = (0..30).map(|k| -5.0 + 0.5 * k as f64).collect();
     let series = [Series::new("ramp", y)];
-    let img = decode(&render_plot(&spec, &series).unwrap());
+    let raster = render_image(&spec, &series).unwrap();
+    let img = decode(&raster.to_png().unwrap());
     assert_eq!((img.width, img.height), (400, 300));
-    let area = render_image(&spec, &series).unwrap().area;
+    let area = raster.area;
+    let cols = column_centres(&img, area, series_color(0));
+    let (_, slope, worst) = fit_line(&cols);
+    assert!(
+        slope < 0.0,
+        "rows shrink to the right (the line rises): {slope}"
+    );
+    // Markers (30 samples) sit centred on the line; allow for their radius.
+    assert!(worst < 4.0, "{worst} px off the line");
+    let rise = -slope * (cols.last().unwrap().0 - cols[0].0);
+    assert!(rise > 0.7 * (area.bottom - area.top) as f64, "rise {rise}");
+}
+
+/// The title, axis labels and legend names are drawn as dark, antialiased text in their
+/// places: compare a plot with them against the same plot without.
+#[test]
+fn title_labels_and_legend_are_antialiased_text() {
+    let series = [Series::new("newton", decreasing(20, 1.0, 0.3))];
+    let bare = PlotSpec {
+        title: "",
+        x_label: "",
+        y_label: "",
+        ..PlotSpec::default()
+    };
+    let full = PlotSpec {
+        title: "Residual versus iteration",
+        x_label: "iteration",
+        y_label: "residual [N]",
+        ..bare
+    };
+    let r_full = render_image(&full, &series).unwrap();
+    let r_bare = render_image(&bare, &series).unwrap();
+    let (img, plain) = (
+        decode(&r_full.to_png().unwrap()),
+        decode(&r_bare.to_png().unwrap()),
+    );
+    let (a, b) = (r_full.area, r_bare.area);
+    let (w, h) = (img.width, img.height);
+
+    // Title: dark ink above the frame, centred, with grey antialiased edges; none without.
+    let title_dark = img.count(w / 4, 3 * w / 4, 0, a.top, dark);
+    let title_grey = img.count(w / 4, 3 * w / 4, 0, a.top, grey_edge);
+    println!("title: {title_dark} dark, {title_grey} grey px");
+    assert!(title_dark > 150, "title ink {title_dark} px");
+    assert!(title_grey > 50, "title antialiasing {title_grey} px");
+    assert_eq!(
+        plain.count(0, w, 0, b.top, dark),
+        0,
+        "no title, no ink above"
+    );
+    // The title takes room: the frame starts lower.
+    assert!(a.top > b.top);
+
+    // x label: below the tick labels; the labelled frame is shorter to make room for it.
+    assert!(a.bottom < b.bottom);
+    let below = |im: &Decoded, ar: PlotArea| im.count(ar.left, ar.right, ar.bottom + 1, h, dark);
+    assert!(below(&img, a) > below(&plain, b) + 80, "x label ink");
+    // y label: left of the tick labels; the labelled frame starts further right.
+    assert!(a.left > b.left);
+    let beside = |im: &Decoded, ar: PlotArea| im.count(0, ar.left, ar.top, ar.bottom, dark);
+    assert!(beside(&img, a) > beside(&plain, b) + 80, "y label ink");
+
+    // Legend: the swatch in the series colour, and dark text to its right.
     let c = series_color(0);
-    let w = area.right - area.left;
-    let (l, nl) = mean_row(&img, area, c, area.left, area.left + w / 3);
-    let (r, nr) = mean_row(&img, area, c, area.right - w / 3, area.right);
-    assert!(nl > 0 && nr > 0);
-    assert!(l > r + 0.3 * (area.bottom - area.top) as f64, "{l} vs {r}");
+    let swatch: Vec<u32> = (a.right + 1..w)
+        .filter(|&x| (a.top..a.bottom).any(|y| img.at(x, y) == c))
+        .collect();
+    assert!(!swatch.is_empty(), "legend swatch");
+    let text_x0 = swatch.last().unwrap() + 1;
+    let legend_dark = img.count(text_x0, w, a.top, a.top + 60, dark);
+    let legend_grey = img.count(text_x0, w, a.top, a.top + 60, grey_edge);
+    assert!(
+        legend_dark > 60 && legend_grey > 20,
+        "legend text {legend_dark}/{legend_grey}"
+    );
 }
 
 #[test]
@@ -195,21 +346,15 @@ fn invalid_points_break_the_line_but_do_not_panic() {
     ];
     let raster = render_image(&spec, &series).unwrap();
     let img = decode(&raster.to_png().unwrap());
-    assert!(count_color(&img, raster.area, series_color(0)) > 0);
-    assert_eq!(count_color(&img, raster.area, series_color(1)), 0);
-    // The gap: no curve pixels in the middle of the x range (points 2..=5 are not drawable).
-    let x_of = |k: f64| {
-        let a = raster.area;
-        // Points 0 and 7 lie inside the frame; interpolate their columns from the drawn extent.
-        let cols: Vec<u32> = (a.left + 1..a.right)
-            .filter(|&x| (a.top + 1..a.bottom).any(|y| img.at(x, y) == series_color(0)))
-            .collect();
-        let (first, last) = (cols[0] as f64, *cols.last().unwrap() as f64);
-        (first + (last - first) * k / 7.0).round() as u32
-    };
-    let (gap0, gap1) = (x_of(2.5), x_of(4.5));
     let area = raster.area;
-    let (_, n) = mean_row(&img, area, series_color(0), gap0, gap1);
+    assert!(count_color(&img, area, series_color(0)) > 0);
+    assert_eq!(count_color(&img, area, series_color(1)), 0);
+    // The gap: no curve pixels in the middle of the x range (points 2..=5 are not drawable).
+    // Points 0 and 7 lie inside the frame; interpolate their columns from the drawn extent.
+    let cols = column_centres(&img, area, series_color(0));
+    let (first, last) = (cols[0].0, cols.last().unwrap().0);
+    let x_of = |k: f64| (first + (last - first) * k / 7.0).round() as u32;
+    let (_, n) = mean_row(&img, area, series_color(0), x_of(2.5), x_of(4.5));
     assert_eq!(n, 0, "no line across the invalid points");
 }
 
@@ -226,6 +371,7 @@ fn degenerate_inputs_give_an_image_or_an_error() {
         vec![Series::new("empty", vec![])],
         vec![Series::new("one point", vec![1e-3])],
         vec![Series::new("flat", vec![2.5; 10])],
+        vec![Series::new("zero", vec![0.0; 10])],
         vec![Series::new("tiny", vec![f64::MIN_POSITIVE, 5e-324, 1e-300])],
         vec![Series::new(
             "huge range",
@@ -235,6 +381,7 @@ fn degenerate_inputs_give_an_image_or_an_error() {
             "a very long series name that cannot possibly fit into the legend column",
             vec![1.0, 0.5],
         )],
+        vec![Series::new("ünïcödé ≤ ∞ 残差", vec![1.0, 0.5])],
         (0..25)
             .map(|i| Series::new(format!("s{i}"), decreasing(5, 1.0 + i as f64, 0.5)))
             .collect(),
@@ -247,11 +394,11 @@ fn degenerate_inputs_give_an_image_or_an_error() {
         }
     }
 
-    // A single point is still visible.
+    // A single point is still visible (as a marker).
     let one = [Series::new("one point", vec![1e-3])];
     let raster = render_image(&spec, &one).unwrap();
     let img = decode(&raster.to_png().unwrap());
-    assert!(count_color(&img, raster.area, series_color(0)) > 0);
+    assert!(count_color(&img, raster.area, series_color(0)) > 4);
 
     // A huge dynamic range is clamped: the decades are still readable, and the large values
     // are drawn.
@@ -271,6 +418,18 @@ fn degenerate_inputs_give_an_image_or_an_error() {
         ..spec
     };
     assert!(render_plot(&spec_h, &one).is_ok());
+
+    // A linear axis whose range overflows f64 is an error, not a panic or a blank picture;
+    // the same data on a log axis is fine.
+    let overflow = [Series::new("±max", vec![-f64::MAX, f64::MAX])];
+    let lin = PlotSpec {
+        log_y: false,
+        ..spec
+    };
+    let err = render_plot(&lin, &overflow).unwrap_err();
+    assert!(matches!(err, jello::JelloError::Invalid(_)), "{err}");
+    assert!(err.to_string().contains("log_y"), "{err}");
+    assert!(render_plot(&spec, &overflow).is_ok());
 }
 
 #[test]
@@ -324,7 +483,7 @@ fn sample_for_inspection() {
     let spec = PlotSpec {
         title: "Cantilever, step 1: residual versus iteration",
         x_label: "iteration",
-        y_label: "relative residual",
+        y_label: "relative residual (dimensionless)",
         hlines: &hlines,
         ..PlotSpec::default()
     };
