@@ -445,23 +445,36 @@ fn lagged_friction_of_a_contact_set_matches_its_energy() {
             let mut g = vec![0.0; x.len()];
             set.add_gradient(&x, &x0, &mut g);
             let w: Vec<f64> = (0..x.len()).map(|_| rng.random_range(-1.0..1.0)).collect();
-            let h = 1e-3 * scale;
             let at = |s: f64| {
                 let y: Vec<f64> = x.iter().zip(&w).map(|(a, b)| a + s * b).collect();
                 set.energy(&y, &x0)
             };
-            let fd = (at(h) - at(-h)) / (2.0 * h);
             let exact: f64 = g.iter().zip(&w).map(|(a, b)| a * b).sum();
-            let err = (fd - exact).abs() / exact.abs().max(1e-300);
+            // Relative to |∇ΣD·w| + ‖∇ΣD‖·rms(w): a w nearly ⟂ ∇ΣD makes the exact slope
+            // small against the quotient's round-off. ΣD is C¹ only: f₁′ jumps where a pair's
+            // tangential move crosses ε_v h, and a stencil straddling that seam has an O(h)
+            // error (seeds 1795748219207206157 and 329: 4e-5 and 9e-4 at h = 1e-3·scale). So
+            // the best of three step sizes counts: a gradient error shows at all three, a seam
+            // only where the stencil reaches it.
+            let gnorm = g.iter().map(|v| v * v).sum::<f64>().sqrt();
+            let wrms = (w.iter().map(|v| v * v).sum::<f64>() / w.len() as f64).sqrt();
+            let err = [1e-3, 2.5e-4, 6.25e-5]
+                .iter()
+                .map(|f| {
+                    let h = f * scale;
+                    let fd = (at(h) - at(-h)) / (2.0 * h);
+                    (fd - exact).abs() / (exact.abs() + gnorm * wrms).max(1e-300)
+                })
+                .fold(f64::INFINITY, f64::min);
             let total: Vector3<f64> = (0..x.len() / 3)
                 .map(|v| Vector3::new(g[3 * v], g[3 * v + 1], g[3 * v + 2]))
                 .sum();
-            let gn = g.iter().map(|v| v * v).sum::<f64>().sqrt();
+            let gn = gnorm;
             eprintln!(
                 "{regime} {trial}: error {err:.2e}, |Σf|/|f| {:.1e}",
                 total.norm() / gn
             );
-            // Measured ≤ 5e-6; pairs whose ‖u‖ sits near ε_v h cross f₁′'s jump (a C¹ seam).
+            // Measured ≤ 3.6e-6 over seeds 1–400 (3,200 directions, both regimes).
             assert!(err < 1e-4, "{regime} {trial}: relative error {err:.2e}");
             assert!(
                 total.norm() < 1e-12 * gn,
