@@ -465,3 +465,45 @@ fn ring_generator_errors_name_the_key() {
         assert!(e.contains(key), "{bad}: {e}");
     }
 }
+
+#[test]
+fn the_frames_residual_problem_is_the_contact_step_newton_solved() {
+    // `runner::step_problem` (the VTU residual field and residual pictures) must rebuild the
+    // step Newton solved, κ and lagged friction included: at Newton's converged end of a
+    // contact step its characteristic residual meets the scene's stop (CN 1e-7). Without κ's
+    // balance the contact gradient used the initial κ bound and the residual stayed large at
+    // the contact vertices.
+    let built = common::bundled_scene("contact_hoop.toml");
+    let m = built.model.clone();
+    let params = jello::solver::NewtonParams {
+        stop: built.config.stop,
+        ..Default::default()
+    };
+    let solver = jello::solver::NewtonSolver::new(&m, params).unwrap();
+    let mut sim = common::simulation(&built, Box::new(solver));
+    let ipc = m.contact.clone().unwrap();
+    let mut checked = 0;
+    for step in 0..26 {
+        let start = sim.state.clone();
+        let r = sim.step(false).unwrap();
+        assert!(r.converged, "step {step}");
+        let xs = ipc.positions(&sim.state.x);
+        if ipc.active_pairs(&xs).unwrap().is_empty() {
+            continue;
+        }
+        let problem = jello::runner::step_problem(&sim.model, &start, sim.h, sim.static_increments);
+        let mut g = vec![0.0; sim.state.x.len()];
+        problem.gradient(&sim.model, &sim.state.x, &mut g);
+        let residual = sim.model.char_norm.residual(&g);
+        eprintln!(
+            "step {step}: Newton {:.2e}, rebuilt problem {residual:.2e}",
+            r.residual
+        );
+        assert!(
+            residual < 1e-6,
+            "step {step}: the rebuilt problem's residual {residual:.2e} at Newton's solution"
+        );
+        checked += 1;
+    }
+    assert!(checked > 0, "no contact step was checked");
+}

@@ -99,19 +99,29 @@ impl ResidualProbe {
 /// builds it: with `static_increments` (the simulation's), the load fraction of the increment
 /// that ends at `start.t + h`. Shared by residual pictures and the VTU residual field so that
 /// both evaluate the problem the run solved.
+///
+/// With IPC contact the problem gets the step's contact stiffness κ (balanced at the step's
+/// start, as Newton sets it) and its friction lagged at the step's start, as Newton's first
+/// pass does; without them its contact gradient would use the initial κ bound and no friction.
+/// A κ raised within the step, or friction re-lagged by further passes, is not reproduced.
 pub fn step_problem<'a>(
     model: &'a Model,
     start: &State,
     h: f64,
     static_increments: Option<usize>,
 ) -> StepProblem<'a> {
-    match static_increments {
+    let problem = match static_increments {
         Some(n) => {
             let fraction = (((start.t + h) / h) / n as f64).min(1.0);
             StepProblem::new_static(model, start, h, fraction)
         }
         None => StepProblem::new(model, start, h),
+    };
+    if model.contact.is_some() {
+        problem.init_contact_stiffness(model);
+        problem.lag_friction(&problem.x_prev);
     }
+    problem
 }
 
 /// ‖∇E(x)‖ per vertex of `problem` (N, f64 on the CPU reference `model`) and which vertices
