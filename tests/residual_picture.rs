@@ -126,7 +126,7 @@ fn probe_norms_and_legend_match_the_gradient() {
     let painter = FramePainter::new(model, (200, 150), false).unwrap();
     let png = dir.join("field.png");
     let (image, scale) = painter
-        .paint_field(&field.x, &field.norms, "N", "|grad E|, 1 it", &png)
+        .paint_field(&field.x, &field.norms, "N", "‖∇E‖ after 1 it", &png)
         .unwrap();
     let scale = scale.expect("positive norms");
     assert!(

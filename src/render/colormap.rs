@@ -82,22 +82,26 @@ impl LogScale {
 
 /// Draws a vertical colour bar on `image` near its right edge with the scale's maximum above
 /// it and minimum below it (e.g. `1.23e-4 N`, `unit` appended), and `title` above all.
-/// Colours are 8-bit sRGB, written straight into the pixels.
+/// Colours are 8-bit sRGB, written straight into the pixels; the labels are antialiased
+/// DejaVu Sans, the plots' font (`crate::output::plot::text`), 12 px below 400 px of image
+/// height and 20 px above, so they stay legible on thumbnails and full-size frames.
 pub fn draw_colour_bar(image: &mut RgbaImage, scale: &LogScale, unit: &str, title: &str) {
-    use crate::output::plot::{draw_text, text_width};
+    use crate::output::plot::text::{self, Align, Label};
     let (w, h) = (image.width as i64, image.height as i64);
-    // Text scale 1 below 400 px tall, 2 above: legible at both thumbnail and full size.
-    let ts: u32 = if h >= 400 { 2 } else { 1 };
-    let line = 10 * ts as i64;
+    let size: f32 = if h >= 400 { 20.0 } else { 12.0 };
+    // The font is embedded and parsed once; if it ever failed to parse, the bar is still
+    // drawn, without labels (a picture is worth more than an error here).
+    let font = text::font().ok();
+    let line = font.map_or(size, |f| text::height(f, size)).ceil() as i64 + 2;
     let top_label = format!("{:.2e} {unit}", scale.max);
     let bottom_label = format!("{:.2e} {unit}", scale.min);
-    let label_w = [&top_label, &bottom_label, &title.to_string()]
+    let label_w = [top_label.as_str(), bottom_label.as_str(), title]
         .iter()
-        .map(|s| text_width(s, ts) as i64)
+        .map(|s| font.map_or(0.0, |f| text::width(f, size, s)).ceil() as i64)
         .max()
         .unwrap_or(0);
-    let bar_w = 6 * ts as i64;
-    let margin = 6 * ts as i64;
+    let bar_w = (size * 0.6).round() as i64;
+    let margin = (size * 0.6).round() as i64;
     let x_bar = (w - margin - label_w.max(bar_w) / 2 - bar_w / 2).max(0);
     let y0 = (margin + 2 * line).min(h - 1);
     let y1 = (h - margin - line).max(y0 + 1);
@@ -123,16 +127,28 @@ pub fn draw_colour_bar(image: &mut RgbaImage, scale: &LogScale, unit: &str, titl
         put(x, y0 - 1, ink);
         put(x, y1 + 1, ink);
     }
+    let Some(font) = font else {
+        return;
+    };
+    // Centred on the bar, but kept inside the image when the label is wider than the margin.
     let centre = x_bar + bar_w / 2;
-    let at = |s: &str| (centre - text_width(s, ts) as i64 / 2).clamp(0, (w - 1).max(0));
-    draw_text(image, at(title), y0 - 2 * line, title, ts, ink);
-    draw_text(image, at(&top_label), y0 - line, &top_label, ts, ink);
-    draw_text(
-        image,
-        at(&bottom_label),
-        y1 + 3 * ts as i64,
-        &bottom_label,
-        ts,
-        ink,
-    );
+    let at_x = |s: &str| {
+        let half = text::width(font, size, s).ceil() as i64 / 2;
+        centre.clamp(half, (w - half).max(half))
+    };
+    for (s, y) in [
+        (title, y0 - 2 * line),
+        (top_label.as_str(), y0 - line),
+        (bottom_label.as_str(), y1 + 3),
+    ] {
+        let label = Label {
+            text: s.to_string(),
+            size,
+            at: (at_x(s) as i32, y as i32),
+            align: (Align::Centre, Align::Start),
+            color: ink,
+            upright: false,
+        };
+        text::draw_rgba(&mut image.pixels, image.width, image.height, font, &label);
+    }
 }

@@ -230,7 +230,7 @@ impl RunWriter {
             match (self.residual.as_mut(), start) {
                 (Some(probe), Some(start)) => {
                     let field = probe.probe(&sim.model, start, sim.h, sim.static_increments)?;
-                    let title = format!("|grad E|, {} it", field.iterations);
+                    let title = format!("‖∇E‖ after {} it", field.iterations);
                     p.paint_field(&field.x, &field.norms, "N", &title, &path)?;
                 }
                 _ => {

@@ -24,9 +24,7 @@
 //! Errors ([`JelloError::Invalid`]): an image size out of range, and a linear y range wider
 //! than `f64` holds (e.g. ±`f64::MAX`; a log axis takes it). Nothing panics on bad samples.
 
-mod bitmap_font;
-mod text;
-pub(crate) use bitmap_font::{draw_text, text_width};
+pub(crate) mod text;
 
 use super::atomic_write;
 use crate::error::{JelloError, Result};

@@ -1,5 +1,5 @@
-//! Antialiased text in the embedded DejaVu Sans, rasterised by `ab_glyph` straight into the
-//! plot's RGB buffer.
+//! Antialiased text in the embedded DejaVu Sans, rasterised by `ab_glyph` straight into an RGB
+//! (plots) or RGBA (the colour bar of rendered frames) buffer.
 //!
 //! Why not plotters' own text: its `ab_glyph` path places each glyph at the pen position and
 //! drops the glyph's left side bearing, so letters sit unevenly ("1 e-1 0"); its `ttf` path
@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 static FONT_BYTES: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
 
 /// The embedded font, parsed once per process.
-pub(super) fn font() -> Result<&'static FontRef<'static>> {
+pub(crate) fn font() -> Result<&'static FontRef<'static>> {
     static FONT: OnceLock<Option<FontRef<'static>>> = OnceLock::new();
     FONT.get_or_init(|| FontRef::try_from_slice(FONT_BYTES).ok())
         .as_ref()
@@ -24,7 +24,7 @@ pub(super) fn font() -> Result<&'static FontRef<'static>> {
 
 /// Where a label's anchor point lies on its box, along one axis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Align {
+pub(crate) enum Align {
     /// Left or top edge.
     Start,
     /// Middle.
@@ -35,7 +35,7 @@ pub(super) enum Align {
 
 /// A piece of text to draw once plotters has finished with the buffer.
 #[derive(Clone, Debug)]
-pub(super) struct Label {
+pub(crate) struct Label {
     pub text: String,
     /// Font size in pixels (ascender to descender).
     pub size: f32,
@@ -50,7 +50,7 @@ pub(super) struct Label {
 }
 
 /// Advance width of `s` at `size` pixels, with kerning.
-pub(super) fn width(font: &FontRef<'static>, size: f32, s: &str) -> f32 {
+pub(crate) fn width(font: &FontRef<'static>, size: f32, s: &str) -> f32 {
     let f = font.as_scaled(PxScale::from(size));
     let mut w = 0.0;
     let mut prev = None;
@@ -66,7 +66,7 @@ pub(super) fn width(font: &FontRef<'static>, size: f32, s: &str) -> f32 {
 }
 
 /// Line height of text at `size` pixels (ascent + descent, no line gap).
-pub(super) fn height(font: &FontRef<'static>, size: f32) -> f32 {
+pub(crate) fn height(font: &FontRef<'static>, size: f32) -> f32 {
     let f = font.as_scaled(PxScale::from(size));
     f.ascent() - f.descent()
 }
@@ -106,6 +106,25 @@ fn coverage(font: &FontRef<'static>, size: f32, s: &str) -> (usize, usize, Vec<f
 /// Draws `label` onto an RGB buffer `w` pixels wide, blending its coverage over what is
 /// there; pixels outside the image are skipped.
 pub(super) fn draw(rgb: &mut [u8], w: u32, h: u32, font: &FontRef<'static>, label: &Label) {
+    draw_channels(rgb, 3, w, h, font, label);
+}
+
+/// Draws `label` onto an RGBA buffer `w` pixels wide (tightly packed, row-major): colour
+/// blended as in [`draw`], alpha made opaque wherever the text covers a pixel.
+pub(crate) fn draw_rgba(rgba: &mut [u8], w: u32, h: u32, font: &FontRef<'static>, label: &Label) {
+    draw_channels(rgba, 4, w, h, font, label);
+}
+
+/// The one rasteriser behind [`draw`] and [`draw_rgba`]: `channels` bytes per pixel, the
+/// first three RGB, a fourth (alpha) set to 255 where covered.
+fn draw_channels(
+    buf: &mut [u8],
+    channels: usize,
+    w: u32,
+    h: u32,
+    font: &FontRef<'static>,
+    label: &Label,
+) {
     if label.text.is_empty() {
         return;
     }
@@ -134,10 +153,13 @@ pub(super) fn draw(rgb: &mut [u8], w: u32, h: u32, font: &FontRef<'static>, labe
             if x < 0 || y < 0 || x >= w as i32 || y >= h as i32 {
                 continue;
             }
-            let i = 3 * (y as usize * w as usize + x as usize);
+            let i = channels * (y as usize * w as usize + x as usize);
             for (k, &c) in label.color.iter().enumerate() {
-                let bg = rgb[i + k] as f32;
-                rgb[i + k] = (bg + a * (c as f32 - bg)).round().clamp(0.0, 255.0) as u8;
+                let bg = buf[i + k] as f32;
+                buf[i + k] = (bg + a * (c as f32 - bg)).round().clamp(0.0, 255.0) as u8;
+            }
+            if channels == 4 {
+                buf[i + 3] = 255;
             }
         }
     }
