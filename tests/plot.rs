@@ -123,6 +123,7 @@ fn two_series_on_a_log_axis() {
         width: 720,
         height: 450,
         hlines: &hlines,
+        x_categories: &[],
     };
     let series = [
         Series::new("newton", decreasing(12, 1.0, 0.1)),
@@ -415,6 +416,7 @@ fn degenerate_inputs_give_an_image_or_an_error() {
     ];
     let spec_h = PlotSpec {
         hlines: &hlines,
+        x_categories: &[],
         ..spec
     };
     assert!(render_plot(&spec_h, &one).is_ok());
@@ -506,6 +508,7 @@ fn sample_for_inspection() {
         width: 320,
         height: 200,
         hlines: &[(0.25, "quarter")],
+        x_categories: &[],
         ..spec
     };
     let y: Vec<f64> = (0..25).map(|k| (0.8f64).powi(k)).collect();
@@ -514,4 +517,69 @@ fn sample_for_inspection() {
         path.file_stem().unwrap().to_string_lossy()
     ));
     write_plot(&small_path, &small, &[Series::new("0.8^k", y)]).unwrap();
+}
+
+/// A categorical x axis puts sample i at the centre of slot i of n equal slots, labels each
+/// slot with its name (text under the axis that changes with the names) and draws nothing past
+/// the last category (nor lets it stretch the y range).
+#[test]
+fn categorical_x_axis_centres_samples_in_named_slots() {
+    let cats = ["drag", "twist", "spin"];
+    let spec = PlotSpec {
+        log_y: false,
+        width: 600,
+        height: 400,
+        x_categories: &cats,
+        ..PlotSpec::default()
+    };
+    // Two samples past the categories; 100 would dominate the y range if it were drawn.
+    let series = [Series::new("ratio", vec![1.0, 2.0, 3.0, 100.0, 100.0])];
+    let raster = render_image(&spec, &series).unwrap();
+    let img = decode(&raster.to_png().unwrap());
+    let area = raster.area;
+    let cols = column_centres(&img, area, series_color(0));
+    assert!(!cols.is_empty(), "no curve drawn");
+    let slot = (area.right - area.left) as f64 / 3.0;
+    let (first, last) = (cols[0].0, cols.last().unwrap().0);
+    // Marker radius 3 px at this size (see `render_image`), plus a pixel of antialiasing.
+    let centre = |i: f64| area.left as f64 + (i + 0.5) * slot;
+    assert!(
+        (first - centre(0.0)).abs() <= 5.0,
+        "first sample at column {first}, slot centre {}",
+        centre(0.0)
+    );
+    assert!(
+        (last - centre(2.0)).abs() <= 5.0,
+        "last sample at column {last}, slot centre {}",
+        centre(2.0)
+    );
+    // y = 3 is the top of the drawn data: it sits in the upper tenth of the frame, which it
+    // would not if 100 counted towards the range.
+    let top_row = cols.iter().map(|c| c.1).fold(f64::INFINITY, f64::min);
+    let height = (area.bottom - area.top) as f64;
+    assert!(
+        top_row < area.top as f64 + 0.1 * height,
+        "top of the curve at row {top_row}"
+    );
+    // The slot names are drawn under the axis: other names give other pixels there.
+    let other = ["a", "b", "c"];
+    let raster2 = render_image(
+        &PlotSpec {
+            x_categories: &other,
+            ..spec
+        },
+        &series,
+    )
+    .unwrap();
+    let below = |r: &jello::output::plot::PlotImage| {
+        (area.bottom + 3..r.height.min(area.bottom + 40))
+            .flat_map(|y| (area.left..area.right).map(move |x| (x, y)))
+            .filter(|&(x, y)| dark(r.pixel(x, y)))
+            .count()
+    };
+    let (n1, n2) = (below(&raster), below(&raster2));
+    assert!(
+        n1 > n2 && n2 > 0,
+        "dark label pixels under the axis: {n1} (long names) vs {n2}"
+    );
 }

@@ -16,7 +16,8 @@
 //! (wgpu, naga, faer), so the dependency is not behind a feature. The embedded font adds
 //! 0.76 MB to binaries that draw a plot.
 //!
-//! The x axis is the sample index (0, 1, 2, ...). Points that cannot be drawn (non-finite, or
+//! The x axis is the sample index (0, 1, 2, ...), or named categories
+//! ([`PlotSpec::x_categories`], e.g. one scene per tick). Points that cannot be drawn (non-finite, or
 //! ≤ 0 on a log axis) are skipped and break their curve; a point with no drawable neighbour,
 //! and every point of a short series, gets a round marker so a one-sample curve still shows.
 //! Empty series and series with nothing drawable are listed in the legend and draw nothing. A
@@ -71,6 +72,10 @@ pub struct PlotSpec<'a> {
     /// Horizontal reference lines `(y, label)`, drawn dashed; they count towards the y range.
     /// Non-finite ones (and ones ≤ 0 on a log axis) are ignored.
     pub hlines: &'a [(f64, &'a str)],
+    /// Categorical x axis: when non-empty, sample `i` of every series sits at the tick labelled
+    /// `x_categories[i]` (e.g. one scene per tick) instead of at the number `i`; samples beyond
+    /// the list are not drawn. Empty (the default): the x axis is the sample index.
+    pub x_categories: &'a [&'a str],
 }
 
 impl Default for PlotSpec<'_> {
@@ -83,6 +88,7 @@ impl Default for PlotSpec<'_> {
             width: 800,
             height: 500,
             hlines: &[],
+            x_categories: &[],
         }
     }
 }
@@ -418,11 +424,17 @@ pub fn render_image(spec: &PlotSpec, series: &[Series]) -> Result<PlotImage> {
         )));
     }
     let font = text::font()?;
+    // Samples past the last category are not drawn, so they do not widen the y range either.
+    let drawn = if spec.x_categories.is_empty() {
+        usize::MAX
+    } else {
+        spec.x_categories.len()
+    };
     let y_axis = YAxis::fit(
         spec.log_y,
         series
             .iter()
-            .flat_map(|s| s.y.iter().copied())
+            .flat_map(|s| s.y.iter().take(drawn).copied())
             .chain(spec.hlines.iter().map(|l| l.0)),
     )?;
     let hlines: Vec<(f64, &str)> = spec
@@ -431,9 +443,19 @@ pub fn render_image(spec: &PlotSpec, series: &[Series]) -> Result<PlotImage> {
         .filter_map(|&(y, label)| y_axis.map(y).map(|u| (u, label)))
         .filter(|(u, _)| *u > y_axis.lo && *u < y_axis.hi)
         .collect();
-    let n_max = series.iter().map(|s| s.y.len()).max().unwrap_or(0);
-    let x_max = (n_max.saturating_sub(1) as f64).max(1.0);
-    let x_pad = 0.02 * x_max;
+    let categorical = !spec.x_categories.is_empty();
+    let n_max = if categorical {
+        spec.x_categories.len()
+    } else {
+        series.iter().map(|s| s.y.len()).max().unwrap_or(0)
+    };
+    let x_max = if categorical {
+        n_max.saturating_sub(1) as f64
+    } else {
+        (n_max.saturating_sub(1) as f64).max(1.0)
+    };
+    // Categories keep half a slot of room at each end so the outer labels fit.
+    let x_pad = if categorical { 0.5 } else { 0.02 * x_max };
 
     // Everything scales with the image so thumbnails and posters keep their proportions;
     // 800×500 gives 20 px titles, 15 px axis labels and 13 px tick labels.
@@ -496,7 +518,11 @@ pub fn render_image(spec: &PlotSpec, series: &[Series]) -> Result<PlotImage> {
     } else {
         line_h(label_pt) + px(6.0)
     };
-    let x_major = x_ticks(x_max);
+    let x_major = if categorical {
+        (0..n_max).map(|i| i as f64).collect()
+    } else {
+        x_ticks(x_max)
+    };
     let (x_lo, x_hi) = (-x_pad, x_max + x_pad);
 
     let mut buf = vec![255u8; 3 * w as usize * h as usize];
@@ -558,7 +584,11 @@ pub fn render_image(spec: &PlotSpec, series: &[Series]) -> Result<PlotImage> {
         for &x in &x_major {
             let (cx, _) = chart.backend_coord(&(x, y_axis.lo));
             tick((cx, ab), (cx, ab + tick_len))?;
-            let text = format!("{}", x.round() as i64);
+            let text = if categorical {
+                spec.x_categories[x.round() as usize].to_string()
+            } else {
+                format!("{}", x.round() as i64)
+            };
             let at_ = (cx, ab + tick_len + px(3.0));
             label(&text, tick_pt, at_, (Align::Centre, Align::Start), false);
         }
@@ -630,6 +660,7 @@ pub fn render_image(spec: &PlotSpec, series: &[Series]) -> Result<PlotImage> {
             let color = rgb(series_color(i));
             let pts: Vec<Option<(f64, f64)>> =
                 s.y.iter()
+                    .take(drawn)
                     .enumerate()
                     .map(|(k, &y)| y_axis.map(y).map(|u| (k as f64, u)))
                     .collect();
