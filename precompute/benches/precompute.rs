@@ -6,7 +6,10 @@
 //! residual versus the number of training poses.
 //!
 //! `PRECOMPUTE_BENCH_MESHES=armadillo_18k` restricts the meshes;
-//! `PRECOMPUTE_BENCH_SWEEP=0` skips the pose sweep.
+//! `PRECOMPUTE_BENCH_SWEEP=0` skips the pose sweep; `PRECOMPUTE_BENCH_ORDERINGS=0` skips the
+//! ordering comparison. Each basis row is followed by a digest of the artifact with its timings
+//! zeroed (FNV-1a of `artifact::encode`), so two builds of the code can be checked to produce
+//! the same artifact byte for byte.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -185,6 +188,14 @@ fn row(name: &str, nv: usize, s: &Jgs2Stats) {
 
 const HEADER: &str = "| mesh | vertices | free | tree nodes | factor s | basis s | eigen s | cubature s | total s | B/vertex | far residual min / med / p90 / max | ≤1% | near/vertex | samples/vertex |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
 
+/// FNV-1a of the encoded artifact with every timing set to 0: equal for equal numerics.
+fn digest(basis: &jello_precompute::jgs2::Jgs2Basis) -> u64 {
+    let mut b = basis.clone();
+    let s = &mut b.stats;
+    (s.factor_s, s.basis_s, s.eigen_s, s.cubature_s, s.total_s) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    jello_precompute::artifact::fnv1a64(&jello_precompute::artifact::encode(&b, 0))
+}
+
 fn main() {
     let meshes = std::env::var("PRECOMPUTE_BENCH_MESHES")
         .unwrap_or_else(|_| "armadillo_18k,armadillo_114k".into());
@@ -201,7 +212,9 @@ fn main() {
             p.tets.len(),
             p.pinned.iter().filter(|x| **x).count()
         );
-        orderings(&p);
+        if std::env::var("PRECOMPUTE_BENCH_ORDERINGS").map_or(true, |v| v != "0") {
+            orderings(&p);
+        }
         let pre = match Jgs2Precompute::new(&input(&p), Ordering::default()) {
             Ok(pre) => pre,
             Err(e) => {
@@ -213,6 +226,7 @@ fn main() {
         let basis = pre.run(&opts).expect("jgs2");
         println!("{HEADER}");
         row(name, p.pos.len(), &basis.stats);
+        println!("artifact digest (timings zeroed): {:016x}", digest(&basis));
         rows.push((name.to_owned(), p.pos.len(), basis.stats.clone()));
         if sweep && mi == 0 {
             println!("\npose sweep on {name}:");

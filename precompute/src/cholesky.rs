@@ -224,22 +224,66 @@ impl SparseCholesky {
     /// Like [`Self::solve_many_in_place`] with explicit parallelism: pass `Par::Seq` when the
     /// caller already runs many solves in parallel (e.g. rayon over RHS batches).
     pub fn solve_many_in_place_with(&self, rhs: &mut [f64], k: usize, par: Par) -> Result<()> {
+        self.solve_many_in_place_scratch(rhs, k, par, &mut SolveScratch::default())
+    }
+
+    /// [`Self::solve_many_in_place_with`] with its workspace kept in `scratch` across calls:
+    /// a loop of many multi-RHS solves (the JGS2 basis: one per batch of vertices, tens of
+    /// MB of workspace each on a 100k-tet mesh) then allocates once instead of once per solve,
+    /// and the kernel stops zero-filling fresh pages for every call.
+    pub fn solve_many_in_place_scratch(
+        &self,
+        rhs: &mut [f64],
+        k: usize,
+        par: Par,
+        scratch: &mut SolveScratch,
+    ) -> Result<()> {
         self.check_ready(rhs.len(), k)?;
         if k == 0 {
             return Ok(());
         }
         let n = self.n();
         let req = self.symbolic.solve_in_place_scratch::<f64>(k, par);
-        let mut mem = MemBuffer::try_new(req)
-            .map_err(|_| PrecomputeError::Numeric("out of memory".into()))?;
+        let mem = scratch.get(req)?;
         let mat = MatMut::from_column_major_slice_mut(rhs, n, k);
         LltRef::<usize, f64>::new(&self.symbolic, &self.l_values).solve_in_place_with_conj(
             Conj::No,
             mat,
             par,
-            MemStack::new(&mut mem),
+            MemStack::new(mem),
         );
         Ok(())
+    }
+}
+
+/// Reusable workspace of [`SparseCholesky::solve_many_in_place_scratch`]: grown to the largest
+/// request seen (size and alignment), never shrunk.
+#[derive(Default)]
+pub struct SolveScratch {
+    mem: Option<MemBuffer>,
+    size: usize,
+    align: usize,
+}
+
+impl SolveScratch {
+    /// A buffer that satisfies `req`, reusing the current one when it is large enough.
+    fn get(&mut self, req: faer::dyn_stack::StackReq) -> Result<&mut MemBuffer> {
+        let fits =
+            self.mem.is_some() && req.size_bytes() <= self.size && req.align_bytes() <= self.align;
+        if !fits {
+            let (size, align) = (
+                req.size_bytes().max(self.size),
+                req.align_bytes().max(self.align),
+            );
+            let grown = faer::dyn_stack::StackReq::new_aligned::<u8>(size, align);
+            self.mem = None; // free the old buffer before allocating the new one
+            self.mem = Some(
+                MemBuffer::try_new(grown)
+                    .map_err(|_| PrecomputeError::Numeric("out of memory".into()))?,
+            );
+            (self.size, self.align) = (size, align);
+        }
+        Ok(self.mem.as_mut().expect("allocated above"))
     }
 }
 
