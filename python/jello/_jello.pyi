@@ -1,12 +1,26 @@
 """Type stubs of jello's compiled module (re-exported by ``jello``). Units are SI: m, s, kg, Pa, J."""
 
 import os
-from typing import Any, Callable, Optional, Union
+import pathlib
+from typing import Any, Callable, Optional, Union, final
 
 import numpy as np
 import numpy.typing as npt
 
 __version__: str
+__all__ = [
+    "JelloError",
+    "InputError",
+    "SolverError",
+    "GpuError",
+    "Scene",
+    "Mesh",
+    "Simulation",
+    "read_mesh",
+    "adapters",
+    "read_checkpoint",
+    "__version__",
+]
 
 _Path = Union[str, "os.PathLike[str]"]
 _Rows = npt.ArrayLike
@@ -25,6 +39,7 @@ class SolverError(JelloError):
 class GpuError(JelloError):
     """A GPU-side failure: no adapter when one was required, a device error."""
 
+@final
 class Scene:
     """A scene file parsed and built (mesh generated or read, materials, pins, obstacles checked)."""
 
@@ -36,7 +51,7 @@ class Scene:
         """Parses and builds scene text; relative mesh paths resolve against ``base_dir``
         (default: the current directory); messages name the scene ``<string>``."""
     @property
-    def path(self) -> str:
+    def path(self) -> pathlib.Path:
         """The scene file (``<string>`` under ``base_dir`` for ``from_toml``)."""
     @property
     def h(self) -> float:
@@ -57,6 +72,7 @@ class Scene:
     def mesh(self) -> "Mesh":
         """The rest mesh of all objects together."""
 
+@final
 class Mesh:
     """A linear tetrahedral mesh, every tet positively oriented."""
 
@@ -83,6 +99,7 @@ class Mesh:
         """Writes by extension: ``.vtu``, ``.obj`` / ``.ply`` (boundary surface),
         ``.node`` / ``.ele`` (TetGen), ``.msh`` (gmsh 2.2 ASCII)."""
 
+@final
 class Simulation:
     """A running simulation of a scene, set up exactly as ``jello run`` sets it up.
 
@@ -90,13 +107,13 @@ class Simulation:
     a step runs, so other Python threads keep going.
     """
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         scene: Scene,
         solver: Optional[str] = None,
         backend: str = "auto",
         trace: bool = False,
-    ) -> None:
+    ) -> "Simulation":
         """``backend``: "auto", "cpu" or "gpu" (as ``jello run --backend``); ``solver``
         replaces the scene's solver when given (as ``jello run --solver``); ``trace`` records
         every iteration in the reports."""
