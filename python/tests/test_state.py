@@ -88,13 +88,15 @@ def test_a_stretched_body_recoils():
 
 
 def test_stepping_releases_the_gil():
-    # A step long enough to see; the main thread records timestamps while a worker steps. With
-    # the GIL held for the whole step no main-thread timestamp could fall in its middle fifth.
+    # A worker thread takes one long step while the main thread records a timestamp every
+    # millisecond. With the GIL held for the whole step the main thread could run Python only
+    # within a switch interval (5 ms) of the step's ends; with it released it records all along.
+    # The margins (20 ms at each end) leave room for scheduling on a loaded machine.
     window = {}
     done = threading.Event()
 
     def worker():
-        sim = jello.Simulation(jello.Scene.from_toml(FREE_BLOCK.replace("[4, 2, 2]", "[16, 6, 6]")),
+        sim = jello.Simulation(jello.Scene.from_toml(FREE_BLOCK.replace("[4, 2, 2]", "[32, 10, 10]")),
                                backend="cpu")
         sim.velocities = np.random.default_rng(1).normal(size=(sim.num_vertices, 3))
         t0 = time.perf_counter()
@@ -107,10 +109,11 @@ def test_stepping_releases_the_gil():
     th.start()
     while not done.is_set():
         stamps.append(time.perf_counter())
+        time.sleep(0.001)
     th.join()
     t0, t1 = window["span"]
-    lo, hi = t0 + 0.4 * (t1 - t0), t0 + 0.6 * (t1 - t0)
+    lo, hi = t0 + 0.02, t1 - 0.02
     inside = sum(lo <= s <= hi for s in stamps)
-    print(f"step {1e3 * (t1 - t0):.1f} ms, {inside} main-thread stamps in its middle fifth")
-    assert t1 - t0 > 0.02, "the step is too short to tell"
+    print(f"step {1e3 * (t1 - t0):.1f} ms, {inside} main-thread stamps inside it")
+    assert t1 - t0 > 0.1, "the step is too short to tell"
     assert inside > 0
