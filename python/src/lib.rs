@@ -87,7 +87,7 @@ fn as_rows<'py, T: numpy::Element>(
 
 /// A flat xyz vector as a new (n, 3) float64 array.
 fn rows3<'py>(py: Python<'py>, flat: &[f64]) -> PyResult<Bound<'py, PyArray2<f64>>> {
-    Ok(PyArray1::from_slice(py, flat).reshape([flat.len() / 3, 3])?)
+    PyArray1::from_slice(py, flat).reshape([flat.len() / 3, 3])
 }
 
 /// A flat xyz array of (n, 3) values that must all be finite (`what` names it in errors).
@@ -587,7 +587,7 @@ impl PySimulation {
             .flatten()
             .map(|&i| i as i64)
             .collect();
-        Ok(PyArray1::from_vec(py, flat).reshape([self.sim.model.mesh.num_tets(), 4])?)
+        PyArray1::from_vec(py, flat).reshape([self.sim.model.mesh.num_tets(), 4])
     }
     /// The mesh at the current positions (e.g. `sim.mesh().write("frame.vtu")`).
     fn mesh(&self, py: Python<'_>) -> PyResult<PyMesh> {
