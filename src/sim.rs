@@ -4,7 +4,8 @@
 
 use crate::error::{JelloError, Result};
 use crate::problem::{
-    ElasticTerms, History, InversionPolicy, Model, State, StateCheck, StepProblem, StepScheme,
+    ElasticTerms, History, InversionPolicy, Model, Script, State, StateCheck, StepProblem,
+    StepScheme,
 };
 use crate::solver::pd::PinCarry;
 use crate::solver::{StepReport, StepSolver};
@@ -87,6 +88,54 @@ impl Simulation {
     /// solution), so it is a repair, not a predictor.
     pub fn set_pin_carry(&mut self, enabled: bool) {
         self.pin_carry = enabled;
+    }
+
+    /// Drives pin `pin` (an index into [`Model::pins`]) from outside, e.g. a controller loop in
+    /// Python: from the next step on, the pin holds its vertices at `targets` (m, one point per
+    /// entry of [`crate::problem::Pin::vertices`], in that order) at the end of every step,
+    /// until set again. The pin's script becomes [`Script::Fixed`] at `targets`, so the step
+    /// problem moves the pinned vertices there exactly as it would follow a scripted target
+    /// (the pins' carry included); a step split into substeps (`inversion = "forbid"`) or a
+    /// static increment reaches the targets at its first substep. Setting the targets a fixed
+    /// pin already has changes nothing.
+    ///
+    /// Errors (one line, nothing changed): no such pin, a count different from the pin's
+    /// vertices, or a non-finite coordinate.
+    pub fn set_pin_targets(&mut self, pin: usize, targets: &[[f64; 3]]) -> Result<()> {
+        let count = self.model.pins.len();
+        let Some(p) = self.model.pins.get_mut(pin) else {
+            return Err(JelloError::Invalid(format!(
+                "pin {pin} does not exist: the model has {count} pin(s) (0-based, in scene order)"
+            )));
+        };
+        if targets.len() != p.vertices.len() {
+            return Err(JelloError::Invalid(format!(
+                "pin {pin} holds {} vertices, got {} target(s)",
+                p.vertices.len(),
+                targets.len()
+            )));
+        }
+        if let Some(i) = targets
+            .iter()
+            .position(|t| t.iter().any(|c| !c.is_finite()))
+        {
+            return Err(JelloError::Invalid(format!(
+                "pin {pin}: target {i} (vertex {}) is not finite: {:?}",
+                p.vertices[i], targets[i]
+            )));
+        }
+        p.start.clear();
+        p.start.extend_from_slice(targets);
+        p.script = Script::Fixed;
+        Ok(())
+    }
+
+    /// Where pin `pin`'s vertices are held at time `t` (s): its script evaluated at `t`
+    /// (m, one point per vertex, in [`crate::problem::Pin::vertices`] order); `None` when
+    /// there is no such pin.
+    pub fn pin_targets(&self, pin: usize, t: f64) -> Option<Vec<[f64; 3]>> {
+        let p = self.model.pins.get(pin)?;
+        Some(p.start.iter().map(|&p0| p.script.position(p0, t)).collect())
     }
 
     /// Makes this a static solve in `increments` load increments (velocities are zeroed).
