@@ -1,0 +1,168 @@
+//! The multilevel solver's stiffness sweep (issue 13; the paper's Fig. 14): a ball dropped on
+//! a plane (assets/scenes/drop.toml, Neo-Hookean, ν = 0.4) with Young's modulus E from 1e6 to
+//! 1e10 Pa; the step on which the ball first touches the ground (a vertex within d̂), solved
+//! to the scene's CN rule from the same state by
+//! - multilevel (affine + SMS levels, N_cg Jacobi-PCG iterations, the paper's defaults),
+//! - Newton with Jacobi PCG (the same loop with no subspace level and the PCG on the current
+//!   Hessian to relative 1e-4, the paper's "IPC-PCG"),
+//! - Newton with the sparse Cholesky (jello's reference),
+//!
+//! reporting Newton iterations, total CG iterations of the step and wall time, all from one
+//! run of this binary (so the times are comparable with each other, not across machines).
+//!
+//! `cargo bench --bench multilevel`. Env: `JELLO_BENCH_ML_RESOLUTION` (ball resolution,
+//! default 8 as bundled), `JELLO_BENCH_ML_MODULI` (comma-separated Pa, default
+//! 1e6,1e7,1e8,1e9,1e10).
+//!
+//! Measured (release, 2-core shared VM, other builds running — times are indicative, the
+//! iteration counts are not): see the table in README.md ("Multilevel solver").
+
+use jello::problem::{State, StepProblem};
+use jello::scene::{BuiltScene, Scene};
+use jello::sim::Simulation;
+use jello::solver::multilevel::{build_solver, MultilevelParams, MultilevelStop};
+use jello::solver::{NewtonParams, NewtonSolver, StepSolver};
+use std::path::Path;
+use std::time::Instant;
+
+fn drop_scene(e: f64, resolution: usize) -> BuiltScene {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenes/drop.toml");
+    let text = std::fs::read_to_string(&path)
+        .expect("drop.toml")
+        .replace("youngs_modulus = 5e4", &format!("youngs_modulus = {e:e}"))
+        .replace("resolution = 8", &format!("resolution = {resolution}"));
+    Scene::parse(&path, &text)
+        .and_then(|s| s.build())
+        .expect("drop scene")
+}
+
+/// Newton steps until a vertex is within d̂ of the ground: the first-contact step's start.
+fn first_contact(built: &BuiltScene) -> (State, usize) {
+    let m = &built.model;
+    let dhat = m.barrier.dhat;
+    let params = NewtonParams {
+        stop: built.config.stop,
+        ..NewtonParams::default()
+    };
+    let mut sim = Simulation::new(
+        m.clone(),
+        m.initial_state(&built.velocity),
+        built.config.h,
+        Box::new(NewtonSolver::new(m, params).unwrap()),
+    )
+    .unwrap();
+    for step in 0..200 {
+        // The step that brings a vertex within d̂: stop at its start.
+        let mut probe = Simulation::new(
+            m.clone(),
+            sim.state.clone(),
+            built.config.h,
+            Box::new(NewtonSolver::new(m, params).unwrap()),
+        )
+        .unwrap();
+        probe.step(false).unwrap();
+        if probe.state.x.chunks(3).any(|p| p[1] < dhat) {
+            return (sim.state.clone(), step);
+        }
+        sim.step(false).unwrap();
+    }
+    panic!("no contact in 200 steps");
+}
+
+fn main() {
+    let resolution: usize = std::env::var("JELLO_BENCH_ML_RESOLUTION")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(8);
+    let moduli: Vec<f64> = std::env::var("JELLO_BENCH_ML_MODULI")
+        .ok()
+        .map(|s| s.split(',').filter_map(|v| v.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1e6, 1e7, 1e8, 1e9, 1e10]);
+    println!(
+        "| E (Pa) | step | solver | converged | Newton its | CG its (affine + SMS + full) | wall (ms) | residual |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for &e in &moduli {
+        let built = drop_scene(e, resolution);
+        let m = &built.model;
+        let (state, step) = first_contact(&built);
+        let h = built.config.h;
+        let stop = MultilevelStop::Shared(built.config.stop);
+        let t0 = Instant::now();
+        let (ml, _) = build_solver(
+            m,
+            MultilevelParams {
+                stop,
+                ..MultilevelParams::default()
+            },
+            None,
+        )
+        .unwrap();
+        let precompute_ms = t0.elapsed().as_secs_f64() * 1e3;
+        if e == moduli[0] {
+            let b = ml.basis().unwrap();
+            eprintln!(
+                "ball: {} vertices, {} tets; SMS: {} handles, {} cubature samples, N_cg {}, \
+                 precompute {precompute_ms:.0} ms (geodesic {:.0}, partition {:.0}, weights \
+                 {:.0}, storage {:.0}, cubature {:.0} ms), {:.0} + {:.0} bytes/vertex",
+                m.num_vertices(),
+                m.mesh.num_tets(),
+                b.n_handles(),
+                b.cubature.n_samples(),
+                ml.n_cg(),
+                1e3 * b.stats.geodesic_factor_s,
+                1e3 * b.stats.partition_s,
+                1e3 * b.stats.weights_s,
+                1e3 * b.stats.storage_s,
+                1e3 * b.stats.cubature_s,
+                b.stats.bytes as f64 / m.num_vertices() as f64,
+                b.stats.cubature_bytes as f64 / m.num_vertices() as f64,
+            );
+        }
+        let (pcg, _) = build_solver(
+            m,
+            MultilevelParams {
+                stop,
+                ..MultilevelParams::newton_pcg(1e-4, 100_000)
+            },
+            None,
+        )
+        .unwrap();
+        let mut newton = NewtonSolver::new(
+            m,
+            NewtonParams {
+                stop: built.config.stop,
+                ..NewtonParams::default()
+            },
+        )
+        .unwrap();
+        let row = |name: &str, s: &mut dyn StepSolver| {
+            let problem = StepProblem::new(m, &state, h);
+            let mut x = Vec::new();
+            let t0 = Instant::now();
+            let r = s.step(&problem, m, &mut x, false).unwrap();
+            (name.to_string(), r, t0.elapsed().as_secs_f64() * 1e3)
+        };
+        let mut rows = Vec::new();
+        for (name, mut s) in [("multilevel", ml), ("newton-jacobi-pcg", pcg)] {
+            let (name, r, wall) = row(name, &mut s);
+            let st = s.last_stats();
+            let cg = format!(
+                "{} ({} + {} + {})",
+                st.total_cg(),
+                st.affine_cg,
+                st.sms_cg,
+                st.full_cg
+            );
+            rows.push((name, r, wall, cg));
+        }
+        let (name, r, wall) = row("newton-cholesky", &mut newton);
+        rows.push((name, r, wall, "—".into()));
+        for (name, r, wall, cg) in rows {
+            println!(
+                "| {e:.0e} | {step} | {name} | {} | {} | {cg} | {wall:.1} | {:.1e} |",
+                r.converged, r.iterations, r.residual
+            );
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! The multilevel solver of Trusty, Levin and Kaufman ("Sparse, Geometry- and Material-Aware
+//! Bases for Multilevel Elastodynamic Simulation"; issue 13): `--solver multilevel`, f64 on
+//! the CPU.
+//!
+//! An inexact projected Newton method whose direction comes from three levels applied one
+//! after another, on the step's full incremental potential (inertia, elasticity, obstacle
+//! barrier, IPC contact and lagged friction — the same `StepProblem` Newton minimises):
+//!
+//! ```text
+//! per step:   lagged elastic Hessian rebuilt at x_start; κ and friction as Newton sets them
+//! per iter:   g ← ∇E(x)                                    (full space, exact)
+//!             H   = base(x) + Σ_samples (w_e/vol_e) H_e(x) + contact(x)   (cubature, fresh)
+//!             H_l = base(x) + Σ_all H_e(x_lag)            + contact(x)   (lagged elastic)
+//!             affine:  U_aᵀ H U_a q_a = U_aᵀ(−g)         block-Jacobi PCG, rel 1e-4
+//!                      d_s ← U_a q_a;  r ← −g − H d_s
+//!             SMS:     U_sᵀ H U_s q_s = U_sᵀ r            block-Jacobi PCG, rel 1e-4
+//!                      d_s += U_s q_s
+//!             full:    N_cg Jacobi-PCG iterations on H_l d = −g from d = d_s
+//!             α ← CCD/inversion filter, Armijo backtracking on E;  x += α d
+//! stop:       the shared rule (CN by default) or the paper's ‖d_s‖∞/(h·diag) < tol
+//! ```
+//!
+//! `base` is what [`StepProblem::assemble`] holds besides the elements (inertia `m/ĥ²`, the
+//! obstacle barrier, sphere/box surface pairs, identity on pinned rows); `H_e` are the
+//! clamp-projected element Hessians (Newton's default filter); contact is
+//! [`StepProblem::contact_hessian_blocks`] (IPC barrier and friction stencils, PSD). Every
+//! product is matrix-free in the sense of the paper: U is never assembled (lift and
+//! restriction gather over the sparse per-vertex and per-handle weight lists, [`Level`]),
+//! UᵀHU never formed (lift, H·v term by term, restrict: [`HessianOperator`]); the 12×12
+//! block-Jacobi blocks are summed from H's terms and the covering lists directly.
+//!
+//! Files: [`params`] (options and defaults), [`levels`] (the affine and SMS prolongations),
+//! [`operator`] (H·v, its diagonal and the Galerkin block diagonal), [`cache`] (the SMS
+//! precompute, cached as `sms-KEY.bin`), `solver.rs` (the loop); the PCG is
+//! [`crate::solver::pcg`], shared.
+//!
+//! # Choices the paper leaves open (with the reason, and the measured effect where measured)
+//! - **Full-space residual.** Alg. 1 forms the smoother's right-hand side with the cubature
+//!   H (`r = −g − H d_s`); here the smoother is PCG on `H_l d = −g` started at `d_s`, i.e. its
+//!   right-hand side is `−g − H_l d_s`. The smoother then converges to the Newton direction
+//!   of H_l whatever the levels did (`tests/multilevel.rs`: with N_cg large and
+//!   `lag_refresh = iteration` one step equals the direct-solve Newton step), and the levels
+//!   act as a multiplicative coarse correction of the same system.
+//! - **Descent safeguard.** The levels use the cubature H, the smoother H_l: the composed
+//!   direction is not guaranteed to descend. When `gᵀd ≥ 0` the iteration falls back to the
+//!   smoother from zero (descent by construction), counted in
+//!   [`MultilevelStats::descent_fallbacks`].
+//! - **Lag refresh** ([`LagRefresh::Adaptive`], §3.7.2): rebuilt at each step's start; then
+//!   when the mean of the last 3 line-search step lengths is below 0.5, at most once every 5
+//!   iterations (the paper gives the five; window and threshold are ours). The window is
+//!   cleared at each rebuild so a new Hessian is judged on its own steps.
+//! - **Stop rule.** Default: jello's shared CN rule (so a comparison with Newton compares
+//!   like with like). `[solver] subspace_stop = tol` selects the paper's rule, the largest
+//!   per-vertex norm of `d_s` (of `d` where there is no subspace level or the safeguard
+//!   fired) over `h ×` the rest bounding-box diagonal, in 1/s (the paper's 1e-3; it leaves
+//!   the norm open).
+//! - **PCG tolerances.** Levels: relative 1e-4 on the preconditioned system's residual
+//!   (unpreconditioned Euclidean norm), capped at 200 iterations; the smoother runs exactly
+//!   N_cg iterations (`full_tolerance = 0`), N_cg from the SMS precompute's rule (20 or 40).
+//! - **Pinned vertices at the affine level.** Both lifts are zeroed at pinned vertices
+//!   (`P U`), so no direction moves a pin; at the SMS level that changes nothing (the
+//!   weights vanish there, Eq. 11).
+//! - **Cubature at both levels.** The affine level uses the SMS partitions' cubature rule
+//!   too (its functions are constants, which the rule integrates exactly); mass, barrier,
+//!   contact and friction are exact everywhere, as in the paper.
+//! - **Handles.** Default one per 500 vertices (the paper's 375–500 on its large scenes), at
+//!   least `min(16, n/4)`, at most 400 ([`params::default_handles`]); `[solver] handles`.
+//!
+//! # Next steps
+//! - The GPU backend: lift, restrict, H·v (cubature elements, lagged BSR SpMV, contact
+//!   stencils), the block-Jacobi application, PCG vector work and the line-search energies
+//!   as WGSL kernels with CPU twins (ARCHITECTURE.md: a `MultilevelBackend` sub-trait of
+//!   `PotentialBackend`). Until then `--solver multilevel` runs on the CPU.
+//! - JGS2 as the smoother in place of Jacobi PCG.
+//! - The benches of issue 13 beyond the stiffness sweep: the heterogeneous ~100k-tet hoop
+//!   scene against Newton's Cholesky over 30 steps, on the CPU and the GPU.
+
+pub mod cache;
+pub mod levels;
+pub mod operator;
+pub mod params;
+mod solver;
+
+pub use cache::{element_youngs, load_or_build_sms, sms_options, SmsOrigin};
+pub use levels::Level;
+pub use operator::{ElementTerm, HessianOperator};
+pub use params::{default_handles, LagRefresh, MultilevelParams, MultilevelStop};
+pub use solver::{MultilevelSolver, MultilevelStats};
+
+use crate::error::Result;
+use crate::problem::Model;
+use std::path::Path;
+
+/// The solver for `model` with its SMS basis read from `cache_dir` or built (and cached), and
+/// the precompute's warnings (stale cache, unwritable directory).
+pub fn build_solver(
+    model: &Model,
+    params: MultilevelParams,
+    cache_dir: Option<&Path>,
+) -> Result<(MultilevelSolver, Vec<String>)> {
+    if params.handles == Some(0) {
+        return Ok((MultilevelSolver::new(model, params, None)?, Vec::new()));
+    }
+    let (basis, _, warnings) = load_or_build_sms(model, &params, cache_dir)?;
+    Ok((MultilevelSolver::new(model, params, Some(basis))?, warnings))
+}

@@ -1,0 +1,531 @@
+//! The multilevel inexact-Newton loop (f64, CPU). See the module docs for the algorithm and
+//! the choices it makes.
+
+use super::levels::Level;
+use super::operator::{invert_blocks, ElementTerm, HessianOperator};
+use super::params::{LagRefresh, MultilevelParams, MultilevelStop};
+use crate::error::{JelloError, Result};
+use crate::material::{element_hessian_filtered, EigenFilter};
+use crate::problem::{ElasticTerms, HessianLayout, Model, StepProblem};
+use crate::solver::pcg::{dot, pcg};
+use crate::solver::report::{max_vertex_norm, ms};
+use crate::solver::{backtracking, IterationRecord, StepReport, StepSolver, StepTimings, StopRule};
+use jello_precompute::sms::{AffineBasis, SmsBasis, HANDLE_DOFS};
+use jello_precompute::sparse::SymSparse;
+use nalgebra::Vector3;
+use rayon::prelude::*;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Full-space PCG iterations when there is no SMS level and no override (the paper's upper
+/// N_cg value).
+const DEFAULT_N_CG: usize = 40;
+
+/// Work counts of the last step.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MultilevelStats {
+    /// Newton iterations.
+    pub iterations: usize,
+    /// Block-Jacobi PCG iterations of the affine level, summed over the step.
+    pub affine_cg: usize,
+    /// Block-Jacobi PCG iterations of the SMS level, summed over the step.
+    pub sms_cg: usize,
+    /// Full-space Jacobi-PCG iterations, summed over the step.
+    pub full_cg: usize,
+    /// Rebuilds of the lagged elastic Hessian (the step's first included).
+    pub lag_refreshes: usize,
+    /// Iterations whose composed direction was not a descent direction and were replaced by
+    /// the full-space PCG from zero (a descent direction by construction).
+    pub descent_fallbacks: usize,
+}
+
+impl MultilevelStats {
+    /// All CG iterations of the step (affine + SMS + full space).
+    pub fn total_cg(&self) -> usize {
+        self.affine_cg + self.sms_cg + self.full_cg
+    }
+}
+
+/// The multilevel solver (`--solver multilevel`): affine and SMS Galerkin levels by
+/// block-Jacobi PCG, then N_cg Jacobi-PCG iterations in full space on the lagged Hessian, a
+/// CCD-filtered backtracking line search on the full incremental potential.
+pub struct MultilevelSolver {
+    params: MultilevelParams,
+    layout: HessianLayout,
+    affine: Option<Level>,
+    sms: Option<Level>,
+    basis: Option<Arc<SmsBasis>>,
+    /// Cubature samples: (element, w_e / vol_e).
+    samples: Vec<(u32, f64)>,
+    n_cg: usize,
+    /// Largest rest extent (m), for the Dx rule.
+    extent: f64,
+    /// Rest bounding-box diagonal (m), for the paper's rule.
+    diagonal: f64,
+    fixed: Vec<bool>,
+    elastic_lag: SymSparse,
+    elem: Vec<[f64; 144]>,
+    stats: MultilevelStats,
+}
+
+impl MultilevelSolver {
+    /// The solver for `model` on an SMS basis built for it (`None` only when
+    /// `params.handles == Some(0)`: no SMS level).
+    pub fn new(
+        model: &Model,
+        params: MultilevelParams,
+        basis: Option<Arc<SmsBasis>>,
+    ) -> Result<Self> {
+        check_params(&params)?;
+        let n = model.num_vertices();
+        let sms_wanted = params.handles != Some(0);
+        let basis = match (sms_wanted, basis) {
+            (true, Some(b)) => {
+                if b.n_vertices() != n {
+                    return Err(JelloError::Solver(format!(
+                        "multilevel: the SMS basis has {} vertices, the model {n}",
+                        b.n_vertices()
+                    )));
+                }
+                Some(b)
+            }
+            (true, None) => {
+                return Err(JelloError::Solver(
+                    "multilevel: an SMS level needs a basis (or handles = 0)".into(),
+                ))
+            }
+            (false, _) => None,
+        };
+        let layout = HessianLayout::new(model)?;
+        let affine = if params.affine {
+            let a = AffineBasis::new(&model.mesh.positions, &model.mesh.tets)
+                .map_err(|e| JelloError::Solver(format!("multilevel: affine level: {e}")))?;
+            Some(Level::affine(&a, &model.pinned))
+        } else {
+            None
+        };
+        let sms = basis.as_ref().map(|b| Level::sms(b, &model.pinned));
+        let samples = match &basis {
+            Some(b) => (0..b.n_handles())
+                .flat_map(|p| b.cubature.partition_rule(p))
+                .map(|(e, w)| (e, w / model.rest[e as usize].volume))
+                .collect(),
+            None => Vec::new(),
+        };
+        let n_cg = params
+            .n_cg
+            .or_else(|| basis.as_ref().map(|b| b.n_cg.n_cg))
+            .unwrap_or(DEFAULT_N_CG);
+        let diagonal = model
+            .mesh
+            .bounding_box()
+            .map(|(lo, hi)| (Vector3::from(hi) - Vector3::from(lo)).norm())
+            .unwrap_or(1.0);
+        Ok(MultilevelSolver {
+            params,
+            elastic_lag: layout.zeros(),
+            layout,
+            affine,
+            sms,
+            basis,
+            samples,
+            n_cg,
+            extent: model.largest_extent(),
+            diagonal,
+            fixed: (0..3 * n).map(|k| model.pinned[k / 3]).collect(),
+            elem: Vec::new(),
+            stats: MultilevelStats::default(),
+        })
+    }
+
+    /// Work counts of the last step.
+    pub fn last_stats(&self) -> MultilevelStats {
+        self.stats
+    }
+
+    /// Full-space PCG iterations per Newton iteration.
+    pub fn n_cg(&self) -> usize {
+        self.n_cg
+    }
+
+    /// The SMS basis (none without an SMS level).
+    pub fn basis(&self) -> Option<&Arc<SmsBasis>> {
+        self.basis.as_ref()
+    }
+
+    /// Cubature-weighted element Hessians at `x` (clamp filter), one term per sample.
+    pub fn cubature_terms(&self, model: &Model, x: &[f64]) -> Vec<ElementTerm> {
+        self.samples
+            .par_iter()
+            .map(|&(e, scale)| {
+                let tet = model.mesh.tets[e as usize];
+                let corners =
+                    tet.map(|i| Vector3::from_column_slice(&x[3 * i as usize..3 * i as usize + 3]));
+                let s = element_hessian_filtered(
+                    &model.materials[e as usize],
+                    &model.rest[e as usize],
+                    &corners,
+                    Some(EigenFilter::Clamp),
+                );
+                let mut hessian = [0.0; 144];
+                if let Some(h) = s.hessian {
+                    for r in 0..12 {
+                        for c in 0..12 {
+                            hessian[12 * r + c] = h[(r, c)];
+                        }
+                    }
+                }
+                ElementTerm {
+                    vertices: tet,
+                    scale,
+                    hessian,
+                }
+            })
+            .collect()
+    }
+
+    /// The subspace direction `d_s` for right-hand side `rhs` (= −∇E, pinned entries 0): each
+    /// level in turn (affine, then SMS) solves its Galerkin system `UᵀHU q = Uᵀr` by
+    /// block-Jacobi PCG to the subspace tolerance and updates `r ← r − H U q`. Returns `d_s`
+    /// and the CG iterations per level (affine, SMS).
+    pub fn subspace_direction(&self, h: &HessianOperator, rhs: &[f64]) -> (Vec<f64>, [usize; 2]) {
+        let n = rhs.len();
+        let mut d = vec![0.0; n];
+        let mut r = rhs.to_vec();
+        let mut counts = [0; 2];
+        let mut u = vec![0.0; n];
+        let mut hu = vec![0.0; n];
+        for (slot, level) in [&self.affine, &self.sms].into_iter().enumerate() {
+            let Some(level) = level else { continue };
+            let mut b = vec![0.0; level.dim()];
+            level.restrict(&r, &mut b);
+            let inv = invert_blocks(&h.galerkin_diagonal(level));
+            let mut q = vec![0.0; level.dim()];
+            let out = pcg(
+                &mut |q: &[f64], out: &mut [f64]| {
+                    level.lift(q, &mut u);
+                    h.apply(&u, &mut hu);
+                    level.restrict(&hu, out);
+                },
+                &|r: &[f64], z: &mut [f64]| block_apply(&inv, r, z),
+                &b,
+                &mut q,
+                self.params.subspace_tolerance,
+                self.params.subspace_max_iterations,
+            );
+            counts[slot] = out.iterations;
+            level.lift(&q, &mut u);
+            h.apply(&u, &mut hu);
+            for k in 0..n {
+                d[k] += u[k];
+                r[k] -= hu[k];
+            }
+        }
+        (d, counts)
+    }
+
+    fn refresh_lag(&mut self, problem: &StepProblem, elastic: &dyn ElasticTerms, x: &[f64]) {
+        elastic.elastic_element_hessians_filtered(x, EigenFilter::Clamp, &mut self.elem);
+        let _ = problem;
+        self.elastic_lag.clear();
+        for (t, h) in self.elem.iter().enumerate() {
+            self.elastic_lag.scatter_add(&self.layout.scatter, t, h);
+        }
+        self.stats.lag_refreshes += 1;
+    }
+}
+
+/// `z = blockdiag(inv) r`, 12×12 blocks.
+fn block_apply(inv: &[[f64; 144]], r: &[f64], z: &mut [f64]) {
+    for (h, b) in inv.iter().enumerate() {
+        let rh = &r[HANDLE_DOFS * h..][..HANDLE_DOFS];
+        for i in 0..HANDLE_DOFS {
+            z[HANDLE_DOFS * h + i] = (0..HANDLE_DOFS).map(|j| b[12 * i + j] * rh[j]).sum();
+        }
+    }
+}
+
+fn check_params(p: &MultilevelParams) -> Result<()> {
+    let bad = |key: &str, msg: String| Err(JelloError::Invalid(format!("solver.{key}: {msg}")));
+    if p.n_cg == Some(0) {
+        return bad("n_cg", "must be ≥ 1".into());
+    }
+    if !(p.jump_factor.is_finite() && p.jump_factor > 0.0) {
+        return bad("jump_factor", format!("must be > 0, got {}", p.jump_factor));
+    }
+    if !(p.subspace_tolerance.is_finite()
+        && p.subspace_tolerance > 0.0
+        && p.subspace_tolerance < 1.0)
+    {
+        return bad(
+            "subspace_tolerance",
+            format!("must lie in (0, 1), got {}", p.subspace_tolerance),
+        );
+    }
+    if !(p.full_tolerance.is_finite() && (0.0..1.0).contains(&p.full_tolerance)) {
+        return bad(
+            "full_tolerance",
+            format!("must lie in [0, 1), got {}", p.full_tolerance),
+        );
+    }
+    if let LagRefresh::Adaptive {
+        window,
+        threshold,
+        min_gap,
+    } = p.lag
+    {
+        if window == 0 || min_gap == 0 || !(threshold > 0.0 && threshold <= 1.0) {
+            return bad(
+                "lag_refresh",
+                format!("adaptive rule needs window ≥ 1, min_gap ≥ 1, threshold in (0, 1]; got {window}, {min_gap}, {threshold}"),
+            );
+        }
+    }
+    if let MultilevelStop::Subspace { tol } = p.stop {
+        if !(tol.is_finite() && tol > 0.0) {
+            return bad("subspace_stop", format!("must be > 0, got {tol}"));
+        }
+    }
+    Ok(())
+}
+
+impl StepSolver for MultilevelSolver {
+    fn name(&self) -> String {
+        "multilevel".into()
+    }
+
+    fn step(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        x: &mut Vec<f64>,
+        trace: bool,
+    ) -> Result<StepReport> {
+        let start = Instant::now();
+        let mut timings = StepTimings::default();
+        self.stats = MultilevelStats::default();
+        let n = problem.x_start.len();
+        x.clear();
+        x.extend_from_slice(&problem.x_start);
+        let contact = problem.model.contact.is_some();
+        // κ and friction exactly as Newton sets them (see `NewtonSolver::step`).
+        problem.init_contact_stiffness(problem.model);
+        let mut passes_left = match problem
+            .model
+            .contact
+            .as_ref()
+            .and_then(|c| c.friction.as_ref())
+        {
+            Some(f) if problem.lag_friction(&problem.x_prev) > 0 => f.passes - 1,
+            _ => 0,
+        };
+        let mut min_gap_sq = f64::INFINITY;
+        let mut g = vec![0.0; n];
+        let mut x_new = Vec::with_capacity(n);
+        let t0 = Instant::now();
+        let mut energy = problem.gradient(elastic, x, &mut g);
+        timings.assembly_ms += ms(t0);
+        if !energy.is_finite() || g.iter().any(|v| !v.is_finite()) {
+            return Err(JelloError::Solver(problem.diagnose_non_finite(elastic, x)));
+        }
+        let mut change = 0.0;
+        let mut residual = problem.model.char_norm.residual(&g);
+        let mut records = trace.then(Vec::new);
+        if let Some(r) = records.as_mut() {
+            r.push(IterationRecord {
+                residual,
+                energy: change,
+                alpha: 0.0,
+                ..IterationRecord::default()
+            });
+        }
+        let stop = self.params.stop;
+        let start_converged =
+            matches!(stop, MultilevelStop::Shared(StopRule::Cn { eps }) if residual < eps);
+        let mut converged;
+        let mut iterations = 0;
+        let mut last_dx_ratio = f64::INFINITY;
+        let mut last_ds_ratio = f64::INFINITY;
+        let mut refresh_due = true;
+        let mut last_refresh = 0;
+        let mut alphas: VecDeque<f64> = VecDeque::new();
+        let mut nonelastic = self.layout.zeros();
+        let mut full = self.layout.zeros();
+        let h_step = if problem.h > 0.0 { problem.h } else { 1.0 };
+        loop {
+            converged = match stop {
+                MultilevelStop::Shared(StopRule::Cn { eps }) => residual < eps,
+                MultilevelStop::Shared(StopRule::Dx { tol }) => last_dx_ratio < tol,
+                MultilevelStop::Subspace { tol } => last_ds_ratio < tol,
+            };
+            if converged && iterations > 0 && passes_left > 0 {
+                passes_left -= 1;
+                if problem.lag_friction(x) > 0 {
+                    change = problem.energy_change(elastic, x);
+                    energy = problem.gradient(elastic, x, &mut g);
+                    residual = problem.model.char_norm.residual(&g);
+                    converged = matches!(stop, MultilevelStop::Shared(StopRule::Cn { eps }) if residual < eps);
+                }
+            }
+            if (converged && iterations > 0) || iterations >= self.params.max_iterations {
+                break;
+            }
+            iterations += 1;
+            // Hessian terms at x: per-vertex/pair terms and contact fresh, the elastic part
+            // lagged for the smoother and cubature-weighted (fresh) for the subspace levels.
+            let t0 = Instant::now();
+            problem.assemble(&self.layout, &[], x, &mut nonelastic);
+            let blocks = if contact {
+                problem.contact_hessian_blocks(x)
+            } else {
+                Vec::new()
+            };
+            let refresh = match self.params.lag {
+                LagRefresh::Iteration => true,
+                LagRefresh::Step => iterations == 1,
+                LagRefresh::Adaptive { .. } => iterations == 1 || refresh_due,
+            };
+            if refresh {
+                self.refresh_lag(problem, elastic, x);
+                last_refresh = iterations;
+                refresh_due = false;
+                alphas.clear();
+            }
+            full.values_mut().copy_from_slice(nonelastic.values());
+            for (f, l) in full.values_mut().iter_mut().zip(self.elastic_lag.values()) {
+                *f += l;
+            }
+            let cub = if self.affine.is_some() || self.sms.is_some() {
+                self.cubature_terms(problem.model, x)
+            } else {
+                Vec::new()
+            };
+            timings.assembly_ms += ms(t0);
+            let t0 = Instant::now();
+            let h_sub = HessianOperator {
+                base: &nonelastic,
+                elements: &cub,
+                contact: &blocks,
+                fixed: &self.fixed,
+            };
+            let h_lag = HessianOperator {
+                base: &full,
+                elements: &[],
+                contact: &blocks,
+                fixed: &self.fixed,
+            };
+            let rhs: Vec<f64> = g
+                .iter()
+                .zip(&self.fixed)
+                .map(|(&gk, &f)| if f { 0.0 } else { -gk })
+                .collect();
+            let (d_s, counts) = self.subspace_direction(&h_sub, &rhs);
+            self.stats.affine_cg += counts[0];
+            self.stats.sms_cg += counts[1];
+            // Full-space smoother: Jacobi PCG on H_lag d = −g warm-started at d_s, i.e. the
+            // correction d_f of H_lag d_f = −g − H_lag d_s (see the module docs).
+            let diag = h_lag.diagonal();
+            let jacobi = |r: &[f64], z: &mut [f64]| {
+                for k in 0..r.len() {
+                    z[k] = r[k] / diag[k];
+                }
+            };
+            let mut d = d_s.clone();
+            let out = pcg(
+                &mut |v: &[f64], o: &mut [f64]| h_lag.apply(v, o),
+                &jacobi,
+                &rhs,
+                &mut d,
+                self.params.full_tolerance,
+                self.n_cg,
+            );
+            self.stats.full_cg += out.iterations;
+            let mut g_dot_d = dot(&g, &d);
+            let mut used_subspace = self.affine.is_some() || self.sms.is_some();
+            if !(g_dot_d < 0.0) {
+                // The levels use the cubature Hessian, the smoother the lagged one: their
+                // composition is not guaranteed to descend. PCG from zero on one SPD operator is.
+                self.stats.descent_fallbacks += 1;
+                used_subspace = false;
+                d.fill(0.0);
+                let out = pcg(
+                    &mut |v: &[f64], o: &mut [f64]| h_lag.apply(v, o),
+                    &jacobi,
+                    &rhs,
+                    &mut d,
+                    self.params.full_tolerance,
+                    self.n_cg,
+                );
+                self.stats.full_cg += out.iterations;
+                g_dot_d = dot(&g, &d);
+            }
+            timings.solve_ms += ms(t0);
+            if !(g_dot_d < 0.0) {
+                converged = iterations == 1 && start_converged;
+                break;
+            }
+            let t0 = Instant::now();
+            let ls = backtracking(problem, elastic, x, &d, change, g_dot_d, &mut x_new);
+            timings.line_search_ms += ms(t0);
+            if !ls.accepted {
+                converged = iterations == 1 && start_converged;
+                break;
+            }
+            if let LagRefresh::Adaptive {
+                window,
+                threshold,
+                min_gap,
+            } = self.params.lag
+            {
+                alphas.push_back(ls.alpha);
+                if alphas.len() > window {
+                    alphas.pop_front();
+                }
+                let mean = alphas.iter().sum::<f64>() / alphas.len() as f64;
+                if alphas.len() == window
+                    && mean < threshold
+                    && iterations + 1 - last_refresh >= min_gap
+                {
+                    refresh_due = true;
+                }
+            }
+            last_dx_ratio = max_vertex_norm(&d) * ls.alpha / self.extent;
+            let ds_norm = if used_subspace {
+                max_vertex_norm(&d_s)
+            } else {
+                max_vertex_norm(&d)
+            };
+            last_ds_ratio = ds_norm / (h_step * self.diagonal);
+            std::mem::swap(x, &mut x_new);
+            change = ls.energy;
+            if contact && problem.raise_contact_stiffness(x, &mut min_gap_sq) {
+                change = problem.energy_change(elastic, x);
+            }
+            let t0 = Instant::now();
+            energy = problem.gradient(elastic, x, &mut g);
+            timings.assembly_ms += ms(t0);
+            residual = problem.model.char_norm.residual(&g);
+            if let Some(r) = records.as_mut() {
+                r.push(IterationRecord {
+                    residual,
+                    energy: change,
+                    alpha: ls.alpha,
+                    ..IterationRecord::default()
+                });
+            }
+        }
+        self.stats.iterations = iterations;
+        Ok(StepReport {
+            iterations,
+            converged,
+            residual,
+            energy,
+            energy_change: change,
+            wall_ms: ms(start),
+            timings,
+            trace: records,
+            ..StepReport::default()
+        })
+    }
+}
