@@ -12,7 +12,11 @@
 //!
 //! `cargo bench --bench multilevel`. Env: `JELLO_BENCH_ML_RESOLUTION` (ball resolution,
 //! default 8 as bundled), `JELLO_BENCH_ML_MODULI` (comma-separated Pa, default
-//! 1e6,1e7,1e8,1e9,1e10).
+//! 1e6,1e7,1e8,1e9,1e10), `JELLO_BENCH_ML_SPEED` (initial downward speed, default 5 m/s: the
+//! bundled 1 m/s lands so softly that a stiff ball's first-contact step is one iteration),
+//! `JELLO_BENCH_ML_EPS` (the CN rule's ε for every solver, default 1e-8: the scene's 1e-5 is
+//! met after one iteration at E ≥ 1e7, the CN scale growing with E),
+//! `JELLO_BENCH_ML_TARGETS=affine` (cubature fitted to φ·(x − o) too).
 //!
 //! Measured (release, 2-core shared VM, other builds running — times are indicative, the
 //! iteration counts are not): see the table in README.md ("Multilevel solver").
@@ -21,16 +25,21 @@ use jello::problem::{State, StepProblem};
 use jello::scene::{BuiltScene, Scene};
 use jello::sim::Simulation;
 use jello::solver::multilevel::{build_solver, MultilevelParams, MultilevelStop};
-use jello::solver::{NewtonParams, NewtonSolver, StepSolver};
+use jello::solver::{NewtonParams, NewtonSolver, StepSolver, StopRule};
+use jello_precompute::sms::CubatureTargets;
 use std::path::Path;
 use std::time::Instant;
 
-fn drop_scene(e: f64, resolution: usize) -> BuiltScene {
+fn drop_scene(e: f64, resolution: usize, speed: f64) -> BuiltScene {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenes/drop.toml");
     let text = std::fs::read_to_string(&path)
         .expect("drop.toml")
         .replace("youngs_modulus = 5e4", &format!("youngs_modulus = {e:e}"))
-        .replace("resolution = 8", &format!("resolution = {resolution}"));
+        .replace("resolution = 8", &format!("resolution = {resolution}"))
+        .replace(
+            "velocity = [0.0, -1.0, 0.0]",
+            &format!("velocity = [0.0, {:e}, 0.0]", -speed),
+        );
     Scene::parse(&path, &text)
         .and_then(|s| s.build())
         .expect("drop scene")
@@ -69,6 +78,13 @@ fn first_contact(built: &BuiltScene) -> (State, usize) {
     panic!("no contact in 200 steps");
 }
 
+fn env_f64(name: &str, default: f64) -> f64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
 fn main() {
     let resolution: usize = std::env::var("JELLO_BENCH_ML_RESOLUTION")
         .ok()
@@ -78,21 +94,33 @@ fn main() {
         .ok()
         .map(|s| s.split(',').filter_map(|v| v.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![1e6, 1e7, 1e8, 1e9, 1e10]);
+    let speed = env_f64("JELLO_BENCH_ML_SPEED", 5.0);
+    let eps = env_f64("JELLO_BENCH_ML_EPS", 1e-8);
+    println!(
+        "ball resolution {resolution}, thrown down at {speed} m/s, CN rule ε = {eps:e} for \
+             every solver"
+    );
     println!(
         "| E (Pa) | step | solver | converged | Newton its | CG its (affine + SMS + full) | wall (ms) | residual |"
     );
     println!("|---|---|---|---|---|---|---|---|");
     for &e in &moduli {
-        let built = drop_scene(e, resolution);
+        let mut built = drop_scene(e, resolution, speed);
+        built.config.stop = StopRule::Cn { eps };
         let m = &built.model;
         let (state, step) = first_contact(&built);
         let h = built.config.h;
         let stop = MultilevelStop::Shared(built.config.stop);
         let t0 = Instant::now();
+        let targets = match std::env::var("JELLO_BENCH_ML_TARGETS").as_deref() {
+            Ok("affine") => CubatureTargets::WeightsAffine,
+            _ => CubatureTargets::Weights,
+        };
         let (ml, _) = build_solver(
             m,
             MultilevelParams {
                 stop,
+                cubature: targets,
                 ..MultilevelParams::default()
             },
             None,

@@ -652,7 +652,7 @@ pub struct ContactSpec {
     #[serde(default = "default_one")]
     pub kappa: f64,
     /// IPC contact between the objects' surfaces and within each (default false: objects pass
-    /// through each other). Solver newton only.
+    /// through each other). Solvers newton and multilevel only.
     #[serde(default)]
     pub ipc: bool,
     /// With `ipc`: each object also collides with itself (default true).

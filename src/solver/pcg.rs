@@ -57,7 +57,7 @@ pub fn pcg(
         apply(&p, &mut ap);
         done += 1;
         let pap = dot(&p, &ap);
-        if !(pap > 0.0) || !rz.is_finite() {
+        if pap.is_nan() || pap <= 0.0 || !rz.is_finite() {
             breakdown = true;
             break;
         }

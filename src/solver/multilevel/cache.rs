@@ -44,6 +44,7 @@ pub fn sms_options(model: &Model, params: &MultilevelParams) -> SmsOptions {
     let mut opts = SmsOptions::new(k.max(model.bodies.len()).min(n));
     opts.partition.jump_factor = params.jump_factor;
     opts.n_cg = params.n_cg;
+    opts.cubature.targets = params.cubature;
     opts
 }
 

@@ -19,6 +19,9 @@ use jello_precompute::sparse::SymSparse;
 use nalgebra::{SMatrix, SVector};
 use rayon::prelude::*;
 
+/// A visitor of one 3×3 coupling `(va, vb, K_ab)`.
+type BlockVisitor<'f> = dyn FnMut(usize, usize, &[[f64; 3]; 3]) + 'f;
+
 /// One 12×12 term on four vertices (row-major, N/m) with its scale.
 #[derive(Clone, Debug)]
 pub struct ElementTerm {
@@ -129,7 +132,7 @@ impl HessianOperator<'_> {
     /// Every 3×3 coupling `(va, vb, K_ab)` of H between free vertices, each ordered pair once
     /// (both `(a, b)` and `(b, a)` for a ≠ b), pinned DOFs zeroed: what a Galerkin block is
     /// summed from.
-    fn for_each_block(&self, f: &mut dyn FnMut(usize, usize, &[[f64; 3]; 3])) {
+    fn for_each_block(&self, f: &mut BlockVisitor) {
         let nv = self.n() / 3;
         let fixed = self.fixed;
         let p = self.base.pattern();

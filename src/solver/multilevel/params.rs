@@ -1,6 +1,7 @@
 //! The multilevel solver's parameters, with the paper's values as defaults.
 
 use crate::solver::StopRule;
+use jello_precompute::sms::CubatureTargets;
 
 /// When the lagged elastic Hessian of the full-space smoother is rebuilt.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -86,6 +87,9 @@ pub struct MultilevelParams {
     pub stop: MultilevelStop,
     /// Newton iteration cap per step (default 100).
     pub max_iterations: usize,
+    /// What the cubature fits (default [`CubatureTargets::Weights`], the precompute's
+    /// default: products of the scalar weights; `WeightsAffine` adds `φ_h·(x − o_h)`).
+    pub cubature: CubatureTargets,
 }
 
 impl Default for MultilevelParams {
@@ -101,6 +105,7 @@ impl Default for MultilevelParams {
             lag: LagRefresh::default(),
             stop: MultilevelStop::Shared(StopRule::default()),
             max_iterations: 100,
+            cubature: CubatureTargets::Weights,
         }
     }
 }
@@ -126,5 +131,5 @@ impl MultilevelParams {
 /// so small meshes still get a real subspace, at most 400 (the paper's largest), and never
 /// below 1.
 pub fn default_handles(n: usize) -> usize {
-    n.div_ceil(500).max(16.min(n / 4)).min(400).max(1)
+    n.div_ceil(500).max(16.min(n / 4)).clamp(1, 400)
 }

@@ -443,7 +443,7 @@ impl StepSolver for MultilevelSolver {
             self.stats.full_cg += out.iterations;
             let mut g_dot_d = dot(&g, &d);
             let mut used_subspace = self.affine.is_some() || self.sms.is_some();
-            if !(g_dot_d < 0.0) {
+            if g_dot_d.is_nan() || g_dot_d >= 0.0 {
                 // The levels use the cubature Hessian, the smoother the lagged one: their
                 // composition is not guaranteed to descend. PCG from zero on one SPD operator is.
                 self.stats.descent_fallbacks += 1;
@@ -461,7 +461,7 @@ impl StepSolver for MultilevelSolver {
                 g_dot_d = dot(&g, &d);
             }
             timings.solve_ms += ms(t0);
-            if !(g_dot_d < 0.0) {
+            if g_dot_d.is_nan() || g_dot_d >= 0.0 {
                 converged = iterations == 1 && start_converged;
                 break;
             }
