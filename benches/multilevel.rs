@@ -16,11 +16,16 @@
 //! bundled 1 m/s lands so softly that a stiff ball's first-contact step is one iteration),
 //! `JELLO_BENCH_ML_EPS` (the CN rule's ε for every solver, default 1e-8: the scene's 1e-5 is
 //! met after one iteration at E ≥ 1e7, the CN scale growing with E),
-//! `JELLO_BENCH_ML_TARGETS=affine` (cubature fitted to φ·(x − o) too).
+//! `JELLO_BENCH_ML_TARGETS=affine` (cubature fitted to φ·(x − o) too),
+//! `JELLO_BENCH_ML_LAG` (`iteration` or `step`; default the adaptive rule),
+//! `JELLO_BENCH_ML_HANDLES` and `JELLO_BENCH_ML_NCG` (overrides), `JELLO_BENCH_ML_NO_COARSE`
+//! (block Jacobi alone in the SMS solve, the paper's preconditioner).
 //!
 //! Measured with `--profile dev` (jello at opt-level 1, its dependencies — faer's Cholesky
 //! included — at 3) on the 2-core VM shared with other builds: the wall times are indicative
 //! only, the iteration counts are exact. Thrown at 5 m/s, ε = 1e-8; CG: affine + SMS + full.
+//! These two tables were measured with block Jacobi alone in the SMS solve (the paper's;
+//! `JELLO_BENCH_ML_NO_COARSE=1` reproduces them); the default coarse space's rows follow.
 //!
 //! Ball resolution 8 (729 vertices, 3,072 tets; 16 handles, 600 cubature samples, N_cg 20):
 //!
@@ -55,7 +60,7 @@
 use jello::problem::{State, StepProblem};
 use jello::scene::{BuiltScene, Scene};
 use jello::sim::Simulation;
-use jello::solver::multilevel::{build_solver, MultilevelParams, MultilevelStop};
+use jello::solver::multilevel::{build_solver, LagRefresh, MultilevelParams, MultilevelStop};
 use jello::solver::{NewtonParams, NewtonSolver, StepSolver, StopRule};
 use jello_precompute::sms::CubatureTargets;
 use std::path::Path;
@@ -109,6 +114,10 @@ fn first_contact(built: &BuiltScene) -> (State, usize) {
     panic!("no contact in 200 steps");
 }
 
+fn env_opt(name: &str) -> Option<usize> {
+    std::env::var(name).ok().and_then(|s| s.parse().ok())
+}
+
 fn env_f64(name: &str, default: f64) -> f64 {
     std::env::var(name)
         .ok()
@@ -147,11 +156,20 @@ fn main() {
             Ok("affine") => CubatureTargets::WeightsAffine,
             _ => CubatureTargets::Weights,
         };
+        let lag = match std::env::var("JELLO_BENCH_ML_LAG").as_deref() {
+            Ok("iteration") => LagRefresh::Iteration,
+            Ok("step") => LagRefresh::Step,
+            _ => LagRefresh::default(),
+        };
         let (ml, _) = build_solver(
             m,
             MultilevelParams {
                 stop,
+                lag,
                 cubature: targets,
+                handles: env_opt("JELLO_BENCH_ML_HANDLES"),
+                n_cg: env_opt("JELLO_BENCH_ML_NCG"),
+                sms_coarse: std::env::var("JELLO_BENCH_ML_NO_COARSE").is_err(),
                 ..MultilevelParams::default()
             },
             None,

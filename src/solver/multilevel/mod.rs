@@ -13,7 +13,7 @@
 //!             H_l = base(x) + Σ_all H_e(x_lag)            + contact(x)   (lagged elastic)
 //!             affine:  U_aᵀ H U_a q_a = U_aᵀ(−g)         block-Jacobi PCG, rel 1e-4
 //!                      d_s ← U_a q_a;  r ← −g − H d_s
-//!             SMS:     U_sᵀ H U_s q_s = U_sᵀ r            block-Jacobi PCG, rel 1e-4
+//!             SMS:     U_sᵀ H U_s q_s = U_sᵀ r            block-Jacobi + affine coarse PCG
 //!                      d_s += U_s q_s
 //!             full:    N_cg Jacobi-PCG iterations on H_l d = −g from d = d_s
 //!             α ← CCD/inversion filter, Armijo backtracking on E;  x += α d
@@ -49,6 +49,14 @@
 //!   when the mean of the last 3 line-search step lengths is below 0.5, at most once every 5
 //!   iterations (the paper gives the five; window and threshold are ours). The window is
 //!   cleared at each rebuild so a new Hessian is judged on its own steps.
+//!   Measured on the bench's 729-vertex ball (first-contact step, ε = 1e-8, block Jacobi
+//!   alone): adaptive 17 iterations / 2,156 CG at E = 1e6, every iteration 17 / 2,138, once
+//!   per step 17 / 2,159; identical (10 / 841) at 1e9 — within one step the elastic Hessian
+//!   changes little there; the rule matters for large deformations within a step.
+//! - **N_cg and handles** (same step, E = 1e6 / 1e9, block Jacobi alone): N_cg 20 → 17 / 10
+//!   Newton iterations and 2,156 / 841 CG; 40 → 14 / 10 and 1,974 / 1,042; 100 → 12 / 10 and
+//!   2,358 / 1,666. Handles 16 (default) as above; 48 → 15 / 9 and 2,071 / 744; 4 → 24 / 12 and
+//!   1,525 / 632.
 //! - **Stop rule.** Default: jello's shared CN rule (so a comparison with Newton compares
 //!   like with like). `[solver] subspace_stop = tol` selects the paper's rule, the largest
 //!   per-vertex norm of `d_s` (of `d` where there is no subspace level or the safeguard
@@ -73,6 +81,15 @@
 //!   per solve before the barrier engages, 122–183 after (for 192 subspace DOFs): a stiff
 //!   barrier on a few surface vertices, seen through smooth skinning weights, couples every
 //!   handle around the contact, which a 12×12 block diagonal cannot precondition.
+//! - **SMS preconditioner: block Jacobi plus an affine coarse space** (beyond the paper,
+//!   `MultilevelParams::sms_coarse`, default on). The objects' affine motions written in SMS
+//!   DOFs (`[A | t + A(o_h − c)]` per handle: exactly the affine field where the weights sum
+//!   to 1) give an additive two-level preconditioner `B⁻¹ + R (RᵀGR)⁻¹Rᵀ` (SPD for any R), at
+//!   12 Galerkin products per object per solve to build `RᵀGR`. Block Jacobi alone cannot see
+//!   the global soft modes (rigid motions held only by inertia) against the stiff elastic
+//!   ones. Measured on the bench's 729-vertex ball (first-contact step, ε = 1e-8): SMS CG
+//!   1,799 → 1,314 at E = 1e6 Pa, 631 → 383 at 1e9; the stack's landing step (tests) 789 →
+//!   659 CG in total; RESOLUTION16.
 //! - **Handles.** Default one per 500 vertices (the paper's 375–500 on its large scenes), at
 //!   least `min(16, n/4)`, at most 400 ([`params::default_handles`]); `[solver] handles`.
 //!
@@ -83,16 +100,17 @@
 //! iteration lands within 2e-16 m of the direct-solve Newton step; under the paper's stop
 //! rule the stack's landing step (814 contact stencils) lands within 6.6e-7 of the bounding-box
 //! diagonal of Newton's solution at ε = 1e-10 (the paper: 1%), in 6 iterations and 789 CG.
-//! `benches/multilevel.rs` (the stiffness sweep, tables in its header): on a 4,913-vertex
-//! ball at ε = 1e-8 the first-contact step takes 7,369 / 5,388 / 64 CG iterations at
+//! `benches/multilevel.rs` (the stiffness sweep, tables in its header; block Jacobi alone):
+//! on a 4,913-vertex ball at ε = 1e-8 the first-contact step takes 7,369 / 5,388 / 64 CG iterations at
 //! E = 1e6 / 1e8 / 1e10 Pa (Jacobi-PCG Newton: 2,249 / 1,103 / 163), 37 / 33 / 1 Newton
 //! iterations (Newton: 21 / 12 / 1): the SMS solves dominate (6,592 of the 7,369).
 //!
 //! # Next steps
-//! - Conditioning of the SMS level under contact: its block-Jacobi PCG takes 100–180
-//!   iterations per solve once the barrier engages (see above); candidates are a sparse
-//!   assembled UᵀHU (blocks couple only where supports overlap) factored per iteration, or
-//!   a contact-aware preconditioner. Then the 100k-tet heterogeneous bench of the issue.
+//! - Conditioning of the SMS level under contact: its PCG takes 100–180 iterations per solve
+//!   once the barrier engages (block Jacobi alone; fewer with the coarse space, see above);
+//!   candidates are a sparse assembled UᵀHU (blocks couple only where supports overlap)
+//!   factored per iteration, or a contact-aware coarse space. Then the 100k-tet
+//!   heterogeneous bench of the issue.
 //! - The GPU backend: lift, restrict, H·v (cubature elements, lagged BSR SpMV, contact
 //!   stencils), the block-Jacobi application, PCG vector work and the line-search energies
 //!   as WGSL kernels with CPU twins (ARCHITECTURE.md: a `MultilevelBackend` sub-trait of

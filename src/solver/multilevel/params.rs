@@ -90,6 +90,9 @@ pub struct MultilevelParams {
     /// What the cubature fits (default [`CubatureTargets::Weights`], the precompute's
     /// default: products of the scalar weights; `WeightsAffine` adds `φ_h·(x − o_h)`).
     pub cubature: CubatureTargets,
+    /// Precondition the SMS solve with block Jacobi plus an additive coarse correction on
+    /// the objects' affine motions (default true; false: block Jacobi alone, the paper's).
+    pub sms_coarse: bool,
 }
 
 impl Default for MultilevelParams {
@@ -106,6 +109,7 @@ impl Default for MultilevelParams {
             stop: MultilevelStop::Shared(StopRule::default()),
             max_iterations: 100,
             cubature: CubatureTargets::Weights,
+            sms_coarse: true,
         }
     }
 }

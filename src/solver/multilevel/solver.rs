@@ -58,6 +58,9 @@ pub struct MultilevelSolver {
     basis: Option<Arc<SmsBasis>>,
     /// Cubature samples: (element, w_e / vol_e).
     samples: Vec<(u32, f64)>,
+    /// Per SMS handle: its object and `o_h − c_object` (m), for the affine coarse space of
+    /// the SMS solve (see [`Coarse`]).
+    sms_coarse: Option<Coarse>,
     n_cg: usize,
     /// Largest rest extent (m), for the Dx rule.
     extent: f64,
@@ -113,6 +116,26 @@ impl MultilevelSolver {
                 .collect(),
             None => Vec::new(),
         };
+        let sms_coarse = match (&basis, params.sms_coarse) {
+            (Some(b), true) => {
+                let a = AffineBasis::new(&model.mesh.positions, &model.mesh.tets)
+                    .map_err(|e| JelloError::Solver(format!("multilevel: affine level: {e}")))?;
+                let (object, shift) = (0..b.n_handles())
+                    .map(|h| {
+                        let o = a.object[b.partition.centroid[h] as usize];
+                        let c = a.origin[o as usize];
+                        let oh = b.origin[h];
+                        (o, [oh[0] - c[0], oh[1] - c[1], oh[2] - c[2]])
+                    })
+                    .unzip();
+                Some(Coarse {
+                    objects: a.n_objects(),
+                    object,
+                    shift,
+                })
+            }
+            _ => None,
+        };
         let n_cg = params
             .n_cg
             .or_else(|| basis.as_ref().map(|b| b.n_cg.n_cg))
@@ -130,6 +153,7 @@ impl MultilevelSolver {
             sms,
             basis,
             samples,
+            sms_coarse,
             n_cg,
             extent: model.largest_extent(),
             diagonal,
@@ -201,14 +225,26 @@ impl MultilevelSolver {
             let mut b = vec![0.0; level.dim()];
             level.restrict(&r, &mut b);
             let inv = invert_blocks(&h.galerkin_diagonal(level));
+            let mut galerkin = |q: &[f64], out: &mut [f64]| {
+                level.lift(q, &mut u);
+                h.apply(&u, &mut hu);
+                level.restrict(&hu, out);
+            };
+            // The SMS level's preconditioner: block Jacobi, plus (by default) the additive
+            // coarse correction on the objects' affine motions embedded in the SMS DOFs.
+            let coarse = match (&self.sms_coarse, slot) {
+                (Some(c), 1) => c.factor(&mut galerkin, level.dim()),
+                _ => None,
+            };
             let mut q = vec![0.0; level.dim()];
             let out = pcg(
-                &mut |q: &[f64], out: &mut [f64]| {
-                    level.lift(q, &mut u);
-                    h.apply(&u, &mut hu);
-                    level.restrict(&hu, out);
+                &mut galerkin,
+                &|r: &[f64], z: &mut [f64]| {
+                    block_apply(&inv, r, z);
+                    if let Some((c, chol)) = &coarse {
+                        c.add_correction(chol, r, z);
+                    }
                 },
-                &|r: &[f64], z: &mut [f64]| block_apply(&inv, r, z),
                 &b,
                 &mut q,
                 self.params.subspace_tolerance,
@@ -233,6 +269,91 @@ impl MultilevelSolver {
             self.elastic_lag.scatter_add(&self.layout.scatter, t, h);
         }
         self.stats.lag_refreshes += 1;
+    }
+}
+
+/// The affine motions of each object written in SMS handle DOFs, `R a`: handle `h` of object
+/// `o` gets `[A | t + A (o_h − c_o)]`, so `U_s R a = Σ_h φ_h (A (x − c_o) + t)`, the object's
+/// affine map wherever the weights sum to 1 (everywhere without pins). Used as the coarse
+/// space of an additive two-level preconditioner `P⁻¹ = B⁻¹ + R (Rᵀ G R)⁻¹ Rᵀ` of the SMS
+/// Galerkin matrix G: block Jacobi B cannot see the soft global modes (rigid motions held
+/// only by inertia) against the stiff elastic ones.
+struct Coarse {
+    objects: usize,
+    object: Vec<u32>,
+    shift: Vec<[f64; 3]>,
+}
+
+impl Coarse {
+    /// `q = R a`.
+    fn embed(&self, a: &[f64], q: &mut [f64]) {
+        for (h, (&o, s)) in self.object.iter().zip(&self.shift).enumerate() {
+            let ao = &a[HANDLE_DOFS * o as usize..][..HANDLE_DOFS];
+            let qh = &mut q[HANDLE_DOFS * h..][..HANDLE_DOFS];
+            for r in 0..3 {
+                let row = &ao[4 * r..4 * r + 4];
+                qh[4 * r..4 * r + 3].copy_from_slice(&row[..3]);
+                qh[4 * r + 3] = row[3] + row[0] * s[0] + row[1] * s[1] + row[2] * s[2];
+            }
+        }
+    }
+
+    /// `a = Rᵀ q`.
+    fn project(&self, q: &[f64], a: &mut [f64]) {
+        a.fill(0.0);
+        for (h, (&o, s)) in self.object.iter().zip(&self.shift).enumerate() {
+            let qh = &q[HANDLE_DOFS * h..][..HANDLE_DOFS];
+            let ao = &mut a[HANDLE_DOFS * o as usize..][..HANDLE_DOFS];
+            for r in 0..3 {
+                for c in 0..3 {
+                    ao[4 * r + c] += qh[4 * r + c] + qh[4 * r + 3] * s[c];
+                }
+                ao[4 * r + 3] += qh[4 * r + 3];
+            }
+        }
+    }
+
+    /// The Cholesky factor of `Rᵀ G R` (one Galerkin product per coarse DOF), or `None` when
+    /// it is not SPD (then block Jacobi alone).
+    fn factor(
+        &self,
+        galerkin: &mut dyn FnMut(&[f64], &mut [f64]),
+        dim: usize,
+    ) -> Option<(&Self, nalgebra::Cholesky<f64, nalgebra::Dyn>)> {
+        let nc = HANDLE_DOFS * self.objects;
+        let mut m = nalgebra::DMatrix::<f64>::zeros(nc, nc);
+        let (mut e, mut q, mut gq, mut col) =
+            (vec![0.0; nc], vec![0.0; dim], vec![0.0; dim], vec![0.0; nc]);
+        for j in 0..nc {
+            e.fill(0.0);
+            e[j] = 1.0;
+            self.embed(&e, &mut q);
+            galerkin(&q, &mut gq);
+            self.project(&gq, &mut col);
+            for i in 0..nc {
+                m[(i, j)] = col[i];
+            }
+        }
+        let m = (&m + m.transpose()) * 0.5;
+        m.cholesky().map(|c| (self, c))
+    }
+
+    /// `z += R (Rᵀ G R)⁻¹ Rᵀ r`.
+    fn add_correction(
+        &self,
+        chol: &nalgebra::Cholesky<f64, nalgebra::Dyn>,
+        r: &[f64],
+        z: &mut [f64],
+    ) {
+        let nc = HANDLE_DOFS * self.objects;
+        let mut a = vec![0.0; nc];
+        self.project(r, &mut a);
+        let sol = chol.solve(&nalgebra::DVector::from_vec(a));
+        let mut q = vec![0.0; z.len()];
+        self.embed(sol.as_slice(), &mut q);
+        for (zk, qk) in z.iter_mut().zip(&q) {
+            *zk += qk;
+        }
     }
 }
 
