@@ -47,6 +47,17 @@
 //! | 1e8  | 33 / 5,388 (33+4,695+660) / 18,907 | 12 / 1,103 / 4,232  | 12 / 8,315  |
 //! | 1e10 | 1 / 64 (1+43+20) / 721             | 1 / 163 / 566       | 1 / 937     |
 //!
+//! With the default coarse space in the SMS solve (multilevel only; the baselines are the
+//! rows above), its its / CG (affine + SMS + full) / ms:
+//!
+//! | E (Pa) | resolution 8 | resolution 16 |
+//! |---|---|---|
+//! | 1e6  | 17 / 1,671 (17+1,314+340) / 1,303 | 37 / 7,245 (37+6,468+740) / 35,342 |
+//! | 1e7  | 15 / 1,237 (15+922+300) / 1,099   | |
+//! | 1e8  | 13 / 934 (13+661+260) / 1,204     | 33 / 4,803 (33+4,110+660) / 18,575 |
+//! | 1e9  | 10 / 593 (10+383+200) / 856       | |
+//! | 1e10 | 7 / 422 (7+275+140) / 553         | |
+//!
 //! What this shows, against the paper's Fig. 14 (flat 100–200 CG for multilevel, Jacobi PCG
 //! growing to ~10,000 on a 61k-vertex ball): on these small balls Jacobi PCG does not blow up
 //! (its iteration count follows the elastic Hessian's conditioning, which grows with the

@@ -89,7 +89,8 @@
 //!   the global soft modes (rigid motions held only by inertia) against the stiff elastic
 //!   ones. Measured on the bench's 729-vertex ball (first-contact step, ε = 1e-8): SMS CG
 //!   1,799 → 1,314 at E = 1e6 Pa, 631 → 383 at 1e9; the stack's landing step (tests) 789 →
-//!   659 CG in total; RESOLUTION16.
+//!   659 CG in total; on the 4,913-vertex ball only 6,592 → 6,468 (1e6) and 4,695 → 4,110
+//!   (1e8): there the soft global modes are not what makes the SMS solves long.
 //! - **Handles.** Default one per 500 vertices (the paper's 375–500 on its large scenes), at
 //!   least `min(16, n/4)`, at most 400 ([`params::default_handles`]); `[solver] handles`.
 //!
