@@ -120,19 +120,7 @@ impl MultilevelSolver {
             (Some(b), true) => {
                 let a = AffineBasis::new(&model.mesh.positions, &model.mesh.tets)
                     .map_err(|e| JelloError::Solver(format!("multilevel: affine level: {e}")))?;
-                let (object, shift) = (0..b.n_handles())
-                    .map(|h| {
-                        let o = a.object[b.partition.centroid[h] as usize];
-                        let c = a.origin[o as usize];
-                        let oh = b.origin[h];
-                        (o, [oh[0] - c[0], oh[1] - c[1], oh[2] - c[2]])
-                    })
-                    .unzip();
-                Some(Coarse {
-                    objects: a.n_objects(),
-                    object,
-                    shift,
-                })
+                Some(Coarse::new(b, &a))
             }
             _ => None,
         };
@@ -261,9 +249,8 @@ impl MultilevelSolver {
         (d, counts)
     }
 
-    fn refresh_lag(&mut self, problem: &StepProblem, elastic: &dyn ElasticTerms, x: &[f64]) {
+    fn refresh_lag(&mut self, elastic: &dyn ElasticTerms, x: &[f64]) {
         elastic.elastic_element_hessians_filtered(x, EigenFilter::Clamp, &mut self.elem);
-        let _ = problem;
         self.elastic_lag.clear();
         for (t, h) in self.elem.iter().enumerate() {
             self.elastic_lag.scatter_add(&self.layout.scatter, t, h);
@@ -285,6 +272,24 @@ struct Coarse {
 }
 
 impl Coarse {
+    /// The embedding of `affine`'s objects into `sms`'s handles (a handle belongs to the
+    /// object of its centroid vertex).
+    fn new(sms: &SmsBasis, affine: &AffineBasis) -> Self {
+        let (object, shift) = (0..sms.n_handles())
+            .map(|h| {
+                let o = affine.object[sms.partition.centroid[h] as usize];
+                let c = affine.origin[o as usize];
+                let oh = sms.origin[h];
+                (o, [oh[0] - c[0], oh[1] - c[1], oh[2] - c[2]])
+            })
+            .unzip();
+        Coarse {
+            objects: affine.n_objects(),
+            object,
+            shift,
+        }
+    }
+
     /// `q = R a`.
     fn embed(&self, a: &[f64], q: &mut [f64]) {
         for (h, (&o, s)) in self.object.iter().zip(&self.shift).enumerate() {
@@ -508,7 +513,7 @@ impl StepSolver for MultilevelSolver {
                 LagRefresh::Adaptive { .. } => iterations == 1 || refresh_due,
             };
             if refresh {
-                self.refresh_lag(problem, elastic, x);
+                self.refresh_lag(elastic, x);
                 last_refresh = iterations;
                 refresh_due = false;
                 alphas.clear();
@@ -648,5 +653,67 @@ impl StepSolver for MultilevelSolver {
             trace: records,
             ..StepReport::default()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jello_precompute::sms::{build_sms, SmsOptions};
+
+    /// The coarse embedding is exact: lifting `R a` through the SMS basis gives the affine
+    /// level's lift of `a` (weights sum to 1 without pins), for two objects, and `Rᵀ` is its
+    /// adjoint.
+    #[test]
+    fn coarse_embedding_lifts_to_the_affine_field() {
+        let a_mesh = crate::mesh::box_grid([0.0, 0.0, 0.0], [0.4, 0.1, 0.1], [8, 2, 2]);
+        let b_mesh = crate::mesh::box_grid([0.0, 0.3, 0.0], [0.2, 0.4, 0.1], [4, 2, 2]);
+        let off = a_mesh.positions.len() as u32;
+        let mut positions = a_mesh.positions.clone();
+        positions.extend_from_slice(&b_mesh.positions);
+        let mut tets = a_mesh.tets.clone();
+        tets.extend(b_mesh.tets.iter().map(|t| t.map(|v| v + off)));
+        let n = positions.len();
+        let pinned = vec![false; n];
+        let sms = build_sms(
+            &positions,
+            &tets,
+            &vec![1e6; tets.len()],
+            &pinned,
+            &SmsOptions::new(6),
+        )
+        .unwrap();
+        let affine = AffineBasis::new(&positions, &tets).unwrap();
+        assert_eq!(affine.n_objects(), 2);
+        let c = Coarse::new(&sms, &affine);
+        let (ls, la) = (Level::sms(&sms, &pinned), Level::affine(&affine, &pinned));
+        // Deterministic, irregular coefficients (A of order 1, t in metres).
+        let a: Vec<f64> = (0..24)
+            .map(|k| ((k * 7919 % 23) as f64 - 11.0) / 10.0)
+            .collect();
+        let mut q = vec![0.0; ls.dim()];
+        c.embed(&a, &mut q);
+        let (mut us, mut ua) = (vec![0.0; 3 * n], vec![0.0; 3 * n]);
+        ls.lift(&q, &mut us);
+        la.lift(&a, &mut ua);
+        let err = us
+            .iter()
+            .zip(&ua)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f64::max);
+        let scale = ua.iter().map(|y| y.abs()).fold(0.0, f64::max);
+        assert!(err <= 1e-12 * scale, "{err:e} vs {scale:e}");
+        // Adjoint: (R a)·y = a·(Rᵀ y).
+        let y: Vec<f64> = (0..ls.dim())
+            .map(|k| ((k * 104_729 % 31) as f64 - 15.0) / 7.0)
+            .collect();
+        let mut rty = vec![0.0; 24];
+        c.project(&y, &mut rty);
+        let lhs: f64 = q.iter().zip(&y).map(|(p, r)| p * r).sum();
+        let rhs: f64 = a.iter().zip(&rty).map(|(p, r)| p * r).sum();
+        assert!(
+            (lhs - rhs).abs() <= 1e-12 * lhs.abs().max(rhs.abs()),
+            "{lhs} vs {rhs}"
+        );
     }
 }
