@@ -25,7 +25,7 @@ enum Cmd {
     Run {
         /// Scene file (TOML).
         scene: PathBuf,
-        /// Override the scene's solver (newton, jgs2, vbd, qn, admm).
+        /// Override the scene's solver (newton, jgs2, vbd, qn, admm, dot, lbfgs-h, multilevel).
         #[arg(long)]
         solver: Option<String>,
         /// JGS2/VBD sweep: jacobi (JGS2's default) or gs (coloured Gauss–Seidel, VBD's default).
@@ -103,7 +103,8 @@ enum Cmd {
     /// List GPU adapters with their limits and features, and what --backend auto would use.
     Info,
     /// Build (or verify) a scene's precompute artifact in SCENE_DIR/.jello-cache: the JGS2
-    /// subspace, or DOT's METIS partition for `solver = "dot"` / `"lbfgs-h"`.
+    /// subspace, DOT's METIS partition for `solver = "dot"` / `"lbfgs-h"`, or the SMS basis and
+    /// cubature for `solver = "multilevel"`.
     Precompute {
         /// Scene file (TOML).
         scene: PathBuf,
@@ -510,6 +511,43 @@ fn cmd_precompute(scene_path: PathBuf) -> Result<()> {
     use jello::solver::jgs2::{load_or_build, SubspaceOrigin};
     let built = Scene::load(&scene_path)?.build()?;
     let cache = scene_path.parent().map(|d| d.join(".jello-cache"));
+    if built.config.solver == "multilevel" {
+        use jello::solver::multilevel::{load_or_build_sms, SmsOrigin};
+        let params = jello::runner::multilevel_params(&built.config);
+        let t0 = std::time::Instant::now();
+        let (b, origin, warnings) = load_or_build_sms(&built.model, &params, cache.as_deref())?;
+        for w in warnings {
+            eprintln!("warning: {w}");
+        }
+        match origin {
+            SmsOrigin::Cache(p) => println!("up to date: {} (valid checksum and key)", p.display()),
+            SmsOrigin::Built(p) => println!(
+                "built {} in {:.3} s",
+                p.map(|p| p.display().to_string())
+                    .unwrap_or_else(|| "the SMS basis (not cached)".into()),
+                t0.elapsed().as_secs_f64()
+            ),
+        }
+        let st = &b.stats;
+        let nv = b.n_vertices().max(1) as f64;
+        println!(
+            "{} handles, {} cubature samples (max fit error {:.1e}), N_cg = {}; phases: \
+             geodesic {:.3} s, partition {:.3} s, weights {:.3} s, storage {:.3} s, cubature \
+             {:.3} s; {:.0} + {:.0} bytes per vertex (basis + cubature)",
+            b.n_handles(),
+            b.cubature.n_samples(),
+            b.cubature.max_fit_error(),
+            b.n_cg.n_cg,
+            st.geodesic_factor_s,
+            st.partition_s,
+            st.weights_s,
+            st.storage_s,
+            st.cubature_s,
+            st.bytes as f64 / nv,
+            st.cubature_bytes as f64 / nv
+        );
+        return Ok(());
+    }
     if matches!(built.config.solver.as_str(), "dot" | "lbfgs-h") {
         use jello::solver::dot::{load_or_build_decomposition, DecompositionOrigin};
         let params = jello::runner::dot_params(&built.config);

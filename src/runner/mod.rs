@@ -31,7 +31,8 @@ pub use residual::{
     step_problem, vertex_residuals, ResidualField, ResidualProbe, MAX_RESIDUAL_ITERATION,
 };
 pub use setup::{
-    dot_params, load_or_build_subspace, load_partition, make_solver, setup, setup_on, Setup,
+    dot_params, load_or_build_subspace, load_partition, make_solver, multilevel_params, setup,
+    setup_on, Setup,
 };
 
 use crate::error::{JelloError, Result};

@@ -13,6 +13,9 @@ use crate::solver::jgs2::{
     load_or_build, DeviceJgs2, Jgs2Params, Jgs2Solver, Jgs2Subspace, SubspaceOptions,
     SubspaceOrigin, Variant,
 };
+use crate::solver::multilevel::{
+    build_solver as build_multilevel, MultilevelParams, MultilevelStop,
+};
 use crate::solver::pd::GlobalOptions;
 use crate::solver::qn::{QnParams, QnSolver};
 use crate::solver::{HessianFilter, NewtonParams, NewtonSolver, StepSolver, StopRule};
@@ -66,6 +69,13 @@ fn make_solver_with(
             CpuBackend::new(model.num_vertices()),
             cache_dir,
         ),
+        "multilevel" => {
+            let (solver, warnings) = build_multilevel(model, multilevel_params(config), cache_dir)?;
+            for w in warnings {
+                eprintln!("warning: {w}");
+            }
+            Ok(Box::new(solver))
+        }
         "admm" => {
             if config.static_solve {
                 return Err(JelloError::Invalid(
@@ -98,11 +108,12 @@ fn refuse_strain_limits(config: &RunConfig, model: &Model) -> Result<()> {
 /// line search of projected Newton; the other solvers would ignore the contact in their local
 /// or preconditioning steps, so they refuse the model.
 fn refuse_ipc_contact(config: &RunConfig, model: &Model) -> Result<()> {
-    if model.contact.is_none() || config.solver == "newton" {
+    if model.contact.is_none() || matches!(config.solver.as_str(), "newton" | "multilevel") {
         return Ok(());
     }
     Err(JelloError::Invalid(format!(
-        "contact.ipc: IPC contact between objects runs on solver newton only, not {}",
+        "contact.ipc: IPC contact between objects runs on solvers newton and multilevel only, \
+         not {}",
         config.solver
     )))
 }
@@ -269,6 +280,17 @@ fn static_config(config: &RunConfig, model: &Model) -> RunConfig {
         }
     }
     c
+}
+
+/// The multilevel solver's parameters of `config`: its `[solver]` options with the run's
+/// stop rule (the paper's when `subspace_stop` is given) and iteration cap (default 100).
+pub fn multilevel_params(config: &RunConfig) -> MultilevelParams {
+    let mut p = config.multilevel;
+    if !matches!(p.stop, MultilevelStop::Subspace { .. }) {
+        p.stop = MultilevelStop::Shared(config.stop);
+    }
+    p.max_iterations = config.max_iterations.unwrap_or(100);
+    p
 }
 
 /// JGS2 / VBD parameters of `config`: Jacobi by default for `jgs2`, Gauss–Seidel for `vbd`
@@ -498,6 +520,15 @@ pub fn setup_on(
                 }
             }
         }
+    }
+    if choice.backend == Backend::Gpu && config.solver == "multilevel" {
+        // Its kernels (lift, restrict, H·v, block Jacobi, PCG) are the next step.
+        let why = "multilevel runs on the CPU backend only (its WGSL kernels are not written yet)"
+            .to_string();
+        if strict {
+            return Err(JelloError::Invalid(why));
+        }
+        fall_back(&mut choice, why);
     }
     let solver = make_solver_with(config, model, cache_dir, built_subspace)?;
     let mut sim = Simulation::new(model.clone(), state, config.h, solver)?;

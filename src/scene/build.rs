@@ -15,12 +15,22 @@ use crate::problem::{
 };
 use crate::solver::admm::{ContactParams, ContactVariant, ProxKind};
 use crate::solver::jgs2::SubspaceOptions;
+use crate::solver::multilevel::{LagRefresh, MultilevelParams, MultilevelStop};
 use crate::solver::qn::{QnMode, MAX_HISTORY, PAPER_ITERATIONS};
 use crate::solver::{HessianFilter, StopRule};
 use nalgebra::Vector3;
 
 /// The solvers a scene may name.
-pub const SOLVERS: [&str; 7] = ["newton", "jgs2", "vbd", "qn", "admm", "dot", "lbfgs-h"];
+pub const SOLVERS: [&str; 8] = [
+    "newton",
+    "jgs2",
+    "vbd",
+    "qn",
+    "admm",
+    "dot",
+    "lbfgs-h",
+    "multilevel",
+];
 
 /// The solvers that take `[solver] eigen_filter` (the others build no element Hessian to
 /// filter). DOT and LBFGS-H build theirs once per step, so they take clamp or abs, not the
@@ -48,6 +58,9 @@ pub struct RunConfig {
     pub qn_history: usize,
     /// DOT subdomains (`[solver] subdomains`; default the thread count, 1 for lbfgs-h).
     pub subdomains: Option<usize>,
+    /// Multilevel options (`[solver]` keys `handles`, `n_cg`, `jump_factor`, `lag_refresh`,
+    /// `subspace_stop`; the stop rule and iteration cap are filled in by the runner).
+    pub multilevel: MultilevelParams,
     /// Newton's eigenvalue filter (`[solver] eigen_filter`; `None`: not given, clamp).
     pub eigen_filter: Option<HessianFilter>,
     /// QN and ADMM stopping mode (`[solver] mode` and `iterations`, default the stop rule).
@@ -405,6 +418,15 @@ impl Scene {
                 ));
             }
         }
+        if let Some(k) = config.multilevel.handles {
+            let nv = model.num_vertices();
+            if k > nv {
+                return Err(cx.err(
+                    "solver.handles",
+                    format!("must be an integer in 1..={nv} (the vertex count), got {k}"),
+                ));
+            }
+        }
         if limited && config.solver != "admm" {
             let key = s
                 .objects
@@ -606,6 +628,7 @@ impl Scene {
             let (key, msg) = why.split_once(' ').unwrap_or((&why, ""));
             return Err(cx.err(key, msg));
         }
+        let multilevel = multilevel_params(cx, &s.solver, &solver)?;
         if s.output.every == 0 {
             return Err(cx.err("output.every", "must be ≥ 1"));
         }
@@ -628,6 +651,7 @@ impl Scene {
             subspace,
             qn_history,
             subdomains: s.solver.subdomains,
+            multilevel,
             eigen_filter,
             qn_mode,
             admm_prox,
@@ -1418,4 +1442,60 @@ fn region(cx: &Ctx, key: &str, r: &RegionSpec) -> Result<Region> {
             })
         }
     }
+}
+
+/// The multilevel solver's `[solver]` keys: each applies only to solver multilevel and is
+/// range-checked here (the handle count against the mesh where the model is built).
+fn multilevel_params(cx: &Ctx, s: &SolverSpec, solver: &str) -> Result<MultilevelParams> {
+    let mut p = MultilevelParams::default();
+    let given = [
+        ("solver.handles", s.handles.is_some()),
+        ("solver.n_cg", s.n_cg.is_some()),
+        ("solver.jump_factor", s.jump_factor.is_some()),
+        ("solver.lag_refresh", s.lag_refresh.is_some()),
+        ("solver.subspace_stop", s.subspace_stop.is_some()),
+    ];
+    if solver != "multilevel" {
+        if let Some((key, _)) = given.iter().find(|(_, g)| *g) {
+            return Err(cx.err(
+                *key,
+                format!("applies only to solver multilevel, not {solver}"),
+            ));
+        }
+        return Ok(p);
+    }
+    if let Some(k) = s.handles {
+        if k == 0 {
+            return Err(cx.err("solver.handles", "must be ≥ 1"));
+        }
+        p.handles = Some(k);
+    }
+    if let Some(n) = s.n_cg {
+        if n == 0 {
+            return Err(cx.err("solver.n_cg", "must be ≥ 1"));
+        }
+        p.n_cg = Some(n);
+    }
+    if let Some(c) = s.jump_factor {
+        cx.positive("solver.jump_factor", c, "")?;
+        p.jump_factor = c;
+    }
+    if let Some(name) = s.lag_refresh.as_deref() {
+        p.lag = match name {
+            "adaptive" => LagRefresh::default(),
+            "iteration" => LagRefresh::Iteration,
+            "step" => LagRefresh::Step,
+            other => {
+                return Err(cx.err(
+                    "solver.lag_refresh",
+                    format!("unknown rule `{other}` (expected adaptive, iteration or step)"),
+                ))
+            }
+        };
+    }
+    if let Some(t) = s.subspace_stop {
+        cx.positive("solver.subspace_stop", t, " 1/s")?;
+        p.stop = MultilevelStop::Subspace { tol: t };
+    }
+    Ok(p)
 }

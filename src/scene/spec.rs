@@ -75,7 +75,7 @@ pub struct SimulationSpec {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SolverSpec {
-    /// `newton` (default), `jgs2`, `vbd`, `qn`, `admm`, `dot` or `lbfgs-h`.
+    /// `newton` (default), `jgs2`, `vbd`, `qn`, `admm`, `dot`, `lbfgs-h` or `multilevel`.
     #[serde(default = "SolverSpec::default_name")]
     pub name: String,
     /// Stop rule: `cn` (characteristic norm, default) or `dx` (max position change).
@@ -147,6 +147,27 @@ pub struct SolverSpec {
     /// 1 is LBFGS-H).
     #[serde(default)]
     pub subdomains: Option<usize>,
+    /// Multilevel: SMS handles, an integer in 1..=the vertex count (default about one per
+    /// 500 vertices, at least min(16, n/4), at most 400: `jello::solver::multilevel`).
+    #[serde(default)]
+    pub handles: Option<usize>,
+    /// Multilevel: full-space Jacobi-PCG iterations per Newton iteration, ≥ 1 (default: the
+    /// SMS precompute's rule, 20 or 40 — the paper's).
+    #[serde(default)]
+    pub n_cg: Option<usize>,
+    /// Multilevel: jump factor c of the partitioning metric at material interfaces, > 0
+    /// (default 0.25; the paper uses 0.1–0.5).
+    #[serde(default)]
+    pub jump_factor: Option<f64>,
+    /// Multilevel: when the lagged elastic Hessian is rebuilt: `adaptive` (default, the
+    /// paper's: each step's start, and when the mean of the last 3 step lengths is below 0.5,
+    /// at most every 5 iterations), `iteration` or `step`.
+    #[serde(default)]
+    pub lag_refresh: Option<String>,
+    /// Multilevel: the paper's stop rule instead of `stop`: ‖d_s‖∞/(h·bbox diagonal) below
+    /// this value, 1/s (the paper's 1e-3).
+    #[serde(default)]
+    pub subspace_stop: Option<f64>,
 }
 
 impl SolverSpec {
@@ -192,6 +213,11 @@ impl Default for SolverSpec {
             sor: None,
             friction: None,
             subdomains: None,
+            handles: None,
+            n_cg: None,
+            jump_factor: None,
+            lag_refresh: None,
+            subspace_stop: None,
         }
     }
 }
@@ -626,7 +652,7 @@ pub struct ContactSpec {
     #[serde(default = "default_one")]
     pub kappa: f64,
     /// IPC contact between the objects' surfaces and within each (default false: objects pass
-    /// through each other). Solver newton only.
+    /// through each other). Solvers newton and multilevel only.
     #[serde(default)]
     pub ipc: bool,
     /// With `ipc`: each object also collides with itself (default true).

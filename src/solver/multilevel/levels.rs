@@ -1,0 +1,165 @@
+//! The subspace levels: the per-object affine basis `U_a` and the SMS basis `U_s`, as one
+//! sparse prolongation type — per vertex a list of (handle, φ) and per handle its 3×12 block
+//! `φ · I₃ ⊗ [x̄ − o_h; 1]` built on the fly — with the lift `U q`, the restriction `Uᵀ y` and
+//! the covering lists the block-Jacobi blocks are summed over.
+//!
+//! Pinned vertices: both lifts are zeroed there (`P U`, `P` the projector onto the free
+//! DOFs), so every subspace direction keeps the pins where their scripts put them. For the
+//! SMS level this changes nothing (its weights already vanish at pins, Eq. 11); for the
+//! affine level it is the paper's open point "DBCs also modify the affine weights": the
+//! object's affine map moves only its free vertices, and a fully pinned object contributes a
+//! zero block (identity-preconditioned, zero right-hand side).
+
+use jello_precompute::sms::{AffineBasis, SmsBasis, HANDLE_DOFS};
+use rayon::prelude::*;
+
+/// A sparse skinning prolongation with 12 DOFs per handle (row-major `[A | t]`).
+#[derive(Clone, Debug)]
+pub struct Level {
+    /// "affine" or "sms".
+    pub name: &'static str,
+    rest: Vec<[f64; 3]>,
+    origin: Vec<[f64; 3]>,
+    vertex_ptr: Vec<usize>,
+    vertex_handle: Vec<u32>,
+    vertex_weight: Vec<f64>,
+    handle_ptr: Vec<usize>,
+    handle_vertex: Vec<u32>,
+    handle_weight: Vec<f64>,
+    pinned: Vec<bool>,
+}
+
+fn frame(x: [f64; 3], o: [f64; 3]) -> [f64; 4] {
+    [x[0] - o[0], x[1] - o[1], x[2] - o[2], 1.0]
+}
+
+impl Level {
+    /// The SMS level of `basis` (its own CSR both ways), pins from `pinned`.
+    pub fn sms(basis: &SmsBasis, pinned: &[bool]) -> Self {
+        Level {
+            name: "sms",
+            rest: basis.rest.clone(),
+            origin: basis.origin.clone(),
+            vertex_ptr: basis.vertex_ptr.clone(),
+            vertex_handle: basis.vertex_handle.clone(),
+            vertex_weight: basis.vertex_weight.clone(),
+            handle_ptr: basis.handle_ptr.clone(),
+            handle_vertex: basis.handle_vertex.clone(),
+            handle_weight: basis.handle_weight.clone(),
+            pinned: pinned.to_vec(),
+        }
+    }
+
+    /// The affine level of `basis`: one handle per object, φ ≡ 1.
+    pub fn affine(basis: &AffineBasis, pinned: &[bool]) -> Self {
+        let n = basis.rest.len();
+        let m = basis.n_objects();
+        let vertex_ptr = (0..=n).collect();
+        let vertex_handle = basis.object.clone();
+        let mut handle_ptr = vec![0usize; m + 1];
+        for &o in &basis.object {
+            handle_ptr[o as usize + 1] += 1;
+        }
+        for h in 0..m {
+            handle_ptr[h + 1] += handle_ptr[h];
+        }
+        let mut fill = handle_ptr.clone();
+        let mut handle_vertex = vec![0u32; n];
+        for (v, &o) in basis.object.iter().enumerate() {
+            handle_vertex[fill[o as usize]] = v as u32;
+            fill[o as usize] += 1;
+        }
+        Level {
+            name: "affine",
+            rest: basis.rest.clone(),
+            origin: basis.origin.clone(),
+            vertex_ptr,
+            vertex_handle,
+            vertex_weight: vec![1.0; n],
+            handle_ptr,
+            handle_vertex,
+            handle_weight: vec![1.0; n],
+            pinned: pinned.to_vec(),
+        }
+    }
+
+    /// Handle count.
+    pub fn n_handles(&self) -> usize {
+        self.origin.len()
+    }
+
+    /// Subspace dimension `12 · handles`.
+    pub fn dim(&self) -> usize {
+        HANDLE_DOFS * self.n_handles()
+    }
+
+    /// Whether vertex `v` is pinned (its lift is zero).
+    pub fn is_pinned(&self, v: usize) -> bool {
+        self.pinned[v]
+    }
+
+    /// (handle, φ, frame) of every handle covering vertex `v`.
+    pub fn covering(&self, v: usize) -> impl Iterator<Item = (usize, f64, [f64; 4])> + '_ {
+        (self.vertex_ptr[v]..self.vertex_ptr[v + 1]).map(move |k| {
+            let h = self.vertex_handle[k] as usize;
+            (
+                h,
+                self.vertex_weight[k],
+                frame(self.rest[v], self.origin[h]),
+            )
+        })
+    }
+
+    /// φ and frame of handle `h` at vertex `v`, if `h` covers `v` (lists are short and
+    /// sorted by handle).
+    pub fn weight_frame(&self, v: usize, h: usize) -> Option<(f64, [f64; 4])> {
+        let r = self.vertex_ptr[v]..self.vertex_ptr[v + 1];
+        let k = self.vertex_handle[r.clone()]
+            .iter()
+            .position(|&x| x as usize == h)?;
+        Some((
+            self.vertex_weight[r.start + k],
+            frame(self.rest[v], self.origin[h]),
+        ))
+    }
+
+    /// Lift `u = P U q` (m): `q` has [`Self::dim`] entries, `u` has `3n`; pinned vertices
+    /// get 0. Gathers per vertex.
+    pub fn lift(&self, q: &[f64], u: &mut [f64]) {
+        u.par_chunks_mut(3).enumerate().for_each(|(v, uv)| {
+            uv.fill(0.0);
+            if self.pinned[v] {
+                return;
+            }
+            for (h, w, f) in self.covering(v) {
+                let qh = &q[HANDLE_DOFS * h..][..HANDLE_DOFS];
+                for r in 0..3 {
+                    uv[r] += w * (0..4).map(|c| qh[4 * r + c] * f[c]).sum::<f64>();
+                }
+            }
+        });
+    }
+
+    /// Restrict `q = Uᵀ P y`, the exact adjoint of [`Self::lift`]. Gathers per handle.
+    pub fn restrict(&self, y: &[f64], q: &mut [f64]) {
+        q.par_chunks_mut(HANDLE_DOFS)
+            .enumerate()
+            .for_each(|(h, qh)| {
+                qh.fill(0.0);
+                for k in self.handle_ptr[h]..self.handle_ptr[h + 1] {
+                    let v = self.handle_vertex[k] as usize;
+                    if self.pinned[v] {
+                        continue;
+                    }
+                    let w = self.handle_weight[k];
+                    let f = frame(self.rest[v], self.origin[h]);
+                    for r in 0..3 {
+                        let wy = w * y[3 * v + r];
+                        for c in 0..4 {
+                            qh[4 * r + c] += wy * f[c];
+                        }
+                    }
+                }
+            });
+    }
+}

@@ -1,0 +1,155 @@
+//! The multilevel solver of Trusty, Levin and Kaufman ("Sparse, Geometry- and Material-Aware
+//! Bases for Multilevel Elastodynamic Simulation"; issue 13): `--solver multilevel`, f64 on
+//! the CPU.
+//!
+//! An inexact projected Newton method whose direction comes from three levels applied one
+//! after another, on the step's full incremental potential (inertia, elasticity, obstacle
+//! barrier, IPC contact and lagged friction — the same `StepProblem` Newton minimises):
+//!
+//! ```text
+//! per step:   lagged elastic Hessian rebuilt at x_start; κ and friction as Newton sets them
+//! per iter:   g ← ∇E(x)                                    (full space, exact)
+//!             H   = base(x) + Σ_samples (w_e/vol_e) H_e(x) + contact(x)   (cubature, fresh)
+//!             H_l = base(x) + Σ_all H_e(x_lag)            + contact(x)   (lagged elastic)
+//!             affine:  U_aᵀ H U_a q_a = U_aᵀ(−g)         block-Jacobi PCG, rel 1e-4
+//!                      d_s ← U_a q_a;  r ← −g − H d_s
+//!             SMS:     U_sᵀ H U_s q_s = U_sᵀ r            block-Jacobi + affine coarse PCG
+//!                      d_s += U_s q_s
+//!             full:    N_cg Jacobi-PCG iterations on H_l d = −g from d = d_s
+//!             α ← CCD/inversion filter, Armijo backtracking on E;  x += α d
+//! stop:       the shared rule (CN by default) or the paper's ‖d_s‖∞/(h·diag) < tol
+//! ```
+//!
+//! `base` is what [`StepProblem::assemble`] holds besides the elements (inertia `m/ĥ²`, the
+//! obstacle barrier, sphere/box surface pairs, identity on pinned rows); `H_e` are the
+//! clamp-projected element Hessians (Newton's default filter); contact is
+//! [`StepProblem::contact_hessian_blocks`] (IPC barrier and friction stencils, PSD). Every
+//! product is matrix-free in the sense of the paper: U is never assembled (lift and
+//! restriction gather over the sparse per-vertex and per-handle weight lists, [`Level`]),
+//! UᵀHU never formed (lift, H·v term by term, restrict: [`HessianOperator`]); the 12×12
+//! block-Jacobi blocks are summed from H's terms and the covering lists directly.
+//!
+//! Files: [`params`] (options and defaults), [`levels`] (the affine and SMS prolongations),
+//! [`operator`] (H·v, its diagonal and the Galerkin block diagonal), [`cache`] (the SMS
+//! precompute, cached as `sms-KEY.bin`), `solver.rs` (the loop); the PCG is
+//! [`crate::solver::pcg`], shared.
+//!
+//! # Choices the paper leaves open (with the reason, and the measured effect where measured)
+//! - **Full-space residual.** Alg. 1 forms the smoother's right-hand side with the cubature
+//!   H (`r = −g − H d_s`); here the smoother is PCG on `H_l d = −g` started at `d_s`, i.e. its
+//!   right-hand side is `−g − H_l d_s`. The smoother then converges to the Newton direction
+//!   of H_l whatever the levels did (`tests/multilevel.rs`: with N_cg large and
+//!   `lag_refresh = iteration` one step equals the direct-solve Newton step), and the levels
+//!   act as a multiplicative coarse correction of the same system.
+//! - **Descent safeguard.** The levels use the cubature H, the smoother H_l: the composed
+//!   direction is not guaranteed to descend. When `gᵀd ≥ 0` the iteration falls back to the
+//!   smoother from zero (descent by construction), counted in
+//!   [`MultilevelStats::descent_fallbacks`].
+//! - **Lag refresh** ([`LagRefresh::Adaptive`], §3.7.2): rebuilt at each step's start; then
+//!   when the mean of the last 3 line-search step lengths is below 0.5, at most once every 5
+//!   iterations (the paper gives the five; window and threshold are ours). The window is
+//!   cleared at each rebuild so a new Hessian is judged on its own steps.
+//!   Measured on the bench's 729-vertex ball (first-contact step, ε = 1e-8, block Jacobi
+//!   alone): adaptive 17 iterations / 2,156 CG at E = 1e6, every iteration 17 / 2,138, once
+//!   per step 17 / 2,159; identical (10 / 841) at 1e9 — within one step the elastic Hessian
+//!   changes little there; the rule matters for large deformations within a step.
+//! - **N_cg and handles** (same step, E = 1e6 / 1e9, block Jacobi alone): N_cg 20 → 17 / 10
+//!   Newton iterations and 2,156 / 841 CG; 40 → 14 / 10 and 1,974 / 1,042; 100 → 12 / 10 and
+//!   2,358 / 1,666. Handles 16 (default) as above; 48 → 15 / 9 and 2,071 / 744; 4 → 24 / 12 and
+//!   1,525 / 632.
+//! - **Stop rule.** Default: jello's shared CN rule (so a comparison with Newton compares
+//!   like with like). `[solver] subspace_stop = tol` selects the paper's rule, the largest
+//!   per-vertex norm of `d_s` (of `d` where there is no subspace level or the safeguard
+//!   fired) over `h ×` the rest bounding-box diagonal, in 1/s (the paper's 1e-3; it leaves
+//!   the norm open).
+//! - **PCG tolerances.** Levels: relative 1e-4 on the preconditioned system's residual
+//!   (unpreconditioned Euclidean norm), capped at 200 iterations; the smoother runs exactly
+//!   N_cg iterations (`full_tolerance = 0`), N_cg from the SMS precompute's rule (20 or 40).
+//! - **Pinned vertices at the affine level.** Both lifts are zeroed at pinned vertices
+//!   (`P U`), so no direction moves a pin; at the SMS level that changes nothing (the
+//!   weights vanish there, Eq. 11).
+//! - **Cubature at both levels.** The affine level uses the SMS partitions' cubature rule
+//!   too (its functions are constants, which the rule integrates exactly); mass, barrier,
+//!   contact and friction are exact everywhere, as in the paper.
+//! - **Cubature targets.** The precompute's default (products of the scalar weights,
+//!   `MultilevelParams::cubature`). Measured on the bench's E = 1e6 ball (729 vertices, 3,072
+//!   tets, 16 handles, the first-contact step at 1 m/s): 600 samples, 124 ms of cubature fit,
+//!   1,784 SMS CG iterations over the step's 15 Newton iterations; fitting `φ·(x − o)` too
+//!   (`WeightsAffine`) took 2,956 samples (nearly every element), 12.3 s, and 1,604 SMS CG
+//!   iterations over 14 — the cubature is not what makes the SMS solves long.
+//! - **What the SMS solves cost.** Their PCG iterations grow with contact: on that step 45–71
+//!   per solve before the barrier engages, 122–183 after (for 192 subspace DOFs): a stiff
+//!   barrier on a few surface vertices, seen through smooth skinning weights, couples every
+//!   handle around the contact, which a 12×12 block diagonal cannot precondition.
+//! - **SMS preconditioner: block Jacobi plus an affine coarse space** (beyond the paper,
+//!   `MultilevelParams::sms_coarse`, default on). The objects' affine motions written in SMS
+//!   DOFs (`[A | t + A(o_h − c)]` per handle: exactly the affine field where the weights sum
+//!   to 1) give an additive two-level preconditioner `B⁻¹ + R (RᵀGR)⁻¹Rᵀ` (SPD for any R), at
+//!   12 Galerkin products per object per solve to build `RᵀGR`. Block Jacobi alone cannot see
+//!   the global soft modes (rigid motions held only by inertia) against the stiff elastic
+//!   ones. Measured on the bench's 729-vertex ball (first-contact step, ε = 1e-8): SMS CG
+//!   1,799 → 1,314 at E = 1e6 Pa, 631 → 383 at 1e9; the stack's landing step (tests) 789 →
+//!   659 CG in total; on the 4,913-vertex ball only 6,592 → 6,468 (1e6) and 4,695 → 4,110
+//!   (1e8): there the soft global modes are not what makes the SMS solves long.
+//! - **Handles.** Default one per 500 vertices (the paper's 375–500 on its large scenes), at
+//!   least `min(16, n/4)`, at most 400 ([`params::default_handles`]); `[solver] handles`.
+//!
+//! # Measured
+//! `tests/multilevel.rs`: UᵀHU applied matrix-free equals the dense Galerkin product within
+//! 4e-15 relative (both levels, a pinned cantilever and the stack in contact), its 12×12
+//! blocks within 8e-15; with the smoother run to 1e-13 and `lag_refresh = iteration` one
+//! iteration lands within 2e-16 m of the direct-solve Newton step; under the paper's stop
+//! rule the stack's landing step (814 contact stencils) lands within 6.6e-7 of the bounding-box
+//! diagonal of Newton's solution at ε = 1e-10 (the paper: 1%), in 6 iterations and 789 CG.
+//! `benches/multilevel.rs` (the stiffness sweep, tables in its header; block Jacobi alone):
+//! on a 4,913-vertex ball at ε = 1e-8 the first-contact step takes 7,369 / 5,388 / 64 CG iterations at
+//! E = 1e6 / 1e8 / 1e10 Pa (Jacobi-PCG Newton: 2,249 / 1,103 / 163), 37 / 33 / 1 Newton
+//! iterations (Newton: 21 / 12 / 1): the SMS solves dominate (6,592 of the 7,369).
+//! Whole runs (`jello run --solver multilevel --backend cpu`, the scenes' own ε, dev profile
+//! on the shared 2-core VM): `contact_hoop` 60/60 steps converged in 491 Newton iterations
+//! (Newton: 482) and 53.5 s (Newton's Cholesky: 19.1 s); the first 15 steps of
+//! `contact_balls`, `contact_cup` and `contact_twist` all converged (125, 86, 32 iterations).
+//!
+//! # Next steps
+//! - Conditioning of the SMS level under contact: its PCG takes 100–180 iterations per solve
+//!   once the barrier engages (block Jacobi alone; fewer with the coarse space, see above);
+//!   candidates are a sparse assembled UᵀHU (blocks couple only where supports overlap)
+//!   factored per iteration, or a contact-aware coarse space. Then the 100k-tet
+//!   heterogeneous bench of the issue.
+//! - The GPU backend: lift, restrict, H·v (cubature elements, lagged BSR SpMV, contact
+//!   stencils), the block-Jacobi application, PCG vector work and the line-search energies
+//!   as WGSL kernels with CPU twins (ARCHITECTURE.md: a `MultilevelBackend` sub-trait of
+//!   `PotentialBackend`). Until then `--solver multilevel` runs on the CPU.
+//! - JGS2 as the smoother in place of Jacobi PCG.
+//! - The benches of issue 13 beyond the stiffness sweep: the heterogeneous ~100k-tet hoop
+//!   scene against Newton's Cholesky over 30 steps, on the CPU and the GPU.
+
+pub mod cache;
+pub mod levels;
+pub mod operator;
+pub mod params;
+mod solver;
+
+pub use cache::{element_youngs, load_or_build_sms, sms_options, SmsOrigin};
+pub use levels::Level;
+pub use operator::{ElementTerm, HessianOperator};
+pub use params::{default_handles, LagRefresh, MultilevelParams, MultilevelStop};
+pub use solver::{MultilevelSolver, MultilevelStats};
+
+use crate::error::Result;
+use crate::problem::Model;
+use std::path::Path;
+
+/// The solver for `model` with its SMS basis read from `cache_dir` or built (and cached), and
+/// the precompute's warnings (stale cache, unwritable directory).
+pub fn build_solver(
+    model: &Model,
+    params: MultilevelParams,
+    cache_dir: Option<&Path>,
+) -> Result<(MultilevelSolver, Vec<String>)> {
+    if params.handles == Some(0) {
+        return Ok((MultilevelSolver::new(model, params, None)?, Vec::new()));
+    }
+    let (basis, _, warnings) = load_or_build_sms(model, &params, cache_dir)?;
+    Ok((MultilevelSolver::new(model, params, Some(basis))?, warnings))
+}

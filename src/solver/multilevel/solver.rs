@@ -1,0 +1,719 @@
+//! The multilevel inexact-Newton loop (f64, CPU). See the module docs for the algorithm and
+//! the choices it makes.
+
+use super::levels::Level;
+use super::operator::{invert_blocks, ElementTerm, HessianOperator};
+use super::params::{LagRefresh, MultilevelParams, MultilevelStop};
+use crate::error::{JelloError, Result};
+use crate::material::{element_hessian_filtered, EigenFilter};
+use crate::problem::{ElasticTerms, HessianLayout, Model, StepProblem};
+use crate::solver::pcg::{dot, pcg};
+use crate::solver::report::{max_vertex_norm, ms};
+use crate::solver::{backtracking, IterationRecord, StepReport, StepSolver, StepTimings, StopRule};
+use jello_precompute::sms::{AffineBasis, SmsBasis, HANDLE_DOFS};
+use jello_precompute::sparse::SymSparse;
+use nalgebra::Vector3;
+use rayon::prelude::*;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Full-space PCG iterations when there is no SMS level and no override (the paper's upper
+/// N_cg value).
+const DEFAULT_N_CG: usize = 40;
+
+/// Work counts of the last step.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MultilevelStats {
+    /// Newton iterations.
+    pub iterations: usize,
+    /// Block-Jacobi PCG iterations of the affine level, summed over the step.
+    pub affine_cg: usize,
+    /// Block-Jacobi PCG iterations of the SMS level, summed over the step.
+    pub sms_cg: usize,
+    /// Full-space Jacobi-PCG iterations, summed over the step.
+    pub full_cg: usize,
+    /// Rebuilds of the lagged elastic Hessian (the step's first included).
+    pub lag_refreshes: usize,
+    /// Iterations whose composed direction was not a descent direction and were replaced by
+    /// the full-space PCG from zero (a descent direction by construction).
+    pub descent_fallbacks: usize,
+}
+
+impl MultilevelStats {
+    /// All CG iterations of the step (affine + SMS + full space).
+    pub fn total_cg(&self) -> usize {
+        self.affine_cg + self.sms_cg + self.full_cg
+    }
+}
+
+/// The multilevel solver (`--solver multilevel`): affine and SMS Galerkin levels by
+/// block-Jacobi PCG, then N_cg Jacobi-PCG iterations in full space on the lagged Hessian, a
+/// CCD-filtered backtracking line search on the full incremental potential.
+pub struct MultilevelSolver {
+    params: MultilevelParams,
+    layout: HessianLayout,
+    affine: Option<Level>,
+    sms: Option<Level>,
+    basis: Option<Arc<SmsBasis>>,
+    /// Cubature samples: (element, w_e / vol_e).
+    samples: Vec<(u32, f64)>,
+    /// Per SMS handle: its object and `o_h − c_object` (m), for the affine coarse space of
+    /// the SMS solve (see [`Coarse`]).
+    sms_coarse: Option<Coarse>,
+    n_cg: usize,
+    /// Largest rest extent (m), for the Dx rule.
+    extent: f64,
+    /// Rest bounding-box diagonal (m), for the paper's rule.
+    diagonal: f64,
+    fixed: Vec<bool>,
+    elastic_lag: SymSparse,
+    elem: Vec<[f64; 144]>,
+    stats: MultilevelStats,
+}
+
+impl MultilevelSolver {
+    /// The solver for `model` on an SMS basis built for it (`None` only when
+    /// `params.handles == Some(0)`: no SMS level).
+    pub fn new(
+        model: &Model,
+        params: MultilevelParams,
+        basis: Option<Arc<SmsBasis>>,
+    ) -> Result<Self> {
+        check_params(&params)?;
+        let n = model.num_vertices();
+        let sms_wanted = params.handles != Some(0);
+        let basis = match (sms_wanted, basis) {
+            (true, Some(b)) => {
+                if b.n_vertices() != n {
+                    return Err(JelloError::Solver(format!(
+                        "multilevel: the SMS basis has {} vertices, the model {n}",
+                        b.n_vertices()
+                    )));
+                }
+                Some(b)
+            }
+            (true, None) => {
+                return Err(JelloError::Solver(
+                    "multilevel: an SMS level needs a basis (or handles = 0)".into(),
+                ))
+            }
+            (false, _) => None,
+        };
+        let layout = HessianLayout::new(model)?;
+        let affine = if params.affine {
+            let a = AffineBasis::new(&model.mesh.positions, &model.mesh.tets)
+                .map_err(|e| JelloError::Solver(format!("multilevel: affine level: {e}")))?;
+            Some(Level::affine(&a, &model.pinned))
+        } else {
+            None
+        };
+        let sms = basis.as_ref().map(|b| Level::sms(b, &model.pinned));
+        let samples = match &basis {
+            Some(b) => (0..b.n_handles())
+                .flat_map(|p| b.cubature.partition_rule(p))
+                .map(|(e, w)| (e, w / model.rest[e as usize].volume))
+                .collect(),
+            None => Vec::new(),
+        };
+        let sms_coarse = match (&basis, params.sms_coarse) {
+            (Some(b), true) => {
+                let a = AffineBasis::new(&model.mesh.positions, &model.mesh.tets)
+                    .map_err(|e| JelloError::Solver(format!("multilevel: affine level: {e}")))?;
+                Some(Coarse::new(b, &a))
+            }
+            _ => None,
+        };
+        let n_cg = params
+            .n_cg
+            .or_else(|| basis.as_ref().map(|b| b.n_cg.n_cg))
+            .unwrap_or(DEFAULT_N_CG);
+        let diagonal = model
+            .mesh
+            .bounding_box()
+            .map(|(lo, hi)| (Vector3::from(hi) - Vector3::from(lo)).norm())
+            .unwrap_or(1.0);
+        Ok(MultilevelSolver {
+            params,
+            elastic_lag: layout.zeros(),
+            layout,
+            affine,
+            sms,
+            basis,
+            samples,
+            sms_coarse,
+            n_cg,
+            extent: model.largest_extent(),
+            diagonal,
+            fixed: (0..3 * n).map(|k| model.pinned[k / 3]).collect(),
+            elem: Vec::new(),
+            stats: MultilevelStats::default(),
+        })
+    }
+
+    /// Work counts of the last step.
+    pub fn last_stats(&self) -> MultilevelStats {
+        self.stats
+    }
+
+    /// Full-space PCG iterations per Newton iteration.
+    pub fn n_cg(&self) -> usize {
+        self.n_cg
+    }
+
+    /// The SMS basis (none without an SMS level).
+    pub fn basis(&self) -> Option<&Arc<SmsBasis>> {
+        self.basis.as_ref()
+    }
+
+    /// Cubature-weighted element Hessians at `x` (clamp filter), one term per sample.
+    pub fn cubature_terms(&self, model: &Model, x: &[f64]) -> Vec<ElementTerm> {
+        self.samples
+            .par_iter()
+            .map(|&(e, scale)| {
+                let tet = model.mesh.tets[e as usize];
+                let corners =
+                    tet.map(|i| Vector3::from_column_slice(&x[3 * i as usize..3 * i as usize + 3]));
+                let s = element_hessian_filtered(
+                    &model.materials[e as usize],
+                    &model.rest[e as usize],
+                    &corners,
+                    Some(EigenFilter::Clamp),
+                );
+                let mut hessian = [0.0; 144];
+                if let Some(h) = s.hessian {
+                    for r in 0..12 {
+                        for c in 0..12 {
+                            hessian[12 * r + c] = h[(r, c)];
+                        }
+                    }
+                }
+                ElementTerm {
+                    vertices: tet,
+                    scale,
+                    hessian,
+                }
+            })
+            .collect()
+    }
+
+    /// The subspace direction `d_s` for right-hand side `rhs` (= −∇E, pinned entries 0): each
+    /// level in turn (affine, then SMS) solves its Galerkin system `UᵀHU q = Uᵀr` by
+    /// block-Jacobi PCG to the subspace tolerance and updates `r ← r − H U q`. Returns `d_s`
+    /// and the CG iterations per level (affine, SMS).
+    pub fn subspace_direction(&self, h: &HessianOperator, rhs: &[f64]) -> (Vec<f64>, [usize; 2]) {
+        let n = rhs.len();
+        let mut d = vec![0.0; n];
+        let mut r = rhs.to_vec();
+        let mut counts = [0; 2];
+        let mut u = vec![0.0; n];
+        let mut hu = vec![0.0; n];
+        for (slot, level) in [&self.affine, &self.sms].into_iter().enumerate() {
+            let Some(level) = level else { continue };
+            let mut b = vec![0.0; level.dim()];
+            level.restrict(&r, &mut b);
+            let inv = invert_blocks(&h.galerkin_diagonal(level));
+            let mut galerkin = |q: &[f64], out: &mut [f64]| {
+                level.lift(q, &mut u);
+                h.apply(&u, &mut hu);
+                level.restrict(&hu, out);
+            };
+            // The SMS level's preconditioner: block Jacobi, plus (by default) the additive
+            // coarse correction on the objects' affine motions embedded in the SMS DOFs.
+            let coarse = match (&self.sms_coarse, slot) {
+                (Some(c), 1) => c.factor(&mut galerkin, level.dim()),
+                _ => None,
+            };
+            let mut q = vec![0.0; level.dim()];
+            let out = pcg(
+                &mut galerkin,
+                &|r: &[f64], z: &mut [f64]| {
+                    block_apply(&inv, r, z);
+                    if let Some((c, chol)) = &coarse {
+                        c.add_correction(chol, r, z);
+                    }
+                },
+                &b,
+                &mut q,
+                self.params.subspace_tolerance,
+                self.params.subspace_max_iterations,
+            );
+            counts[slot] = out.iterations;
+            level.lift(&q, &mut u);
+            h.apply(&u, &mut hu);
+            for k in 0..n {
+                d[k] += u[k];
+                r[k] -= hu[k];
+            }
+        }
+        (d, counts)
+    }
+
+    fn refresh_lag(&mut self, elastic: &dyn ElasticTerms, x: &[f64]) {
+        elastic.elastic_element_hessians_filtered(x, EigenFilter::Clamp, &mut self.elem);
+        self.elastic_lag.clear();
+        for (t, h) in self.elem.iter().enumerate() {
+            self.elastic_lag.scatter_add(&self.layout.scatter, t, h);
+        }
+        self.stats.lag_refreshes += 1;
+    }
+}
+
+/// The affine motions of each object written in SMS handle DOFs, `R a`: handle `h` of object
+/// `o` gets `[A | t + A (o_h − c_o)]`, so `U_s R a = Σ_h φ_h (A (x − c_o) + t)`, the object's
+/// affine map wherever the weights sum to 1 (everywhere without pins). Used as the coarse
+/// space of an additive two-level preconditioner `P⁻¹ = B⁻¹ + R (Rᵀ G R)⁻¹ Rᵀ` of the SMS
+/// Galerkin matrix G: block Jacobi B cannot see the soft global modes (rigid motions held
+/// only by inertia) against the stiff elastic ones.
+struct Coarse {
+    objects: usize,
+    object: Vec<u32>,
+    shift: Vec<[f64; 3]>,
+}
+
+impl Coarse {
+    /// The embedding of `affine`'s objects into `sms`'s handles (a handle belongs to the
+    /// object of its centroid vertex).
+    fn new(sms: &SmsBasis, affine: &AffineBasis) -> Self {
+        let (object, shift) = (0..sms.n_handles())
+            .map(|h| {
+                let o = affine.object[sms.partition.centroid[h] as usize];
+                let c = affine.origin[o as usize];
+                let oh = sms.origin[h];
+                (o, [oh[0] - c[0], oh[1] - c[1], oh[2] - c[2]])
+            })
+            .unzip();
+        Coarse {
+            objects: affine.n_objects(),
+            object,
+            shift,
+        }
+    }
+
+    /// `q = R a`.
+    fn embed(&self, a: &[f64], q: &mut [f64]) {
+        for (h, (&o, s)) in self.object.iter().zip(&self.shift).enumerate() {
+            let ao = &a[HANDLE_DOFS * o as usize..][..HANDLE_DOFS];
+            let qh = &mut q[HANDLE_DOFS * h..][..HANDLE_DOFS];
+            for r in 0..3 {
+                let row = &ao[4 * r..4 * r + 4];
+                qh[4 * r..4 * r + 3].copy_from_slice(&row[..3]);
+                qh[4 * r + 3] = row[3] + row[0] * s[0] + row[1] * s[1] + row[2] * s[2];
+            }
+        }
+    }
+
+    /// `a = Rᵀ q`.
+    fn project(&self, q: &[f64], a: &mut [f64]) {
+        a.fill(0.0);
+        for (h, (&o, s)) in self.object.iter().zip(&self.shift).enumerate() {
+            let qh = &q[HANDLE_DOFS * h..][..HANDLE_DOFS];
+            let ao = &mut a[HANDLE_DOFS * o as usize..][..HANDLE_DOFS];
+            for r in 0..3 {
+                for c in 0..3 {
+                    ao[4 * r + c] += qh[4 * r + c] + qh[4 * r + 3] * s[c];
+                }
+                ao[4 * r + 3] += qh[4 * r + 3];
+            }
+        }
+    }
+
+    /// The Cholesky factor of `Rᵀ G R` (one Galerkin product per coarse DOF), or `None` when
+    /// it is not SPD (then block Jacobi alone).
+    fn factor(
+        &self,
+        galerkin: &mut dyn FnMut(&[f64], &mut [f64]),
+        dim: usize,
+    ) -> Option<(&Self, nalgebra::Cholesky<f64, nalgebra::Dyn>)> {
+        let nc = HANDLE_DOFS * self.objects;
+        let mut m = nalgebra::DMatrix::<f64>::zeros(nc, nc);
+        let (mut e, mut q, mut gq, mut col) =
+            (vec![0.0; nc], vec![0.0; dim], vec![0.0; dim], vec![0.0; nc]);
+        for j in 0..nc {
+            e.fill(0.0);
+            e[j] = 1.0;
+            self.embed(&e, &mut q);
+            galerkin(&q, &mut gq);
+            self.project(&gq, &mut col);
+            for i in 0..nc {
+                m[(i, j)] = col[i];
+            }
+        }
+        let m = (&m + m.transpose()) * 0.5;
+        m.cholesky().map(|c| (self, c))
+    }
+
+    /// `z += R (Rᵀ G R)⁻¹ Rᵀ r`.
+    fn add_correction(
+        &self,
+        chol: &nalgebra::Cholesky<f64, nalgebra::Dyn>,
+        r: &[f64],
+        z: &mut [f64],
+    ) {
+        let nc = HANDLE_DOFS * self.objects;
+        let mut a = vec![0.0; nc];
+        self.project(r, &mut a);
+        let sol = chol.solve(&nalgebra::DVector::from_vec(a));
+        let mut q = vec![0.0; z.len()];
+        self.embed(sol.as_slice(), &mut q);
+        for (zk, qk) in z.iter_mut().zip(&q) {
+            *zk += qk;
+        }
+    }
+}
+
+/// `z = blockdiag(inv) r`, 12×12 blocks.
+fn block_apply(inv: &[[f64; 144]], r: &[f64], z: &mut [f64]) {
+    for (h, b) in inv.iter().enumerate() {
+        let rh = &r[HANDLE_DOFS * h..][..HANDLE_DOFS];
+        for i in 0..HANDLE_DOFS {
+            z[HANDLE_DOFS * h + i] = (0..HANDLE_DOFS).map(|j| b[12 * i + j] * rh[j]).sum();
+        }
+    }
+}
+
+fn check_params(p: &MultilevelParams) -> Result<()> {
+    let bad = |key: &str, msg: String| Err(JelloError::Invalid(format!("solver.{key}: {msg}")));
+    if p.n_cg == Some(0) {
+        return bad("n_cg", "must be ≥ 1".into());
+    }
+    if !(p.jump_factor.is_finite() && p.jump_factor > 0.0) {
+        return bad("jump_factor", format!("must be > 0, got {}", p.jump_factor));
+    }
+    if !(p.subspace_tolerance.is_finite()
+        && p.subspace_tolerance > 0.0
+        && p.subspace_tolerance < 1.0)
+    {
+        return bad(
+            "subspace_tolerance",
+            format!("must lie in (0, 1), got {}", p.subspace_tolerance),
+        );
+    }
+    if !(p.full_tolerance.is_finite() && (0.0..1.0).contains(&p.full_tolerance)) {
+        return bad(
+            "full_tolerance",
+            format!("must lie in [0, 1), got {}", p.full_tolerance),
+        );
+    }
+    if let LagRefresh::Adaptive {
+        window,
+        threshold,
+        min_gap,
+    } = p.lag
+    {
+        if window == 0 || min_gap == 0 || !(threshold > 0.0 && threshold <= 1.0) {
+            return bad(
+                "lag_refresh",
+                format!("adaptive rule needs window ≥ 1, min_gap ≥ 1, threshold in (0, 1]; got {window}, {min_gap}, {threshold}"),
+            );
+        }
+    }
+    if let MultilevelStop::Subspace { tol } = p.stop {
+        if !(tol.is_finite() && tol > 0.0) {
+            return bad("subspace_stop", format!("must be > 0, got {tol}"));
+        }
+    }
+    Ok(())
+}
+
+impl StepSolver for MultilevelSolver {
+    fn name(&self) -> String {
+        "multilevel".into()
+    }
+
+    fn step(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        x: &mut Vec<f64>,
+        trace: bool,
+    ) -> Result<StepReport> {
+        let start = Instant::now();
+        let mut timings = StepTimings::default();
+        self.stats = MultilevelStats::default();
+        let n = problem.x_start.len();
+        x.clear();
+        x.extend_from_slice(&problem.x_start);
+        let contact = problem.model.contact.is_some();
+        // κ and friction exactly as Newton sets them (see `NewtonSolver::step`).
+        problem.init_contact_stiffness(problem.model);
+        let mut passes_left = match problem
+            .model
+            .contact
+            .as_ref()
+            .and_then(|c| c.friction.as_ref())
+        {
+            Some(f) if problem.lag_friction(&problem.x_prev) > 0 => f.passes - 1,
+            _ => 0,
+        };
+        let mut min_gap_sq = f64::INFINITY;
+        let mut g = vec![0.0; n];
+        let mut x_new = Vec::with_capacity(n);
+        let t0 = Instant::now();
+        let mut energy = problem.gradient(elastic, x, &mut g);
+        timings.assembly_ms += ms(t0);
+        if !energy.is_finite() || g.iter().any(|v| !v.is_finite()) {
+            return Err(JelloError::Solver(problem.diagnose_non_finite(elastic, x)));
+        }
+        let mut change = 0.0;
+        let mut residual = problem.model.char_norm.residual(&g);
+        let mut records = trace.then(Vec::new);
+        if let Some(r) = records.as_mut() {
+            r.push(IterationRecord {
+                residual,
+                energy: change,
+                alpha: 0.0,
+                ..IterationRecord::default()
+            });
+        }
+        let stop = self.params.stop;
+        let start_converged =
+            matches!(stop, MultilevelStop::Shared(StopRule::Cn { eps }) if residual < eps);
+        let mut converged;
+        let mut iterations = 0;
+        let mut last_dx_ratio = f64::INFINITY;
+        let mut last_ds_ratio = f64::INFINITY;
+        let mut refresh_due = true;
+        let mut last_refresh = 0;
+        let mut alphas: VecDeque<f64> = VecDeque::new();
+        let mut nonelastic = self.layout.zeros();
+        let mut full = self.layout.zeros();
+        let h_step = if problem.h > 0.0 { problem.h } else { 1.0 };
+        loop {
+            converged = match stop {
+                MultilevelStop::Shared(StopRule::Cn { eps }) => residual < eps,
+                MultilevelStop::Shared(StopRule::Dx { tol }) => last_dx_ratio < tol,
+                MultilevelStop::Subspace { tol } => last_ds_ratio < tol,
+            };
+            if converged && iterations > 0 && passes_left > 0 {
+                passes_left -= 1;
+                if problem.lag_friction(x) > 0 {
+                    change = problem.energy_change(elastic, x);
+                    energy = problem.gradient(elastic, x, &mut g);
+                    residual = problem.model.char_norm.residual(&g);
+                    converged = matches!(stop, MultilevelStop::Shared(StopRule::Cn { eps }) if residual < eps);
+                }
+            }
+            if (converged && iterations > 0) || iterations >= self.params.max_iterations {
+                break;
+            }
+            iterations += 1;
+            // Hessian terms at x: per-vertex/pair terms and contact fresh, the elastic part
+            // lagged for the smoother and cubature-weighted (fresh) for the subspace levels.
+            let t0 = Instant::now();
+            problem.assemble(&self.layout, &[], x, &mut nonelastic);
+            let blocks = if contact {
+                problem.contact_hessian_blocks(x)
+            } else {
+                Vec::new()
+            };
+            let refresh = match self.params.lag {
+                LagRefresh::Iteration => true,
+                LagRefresh::Step => iterations == 1,
+                LagRefresh::Adaptive { .. } => iterations == 1 || refresh_due,
+            };
+            if refresh {
+                self.refresh_lag(elastic, x);
+                last_refresh = iterations;
+                refresh_due = false;
+                alphas.clear();
+            }
+            full.values_mut().copy_from_slice(nonelastic.values());
+            for (f, l) in full.values_mut().iter_mut().zip(self.elastic_lag.values()) {
+                *f += l;
+            }
+            let cub = if self.affine.is_some() || self.sms.is_some() {
+                self.cubature_terms(problem.model, x)
+            } else {
+                Vec::new()
+            };
+            timings.assembly_ms += ms(t0);
+            let t0 = Instant::now();
+            let h_sub = HessianOperator {
+                base: &nonelastic,
+                elements: &cub,
+                contact: &blocks,
+                fixed: &self.fixed,
+            };
+            let h_lag = HessianOperator {
+                base: &full,
+                elements: &[],
+                contact: &blocks,
+                fixed: &self.fixed,
+            };
+            let rhs: Vec<f64> = g
+                .iter()
+                .zip(&self.fixed)
+                .map(|(&gk, &f)| if f { 0.0 } else { -gk })
+                .collect();
+            let (d_s, counts) = self.subspace_direction(&h_sub, &rhs);
+            self.stats.affine_cg += counts[0];
+            self.stats.sms_cg += counts[1];
+            // Full-space smoother: Jacobi PCG on H_lag d = −g warm-started at d_s, i.e. the
+            // correction d_f of H_lag d_f = −g − H_lag d_s (see the module docs).
+            let diag = h_lag.diagonal();
+            let jacobi = |r: &[f64], z: &mut [f64]| {
+                for k in 0..r.len() {
+                    z[k] = r[k] / diag[k];
+                }
+            };
+            let mut d = d_s.clone();
+            let out = pcg(
+                &mut |v: &[f64], o: &mut [f64]| h_lag.apply(v, o),
+                &jacobi,
+                &rhs,
+                &mut d,
+                self.params.full_tolerance,
+                self.n_cg,
+            );
+            self.stats.full_cg += out.iterations;
+            let mut g_dot_d = dot(&g, &d);
+            let mut used_subspace = self.affine.is_some() || self.sms.is_some();
+            if g_dot_d.is_nan() || g_dot_d >= 0.0 {
+                // The levels use the cubature Hessian, the smoother the lagged one: their
+                // composition is not guaranteed to descend. PCG from zero on one SPD operator is.
+                self.stats.descent_fallbacks += 1;
+                used_subspace = false;
+                d.fill(0.0);
+                let out = pcg(
+                    &mut |v: &[f64], o: &mut [f64]| h_lag.apply(v, o),
+                    &jacobi,
+                    &rhs,
+                    &mut d,
+                    self.params.full_tolerance,
+                    self.n_cg,
+                );
+                self.stats.full_cg += out.iterations;
+                g_dot_d = dot(&g, &d);
+            }
+            timings.solve_ms += ms(t0);
+            if g_dot_d.is_nan() || g_dot_d >= 0.0 {
+                converged = iterations == 1 && start_converged;
+                break;
+            }
+            let t0 = Instant::now();
+            let ls = backtracking(problem, elastic, x, &d, change, g_dot_d, &mut x_new);
+            timings.line_search_ms += ms(t0);
+            if !ls.accepted {
+                converged = iterations == 1 && start_converged;
+                break;
+            }
+            if let LagRefresh::Adaptive {
+                window,
+                threshold,
+                min_gap,
+            } = self.params.lag
+            {
+                alphas.push_back(ls.alpha);
+                if alphas.len() > window {
+                    alphas.pop_front();
+                }
+                let mean = alphas.iter().sum::<f64>() / alphas.len() as f64;
+                if alphas.len() == window
+                    && mean < threshold
+                    && iterations + 1 - last_refresh >= min_gap
+                {
+                    refresh_due = true;
+                }
+            }
+            last_dx_ratio = max_vertex_norm(&d) * ls.alpha / self.extent;
+            let ds_norm = if used_subspace {
+                max_vertex_norm(&d_s)
+            } else {
+                max_vertex_norm(&d)
+            };
+            last_ds_ratio = ds_norm / (h_step * self.diagonal);
+            std::mem::swap(x, &mut x_new);
+            change = ls.energy;
+            if contact && problem.raise_contact_stiffness(x, &mut min_gap_sq) {
+                change = problem.energy_change(elastic, x);
+            }
+            let t0 = Instant::now();
+            energy = problem.gradient(elastic, x, &mut g);
+            timings.assembly_ms += ms(t0);
+            residual = problem.model.char_norm.residual(&g);
+            if let Some(r) = records.as_mut() {
+                r.push(IterationRecord {
+                    residual,
+                    energy: change,
+                    alpha: ls.alpha,
+                    ..IterationRecord::default()
+                });
+            }
+        }
+        self.stats.iterations = iterations;
+        Ok(StepReport {
+            iterations,
+            converged,
+            residual,
+            energy,
+            energy_change: change,
+            wall_ms: ms(start),
+            timings,
+            trace: records,
+            ..StepReport::default()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jello_precompute::sms::{build_sms, SmsOptions};
+
+    /// The coarse embedding is exact: lifting `R a` through the SMS basis gives the affine
+    /// level's lift of `a` (weights sum to 1 without pins), for two objects, and `Rᵀ` is its
+    /// adjoint.
+    #[test]
+    fn coarse_embedding_lifts_to_the_affine_field() {
+        let a_mesh = crate::mesh::box_grid([0.0, 0.0, 0.0], [0.4, 0.1, 0.1], [8, 2, 2]);
+        let b_mesh = crate::mesh::box_grid([0.0, 0.3, 0.0], [0.2, 0.4, 0.1], [4, 2, 2]);
+        let off = a_mesh.positions.len() as u32;
+        let mut positions = a_mesh.positions.clone();
+        positions.extend_from_slice(&b_mesh.positions);
+        let mut tets = a_mesh.tets.clone();
+        tets.extend(b_mesh.tets.iter().map(|t| t.map(|v| v + off)));
+        let n = positions.len();
+        let pinned = vec![false; n];
+        let sms = build_sms(
+            &positions,
+            &tets,
+            &vec![1e6; tets.len()],
+            &pinned,
+            &SmsOptions::new(6),
+        )
+        .unwrap();
+        let affine = AffineBasis::new(&positions, &tets).unwrap();
+        assert_eq!(affine.n_objects(), 2);
+        let c = Coarse::new(&sms, &affine);
+        let (ls, la) = (Level::sms(&sms, &pinned), Level::affine(&affine, &pinned));
+        // Deterministic, irregular coefficients (A of order 1, t in metres).
+        let a: Vec<f64> = (0..24)
+            .map(|k| ((k * 7919 % 23) as f64 - 11.0) / 10.0)
+            .collect();
+        let mut q = vec![0.0; ls.dim()];
+        c.embed(&a, &mut q);
+        let (mut us, mut ua) = (vec![0.0; 3 * n], vec![0.0; 3 * n]);
+        ls.lift(&q, &mut us);
+        la.lift(&a, &mut ua);
+        let err = us
+            .iter()
+            .zip(&ua)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f64::max);
+        let scale = ua.iter().map(|y| y.abs()).fold(0.0, f64::max);
+        assert!(err <= 1e-12 * scale, "{err:e} vs {scale:e}");
+        // Adjoint: (R a)·y = a·(Rᵀ y).
+        let y: Vec<f64> = (0..ls.dim())
+            .map(|k| ((k * 104_729 % 31) as f64 - 15.0) / 7.0)
+            .collect();
+        let mut rty = vec![0.0; 24];
+        c.project(&y, &mut rty);
+        let lhs: f64 = q.iter().zip(&y).map(|(p, r)| p * r).sum();
+        let rhs: f64 = a.iter().zip(&rty).map(|(p, r)| p * r).sum();
+        assert!(
+            (lhs - rhs).abs() <= 1e-12 * lhs.abs().max(rhs.abs()),
+            "{lhs} vs {rhs}"
+        );
+    }
+}
