@@ -155,7 +155,9 @@ fn main() {
             ))
         };
         let (ms, iters, residual) = measure(model, &built.velocity, h, 1, 1, &make);
-        println!("vbd, 1 thread: {ms:.2} ms/iteration, {iters} iterations, residual {residual:.15e}");
+        println!(
+            "vbd, 1 thread: {ms:.2} ms/iteration, {iters} iterations, residual {residual:.15e}"
+        );
         return;
     }
     let bw = [stream_copy(1), stream_copy(2)];
@@ -210,8 +212,18 @@ fn main() {
     let mut jgs2_ms = [0.0; 2];
     for (k, threads) in [1usize, 2].into_iter().enumerate() {
         for (name, bytes, make, out) in [
-            ("vbd", vbd_bytes, &vbd as &(dyn Fn() -> _ + Sync), &mut vbd_ms),
-            ("jgs2-jacobi", jgs2_bytes, &jgs2 as &(dyn Fn() -> _ + Sync), &mut jgs2_ms),
+            (
+                "vbd",
+                vbd_bytes,
+                &vbd as &(dyn Fn() -> _ + Sync),
+                &mut vbd_ms,
+            ),
+            (
+                "jgs2-jacobi",
+                jgs2_bytes,
+                &jgs2 as &(dyn Fn() -> _ + Sync),
+                &mut jgs2_ms,
+            ),
         ] {
             let (ms, iters, residual) = measure(model, &built.velocity, h, threads, repeats, make);
             out[k] = ms;
