@@ -307,12 +307,22 @@ impl Jgs2Solver {
     /// One plain VBD sweep from `x` (Chen et al. 2024, Alg. 1): colour by colour, every vertex of
     /// the colour solves its 3×3 system with its incident elements evaluated on the spot at
     /// the current positions ([`vbd_local_system`]: the corner's gradient rows and diagonal
-    /// block only), and moves. The same iterate as [`Self::gauss_seidel_sweep`] (up to the
-    /// round-off of the blocks' summation order), which re-evaluated each touched element's full
-    /// 12×12 Hessian after every colour, then sorted and regathered: before this path 87% of
-    /// a VBD iteration's instructions were that element pass and 13% the sorting
-    /// (callgrind, armadillo_18k). Afterwards the element gradients and `g` are refreshed at
-    /// the new `x` for the residual (one gradient-only pass).
+    /// block only, Jacobi 3×3 SVD), and moves. The same iterate as
+    /// [`Self::gauss_seidel_sweep`] up to round-off (residual after 50 iterations on
+    /// armadillo_18k equal to 12 digits), which re-evaluated each touched element's full 12×12
+    /// Hessian after every colour, then sorted and regathered: 87–90% of a VBD iteration's
+    /// instructions were that element pass, ~13% the sorting, 7% copying (callgrind,
+    /// armadillo_18k, `benches/cpu_iteration.rs`); 1.09 → 0.40 G instructions per iteration.
+    /// Afterwards the element gradients and `g` are refreshed at the new `x` for the residual
+    /// (one gradient-only pass).
+    ///
+    /// Next steps (measured hot spots, not done): the gradient-only pass still runs nalgebra's
+    /// SVD (20% of the instructions; [`crate::material::svd3_fast`] or carrying each element's
+    /// end-of-sweep evaluation into the next sweep's first colour would save most of it); the
+    /// corner kernel is ~4,400 instructions, 37% of them the two Jacobi eigen-solves — a
+    /// closed-form σ-space eigensystem per material and SIMD over a colour's vertices (SoA, f32
+    /// where the stop rule allows) are what the 5 ms needs; thread scaling is to be
+    /// measured on an idle machine.
     fn vbd_sweep(&mut self, problem: &StepProblem, x: &mut [f64], g: &mut [f64]) {
         let mut steps = std::mem::take(&mut self.steps_buf);
         for group in &self.colour_free {
