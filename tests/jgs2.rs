@@ -6,9 +6,9 @@ use jello::material::MaterialModel;
 use jello::mesh::{TetMesh, VertexTets};
 use jello::problem::{ElasticTerms, HessianLayout, Model, StepProblem};
 use jello::solver::jgs2::{
-    build_subspace, build_subspace_at, element_pass, jgs2_system, local_system,
-    rest_frame_gradients, rotations, ElementCache, Jgs2Params, Jgs2Solver, SubspaceOptions,
-    Variant,
+    build_subspace, build_subspace_at, element_gradient_pass, element_pass, jgs2_system,
+    local_system, rest_frame_gradients, rotations, vbd_local_system, vbd_system, vertex_gradient,
+    ElementCache, Jgs2Params, Jgs2Solver, SubspaceOptions, Variant,
 };
 use jello::solver::{NewtonParams, NewtonSolver, StepSolver, StopRule};
 use nalgebra::{DMatrix, DVector};
@@ -203,6 +203,68 @@ fn jgs2_and_vbd_converge_to_the_newton_solution() {
         &counts[..2],
         counts[2]
     );
+}
+
+/// The plain VBD sweep evaluates each vertex's system on the spot ([`vbd_local_system`]); it
+/// must be the system the element cache gives ([`vbd_system`] with the assembled gradient) at
+/// a random deformed state, near an obstacle (barrier terms active): r and A to round-off. The gradient-only pass gives the same element gradients as the full pass.
+#[test]
+fn vbd_local_system_matches_the_cached_system() {
+    let mut rng = common::rng("vbd_local_system_matches_the_cached_system");
+    // The floor sits just below the beam's bottom (y = −0.05), inside the barrier's d̂.
+    let m = common::clamped_beam(
+        MaterialModel::StableNeoHookean,
+        1e5,
+        0.5,
+        [4, 2, 2],
+        vec![jello::problem::Obstacle::half_space(
+            [0.0, 1.0, 0.0],
+            -0.0502,
+        )],
+    );
+    let mut st = m.initial_state(&vec![[0.0; 3]; m.num_vertices()]);
+    for v in st.v.iter_mut() {
+        *v = rng.random_range(-0.3..0.3);
+    }
+    let problem = StepProblem::new(&m, &st, 0.01);
+    let mut x = problem.x_start.clone();
+    for (k, xi) in x.iter_mut().enumerate() {
+        if !problem.fixed[k] {
+            *xi += rng.random_range(-0.01..0.01);
+            if k % 3 == 1 {
+                *xi = xi.max(-0.0501); // above the floor
+            }
+        }
+    }
+    let vt = VertexTets::new(&m.mesh);
+    let mut cache = ElementCache::default();
+    element_pass(&m, &x, &mut cache, None);
+    let mut grad_only = ElementCache::default();
+    element_gradient_pass(&m, &x, &mut grad_only);
+    assert_eq!(grad_only.grad, cache.grad);
+    let g: Vec<f64> = (0..m.num_vertices())
+        .flat_map(|v| {
+            let gv = vertex_gradient(&problem, &cache, &vt, &x, v);
+            [gv.x, gv.y, gv.z]
+        })
+        .collect();
+    for i in (0..m.num_vertices()).filter(|&i| !m.pinned[i]) {
+        let (a_ref, r_ref) = vbd_system(&problem, &cache, &vt, &x, &g, i);
+        let (a, r) = vbd_local_system(&problem, &vt, &x, i);
+        // r relative to the elastic force scale at the vertex (r itself may nearly cancel).
+        let scale: f64 = vt
+            .of(i)
+            .map(|(t, c)| {
+                cache.grad[t as usize]
+                    .fixed_rows::<3>(3 * c as usize)
+                    .norm()
+            })
+            .sum();
+        let err_r = (r - r_ref).norm() / scale.max(r_ref.norm());
+        let err_a = (a - a_ref).norm() / a_ref.norm();
+        assert!(err_r < 1e-12, "vertex {i}: r error {err_r:e}");
+        assert!(err_a < 1e-12, "vertex {i}: A error {err_a:e}");
+    }
 }
 
 #[test]

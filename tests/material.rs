@@ -62,6 +62,62 @@ fn svd_recomposes_and_is_signed() {
     }
 }
 
+/// The Jacobi SVD of the per-vertex solvers ([`svd3_fast`]) against [`svd3`]: same signed
+/// singular values to round-off, proper rotations, recomposition — on random, inverted,
+/// rank-deficient, repeated-σ and scaled (1e-6, 1e6) matrices.
+#[test]
+fn fast_svd_matches_svd3() {
+    let mut rng = common::rng("fast_svd_matches_svd3");
+    for k in 0..4000 {
+        let mut f = random_f(&mut rng, 1.5);
+        match k % 8 {
+            1 => f.set_column(0, &(-f.column(0))), // inverted
+            2 => f.set_column(2, &(f.column(0) * 0.5 + f.column(1) * 2.0)), // rank 2
+            3 => f = Matrix3::zeros(),
+            4 => {
+                // Repeated singular values.
+                let s = rng.random_range(0.2..2.0);
+                f = random_rotation(&mut rng)
+                    * Matrix3::from_diagonal(&Vector3::new(s, s, rng.random_range(-2.0..2.0)))
+                    * random_rotation(&mut rng);
+            }
+            5 => f *= 1e-6,
+            6 => f *= 1e6,
+            7 => f = random_rotation(&mut rng),
+            _ => {}
+        }
+        let (a, b) = (svd3_fast(&f), svd3(&f));
+        let scale = f.norm().max(1e-300);
+        assert!(
+            (a.sigma - b.sigma).norm() <= 1e-13 * scale,
+            "case {k}: σ {:?} vs {:?}",
+            a.sigma,
+            b.sigma
+        );
+        // Ordered up to round-off (repeated singular values may come out swapped by an ulp).
+        let tol = 1e-13 * scale;
+        assert!(a.sigma[0] >= a.sigma[1] - tol && a.sigma[1] >= a.sigma[2].abs() - tol);
+        assert!(a.sigma[0] >= 0.0 && a.sigma[1] >= 0.0);
+        for r in [a.u, a.v] {
+            assert!((r.transpose() * r - Matrix3::identity()).norm() < 1e-13);
+            assert!((r.determinant() - 1.0).abs() < 1e-13);
+        }
+        assert!(
+            (a.recompose() - f).norm() <= 1e-13 * scale,
+            "case {k}: recomposition {:e}",
+            (a.recompose() - f).norm() / scale
+        );
+    }
+    // The symmetric Jacobi eigen-solver on its own: A V = V Λ with V a rotation.
+    for _ in 0..1000 {
+        let m = random_f(&mut rng, 2.0);
+        let s = m + m.transpose();
+        let (l, v) = symmetric_eigen3(&s);
+        assert!((s * v - v * Matrix3::from_diagonal(&l)).norm() <= 1e-13 * s.norm());
+        assert!((v.transpose() * v - Matrix3::identity()).norm() < 1e-13);
+    }
+}
+
 #[test]
 fn rest_state_is_stress_free_and_energy_free() {
     for m in materials() {
@@ -307,6 +363,45 @@ fn element_gradient_and_hessian_match_finite_differences() {
                 "{:?} projected element Hessian PSD",
                 m.model
             );
+        }
+    }
+}
+
+/// The per-corner evaluation VBD uses ([`element_corner`]) against the full element: gradient
+/// rows and diagonal blocks equal to round-off, for every model and filter, on
+/// mildly and strongly deformed (also inverted) tets.
+#[test]
+fn element_corner_matches_the_full_element_hessian() {
+    let mut rng = common::rng("element_corner_matches_the_full_element_hessian");
+    for m in materials() {
+        for k in 0..50 {
+            let (rest, mut x) = tet_positions(&mut rng);
+            if k % 2 == 1 {
+                for p in x.iter_mut() {
+                    *p += Vector3::from_fn(|_, _| rng.random_range(-0.06..0.06));
+                }
+            }
+            let r = ElementRest::new(&rest).unwrap();
+            for filter in [None, Some(EigenFilter::Clamp), Some(EigenFilter::Abs)] {
+                let full = element_hessian_filtered(&m, &r, &x, filter);
+                if !full.gradient.iter().all(|v| v.is_finite()) {
+                    continue; // Neo-Hookean on an inverted tet: +∞ energy, no gradient
+                }
+                let h = full.hessian.unwrap();
+                for a in 0..4 {
+                    let (row, block) = element_corner(&m, &r, &x, a, filter);
+                    let want = full.gradient.fixed_rows::<3>(3 * a);
+                    let err = (row - want).norm() / full.gradient.norm().max(1e-300);
+                    assert!(err < 1e-12, "{:?} corner {a}: row error {err:e}", m.model);
+                    let want = h.fixed_view::<3, 3>(3 * a, 3 * a);
+                    let err = (block - want).norm() / h.norm().max(1e-300);
+                    assert!(
+                        err < 1e-12,
+                        "{:?} {filter:?} corner {a}: block error {err:e}",
+                        m.model
+                    );
+                }
+            }
         }
     }
 }

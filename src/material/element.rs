@@ -2,7 +2,7 @@
 //! ∇Ψ_e = V·Bᵀ vec(P), ∇²Ψ_e = V·Bᵀ (∂P/∂F) B, where B = ∂vec(F)/∂x is built from the rest
 //! shape-function gradients.
 
-use super::{c, evaluate, evaluate_filtered, EigenFilter, Material};
+use super::{c, evaluate, evaluate_filtered, stress_and_block, EigenFilter, Material};
 use nalgebra::{Matrix3, RealField, SMatrix, SVector, Vector3};
 
 /// Rest-state data of one tet.
@@ -83,6 +83,24 @@ pub fn element_gradient<T: RealField + Copy>(
     x: &[Vector3<T>; 4],
 ) -> ElementState<T> {
     element_eval(m, rest, x, false, None)
+}
+
+/// Corner `a`'s rows of one tet's gradient (N) and its diagonal 3×3 block of the Hessian (N/m),
+/// ∂P/∂F's eigenvalues passed through `filter`: what a per-vertex solver needs from an incident
+/// element, without the 12×12 Hessian. Equal to [`element_hessian_filtered`]'s rows and
+/// (a, a) block up to round-off ([`super::stress_and_block`]).
+pub fn element_corner<T: RealField + Copy>(
+    m: &Material,
+    rest: &ElementRest<T>,
+    x: &[Vector3<T>; 4],
+    a: usize,
+    filter: Option<EigenFilter>,
+) -> (Vector3<T>, Matrix3<T>) {
+    let f = rest.deformation_gradient(x);
+    let ga = rest.shape_gradients()[a];
+    let (p, k) = stress_and_block(m, &f, &ga, filter);
+    let vol = rest.volume;
+    (p * ga * vol, k * vol)
 }
 
 /// Energy, gradient and Hessian of one tet; `project` makes the Hessian PSD (by projecting ∂P/∂F,

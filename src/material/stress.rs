@@ -1,7 +1,9 @@
 //! Energy density, first Piola–Kirchhoff stress and its derivative ∂P/∂F (optionally
 //! PSD-projected by an [`EigenFilter`]) for every model, built from the singular-value derivatives.
 
-use super::{c, sigma_derivatives, svd3, EigenFilter, Material, MaterialModel};
+use super::{
+    c, sigma_derivatives, svd3, svd3_fast, symmetric_eigen3, EigenFilter, Material, MaterialModel,
+};
 use nalgebra::{Matrix3, RealField, SMatrix, SymmetricEigen, Vector3};
 
 /// 9×9 matrix over column-major vec(F).
@@ -98,6 +100,55 @@ pub fn evaluate_filtered<T: RealField + Copy>(
     }
 }
 
+/// P(F) (Pa) and the filtered ∂P/∂F contracted with `b` on both column sides,
+/// K\[(i,k)\] = Σ_{j,l} (∂P/∂F)\[(i+3j),(k+3l)\] b_j b_l (Pa/m² for `b` in 1/m): with
+/// δF = δx bᵀ, vec(δF)ᵀ(∂P/∂F)vec(δF) = δxᵀKδx. One tet's diagonal Hessian block at corner a is
+/// V·K with b = ∇N_a, so a per-vertex solver (VBD) gets it without the 9×9 ∂P/∂F or the 12×12
+/// element Hessian: K = Σ_k λ_k (M_k b)(M_k b)ᵀ over the same nine modes M_k = U Q_k Vᵀ as
+/// [`evaluate_filtered`], the SVD and the σ-space eigenpairs by cyclic Jacobi: equal to its P
+/// and its contraction up to round-off.
+pub fn stress_and_block<T: RealField + Copy>(
+    m: &Material,
+    f: &Matrix3<T>,
+    b: &Vector3<T>,
+    filter: Option<EigenFilter>,
+) -> (Matrix3<T>, Matrix3<T>) {
+    if m.model == MaterialModel::Linear {
+        let s = linear(m, f, true);
+        let d = s.dpdf.unwrap_or_else(Mat9::zeros);
+        let k = Matrix3::from_fn(|i, k| {
+            let mut acc = T::zero();
+            for j in 0..3 {
+                for l in 0..3 {
+                    acc += d[(i + 3 * j, k + 3 * l)] * b[j] * b[l];
+                }
+            }
+            acc
+        });
+        return (s.p, k);
+    }
+    // The 3×3 SVD and σ-space eigenpairs by cyclic Jacobi ([`svd3_fast`], [`symmetric_eigen3`]):
+    // nalgebra's general solvers were 58% and 20% of a VBD iteration's instructions.
+    let svd = svd3_fast(f);
+    let d = sigma_derivatives(m, &svd.sigma);
+    let p = svd.u * Matrix3::from_diagonal(&d.grad) * svd.v.transpose();
+    // In the singular frame: w = Vᵀb, z_k = Q_k w, and K = U (Σ_k λ_k z_k z_kᵀ) Uᵀ.
+    let w = svd.v.tr_mul(b);
+    let mut s = Matrix3::zeros();
+    for_each_mode_with(&svd.sigma, &d, symmetric_eigen3(&d.hess), |lambda, q| {
+        let lambda = match filter {
+            Some(filter) => filter.apply(lambda),
+            None => lambda,
+        };
+        if lambda == T::zero() {
+            return;
+        }
+        let z = q * w;
+        s += z * z.transpose() * lambda;
+    });
+    (p, svd.u * s * svd.u.transpose())
+}
+
 /// vec(δF)ᵀ (∂P/∂F) vec(δF) at F, Pa: the true (unprojected) curvature of Ψ along δF. From the
 /// same nine modes as [`evaluate_filtered`], as Σ_k λ_k (Q_k : UᵀδFV)², without forming the 9×9
 /// matrix.
@@ -125,13 +176,23 @@ pub fn dpdf_curvature<T: RealField + Copy>(m: &Material, f: &Matrix3<T>, df: &Ma
 fn for_each_mode<T: RealField + Copy>(
     sigma: &Vector3<T>,
     d: &super::SigmaDerivatives<T>,
-    mut visit: impl FnMut(T, &Matrix3<T>),
+    visit: impl FnMut(T, &Matrix3<T>),
 ) {
     let eig = SymmetricEigen::new(d.hess);
+    for_each_mode_with(sigma, d, (eig.eigenvalues, eig.eigenvectors), visit);
+}
+
+/// [`for_each_mode`] with the σ-space Hessian's eigenpairs given (values, vectors as columns).
+fn for_each_mode_with<T: RealField + Copy>(
+    sigma: &Vector3<T>,
+    d: &super::SigmaDerivatives<T>,
+    (values, vectors): (Vector3<T>, Matrix3<T>),
+    mut visit: impl FnMut(T, &Matrix3<T>),
+) {
     for k in 0..3 {
-        let w = eig.eigenvectors.column(k);
+        let w = vectors.column(k);
         visit(
-            eig.eigenvalues[k],
+            values[k],
             &Matrix3::from_diagonal(&Vector3::new(w[0], w[1], w[2])),
         );
     }

@@ -102,8 +102,9 @@ mod subspace;
 
 pub use device::DeviceJgs2;
 pub use local::{
-    barrier_hessian, element_pass, hess_vec, jgs2_system, local_system, rest_frame_gradients,
-    rotations, vbd_system, vertex_gradient, ElementCache, GradTerm, HessTerm, TreeFrame,
+    barrier_hessian, element_gradient_pass, element_pass, hess_vec, jgs2_system, local_system,
+    rest_frame_gradients, rotations, vbd_local_system, vbd_system, vertex_gradient, ElementCache,
+    GradTerm, HessTerm, TreeFrame,
 };
 pub use solver::{Jgs2Params, Jgs2Solver, Variant};
 pub use subspace::{

@@ -1,8 +1,8 @@
 //! The JGS2 / VBD iteration (Jacobi or coloured Gauss–Seidel) on the CPU in f64.
 
 use super::local::{
-    element_pass, hess_vec, jgs2_system, rest_frame_gradients, rotations, vbd_system,
-    vertex_gradient, ElementCache,
+    element_gradient_pass, element_pass, hess_vec, jgs2_system, rest_frame_gradients, rotations,
+    vbd_local_system, vbd_system, vertex_gradient, ElementCache,
 };
 use super::subspace::Jgs2Subspace;
 use crate::error::{JelloError, Result};
@@ -70,6 +70,10 @@ pub struct Jgs2Solver {
     /// Per-vertex rotations at the state the subspace was linearised at (`None`: the rest
     /// shape, rotations = identity).
     origin: Option<Vec<Matrix3<f64>>>,
+    /// The free vertices of each colour, in colour order (the Gauss–Seidel groups).
+    colour_free: Vec<Vec<u32>>,
+    /// Scratch of the plain VBD sweep: one colour's steps (reused across colours and steps).
+    steps_buf: Vec<Vector3<f64>>,
 }
 
 impl Jgs2Solver {
@@ -90,11 +94,25 @@ impl Jgs2Solver {
     }
 
     fn new(model: &Model, params: Jgs2Params, subspace: Option<Arc<Jgs2Subspace>>) -> Self {
+        let colouring = colour_vertices(&model.mesh);
+        let colour_free = colouring
+            .groups
+            .iter()
+            .map(|g| {
+                g.iter()
+                    .copied()
+                    .filter(|&v| !model.pinned[v as usize])
+                    .collect::<Vec<u32>>()
+            })
+            .filter(|g| !g.is_empty())
+            .collect();
         Jgs2Solver {
             params,
             subspace,
             vertex_tets: VertexTets::new(&model.mesh),
-            colouring: colour_vertices(&model.mesh),
+            colouring,
+            colour_free,
+            steps_buf: Vec::new(),
             free: (0..model.num_vertices() as u32)
                 .filter(|&v| !model.pinned[v as usize])
                 .collect(),
@@ -278,6 +296,77 @@ impl Jgs2Solver {
         (step, alpha)
     }
 
+    /// Whether the iteration is plain VBD (coloured Gauss–Seidel, no subspace, no safeguard),
+    /// which runs [`Self::vbd_sweep`] and keeps only the element gradients cached.
+    fn plain_vbd(&self) -> bool {
+        self.subspace.is_none()
+            && self.params.variant == Variant::GaussSeidel
+            && !self.params.safeguard
+    }
+
+    /// One plain VBD sweep from `x` (Chen et al. 2024, Alg. 1): colour by colour, every vertex of
+    /// the colour solves its 3×3 system with its incident elements evaluated on the spot at
+    /// the current positions ([`vbd_local_system`]: the corner's gradient rows and diagonal
+    /// block only, Jacobi 3×3 SVD), and moves. The same iterate as
+    /// [`Self::gauss_seidel_sweep`] up to round-off (residual after 50 iterations on
+    /// armadillo_18k equal to 12 digits), which re-evaluated each touched element's full 12×12
+    /// Hessian after every colour, then sorted and regathered: 87–90% of a VBD iteration's
+    /// instructions were that element pass, ~13% the sorting, 7% copying (callgrind,
+    /// armadillo_18k, `benches/cpu_iteration.rs`); 1.09 → 0.40 G instructions per iteration.
+    /// Afterwards the element gradients and `g` are refreshed at the new `x` for the residual
+    /// (one gradient-only pass).
+    ///
+    /// Next steps (measured hot spots, not done): the gradient-only pass still runs nalgebra's
+    /// SVD (20% of the instructions; [`crate::material::svd3_fast`] or carrying each element's
+    /// end-of-sweep evaluation into the next sweep's first colour would save most of it); the
+    /// corner kernel is ~4,400 instructions, 37% of them the two Jacobi eigen-solves — a
+    /// closed-form σ-space eigensystem per material and SIMD over a colour's vertices (SoA, f32
+    /// where the stop rule allows) are what the 5 ms needs; thread scaling is to be
+    /// measured on an idle machine.
+    fn vbd_sweep(&mut self, problem: &StepProblem, x: &mut [f64], g: &mut [f64]) {
+        let mut steps = std::mem::take(&mut self.steps_buf);
+        for group in &self.colour_free {
+            steps.clear();
+            steps.resize(group.len(), Vector3::zeros());
+            let xr: &[f64] = x;
+            let vt = &self.vertex_tets;
+            group
+                .par_iter()
+                .zip(steps.par_iter_mut())
+                .for_each(|(&i, out)| {
+                    let i = i as usize;
+                    let (a, r) = vbd_local_system(problem, vt, xr, i);
+                    let d = filter(
+                        problem,
+                        xr,
+                        i,
+                        solve_spd(&a, &r).unwrap_or_else(Vector3::zeros),
+                    );
+                    *out = if problem.strict_inversion {
+                        keep_oriented(problem, vt, xr, i, d)
+                    } else {
+                        d
+                    };
+                });
+            for (&i, d) in group.iter().zip(&steps) {
+                for k in 0..3 {
+                    x[3 * i as usize + k] += d[k];
+                }
+            }
+        }
+        self.steps_buf = steps;
+        element_gradient_pass(problem.model, x, &mut self.cache);
+        self.gather_all(problem, x, g);
+    }
+
+    /// Refreshes the assembled gradient at every vertex from the element cache, in place.
+    fn gather_all(&self, problem: &StepProblem, x: &[f64], g: &mut [f64]) {
+        g.par_chunks_mut(3).enumerate().for_each(|(v, out)| {
+            let val = vertex_gradient(problem, &self.cache, &self.vertex_tets, x, v);
+            out.copy_from_slice(val.as_slice());
+        });
+    }
+
     /// One Gauss–Seidel sweep from `x`: colour by colour, each colour's local steps at the
     /// current iterate, applied at once; the element cache and `g` follow the moved vertices.
     fn gauss_seidel_sweep(&mut self, problem: &StepProblem, x: &mut [f64], g: &mut [f64]) {
@@ -286,15 +375,8 @@ impl Jgs2Solver {
         // colour let early colours' large moves re-rotate later colours' subspaces, and the
         // sweep took 63 instead of 29 iterations on a stiff beam (tests/jgs2.rs).
         let rot = self.subspace.is_some().then(|| self.frames(model, x));
-        for c in 0..self.colouring.groups.len() {
-            let group: Vec<u32> = self.colouring.groups[c]
-                .iter()
-                .copied()
-                .filter(|&v| !model.pinned[v as usize])
-                .collect();
-            if group.is_empty() {
-                continue;
-            }
+        for c in 0..self.colour_free.len() {
+            let group = self.colour_free[c].clone();
             let steps = self.local_steps(problem, x, g, &group, false, rot.as_deref());
             for (&i, d) in group.iter().zip(&steps) {
                 for k in 0..3 {
@@ -447,13 +529,18 @@ impl StepSolver for Jgs2Solver {
         let n = problem.x_start.len();
         x.clear();
         x.extend_from_slice(&problem.x_start);
-        let all: Vec<u32> = (0..model.num_vertices() as u32).collect();
         // The iteration keeps the element cache and the assembled gradient g current; the CN
         // residual is then free (‖g‖ of the current iterate).
         let t0 = Instant::now();
-        element_pass(model, x, &mut self.cache, None);
+        let plain_vbd = self.plain_vbd();
         let mut g = vec![0.0; n];
-        self.gather(problem, x, &mut g, &all);
+        if plain_vbd {
+            element_gradient_pass(model, x, &mut self.cache);
+            self.gather_all(problem, x, &mut g);
+        } else {
+            element_pass(model, x, &mut self.cache, None);
+            self.gather_all(problem, x, &mut g);
+        }
         timings.assembly_ms += ms(t0);
         let energy_of = |x: &[f64]| problem.energy_change(elastic, x);
         let mut residual = model.char_norm.residual(&g);
@@ -502,7 +589,11 @@ impl StepSolver for Jgs2Solver {
                     // its own may raise E a lot: its subspace assumes the other colours follow,
                     // which they do only later in the sweep).
                     let saved = safeguard.then(|| (x.clone(), g.clone(), self.cache.clone()));
-                    self.gauss_seidel_sweep(problem, x, &mut g);
+                    if plain_vbd {
+                        self.vbd_sweep(problem, x, &mut g);
+                    } else {
+                        self.gauss_seidel_sweep(problem, x, &mut g);
+                    }
                     match saved {
                         None => vec![0.0; n], // already applied
                         Some((x0, g0, cache0)) => {
@@ -524,7 +615,7 @@ impl StepSolver for Jgs2Solver {
                     *xi += s;
                 }
                 element_pass(model, x, &mut self.cache, None);
-                self.gather(problem, x, &mut g, &all);
+                self.gather_all(problem, x, &mut g);
                 prev.copy_from_slice(&step);
             }
             max_dx = if applied {

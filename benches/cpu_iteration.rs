@@ -1,0 +1,264 @@
+//! Cost of one per-vertex solver iteration on the CPU backend (issue 15, part 1): VBD (coloured
+//! Gauss–Seidel, no safeguard) and JGS2 (Jacobi, safeguarded, default subspace) on
+//! ../shared/meshes/armadillo_18k (4,855 vertices, 17,500 tets), stable Neo-Hookean E = 1e5 Pa,
+//! ν = 0.4, ρ = 1000 kg/m³, the top pinned (y > 0.45), gravity, h = 10 ms, f64.
+//!
+//! Per solver and thread count (1 and 2, rayon pools built here): two steps, each a fixed number
+//! of iterations (the stop rule ε = 0 never fires: `JELLO_CPU_VBD_ITERS`, default 50;
+//! `JELLO_CPU_JGS2_ITERS`, default 20); the figure is the second step's iteration-loop time
+//! (`StepTimings::solve_ms`) over its iterations, best of `JELLO_CPU_REPEATS` (default 3)
+//! simulations. The final residual is printed with all digits, so a change of the arithmetic
+//! shows.
+//!
+//! Memory floor, measured in the same run: a stream copy (`dst.copy_from_slice(src)` over 2 ×
+//! 256 MB, split in contiguous halves for 2 threads), counted as 2 × 256 MB moved per copy
+//! (read + write; write-allocate traffic not counted), best of 5. Bytes an iteration must move
+//! (the model; everything read or written once, no caches): per vertex x read and written,
+//! x̃ and the mass read, the gradient written (13 f64 = 104 B); per tet its 4 corner indices
+//! (16 B), Dm⁻¹ and volume (10 f64 = 80 B); the vertex→tet incidence list (8 B per incidence,
+//! 4 per tet); JGS2 adds its per-vertex subspace rows (the precompute's `bytes_per_vertex`)
+//! and a rotation per vertex (72 B) read once. "floor ms" = bytes / stream bandwidth, "% of
+//! floor" = floor / measured. The working set of VBD (~2.7 MB) fits this machine's caches, so the
+//! DRAM floor is a lower bound, not a target.
+//!
+//! `cargo bench --bench cpu_iteration`. Skipped when the mesh is absent. `JELLO_CPU_PROFILE=1`:
+//! VBD only, one thread, one simulation, no stream copy and no precompute — the run to put
+//! under `valgrind --tool=callgrind` (instruction counts are repeatable on a busy machine).
+//!
+//! Measured (2-core machine shared with three other builds, load average ~7: the absolute
+//! times are several times the idle ones and only ratios within one run mean anything; the
+//! instruction counts are callgrind's, 1 thread, per iteration, repeatable):
+//!
+//! | | VBD ms/it 1 thr | VBD 2 thr | JGS2 ms/it 1 thr | JGS2 2 thr | VBD instructions/it |
+//! |---|---|---|---|---|---|
+//! | before (c50483c) | 360.5 | 363.2 | 339.7 | 318.6 | 1.09 G |
+//! | after | 163.5 | 162.4 | 247.9 | 257.7 | 0.40 G |
+//!
+//! Stream copy in those runs: 7.5 / 5.4 GB/s (before), 11.4 / 6.8 GB/s (after), 1 / 2 threads
+//! — the other builds' traffic, not the machine's bandwidth. VBD moves ~2.7 MB per iteration
+//! in the model above (floor ~0.3 ms, <1% reached: the sweep is compute-bound, ~4,400
+//! instructions per element corner, mostly the 3×3 SVD and σ-space eigenpairs), JGS2 56.7 MB
+//! (floor ~5–8 ms, 2–3% reached). The residual after 50 VBD iterations agrees to 12 digits
+//! (1.486308463022572e-6 before, ...022998e-6 after). 2 threads gave no speed-up in either run
+//! on this shared machine.
+
+use jello::problem::Model;
+use jello::scene::Scene;
+use jello::sim::Simulation;
+use jello::solver::jgs2::{build_subspace, Jgs2Params, Jgs2Solver, SubspaceOptions, Variant};
+use jello::solver::{StepSolver, StopRule};
+use rayon::prelude::*;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Best stream-copy bandwidth over 5 copies of 256 MB on `threads` threads, GB/s (10⁹ B/s).
+fn stream_copy(threads: usize) -> f64 {
+    let n = 32 << 20; // f64s: 256 MB
+    let src: Vec<f64> = (0..n).map(|i| i as f64).collect();
+    let mut dst = vec![0.0f64; n];
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("pool");
+    let mut best = f64::INFINITY;
+    for _ in 0..5 {
+        let t = Instant::now();
+        pool.install(|| {
+            dst.par_chunks_mut(n.div_ceil(threads))
+                .zip(src.par_chunks(n.div_ceil(threads)))
+                .for_each(|(d, s)| d.copy_from_slice(s));
+        });
+        best = best.min(t.elapsed().as_secs_f64());
+        std::hint::black_box(&dst);
+    }
+    2.0 * (n * 8) as f64 / best / 1e9
+}
+
+fn scene() -> Option<String> {
+    let mesh = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/meshes/armadillo_18k.node");
+    if !mesh.exists() {
+        return None;
+    }
+    Some(format!(
+        r#"
+[simulation]
+h = 0.01
+steps = 1
+gravity = [0.0, -9.81, 0.0]
+
+[[objects]]
+name = "armadillo"
+mesh = {{ file = "{}" }}
+material = {{ model = "stable_neo_hookean", youngs_modulus = 1e5, poisson_ratio = 0.4, density = 1000.0 }}
+
+[[pins]]
+region = {{ box = {{ min = [-1.0, 0.45, -1.0], max = [1.0, 1.0, 1.0] }} }}
+"#,
+        mesh.display()
+    ))
+}
+
+/// One measured configuration: ms per iteration (best over repeats) and the final residual.
+fn measure(
+    model: &Model,
+    velocity: &[[f64; 3]],
+    h: f64,
+    threads: usize,
+    repeats: usize,
+    make: &(dyn Fn() -> Box<dyn StepSolver> + Sync),
+) -> (f64, usize, f64) {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("pool");
+    let mut best = f64::INFINITY;
+    let mut iters = 0;
+    let mut residual = f64::NAN;
+    for _ in 0..repeats {
+        pool.install(|| {
+            let state = model.initial_state(velocity);
+            let mut sim = Simulation::new(model.clone(), state, h, make()).expect("sim");
+            sim.step(false).expect("step 1");
+            let r = sim.step(false).expect("step 2");
+            best = best.min(r.timings.solve_ms / r.iterations as f64);
+            iters = r.iterations;
+            residual = r.residual;
+        });
+    }
+    (best, iters, residual)
+}
+
+fn main() {
+    let Some(text) = scene() else {
+        println!("skipping: armadillo_18k is not in ../shared/meshes");
+        return;
+    };
+    let built = Scene::parse(Path::new("bench.toml"), &text)
+        .expect("scene")
+        .build()
+        .expect("build");
+    let model = &built.model;
+    let h = built.config.h;
+    let nv = model.num_vertices();
+    let nt = model.mesh.num_tets();
+    let pinned = model.pinned.iter().filter(|&&p| p).count();
+    let repeats = env_or("JELLO_CPU_REPEATS", 3);
+    let vbd_iters = env_or("JELLO_CPU_VBD_ITERS", 50);
+    let jgs2_iters = env_or("JELLO_CPU_JGS2_ITERS", 20);
+    println!(
+        "armadillo_18k: {nv} vertices ({pinned} pinned), {nt} tets, stable Neo-Hookean \
+         E = 1e5 Pa, ν = 0.4, h = {} ms, f64",
+        h * 1e3
+    );
+
+    if env_or("JELLO_CPU_PROFILE", 0) == 1 {
+        let make = || -> Box<dyn StepSolver> {
+            Box::new(Jgs2Solver::vbd(
+                model,
+                Jgs2Params {
+                    stop: StopRule::Cn { eps: 0.0 },
+                    max_iterations: vbd_iters,
+                    variant: Variant::GaussSeidel,
+                    safeguard: false,
+                },
+            ))
+        };
+        let (ms, iters, residual) = measure(model, &built.velocity, h, 1, 1, &make);
+        println!(
+            "vbd, 1 thread: {ms:.2} ms/iteration, {iters} iterations, residual {residual:.15e}"
+        );
+        return;
+    }
+    let bw = [stream_copy(1), stream_copy(2)];
+    println!(
+        "stream copy (2 × 256 MB): 1 thread {:.1} GB/s, 2 threads {:.1} GB/s",
+        bw[0], bw[1]
+    );
+
+    let t = Instant::now();
+    let sub = Arc::new(build_subspace(model, h, &SubspaceOptions::default()).expect("precompute"));
+    println!(
+        "jgs2 precompute: {:.1} s, {:.0} B/vertex",
+        t.elapsed().as_secs_f64(),
+        sub.stats.bytes_per_vertex
+    );
+
+    let vbd_bytes = (nv * 104 + nt * (16 + 80) + 4 * nt * 8) as f64;
+    let jgs2_bytes = vbd_bytes + nv as f64 * (sub.stats.bytes_per_vertex + 72.0);
+    let stop = StopRule::Cn { eps: 0.0 };
+    let vbd = move || -> Box<dyn StepSolver> {
+        Box::new(Jgs2Solver::vbd(
+            model,
+            Jgs2Params {
+                stop,
+                max_iterations: vbd_iters,
+                variant: Variant::GaussSeidel,
+                safeguard: false,
+            },
+        ))
+    };
+    let jgs2 = || -> Box<dyn StepSolver> {
+        Box::new(
+            Jgs2Solver::jgs2(
+                model,
+                Jgs2Params {
+                    stop,
+                    max_iterations: jgs2_iters,
+                    variant: Variant::Jacobi,
+                    safeguard: true,
+                },
+                sub.clone(),
+            )
+            .expect("jgs2"),
+        )
+    };
+    println!(
+        "\n| solver | threads | ms/iteration | iterations | final residual | MB moved (model) | \
+         floor ms | % of floor |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut vbd_ms = [0.0; 2];
+    let mut jgs2_ms = [0.0; 2];
+    for (k, threads) in [1usize, 2].into_iter().enumerate() {
+        for (name, bytes, make, out) in [
+            (
+                "vbd",
+                vbd_bytes,
+                &vbd as &(dyn Fn() -> _ + Sync),
+                &mut vbd_ms,
+            ),
+            (
+                "jgs2-jacobi",
+                jgs2_bytes,
+                &jgs2 as &(dyn Fn() -> _ + Sync),
+                &mut jgs2_ms,
+            ),
+        ] {
+            let (ms, iters, residual) = measure(model, &built.velocity, h, threads, repeats, make);
+            out[k] = ms;
+            let floor = bytes / (bw[k] * 1e9) * 1e3;
+            println!(
+                "| {name} | {threads} | {ms:.2} | {iters} | {residual:.15e} | {:.1} | {floor:.3} \
+                 | {:.1} |",
+                bytes / 1e6,
+                100.0 * floor / ms
+            );
+        }
+    }
+    println!(
+        "\nspeed-up 1 → 2 threads: vbd {:.2}×, jgs2 {:.2}×; jgs2 / vbd per iteration: 1 thread \
+         {:.2}, 2 threads {:.2}",
+        vbd_ms[0] / vbd_ms[1],
+        jgs2_ms[0] / jgs2_ms[1],
+        jgs2_ms[0] / vbd_ms[0],
+        jgs2_ms[1] / vbd_ms[1]
+    );
+}
