@@ -183,6 +183,18 @@ pub struct VertexSubspaceData {
     pub schur: [f64; 9],
 }
 
+impl VertexSubspaceData {
+    /// Releases the lists' spare capacity.
+    fn shrink_to_fit(&mut self) {
+        self.near_vertices.shrink_to_fit();
+        self.near_blocks.shrink_to_fit();
+        self.far_nodes.shrink_to_fit();
+        self.far_weights.shrink_to_fit();
+        self.far_blocks.shrink_to_fit();
+        self.far_slopes.shrink_to_fit();
+    }
+}
+
 /// Summary statistics of a run.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Jgs2Stats {
@@ -773,7 +785,7 @@ impl Jgs2Precompute {
             let t1 = Instant::now();
             let ubar = &y[3 * j * n..3 * (j + 1) * n];
             let exact_total = matches!(mode, Mode::PerVertex);
-            let rec = self.vertex_data(
+            let mut rec = self.vertex_data(
                 v,
                 ubar,
                 &schur[j],
@@ -784,6 +796,9 @@ impl Jgs2Precompute {
                 opts,
                 vertex_scratch,
             );
+            // The lists grew by pushes (up to 2× their length); every vertex's record lives
+            // until the artifact is written, so drop the slack now.
+            rec.shrink_to_fit();
             out.push((v, rec, solve_s, t1.elapsed().as_secs_f64()));
         }
         Ok(out)
