@@ -691,6 +691,7 @@ impl Jgs2Precompute {
     }
 
     /// One multi-RHS solve for a batch of vertices, then each vertex's near/far split.
+    #[allow(clippy::too_many_arguments)]
     fn process_batch(
         &self,
         batch: &[usize],
