@@ -41,6 +41,11 @@
 //! (floor ~5–8 ms, 2–3% reached). The residual after 50 VBD iterations agrees to 12 digits
 //! (1.486308463022572e-6 before, ...022998e-6 after). 2 threads gave no speed-up in either run
 //! on this shared machine.
+//!
+//! After, on an idle 16-core Intel Xeon server pinned to 2 cores (`taskset -c 0,1`; stream copy
+//! 19.6 / 26.0 GB/s at 1 / 2 threads): VBD 102.89 / 60.46 ms per iteration at 1 / 2 threads
+//! (1.70×), JGS2 138.65 / 77.17 ms (1.80×); JGS2 / VBD 1.35 and 1.28; 0.1–0.2% (VBD) and
+//! 2.1–2.8% (JGS2) of the DRAM floor. Same final residuals as here.
 
 use jello::problem::Model;
 use jello::scene::Scene;
