@@ -837,6 +837,25 @@ impl<'a> StepProblem<'a> {
         }
     }
 
+    /// What every contact-aware solver does at the start of a step (Newton, multilevel, and
+    /// the runner's rebuilt step for residual pictures): κ balanced at `x_start`
+    /// ([`Self::init_contact_stiffness`], from `elastic`) and friction lagged at the step's start
+    /// xᵗ ([`Self::lag_friction`]). Returns how many further lagging passes the scene's
+    /// friction asks for after this one (`passes − 1`; 0 without friction or with no active
+    /// pair). A no-op returning 0 without contact.
+    pub fn begin_contact_step(&self, elastic: &dyn ElasticTerms) -> usize {
+        self.init_contact_stiffness(elastic);
+        match self
+            .model
+            .contact
+            .as_ref()
+            .and_then(|c| c.friction.as_ref())
+        {
+            Some(f) if self.lag_friction(&self.x_prev) > 0 => f.passes - 1,
+            _ => 0,
+        }
+    }
+
     /// Sets κ for the step as IPC does: the value that best balances the incremental
     /// potential's gradient against the contact gradient at `x_start`, clamped to
     /// [κ_min, κ_max] ([`crate::contact::barrier::initial_stiffness`]); κ_min when no pair is

@@ -117,10 +117,7 @@ pub fn step_problem<'a>(
         }
         None => StepProblem::new(model, start, h),
     };
-    if model.contact.is_some() {
-        problem.init_contact_stiffness(model);
-        problem.lag_friction(&problem.x_prev);
-    }
+    problem.begin_contact_step(model);
     problem
 }
 

@@ -137,19 +137,10 @@ impl StepSolver for NewtonSolver {
         // IPC's κ: balanced against the potential's gradient at the start (no-op without
         // contact), always from the f64 elastic terms: a run whose elastic terms are f32
         // kernels then starts each step with the κ of the CPU reference, not one a rounding
-        // apart (κ sets how far apart the surfaces rest, up to d̂).
-        problem.init_contact_stiffness(problem.model);
-        // Friction lagged at the step's start (IPC: normal forces and tangent frames of the pairs
-        // active at xᵗ, with this step's κ); each further pass re-lags at the converged point.
-        let mut passes_left = match problem
-            .model
-            .contact
-            .as_ref()
-            .and_then(|c| c.friction.as_ref())
-        {
-            Some(f) if problem.lag_friction(&problem.x_prev) > 0 => f.passes - 1,
-            _ => 0,
-        };
+        // apart (κ sets how far apart the surfaces rest, up to d̂). Friction lagged at the
+        // step's start (IPC: normal forces and tangent frames of the pairs active at xᵗ, with
+        // this step's κ); each further pass re-lags at the converged point.
+        let mut passes_left = problem.begin_contact_step(problem.model);
         let mut min_gap_sq = f64::INFINITY;
         // Which factor the current direction comes from.
         let mut augmented = false;

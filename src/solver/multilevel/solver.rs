@@ -436,16 +436,7 @@ impl StepSolver for MultilevelSolver {
         x.extend_from_slice(&problem.x_start);
         let contact = problem.model.contact.is_some();
         // κ and friction exactly as Newton sets them (see `NewtonSolver::step`).
-        problem.init_contact_stiffness(problem.model);
-        let mut passes_left = match problem
-            .model
-            .contact
-            .as_ref()
-            .and_then(|c| c.friction.as_ref())
-        {
-            Some(f) if problem.lag_friction(&problem.x_prev) > 0 => f.passes - 1,
-            _ => 0,
-        };
+        let mut passes_left = problem.begin_contact_step(problem.model);
         let mut min_gap_sq = f64::INFINITY;
         let mut g = vec![0.0; n];
         let mut x_new = Vec::with_capacity(n);
