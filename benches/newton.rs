@@ -7,7 +7,10 @@
 //! on the twist bar (as bundled and with the caps ten times faster) and on a sagging cantilever solved statically (no inertia: the regime where
 //! projected Newton's convergence is linear), iterations and wall time per step or increment.
 //!
-//! `cargo bench --bench newton`. Env: `JELLO_BENCH_TWIST_STEPS` (default 40),
+//! Then, on the armadillo, the assembly by phase (element Hessians, matrix gather, gradient) with
+//! the element Hessians' reference route and the sequential scatter timed in the same run.
+//!
+//! `cargo bench --bench newton`. Env: `JELLO_BENCH_ASSEMBLY_REPS` (default 5), `JELLO_BENCH_TWIST_STEPS` (default 40),
 //! `JELLO_BENCH_SAG_INCREMENTS` (default 5), `JELLO_BENCH_FILTERS_ONLY=1` (only the filters),
 //! `JELLO_BENCH_ARMADILLO_STEPS` (default 5), `JELLO_BENCH_ARMADILLO` (path of the .node file,
 //! default ../shared/meshes/armadillo_114k.node beside the repository root).
@@ -230,22 +233,151 @@ fn ordering_comparison(model: &Model, reps: usize) {
         matrix.values().len(),
         assemble_ms
     );
-    println!("| ordering | analyse ms | factor nnz | factor ms | solve ms |");
-    println!("|---|---|---|---|---|");
+    // faer's dense Cholesky on this machine in the same run: the rate a supernodal
+    // factorisation (dense blocks) approaches at best.
+    let dense_n = env_usize("JELLO_BENCH_DENSE_N", 3000);
+    let b = faer::Mat::<f64>::from_fn(dense_n, dense_n, |i, j| {
+        ((i * 7 + j * 13) % 17) as f64 / 17.0 - 0.5
+    });
+    let spd = &b * b.transpose() + faer::Mat::<f64>::identity(dense_n, dense_n) * dense_n as f64;
+    let dense_ms = best_ms(reps, || {
+        std::hint::black_box(spd.llt(faer::Side::Lower).expect("dense SPD"));
+    });
+    let dense_gflops = (dense_n as f64).powi(3) / 3.0 / dense_ms / 1e6;
+    println!(
+        "| ordering | analyse ms | factor nnz | factor ms | solve ms | factor GFLOP | GFLOP/s | % of faer dense |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
     for (k, o) in orderings.iter().enumerate() {
+        let flops = factors[k].factor_flops().unwrap_or(f64::NAN);
+        let rate = flops / best[k].0 / 1e6;
         println!(
-            "| {} | {:.0} | {} | {:.1} | {:.1} |",
+            "| {} | {:.0} | {} | {:.1} | {:.1} | {:.2} | {:.1} | {:.0}% |",
             ordering_name(*o),
             analyse[k],
             factors[k].factor_nnz(),
             best[k].0,
-            best[k].1
+            best[k].1,
+            flops / 1e9,
+            rate,
+            100.0 * rate / dense_gflops
         );
     }
+    println!(
+        "(faer's dense Cholesky, n = {dense_n}, same run: {dense_ms:.1} ms, {dense_gflops:.1} GFLOP/s)"
+    );
     println!(
         "(max |dx_nd − dx_amd| / max |dx| = {:.1e})",
         diff / scale.max(1e-300)
     );
+}
+
+/// Best of `reps` wall times of `f`, ms.
+fn best_ms(reps: usize, mut f: impl FnMut()) -> f64 {
+    (0..reps.max(1))
+        .map(|_| {
+            let t0 = Instant::now();
+            f();
+            t0.elapsed().as_secs_f64() * 1e3
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// Newton's assembly on the armadillo by phase, at the first step's inertial start, each phase
+/// the best of `reps` with warm buffers: the element Hessians by the fast route (cyclic-Jacobi
+/// SVD, rank-one mode updates) and by the reference route (nalgebra's SVD and eigen-solver, the
+/// 9×9 ∂P/∂F contracted twice: what Newton ran before), the sparse matrix by the parallel
+/// gather and by the sequential scatter, the inertia/pin terms, and the gradient — all in one
+/// run. Asserts that both routes build the same matrix (round-off).
+fn assembly_phases(model: &Model, reps: usize) {
+    use jello::material::{element_hessian_reference, EigenFilter};
+    use jello::problem::ElasticTerms;
+    use nalgebra::Vector3;
+    use rayon::prelude::*;
+    let vel = vec![[0.0; 3]; model.num_vertices()];
+    let state = model.initial_state(&vel);
+    let problem = StepProblem::new(model, &state, 0.02);
+    let x = &problem.x_start;
+    let layout = HessianLayout::new(model).expect("layout");
+    let mut fast = layout.zeros();
+    let mut slow = layout.zeros();
+    let mut elem = Vec::new();
+    let mut reference: Vec<[f64; 144]> = vec![[0.0; 144]; model.mesh.num_tets()];
+    let mut g = vec![0.0; x.len()];
+    // Warm every buffer once.
+    model.elastic_element_hessians_filtered(x, EigenFilter::Clamp, &mut elem);
+    let reference_hessians = |out: &mut Vec<[f64; 144]>| {
+        out.par_iter_mut().enumerate().for_each(|(t, o)| {
+            let c = model.mesh.tets[t]
+                .map(|i| Vector3::from_column_slice(&x[3 * i as usize..3 * i as usize + 3]));
+            let h = element_hessian_reference(
+                &model.materials[t],
+                &model.rest[t],
+                &c,
+                Some(EigenFilter::Clamp),
+            );
+            for p in 0..12 {
+                for q in 0..12 {
+                    o[12 * p + q] = h[(p, q)];
+                }
+            }
+        })
+    };
+    let elem_fast = best_ms(reps, || {
+        model.elastic_element_hessians_filtered(x, EigenFilter::Clamp, &mut elem)
+    });
+    let elem_ref = best_ms(reps, || reference_hessians(&mut reference));
+    let gather = best_ms(reps, || fast.gather(&layout.gather, elem.as_flattened()));
+    let scatter = best_ms(reps, || {
+        slow.clear();
+        for (t, h) in reference.iter().enumerate() {
+            slow.scatter_add(&layout.scatter, t, h);
+        }
+    });
+    let vertex_terms = best_ms(reps, || problem.add_vertex_hessian(&layout, x, &mut fast));
+    let mut newton_matrix = layout.zeros();
+    let now = best_ms(reps, || {
+        problem.hessian(model, x, &layout, &mut newton_matrix, &mut elem);
+    });
+    let gradient = best_ms(reps, || {
+        g.iter_mut().for_each(|v| *v = 0.0);
+        problem.gradient(model, x, &mut g);
+    });
+    problem.assemble(&layout, &reference, x, &mut slow);
+    let diff = newton_matrix
+        .values()
+        .iter()
+        .zip(slow.values())
+        .map(|(a, b)| (a - b) * (a - b))
+        .sum::<f64>()
+        .sqrt();
+    let norm = slow.values().iter().map(|v| v * v).sum::<f64>().sqrt();
+    let rel = diff / norm.max(1e-300);
+    assert!(
+        rel < 1e-10,
+        "Hessian differs from the reference route's: {rel:e}"
+    );
+    let (nt, nnz) = (model.mesh.num_tets(), newton_matrix.values().len());
+    let before = elem_ref + scatter + vertex_terms;
+    println!(
+        "\narmadillo_114k, Newton's assembly by phase ({nt} tets, {nnz} stored upper entries, \
+         {} rayon threads, best of {reps}, ms; relative difference from the reference route's \
+         matrix: {rel:.1e}):",
+        rayon::current_num_threads()
+    );
+    println!("| phase | ms |");
+    println!("|---|---|");
+    println!("| element Hessians into a buffer, fast route (cyclic-Jacobi SVD, rank-one modes) | {elem_fast:.1} |");
+    println!("| element Hessians into a buffer, reference route (nalgebra SVD + eigen, 9×9 ∂P/∂F) | {elem_ref:.1} |");
+    println!("| matrix from the buffer, parallel gather | {gather:.1} |");
+    println!("| matrix from the buffer, sequential scatter | {scatter:.1} |");
+    println!("| inertia, barrier, pins | {vertex_terms:.1} |");
+    println!("| **one Hessian, now** (Newton's path): element Hessians, fast route + parallel gather + inertia | {now:.1} |");
+    println!(
+        "| **one Hessian, before**: reference route + sequential scatter + inertia | {before:.1} |"
+    );
+    println!("| ratio before / now | {:.2} |", before / now);
+    println!("| gradient (energy + gradient, all terms; closed-form P) | {gradient:.1} |");
 }
 
 fn print_table(rows: &[Row]) {
@@ -419,6 +551,7 @@ fn main() {
     print_table(&rows);
     if node.exists() {
         if let Some(model) = armadillo_model(&node) {
+            assembly_phases(&model, env_usize("JELLO_BENCH_ASSEMBLY_REPS", 5));
             ordering_comparison(&model, env_usize("JELLO_BENCH_ORDERING_REPS", 3));
         }
     }

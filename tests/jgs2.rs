@@ -207,7 +207,7 @@ fn jgs2_and_vbd_converge_to_the_newton_solution() {
 
 /// The plain VBD sweep evaluates each vertex's system on the spot ([`vbd_local_system`]); it
 /// must be the system the element cache gives ([`vbd_system`] with the assembled gradient) at
-/// a random deformed state, near an obstacle (barrier terms active): r and A to round-off. The gradient-only pass gives the same element gradients as the full pass.
+/// a random deformed state, near an obstacle (barrier terms active): r and A to round-off. The gradient-only pass gives the full pass's element gradients to round-off.
 #[test]
 fn vbd_local_system_matches_the_cached_system() {
     let mut rng = common::rng("vbd_local_system_matches_the_cached_system");
@@ -241,7 +241,23 @@ fn vbd_local_system_matches_the_cached_system() {
     element_pass(&m, &x, &mut cache, None);
     let mut grad_only = ElementCache::default();
     element_gradient_pass(&m, &x, &mut grad_only);
-    assert_eq!(grad_only.grad, cache.grad);
+    // The gradient-only pass takes P from the invariants (no SVD), the full pass from the
+    // singular values: equal to round-off.
+    assert_eq!(grad_only.grad.len(), cache.grad.len());
+    for (a, b) in grad_only.grad.iter().zip(&cache.grad) {
+        let (a, b) = (a.as_slice(), b.as_slice());
+        let norm = b.iter().map(|v| v * v).sum::<f64>().sqrt();
+        let diff = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x - y) * (x - y))
+            .sum::<f64>()
+            .sqrt();
+        assert!(
+            diff <= 1e-12 * norm.max(1e-300),
+            "element gradient {diff:e} of {norm:e}"
+        );
+    }
     let g: Vec<f64> = (0..m.num_vertices())
         .flat_map(|v| {
             let gv = vertex_gradient(&problem, &cache, &vt, &x, v);

@@ -302,6 +302,66 @@ impl ScatterMap {
     }
 }
 
+/// The transpose of a [`ScatterMap`]: for each stored value, the flat indices
+/// (`e·n_local² + local entry`) of the element entries that add into it, ascending. Assembling
+/// by gathering — each value summed from its own list — runs in parallel over the values with
+/// no write conflicts, and adds in the order a sequential scatter over the elements does, so
+/// [`SymSparse::gather`] equals [`SymSparse::scatter_add`] over all elements bit for bit.
+#[derive(Clone, Debug)]
+pub struct GatherMap {
+    offsets: Vec<u32>,
+    sources: Vec<u32>,
+}
+
+impl GatherMap {
+    /// Inverts `map` for a pattern of `nnz` stored values.
+    pub fn new(map: &ScatterMap, nnz: usize) -> Result<Self> {
+        Self::from_targets(&map.idx, nnz)
+    }
+
+    /// The gather for `targets[src]` = the value index source entry `src` adds into
+    /// ([`SKIP`]: none).
+    fn from_targets(targets: &[u32], nnz: usize) -> Result<Self> {
+        if targets.len() >= SKIP as usize {
+            return Err(PrecomputeError::Invalid(
+                "too many element entries for u32 gather indices".into(),
+            ));
+        }
+        if let Some(&k) = targets.iter().find(|&&k| k != SKIP && k as usize >= nnz) {
+            return Err(PrecomputeError::Invalid(format!(
+                "scatter target {k} outside a pattern of {nnz} values"
+            )));
+        }
+        let mut offsets = vec![0u32; nnz + 1];
+        for &k in targets.iter().filter(|&&k| k != SKIP) {
+            offsets[k as usize + 1] += 1;
+        }
+        for i in 0..nnz {
+            offsets[i + 1] += offsets[i];
+        }
+        let mut next: Vec<u32> = offsets[..nnz].to_vec();
+        let mut sources = vec![0u32; offsets[nnz] as usize];
+        for (src, &k) in targets.iter().enumerate() {
+            if k != SKIP {
+                let slot = &mut next[k as usize];
+                sources[*slot as usize] = src as u32;
+                *slot += 1;
+            }
+        }
+        Ok(Self { offsets, sources })
+    }
+
+    /// Number of stored values it fills.
+    pub fn nnz(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    /// Bytes held (the index arrays).
+    pub fn bytes(&self) -> usize {
+        4 * (self.offsets.len() + self.sources.len())
+    }
+}
+
 /// Global DOF list (flat, 12 per tet) of a tet mesh with 3 DOFs per vertex, vertex-major.
 pub fn tet_dofs(tets: &[[u32; 4]]) -> Vec<usize> {
     let mut out = Vec::with_capacity(tets.len() * 12);
@@ -374,6 +434,34 @@ impl SymSparse {
                 self.values[k as usize] += v;
             }
         }
+    }
+
+    /// Sets every value to the sum of its element entries (`local`: the elements' dense local
+    /// matrices, row-major, concatenated) through `map`, in parallel over the values; equal bit
+    /// for bit to [`Self::clear`] followed by [`Self::scatter_add`] over all elements in order.
+    pub fn gather(&mut self, map: &GatherMap, local: &[f64]) {
+        use rayon::prelude::*;
+        assert_eq!(
+            map.nnz(),
+            self.values.len(),
+            "gather map of another pattern"
+        );
+        // Chunks of values large enough to amortise the task, small enough to balance.
+        const CHUNK: usize = 4096;
+        self.values
+            .par_chunks_mut(CHUNK)
+            .enumerate()
+            .for_each(|(c, vals)| {
+                let base = c * CHUNK;
+                for (i, v) in vals.iter_mut().enumerate() {
+                    let (a, b) = (map.offsets[base + i], map.offsets[base + i + 1]);
+                    let mut acc = 0.0;
+                    for &src in &map.sources[a as usize..b as usize] {
+                        acc += local[src as usize];
+                    }
+                    *v = acc;
+                }
+            });
     }
 
     /// Entry `(row, col)` (zero when not stored).

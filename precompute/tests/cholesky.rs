@@ -200,3 +200,44 @@ fn refactor_reuses_symbolic_and_detects_non_spd() {
     f.refactor(&a).unwrap();
     assert!(f.solve_in_place(&mut vec![0.0; n + 1]).is_err());
 }
+
+/// [`SparseCholesky::factor_flops`] on a dense pattern (one supernode) is dense Cholesky's
+/// exact count Σ_c c(c+1) = (n−1)n(n+1)/3, and a sparser pattern of the same size costs less.
+#[test]
+fn factor_flops_of_a_dense_pattern_is_the_dense_count() {
+    let n = 300;
+    let mut entries = Vec::new();
+    for c in 0..n {
+        for r in 0..=c {
+            let v = if r == c {
+                n as f64
+            } else {
+                1.0 / (1.0 + (r + c) as f64)
+            };
+            entries.push((r, c, v));
+        }
+    }
+    let a = build(n, &entries);
+    let f = SparseCholesky::new(&a, Ordering::Identity).unwrap();
+    let nf = n as f64;
+    let want = (nf - 1.0) * nf * (nf + 1.0) / 3.0;
+    let got = f
+        .factor_flops()
+        .expect("a dense 300×300 pattern factors supernodally");
+    assert_eq!(got, want);
+    // A tridiagonal pattern: c = 1 for every column but the last (at least; faer may relax
+    // small supernodes into blocks with explicit zeros, whose work the count then includes).
+    let tri: Vec<_> = (0..n)
+        .flat_map(|c| {
+            let mut e = vec![(c, c, 4.0)];
+            if c > 0 {
+                e.push((c - 1, c, -1.0));
+            }
+            e
+        })
+        .collect();
+    let t = SparseCholesky::new(&build(n, &tri), Ordering::Identity).unwrap();
+    if let Some(flops) = t.factor_flops() {
+        assert!(flops >= 2.0 * (nf - 1.0) && flops < want / 10.0, "{flops}");
+    }
+}

@@ -73,31 +73,104 @@ pub fn evaluate_filtered<T: RealField + Copy>(
     if m.model == MaterialModel::Linear {
         return linear(m, f, want_dpdf);
     }
-    let svd = svd3(f);
-    let d = sigma_derivatives(m, &svd.sigma);
-    let p = svd.u * Matrix3::from_diagonal(&d.grad) * svd.v.transpose();
-    let dpdf = want_dpdf.then(|| {
-        let mut out = Mat9::zeros();
-        for_each_mode(&svd.sigma, &d, |lambda, q| {
-            let lambda = match filter {
-                Some(filter) => filter.apply(lambda),
-                None => lambda,
-            };
-            if lambda == T::zero() {
-                return;
-            }
-            let full = svd.u * q * svd.v.transpose();
-            // full is stored column-major, so its slice is vec(full).
-            let v = nalgebra::SVector::<T, 9>::from_column_slice(full.as_slice());
-            out += v * v.transpose() * lambda;
-        });
-        out
+    if !want_dpdf {
+        if let Some((psi, p)) = invariant_stress(m, f) {
+            return StressEval { psi, p, dpdf: None };
+        }
+        // P alone: the SVD and σ-space gradient, no eigenpairs.
+        let svd = svd3_fast(f);
+        let d = sigma_derivatives(m, &svd.sigma);
+        return StressEval {
+            psi: d.psi,
+            p: svd.u * Matrix3::from_diagonal(&d.grad) * svd.v.transpose(),
+            dpdf: None,
+        };
+    }
+    let mut out = Mat9::zeros();
+    let (psi, p) = evaluate_modes(m, f, filter, |lambda, full| {
+        // full is stored column-major, so its slice is vec(full).
+        let v = nalgebra::SVector::<T, 9>::from_column_slice(full.as_slice());
+        out += v * v.transpose() * lambda;
     });
     StressEval {
-        psi: d.psi,
+        psi,
         p,
-        dpdf,
+        dpdf: Some(out),
     }
+}
+
+/// ∂P/∂F (9×9, column-major vec order, Pa) by nalgebra's general 3×3 SVD ([`svd3`]) and
+/// symmetric eigen-solver, the eigenvalues passed through `filter`: an independent route to
+/// what [`evaluate_filtered`] computes with the cyclic-Jacobi solvers, kept as their test
+/// oracle and benchmark baseline.
+pub fn dpdf_reference<T: RealField + Copy>(
+    m: &Material,
+    f: &Matrix3<T>,
+    filter: Option<EigenFilter>,
+) -> Mat9<T> {
+    if m.model == MaterialModel::Linear {
+        return linear(m, f, true).dpdf.unwrap_or_else(Mat9::zeros);
+    }
+    let svd = svd3(f);
+    let d = sigma_derivatives(m, &svd.sigma);
+    let eig = SymmetricEigen::new(d.hess);
+    let mut out = Mat9::zeros();
+    for_each_mode_with(
+        &svd.sigma,
+        &d,
+        (eig.eigenvalues, eig.eigenvectors),
+        |lambda, q| {
+            let lambda = filter.map_or(lambda, |f| f.apply(lambda));
+            let full = svd.u * q * svd.v.transpose();
+            let v = nalgebra::SVector::<T, 9>::from_column_slice(full.as_slice());
+            out += v * v.transpose() * lambda;
+        },
+    );
+    out
+}
+
+/// Ψ(F) (J/m³) and P(F) (Pa), with ∂P/∂F handed over as its eigen-decomposition:
+/// `visit(λ_k, M_k)` for each of the nine modes whose eigenvalue, after `filter`, is non-zero
+/// (M_k = U Q_k Vᵀ, unit Frobenius norm; ∂P/∂F = Σ_k λ_k vec(M_k) vec(M_k)ᵀ). A caller that
+/// contracts ∂P/∂F with shape gradients (the 12×12 element Hessian) does so one rank-one mode at
+/// a time, without the 9×9 matrix. The SVD and the σ-space eigenpairs by cyclic Jacobi
+/// ([`svd3_fast`], [`symmetric_eigen3`]): nalgebra's general 3×3 solvers were most of a Newton
+/// assembly's instructions. Not for [`MaterialModel::Linear`] (no SVD form; its ∂P/∂F is
+/// constant): use [`evaluate_filtered`].
+pub fn evaluate_modes<T: RealField + Copy>(
+    m: &Material,
+    f: &Matrix3<T>,
+    filter: Option<EigenFilter>,
+    mut visit: impl FnMut(T, &Matrix3<T>),
+) -> (T, Matrix3<T>) {
+    if m.model == MaterialModel::Linear {
+        let s = linear(m, f, true);
+        let d = s.dpdf.unwrap_or_else(Mat9::zeros);
+        // Linear's ∂P/∂F in modes, from its own eigen-decomposition (PSD: no filter acts).
+        let eig = SymmetricEigen::new(d);
+        for k in 0..9 {
+            let lambda = eig.eigenvalues[k];
+            if lambda != T::zero() {
+                let v = eig.eigenvectors.column(k);
+                visit(lambda, &Matrix3::from_column_slice(v.as_slice()));
+            }
+        }
+        return (s.psi, s.p);
+    }
+    let svd = svd3_fast(f);
+    let d = sigma_derivatives(m, &svd.sigma);
+    let p = svd.u * Matrix3::from_diagonal(&d.grad) * svd.v.transpose();
+    for_each_mode_with(&svd.sigma, &d, symmetric_eigen3(&d.hess), |lambda, q| {
+        let lambda = match filter {
+            Some(filter) => filter.apply(lambda),
+            None => lambda,
+        };
+        if lambda == T::zero() {
+            return;
+        }
+        visit(lambda, &(svd.u * q * svd.v.transpose()));
+    });
+    (d.psi, p)
 }
 
 /// P(F) (Pa) and the filtered ∂P/∂F contracted with `b` on both column sides,
@@ -158,11 +231,11 @@ pub fn dpdf_curvature<T: RealField + Copy>(m: &Material, f: &Matrix3<T>, df: &Ma
         let v = nalgebra::SVector::<T, 9>::from_column_slice(df.as_slice());
         return (v.transpose() * c * v)[(0, 0)];
     }
-    let svd = svd3(f);
+    let svd = svd3_fast(f);
     let d = sigma_derivatives(m, &svd.sigma);
     let local = svd.u.transpose() * df * svd.v;
     let mut acc = T::zero();
-    for_each_mode(&svd.sigma, &d, |lambda, q| {
+    for_each_mode_with(&svd.sigma, &d, symmetric_eigen3(&d.hess), |lambda, q| {
         let a = q.component_mul(&local).sum();
         acc += lambda * a * a;
     });
@@ -172,17 +245,8 @@ pub fn dpdf_curvature<T: RealField + Copy>(m: &Material, f: &Matrix3<T>, df: &Ma
 /// Calls `visit(λ_k, Q_k)` for the nine eigenpairs of ∂P/∂F in singular-value space (the
 /// eigenvector in F space is U·Q_k·Vᵀ, unit Frobenius norm): three scaling modes (eigenvectors
 /// of the σ-space Hessian), then a flip (symmetric) and a twist (skew) mode per pair of
-/// singular values.
-fn for_each_mode<T: RealField + Copy>(
-    sigma: &Vector3<T>,
-    d: &super::SigmaDerivatives<T>,
-    visit: impl FnMut(T, &Matrix3<T>),
-) {
-    let eig = SymmetricEigen::new(d.hess);
-    for_each_mode_with(sigma, d, (eig.eigenvalues, eig.eigenvectors), visit);
-}
-
-/// [`for_each_mode`] with the σ-space Hessian's eigenpairs given (values, vectors as columns).
+/// singular values. The σ-space Hessian's eigenpairs are given (values, vectors as
+/// columns).
 fn for_each_mode_with<T: RealField + Copy>(
     sigma: &Vector3<T>,
     d: &super::SigmaDerivatives<T>,
@@ -225,6 +289,56 @@ fn for_each_mode_with<T: RealField + Copy>(
         q[(j, i)] = -inv_sqrt2;
         visit(lambda_twist, &q);
     }
+}
+
+/// Ψ (J/m³) and P (Pa) from the invariants I_C = ‖F‖², J = det F and the cofactor matrix
+/// cof F = ∂J/∂F, without an SVD, for the models whose P has that closed form (both stable
+/// Neo-Hookeans, Neo-Hookean, St. Venant–Kirchhoff); `None` for the rotation-based ones (fixed
+/// corotated, ARAP), which need the polar factor. Equal to the singular-value route up to
+/// round-off; a gradient or energy pass then costs a few dozen flops per element instead of a
+/// 3×3 SVD.
+fn invariant_stress<T: RealField + Copy>(m: &Material, f: &Matrix3<T>) -> Option<(T, Matrix3<T>)> {
+    let mu: T = c(m.mu);
+    let la: T = c(m.lambda);
+    let (one, two, three): (T, T, T) = (T::one(), c(2.0), c(3.0));
+    let ic = f.norm_squared();
+    let (f0, f1, f2) = (f.column(0), f.column(1), f.column(2));
+    let cof = Matrix3::from_columns(&[f1.cross(&f2), f2.cross(&f0), f0.cross(&f1)]);
+    let j = f0.dot(&cof.column(0));
+    Some(match m.model {
+        MaterialModel::StableNeoHookean | MaterialModel::StableNeoHookeanVbd => {
+            let smith = m.model == MaterialModel::StableNeoHookean;
+            let alpha = if smith {
+                one + c::<T>(0.75) * mu / la
+            } else {
+                one + mu / la
+            };
+            let mut psi = mu / two * (ic - three) + la / two * (j - alpha) * (j - alpha)
+                - la / two * (one - alpha) * (one - alpha);
+            let mut p = f * mu + cof * (la * (j - alpha));
+            if smith {
+                let q = ic + one;
+                psi -= mu / two * (q.ln() - c::<T>(4.0).ln());
+                p -= f * (mu / q);
+            }
+            (psi, p)
+        }
+        MaterialModel::NeoHookean => {
+            if j <= T::zero() {
+                return Some((c(f64::INFINITY), Matrix3::repeat(c(f64::NAN))));
+            }
+            let lj = j.ln();
+            let psi = mu / two * (ic - three) - mu * lj + la / two * lj * lj;
+            (psi, f * mu + cof * ((la * lj - mu) / j))
+        }
+        MaterialModel::StVk => {
+            let e = (f.tr_mul(f) - Matrix3::identity()) * c::<T>(0.5);
+            let tr = e.trace();
+            let psi = mu * e.norm_squared() + la / two * tr * tr;
+            (psi, f * (e * (two * mu) + Matrix3::identity() * (la * tr)))
+        }
+        _ => return None,
+    })
 }
 
 /// Linear elasticity: Ψ = μ‖ε‖² + λ/2 tr(ε)², ε = sym(F) − I; constant, PSD ∂P/∂F.

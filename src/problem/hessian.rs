@@ -4,7 +4,7 @@
 
 use crate::error::{JelloError, Result};
 use crate::problem::Model;
-use jello_precompute::sparse::{tet_dofs, ScatterMap, SymSparse, SymmetricPattern};
+use jello_precompute::sparse::{tet_dofs, GatherMap, ScatterMap, SymSparse, SymmetricPattern};
 use std::sync::Arc;
 
 /// Pattern, scatter map (pinned DOFs skipped) and diagonal positions of a model's Hessian.
@@ -14,6 +14,9 @@ pub struct HessianLayout {
     pub pattern: Arc<SymmetricPattern>,
     /// Per element and local 12×12 entry: index into the value array (or skipped).
     pub scatter: ScatterMap,
+    /// The scatter map's transpose: per stored value, the element entries that add into it
+    /// (assembly by a parallel gather, [`SymSparse::gather`]).
+    pub gather: Arc<GatherMap>,
     /// Index of each diagonal entry in the value array.
     pub diag: Vec<usize>,
 }
@@ -28,6 +31,7 @@ impl HessianLayout {
         let fixed: Vec<bool> = (0..3 * nv).map(|k| model.pinned[k / 3]).collect();
         let scatter = ScatterMap::new(&pattern, 12, &tet_dofs(&model.mesh.tets), Some(&fixed))
             .map_err(err)?;
+        let gather = Arc::new(GatherMap::new(&scatter, pattern.nnz()).map_err(err)?);
         let diag = (0..3 * nv)
             .map(|d| {
                 pattern
@@ -38,6 +42,7 @@ impl HessianLayout {
         Ok(HessianLayout {
             pattern,
             scatter,
+            gather,
             diag,
         })
     }

@@ -185,6 +185,48 @@ fn ordered_sum(n: usize, f: impl Fn(usize) -> f64 + Sync + Send) -> f64 {
     terms.iter().sum()
 }
 
+impl Model {
+    /// Element `t`'s Hessian (row-major 12×12, N/m) at `x`, ∂P/∂F's eigenvalues through
+    /// `filter`, into `o` (left as is for an element with no Hessian).
+    fn element_hessian_into(&self, x: &[f64], t: usize, filter: EigenFilter, o: &mut [f64; 144]) {
+        let s = element_hessian_filtered(
+            &self.materials[t],
+            &self.rest[t],
+            &corners(x, &self.mesh.tets[t]),
+            Some(filter),
+        );
+        if let Some(h) = s.hessian {
+            for p in 0..12 {
+                for q in 0..12 {
+                    o[12 * p + q] = h[(p, q)];
+                }
+            }
+        }
+    }
+
+    /// Element `t`'s energy (J) and gradient (N, vertex-major) at `x`: only the 13 numbers the
+    /// gradient passes gather (an [`crate::material::ElementState`] carries room for a 12×12
+    /// Hessian, ~1.3 KB a tet: collecting those made each gradient of armadillo_114k allocate
+    /// and fault in ~150 MB).
+    fn element_energy_gradient(&self, x: &[f64], t: usize) -> ElementEnergyGradient {
+        let s = element_gradient(
+            &self.materials[t],
+            &self.rest[t],
+            &corners(x, &self.mesh.tets[t]),
+        );
+        ElementEnergyGradient {
+            energy: s.energy,
+            gradient: s.gradient.into(),
+        }
+    }
+}
+
+/// One element's energy (J) and gradient (N).
+struct ElementEnergyGradient {
+    energy: f64,
+    gradient: [f64; 12],
+}
+
 impl ElasticTerms for Model {
     fn elastic_energy(&self, x: &[f64]) -> f64 {
         ordered_sum(self.mesh.num_tets(), |t| self.element_psi(x, t))
@@ -214,13 +256,7 @@ impl ElasticTerms for Model {
     fn elastic_gradient(&self, x: &[f64], g: &mut [f64]) -> f64 {
         let per: Vec<_> = (0..self.mesh.num_tets())
             .into_par_iter()
-            .map(|t| {
-                element_gradient(
-                    &self.materials[t],
-                    &self.rest[t],
-                    &corners(x, &self.mesh.tets[t]),
-                )
-            })
+            .map(|t| self.element_energy_gradient(x, t))
             .collect();
         let mut e = 0.0;
         for (t, s) in per.iter().enumerate() {
@@ -246,13 +282,7 @@ impl ElasticTerms for Model {
         }
         let per: Vec<_> = (0..self.mesh.num_tets())
             .into_par_iter()
-            .map(|t| {
-                element_gradient(
-                    &self.materials[t],
-                    &self.rest[t],
-                    &corners(x, &self.mesh.tets[t]),
-                )
-            })
+            .map(|t| self.element_energy_gradient(x, t))
             .collect();
         let (mut e, mut change) = (0.0, 0.0);
         for (t, s) in per.iter().enumerate() {
@@ -274,21 +304,9 @@ impl ElasticTerms for Model {
         out: &mut Vec<[f64; 144]>,
     ) {
         out.resize(self.mesh.num_tets(), [0.0; 144]);
-        out.par_iter_mut().enumerate().for_each(|(t, o)| {
-            let s = element_hessian_filtered(
-                &self.materials[t],
-                &self.rest[t],
-                &corners(x, &self.mesh.tets[t]),
-                Some(filter),
-            );
-            if let Some(h) = s.hessian {
-                for p in 0..12 {
-                    for q in 0..12 {
-                        o[12 * p + q] = h[(p, q)];
-                    }
-                }
-            }
-        });
+        out.par_iter_mut()
+            .enumerate()
+            .for_each(|(t, o)| self.element_hessian_into(x, t, filter, o));
     }
 }
 
@@ -1469,10 +1487,13 @@ impl<'a> StepProblem<'a> {
         x: &[f64],
         out: &mut SymSparse,
     ) {
-        out.clear();
-        for (t, h) in elem.iter().enumerate() {
-            out.scatter_add(&layout.scatter, t, h);
-        }
+        out.gather(&layout.gather, elem.as_flattened());
+        self.add_vertex_hessian(layout, x, out);
+    }
+
+    /// Adds what [`Self::assemble`] adds besides the element Hessians to an elastic Hessian in
+    /// `out`: inertia, vertex barriers and surface pairs, and identity rows for pinned DOFs.
+    pub fn add_vertex_hessian(&self, layout: &HessianLayout, x: &[f64], out: &mut SymSparse) {
         let w = self.inertia;
         let pattern = layout.pattern.clone();
         let blocks = self.pair_hessians(x);

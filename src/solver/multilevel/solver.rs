@@ -251,10 +251,8 @@ impl MultilevelSolver {
 
     fn refresh_lag(&mut self, elastic: &dyn ElasticTerms, x: &[f64]) {
         elastic.elastic_element_hessians_filtered(x, EigenFilter::Clamp, &mut self.elem);
-        self.elastic_lag.clear();
-        for (t, h) in self.elem.iter().enumerate() {
-            self.elastic_lag.scatter_add(&self.layout.scatter, t, h);
-        }
+        self.elastic_lag
+            .gather(&self.layout.gather, self.elem.as_flattened());
         self.stats.lag_refreshes += 1;
     }
 }
