@@ -311,6 +311,8 @@ impl ScatterMap {
 pub struct GatherMap {
     offsets: Vec<u32>,
     sources: Vec<u32>,
+    /// Length of the element-entry array it reads (`n_elements · n_local²`).
+    n_entries: usize,
 }
 
 impl GatherMap {
@@ -348,7 +350,11 @@ impl GatherMap {
                 *slot += 1;
             }
         }
-        Ok(Self { offsets, sources })
+        Ok(Self {
+            offsets,
+            sources,
+            n_entries: targets.len(),
+        })
     }
 
     /// Number of stored values it fills.
@@ -437,14 +443,22 @@ impl SymSparse {
     }
 
     /// Sets every value to the sum of its element entries (`local`: the elements' dense local
-    /// matrices, row-major, concatenated) through `map`, in parallel over the values; equal bit
-    /// for bit to [`Self::clear`] followed by [`Self::scatter_add`] over all elements in order.
+    /// matrices, row-major, concatenated: all of them) through `map`, in parallel over the
+    /// values; equal bit for bit to [`Self::clear`] followed by [`Self::scatter_add`] over all
+    /// elements in order. Panics when `local` is not the map's element-entry count.
     pub fn gather(&mut self, map: &GatherMap, local: &[f64]) {
         use rayon::prelude::*;
         assert_eq!(
             map.nnz(),
             self.values.len(),
             "gather map of another pattern"
+        );
+        assert_eq!(
+            local.len(),
+            map.n_entries,
+            "gather: {} element entries for a map of {}",
+            local.len(),
+            map.n_entries
         );
         // Chunks of values large enough to amortise the task, small enough to balance.
         const CHUNK: usize = 4096;

@@ -24,7 +24,7 @@ pub use element::{
 };
 pub use filter::EigenFilter;
 pub use model::{lame_from_young_poisson, Material, MaterialModel};
-pub use sigma::{sigma_derivatives, SigmaDerivatives};
+pub use sigma::{sigma_derivatives, stable_nh_alpha, SigmaDerivatives};
 pub use stress::{
     dpdf, dpdf_curvature, dpdf_filtered, dpdf_reference, energy_density, evaluate,
     evaluate_filtered, evaluate_modes, pk1, rest_tensor, stress_and_block, Mat9, StressEval,

@@ -15,6 +15,18 @@ pub struct SigmaDerivatives<T: RealField + Copy> {
     pub hess: Matrix3<T>,
 }
 
+/// The rest-stability shift α of the stable Neo-Hookeans' volume term λ/2 (J − α)²: 1 + ¾μ/λ
+/// for Smith et al.'s (with its −μ/2 log(I_C + 1) term), 1 + μ/λ for the log-free VBD variant;
+/// both make P(I) = 0.
+pub fn stable_nh_alpha<T: RealField + Copy>(m: &Material) -> T {
+    let (mu, la): (T, T) = (c(m.mu), c(m.lambda));
+    if m.model == MaterialModel::StableNeoHookean {
+        T::one() + c::<T>(0.75) * mu / la
+    } else {
+        T::one() + mu / la
+    }
+}
+
 /// Ψ, ∂Ψ/∂σ and ∂²Ψ/∂σ² for an isotropic model. Panics on [`MaterialModel::Linear`], which is
 /// not a function of the singular values alone (see `stress.rs`).
 pub fn sigma_derivatives<T: RealField + Copy>(m: &Material, s: &Vector3<T>) -> SigmaDerivatives<T> {
@@ -54,11 +66,7 @@ pub fn sigma_derivatives<T: RealField + Copy>(m: &Material, s: &Vector3<T>) -> S
         }
         MaterialModel::StableNeoHookean | MaterialModel::StableNeoHookeanVbd => {
             let smith = m.model == MaterialModel::StableNeoHookean;
-            let alpha = if smith {
-                one + c::<T>(0.75) * mu / la
-            } else {
-                one + mu / la
-            };
+            let alpha = stable_nh_alpha::<T>(m);
             // Constant offsets are removed so that Ψ(I) = 0 for every model (they change nothing
             // but the reported energy).
             let mut psi = mu / two * (ic - c(3.0)) + la / two * (j - alpha) * (j - alpha)

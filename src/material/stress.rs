@@ -2,7 +2,8 @@
 //! PSD-projected by an [`EigenFilter`]) for every model, built from the singular-value derivatives.
 
 use super::{
-    c, sigma_derivatives, svd3, svd3_fast, symmetric_eigen3, EigenFilter, Material, MaterialModel,
+    c, sigma_derivatives, stable_nh_alpha, svd3, svd3_fast, symmetric_eigen3, EigenFilter,
+    Material, MaterialModel, Svd3,
 };
 use nalgebra::{Matrix3, RealField, SMatrix, SymmetricEigen, Vector3};
 
@@ -157,20 +158,33 @@ pub fn evaluate_modes<T: RealField + Copy>(
         }
         return (s.psi, s.p);
     }
+    let (psi, p, _) = filtered_modes(m, f, filter, |svd, lambda, q| {
+        visit(lambda, &(svd.u * q * svd.v.transpose()))
+    });
+    (psi, p)
+}
+
+/// The singular-value route shared by [`evaluate_modes`] and [`stress_and_block`]: the SVD and
+/// σ-space eigenpairs by cyclic Jacobi ([`svd3_fast`], [`symmetric_eigen3`]; nalgebra's general
+/// solvers were 58% and 20% of a VBD iteration's instructions), then `visit(svd, λ_k, Q_k)` for
+/// each mode whose eigenvalue after `filter` is non-zero (Q_k in σ space: M_k = U Q_k Vᵀ).
+/// Returns Ψ (J/m³), P (Pa) and the SVD.
+fn filtered_modes<T: RealField + Copy>(
+    m: &Material,
+    f: &Matrix3<T>,
+    filter: Option<EigenFilter>,
+    mut visit: impl FnMut(&Svd3<T>, T, &Matrix3<T>),
+) -> (T, Matrix3<T>, Svd3<T>) {
     let svd = svd3_fast(f);
     let d = sigma_derivatives(m, &svd.sigma);
     let p = svd.u * Matrix3::from_diagonal(&d.grad) * svd.v.transpose();
     for_each_mode_with(&svd.sigma, &d, symmetric_eigen3(&d.hess), |lambda, q| {
-        let lambda = match filter {
-            Some(filter) => filter.apply(lambda),
-            None => lambda,
-        };
-        if lambda == T::zero() {
-            return;
+        let lambda = filter.map_or(lambda, |filter| filter.apply(lambda));
+        if lambda != T::zero() {
+            visit(&svd, lambda, q);
         }
-        visit(lambda, &(svd.u * q * svd.v.transpose()));
     });
-    (d.psi, p)
+    (d.psi, p, svd)
 }
 
 /// P(F) (Pa) and the filtered ∂P/∂F contracted with `b` on both column sides,
@@ -200,22 +214,11 @@ pub fn stress_and_block<T: RealField + Copy>(
         });
         return (s.p, k);
     }
-    // The 3×3 SVD and σ-space eigenpairs by cyclic Jacobi ([`svd3_fast`], [`symmetric_eigen3`]):
-    // nalgebra's general solvers were 58% and 20% of a VBD iteration's instructions.
-    let svd = svd3_fast(f);
-    let d = sigma_derivatives(m, &svd.sigma);
-    let p = svd.u * Matrix3::from_diagonal(&d.grad) * svd.v.transpose();
     // In the singular frame: w = Vᵀb, z_k = Q_k w, and K = U (Σ_k λ_k z_k z_kᵀ) Uᵀ.
-    let w = svd.v.tr_mul(b);
+    let mut w = None;
     let mut s = Matrix3::zeros();
-    for_each_mode_with(&svd.sigma, &d, symmetric_eigen3(&d.hess), |lambda, q| {
-        let lambda = match filter {
-            Some(filter) => filter.apply(lambda),
-            None => lambda,
-        };
-        if lambda == T::zero() {
-            return;
-        }
+    let (_, p, svd) = filtered_modes(m, f, filter, |svd, lambda, q| {
+        let w = *w.get_or_insert_with(|| svd.v.tr_mul(b));
         let z = q * w;
         s += z * z.transpose() * lambda;
     });
@@ -308,11 +311,7 @@ fn invariant_stress<T: RealField + Copy>(m: &Material, f: &Matrix3<T>) -> Option
     Some(match m.model {
         MaterialModel::StableNeoHookean | MaterialModel::StableNeoHookeanVbd => {
             let smith = m.model == MaterialModel::StableNeoHookean;
-            let alpha = if smith {
-                one + c::<T>(0.75) * mu / la
-            } else {
-                one + mu / la
-            };
+            let alpha = stable_nh_alpha::<T>(m);
             let mut psi = mu / two * (ic - three) + la / two * (j - alpha) * (j - alpha)
                 - la / two * (one - alpha) * (one - alpha);
             let mut p = f * mu + cof * (la * (j - alpha));

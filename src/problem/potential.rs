@@ -1479,7 +1479,8 @@ impl<'a> StepProblem<'a> {
             .collect()
     }
 
-    /// Assembles given element Hessians plus inertia and barrier terms into `out`.
+    /// Assembles given element Hessians (one per tet, or none: then only the other terms)
+    /// plus inertia and barrier terms into `out`.
     pub fn assemble(
         &self,
         layout: &HessianLayout,
@@ -1487,7 +1488,12 @@ impl<'a> StepProblem<'a> {
         x: &[f64],
         out: &mut SymSparse,
     ) {
-        out.gather(&layout.gather, elem.as_flattened());
+        if elem.is_empty() {
+            // No elastic part: the matrix of the other terms alone.
+            out.clear();
+        } else {
+            out.gather(&layout.gather, elem.as_flattened());
+        }
         self.add_vertex_hessian(layout, x, out);
     }
 
