@@ -1599,29 +1599,37 @@ fn step_bounds_and_filters_match_f64_reference() {
     let alpha64 = problem.max_obstacle_step(&c.x, &step);
     eprintln!("obstacle step bound: twin {alpha32:.6e}, f64 {alpha64:.6e}");
     assert!(alpha64 < 0.5, "the case must exercise the filter");
-    // α = 0.9 d/(−n·δ) from obstacle-relative distances: ~1e-6 relative.
-    assert!(
-        (alpha32 - alpha64).abs() <= 1e-5 * alpha64,
-        "bound {alpha32} vs {alpha64}"
-    );
-    // Per vertex, the filter of vertex_solve against Obstacle::time_of_impact in f64.
+    // Per vertex, the filter of vertex_solve against Obstacle::time_of_impact in f64. The twin's
+    // α = 0.9 d/(−n·δ) takes d from the f32 contact record, whose rounding is a few f32 ulps of
+    // the position's magnitude: α's relative error is that over d (1.2e-5 was seen at d ≈ 5 mm,
+    // where a flat 1e-5 failed), plus 1e-5 for the rest of the f32 arithmetic.
+    let mut worst_rel = 1e-5f64;
     for v in 0..nv {
         let p = Vector3::new(c.x[3 * v], c.x[3 * v + 1], c.x[3 * v + 2]);
         let d = Vector3::new(step[3 * v], step[3 * v + 1], step[3 * v + 2]);
         let mut a64 = 1.0f64;
+        let mut rel = 1e-5f64;
         for o in &m.obstacles {
             let toi = o.time_of_impact(&p, &d);
-            if toi < 1.0 {
-                a64 = a64.min(0.9 * toi);
+            if toi < 1.0 && 0.9 * toi < a64 {
+                a64 = 0.9 * toi;
+                let dist = o.distance(&p).d.abs().max(1e-12);
+                rel = 1e-5 + 8.0 * f32::EPSILON as f64 * (p.norm() + 1.0) / dist;
             }
         }
+        worst_rel = worst_rel.max(rel);
         let d32 = Vec3::new(d.x as f32, d.y as f32, d.z as f32);
         let a32 = tw::contact_step_bound(&contacts[v * nc..v * nc + nc], d32) as f64;
         assert!(
-            (a32 - a64).abs() <= 1e-5 * a64 + 1e-7,
-            "vertex {v}: α {a32} vs {a64}"
+            (a32 - a64).abs() <= rel * a64 + 1e-7,
+            "vertex {v}: α {a32} vs {a64} (tolerance {rel:.1e} relative)"
         );
     }
+    // The step's bound is the least of the vertices' (same tolerance as the worst of them).
+    assert!(
+        (alpha32 - alpha64).abs() <= worst_rel * alpha64,
+        "bound {alpha32} vs {alpha64}"
+    );
 }
 
 #[test]

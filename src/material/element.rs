@@ -3,8 +3,8 @@
 //! shape-function gradients.
 
 use super::{
-    c, dpdf_reference, evaluate, evaluate_filtered, evaluate_modes, stress_and_block, EigenFilter,
-    Material, MaterialModel,
+    c, dpdf_reference, evaluate, evaluate_filtered, filtered_modes, stress_and_block, EigenFilter,
+    Material, MaterialModel, SigmaModes,
 };
 use nalgebra::{Matrix3, RealField, SMatrix, SVector, Vector3};
 
@@ -157,7 +157,8 @@ fn element_eval<T: RealField + Copy>(
     }
 }
 
-/// [`element_eval`] with the Hessian built from ∂P/∂F's modes ([`evaluate_modes`]): with
+/// [`element_eval`] with the Hessian built from ∂P/∂F's modes ([`super::evaluate_modes`]'s
+/// route; the scaling modes as one 3×3 block where the filter leaves them alone): with
 /// z_k = (M_k∇N₀, …, M_k∇N₃) ∈ ℝ¹², H = V Σ_k λ_k z_k z_kᵀ — nine rank-one updates of the upper
 /// triangle (about 1,100 multiply-adds) instead of forming the 9×9 ∂P/∂F and contracting it
 /// twice with the shape gradients (about 2,800). Equal to that contraction up to round-off.
@@ -169,18 +170,46 @@ fn element_eval_modes<T: RealField + Copy>(
     filter: Option<EigenFilter>,
 ) -> ElementState<T> {
     let mut h = SMatrix::<T, 12, 12>::zeros();
-    let (psi, p) = evaluate_modes(m, f, filter, |lambda, mk| {
-        let mut z = [T::zero(); 12];
-        for a in 0..4 {
-            let za = mk * g[a];
-            z[3 * a] = za[0];
-            z[3 * a + 1] = za[1];
-            z[3 * a + 2] = za[2];
+    let (psi, p, _) = filtered_modes(m, f, filter, true, |svd, modes| match modes {
+        SigmaModes::One(lambda, q) => {
+            let mk = svd.u * q * svd.v.transpose();
+            let mut z = [T::zero(); 12];
+            for a in 0..4 {
+                let za = mk * g[a];
+                z[3 * a] = za[0];
+                z[3 * a + 1] = za[1];
+                z[3 * a + 2] = za[2];
+            }
+            for col in 0..12 {
+                let s = lambda * z[col];
+                for row in 0..=col {
+                    h[(row, col)] += s * z[row];
+                }
+            }
         }
-        for col in 0..12 {
-            let s = lambda * z[col];
-            for row in 0..=col {
-                h[(row, col)] += s * z[row];
+        SigmaModes::Scaling(hs) => {
+            // The scaling modes' z_k = Y w_k with Y (12×3), Y[3a+i, j] = U_ij (Vᵀ∇N_a)_j, so
+            // their sum Σ_k λ_k z_k z_kᵀ = Y H Yᵀ.
+            let mut y = [[T::zero(); 3]; 12];
+            for a in 0..4 {
+                let ya = svd.v.tr_mul(&g[a]);
+                for i in 0..3 {
+                    for j in 0..3 {
+                        y[3 * a + i][j] = svd.u[(i, j)] * ya[j];
+                    }
+                }
+            }
+            let mut yh = [[T::zero(); 3]; 12];
+            for r in 0..12 {
+                for j in 0..3 {
+                    yh[r][j] = y[r][0] * hs[(0, j)] + y[r][1] * hs[(1, j)] + y[r][2] * hs[(2, j)];
+                }
+            }
+            for col in 0..12 {
+                for row in 0..=col {
+                    h[(row, col)] +=
+                        yh[row][0] * y[col][0] + yh[row][1] * y[col][1] + yh[row][2] * y[col][2];
+                }
             }
         }
     });

@@ -158,32 +158,66 @@ pub fn evaluate_modes<T: RealField + Copy>(
         }
         return (s.psi, s.p);
     }
-    let (psi, p, _) = filtered_modes(m, f, filter, |svd, lambda, q| {
-        visit(lambda, &(svd.u * q * svd.v.transpose()))
+    let (psi, p, _) = filtered_modes(m, f, filter, false, |svd, modes| {
+        if let SigmaModes::One(lambda, q) = modes {
+            visit(lambda, &(svd.u * q * svd.v.transpose()))
+        }
     });
     (psi, p)
 }
 
-/// The singular-value route shared by [`evaluate_modes`] and [`stress_and_block`]: the SVD and
-/// σ-space eigenpairs by cyclic Jacobi ([`svd3_fast`], [`symmetric_eigen3`]; nalgebra's general
-/// solvers were 58% and 20% of a VBD iteration's instructions), then `visit(svd, λ_k, Q_k)` for
-/// each mode whose eigenvalue after `filter` is non-zero (Q_k in σ space: M_k = U Q_k Vᵀ).
-/// Returns Ψ (J/m³), P (Pa) and the SVD.
-fn filtered_modes<T: RealField + Copy>(
+/// One or more of ∂P/∂F's modes in singular-value space, as [`filtered_modes`] hands them over.
+pub(crate) enum SigmaModes<'a, T: RealField + Copy> {
+    /// One mode: its eigenvalue after the filter and Q_k (the F-space mode is U Q_k Vᵀ).
+    One(T, &'a Matrix3<T>),
+    /// The three scaling modes at once, when the filter leaves them as they are: the σ-space
+    /// Hessian H itself, Σ_k λ_k diag(w_k) ⊗ diag(w_k) = Σ_ij H_ij (e_i e_iᵀ) ⊗ (e_j e_jᵀ).
+    Scaling(&'a Matrix3<T>),
+}
+
+/// True when the symmetric 3×3 `h` is positive definite (leading minors > 0, Sylvester): then
+/// no eigenvalue filter changes it.
+fn positive_definite3<T: RealField + Copy>(h: &Matrix3<T>) -> bool {
+    let m1 = h[(0, 0)];
+    let m2 = h[(0, 0)] * h[(1, 1)] - h[(0, 1)] * h[(1, 0)];
+    m1 > T::zero() && m2 > T::zero() && h.determinant() > T::zero()
+}
+
+/// The singular-value route shared by [`evaluate_modes`], [`stress_and_block`] and the element
+/// Hessian: the SVD by cyclic Jacobi ([`svd3_fast`]; nalgebra's general solvers were 58% and
+/// 20% of a VBD iteration's instructions), then `visit(svd, modes)` for each mode whose
+/// eigenvalue after `filter` is non-zero. With `whole_scaling`, the three scaling modes come as
+/// one [`SigmaModes::Scaling`] whenever the filter cannot change them (no filter, or the σ-space
+/// Hessian positive definite — the common case): that skips the σ-space eigen-solve, a chain of
+/// square roots and divisions that was a third of a VBD iteration. Returns Ψ (J/m³), P (Pa) and
+/// the SVD.
+pub(crate) fn filtered_modes<T: RealField + Copy>(
     m: &Material,
     f: &Matrix3<T>,
     filter: Option<EigenFilter>,
-    mut visit: impl FnMut(&Svd3<T>, T, &Matrix3<T>),
+    whole_scaling: bool,
+    mut visit: impl FnMut(&Svd3<T>, SigmaModes<'_, T>),
 ) -> (T, Matrix3<T>, Svd3<T>) {
     let svd = svd3_fast(f);
     let d = sigma_derivatives(m, &svd.sigma);
     let p = svd.u * Matrix3::from_diagonal(&d.grad) * svd.v.transpose();
-    for_each_mode_with(&svd.sigma, &d, symmetric_eigen3(&d.hess), |lambda, q| {
-        let lambda = filter.map_or(lambda, |filter| filter.apply(lambda));
-        if lambda != T::zero() {
-            visit(&svd, lambda, q);
-        }
-    });
+    let apply = |lambda: T| filter.map_or(lambda, |filter| filter.apply(lambda));
+    if whole_scaling && (filter.is_none() || positive_definite3(&d.hess)) {
+        visit(&svd, SigmaModes::Scaling(&d.hess));
+        for_each_pair_mode(&svd.sigma, &d, |lambda, q| {
+            let lambda = apply(lambda);
+            if lambda != T::zero() {
+                visit(&svd, SigmaModes::One(lambda, q));
+            }
+        });
+    } else {
+        for_each_mode_with(&svd.sigma, &d, symmetric_eigen3(&d.hess), |lambda, q| {
+            let lambda = apply(lambda);
+            if lambda != T::zero() {
+                visit(&svd, SigmaModes::One(lambda, q));
+            }
+        });
+    }
     (d.psi, p, svd)
 }
 
@@ -217,10 +251,18 @@ pub fn stress_and_block<T: RealField + Copy>(
     // In the singular frame: w = Vᵀb, z_k = Q_k w, and K = U (Σ_k λ_k z_k z_kᵀ) Uᵀ.
     let mut w = None;
     let mut s = Matrix3::zeros();
-    let (_, p, svd) = filtered_modes(m, f, filter, |svd, lambda, q| {
+    let (_, p, svd) = filtered_modes(m, f, filter, true, |svd, modes| {
         let w = *w.get_or_insert_with(|| svd.v.tr_mul(b));
-        let z = q * w;
-        s += z * z.transpose() * lambda;
+        match modes {
+            SigmaModes::One(lambda, q) => {
+                let z = q * w;
+                s += z * z.transpose() * lambda;
+            }
+            // Σ_k λ_k (diag(w_k) w)(diag(w_k) w)ᵀ = diag(w) H diag(w).
+            SigmaModes::Scaling(h) => {
+                s += Matrix3::from_fn(|i, j| w[i] * h[(i, j)] * w[j]);
+            }
+        }
     });
     (p, svd.u * s * svd.u.transpose())
 }
@@ -263,6 +305,15 @@ fn for_each_mode_with<T: RealField + Copy>(
             &Matrix3::from_diagonal(&Vector3::new(w[0], w[1], w[2])),
         );
     }
+    for_each_pair_mode(sigma, d, visit);
+}
+
+/// The six flip and twist modes of [`for_each_mode_with`] (closed form in σ: no eigen-solve).
+fn for_each_pair_mode<T: RealField + Copy>(
+    sigma: &Vector3<T>,
+    d: &super::SigmaDerivatives<T>,
+    mut visit: impl FnMut(T, &Matrix3<T>),
+) {
     let tol = T::default_epsilon().sqrt();
     let inv_sqrt2: T = c(std::f64::consts::FRAC_1_SQRT_2);
     for (i, j) in [(0usize, 1usize), (0, 2), (1, 2)] {

@@ -60,7 +60,8 @@ pub fn element_pass(model: &Model, x: &[f64], cache: &mut ElementCache, elements
 
 /// Recomputes every element's gradient at `x` into `cache.grad`, leaving `cache.hess` as it
 /// was: for the plain VBD sweep ([`vbd_local_system`]), which never reads the cached Hessians.
-/// The gradients are bit-identical to [`element_pass`]'s.
+/// The gradients equal [`element_pass`]'s to round-off (P from the invariants here, from the
+/// SVD there).
 pub fn element_gradient_pass(model: &Model, x: &[f64], cache: &mut ElementCache) {
     let nt = model.mesh.num_tets();
     if cache.grad.len() != nt {
