@@ -46,6 +46,11 @@
 //! 19.6 / 26.0 GB/s at 1 / 2 threads): VBD 102.89 / 60.46 ms per iteration at 1 / 2 threads
 //! (1.70×), JGS2 138.65 / 77.17 ms (1.80×); JGS2 / VBD 1.35 and 1.28; 0.1–0.2% (VBD) and
 //! 2.1–2.8% (JGS2) of the DRAM floor. Same final residuals as here.
+//!
+//! Later (P from the invariants, the σ-space eigen-solve skipped where nothing is clamped), on
+//! this machine idle, against the previous tip run in the same session: VBD 76.4 / 40.1 →
+//! 41.9 / 22.1 ms at 1 / 2 threads, JGS2 128.3 / 63.4 → 85.5 / 43.9 ms; the residual after 50
+//! VBD iterations 1.486308463023365e-6. The README's "CPU speed" table is the current one.
 
 use jello::problem::Model;
 use jello::scene::Scene;

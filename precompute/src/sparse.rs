@@ -318,12 +318,8 @@ pub struct GatherMap {
 impl GatherMap {
     /// Inverts `map` for a pattern of `nnz` stored values.
     pub fn new(map: &ScatterMap, nnz: usize) -> Result<Self> {
-        Self::from_targets(&map.idx, nnz)
-    }
-
-    /// The gather for `targets[src]` = the value index source entry `src` adds into
-    /// ([`SKIP`]: none).
-    fn from_targets(targets: &[u32], nnz: usize) -> Result<Self> {
+        // targets[src]: the value the element entry src adds into (SKIP: none).
+        let targets = &map.idx;
         if targets.len() >= SKIP as usize {
             return Err(PrecomputeError::Invalid(
                 "too many element entries for u32 gather indices".into(),
@@ -360,11 +356,6 @@ impl GatherMap {
     /// Number of stored values it fills.
     pub fn nnz(&self) -> usize {
         self.offsets.len() - 1
-    }
-
-    /// Bytes held (the index arrays).
-    pub fn bytes(&self) -> usize {
-        4 * (self.offsets.len() + self.sources.len())
     }
 }
 

@@ -157,11 +157,11 @@ fn element_eval<T: RealField + Copy>(
     }
 }
 
-/// [`element_eval`] with the Hessian built from ∂P/∂F's modes ([`super::evaluate_modes`]'s
-/// route; the scaling modes as one 3×3 block where the filter leaves them alone): with
-/// z_k = (M_k∇N₀, …, M_k∇N₃) ∈ ℝ¹², H = V Σ_k λ_k z_k z_kᵀ — nine rank-one updates of the upper
-/// triangle (about 1,100 multiply-adds) instead of forming the 9×9 ∂P/∂F and contracting it
-/// twice with the shape gradients (about 2,800). Equal to that contraction up to round-off.
+/// [`element_eval`] with the Hessian built from ∂P/∂F's modes ([`filtered_modes`]): with
+/// z_k = (M_k∇N₀, …, M_k∇N₃) ∈ ℝ¹², H = V Σ_k λ_k z_k z_kᵀ — one rank-one update of the upper
+/// triangle per flip/twist mode, and Y H Yᵀ for the three scaling modes where the filter leaves
+/// them alone (else three more rank-one updates), instead of forming the 9×9 ∂P/∂F and
+/// contracting it twice with the shape gradients. Equal to that contraction up to round-off.
 fn element_eval_modes<T: RealField + Copy>(
     m: &Material,
     f: &Matrix3<T>,

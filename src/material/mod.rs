@@ -27,7 +27,7 @@ pub use model::{lame_from_young_poisson, Material, MaterialModel};
 pub use sigma::{sigma_derivatives, stable_nh_alpha, SigmaDerivatives};
 pub use stress::{
     dpdf, dpdf_curvature, dpdf_filtered, dpdf_reference, energy_density, evaluate,
-    evaluate_filtered, evaluate_modes, pk1, rest_tensor, stress_and_block, Mat9, StressEval,
+    evaluate_filtered, pk1, rest_tensor, stress_and_block, Mat9, StressEval,
 };
 pub(crate) use stress::{filtered_modes, SigmaModes};
 pub use svd::{svd3, svd3_fast, symmetric_eigen3, Svd3};

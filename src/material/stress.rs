@@ -88,16 +88,24 @@ pub fn evaluate_filtered<T: RealField + Copy>(
         };
     }
     let mut out = Mat9::zeros();
-    let (psi, p) = evaluate_modes(m, f, filter, |lambda, full| {
-        // full is stored column-major, so its slice is vec(full).
-        let v = nalgebra::SVector::<T, 9>::from_column_slice(full.as_slice());
-        out += v * v.transpose() * lambda;
+    let (psi, p, _) = filtered_modes(m, f, filter, false, |svd, modes| {
+        if let SigmaModes::One(lambda, q) = modes {
+            add_mode(&mut out, svd, q, lambda);
+        }
     });
     StressEval {
         psi,
         p,
         dpdf: Some(out),
     }
+}
+
+/// `out += λ vec(M) vec(M)ᵀ` for the F-space mode M = U Q Vᵀ (vec column-major, as ∂P/∂F's).
+fn add_mode<T: RealField + Copy>(out: &mut Mat9<T>, svd: &Svd3<T>, q: &Matrix3<T>, lambda: T) {
+    let full = svd.u * q * svd.v.transpose();
+    // full is stored column-major, so its slice is vec(full).
+    let v = nalgebra::SVector::<T, 9>::from_column_slice(full.as_slice());
+    *out += v * v.transpose() * lambda;
 }
 
 /// ∂P/∂F (9×9, column-major vec order, Pa) by nalgebra's general 3×3 SVD ([`svd3`]) and
@@ -121,49 +129,15 @@ pub fn dpdf_reference<T: RealField + Copy>(
         &d,
         (eig.eigenvalues, eig.eigenvectors),
         |lambda, q| {
-            let lambda = filter.map_or(lambda, |f| f.apply(lambda));
-            let full = svd.u * q * svd.v.transpose();
-            let v = nalgebra::SVector::<T, 9>::from_column_slice(full.as_slice());
-            out += v * v.transpose() * lambda;
+            add_mode(
+                &mut out,
+                &svd,
+                q,
+                filter.map_or(lambda, |f| f.apply(lambda)),
+            )
         },
     );
     out
-}
-
-/// Ψ(F) (J/m³) and P(F) (Pa), with ∂P/∂F handed over as its eigen-decomposition:
-/// `visit(λ_k, M_k)` for each of the nine modes whose eigenvalue, after `filter`, is non-zero
-/// (M_k = U Q_k Vᵀ, unit Frobenius norm; ∂P/∂F = Σ_k λ_k vec(M_k) vec(M_k)ᵀ). A caller that
-/// contracts ∂P/∂F with shape gradients (the 12×12 element Hessian) does so one rank-one mode at
-/// a time, without the 9×9 matrix. The SVD and the σ-space eigenpairs by cyclic Jacobi
-/// ([`svd3_fast`], [`symmetric_eigen3`]): nalgebra's general 3×3 solvers were most of a Newton
-/// assembly's instructions. Not for [`MaterialModel::Linear`] (no SVD form; its ∂P/∂F is
-/// constant): use [`evaluate_filtered`].
-pub fn evaluate_modes<T: RealField + Copy>(
-    m: &Material,
-    f: &Matrix3<T>,
-    filter: Option<EigenFilter>,
-    mut visit: impl FnMut(T, &Matrix3<T>),
-) -> (T, Matrix3<T>) {
-    if m.model == MaterialModel::Linear {
-        let s = linear(m, f, true);
-        let d = s.dpdf.unwrap_or_else(Mat9::zeros);
-        // Linear's ∂P/∂F in modes, from its own eigen-decomposition (PSD: no filter acts).
-        let eig = SymmetricEigen::new(d);
-        for k in 0..9 {
-            let lambda = eig.eigenvalues[k];
-            if lambda != T::zero() {
-                let v = eig.eigenvectors.column(k);
-                visit(lambda, &Matrix3::from_column_slice(v.as_slice()));
-            }
-        }
-        return (s.psi, s.p);
-    }
-    let (psi, p, _) = filtered_modes(m, f, filter, false, |svd, modes| {
-        if let SigmaModes::One(lambda, q) = modes {
-            visit(lambda, &(svd.u * q * svd.v.transpose()))
-        }
-    });
-    (psi, p)
 }
 
 /// One or more of ∂P/∂F's modes in singular-value space, as [`filtered_modes`] hands them over.
@@ -183,8 +157,8 @@ fn positive_definite3<T: RealField + Copy>(h: &Matrix3<T>) -> bool {
     m1 > T::zero() && m2 > T::zero() && h.determinant() > T::zero()
 }
 
-/// The singular-value route shared by [`evaluate_modes`], [`stress_and_block`] and the element
-/// Hessian: the SVD by cyclic Jacobi ([`svd3_fast`]; nalgebra's general solvers were 58% and
+/// The singular-value route shared by [`evaluate_filtered`], [`stress_and_block`],
+/// [`dpdf_curvature`] and the element Hessian: the SVD by cyclic Jacobi ([`svd3_fast`]; nalgebra's general solvers were 58% and
 /// 20% of a VBD iteration's instructions), then `visit(svd, modes)` for each mode whose
 /// eigenvalue after `filter` is non-zero. With `whole_scaling`, the three scaling modes come as
 /// one [`SigmaModes::Scaling`] whenever the filter cannot change them (no filter, or the σ-space
@@ -226,8 +200,8 @@ pub(crate) fn filtered_modes<T: RealField + Copy>(
 /// δF = δx bᵀ, vec(δF)ᵀ(∂P/∂F)vec(δF) = δxᵀKδx. One tet's diagonal Hessian block at corner a is
 /// V·K with b = ∇N_a, so a per-vertex solver (VBD) gets it without the 9×9 ∂P/∂F or the 12×12
 /// element Hessian: K = Σ_k λ_k (M_k b)(M_k b)ᵀ over the same nine modes M_k = U Q_k Vᵀ as
-/// [`evaluate_filtered`], the SVD and the σ-space eigenpairs by cyclic Jacobi: equal to its P
-/// and its contraction up to round-off.
+/// [`evaluate_filtered`] ([`filtered_modes`]: the scaling modes as one block diag(w) H diag(w)
+/// where the filter leaves them alone): equal to its P and its contraction up to round-off.
 pub fn stress_and_block<T: RealField + Copy>(
     m: &Material,
     f: &Matrix3<T>,
@@ -276,13 +250,21 @@ pub fn dpdf_curvature<T: RealField + Copy>(m: &Material, f: &Matrix3<T>, df: &Ma
         let v = nalgebra::SVector::<T, 9>::from_column_slice(df.as_slice());
         return (v.transpose() * c * v)[(0, 0)];
     }
-    let svd = svd3_fast(f);
-    let d = sigma_derivatives(m, &svd.sigma);
-    let local = svd.u.transpose() * df * svd.v;
+    let mut local = None;
     let mut acc = T::zero();
-    for_each_mode_with(&svd.sigma, &d, symmetric_eigen3(&d.hess), |lambda, q| {
-        let a = q.component_mul(&local).sum();
-        acc += lambda * a * a;
+    filtered_modes(m, f, None, true, |svd, modes| {
+        let l: Matrix3<T> = *local.get_or_insert_with(|| svd.u.transpose() * df * svd.v);
+        match modes {
+            SigmaModes::One(lambda, q) => {
+                let a = q.component_mul(&l).sum();
+                acc += lambda * a * a;
+            }
+            // Σ_k λ_k (diag(w_k) : L)² = dᵀ H d with d = diag(L).
+            SigmaModes::Scaling(h) => {
+                let d = l.diagonal();
+                acc += (d.transpose() * h * d)[(0, 0)];
+            }
+        }
     });
     acc
 }

@@ -186,24 +186,6 @@ fn ordered_sum(n: usize, f: impl Fn(usize) -> f64 + Sync + Send) -> f64 {
 }
 
 impl Model {
-    /// Element `t`'s Hessian (row-major 12×12, N/m) at `x`, ∂P/∂F's eigenvalues through
-    /// `filter`, into `o` (left as is for an element with no Hessian).
-    fn element_hessian_into(&self, x: &[f64], t: usize, filter: EigenFilter, o: &mut [f64; 144]) {
-        let s = element_hessian_filtered(
-            &self.materials[t],
-            &self.rest[t],
-            &corners(x, &self.mesh.tets[t]),
-            Some(filter),
-        );
-        if let Some(h) = s.hessian {
-            for p in 0..12 {
-                for q in 0..12 {
-                    o[12 * p + q] = h[(p, q)];
-                }
-            }
-        }
-    }
-
     /// Element `t`'s energy (J) and gradient (N, vertex-major) at `x`: only the 13 numbers the
     /// gradient passes gather (an [`crate::material::ElementState`] carries room for a 12×12
     /// Hessian, ~1.3 KB a tet: collecting those made each gradient of armadillo_114k allocate
@@ -304,9 +286,21 @@ impl ElasticTerms for Model {
         out: &mut Vec<[f64; 144]>,
     ) {
         out.resize(self.mesh.num_tets(), [0.0; 144]);
-        out.par_iter_mut()
-            .enumerate()
-            .for_each(|(t, o)| self.element_hessian_into(x, t, filter, o));
+        out.par_iter_mut().enumerate().for_each(|(t, o)| {
+            let s = element_hessian_filtered(
+                &self.materials[t],
+                &self.rest[t],
+                &corners(x, &self.mesh.tets[t]),
+                Some(filter),
+            );
+            if let Some(h) = s.hessian {
+                for p in 0..12 {
+                    for q in 0..12 {
+                        o[12 * p + q] = h[(p, q)];
+                    }
+                }
+            }
+        });
     }
 }
 
@@ -1479,8 +1473,7 @@ impl<'a> StepProblem<'a> {
             .collect()
     }
 
-    /// Assembles given element Hessians (one per tet, or none: then only the other terms)
-    /// plus inertia and barrier terms into `out`.
+    /// Assembles given element Hessians (one per tet) plus inertia and barrier terms into `out`.
     pub fn assemble(
         &self,
         layout: &HessianLayout,
@@ -1488,17 +1481,13 @@ impl<'a> StepProblem<'a> {
         x: &[f64],
         out: &mut SymSparse,
     ) {
-        if elem.is_empty() {
-            // No elastic part: the matrix of the other terms alone.
-            out.clear();
-        } else {
-            out.gather(&layout.gather, elem.as_flattened());
-        }
+        out.gather(&layout.gather, elem.as_flattened());
         self.add_vertex_hessian(layout, x, out);
     }
 
-    /// Adds what [`Self::assemble`] adds besides the element Hessians to an elastic Hessian in
-    /// `out`: inertia, vertex barriers and surface pairs, and identity rows for pinned DOFs.
+    /// Adds what [`Self::assemble`] adds besides the element Hessians to `out` (an elastic
+    /// Hessian, or zeros for these terms alone): inertia, vertex barriers and surface pairs, and
+    /// identity rows for pinned DOFs.
     pub fn add_vertex_hessian(&self, layout: &HessianLayout, x: &[f64], out: &mut SymSparse) {
         let w = self.inertia;
         let pattern = layout.pattern.clone();

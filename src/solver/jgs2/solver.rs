@@ -316,13 +316,12 @@ impl Jgs2Solver {
     /// Afterwards the element gradients and `g` are refreshed at the new `x` for the residual
     /// (one gradient-only pass).
     ///
-    /// Next steps (measured hot spots, not done): the gradient-only pass still runs nalgebra's
-    /// SVD (20% of the instructions; [`crate::material::svd3_fast`] or carrying each element's
-    /// end-of-sweep evaluation into the next sweep's first colour would save most of it); the
-    /// corner kernel is ~4,400 instructions, 37% of them the two Jacobi eigen-solves — a
-    /// closed-form σ-space eigensystem per material and SIMD over a colour's vertices (SoA, f32
-    /// where the stop rule allows) are what the 5 ms needs; thread scaling is to be
-    /// measured on an idle machine.
+    /// Since then the gradient-only pass takes P from the invariants (no SVD) and the corner
+    /// skips the σ-space eigen-solve wherever no scaling mode is clamped (`perf record`: that
+    /// solve was 59% of an iteration; 34.7 → 22.1 ms at 2 threads, README "CPU speed"). Next
+    /// (not done): the Jacobi eigen-solve of FᵀF inside every SVD is now the hot spot; the exact
+    /// (PSD) corner block of the log-free stable Neo-Hookean needs no SVD at all, and SIMD over
+    /// a colour's vertices (SoA, f32 where the stop rule allows) is what the 5 ms needs.
     fn vbd_sweep(&mut self, problem: &StepProblem, x: &mut [f64], g: &mut [f64]) {
         let mut steps = std::mem::take(&mut self.steps_buf);
         for group in &self.colour_free {

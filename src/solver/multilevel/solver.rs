@@ -490,7 +490,8 @@ impl StepSolver for MultilevelSolver {
             // Hessian terms at x: per-vertex/pair terms and contact fresh, the elastic part
             // lagged for the smoother and cubature-weighted (fresh) for the subspace levels.
             let t0 = Instant::now();
-            problem.assemble(&self.layout, &[], x, &mut nonelastic);
+            nonelastic.clear();
+            problem.add_vertex_hessian(&self.layout, x, &mut nonelastic);
             let blocks = if contact {
                 problem.contact_hessian_blocks(x)
             } else {
