@@ -23,7 +23,8 @@
 //!
 //! `cargo bench --bench cpu_iteration`. Skipped when the mesh is absent. `JELLO_CPU_PROFILE=1`:
 //! VBD only, one thread, one simulation, no stream copy and no precompute — the run to put
-//! under `valgrind --tool=callgrind` (instruction counts are repeatable on a busy machine).
+//! under `valgrind --tool=callgrind` (instruction counts are repeatable on a busy machine) or
+//! `perf record`; `JELLO_CPU_PROFILE=2`: the same for JGS2 (after its precompute).
 //!
 //! Measured (2-core machine shared with three other builds, load average ~7: the absolute
 //! times are several times the idle ones and only ratios within one run mean anything; the
@@ -187,7 +188,12 @@ fn main() {
         );
         return;
     }
-    let bw = [stream_copy(1), stream_copy(2)];
+    let profile_jgs2 = env_or("JELLO_CPU_PROFILE", 0) == 2;
+    let bw = if profile_jgs2 {
+        [f64::NAN; 2]
+    } else {
+        [stream_copy(1), stream_copy(2)]
+    };
     println!(
         "stream copy (2 × 256 MB): 1 thread {:.1} GB/s, 2 threads {:.1} GB/s",
         bw[0], bw[1]
@@ -230,6 +236,14 @@ fn main() {
             .expect("jgs2"),
         )
     };
+    if profile_jgs2 {
+        let (ms, iters, residual) = measure(model, &built.velocity, h, 1, 1, &jgs2);
+        println!(
+            "jgs2-jacobi, 1 thread: {ms:.2} ms/iteration, {iters} iterations, residual \
+             {residual:.15e}"
+        );
+        return;
+    }
     println!(
         "\n| solver | threads | ms/iteration | iterations | final residual | MB moved (model) | \
          floor ms | % of floor |"

@@ -3,7 +3,8 @@
 // σ-space Hessian, 3 flip and 3 twist modes); PSD projection clamps those 9 eigenvalues at 0.
 // u0 flags: 1 = write gradient, 2 = write Hessian, 4 = project the Hessian to PSD, 8 = strict
 // inversion: an element with det F < f0 gets energy 1e30 (a sentinel the host reads as +∞),
-// 16 = the absolute-value filter (|λ| for the 9 eigenvalues; overrides 4).
+// 16 = the absolute-value filter (|λ| for the 9 eigenvalues; overrides 4), 32 = no filter for
+// the stable Neo-Hookeans (models 0 and 1: their exact diagonal blocks are PSD; overrides 4, 16).
 // Outputs: energy[e] (J); grad[4e + a].xyz (N, w = 0); hess[144e + 12r + c] (N/m, row-major,
 // dofs vertex-major [x0 y0 z0 x1 …]).
 #import params

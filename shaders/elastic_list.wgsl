@@ -1,6 +1,7 @@
 // Per listed element k < n: e = lists[u1 + k]; energy[e], grad[4e..4e+4], hess[144e..] exactly as
 // the `elastic` kernel computes them for element e (u0 = its flags: 1 gradient, 2 Hessian,
-// 4 PSD projection, 8 strict inversion with the J floor f0). Refreshes the elements a
+// 4 PSD projection, 8 strict inversion with the J floor f0, 16 abs filter, 32 exact stable
+// Neo-Hookeans). Refreshes the elements a
 // Gauss–Seidel colour touched.
 #import params
 #import elastic_element

@@ -582,6 +582,11 @@ fn elastic_matches_twin_on_gpu() {
         (0.008, 1 | 2, "mild, unprojected"),
         (0.03, 1 | 2 | 4, "strong with inversions, projected"),
         (0.03, 1 | 2 | 16, "strong with inversions, abs filter"),
+        (
+            0.03,
+            1 | 2 | 4 | twins::ELASTIC_EXACT_SNH,
+            "strong with inversions, stable Neo-Hookeans exact",
+        ),
     ] {
         let c = elastic_case(&mut rng, true, noise);
         let ne = c.tets.len();
@@ -696,10 +701,12 @@ fn elastic_twin_matches_f64_reference() {
     // The f32 twin against crate::material (f64, nalgebra SVD, generic difference quotients):
     // an independent implementation of the same formulas.
     let mut rng = common::rng("elastic_twin_matches_f64_reference");
-    for (noise, filter) in [
-        (0.008, EigenFilter::Clamp),
-        (0.03, EigenFilter::Clamp),
-        (0.03, EigenFilter::Abs),
+    // `exact`: the ELASTIC_EXACT_SNH flag, under which the stable Neo-Hookeans are unfiltered.
+    for (noise, filter, exact) in [
+        (0.008, EigenFilter::Clamp, false),
+        (0.03, EigenFilter::Clamp, false),
+        (0.03, EigenFilter::Abs, false),
+        (0.03, EigenFilter::Clamp, true),
     ] {
         let c = elastic_case(&mut rng, false, noise);
         let ne = c.tets.len();
@@ -712,7 +719,7 @@ fn elastic_twin_matches_f64_reference() {
             u0: match filter {
                 EigenFilter::Clamp => 1 | 2 | twins::ELASTIC_PROJECT,
                 EigenFilter::Abs => 1 | 2 | twins::ELASTIC_ABS,
-            },
+            } | if exact { twins::ELASTIC_EXACT_SNH } else { 0 },
             ..Params::new()
         };
         twins::elastic(
@@ -749,7 +756,12 @@ fn elastic_twin_matches_f64_reference() {
                 skipped += 1;
                 continue;
             }
-            let r = element_hessian_filtered(&c.mats[e], &c.rest[e], &p, Some(filter));
+            let snh = matches!(
+                c.mats[e].model,
+                MaterialModel::StableNeoHookean | MaterialModel::StableNeoHookeanVbd
+            );
+            let filter = if exact && snh { None } else { Some(filter) };
+            let r = element_hessian_filtered(&c.mats[e], &c.rest[e], &p, filter);
             e64.push(r.energy as f32);
             e32.push(energy[e]);
             for a in 0..4 {

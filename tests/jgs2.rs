@@ -2,13 +2,13 @@
 
 mod common;
 
-use jello::material::MaterialModel;
+use jello::material::{element_hessian_filtered, MaterialModel};
 use jello::mesh::{TetMesh, VertexTets};
 use jello::problem::{ElasticTerms, HessianLayout, Model, StepProblem};
 use jello::solver::jgs2::{
-    build_subspace, build_subspace_at, element_gradient_pass, element_pass, jgs2_system,
-    local_system, rest_frame_gradients, rotations, vbd_local_system, vbd_system, vertex_gradient,
-    ElementCache, Jgs2Params, Jgs2Solver, SubspaceOptions, Variant,
+    barrier_hessian, build_subspace, build_subspace_at, element_gradient_pass, element_pass,
+    jgs2_system, local_system, rest_frame_gradients, rotations, vbd_local_system, vbd_system,
+    vertex_gradient, ElementCache, Jgs2Params, Jgs2Solver, SubspaceOptions, Variant,
 };
 use jello::solver::{NewtonParams, NewtonSolver, StepSolver, StopRule};
 use nalgebra::{DMatrix, DVector};
@@ -208,12 +208,25 @@ fn jgs2_and_vbd_converge_to_the_newton_solution() {
 /// The plain VBD sweep evaluates each vertex's system on the spot ([`vbd_local_system`]); it
 /// must be the system the element cache gives ([`vbd_system`] with the assembled gradient) at
 /// a random deformed state, near an obstacle (barrier terms active): r and A to round-off. The gradient-only pass gives the full pass's element gradients to round-off.
+/// Plain VBD's per-vertex system evaluated from the positions alone ([`vbd_local_system`])
+/// against the cached route: for the stable Neo-Hookean its blocks are the exact (unfiltered)
+/// diagonal Hessian blocks, so A is checked against inertia + the diagonal blocks of the
+/// unfiltered element Hessians + the barrier; for fixed corotated (no PSD-by-construction
+/// closed form) it is the projected block, so A is checked against the cached system.
 #[test]
 fn vbd_local_system_matches_the_cached_system() {
-    let mut rng = common::rng("vbd_local_system_matches_the_cached_system");
+    vbd_local_system_case(MaterialModel::StableNeoHookean);
+    vbd_local_system_case(MaterialModel::StableNeoHookeanVbd);
+    vbd_local_system_case(MaterialModel::FixedCorotated);
+}
+
+fn vbd_local_system_case(model: MaterialModel) {
+    let mut rng = common::rng(&format!(
+        "vbd_local_system_matches_the_cached_system {model:?}"
+    ));
     // The floor sits just below the beam's bottom (y = −0.05), inside the barrier's d̂.
     let m = common::clamped_beam(
-        MaterialModel::StableNeoHookean,
+        model,
         1e5,
         0.5,
         [4, 2, 2],
@@ -228,6 +241,8 @@ fn vbd_local_system_matches_the_cached_system() {
     }
     let problem = StepProblem::new(&m, &st, 0.01);
     let mut x = problem.x_start.clone();
+    // Large enough that some flip/twist eigenvalues are negative, so the exact and the
+    // projected blocks differ (checked below for the stable Neo-Hookeans).
     for (k, xi) in x.iter_mut().enumerate() {
         if !problem.fixed[k] {
             *xi += rng.random_range(-0.01..0.01);
@@ -241,8 +256,8 @@ fn vbd_local_system_matches_the_cached_system() {
     element_pass(&m, &x, &mut cache, None);
     let mut grad_only = ElementCache::default();
     element_gradient_pass(&m, &x, &mut grad_only);
-    // The gradient-only pass takes P from the invariants (no SVD), the full pass from the
-    // singular values: equal to round-off.
+    // The gradient-only pass takes P from the invariants (no SVD) where it can, the full pass
+    // from the singular values: equal to round-off.
     assert_eq!(grad_only.grad.len(), cache.grad.len());
     for (a, b) in grad_only.grad.iter().zip(&cache.grad) {
         let (a, b) = (a.as_slice(), b.as_slice());
@@ -258,14 +273,41 @@ fn vbd_local_system_matches_the_cached_system() {
             "element gradient {diff:e} of {norm:e}"
         );
     }
+    let exact = matches!(
+        model,
+        MaterialModel::StableNeoHookean | MaterialModel::StableNeoHookeanVbd
+    );
+    // The unfiltered element Hessians, for the exact blocks.
+    let unfiltered: Vec<nalgebra::SMatrix<f64, 12, 12>> = (0..m.mesh.num_tets())
+        .map(|t| {
+            let tet = &m.mesh.tets[t];
+            let xs = tet.map(|v| nalgebra::Vector3::from_column_slice(&x[3 * v as usize..][..3]));
+            element_hessian_filtered(&m.materials[t], &m.rest[t], &xs, None)
+                .hessian
+                .unwrap()
+        })
+        .collect();
     let g: Vec<f64> = (0..m.num_vertices())
         .flat_map(|v| {
             let gv = vertex_gradient(&problem, &cache, &vt, &x, v);
             [gv.x, gv.y, gv.z]
         })
         .collect();
+    let mut max_projection_gap = 0.0f64;
     for i in (0..m.num_vertices()).filter(|&i| !m.pinned[i]) {
-        let (a_ref, r_ref) = vbd_system(&problem, &cache, &vt, &x, &g, i);
+        let (a_cached, r_ref) = vbd_system(&problem, &cache, &vt, &x, &g, i);
+        let a_ref = if exact {
+            let mut a = nalgebra::Matrix3::identity() * (m.mass[i] * problem.inertia)
+                + barrier_hessian(&problem, &x, i);
+            for (t, c) in vt.of(i) {
+                let c = 3 * c as usize;
+                a += unfiltered[t as usize].fixed_view::<3, 3>(c, c);
+            }
+            max_projection_gap = max_projection_gap.max((a - a_cached).norm() / a_cached.norm());
+            a
+        } else {
+            a_cached
+        };
         let (a, r) = vbd_local_system(&problem, &vt, &x, i);
         // r relative to the elastic force scale at the vertex (r itself may nearly cancel).
         let scale: f64 = vt
@@ -278,8 +320,20 @@ fn vbd_local_system_matches_the_cached_system() {
             .sum();
         let err_r = (r - r_ref).norm() / scale.max(r_ref.norm());
         let err_a = (a - a_ref).norm() / a_ref.norm();
-        assert!(err_r < 1e-12, "vertex {i}: r error {err_r:e}");
-        assert!(err_a < 1e-12, "vertex {i}: A error {err_a:e}");
+        assert!(err_r < 1e-12, "{model:?} vertex {i}: r error {err_r:e}");
+        assert!(err_a < 1e-12, "{model:?} vertex {i}: A error {err_a:e}");
+        // The exact block is PSD by construction (plus inertia: positive definite).
+        assert!(
+            a.symmetric_eigenvalues().min() > 0.0,
+            "{model:?} vertex {i}: A not positive definite"
+        );
+    }
+    if exact {
+        // Otherwise the comparison above could not tell the two blocks apart.
+        assert!(
+            max_projection_gap > 1e-6,
+            "{model:?}: exact and projected blocks agree to {max_projection_gap:e}"
+        );
     }
 }
 

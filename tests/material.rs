@@ -406,6 +406,69 @@ fn element_corner_matches_the_full_element_hessian() {
     }
 }
 
+/// The local corner plain VBD uses ([`element_local_corner`]): for the two stable Neo-Hookeans
+/// the closed-form block ([`stress_and_exact_block`], no SVD) equals the unfiltered element
+/// Hessian's diagonal block to round-off and is PSD, on mild, strong and inverted tets; every
+/// other model falls back to the filtered corner ([`element_corner`]) exactly.
+#[test]
+fn local_corner_is_the_exact_psd_block_for_the_stable_neo_hookeans() {
+    let mut rng = common::rng("local_corner_is_the_exact_psd_block_for_the_stable_neo_hookeans");
+    let mut negative_modes_seen = 0;
+    for m in materials() {
+        let closed = matches!(
+            m.model,
+            MaterialModel::StableNeoHookean | MaterialModel::StableNeoHookeanVbd
+        );
+        for k in 0..60 {
+            let (rest, mut x) = tet_positions(&mut rng);
+            if k % 3 != 0 {
+                let spread = if k % 3 == 1 { 0.06 } else { 0.3 };
+                for p in x.iter_mut() {
+                    *p += Vector3::from_fn(|_, _| rng.random_range(-spread..spread));
+                }
+            }
+            let r = ElementRest::new(&rest).unwrap();
+            let exact = element_hessian_filtered(&m, &r, &x, None);
+            if !exact.gradient.iter().all(|v| v.is_finite()) {
+                continue; // Neo-Hookean on an inverted tet
+            }
+            let h = exact.hessian.unwrap();
+            let f = r.deformation_gradient(&x);
+            for a in 0..4 {
+                let ga = r.shape_gradients()[a];
+                assert_eq!(stress_and_exact_block(&m, &f, &ga).is_some(), closed);
+                let (row, block) = element_local_corner(&m, &r, &x, a, Some(EigenFilter::Clamp));
+                if !closed {
+                    let (row_f, block_f) = element_corner(&m, &r, &x, a, Some(EigenFilter::Clamp));
+                    assert_eq!((row, block), (row_f, block_f), "{:?} fallback", m.model);
+                    continue;
+                }
+                let want = exact.gradient.fixed_rows::<3>(3 * a);
+                let err = (row - want).norm() / exact.gradient.norm().max(1e-300);
+                assert!(err < 1e-12, "{:?} corner {a}: row error {err:e}", m.model);
+                let want = h.fixed_view::<3, 3>(3 * a, 3 * a);
+                let err = (block - want).norm() / want.norm().max(1e-300);
+                assert!(err < 1e-11, "{:?} corner {a}: block error {err:e}", m.model);
+                let min = block.symmetric_eigenvalues().min();
+                assert!(
+                    min >= -1e-12 * block.norm(),
+                    "{:?} corner {a}: eigenvalue {min:e}",
+                    m.model
+                );
+                let (_, projected) = element_corner(&m, &r, &x, a, Some(EigenFilter::Clamp));
+                if (projected - block).norm() > 1e-8 * block.norm() {
+                    negative_modes_seen += 1;
+                }
+            }
+        }
+    }
+    // Otherwise the equality above would not distinguish the exact block from the projected one.
+    assert!(
+        negative_modes_seen > 20,
+        "only {negative_modes_seen} corners differ"
+    );
+}
+
 /// The element Hessian's fast route (cyclic-Jacobi SVD and σ-space eigenpairs, one rank-one
 /// update per ∂P/∂F mode: [`element_hessian_filtered`]) against the reference route (nalgebra's
 /// general SVD and eigen-solver, the 9×9 ∂P/∂F contracted twice: [`element_hessian_reference`]):

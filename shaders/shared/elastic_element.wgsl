@@ -45,6 +45,9 @@ fn elastic_element(e: u32, flags: u32, j_floor: f32) {
     if (flags & 2u) != 0u {
         let project = (flags & 4u) != 0u;
         let absolute = (flags & 16u) != 0u;
+        // Flag 32: the stable Neo-Hookeans keep their exact Hessian, whose diagonal blocks are
+        // PSD at every F (material/stress.rs: stress_and_exact_block): plain VBD reads only those.
+        let exact = (flags & 32u) != 0u && p.model <= MODEL_STABLE_NEO_HOOKEAN_VBD;
         let eig = sym_eig3(ev.hess);
         var lam: array<f32, 9>;
         var w: array<array<vec3<f32>, 4>, 9>;
@@ -76,7 +79,9 @@ fn elastic_element(e: u32, flags: u32, j_floor: f32) {
                     lam[m] = ev.twist[pair];
                 }
             }
-            if absolute {
+            if exact {
+                // unfiltered
+            } else if absolute {
                 lam[m] = abs(lam[m]);
             } else if project {
                 lam[m] = max(lam[m], 0.0);

@@ -3,8 +3,8 @@
 //! shape-function gradients.
 
 use super::{
-    c, dpdf_reference, evaluate, evaluate_filtered, filtered_modes, stress_and_block, EigenFilter,
-    Material, MaterialModel, SigmaModes,
+    c, dpdf_reference, evaluate, evaluate_filtered, filtered_modes, stress_and_block,
+    stress_and_exact_block, EigenFilter, Material, MaterialModel, SigmaModes,
 };
 use nalgebra::{Matrix3, RealField, SMatrix, SVector, Vector3};
 
@@ -104,6 +104,27 @@ pub fn element_corner<T: RealField + Copy>(
     let (p, k) = stress_and_block(m, &f, &ga, filter);
     let vol = rest.volume;
     (p * ga * vol, k * vol)
+}
+
+/// Corner `a`'s gradient rows (N) and the diagonal block (N/m) a per-vertex Newton step (VBD)
+/// solves with: the tet's exact diagonal Hessian block where it is PSD by construction
+/// ([`super::stress_and_exact_block`]: the stable Neo-Hookeans, closed form, no SVD), else the
+/// (a, a) block of the Hessian with ∂P/∂F's eigenvalues passed through `fallback`
+/// ([`element_corner`]).
+pub fn element_local_corner<T: RealField + Copy>(
+    m: &Material,
+    rest: &ElementRest<T>,
+    x: &[Vector3<T>; 4],
+    a: usize,
+    fallback: Option<EigenFilter>,
+) -> (Vector3<T>, Matrix3<T>) {
+    let f = rest.deformation_gradient(x);
+    let ga = rest.shape_gradients()[a];
+    let vol = rest.volume;
+    match stress_and_exact_block(m, &f, &ga) {
+        Some((p, k)) => (p * ga * vol, k * vol),
+        None => element_corner(m, rest, x, a, fallback),
+    }
 }
 
 /// Energy, gradient and Hessian of one tet; `project` makes the Hessian PSD (by projecting ∂P/∂F,

@@ -20,14 +20,15 @@ mod svd;
 
 pub use element::{
     element_corner, element_energy, element_gradient, element_hessian, element_hessian_filtered,
-    element_hessian_reference, ElementRest, ElementState,
+    element_hessian_reference, element_local_corner, ElementRest, ElementState,
 };
 pub use filter::EigenFilter;
 pub use model::{lame_from_young_poisson, Material, MaterialModel};
 pub use sigma::{sigma_derivatives, stable_nh_alpha, SigmaDerivatives};
 pub use stress::{
     dpdf, dpdf_curvature, dpdf_filtered, dpdf_reference, energy_density, evaluate,
-    evaluate_filtered, pk1, rest_tensor, stress_and_block, Mat9, StressEval,
+    evaluate_filtered, pk1, rest_tensor, stress_and_block, stress_and_exact_block, Mat9,
+    StressEval,
 };
 pub(crate) use stress::{filtered_modes, SigmaModes};
 pub use svd::{svd3, svd3_fast, symmetric_eigen3, Svd3};

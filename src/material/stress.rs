@@ -241,6 +241,52 @@ pub fn stress_and_block<T: RealField + Copy>(
     (p, svd.u * s * svd.u.transpose())
 }
 
+/// P(F) (Pa) and the true, unfiltered K = Σ_{j,l} (∂P/∂F)\[(i+3j),(k+3l)\] b_j b_l (Pa/m² for `b`
+/// in 1/m) of [`stress_and_block`] with no filter, in closed form without an SVD, for the models
+/// whose K is positive semidefinite at every F: the two stable Neo-Hookeans. `None` for the
+/// others.
+///
+/// Why it is closed form and PSD: these Ψ depend on F through I_C = ‖F‖² and J = det F only, and
+/// with δF = δx bᵀ the second derivative of J drops out of K — ∂²J/∂F_ij∂F_kl = ε_ikm ε_jln F_mn
+/// is antisymmetric in (j, l), so Σ_jl ε_jln b_j b_l = 0. What is left is
+/// K = 2Ψ_I |b|² I + 4Ψ_II (Fb)(Fb)ᵀ + Ψ_JJ (cof F b)(cof F b)ᵀ (no Ψ_IJ term in these models):
+/// log-free (`StableNeoHookeanVbd`) Ψ_I = μ/2, Ψ_II = 0, Ψ_JJ = λ; Smith et al.'s log term adds
+/// Ψ_I −= μ/(2q), Ψ_II = μ/(2q²) with q = I_C + 1 ≥ 1. Every coefficient is ≥ 0 for μ, λ ≥ 0.
+/// This is one tet's exact diagonal Hessian block at a corner (times V, b = ∇N_a): the Hessian
+/// of the local problem a per-vertex Newton step (VBD) solves.
+pub fn stress_and_exact_block<T: RealField + Copy>(
+    m: &Material,
+    f: &Matrix3<T>,
+    b: &Vector3<T>,
+) -> Option<(Matrix3<T>, Matrix3<T>)> {
+    if !matches!(
+        m.model,
+        MaterialModel::StableNeoHookean | MaterialModel::StableNeoHookeanVbd
+    ) {
+        return None;
+    }
+    let mu: T = c(m.mu);
+    let la: T = c(m.lambda);
+    let (f0, f1, f2) = (f.column(0), f.column(1), f.column(2));
+    let cof = Matrix3::from_columns(&[f1.cross(&f2), f2.cross(&f0), f0.cross(&f1)]);
+    let j = f0.dot(&cof.column(0));
+    let alpha = stable_nh_alpha::<T>(m);
+    let cb = cof * b;
+    let bb = b.norm_squared();
+    let mut p = f * mu + cof * (la * (j - alpha));
+    let mut k = cb * cb.transpose() * la;
+    if m.model == MaterialModel::StableNeoHookean {
+        let q = f.norm_squared() + T::one();
+        let fb = f * b;
+        p -= f * (mu / q);
+        k += fb * fb.transpose() * (c::<T>(2.0) * mu / (q * q));
+        k += Matrix3::identity() * (mu * (T::one() - T::one() / q) * bb);
+    } else {
+        k += Matrix3::identity() * (mu * bb);
+    }
+    Some((p, k))
+}
+
 /// vec(δF)ᵀ (∂P/∂F) vec(δF) at F, Pa: the true (unprojected) curvature of Ψ along δF. From the
 /// same nine modes as [`evaluate_filtered`], as Σ_k λ_k (Q_k : UᵀδFV)², without forming the 9×9
 /// matrix.

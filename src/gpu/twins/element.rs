@@ -20,6 +20,10 @@ pub const ELASTIC_STRICT: u32 = 8;
 /// `elastic` flag: the absolute-value eigenvalue filter (|λ| for the 9 ∂P/∂F eigenvalues,
 /// [`crate::material::EigenFilter::Abs`]); overrides [`ELASTIC_PROJECT`].
 pub const ELASTIC_ABS: u32 = 16;
+/// `elastic` flag: the two stable Neo-Hookeans keep their exact (unfiltered) Hessian, whose
+/// diagonal 3×3 blocks are PSD at every F ([`crate::material::stress_and_exact_block`]): what
+/// plain VBD reads. Overrides [`ELASTIC_PROJECT`] and [`ELASTIC_ABS`] for those models only.
+pub const ELASTIC_EXACT_SNH: u32 = 32;
 /// The energy (J) [`ELASTIC_STRICT`] writes for an element below the floor: hosts read energy
 /// sums of half of it or more as +∞.
 pub const ELASTIC_STRICT_SENTINEL: f32 = 1e30;
@@ -154,6 +158,8 @@ fn element(
     if let Some(h) = hess {
         let project = flags & ELASTIC_PROJECT != 0;
         let absolute = flags & ELASTIC_ABS != 0;
+        let exact =
+            flags & ELASTIC_EXACT_SNH != 0 && prm.model <= GpuModel::StableNeoHookeanVbd as u32;
         let eig = sym_eig3(ev.hess);
         let (u, v) = (sv.u, sv.v);
         let mut lam = [0.0f32; 9];
@@ -175,7 +181,9 @@ fn element(
                     (a - b) * INV_SQRT2
                 }
             };
-            if absolute {
+            if exact {
+                // unfiltered
+            } else if absolute {
                 lam[m] = lam[m].abs();
             } else if project {
                 lam[m] = lam[m].max(0.0);

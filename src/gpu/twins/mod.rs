@@ -20,8 +20,8 @@ pub mod sym12;
 mod vector;
 
 pub use element::{
-    deformation_gradient, elastic, svd3, ELASTIC_ABS, ELASTIC_GRADIENT, ELASTIC_HESSIAN,
-    ELASTIC_PROJECT, ELASTIC_STRICT, ELASTIC_STRICT_SENTINEL,
+    deformation_gradient, elastic, svd3, ELASTIC_ABS, ELASTIC_EXACT_SNH, ELASTIC_GRADIENT,
+    ELASTIC_HESSIAN, ELASTIC_PROJECT, ELASTIC_STRICT, ELASTIC_STRICT_SENTINEL,
 };
 pub use gather::{gather_gradient, gather_hessian_diag, inertia};
 pub use jgs2::{

@@ -100,8 +100,8 @@ use crate::gpu::twins::jgs2::{
     SOLVE_WITH_FALLBACK, ZERO_BLOCK,
 };
 use crate::gpu::twins::{
-    ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT, ELASTIC_STRICT, ELASTIC_STRICT_SENTINEL,
-    REDUCE_BLOCK,
+    ELASTIC_EXACT_SNH, ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT, ELASTIC_STRICT,
+    ELASTIC_STRICT_SENTINEL, REDUCE_BLOCK,
 };
 use crate::gpu::{
     element_records, Buf, BufferId, Device, DeviceInfo, ElasticRest, ElemParams, GpuMat3, GpuTet,
@@ -363,6 +363,9 @@ pub struct DeviceJgs2 {
     dhat: f32,
     /// The step's strict-inversion floor on J (`None`: not strict).
     strict_floor: Option<f32>,
+    /// The element pass's flags this step: [`ALL_FLAGS`], plus [`ELASTIC_EXACT_SNH`] under
+    /// plain VBD (the exact diagonal blocks, as the CPU's `vbd_sweep` uses).
+    elem_flags: u32,
     /// The device energy at x_start (elastic + barrier), subtracted from every sample's, J.
     e_ref: f64,
 }
@@ -650,6 +653,7 @@ impl DeviceJgs2 {
             kappa: model.barrier.kappa as f32,
             dhat: model.barrier.dhat as f32,
             strict_floor: None,
+            elem_flags: ALL_FLAGS,
             e_ref: 0.0,
             thickness: (SURFACE_THICKNESS * model.barrier.dhat) as f32,
             dev,
@@ -697,8 +701,8 @@ impl DeviceJgs2 {
     /// the strict filter, the sentinel energy for elements below the floor).
     fn rec_elements(&self, p: &mut Plan, xb: usize) {
         let params = match self.strict_floor {
-            Some(floor) => Params::new().u0(ALL_FLAGS | ELASTIC_STRICT).f0(floor),
-            None => Params::new().u0(ALL_FLAGS),
+            Some(floor) => Params::new().u0(self.elem_flags | ELASTIC_STRICT).f0(floor),
+            None => Params::new().u0(self.elem_flags),
         };
         p.dispatch(
             Kernel::Elastic,
@@ -948,7 +952,7 @@ impl DeviceJgs2 {
                     self.hess.id(),
                 ],
                 Params {
-                    u0: ALL_FLAGS,
+                    u0: self.elem_flags,
                     u1: c.elems.off,
                     ..Params::default()
                 },
@@ -1386,6 +1390,14 @@ impl StepSolver for DeviceJgs2 {
         // search under it.
         let safeguard = self.params.safeguard || problem.strict_inversion;
         let variant = self.params.variant;
+        // Plain VBD (no subspace, Gauss–Seidel, no safeguard) reads only the diagonal blocks,
+        // exact where PSD by construction (the CPU's `vbd_sweep`, `element_local_corner`); every
+        // other iteration needs the projected Hessian (JGS2's system, the safeguard's curvature).
+        self.elem_flags = if !self.has_subspace && variant == Variant::GaussSeidel && !safeguard {
+            ALL_FLAGS | ELASTIC_EXACT_SNH
+        } else {
+            ALL_FLAGS
+        };
         // The state at the start, and what the first iteration needs.
         let mut p = Plan::new();
         if safeguard {

@@ -1,7 +1,7 @@
 //! The per-element and per-vertex passes of JGS2/VBD (the CPU reference of the WGSL kernels).
 
 use super::subspace::VertexSubspace;
-use crate::material::{element_corner, element_gradient, element_hessian, svd3, EigenFilter};
+use crate::material::{element_gradient, element_hessian, element_local_corner, svd3, EigenFilter};
 use crate::mesh::VertexTets;
 use crate::problem::{barrier_derivatives, Model, StepProblem};
 use jello_precompute::tree::ClusterTree;
@@ -18,7 +18,13 @@ pub struct ElementCache {
 }
 
 fn corners(x: &[f64], tet: &[u32; 4]) -> [Vector3<f64>; 4] {
-    tet.map(|i| Vector3::from_column_slice(&x[3 * i as usize..3 * i as usize + 3]))
+    // Written out: `tet.map(from_column_slice)` went through an out-of-line `try_map` that
+    // `perf` put at 16% of a plain VBD iteration once the corner blocks were closed form.
+    let p = |i: u32| {
+        let i = 3 * i as usize;
+        Vector3::new(x[i], x[i + 1], x[i + 2])
+    };
+    [p(tet[0]), p(tet[1]), p(tet[2]), p(tet[3])]
 }
 
 /// Recomputes the cache entries of `elements` (all when `None`) at `x`.
@@ -353,10 +359,13 @@ pub fn vbd_system(
     (a, Vector3::from_column_slice(&g[3 * i..3 * i + 3]))
 }
 
-/// Vertex `i`'s VBD system evaluated from the positions `x` alone (no element cache): the same
-/// A and r as [`vbd_system`] with a cache and gradient current at `x`, each incident element's
-/// gradient rows and PSD diagonal block computed for corner i only ([`element_corner`]: no 9×9
-/// ∂P/∂F, no 12×12 Hessian, Jacobi SVD). Equal to them up to round-off (tested to 1e-12).
+/// Vertex `i`'s plain-VBD system evaluated from the positions `x` alone (no element cache):
+/// A = m_i/ĥ² I + Σ_{e∋i} (e's diagonal block at i) + barrier, r = g_i, each incident element's
+/// gradient rows and block computed for corner i only ([`element_local_corner`]). The block is
+/// the exact one where it is PSD by construction (the stable Neo-Hookeans: closed form, no SVD)
+/// — the Hessian of the local problem whose Newton step VBD takes (Chen et al. 2024) — and the
+/// corner of the projected element Hessian otherwise, as in [`vbd_system`] (r always, A for
+/// the other models: equal to [`vbd_system`]'s up to round-off, tested to 1e-12).
 pub fn vbd_local_system(
     problem: &StepProblem,
     vt: &VertexTets,
@@ -375,7 +384,7 @@ pub fn vbd_local_system(
     let mut a = Matrix3::identity() * (model.mass[i] * ih2);
     for (t, c) in vt.of(i) {
         let t = t as usize;
-        let (row, block) = element_corner(
+        let (row, block) = element_local_corner(
             &model.materials[t],
             &model.rest[t],
             &corners(x, &model.mesh.tets[t]),

@@ -307,9 +307,10 @@ impl Jgs2Solver {
     /// One plain VBD sweep from `x` (Chen et al. 2024, Alg. 1): colour by colour, every vertex of
     /// the colour solves its 3×3 system with its incident elements evaluated on the spot at
     /// the current positions ([`vbd_local_system`]: the corner's gradient rows and diagonal
-    /// block only, Jacobi 3×3 SVD), and moves. The same iterate as
+    /// block only), and moves. When written it was the same iterate as
     /// [`Self::gauss_seidel_sweep`] up to round-off (residual after 50 iterations on
-    /// armadillo_18k equal to 12 digits), which re-evaluated each touched element's full 12×12
+    /// armadillo_18k equal to 12 digits; see below for the exact blocks that followed), which
+    /// re-evaluated each touched element's full 12×12
     /// Hessian after every colour, then sorted and regathered: 87–90% of a VBD iteration's
     /// instructions were that element pass, ~13% the sorting, 7% copying (callgrind,
     /// armadillo_18k, `benches/cpu_iteration.rs`); 1.09 → 0.40 G instructions per iteration.
@@ -318,10 +319,15 @@ impl Jgs2Solver {
     ///
     /// Since then the gradient-only pass takes P from the invariants (no SVD) and the corner
     /// skips the σ-space eigen-solve wherever no scaling mode is clamped (`perf record`: that
-    /// solve was 59% of an iteration; 34.7 → 22.1 ms at 2 threads, README "CPU speed"). Next
-    /// (not done): the Jacobi eigen-solve of FᵀF inside every SVD is now the hot spot; the exact
-    /// (PSD) corner block of the log-free stable Neo-Hookean needs no SVD at all, and SIMD over
-    /// a colour's vertices (SoA, f32 where the stop rule allows) is what the 5 ms needs.
+    /// solve was 59% of an iteration; 34.7 → 22.1 ms at 2 threads). Then the SVD's own Jacobi
+    /// eigen-solve of FᵀF was 60% of an iteration, and for the stable Neo-Hookeans the corner
+    /// needs no SVD at all: their exact diagonal block is PSD at every F
+    /// ([`crate::material::stress_and_exact_block`]), so plain VBD now takes the true local
+    /// Newton step with it instead of the corner of the projected element Hessian (which is
+    /// larger by the clamped flip/twist modes' |λ|; 50-iteration residual on armadillo_18k
+    /// 1.4863e-6 → 1.4861e-6; README "CPU speed" for the times). The cached route
+    /// ([`Self::gauss_seidel_sweep`]: safeguarded or Jacobi VBD, JGS2's fallback) keeps the
+    /// projected blocks, because the same cached Hessians feed the safeguard's curvature.
     fn vbd_sweep(&mut self, problem: &StepProblem, x: &mut [f64], g: &mut [f64]) {
         let mut steps = std::mem::take(&mut self.steps_buf);
         for group in &self.colour_free {
