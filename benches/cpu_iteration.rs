@@ -53,10 +53,15 @@
 //! 41.9 / 22.1 ms at 1 / 2 threads, JGS2 128.3 / 63.4 → 85.5 / 43.9 ms; the residual after 50
 //! VBD iterations 1.486308463023365e-6. The README's "CPU speed" table is the current one.
 
-use jello::problem::Model;
+use jello::mesh::VertexTets;
+use jello::problem::{ElasticTerms, Model, StepProblem};
 use jello::scene::Scene;
 use jello::sim::Simulation;
-use jello::solver::jgs2::{build_subspace, Jgs2Params, Jgs2Solver, SubspaceOptions, Variant};
+use jello::solver::jgs2::{
+    build_subspace, element_gradient_pass, element_pass, hess_vec, jgs2_system,
+    rest_frame_gradients, rotations, vbd_local_system, vbd_system, vertex_gradient, ElementCache,
+    Jgs2Params, Jgs2Solver, Jgs2Subspace, SubspaceOptions, Variant,
+};
 use jello::solver::{StepSolver, StopRule};
 use rayon::prelude::*;
 use std::path::Path;
@@ -285,4 +290,164 @@ fn main() {
         jgs2_ms[0] / vbd_ms[0],
         jgs2_ms[1] / vbd_ms[1]
     );
+    phases(model, &built.velocity, h, &sub, vbd_ms[1], jgs2_ms[1]);
+}
+
+/// Best of 5 wall times of `f`, ms.
+fn best_ms(mut f: impl FnMut()) -> f64 {
+    (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// Why a JGS2 iteration costs what it does: each pass of one safeguarded Jacobi iteration
+/// (`Jgs2Solver::step`) and of one plain VBD sweep timed alone with the public pieces they are
+/// made of, at the start of the second step (2 threads, best of 5), next to the measured
+/// iterations. A safeguarded JGS2 iteration runs: the JGS2 direction (frames, tree sums, local
+/// systems), the VBD direction, 2–3 Hessian-vector products, ≥ 1 energy, then the element pass
+/// and gather at the new x.
+fn phases(
+    model: &Model,
+    velocity: &[[f64; 3]],
+    h: f64,
+    sub: &Jgs2Subspace,
+    vbd_it: f64,
+    jgs2_it: f64,
+) {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .expect("pool");
+    pool.install(|| {
+        let mut sim = Simulation::new(
+            model.clone(),
+            model.initial_state(velocity),
+            h,
+            Box::new(Jgs2Solver::vbd(model, Jgs2Params::default())),
+        )
+        .expect("sim");
+        sim.step(false).expect("step 1");
+        let problem = StepProblem::new(model, &sim.state, h);
+        let x = problem.x_start.clone();
+        let vt = VertexTets::new(&model.mesh);
+        let free: Vec<usize> = (0..model.num_vertices())
+            .filter(|&i| !model.pinned[i])
+            .collect();
+        let mut cache = ElementCache::default();
+        element_pass(model, &x, &mut cache, None);
+        let gather = |cache: &ElementCache| -> Vec<f64> {
+            (0..model.num_vertices())
+                .into_par_iter()
+                .flat_map_iter(|v| {
+                    let g = vertex_gradient(&problem, cache, &vt, &x, v);
+                    [g.x, g.y, g.z]
+                })
+                .collect()
+        };
+        let g = gather(&cache);
+        let rot = rotations(model, &x, &vt);
+        let frame = rest_frame_gradients(&g, Some(&rot), &sub.tree, &sub.rest);
+        let d: Vec<f64> = x.iter().map(|v| 1e-3 * v).collect();
+        let mut rows: Vec<(&str, f64)> = Vec::new();
+        let mut c2 = ElementCache::default();
+        rows.push((
+            "element pass, projected 12×12 Hessians",
+            best_ms(|| element_pass(model, &x, &mut c2, None)),
+        ));
+        rows.push((
+            "element pass, gradients only (invariants)",
+            best_ms(|| element_gradient_pass(model, &x, &mut c2)),
+        ));
+        rows.push((
+            "gradient gather (per vertex over its tets)",
+            best_ms(|| {
+                std::hint::black_box(gather(&cache));
+            }),
+        ));
+        rows.push((
+            "JGS2 frames: per-vertex rotations",
+            best_ms(|| {
+                std::hint::black_box(rotations(model, &x, &vt));
+            }),
+        ));
+        rows.push((
+            "JGS2 frames: rotated gradients and cluster-tree sums",
+            best_ms(|| {
+                std::hint::black_box(rest_frame_gradients(&g, Some(&rot), &sub.tree, &sub.rest));
+            }),
+        ));
+        rows.push((
+            "JGS2 local systems (subspace rows, incident Ūᵀ H_e Ū) and 3×3 solves",
+            best_ms(|| {
+                let s: Vec<_> = free
+                    .par_iter()
+                    .map(|&i| {
+                        let (a, r) = jgs2_system(
+                            &problem,
+                            &cache,
+                            &vt,
+                            &x,
+                            &g,
+                            Some(&rot),
+                            &frame,
+                            i,
+                            &sub.vertices[i],
+                        );
+                        a.cholesky().map(|c| c.solve(&r))
+                    })
+                    .collect();
+                std::hint::black_box(s);
+            }),
+        ));
+        rows.push((
+            "VBD systems from the cache (the safeguard's 2nd direction) and solves",
+            best_ms(|| {
+                let s: Vec<_> = free
+                    .par_iter()
+                    .map(|&i| {
+                        let (a, r) = vbd_system(&problem, &cache, &vt, &x, &g, i);
+                        a.cholesky().map(|c| c.solve(&r))
+                    })
+                    .collect();
+                std::hint::black_box(s);
+            }),
+        ));
+        rows.push((
+            "one Hessian-vector product (cached 12×12 blocks)",
+            best_ms(|| {
+                std::hint::black_box(hess_vec(&problem, &cache, &vt, &x, &d));
+            }),
+        ));
+        rows.push((
+            "one energy (line search trial)",
+            best_ms(|| {
+                std::hint::black_box(problem.energy_change(model as &dyn ElasticTerms, &x));
+            }),
+        ));
+        rows.push((
+            "plain VBD: every vertex's exact corner system and solve (one sweep's work)",
+            best_ms(|| {
+                let s: Vec<_> = free
+                    .par_iter()
+                    .map(|&i| {
+                        let (a, r) = vbd_local_system(&problem, &vt, &x, i);
+                        a.cholesky().map(|c| c.solve(&r))
+                    })
+                    .collect();
+                std::hint::black_box(s);
+            }),
+        ));
+        println!(
+            "\nPasses of one iteration timed alone (2 threads, best of 5, at the second step's \
+             start; measured iterations: VBD {vbd_it:.2} ms, JGS2 {jgs2_it:.2} ms):\n"
+        );
+        println!("| pass | ms | × VBD iteration |\n|---|---|---|");
+        for (name, ms) in rows {
+            println!("| {name} | {ms:.2} | {:.2} |", ms / vbd_it);
+        }
+    });
 }
