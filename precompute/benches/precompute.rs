@@ -8,17 +8,30 @@
 //! `PRECOMPUTE_BENCH_MESHES=armadillo_18k` restricts the meshes;
 //! `PRECOMPUTE_BENCH_SWEEP=0` skips the pose sweep; `PRECOMPUTE_BENCH_ORDERINGS=0` skips the
 //! ordering comparison. Each basis row is followed by a digest of the artifact with its timings
-//! zeroed (FNV-1a of `artifact::encode`), so two builds of the code can be checked to produce
-//! the same artifact byte for byte.
+//! zeroed (FNV-1a of `artifact::encode`, streamed), so two builds of the code can be checked to produce
+//! the same artifact byte for byte; `PRECOMPUTE_BENCH_SAVE=path` writes the artifact and
+//! `PRECOMPUTE_BENCH_COMPARE=path` compares the run's with a saved one, number by number.
 //!
 //! Measured (issue 15, armadillo_114k, default options, 2 threads on this 2-core machine shared
 //! with builds, so CPU-seconds rather than wall time; `/usr/bin/time -v`): with a fresh zeroed
 //! solution block, solve workspace and tree-sized tables per batch and per vertex, 466 s user +
 //! 99.6 s system and 44.2 million minor page faults; with them reused per worker
 //! (`BatchScratch`), 466 s user + 13.8 s system and 2.5 million faults (−15% CPU), peak RSS
-//! 3.89 GB, artifact digest `ecc89b394502721a` both times. What remains is user time in the
-//! multi-RHS solves (the basis phase is ~80% of the total): 28,026 vertices × 3 right-hand
-//! sides through L and Lᵀ.
+//! 3.89 GB, artifact digest `ecc89b394502721a` both times. Then (perf: 37% of the time in the
+//! solve's scalar gathers and scatters of a column-major 65 MB block, 20% in its permutation
+//! back, 11% in the tree sums reading `Ū` rows in random order, the digest's `encode` holding
+//! two more copies of the 1 GB basis): the solve on row-major right-hand sides with zero
+//! blocks skipped in the forward pass, batches in elimination order, `Ū`'s rows in tree order,
+//! the unit right-hand sides set without a zero-filled block, the digest streamed. Measured
+//! again (the machine shared as before): 492.7 s user + 21.6 s system, 490 s wall, 2.51
+//! million faults, peak 3.89 GB before; 199.8 s user + 7.3 s system, 115 s wall, 1.97 million
+//! faults, peak 1.88 GB (`time -v`'s maximum RSS in kB / 10⁶, as before; the input Hessians
+//! dropped once `Jgs2Precompute` holds its own) after; phases factor / eigen / basis / cubature
+//! 1.4 / 29.2 / 382.1 / 69.7 s before and 1.2 / 20.1 / 74.6 / 17.1 s after; digest
+//! `ecc89b394502721a` unchanged. (On armadillo_18k the digest moves, `16f89a02d269680b` →
+//! `22d53ea820169c69`: the same near/far structure, Â and S identical, the blocks within
+//! 1.2e-16 of their largest value: the row-major products round differently in a few last
+//! bits.)
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -204,9 +217,59 @@ fn digest(basis: &mut jello_precompute::jgs2::Jgs2Basis) -> u64 {
     let saved = basis.stats.clone();
     let s = &mut basis.stats;
     (s.factor_s, s.basis_s, s.eigen_s, s.cubature_s, s.total_s) = (0.0, 0.0, 0.0, 0.0, 0.0);
-    let d = jello_precompute::artifact::fnv1a64(&jello_precompute::artifact::encode(basis, 0));
+    let d = jello_precompute::artifact::encoded_fnv1a64(basis, 0);
     basis.stats = saved;
     d
+}
+
+/// Compares `basis` with the artifact at `path` (saved by another build with
+/// `PRECOMPUTE_BENCH_SAVE`): the same near and far structure, and the largest difference of
+/// each kind of number relative to the largest magnitude of that kind.
+fn compare(basis: &jello_precompute::jgs2::Jgs2Basis, path: &Path) {
+    let other = jello_precompute::artifact::read(path, 0).expect("read the saved artifact");
+    let mut same_structure = basis.tree == other.tree;
+    let mut diff = [0.0f64; 5];
+    let mut scale = [0.0f64; 5];
+    let mut upd = |q: usize, a: &[f64], b: &[f64]| {
+        for (x, y) in a.iter().zip(b) {
+            diff[q] = diff[q].max((x - y).abs());
+            scale[q] = scale[q].max(x.abs());
+        }
+    };
+    for (a, b) in basis.vertices.iter().zip(&other.vertices) {
+        same_structure &= a.near_vertices == b.near_vertices && a.far_nodes == b.far_nodes;
+        upd(0, &a.a_hat, &b.a_hat);
+        upd(1, &a.schur, &b.schur);
+        if a.near_vertices == b.near_vertices {
+            upd(
+                2,
+                a.near_blocks.as_flattened(),
+                b.near_blocks.as_flattened(),
+            );
+        }
+        if a.far_nodes == b.far_nodes {
+            upd(3, a.far_blocks.as_flattened(), b.far_blocks.as_flattened());
+            upd(4, a.far_slopes.as_flattened(), b.far_slopes.as_flattened());
+        }
+    }
+    let rel: Vec<String> = ["Â", "S", "near", "far", "slopes"]
+        .iter()
+        .zip(diff.iter().zip(&scale))
+        .map(|(n, (d, s))| format!("{n} {:.1e}", d / s.max(f64::MIN_POSITIVE)))
+        .collect();
+    println!(
+        "against {}: same near/far structure: {same_structure}; largest relative differences: {}",
+        path.display(),
+        rel.join(", ")
+    );
+}
+
+/// The process's peak resident set so far (Linux `VmHWM`), MB; `None` elsewhere.
+fn peak_rss_mb() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024)
 }
 
 fn main() {
@@ -218,7 +281,7 @@ fn main() {
     println!("threads: {}", rayon::current_num_threads());
     let mut rows = Vec::new();
     for (mi, name) in meshes.split(',').enumerate() {
-        let Some(p) = problem(name) else { continue };
+        let Some(mut p) = problem(name) else { continue };
         println!(
             "\n## {name}: {} vertices, {} tets, {} pinned",
             p.pos.len(),
@@ -235,13 +298,31 @@ fn main() {
                 continue;
             }
         };
+        // As the solver's build does: `pre` holds its own H̄_e, so the input Hessians (129 MB on
+        // armadillo_114k) need not add to the run's peak.
+        p.ke = Vec::new();
+        let peak_setup = peak_rss_mb();
         let opts = Jgs2Options::default();
         let mut basis = pre.run(&opts).expect("jgs2");
+        let peak_run = peak_rss_mb();
         println!("{HEADER}");
         row(name, p.pos.len(), &basis.stats);
         println!(
             "artifact digest (timings zeroed): {:016x}",
             digest(&mut basis)
+        );
+        if let Ok(path) = std::env::var("PRECOMPUTE_BENCH_SAVE") {
+            jello_precompute::artifact::write(Path::new(&path), &basis, 0).expect("save");
+        }
+        if let Ok(path) = std::env::var("PRECOMPUTE_BENCH_COMPARE") {
+            compare(&basis, Path::new(&path));
+        }
+        println!(
+            "peak RSS (VmHWM, MB): {} after the input and factor, {} after the precompute, {} \
+             after the digest",
+            peak_setup.map_or("?".into(), |m| m.to_string()),
+            peak_run.map_or("?".into(), |m| m.to_string()),
+            peak_rss_mb().map_or("?".into(), |m| m.to_string())
         );
         rows.push((name.to_owned(), p.pos.len(), basis.stats.clone()));
         if sweep && mi == 0 {

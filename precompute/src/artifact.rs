@@ -109,67 +109,126 @@ pub struct ArtifactError {
 
 /// FNV-1a, 64-bit.
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
+    let mut h = Fnv1a64::default();
+    h.update(bytes);
+    h.0
 }
 
-/// Serialises `basis` with `key` into the file format (in memory).
+/// Running FNV-1a-64: [`fnv1a64`] of a byte stream fed in pieces.
+struct Fnv1a64(u64);
+
+impl Default for Fnv1a64 {
+    fn default() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Fnv1a64 {
+    fn update(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= b as u64;
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+}
+
+/// Serialises `basis` with `key` into the file format (in memory, one allocation of the
+/// exact size).
 pub fn encode(basis: &Jgs2Basis, key: u64) -> Vec<u8> {
-    let mut p = Vec::new();
-    let u32s = |p: &mut Vec<u8>, x: u32| p.extend_from_slice(&x.to_le_bytes());
-    let f64s = |p: &mut Vec<u8>, x: f64| p.extend_from_slice(&x.to_le_bytes());
-    u32s(&mut p, basis.vertices.len() as u32);
+    let mut out = Vec::with_capacity(HEADER + payload_len(basis) + 8);
+    emit(basis, key, &mut |b| out.extend_from_slice(b));
+    out
+}
+
+/// `fnv1a64(&encode(basis, key))` without building the bytes: a digest of the artifact for
+/// comparing two builds (the bench's), whose peak memory is then the basis alone. Building
+/// the bytes held a second copy of the basis (1 GB on armadillo_114k, twice that while the
+/// buffer grew by doubling).
+pub fn encoded_fnv1a64(basis: &Jgs2Basis, key: u64) -> u64 {
+    let mut h = Fnv1a64::default();
+    emit(basis, key, &mut |b| h.update(b));
+    h.0
+}
+
+/// Payload bytes of `basis` (see the layout in the module docs).
+fn payload_len(basis: &Jgs2Basis) -> usize {
     let t = &basis.tree;
-    u32s(&mut p, t.perm.len() as u32);
-    u32s(&mut p, t.len() as u32);
+    let mut len = 3 * 4 + 3 * 8 + N_STATS_F64 * 8 + 4 * t.perm.len() + 5 * 4 * t.len();
+    for v in &basis.vertices {
+        len += 19 * 8 + 4 + v.near_vertices.len() * (4 + 72);
+        len += 4 + v.far_nodes.len() * 4 + v.far_weights.len() * 8 + v.far_blocks.len() * 72;
+        len += 4 + v.far_slopes.len() * 27 * 8;
+    }
+    len
+}
+
+/// The framed artifact of `basis` ([`frame`]'s layout) fed to `out` in pieces, the checksum
+/// computed on the way.
+fn emit(basis: &Jgs2Basis, key: u64, out: &mut dyn FnMut(&[u8])) {
+    let mut sum = Fnv1a64::default();
+    let mut put = |b: &[u8]| {
+        sum.update(b);
+        out(b);
+    };
+    put(&MAGIC);
+    put(&FORMAT_VERSION.to_le_bytes());
+    put(&key.to_le_bytes());
+    put(&(payload_len(basis) as u64).to_le_bytes());
+    emit_payload(basis, &mut put);
+    let sum = sum.0.to_le_bytes();
+    out(&sum);
+}
+
+fn emit_payload(basis: &Jgs2Basis, p: &mut dyn FnMut(&[u8])) {
+    let u32s = |p: &mut dyn FnMut(&[u8]), x: u32| p(&x.to_le_bytes());
+    let f64s = |p: &mut dyn FnMut(&[u8]), x: f64| p(&x.to_le_bytes());
+    u32s(p, basis.vertices.len() as u32);
+    let t = &basis.tree;
+    u32s(p, t.perm.len() as u32);
+    u32s(p, t.len() as u32);
     let s = &basis.stats;
     for x in [s.n_free, s.n_modes, s.n_nodes] {
-        p.extend_from_slice(&(x as u64).to_le_bytes());
+        p(&(x as u64).to_le_bytes());
     }
     for x in stats_f64(s) {
-        f64s(&mut p, x);
+        f64s(p, x);
     }
     for &v in &t.perm {
-        u32s(&mut p, v);
+        u32s(p, v);
     }
     for c in 0..t.len() {
         let (l, r) = t.children[c].unwrap_or((u32::MAX, u32::MAX));
         for x in [t.start[c], t.end[c], l, r, t.parent[c]] {
-            u32s(&mut p, x);
+            u32s(p, x);
         }
     }
     for v in &basis.vertices {
         for &x in v.a_hat.iter().chain(&v.schur) {
-            f64s(&mut p, x);
+            f64s(p, x);
         }
-        f64s(&mut p, v.far_residual);
-        u32s(&mut p, v.near_vertices.len() as u32);
+        f64s(p, v.far_residual);
+        u32s(p, v.near_vertices.len() as u32);
         for &j in &v.near_vertices {
-            u32s(&mut p, j);
+            u32s(p, j);
         }
         for &x in v.near_blocks.iter().flatten() {
-            f64s(&mut p, x);
+            f64s(p, x);
         }
-        u32s(&mut p, v.far_nodes.len() as u32);
+        u32s(p, v.far_nodes.len() as u32);
         for &c in &v.far_nodes {
-            u32s(&mut p, c);
+            u32s(p, c);
         }
         for &w in &v.far_weights {
-            f64s(&mut p, w);
+            f64s(p, w);
         }
         for &x in v.far_blocks.iter().flatten() {
-            f64s(&mut p, x);
+            f64s(p, x);
         }
-        u32s(&mut p, v.far_slopes.len() as u32);
+        u32s(p, v.far_slopes.len() as u32);
         for &x in v.far_slopes.iter().flatten() {
-            f64s(&mut p, x);
+            f64s(p, x);
         }
     }
-    frame(&MAGIC, FORMAT_VERSION, key, &p)
 }
 
 /// The file framing shared by every precompute artifact: magic, version, key, payload
@@ -542,11 +601,31 @@ impl<'a> Reader<'a> {
 
 /// Writes `basis` to `path` atomically (temporary sibling + rename).
 pub fn write(path: &Path, basis: &Jgs2Basis, key: u64) -> Result<(), ArtifactError> {
-    write_bytes(path, &encode(basis, key))
+    // Streamed through a buffer rather than encoded first: the bytes are as large as the basis.
+    write_with(path, |f| {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+        let mut res = Ok(());
+        emit(basis, key, &mut |b| {
+            if res.is_ok() {
+                res = std::io::Write::write_all(&mut w, b);
+            }
+        });
+        res?;
+        std::io::Write::flush(&mut w)
+    })
 }
 
 /// Writes `bytes` to `path` atomically (temporary sibling, sync, rename).
 pub(crate) fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), ArtifactError> {
+    write_with(path, |f| std::io::Write::write_all(f, bytes))
+}
+
+/// Creates a temporary sibling of `path`, lets `fill` write it, syncs it and renames it to
+/// `path`; the temporary file is removed on failure.
+fn write_with(
+    path: &Path,
+    fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> Result<(), ArtifactError> {
     let err = |e: std::io::Error| ArtifactError {
         path: path.to_owned(),
         kind: e.into(),
@@ -557,9 +636,8 @@ pub(crate) fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), ArtifactError
         .unwrap_or_else(|| "artifact".into());
     let tmp = path.with_file_name(format!(".{file_name}.tmp{}", std::process::id()));
     let res = (|| {
-        use std::io::Write;
         let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
+        fill(&mut f)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
     })();

@@ -430,7 +430,7 @@ impl Jgs2Precompute {
             y[d * n + 3 * i + d] = 1.0;
         }
         self.factor.solve_many_in_place(&mut y, 3)?;
-        ubar_from_y(&mut y, n, i)?;
+        ubar_from_y(&mut y, n, i, i)?;
         Ok(y)
     }
 
@@ -565,8 +565,11 @@ impl Jgs2Precompute {
         } else {
             NodeGeometry::default()
         };
+        let (slot, dof_of_row) = row_layout(&tree, &self.fixed_vertex);
         let tt = TreeTables {
             tree: &tree,
+            slot: &slot,
+            dof_of_row: &dof_of_row,
             leaf_of: &leaf_of,
             pose_sums: &pose_sums,
             rel_pos: &geo.rel_pos,
@@ -578,7 +581,8 @@ impl Jgs2Precompute {
         let mut results: Vec<Result<BatchOutput>> = Vec::new();
         match groups {
             None => {
-                results = free
+                let order = elimination_sorted(&self.factor, free.clone());
+                results = order
                     .par_chunks(opts.batch_vertices)
                     .map_init(BatchScratch::default, |sc, batch| {
                         self.process_batch(batch, Mode::PerVertex, &poses, &hq, &tt, opts, sc)
@@ -587,11 +591,13 @@ impl Jgs2Precompute {
             }
             Some(groups) => {
                 for g in groups {
-                    let members: Vec<usize> = g
-                        .iter()
-                        .map(|&v| v as usize)
-                        .filter(|&v| !self.fixed_vertex[v])
-                        .collect();
+                    let members: Vec<usize> = elimination_sorted(
+                        &self.factor,
+                        g.iter()
+                            .map(|&v| v as usize)
+                            .filter(|&v| !self.fixed_vertex[v])
+                            .collect(),
+                    );
                     if members.is_empty() {
                         continue;
                     }
@@ -710,23 +716,31 @@ impl Jgs2Precompute {
             solve,
             vertex: vertex_scratch,
         } = scratch;
-        y.clear();
-        y.resize(n * cols, 0.0);
+        let slot = tt.slot;
         let mut schur = Vec::with_capacity(batch.len());
         match mode {
             Mode::PerVertex => {
+                // The solve overwrites every entry: no zero-fill.
+                y.resize(n * cols, 0.0);
+                let units: Vec<usize> = batch
+                    .iter()
+                    .flat_map(|&v| (0..3).map(move |d| 3 * slot[v] + d))
+                    .collect();
+                self.factor.solve_unit_columns_rows(
+                    y,
+                    &units,
+                    faer::Par::Seq,
+                    solve,
+                    tt.dof_of_row,
+                )?;
                 for (j, &v) in batch.iter().enumerate() {
-                    for d in 0..3 {
-                        y[(3 * j + d) * n + 3 * v + d] = 1.0;
-                    }
-                }
-                self.factor
-                    .solve_many_in_place_scratch(y, cols, faer::Par::Seq, solve)?;
-                for (j, &v) in batch.iter().enumerate() {
-                    schur.push(ubar_from_y(&mut y[3 * j * n..3 * (j + 1) * n], n, v)?);
+                    let u = &mut y[3 * j * n..3 * (j + 1) * n];
+                    schur.push(ubar_from_y(u, n, slot[v], v)?);
                 }
             }
             Mode::Group { factor, mask } => {
+                y.clear();
+                y.resize(n * cols, 0.0);
                 // Right-hand sides −H̄[C, i] assembled from i's elements, zero on masked rows.
                 for (j, &v) in batch.iter().enumerate() {
                     for &e in self.incident_elements(v) {
@@ -739,19 +753,19 @@ impl Jgs2Precompute {
                             }
                             for r in 0..3 {
                                 for d in 0..3 {
-                                    y[(3 * j + d) * n + 3 * w as usize + r] -=
+                                    y[(3 * j + d) * n + 3 * slot[w as usize] + r] -=
                                         he[(3 * a + r) * 12 + 3 * ai + d];
                                 }
                             }
                         }
                     }
                 }
-                factor.solve_many_in_place_scratch(y, cols, faer::Par::Seq, solve)?;
+                factor.solve_many_in_place_rows(y, cols, faer::Par::Seq, solve, tt.dof_of_row)?;
                 for (j, &v) in batch.iter().enumerate() {
                     let u = &mut y[3 * j * n..3 * (j + 1) * n];
                     for d in 0..3 {
                         for r in 0..3 {
-                            u[d * n + 3 * v + r] = if r == d { 1.0 } else { 0.0 };
+                            u[d * n + 3 * slot[v] + r] = if r == d { 1.0 } else { 0.0 };
                         }
                     }
                     // S_i = (H̄Ū_i)[i] = Σ_{e∋i} (H̄_e Ū_e)[i's corner].
@@ -760,7 +774,7 @@ impl Jgs2Precompute {
                         let t = &self.tets[e as usize];
                         let he = &self.hbar_e[e as usize];
                         let ai = t.iter().position(|&w| w as usize == v).expect("incident");
-                        let blk = self.element_block(u, e as usize);
+                        let blk = self.element_block_at(u, e as usize, Some(slot));
                         for r in 0..3 {
                             for c in 0..3 {
                                 s[3 * r + c] += (0..12)
@@ -807,12 +821,19 @@ impl Jgs2Precompute {
 
     /// `[Ū]_e` as 12×3 row-major from a column-major `n × 3` `Ū`.
     pub fn element_block(&self, ubar: &[f64], e: usize) -> [f64; 36] {
+        self.element_block_at(ubar, e, None)
+    }
+
+    /// [`Self::element_block`] with vertex `v`'s rows stored at rows `3·slot[v] + d` of `ubar`
+    /// (at `3v + d` without a `slot`).
+    fn element_block_at(&self, ubar: &[f64], e: usize, slot: Option<&[usize]>) -> [f64; 36] {
         let n = 3 * self.n_vertices;
         let mut b = [0.0; 36];
         for (a, &v) in self.tets[e].iter().enumerate() {
+            let at = 3 * slot.map_or(v as usize, |s| s[v as usize]);
             for d in 0..3 {
                 for c in 0..3 {
-                    b[(3 * a + d) * 3 + c] = ubar[c * n + 3 * v as usize + d];
+                    b[(3 * a + d) * 3 + c] = ubar[c * n + at + d];
                 }
             }
         }
@@ -862,10 +883,11 @@ impl Jgs2Precompute {
         let tree = tt.tree;
         let nn = tree.len();
         let row = |j: usize| -> [f64; 9] {
+            let at = 3 * tt.slot[j];
             let mut b = [0.0; 9];
             for d in 0..3 {
                 for c in 0..3 {
-                    b[3 * d + c] = ubar[c * n + 3 * j + d];
+                    b[3 * d + c] = ubar[c * n + at + d];
                 }
             }
             b
@@ -993,7 +1015,8 @@ impl Jgs2Precompute {
 
         let mut a_hat = *schur;
         for &e in self.incident_elements(i) {
-            let r = self.reduced_stiffness(&self.element_block(ubar, e as usize), e as usize);
+            let block = self.element_block_at(ubar, e as usize, Some(tt.slot));
+            let r = self.reduced_stiffness(&block, e as usize);
             for (a, x) in a_hat.iter_mut().zip(&r) {
                 *a -= x;
             }
@@ -1170,6 +1193,13 @@ enum Mode<'a> {
 /// Cluster-tree data shared by every vertex of a run.
 struct TreeTables<'a> {
     tree: &'a ClusterTree,
+    /// Where each vertex's rows sit in a batch's `Ū` columns (rows `3·slot[v] + d`): the
+    /// tree's vertices in its order, then the fixed ones. The per-node sums walk the leaves in
+    /// tree order, so they read `Ū` front to back instead of jumping over the whole column
+    /// (a cache miss per vertex, 14% of the run on armadillo_114k).
+    slot: &'a [usize],
+    /// The inverse: the DOF of `H̄` each row of a batch's columns stands for.
+    dof_of_row: &'a [usize],
     /// Leaf of each vertex (`u32::MAX` for fixed vertices).
     leaf_of: &'a [u32],
     /// `Σ_{j∈c} q_t[j]` per node, 3 values per pose.
@@ -1348,13 +1378,54 @@ fn greedy_selection(
     chosen
 }
 
-/// Turns `Y = H̄⁻¹S_iᵀ` (column-major `n × 3`) into `Ū_i = −YḠ_i = Y (S_iY)⁻¹` in place and
-/// returns `(S_iY)⁻¹ = −Ḡ_i` (row-major 3×3).
-fn ubar_from_y(y: &mut [f64], n: usize, i: usize) -> Result<[f64; 9]> {
+/// The row layout of [`TreeTables`]: `slot[v]` (the tree's vertices in its order, then the
+/// fixed ones) and its inverse on DOFs, `dof_of_row[3·slot[v] + d] = 3v + d`.
+fn row_layout(tree: &ClusterTree, fixed: &[bool]) -> (Vec<usize>, Vec<usize>) {
+    let nv = fixed.len();
+    let mut slot = vec![usize::MAX; nv];
+    let mut next = 0;
+    for &v in tree.perm.iter().chain(
+        (0..nv as u32)
+            .filter(|&v| fixed[v as usize])
+            .collect::<Vec<_>>()
+            .iter(),
+    ) {
+        slot[v as usize] = next;
+        next += 1;
+    }
+    // Free vertices the tree left out (none when it is built over all of them) go last.
+    for s in slot.iter_mut().filter(|s| **s == usize::MAX) {
+        *s = next;
+        next += 1;
+    }
+    let mut dof_of_row = vec![0; 3 * nv];
+    for (v, &p) in slot.iter().enumerate() {
+        for d in 0..3 {
+            dof_of_row[3 * p + d] = 3 * v + d;
+        }
+    }
+    (slot, dof_of_row)
+}
+
+/// `vertices` sorted by the position of their first DOF in `factor`'s elimination order, so
+/// that a batch holds vertices of one nested-dissection subdomain: their forward solves then
+/// share the elimination-tree path and skip the rest of `L` (see
+/// [`SparseCholesky::solve_many_in_place_scratch`]). Each vertex's column is solved the same
+/// way whichever batch it is in.
+fn elimination_sorted(factor: &SparseCholesky, mut vertices: Vec<usize>) -> Vec<usize> {
+    if let Some(pos) = factor.elimination_positions() {
+        vertices.sort_by_key(|&v| pos[3 * v]);
+    }
+    vertices
+}
+
+/// Turns `Y = H̄⁻¹S_iᵀ` (column-major `n × 3`, vertex `i`'s rows at `3·at + d`) into
+/// `Ū_i = −YḠ_i = Y (S_iY)⁻¹` in place and returns `(S_iY)⁻¹ = −Ḡ_i` (row-major 3×3).
+fn ubar_from_y(y: &mut [f64], n: usize, at: usize, i: usize) -> Result<[f64; 9]> {
     let mut s = nalgebra::Matrix3::zeros();
     for r in 0..3 {
         for c in 0..3 {
-            s[(r, c)] = y[c * n + 3 * i + r];
+            s[(r, c)] = y[c * n + 3 * at + r];
         }
     }
     let s = (s + s.transpose()) * 0.5;

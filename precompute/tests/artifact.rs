@@ -1,7 +1,7 @@
 //! Artifact format: round trip and rejection of every kind of damage.
 #![allow(clippy::needless_range_loop)]
 use jello_precompute::artifact::{
-    decode, encode, fnv1a64, read, write, ArtifactErrorKind, FORMAT_VERSION, MAGIC,
+    decode, encode, encoded_fnv1a64, fnv1a64, read, write, ArtifactErrorKind, FORMAT_VERSION, MAGIC,
 };
 use jello_precompute::jgs2::{Jgs2Basis, Jgs2Stats, VertexSubspaceData};
 use jello_precompute::tree::ClusterTree;
@@ -258,4 +258,27 @@ fn special_files_are_refused_before_opening() {
             eprintln!("mkfifo unavailable: FIFO case skipped");
         }
     }
+}
+
+/// The streamed paths give `encode`'s bytes: the file `write` streams holds exactly them, and
+/// `encoded_fnv1a64` is their FNV-1a. `encode` fills a buffer of the size it predicts.
+#[test]
+fn streamed_write_and_digest_match_encode() {
+    let b = sample();
+    let bytes = encode(&b, 0x1234);
+    assert_eq!(
+        bytes.len(),
+        bytes.capacity(),
+        "encode sized its buffer exactly"
+    );
+    assert_eq!(encoded_fnv1a64(&b, 0x1234), fnv1a64(&bytes));
+    assert_ne!(encoded_fnv1a64(&b, 0x1235), fnv1a64(&bytes));
+    let p = tmp("streamed.jgs2");
+    write(&p, &b, 0x1234).unwrap();
+    assert_eq!(std::fs::read(&p).unwrap(), bytes);
+    // The empty basis too (no vertices, an empty tree).
+    let empty = Jgs2Basis::default();
+    let e = encode(&empty, 1);
+    assert_eq!(e.len(), e.capacity());
+    assert!(decode(&e, 1).is_ok());
 }

@@ -241,3 +241,155 @@ fn factor_flops_of_a_dense_pattern_is_the_dense_count() {
         assert!(flops >= 2.0 * (nf - 1.0) && flops < want / 10.0, "{flops}");
     }
 }
+
+/// The supernodal solve (row-major right-hand sides, zero blocks skipped in the forward pass)
+/// gives faer's result to round-off, on sparse right-hand sides (unit columns, as the JGS2 basis solves, and a few random
+/// nonzeros) and on dense ones, with and without a permutation.
+#[test]
+fn sparse_rhs_solve_matches_faer() {
+    let seed = 0x5eed_2026u64;
+    println!("seed {seed:#x}");
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let (pos, tets) = common::box_grid(9, 8, 7, 0.1);
+    let nv = pos.len();
+    let n = 3 * nv;
+    let pat = Arc::new(SymmetricPattern::from_elements(nv, 3, &tets).unwrap());
+    let map = ScatterMap::new(&pat, 12, &tet_dofs(&tets), None).unwrap();
+    let (mu, la) = common::lame(1e5, 0.4);
+    let mut a = SymSparse::zeros(pat.clone());
+    for (e, t) in tets.iter().enumerate() {
+        a.scatter_add(&map, e, &common::linear_elastic_ke(&pos, t, mu, la));
+    }
+    a.add_diagonal(&vec![1e3; n]);
+    for ord in [
+        Ordering::NestedDissection { block: 3 },
+        Ordering::Amd,
+        Ordering::Identity,
+    ] {
+        let f = SparseCholesky::new(&a, ord).unwrap();
+        if ord != Ordering::Identity {
+            assert!(
+                f.is_supernodal(),
+                "{ord:?}: the test needs a supernodal factor"
+            );
+        }
+        let k = 12;
+        let mut unit = vec![0.0; n * k];
+        for j in 0..k {
+            unit[j * n + rng.random_range(0..n)] = 1.0;
+        }
+        let mut few = vec![0.0; n * k];
+        for j in 0..k {
+            for _ in 0..5 {
+                few[j * n + rng.random_range(0..n)] = rng.random_range(-1.0..1.0);
+            }
+        }
+        let dense: Vec<f64> = (0..n * k).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let mut scratch = jello_precompute::cholesky::SolveScratch::default();
+        for (name, b) in [("unit", &unit), ("few", &few), ("dense", &dense)] {
+            let mut want = b.clone();
+            f.solve_many_in_place_reference(&mut want, k, faer::Par::Seq)
+                .unwrap();
+            let mut got = b.clone();
+            f.solve_many_in_place_scratch(&mut got, k, faer::Par::Seq, &mut scratch)
+                .unwrap();
+            // The row-major operands may round differently from faer's column-major ones
+            // (the products' blocking follows the layout), so: equal to round-off.
+            let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+            let diff = want
+                .iter()
+                .zip(&got)
+                .fold(0.0f64, |m, (p, q)| m.max((p - q).abs()));
+            println!(
+                "{ord:?}, {name}: max difference {:.1e} of {scale:.1e}",
+                diff
+            );
+            assert!(
+                diff <= 1e-13 * scale,
+                "{ord:?}, {name} right-hand sides: results differ by {diff:e} (scale {scale:e})"
+            );
+            assert!(rel_residual(&a, &got[..n], &b[..n]) < 1e-10);
+        }
+    }
+}
+
+/// Right-hand sides stored in a caller's row order (`solve_many_in_place_rows`) give the plain
+/// solve's result, moved to that order, bit for bit, and `solve_unit_columns_rows` gives that
+/// of explicit unit columns: on a supernodal factor and on a simplicial one (a small random
+/// matrix).
+#[test]
+fn solve_in_a_row_order_matches_the_plain_solve() {
+    let seed = 0x0dd_0de5u64;
+    println!("seed {seed:#x}");
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let (pos, tets) = common::box_grid(8, 7, 6, 0.1);
+    let nv = pos.len();
+    let pat = Arc::new(SymmetricPattern::from_elements(nv, 3, &tets).unwrap());
+    let map = ScatterMap::new(&pat, 12, &tet_dofs(&tets), None).unwrap();
+    let (mu, la) = common::lame(1e5, 0.4);
+    let mut grid = SymSparse::zeros(pat.clone());
+    for (e, t) in tets.iter().enumerate() {
+        grid.scatter_add(&map, e, &common::linear_elastic_ke(&pos, t, mu, la));
+    }
+    grid.add_diagonal(&vec![1e3; 3 * nv]);
+    let small = build(120, &common::random_sym_entries(120, 4, 11, true));
+    let mut kinds = Vec::new();
+    for a in [&grid, &small] {
+        let n = a.pattern().n();
+        let f = SparseCholesky::new(a, Ordering::NestedDissection { block: 1 }).unwrap();
+        kinds.push(f.is_supernodal());
+        // A random permutation (Fisher–Yates).
+        let mut rows: Vec<usize> = (0..n).collect();
+        for i in (1..n).rev() {
+            rows.swap(i, rng.random_range(0..=i));
+        }
+        let k = 5;
+        let b: Vec<f64> = (0..n * k).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let mut want = b.clone();
+        f.solve_many_in_place_with(&mut want, k, faer::Par::Seq)
+            .unwrap();
+        let mut got = vec![0.0; n * k];
+        for j in 0..k {
+            for (r, &d) in rows.iter().enumerate() {
+                got[j * n + r] = b[j * n + d];
+            }
+        }
+        let mut scratch = jello_precompute::cholesky::SolveScratch::default();
+        f.solve_many_in_place_rows(&mut got, k, faer::Par::Seq, &mut scratch, &rows)
+            .unwrap();
+        for j in 0..k {
+            for (r, &d) in rows.iter().enumerate() {
+                assert_eq!(
+                    got[j * n + r].to_bits(),
+                    want[j * n + d].to_bits(),
+                    "n = {n}, column {j}, row {r}"
+                );
+            }
+        }
+        assert!(f
+            .solve_many_in_place_rows(&mut got, k, faer::Par::Seq, &mut scratch, &rows[1..])
+            .is_err());
+        // Unit columns into an output full of stale values: the solve of the explicit columns.
+        let units: Vec<usize> = (0..k).map(|_| rng.random_range(0..n)).collect();
+        let mut explicit = vec![0.0; n * k];
+        for (j, &u) in units.iter().enumerate() {
+            explicit[j * n + u] = 1.0;
+        }
+        f.solve_many_in_place_rows(&mut explicit, k, faer::Par::Seq, &mut scratch, &rows)
+            .unwrap();
+        let mut out = vec![f64::NAN; n * k];
+        f.solve_unit_columns_rows(&mut out, &units, faer::Par::Seq, &mut scratch, &rows)
+            .unwrap();
+        for (p, q) in out.iter().zip(&explicit) {
+            assert_eq!(p.to_bits(), q.to_bits(), "n = {n}: unit columns");
+        }
+        assert!(f
+            .solve_unit_columns_rows(&mut out, &[n], faer::Par::Seq, &mut scratch, &rows)
+            .is_err());
+    }
+    assert_eq!(
+        kinds,
+        [true, false],
+        "one supernodal and one simplicial factor"
+    );
+}
