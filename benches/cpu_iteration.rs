@@ -51,7 +51,13 @@
 //! Later (P from the invariants, the σ-space eigen-solve skipped where nothing is clamped), on
 //! this machine idle, against the previous tip run in the same session: VBD 76.4 / 40.1 →
 //! 41.9 / 22.1 ms at 1 / 2 threads, JGS2 128.3 / 63.4 → 85.5 / 43.9 ms; the residual after 50
-//! VBD iterations 1.486308463023365e-6. The README's "CPU speed" table is the current one.
+//! VBD iterations 1.486308463023365e-6.
+//!
+//! Then (issue 15, part 3: plain VBD on the stable Neo-Hookeans' exact diagonal blocks, closed
+//! form, no SVD), this machine quiet, against a28be3c in the same session: VBD 39.3 / 21.6 →
+//! 6.15 / 3.73 ms at 1 / 2 threads, JGS2 79.3 / 41.0 → 80.0 / 39.4 ms (JGS2 / VBD 10.6 at 2
+//! threads; the passes table says why); residual after 50 VBD iterations 1.486054863185863e-6.
+//! The README's "Benchmarks" section holds the current tables.
 
 use jello::mesh::VertexTets;
 use jello::problem::{ElasticTerms, Model, StepProblem};
@@ -63,6 +69,7 @@ use jello::solver::jgs2::{
     Jgs2Params, Jgs2Solver, Jgs2Subspace, SubspaceOptions, Variant,
 };
 use jello::solver::{StepSolver, StopRule};
+use nalgebra::{Matrix3, Vector3};
 use rayon::prelude::*;
 use std::path::Path;
 use std::sync::Arc;
@@ -380,41 +387,39 @@ fn phases(
                 std::hint::black_box(rest_frame_gradients(&g, Some(&rot), &sub.tree, &sub.rest));
             }),
         ));
+        // Every free vertex's 3×3 system from `system` and its Cholesky solve, in parallel.
+        type System<'a> = dyn Fn(usize) -> (Matrix3<f64>, Vector3<f64>) + Sync + 'a;
+        let solve_all = |system: &System<'_>| {
+            let s: Vec<_> = free
+                .par_iter()
+                .map(|&i| {
+                    let (a, r) = system(i);
+                    a.cholesky().map(|c| c.solve(&r))
+                })
+                .collect();
+            std::hint::black_box(s);
+        };
         rows.push((
             "JGS2 local systems (subspace rows, incident Ūᵀ H_e Ū) and 3×3 solves",
             best_ms(|| {
-                let s: Vec<_> = free
-                    .par_iter()
-                    .map(|&i| {
-                        let (a, r) = jgs2_system(
-                            &problem,
-                            &cache,
-                            &vt,
-                            &x,
-                            &g,
-                            Some(&rot),
-                            &frame,
-                            i,
-                            &sub.vertices[i],
-                        );
-                        a.cholesky().map(|c| c.solve(&r))
-                    })
-                    .collect();
-                std::hint::black_box(s);
+                solve_all(&|i| {
+                    jgs2_system(
+                        &problem,
+                        &cache,
+                        &vt,
+                        &x,
+                        &g,
+                        Some(&rot),
+                        &frame,
+                        i,
+                        &sub.vertices[i],
+                    )
+                })
             }),
         ));
         rows.push((
             "VBD systems from the cache (the safeguard's 2nd direction) and solves",
-            best_ms(|| {
-                let s: Vec<_> = free
-                    .par_iter()
-                    .map(|&i| {
-                        let (a, r) = vbd_system(&problem, &cache, &vt, &x, &g, i);
-                        a.cholesky().map(|c| c.solve(&r))
-                    })
-                    .collect();
-                std::hint::black_box(s);
-            }),
+            best_ms(|| solve_all(&|i| vbd_system(&problem, &cache, &vt, &x, &g, i))),
         ));
         rows.push((
             "one Hessian-vector product (cached 12×12 blocks)",
@@ -430,16 +435,7 @@ fn phases(
         ));
         rows.push((
             "plain VBD: every vertex's exact corner system and solve (one sweep's work)",
-            best_ms(|| {
-                let s: Vec<_> = free
-                    .par_iter()
-                    .map(|&i| {
-                        let (a, r) = vbd_local_system(&problem, &vt, &x, i);
-                        a.cholesky().map(|c| c.solve(&r))
-                    })
-                    .collect();
-                std::hint::black_box(s);
-            }),
+            best_ms(|| solve_all(&|i| vbd_local_system(&problem, &vt, &x, i))),
         ));
         println!(
             "\nPasses of one iteration timed alone (2 threads, best of 5, at the second step's \

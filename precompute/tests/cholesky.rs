@@ -22,6 +22,21 @@ fn build(n: usize, entries: &[(usize, usize, f64)]) -> SymSparse {
     a
 }
 
+/// The linear-elastic stiffness (E = 1e5 Pa, ν = 0.4) of a box grid of `nx × ny × nz` cells
+/// (0.1 m), and its vertex count: singular (rigid modes) until a diagonal is added.
+fn grid_stiffness(nx: usize, ny: usize, nz: usize) -> (SymSparse, usize) {
+    let (pos, tets) = common::box_grid(nx, ny, nz, 0.1);
+    let nv = pos.len();
+    let pat = Arc::new(SymmetricPattern::from_elements(nv, 3, &tets).unwrap());
+    let map = ScatterMap::new(&pat, 12, &tet_dofs(&tets), None).unwrap();
+    let (mu, la) = common::lame(1e5, 0.4);
+    let mut a = SymSparse::zeros(pat);
+    for (e, t) in tets.iter().enumerate() {
+        a.scatter_add(&map, e, &common::linear_elastic_ke(&pos, t, mu, la));
+    }
+    (a, nv)
+}
+
 fn dense(a: &SymSparse) -> nalgebra::DMatrix<f64> {
     let n = a.n();
     nalgebra::DMatrix::from_column_slice(n, n, &a.to_dense())
@@ -250,16 +265,8 @@ fn sparse_rhs_solve_matches_faer() {
     let seed = 0x5eed_2026u64;
     println!("seed {seed:#x}");
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let (pos, tets) = common::box_grid(9, 8, 7, 0.1);
-    let nv = pos.len();
+    let (mut a, nv) = grid_stiffness(9, 8, 7);
     let n = 3 * nv;
-    let pat = Arc::new(SymmetricPattern::from_elements(nv, 3, &tets).unwrap());
-    let map = ScatterMap::new(&pat, 12, &tet_dofs(&tets), None).unwrap();
-    let (mu, la) = common::lame(1e5, 0.4);
-    let mut a = SymSparse::zeros(pat.clone());
-    for (e, t) in tets.iter().enumerate() {
-        a.scatter_add(&map, e, &common::linear_elastic_ke(&pos, t, mu, la));
-    }
     a.add_diagonal(&vec![1e3; n]);
     for ord in [
         Ordering::NestedDissection { block: 3 },
@@ -322,15 +329,7 @@ fn solve_in_a_row_order_matches_the_plain_solve() {
     let seed = 0x0dd_0de5u64;
     println!("seed {seed:#x}");
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let (pos, tets) = common::box_grid(8, 7, 6, 0.1);
-    let nv = pos.len();
-    let pat = Arc::new(SymmetricPattern::from_elements(nv, 3, &tets).unwrap());
-    let map = ScatterMap::new(&pat, 12, &tet_dofs(&tets), None).unwrap();
-    let (mu, la) = common::lame(1e5, 0.4);
-    let mut grid = SymSparse::zeros(pat.clone());
-    for (e, t) in tets.iter().enumerate() {
-        grid.scatter_add(&map, e, &common::linear_elastic_ke(&pos, t, mu, la));
-    }
+    let (mut grid, nv) = grid_stiffness(8, 7, 6);
     grid.add_diagonal(&vec![1e3; 3 * nv]);
     let small = build(120, &common::random_sym_entries(120, 4, 11, true));
     let mut kinds = Vec::new();
