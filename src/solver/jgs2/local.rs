@@ -64,6 +64,12 @@ pub fn element_pass(model: &Model, x: &[f64], cache: &mut ElementCache, elements
     }
 }
 
+/// Below this many items (vertices; ×4 for elements) a plain VBD pass runs on the calling
+/// thread: handing a pass to rayon's pool costs a wake-up and a context switch, which `perf`
+/// put at ~40% of a VBD iteration on the 189-vertex cantilever (colours of ~20 vertices),
+/// more than their corner solves. The results are the same bits either way.
+pub(crate) const SEQUENTIAL_BELOW: usize = 128;
+
 /// Recomputes every element's gradient at `x` into `cache.grad`, leaving `cache.hess` as it
 /// was: for the plain VBD sweep ([`vbd_local_system`]), which never reads the cached Hessians.
 /// The gradients equal [`element_pass`]'s to round-off (P from the invariants here, from the
@@ -73,14 +79,19 @@ pub fn element_gradient_pass(model: &Model, x: &[f64], cache: &mut ElementCache)
     if cache.grad.len() != nt {
         cache.grad = vec![SVector::zeros(); nt];
     }
-    cache.grad.par_iter_mut().enumerate().for_each(|(t, g)| {
+    let one = |(t, g): (usize, &mut SVector<f64, 12>)| {
         *g = element_gradient(
             &model.materials[t],
             &model.rest[t],
             &corners(x, &model.mesh.tets[t]),
         )
         .gradient;
-    });
+    };
+    if nt < 4 * SEQUENTIAL_BELOW {
+        cache.grad.iter_mut().enumerate().for_each(one);
+    } else {
+        cache.grad.par_iter_mut().enumerate().for_each(one);
+    }
 }
 
 /// The assembled gradient of E at vertex `v` from the element cache: inertia + Σ incident ∇Ψ_e +

@@ -2,7 +2,7 @@
 
 use super::local::{
     element_gradient_pass, element_pass, hess_vec, jgs2_system, rest_frame_gradients, rotations,
-    vbd_local_system, vbd_system, vertex_gradient, ElementCache,
+    vbd_local_system, vbd_system, vertex_gradient, ElementCache, SEQUENTIAL_BELOW,
 };
 use super::subspace::Jgs2Subspace;
 use crate::error::{JelloError, Result};
@@ -335,24 +335,27 @@ impl Jgs2Solver {
             steps.resize(group.len(), Vector3::zeros());
             let xr: &[f64] = x;
             let vt = &self.vertex_tets;
-            group
-                .par_iter()
-                .zip(steps.par_iter_mut())
-                .for_each(|(&i, out)| {
-                    let i = i as usize;
-                    let (a, r) = vbd_local_system(problem, vt, xr, i);
-                    let d = filter(
-                        problem,
-                        xr,
-                        i,
-                        solve_spd(&a, &r).unwrap_or_else(Vector3::zeros),
-                    );
-                    *out = if problem.strict_inversion {
-                        keep_oriented(problem, vt, xr, i, d)
-                    } else {
-                        d
-                    };
-                });
+            let solve = |(&i, out): (&u32, &mut Vector3<f64>)| {
+                let i = i as usize;
+                let (a, r) = vbd_local_system(problem, vt, xr, i);
+                let d = filter(
+                    problem,
+                    xr,
+                    i,
+                    solve_spd(&a, &r).unwrap_or_else(Vector3::zeros),
+                );
+                *out = if problem.strict_inversion {
+                    keep_oriented(problem, vt, xr, i, d)
+                } else {
+                    d
+                };
+            };
+            // Each vertex's step depends on x only, so either order gives the same bits.
+            if group.len() < SEQUENTIAL_BELOW {
+                group.iter().zip(steps.iter_mut()).for_each(solve);
+            } else {
+                group.par_iter().zip(steps.par_iter_mut()).for_each(solve);
+            }
             for (&i, d) in group.iter().zip(&steps) {
                 for k in 0..3 {
                     x[3 * i as usize + k] += d[k];
@@ -366,10 +369,15 @@ impl Jgs2Solver {
 
     /// Refreshes the assembled gradient at every vertex from the element cache, in place.
     fn gather_all(&self, problem: &StepProblem, x: &[f64], g: &mut [f64]) {
-        g.par_chunks_mut(3).enumerate().for_each(|(v, out)| {
+        let one = |(v, out): (usize, &mut [f64])| {
             let val = vertex_gradient(problem, &self.cache, &self.vertex_tets, x, v);
             out.copy_from_slice(val.as_slice());
-        });
+        };
+        if g.len() < 3 * SEQUENTIAL_BELOW {
+            g.chunks_mut(3).enumerate().for_each(one);
+        } else {
+            g.par_chunks_mut(3).enumerate().for_each(one);
+        }
     }
 
     /// One Gauss–Seidel sweep from `x`: colour by colour, each colour's local steps at the
