@@ -162,19 +162,42 @@ fn payload_len(basis: &Jgs2Basis) -> usize {
     len
 }
 
-/// The framed artifact of `basis` ([`frame`]'s layout) fed to `out` in pieces, the checksum
-/// computed on the way.
+/// The framed artifact of `basis` fed to `out` in pieces ([`emit_framed`]).
 fn emit(basis: &Jgs2Basis, key: u64, out: &mut dyn FnMut(&[u8])) {
+    emit_framed(
+        &MAGIC,
+        FORMAT_VERSION,
+        key,
+        payload_len(basis),
+        &mut |p| emit_payload(basis, p),
+        out,
+    );
+}
+
+/// A sink of bytes fed in pieces.
+type Sink<'a> = dyn FnMut(&[u8]) + 'a;
+
+/// The file framing shared by every precompute artifact (see [`frame`]), fed to `out` in
+/// pieces: the header, the `len` payload bytes `payload` feeds to its argument, and the
+/// checksum, computed on the way.
+fn emit_framed(
+    magic: &[u8; 8],
+    version: u32,
+    key: u64,
+    len: usize,
+    payload: &mut dyn FnMut(&mut Sink<'_>),
+    out: &mut Sink<'_>,
+) {
     let mut sum = Fnv1a64::default();
     let mut put = |b: &[u8]| {
         sum.update(b);
         out(b);
     };
-    put(&MAGIC);
-    put(&FORMAT_VERSION.to_le_bytes());
+    put(magic);
+    put(&version.to_le_bytes());
     put(&key.to_le_bytes());
-    put(&(payload_len(basis) as u64).to_le_bytes());
-    emit_payload(basis, &mut put);
+    put(&(len as u64).to_le_bytes());
+    payload(&mut put);
     let sum = sum.0.to_le_bytes();
     out(&sum);
 }
@@ -235,13 +258,14 @@ fn emit_payload(basis: &Jgs2Basis, p: &mut dyn FnMut(&[u8])) {
 /// length, payload, FNV-1a-64 of everything before it.
 pub(crate) fn frame(magic: &[u8; 8], version: u32, key: u64, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER + payload.len() + 8);
-    out.extend_from_slice(magic);
-    out.extend_from_slice(&version.to_le_bytes());
-    out.extend_from_slice(&key.to_le_bytes());
-    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    out.extend_from_slice(payload);
-    let sum = fnv1a64(&out);
-    out.extend_from_slice(&sum.to_le_bytes());
+    emit_framed(
+        magic,
+        version,
+        key,
+        payload.len(),
+        &mut |p| p(payload),
+        &mut |b| out.extend_from_slice(b),
+    );
     out
 }
 

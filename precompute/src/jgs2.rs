@@ -1384,12 +1384,12 @@ fn row_layout(tree: &ClusterTree, fixed: &[bool]) -> (Vec<usize>, Vec<usize>) {
     let nv = fixed.len();
     let mut slot = vec![usize::MAX; nv];
     let mut next = 0;
-    for &v in tree.perm.iter().chain(
-        (0..nv as u32)
-            .filter(|&v| fixed[v as usize])
-            .collect::<Vec<_>>()
-            .iter(),
-    ) {
+    for v in tree
+        .perm
+        .iter()
+        .copied()
+        .chain((0..nv as u32).filter(|&v| fixed[v as usize]))
+    {
         slot[v as usize] = next;
         next += 1;
     }
@@ -1410,8 +1410,8 @@ fn row_layout(tree: &ClusterTree, fixed: &[bool]) -> (Vec<usize>, Vec<usize>) {
 /// `vertices` sorted by the position of their first DOF in `factor`'s elimination order, so
 /// that a batch holds vertices of one nested-dissection subdomain: their forward solves then
 /// share the elimination-tree path and skip the rest of `L` (see
-/// [`SparseCholesky::solve_many_in_place_scratch`]). Each vertex's column is solved the same
-/// way whichever batch it is in.
+/// [`SparseCholesky::solve_many_in_place_scratch`]). Which batch a vertex lands in can move
+/// its column in the last bits only (the kernels may block a batch's columns differently).
 fn elimination_sorted(factor: &SparseCholesky, mut vertices: Vec<usize>) -> Vec<usize> {
     if let Some(pos) = factor.elimination_positions() {
         vertices.sort_by_key(|&v| pos[3 * v]);

@@ -120,11 +120,10 @@ pub fn element_local_corner<T: RealField + Copy>(
 ) -> (Vector3<T>, Matrix3<T>) {
     let f = rest.deformation_gradient(x);
     let ga = rest.shape_gradients()[a];
+    let (p, k) = stress_and_exact_block(m, &f, &ga)
+        .unwrap_or_else(|| stress_and_block(m, &f, &ga, fallback));
     let vol = rest.volume;
-    match stress_and_exact_block(m, &f, &ga) {
-        Some((p, k)) => (p * ga * vol, k * vol),
-        None => element_corner(m, rest, x, a, fallback),
-    }
+    (p * ga * vol, k * vol)
 }
 
 /// Energy, gradient and Hessian of one tet; `project` makes the Hessian PSD (by projecting ∂P/∂F,

@@ -267,24 +267,45 @@ pub fn stress_and_exact_block<T: RealField + Copy>(
     }
     let mu: T = c(m.mu);
     let la: T = c(m.lambda);
-    let (f0, f1, f2) = (f.column(0), f.column(1), f.column(2));
-    let cof = Matrix3::from_columns(&[f1.cross(&f2), f2.cross(&f0), f0.cross(&f1)]);
-    let j = f0.dot(&cof.column(0));
-    let alpha = stable_nh_alpha::<T>(m);
+    let (cof, j) = cofactor(f);
+    let q = f.norm_squared() + T::one();
     let cb = cof * b;
     let bb = b.norm_squared();
-    let mut p = f * mu + cof * (la * (j - alpha));
     let mut k = cb * cb.transpose() * la;
     if m.model == MaterialModel::StableNeoHookean {
-        let q = f.norm_squared() + T::one();
         let fb = f * b;
-        p -= f * (mu / q);
         k += fb * fb.transpose() * (c::<T>(2.0) * mu / (q * q));
         k += Matrix3::identity() * (mu * (T::one() - T::one() / q) * bb);
     } else {
         k += Matrix3::identity() * (mu * bb);
     }
-    Some((p, k))
+    Some((stable_nh_pk1(m, f, &cof, j, q), k))
+}
+
+/// cof F (columns f₁×f₂, f₂×f₀, f₀×f₁) and J = det F.
+fn cofactor<T: RealField + Copy>(f: &Matrix3<T>) -> (Matrix3<T>, T) {
+    let (f0, f1, f2) = (f.column(0), f.column(1), f.column(2));
+    let cof = Matrix3::from_columns(&[f1.cross(&f2), f2.cross(&f0), f0.cross(&f1)]);
+    let j = f0.dot(&cof.column(0));
+    (cof, j)
+}
+
+/// P(F) (Pa) of the two stable Neo-Hookeans from cof F, J and q = I_C + 1:
+/// μF + λ(J − α) cof F, minus μF/q for Smith's log term. Shared by [`invariant_stress`] and
+/// [`stress_and_exact_block`].
+fn stable_nh_pk1<T: RealField + Copy>(
+    m: &Material,
+    f: &Matrix3<T>,
+    cof: &Matrix3<T>,
+    j: T,
+    q: T,
+) -> Matrix3<T> {
+    let mu: T = c(m.mu);
+    let mut p = f * mu + cof * (c::<T>(m.lambda) * (j - stable_nh_alpha::<T>(m)));
+    if m.model == MaterialModel::StableNeoHookean {
+        p -= f * (mu / q);
+    }
+    p
 }
 
 /// vec(δF)ᵀ (∂P/∂F) vec(δF) at F, Pa: the true (unprojected) curvature of Ψ along δF. From the
@@ -384,22 +405,17 @@ fn invariant_stress<T: RealField + Copy>(m: &Material, f: &Matrix3<T>) -> Option
     let la: T = c(m.lambda);
     let (one, two, three): (T, T, T) = (T::one(), c(2.0), c(3.0));
     let ic = f.norm_squared();
-    let (f0, f1, f2) = (f.column(0), f.column(1), f.column(2));
-    let cof = Matrix3::from_columns(&[f1.cross(&f2), f2.cross(&f0), f0.cross(&f1)]);
-    let j = f0.dot(&cof.column(0));
+    let (cof, j) = cofactor(f);
     Some(match m.model {
         MaterialModel::StableNeoHookean | MaterialModel::StableNeoHookeanVbd => {
-            let smith = m.model == MaterialModel::StableNeoHookean;
+            let q = ic + one;
             let alpha = stable_nh_alpha::<T>(m);
             let mut psi = mu / two * (ic - three) + la / two * (j - alpha) * (j - alpha)
                 - la / two * (one - alpha) * (one - alpha);
-            let mut p = f * mu + cof * (la * (j - alpha));
-            if smith {
-                let q = ic + one;
+            if m.model == MaterialModel::StableNeoHookean {
                 psi -= mu / two * (q.ln() - c::<T>(4.0).ln());
-                p -= f * (mu / q);
             }
-            (psi, p)
+            (psi, stable_nh_pk1(m, f, &cof, j, q))
         }
         MaterialModel::NeoHookean => {
             if j <= T::zero() {

@@ -325,7 +325,7 @@ impl Jgs2Solver {
     /// ([`crate::material::stress_and_exact_block`]), so plain VBD now takes the true local
     /// Newton step with it instead of the corner of the projected element Hessian (which is
     /// larger by the clamped flip/twist modes' |λ|; 50-iteration residual on armadillo_18k
-    /// 1.4863e-6 → 1.4861e-6; README "CPU speed" for the times). The cached route
+    /// 1.4863e-6 → 1.4861e-6; README "Benchmarks" for the times). The cached route
     /// ([`Self::gauss_seidel_sweep`]: safeguarded or Jacobi VBD, JGS2's fallback) keeps the
     /// projected blocks, because the same cached Hessians feed the safeguard's curvature.
     fn vbd_sweep(&mut self, problem: &StepProblem, x: &mut [f64], g: &mut [f64]) {
