@@ -667,7 +667,16 @@ fn barrier_derivatives_and_stiffness_rules() {
         let dhat_sq = d * rng.random_range(1.2..4.0);
         let kappa = 10f64.powf(rng.random_range(-2.0..6.0));
         let f = |y: &X12| pair_barrier(&pt_derivs(y, ty), dhat_sq, kappa);
-        let h = 1e-4 * d.sqrt();
+        // The step scales with the smaller of the distance and the triangle's shortest edge:
+        // the central differences' truncation error goes as (h/L)² for either length L, and a
+        // triangle small beside its distance (seed 1795782070375849654: edges ~0.1 at distance
+        // 0.47) put h = 1e-4·√d at a Hessian error of 2.1e-5.
+        let v = four(&x);
+        let edge = (v[2] - v[1])
+            .norm()
+            .min((v[3] - v[2]).norm())
+            .min((v[1] - v[3]).norm());
+        let h = 1e-4 * d.sqrt().min(edge);
         worst.check("κ·b(d(x))", fd_errors(f, &x, h), 1e-5, &format!("{ty:?}"));
         assert_eq!(
             pair_barrier(&pt_derivs(&x, ty), 0.99 * d, kappa),
