@@ -12,6 +12,7 @@
 //!
 //! `cargo bench --bench newton`. Env: `JELLO_BENCH_ASSEMBLY_REPS` (default 5), `JELLO_BENCH_TWIST_STEPS` (default 40),
 //! `JELLO_BENCH_SAG_INCREMENTS` (default 5), `JELLO_BENCH_FILTERS_ONLY=1` (only the filters),
+//! `JELLO_BENCH_ASSEMBLY_ONLY=1` (only the armadillo's assembly phases, e.g. under `perf`),
 //! `JELLO_BENCH_ARMADILLO_STEPS` (default 5), `JELLO_BENCH_ARMADILLO` (path of the .node file,
 //! default ../shared/meshes/armadillo_114k.node beside the repository root).
 
@@ -328,6 +329,9 @@ fn assembly_phases(model: &Model, reps: usize) {
     });
     let elem_ref = best_ms(reps, || reference_hessians(&mut reference));
     let gather = best_ms(reps, || fast.gather(&layout.gather, elem.as_flattened()));
+    let block_gather = best_ms(reps, || {
+        fast.gather_blocks(&layout.block_gather, elem.as_flattened())
+    });
     let scatter = best_ms(reps, || {
         slow.clear();
         for (t, h) in reference.iter().enumerate() {
@@ -369,10 +373,11 @@ fn assembly_phases(model: &Model, reps: usize) {
     println!("|---|---|");
     println!("| element Hessians into a buffer, fast route (cyclic-Jacobi SVD, rank-one modes) | {elem_fast:.1} |");
     println!("| element Hessians into a buffer, reference route (nalgebra SVD + eigen, 9×9 ∂P/∂F) | {elem_ref:.1} |");
-    println!("| matrix from the buffer, parallel gather | {gather:.1} |");
+    println!("| matrix from the buffer, parallel gather by values | {gather:.1} |");
+    println!("| matrix from the buffer, parallel gather by 3×3 blocks (Newton's path) | {block_gather:.1} |");
     println!("| matrix from the buffer, sequential scatter | {scatter:.1} |");
     println!("| inertia, barrier, pins | {vertex_terms:.1} |");
-    println!("| **one Hessian, now** (Newton's path): element Hessians, fast route + parallel gather + inertia | {now:.1} |");
+    println!("| **one Hessian, now** (Newton's path): element Hessians, fast route + block gather + inertia | {now:.1} |");
     println!(
         "| **one Hessian, before**: reference route + sequential scatter + inertia | {before:.1} |"
     );
@@ -512,13 +517,20 @@ fn main() {
         print_table(&rows);
         return;
     }
-    let twist_steps = env_usize("JELLO_BENCH_TWIST_STEPS", 40);
-    let arm_steps = env_usize("JELLO_BENCH_ARMADILLO_STEPS", 5);
     let node = std::env::var("JELLO_BENCH_ARMADILLO")
         .map(PathBuf::from)
         .unwrap_or_else(|_| {
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/meshes/armadillo_114k.node")
         });
+    if std::env::var("JELLO_BENCH_ASSEMBLY_ONLY").as_deref() == Ok("1") {
+        // For a profiler: the assembly phases alone.
+        if let Some(model) = armadillo_model(&node) {
+            assembly_phases(&model, env_usize("JELLO_BENCH_ASSEMBLY_REPS", 5));
+        }
+        return;
+    }
+    let twist_steps = env_usize("JELLO_BENCH_TWIST_STEPS", 40);
+    let arm_steps = env_usize("JELLO_BENCH_ARMADILLO_STEPS", 5);
     println!(
         "projected Newton (f64, CN ε = 1e-5), {} rayon threads",
         rayon::current_num_threads()

@@ -1,16 +1,20 @@
-//! Assembly by gather ([`GatherMap`], [`SymSparse::gather`]) against the sequential scatter
+//! Assembly by gather ([`GatherMap`], [`SymSparse::gather`]; by blocks, [`BlockGatherMap`],
+//! [`SymSparse::gather_blocks`]) against the sequential scatter
 //! ([`SymSparse::scatter_add`]) and a dense sum of the element matrices.
 mod common;
 
 use std::sync::Arc;
 
-use jello_precompute::sparse::{tet_dofs, GatherMap, ScatterMap, SymSparse, SymmetricPattern};
+use jello_precompute::sparse::{
+    tet_dofs, BlockGatherMap, GatherMap, ScatterMap, SymSparse, SymmetricPattern,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 /// Random (non-symmetric, so a wrong transpose shows) local matrices on a box grid, with and
-/// without pinned DOFs: the gather equals clear + scatter over all elements bit for bit (same
-/// additions in the same order), and both equal the dense upper-triangular sum to round-off.
+/// without pinned DOFs: the gather and the block gather equal clear + scatter over all elements
+/// bit for bit (same additions in the same order), and all equal the dense upper-triangular sum
+/// to round-off.
 #[test]
 fn gather_equals_scatter_bit_for_bit_and_the_dense_sum() {
     let seed: u64 = rand::rng().random();
@@ -41,6 +45,19 @@ fn gather_equals_scatter_bit_for_bit_and_the_dense_sum() {
             a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()),
             "gather differs from scatter"
         );
+        let nodes: Option<Vec<bool>> = mask.map(|f| (0..nv).map(|v| f[3 * v]).collect());
+        let blocks = BlockGatherMap::new(&pat, &tets, nodes.as_deref()).unwrap();
+        assert_eq!(blocks.nnz(), pat.nnz());
+        let mut by_blocks = SymSparse::zeros(pat.clone());
+        by_blocks.values_mut().fill(f64::NAN);
+        by_blocks.gather_blocks(&blocks, &local);
+        let c = by_blocks.values();
+        if let Some(k) = (0..a.len()).find(|&k| a[k].to_bits() != c[k].to_bits()) {
+            panic!(
+                "block gather differs from scatter at value {k}: {} vs {}",
+                c[k], a[k]
+            );
+        }
         // Dense reference: upper triangle of Σ_e P_eᵀ K_e P_e over the non-pinned DOFs.
         let mut dense = vec![0.0; n * n];
         for e in 0..tets.len() {
@@ -66,4 +83,13 @@ fn gather_equals_scatter_bit_for_bit_and_the_dense_sum() {
             }
         }
     }
+}
+
+/// A pattern not laid out in 3×3 node blocks is refused with an error, not mis-gathered.
+#[test]
+fn block_gather_refuses_a_pattern_without_node_blocks() {
+    let pat = SymmetricPattern::from_entries(6, [(0, 4)]).unwrap();
+    let tets: [[u32; 4]; 0] = [];
+    let err = BlockGatherMap::new(&pat, &tets, None).unwrap_err();
+    assert!(err.to_string().contains("3×3 blocks"), "{err}");
 }

@@ -4,7 +4,9 @@
 
 use crate::error::{JelloError, Result};
 use crate::problem::Model;
-use jello_precompute::sparse::{tet_dofs, GatherMap, ScatterMap, SymSparse, SymmetricPattern};
+use jello_precompute::sparse::{
+    tet_dofs, BlockGatherMap, GatherMap, ScatterMap, SymSparse, SymmetricPattern,
+};
 use std::sync::Arc;
 
 /// Pattern, scatter map (pinned DOFs skipped) and diagonal positions of a model's Hessian.
@@ -17,6 +19,9 @@ pub struct HessianLayout {
     /// The scatter map's transpose: per stored value, the element entries that add into it
     /// (assembly by a parallel gather, [`SymSparse::gather`]).
     pub gather: Arc<GatherMap>,
+    /// The same by 3×3 blocks ([`SymSparse::gather_blocks`]: equal bit for bit, ~3× faster on
+    /// armadillo_114k): what [`crate::problem::StepProblem::assemble`] uses.
+    pub block_gather: Arc<BlockGatherMap>,
     /// Index of each diagonal entry in the value array.
     pub diag: Vec<usize>,
 }
@@ -32,6 +37,9 @@ impl HessianLayout {
         let scatter = ScatterMap::new(&pattern, 12, &tet_dofs(&model.mesh.tets), Some(&fixed))
             .map_err(err)?;
         let gather = Arc::new(GatherMap::new(&scatter, pattern.nnz()).map_err(err)?);
+        let block_gather = Arc::new(
+            BlockGatherMap::new(&pattern, &model.mesh.tets, Some(&model.pinned)).map_err(err)?,
+        );
         let diag = (0..3 * nv)
             .map(|d| {
                 pattern
@@ -43,6 +51,7 @@ impl HessianLayout {
             pattern,
             scatter,
             gather,
+            block_gather,
             diag,
         })
     }

@@ -20,7 +20,7 @@ mod invariants;
 mod model;
 mod obstacle;
 mod pins;
-mod potential;
+pub(crate) mod potential;
 pub mod surface_contact;
 
 pub use char_norm::CharacteristicNorm;

@@ -3,6 +3,7 @@
 use super::subspace::VertexSubspace;
 use crate::material::{element_gradient, element_hessian, element_local_corner, svd3, EigenFilter};
 use crate::mesh::VertexTets;
+use crate::problem::potential::corners;
 use crate::problem::{barrier_derivatives, Model, StepProblem};
 use jello_precompute::tree::ClusterTree;
 use nalgebra::{Matrix3, SMatrix, SVector, Vector3};
@@ -15,16 +16,6 @@ pub struct ElementCache {
     pub grad: Vec<SVector<f64, 12>>,
     /// ∇²Ψ_e projected, per element (N/m).
     pub hess: Vec<SMatrix<f64, 12, 12>>,
-}
-
-fn corners(x: &[f64], tet: &[u32; 4]) -> [Vector3<f64>; 4] {
-    // Written out: `tet.map(from_column_slice)` went through an out-of-line `try_map` that
-    // `perf` put at 16% of a plain VBD iteration once the corner blocks were closed form.
-    let p = |i: u32| {
-        let i = 3 * i as usize;
-        Vector3::new(x[i], x[i + 1], x[i + 2])
-    };
-    [p(tet[0]), p(tet[1]), p(tet[2]), p(tet[3])]
 }
 
 /// Recomputes the cache entries of `elements` (all when `None`) at `x`.

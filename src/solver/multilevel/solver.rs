@@ -252,7 +252,7 @@ impl MultilevelSolver {
     fn refresh_lag(&mut self, elastic: &dyn ElasticTerms, x: &[f64]) {
         elastic.elastic_element_hessians_filtered(x, EigenFilter::Clamp, &mut self.elem);
         self.elastic_lag
-            .gather(&self.layout.gather, self.elem.as_flattened());
+            .gather_blocks(&self.layout.block_gather, self.elem.as_flattened());
         self.stats.lag_refreshes += 1;
     }
 }
