@@ -414,12 +414,12 @@ impl BlockGatherMap {
         }
         let cp = pattern.col_ptr();
         // Column 3b's rows are 3 per row node, ascending, ending with node b itself (one row):
-        // its block count is (length + 2) / 3, and every column 3b + j holds the same nodes.
+        // its block count is ⌈length / 3⌉, and every column 3b + j holds the same nodes.
         let mut col_blocks = Vec::with_capacity(nn + 1);
         col_blocks.push(0u32);
         for b in 0..nn {
             let len = cp[3 * b + 1] - cp[3 * b];
-            let count = (len + 2) / 3;
+            let count = len.div_ceil(3);
             col_blocks.push(col_blocks[b] + count as u32);
         }
         let nblocks = col_blocks[nn] as usize;
