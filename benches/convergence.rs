@@ -44,6 +44,15 @@
 //! `JELLO_CONV_FAR_ORDER` (0: node means, 1: linear fits — the default),
 //! `JELLO_CONV_STOP` (a comma list of `cn` and `dx:TOL`, overriding each case's rules:
 //! by default `cn` on jello's cases, `dx:1e-4,cn` on the paper's).
+//!
+//! **Far-field frontier** (`JELLO_CONV_FRONTIER=1`, issue 17): instead of the above, JGS2-Jacobi
+//! with each far-field representation in `JELLO_CONV_FRONTIER_SET` (comma list of
+//! `ORDER:TOL` — node fits of order 0 or 1 within far tolerance TOL —, `ORDER:TOL:K` — the
+//! same compressed to at most K NNLS-weighted samples —, and `exact`, every row kept) on the
+//! paper's moderate scenes (`JELLO_CONV_CASES`, default `drag,twist,spin`) under ‖Δx‖∞ < 1e-4:
+//! memory per vertex against mean iterations per step as a multiple of exact rows', a table and
+//! `far_field_frontier.png` (representations along x in order of memory, one series per scene,
+//! the issue's 1.15 goal dashed).
 //! Opt-in case `armadillo_hard`: the base armadillo kicked with 30,000 N, where Newton itself
 //! needs tens of iterations in the first step (the paper's Fig. 3 regime: 34 for Newton);
 //! `armadillo_114k`: the base case on the 28,310-vertex armadillo (about 5 minutes of JGS2
@@ -723,6 +732,197 @@ fn summary(outcomes: &[Outcome], out: &Path) {
     }
 }
 
+/// One far-field representation of the frontier: node-fit order, far tolerance (0: exact
+/// rows), cubature cap (0: none).
+#[derive(Clone, Copy, Debug)]
+struct Representation {
+    order: usize,
+    tolerance: f64,
+    samples: usize,
+}
+
+impl Representation {
+    fn parse(s: &str) -> Self {
+        let s = s.trim();
+        if s == "exact" {
+            return Representation {
+                order: 1,
+                tolerance: 0.0,
+                samples: 0,
+            };
+        }
+        let f: Vec<&str> = s.split(':').collect();
+        fn bad<T>(s: &str) -> T {
+            panic!("JELLO_CONV_FRONTIER_SET: `ORDER:TOL[:K]` or `exact`, not `{s}`")
+        }
+        if !(2..=3).contains(&f.len()) {
+            bad::<()>(s);
+        }
+        Representation {
+            order: f[0].parse().unwrap_or_else(|_| bad(s)),
+            tolerance: f[1].parse().unwrap_or_else(|_| bad(s)),
+            samples: f.get(2).map_or(0, |k| k.parse().unwrap_or_else(|_| bad(s))),
+        }
+    }
+
+    /// `ORDER:TOL[:K]` or `exact`, for a plot's axis.
+    fn short(&self) -> String {
+        match (self.tolerance, self.samples) {
+            (0.0, _) => "exact".into(),
+            (t, 0) => format!("{}:{t}", self.order),
+            (t, k) => format!("{}:{t}:{k}", self.order),
+        }
+    }
+
+    fn label(&self) -> String {
+        match (self.tolerance, self.samples) {
+            (0.0, _) => "exact rows".into(),
+            (t, 0) => format!("order {} tol {t}", self.order),
+            (t, k) => format!("order {} tol {t} ≤{k} samples", self.order),
+        }
+    }
+}
+
+/// The far-field frontier (`JELLO_CONV_FRONTIER=1`; see the module docs).
+fn frontier(steps: usize, kick: f64, out: &Path) {
+    let set = std::env::var("JELLO_CONV_FRONTIER_SET").unwrap_or_else(|_| {
+        "0:0.05,0:0.02,0:0.01,0:0.005,1:0.1,1:0.05,1:0.02,1:0.01,1:0.005,1:0.002,1:0.001,1:0.02:16,exact"
+            .into()
+    });
+    let reps: Vec<Representation> = set.split(',').map(Representation::parse).collect();
+    let cases: Vec<String> = std::env::var("JELLO_CONV_CASES")
+        .unwrap_or_else(|_| "drag,twist,spin".into())
+        .split(',')
+        .map(str::to_owned)
+        .collect();
+    // Per case: (bytes per vertex, mean iterations, all converged) per representation.
+    type Point = (f64, f64, bool);
+    let mut results: Vec<(String, Vec<Point>)> = Vec::new();
+    for name in &cases {
+        let Some(case) = paper_case(name, kick) else {
+            println!("skipping {name}: its mesh is not in ../shared/meshes");
+            continue;
+        };
+        let stop = stop_rules(&case)[0];
+        let scene = Scene::parse(Path::new("bench.toml"), &case.scene).expect("scene");
+        let built = scene.build().expect("build");
+        let h = built.config.h;
+        println!("\n## {} [{}] — {}", case.name, rule_tag(stop), case.about);
+        let mut row = Vec::new();
+        for rep in &reps {
+            let mut opts = SubspaceOptions::default();
+            opts.precompute.far_order = rep.order;
+            opts.precompute.far_tolerance = rep.tolerance;
+            opts.precompute.max_samples = rep.samples;
+            let t = Instant::now();
+            let sub = build_subspace(&built.model, h, &opts).expect("precompute");
+            let (bytes, secs) = (sub.stats.bytes_per_vertex, t.elapsed().as_secs_f64());
+            let p = Jgs2Params {
+                stop,
+                max_iterations: 1000,
+                variant: Variant::Jacobi,
+                safeguard: true,
+            };
+            let solver = Jgs2Solver::jgs2(&built.model, p, Arc::new(sub)).expect("jgs2");
+            let state = built.model.initial_state(&built.velocity);
+            let mut sim =
+                Simulation::new(built.model.clone(), state, h, Box::new(solver)).expect("sim");
+            let (mut its, mut ok) = (Vec::new(), true);
+            for _ in 0..steps {
+                match sim.step(false) {
+                    Ok(r) => {
+                        its.push(r.iterations);
+                        ok &= r.converged;
+                    }
+                    Err(e) => {
+                        println!("  {}: error {e}", rep.label());
+                        ok = false;
+                        break;
+                    }
+                }
+            }
+            let mean = its.iter().sum::<usize>() as f64 / its.len().max(1) as f64;
+            println!(
+                "  {:<28} {:>9.0} B/vertex  iterations {its:?} (mean {mean:.2}{})  \
+                 precompute {secs:.1} s",
+                rep.label(),
+                bytes,
+                if ok { "" } else { ", NOT all converged" }
+            );
+            row.push((bytes, mean, ok));
+        }
+        results.push((case.name.to_string(), row));
+    }
+    let exact = reps.iter().position(|r| r.tolerance == 0.0);
+    println!("\n### Far-field frontier: mean iterations per step as a multiple of exact rows'\n");
+    let head: Vec<String> = results.iter().map(|(c, _)| c.clone()).collect();
+    println!(
+        "| representation | {} | worst ratio |",
+        head.iter()
+            .map(|c| format!("{c}: B/vertex | {c}: iterations | {c}: ratio"))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    println!("|---|{}---|", "---|---|---|".repeat(head.len()));
+    let ratio =
+        |row: &[(f64, f64, bool)], k: usize| exact.map_or(f64::NAN, |e| row[k].1 / row[e].1);
+    // Representations in order of their mean memory over the scenes.
+    let mut order: Vec<usize> = (0..reps.len()).collect();
+    let mean_bytes =
+        |k: usize| results.iter().map(|(_, r)| r[k].0).sum::<f64>() / results.len().max(1) as f64;
+    order.sort_by(|&a, &b| mean_bytes(a).total_cmp(&mean_bytes(b)));
+    for &k in &order {
+        let cells: Vec<String> = results
+            .iter()
+            .map(|(_, r)| {
+                format!(
+                    "{:.0} | {:.2}{} | {:.2}",
+                    r[k].0,
+                    r[k].1,
+                    if r[k].2 { "" } else { " (not all converged)" },
+                    ratio(r, k)
+                )
+            })
+            .collect();
+        let worst = results
+            .iter()
+            .map(|(_, r)| ratio(r, k))
+            .fold(f64::NAN, f64::max);
+        println!(
+            "| {} | {} | {worst:.2} |",
+            reps[k].label(),
+            cells.join(" | ")
+        );
+    }
+    let labels: Vec<String> = order
+        .iter()
+        .map(|&k| format!("{} {:.0}K", reps[k].short(), mean_bytes(k) / 1e3))
+        .collect();
+    let categories: Vec<&str> = labels.iter().map(String::as_str).collect();
+    let series: Vec<Series> = results
+        .iter()
+        .map(|(c, r)| Series::new(c.clone(), order.iter().map(|&k| ratio(r, k)).collect()))
+        .collect();
+    let spec = PlotSpec {
+        title: "JGS2 far field: iterations vs exact rows (Δx 1e-4, armadillo_18k)",
+        x_label: "far field ORDER:TOLERANCE[:SAMPLES] and KB per vertex (mean over the scenes), in order of memory",
+        y_label: "iterations / exact rows'",
+        log_y: false,
+        width: 1400,
+        height: 600,
+        hlines: &[(1.15, "goal 1.15"), (1.0, "exact rows")],
+        x_categories: &categories,
+    };
+    let path = out.join("far_field_frontier.png");
+    match std::fs::create_dir_all(out)
+        .map_err(|e| e.to_string())
+        .and_then(|_| write_plot(&path, &spec, &series).map_err(|e| e.to_string()))
+    {
+        Ok(()) => println!("\nwrote {}", path.display()),
+        Err(e) => println!("\nplot not written: {e}"),
+    }
+}
+
 fn main() {
     let steps = env_or("JELLO_CONV_STEPS", 5usize);
     let vbd_cap = env_or("JELLO_CONV_VBD_CAP", 3000usize);
@@ -731,6 +931,10 @@ fn main() {
     let out = std::env::var("JELLO_BENCH_OUT")
         .map(PathBuf::from)
         .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-out"));
+    if std::env::var("JELLO_CONV_FRONTIER").as_deref() == Ok("1") {
+        frontier(steps, kick, &out);
+        return;
+    }
     let default_cases = match std::env::var("JELLO_CONV_PROTOCOL").ok().as_deref() {
         Some("jello") => "cantilever,armadillo,armadillo_stiff",
         Some("paper") => "drag,drag_stiff,twist,spin,kick",
