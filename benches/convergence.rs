@@ -42,6 +42,8 @@
 //! scenes' foot force, N, default 100), `JELLO_CONV_PLOT_STEP` (default 2),
 //! `JELLO_CONV_FAR_TOL` (JGS2 far-field tolerance, default 0.02; 0 keeps every row exact),
 //! `JELLO_CONV_FAR_ORDER` (0: node means, 1: linear fits — the default),
+//! `JELLO_CONV_SAFEGUARD` (0: JGS2's plain iteration x += δ, the paper's; 1, the default: the
+//! safeguarded step), `JELLO_CONV_JGS2_CAP` (JGS2 iteration cap per step, default 1000),
 //! `JELLO_CONV_STOP` (a comma list of `cn` and `dx:TOL`, overriding each case's rules:
 //! by default `cn` on jello's cases, `dx:1e-4,cn` on the paper's).
 //!
@@ -53,6 +55,15 @@
 //! memory per vertex against mean iterations per step as a multiple of exact rows', a table and
 //! `far_field_frontier.png` (representations along x in order of memory, one series per scene,
 //! the issue's 1.15 goal dashed).
+//!
+//! **The plain iteration's divergence** (`JELLO_CONV_DIAGNOSE=1`, issue 17): JGS2-Jacobi without
+//! the safeguard (x += δ, the paper's iteration) on the first step of each of
+//! `JELLO_CONV_CASES` (default `kick,drag_stiff,drag,twist,spin`), default far field and exact
+//! rows, `JELLO_CONV_DIAGNOSE_ITERS` iterations (default 8): per iteration the energy change
+//! E(x + δ) − E(x), the slope gᵀδ, and α* = −gᵀδ / δᵀH₀δ (H₀ the true, unprojected Hessian at
+//! x): the step length along δ that minimises the quadratic model. The plain step raises E
+//! where α* < ½ (it is more than twice too long); the safeguard's line search and model
+//! minimiser are what shorten it.
 //! Opt-in case `armadillo_hard`: the base armadillo kicked with 30,000 N, where Newton itself
 //! needs tens of iterations in the first step (the paper's Fig. 3 regime: 34 for Newton);
 //! `armadillo_114k`: the base case on the 28,310-vertex armadillo (about 5 minutes of JGS2
@@ -330,9 +341,9 @@ fn make(
         let (_, sub, secs) = subspaces.iter().find(|(t, _, _)| *t == tol).unwrap();
         let p = Jgs2Params {
             stop,
-            max_iterations: 1000,
+            max_iterations: env_or("JELLO_CONV_JGS2_CAP", 1000usize),
             variant,
-            safeguard: true,
+            safeguard: env_or("JELLO_CONV_SAFEGUARD", 1u8) != 0,
         };
         (
             Box::new(Jgs2Solver::jgs2(model, p, sub.clone()).expect("jgs2")) as Box<dyn StepSolver>,
@@ -923,6 +934,89 @@ fn frontier(steps: usize, kick: f64, out: &Path) {
     }
 }
 
+/// The plain iteration's divergence (`JELLO_CONV_DIAGNOSE=1`; see the module docs).
+fn diagnose(kick: f64) {
+    let iters = env_or("JELLO_CONV_DIAGNOSE_ITERS", 8usize);
+    let cases: Vec<String> = std::env::var("JELLO_CONV_CASES")
+        .unwrap_or_else(|_| "kick,drag_stiff,drag,twist,spin".into())
+        .split(',')
+        .map(str::to_owned)
+        .collect();
+    for name in &cases {
+        let Some(case) = paper_case(name, kick) else {
+            println!("skipping {name}: its mesh is not in ../shared/meshes");
+            continue;
+        };
+        let scene = Scene::parse(Path::new("bench.toml"), &case.scene).expect("scene");
+        let built = scene.build().expect("build");
+        let (model, h) = (&built.model, built.config.h);
+        let state = model.initial_state(&built.velocity);
+        let problem = jello::problem::StepProblem::new(model, &state, h);
+        let extent = model.largest_extent();
+        for exact in [false, true] {
+            let mut opts = SubspaceOptions::default();
+            if exact {
+                opts.precompute.far_tolerance = 0.0;
+            }
+            let sub = Arc::new(build_subspace(model, h, &opts).expect("precompute"));
+            println!(
+                "\n## {} step 1, plain JGS2-Jacobi ({}) — {}\n",
+                case.name,
+                if exact {
+                    "exact rows"
+                } else {
+                    "default far field"
+                },
+                case.about
+            );
+            println!("| iteration | E − E(x_start), J | residual (CN) | ‖δ‖∞ / extent | E(x+δ) − E(x), J | gᵀδ, J | α* |");
+            println!("|---|---|---|---|---|---|---|");
+            // x_k: the iterate after k plain iterations (each run from the step's start: the
+            // iteration is deterministic, so run k is a prefix of run k + 1).
+            let run = |k: usize| -> Option<Vec<f64>> {
+                let p = Jgs2Params {
+                    stop: StopRule::Cn { eps: 0.0 },
+                    max_iterations: k,
+                    variant: Variant::Jacobi,
+                    safeguard: false,
+                };
+                let mut solver = Jgs2Solver::jgs2(model, p, sub.clone()).expect("jgs2");
+                let mut x = Vec::new();
+                solver.step(&problem, model, &mut x, false).ok()?;
+                x.iter().all(|v| v.is_finite()).then_some(x)
+            };
+            let mut x = problem.x_start.clone();
+            let mut g = vec![0.0; x.len()];
+            for k in 0..iters {
+                let Some(next) = run(k + 1) else {
+                    println!("| {k} | non-finite or failed at the next iterate | | | | | |");
+                    break;
+                };
+                problem.gradient(model, &x, &mut g);
+                let d: Vec<f64> = next.iter().zip(&x).map(|(a, b)| a - b).collect();
+                let slope: f64 = g.iter().zip(&d).map(|(a, b)| a * b).sum();
+                let curvature = problem.model_curvature(&x, &d);
+                let (e0, e1) = (
+                    problem.energy_change(model, &x),
+                    problem.energy_change(model, &next),
+                );
+                let dmax = d
+                    .chunks(3)
+                    .map(|v| (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt())
+                    .fold(0.0, f64::max);
+                println!(
+                    "| {k} | {e0:.4e} | {:.3e} | {:.2e} | {:.3e} | {slope:.3e} | {:.3} |",
+                    model.char_norm.residual(&g),
+                    dmax / extent,
+                    e1 - e0,
+                    -slope / curvature
+                );
+                x = next;
+            }
+        }
+    }
+}
+
 fn main() {
     let steps = env_or("JELLO_CONV_STEPS", 5usize);
     let vbd_cap = env_or("JELLO_CONV_VBD_CAP", 3000usize);
@@ -931,6 +1025,10 @@ fn main() {
     let out = std::env::var("JELLO_BENCH_OUT")
         .map(PathBuf::from)
         .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-out"));
+    if std::env::var("JELLO_CONV_DIAGNOSE").as_deref() == Ok("1") {
+        diagnose(kick);
+        return;
+    }
     if std::env::var("JELLO_CONV_FRONTIER").as_deref() == Ok("1") {
         frontier(steps, kick, &out);
         return;

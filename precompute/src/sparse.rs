@@ -571,24 +571,23 @@ impl SymSparse {
         }
     }
 
+    /// Panics unless a gather map of `nnz` values over `n_entries` element entries fits this
+    /// matrix and `local` (of length `local_len`).
+    fn check_gather(&self, nnz: usize, n_entries: usize, local_len: usize) {
+        assert_eq!(nnz, self.values.len(), "gather map of another pattern");
+        assert_eq!(
+            local_len, n_entries,
+            "gather: {local_len} element entries for a map of {n_entries}"
+        );
+    }
+
     /// Sets every value to the sum of its element entries (`local`: the elements' dense local
     /// matrices, row-major, concatenated: all of them) through `map`, in parallel over the
     /// values; equal bit for bit to [`Self::clear`] followed by [`Self::scatter_add`] over all
     /// elements in order. Panics when `local` is not the map's element-entry count.
     pub fn gather(&mut self, map: &GatherMap, local: &[f64]) {
         use rayon::prelude::*;
-        assert_eq!(
-            map.nnz(),
-            self.values.len(),
-            "gather map of another pattern"
-        );
-        assert_eq!(
-            local.len(),
-            map.n_entries,
-            "gather: {} element entries for a map of {}",
-            local.len(),
-            map.n_entries
-        );
+        self.check_gather(map.nnz(), map.n_entries, local.len());
         // Chunks of values large enough to amortise the task, small enough to balance.
         const CHUNK: usize = 4096;
         self.values
@@ -612,18 +611,7 @@ impl SymSparse {
     /// or the map is of another pattern.
     pub fn gather_blocks(&mut self, map: &BlockGatherMap, local: &[f64]) {
         use rayon::prelude::*;
-        assert_eq!(
-            map.nnz(),
-            self.values.len(),
-            "block gather map of another pattern"
-        );
-        assert_eq!(
-            local.len(),
-            map.n_entries,
-            "gather: {} element entries for a map of {}",
-            local.len(),
-            map.n_entries
-        );
+        self.check_gather(map.nnz(), map.n_entries, local.len());
         let nn = map.col_blocks.len() - 1;
         // Column nodes per task: enough to amortise it, few enough to balance.
         const NODES: usize = 128;

@@ -35,8 +35,36 @@
 //! - Safeguard ([`Jgs2Params::safeguard`], on by default): each iteration takes the step that
 //!   minimises the quadratic model over span{JGS2 step (or the whole Gauss–Seidel sweep),
 //!   block-Jacobi step, previous step}, limited by the obstacle filter and backtracked on the
-//!   true energy. The paper uses no line search for elastic scenes; without it, Jacobi diverged
-//!   wherever the far field could not represent a stiff body's global response.
+//!   true energy. The paper uses no line search for elastic scenes; without it, Jacobi diverges
+//!   on violent steps — with exact rows too, so not through the far field. Measured
+//!   (`JELLO_CONV_DIAGNOSE=1 cargo bench --bench convergence`, first step, plain iteration;
+//!   α* = −gᵀδ/δᵀH₀δ, the model-optimal length of the plain step δ under the true Hessian at
+//!   the iterate, so the plain step raises E where α* < ½):
+//!   - moderate scenes (drag, twist, spin): α* 0.82–1.05 at every iteration (exact rows
+//!     0.99–1.05), E falls monotonically, the residual by 8× to over 2,000× per iteration
+//!     with exact rows;
+//!   - `drag_stiff` (E 2 MPa, 2 kN): the first step is right (α* 1.00, ‖δ‖∞ 11% of the body);
+//!     at that deformed iterate α* drops to 0.24–0.27, the next steps are ~4× too long, E rises
+//!     from the second iteration and the iterate is non-finite by the sixth (exact rows: the
+//!     same, 0.27);
+//!   - `kick` (3 kN on the foot): the first step moves the foot 30% of the body and already
+//!     raises E by 524 J although α* = 0.86 (E is far from quadratic over so long a step), then
+//!     α* 0.20, 0.005: non-finite at the fourth iterate (exact rows: the fifth).
+//!
+//!   Diagnosis: each local system is the rest-shape Schur complement, co-rotated, with the
+//!   incident elements' current Hessians; once a step takes the body far from rest the
+//!   complementary part is 4–5× too soft along the JGS2 direction, every vertex overshoots
+//!   together (Jacobi), the deformation grows and with it the mismatch. The safeguard's
+//!   backtracking and its model minimiser (which rescales the step and mixes in the block-Jacobi
+//!   and previous steps) are what keep those steps convergent (kick: 21–33 iterations, drag_stiff
+//!   9–13). Its cost, measured in the same bench (Δx 1e-4, 3 steps, ms per iteration, 2
+//!   threads, default far field, two quiet runs each): drag 45.7–46.6 vs 36.8–38.2 plain, twist
+//!   49.0–51.2 vs 41.4–44.5, spin 54.2–55.7 vs 43.5–47.1 — +15–25% (a block-Jacobi direction,
+//!   three Hessian-vector products, two or three energies), not 2×. Where the plain step is
+//!   accepted anyway (drag, twist: the same iteration counts with and without) that is
+//!   +15–24% per step; on spin the model step saves iterations (4.7 vs 6.3 per step: 253–260
+//!   vs 275–299 ms per step), so dropping the safeguard wherever the plain step would decrease
+//!   E is not a uniform win and is not done.
 //! - Rotations: R_j = polar of the volume-weighted mean F of j's elements, refreshed every
 //!   Jacobi iteration and once per Gauss–Seidel sweep.
 //! - Gauss–Seidel uses the same per-vertex subspaces as Jacobi. Group-wise subspaces (each
