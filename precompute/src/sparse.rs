@@ -377,8 +377,8 @@ pub struct BlockGatherMap {
     /// Where each source block starts in the element entries: `e·9K² + 3·row corner·3K +
     /// 3·column corner` (its rows follow at strides of 3K).
     sources: Vec<u32>,
-    /// The pattern's column pointers (value ranges per DOF column).
-    col_ptr: Vec<usize>,
+    /// Stored values of the pattern it was built for.
+    nnz: usize,
     n_entries: usize,
 }
 
@@ -486,14 +486,14 @@ impl BlockGatherMap {
             col_blocks,
             block_src,
             sources,
-            col_ptr: cp.to_vec(),
+            nnz: pattern.nnz(),
             n_entries: elements.len() * 9 * K * K,
         })
     }
 
     /// Number of stored values it fills.
     pub fn nnz(&self) -> usize {
-        self.col_ptr[self.col_ptr.len() - 1]
+        self.nnz
     }
 }
 
@@ -613,19 +613,27 @@ impl SymSparse {
         use rayon::prelude::*;
         self.check_gather(map.nnz(), map.n_entries, local.len());
         let nn = map.col_blocks.len() - 1;
+        assert_eq!(
+            3 * nn,
+            self.pattern.n,
+            "block gather map of another pattern"
+        );
+        // The map's block layout was checked against this pattern's columns when it was built.
+        let pattern = self.pattern.clone();
+        let col_ptr = pattern.col_ptr();
         // Column nodes per task: enough to amortise it, few enough to balance.
         const NODES: usize = 128;
         let mut parts = Vec::with_capacity(nn.div_ceil(NODES));
         let mut rest: &mut [f64] = &mut self.values;
         for b0 in (0..nn).step_by(NODES) {
             let b1 = (b0 + NODES).min(nn);
-            let (head, tail) = rest.split_at_mut(map.col_ptr[3 * b1] - map.col_ptr[3 * b0]);
+            let (head, tail) = rest.split_at_mut(col_ptr[3 * b1] - col_ptr[3 * b0]);
             parts.push((b0, b1, head));
             rest = tail;
         }
         let n_local = 3 * map.nodes;
         parts.into_par_iter().for_each(|(b0, b1, vals)| {
-            let base = map.col_ptr[3 * b0];
+            let base = col_ptr[3 * b0];
             for b in b0..b1 {
                 let (first, last) = (map.col_blocks[b] as usize, map.col_blocks[b + 1] as usize);
                 for blk in first..last {
@@ -643,7 +651,7 @@ impl SymSparse {
                     let m = blk - first;
                     let diagonal = blk + 1 == last;
                     for j in 0..3 {
-                        let col = map.col_ptr[3 * b + j] - base + 3 * m;
+                        let col = col_ptr[3 * b + j] - base + 3 * m;
                         let rows = if diagonal { j + 1 } else { 3 };
                         for (i, row) in acc.iter().enumerate().take(rows) {
                             vals[col + i] = row[j];
