@@ -48,7 +48,9 @@ fn dense_reference(
         }
     }
     let mut a = layout.zeros();
-    problem.assemble(&layout, &elems, x, &mut a);
+    let mut packed = Vec::new();
+    jello::problem::pack_element_hessians(&m.mesh.tets, &elems, &mut packed);
+    problem.assemble(&layout, &packed, x, &mut a);
     let n = 3 * m.num_vertices();
     let col_major = a.to_dense();
     let mut d = vec![0.0; n * n];

@@ -6,7 +6,8 @@ mod common;
 use std::sync::Arc;
 
 use jello_precompute::sparse::{
-    tet_dofs, BlockGatherMap, GatherMap, ScatterMap, SymSparse, SymmetricPattern,
+    pack_upper_blocks, packed_blocks, tet_dofs, BlockGatherMap, GatherMap, ScatterMap, SymSparse,
+    SymmetricPattern,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -20,7 +21,13 @@ fn gather_equals_scatter_bit_for_bit_and_the_dense_sum() {
     let seed: u64 = rand::rng().random();
     println!("seed {seed}");
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let (pos, tets) = common::box_grid(5, 4, 3, 0.1);
+    let (pos, mut tets) = common::box_grid(5, 4, 3, 0.1);
+    // Corners in random order, so the packed layout must orient blocks by global node index.
+    for t in &mut tets {
+        for c in (1..4).rev() {
+            t.swap(c, rng.random_range(0..=c));
+        }
+    }
     let nv = pos.len();
     let n = 3 * nv;
     let pat = Arc::new(SymmetricPattern::from_elements(nv, 3, &tets).unwrap());
@@ -28,6 +35,15 @@ fn gather_equals_scatter_bit_for_bit_and_the_dense_sum() {
     let local: Vec<f64> = (0..tets.len() * 144)
         .map(|_| rng.random_range(-1.0..1.0))
         .collect();
+    let mut packed = vec![0.0; tets.len() * 9 * packed_blocks(4)];
+    for (e, t) in tets.iter().enumerate() {
+        let full = &local[144 * e..144 * (e + 1)];
+        pack_upper_blocks(
+            t,
+            |r, c| full[12 * r + c],
+            &mut packed[90 * e..90 * (e + 1)],
+        );
+    }
     let fixed: Vec<bool> = (0..n).map(|d| d / 3 % 7 == 0).collect();
     for mask in [None, Some(&fixed[..])] {
         let map = ScatterMap::new(&pat, 12, &dofs, mask).unwrap();
@@ -50,7 +66,8 @@ fn gather_equals_scatter_bit_for_bit_and_the_dense_sum() {
         assert_eq!(blocks.nnz(), pat.nnz());
         let mut by_blocks = SymSparse::zeros(pat.clone());
         by_blocks.values_mut().fill(f64::NAN);
-        by_blocks.gather_blocks(&blocks, &local);
+        assert_eq!(blocks.packed_len(), 90);
+        by_blocks.gather_blocks(&blocks, &packed);
         let c = by_blocks.values();
         if let Some(k) = (0..a.len()).find(|&k| a[k].to_bits() != c[k].to_bits()) {
             panic!(

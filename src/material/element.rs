@@ -178,10 +178,16 @@ fn element_eval<T: RealField + Copy>(
 }
 
 /// [`element_eval`] with the Hessian built from ∂P/∂F's modes ([`filtered_modes`]): with
-/// z_k = (M_k∇N₀, …, M_k∇N₃) ∈ ℝ¹², H = V Σ_k λ_k z_k z_kᵀ — one rank-one update of the upper
-/// triangle per flip/twist mode, and Y H Yᵀ for the three scaling modes where the filter leaves
-/// them alone (else three more rank-one updates), instead of forming the 9×9 ∂P/∂F and
-/// contracting it twice with the shape gradients. Equal to that contraction up to round-off.
+/// z_k = (M_k∇N₀, …, M_k∇N₃) ∈ ℝ¹², H = V Σ_k λ_k z_k z_kᵀ, and for the three scaling modes
+/// where the filter leaves them alone the σ-space Hessian whole, Y H_σ Yᵀ (Y = 12×3,
+/// Y\[3a+i, j\] = U_ij (Vᵀ∇N_a)_j), instead of forming the 9×9 ∂P/∂F and contracting it twice
+/// with the shape gradients. Equal to that contraction up to round-off.
+///
+/// The modes' columns (at most 9: six flip/twist and three scaling, or nine single modes) are
+/// collected as Z (12×9) and W = Z·diag(λ) (Y H_σ for the scaling block), and the upper
+/// triangle is written once as W Zᵀ: one pass over the 78 entries instead of one
+/// read-modify-write pass per mode. z_k's corner parts are U (Q_k (Vᵀ∇N_a)) with Vᵀ∇N_a
+/// computed once per element, not (U Q_k Vᵀ)∇N_a (two 3×3 products per mode).
 fn element_eval_modes<T: RealField + Copy>(
     m: &Material,
     f: &Matrix3<T>,
@@ -189,53 +195,54 @@ fn element_eval_modes<T: RealField + Copy>(
     vol: T,
     filter: Option<EigenFilter>,
 ) -> ElementState<T> {
-    let mut h = SMatrix::<T, 12, 12>::zeros();
-    let (psi, p, _) = filtered_modes(m, f, filter, true, |svd, modes| match modes {
-        SigmaModes::One(lambda, q) => {
-            let mk = svd.u * q * svd.v.transpose();
-            let mut z = [T::zero(); 12];
-            for a in 0..4 {
-                let za = mk * g[a];
-                z[3 * a] = za[0];
-                z[3 * a + 1] = za[1];
-                z[3 * a + 2] = za[2];
-            }
-            for col in 0..12 {
-                let s = lambda * z[col];
-                for row in 0..=col {
-                    h[(row, col)] += s * z[row];
-                }
-            }
-        }
-        SigmaModes::Scaling(hs) => {
-            // The scaling modes' z_k = Y w_k with Y (12×3), Y[3a+i, j] = U_ij (Vᵀ∇N_a)_j, so
-            // their sum Σ_k λ_k z_k z_kᵀ = Y H Yᵀ.
-            let mut y = [[T::zero(); 3]; 12];
-            for a in 0..4 {
-                let ya = svd.v.tr_mul(&g[a]);
-                for i in 0..3 {
-                    for j in 0..3 {
-                        y[3 * a + i][j] = svd.u[(i, j)] * ya[j];
+    // Row r of Z and W: the r-th DOF's entry of each mode column.
+    let mut z = [[T::zero(); 9]; 12];
+    let mut w = [[T::zero(); 9]; 12];
+    let mut k = 0usize;
+    // Vᵀ∇N_a per corner, from the first mode's SVD (every mode of one call shares it).
+    let mut vg: Option<[Vector3<T>; 4]> = None;
+    let (psi, p, _) = filtered_modes(m, f, filter, true, |svd, modes| {
+        let vg = *vg.get_or_insert_with(|| std::array::from_fn(|a| svd.v.tr_mul(&g[a])));
+        match modes {
+            SigmaModes::One(lambda, q) => {
+                for a in 0..4 {
+                    let za = svd.u * (q * vg[a]);
+                    for i in 0..3 {
+                        z[3 * a + i][k] = za[i];
+                        w[3 * a + i][k] = lambda * za[i];
                     }
                 }
+                k += 1;
             }
-            let mut yh = [[T::zero(); 3]; 12];
-            for r in 0..12 {
-                for j in 0..3 {
-                    yh[r][j] = y[r][0] * hs[(0, j)] + y[r][1] * hs[(1, j)] + y[r][2] * hs[(2, j)];
+            SigmaModes::Scaling(hs) => {
+                for (a, vga) in vg.iter().enumerate() {
+                    for i in 0..3 {
+                        let row = 3 * a + i;
+                        for j in 0..3 {
+                            z[row][k + j] = svd.u[(i, j)] * vga[j];
+                        }
+                        for j in 0..3 {
+                            w[row][k + j] = z[row][k] * hs[(0, j)]
+                                + z[row][k + 1] * hs[(1, j)]
+                                + z[row][k + 2] * hs[(2, j)];
+                        }
+                    }
                 }
-            }
-            for col in 0..12 {
-                for row in 0..=col {
-                    h[(row, col)] +=
-                        yh[row][0] * y[col][0] + yh[row][1] * y[col][1] + yh[row][2] * y[col][2];
-                }
+                k += 3;
             }
         }
     });
+    debug_assert!(k <= 9);
+    let mut h = SMatrix::<T, 12, 12>::zeros();
     for col in 0..12 {
+        let zc = &z[col];
         for row in 0..=col {
-            let v = h[(row, col)] * vol;
+            let wr = &w[row];
+            let mut acc = T::zero();
+            for kk in 0..9 {
+                acc += wr[kk] * zc[kk];
+            }
+            let v = acc * vol;
             h[(row, col)] = v;
             h[(col, row)] = v;
         }

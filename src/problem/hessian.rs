@@ -4,16 +4,36 @@
 
 use crate::error::{JelloError, Result};
 use crate::problem::Model;
-use jello_precompute::sparse::{BlockGatherMap, SymSparse, SymmetricPattern};
+use jello_precompute::sparse::{pack_upper_blocks, BlockGatherMap, SymSparse, SymmetricPattern};
+use rayon::prelude::*;
 use std::sync::Arc;
+
+/// One tet's Hessian (N/m) in the packed upper-block layout the block gather reads
+/// ([`jello_precompute::sparse::pack_upper_blocks`]): its 10 node-pair 3×3 blocks, each
+/// oriented as the global upper triangle stores it — 90 values instead of 144.
+pub type PackedTetHessian = [f64; 90];
+
+/// Packs full row-major 12×12 element Hessians (`full`, one per tet of `tets`) into `out`
+/// ([`PackedTetHessian`]), in parallel.
+pub fn pack_element_hessians(
+    tets: &[[u32; 4]],
+    full: &[[f64; 144]],
+    out: &mut Vec<PackedTetHessian>,
+) {
+    out.resize(full.len(), [0.0; 90]);
+    out.par_iter_mut()
+        .zip(full.par_iter().zip(tets.par_iter()))
+        .for_each(|(o, (h, t))| pack_upper_blocks(t, |r, c| h[12 * r + c], o));
+}
 
 /// Pattern, gather map (pinned vertices skipped) and diagonal positions of a model's Hessian.
 #[derive(Clone, Debug)]
 pub struct HessianLayout {
     /// Upper-triangular CSC pattern of the 3n×3n Hessian.
     pub pattern: Arc<SymmetricPattern>,
-    /// Per stored 3×3 block, the element blocks that add into it ([`SymSparse::gather_blocks`]:
-    /// the same bits as a sequential scatter, 1.3–1.6× faster than gathering value by value on
+    /// Per stored 3×3 block, the packed element blocks that add into it
+    /// ([`SymSparse::gather_blocks`] over [`PackedTetHessian`]s: the same bits as a sequential
+    /// scatter of the full element matrices; faster than gathering value by value on
     /// armadillo_114k, `benches/newton.rs`): what [`crate::problem::StepProblem::assemble`]
     /// uses.
     pub block_gather: Arc<BlockGatherMap>,

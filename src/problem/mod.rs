@@ -30,7 +30,7 @@ pub use geometry::{
     segment_closest, segment_distance, triangle_box_distance, triangle_box_overlap,
     TriangleFeature,
 };
-pub use hessian::HessianLayout;
+pub use hessian::{pack_element_hessians, HessianLayout, PackedTetHessian};
 pub use integrator::{History, Integrator, StepScheme, INTEGRATORS};
 pub use invariants::{InversionPolicy, StateCheck};
 pub use model::{Body, Model, State, StrainLimit, STATIC_LOAD_FRACTION};

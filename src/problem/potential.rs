@@ -1,6 +1,7 @@
 //! The incremental potential of one time step (implicit Euler or BDF2, see
 //! [`super::integrator`]) and its derivatives.
 
+use super::hessian::{pack_element_hessians, PackedTetHessian};
 use super::obstacle::barrier;
 use super::surface_contact::{
     candidate_pairs, pairs_at_vertex, project_psd, PairEval, SurfacePair,
@@ -11,7 +12,7 @@ use crate::material::{
     dpdf_curvature, element_energy, element_gradient, element_hessian_filtered, EigenFilter,
     MaterialModel,
 };
-use jello_precompute::sparse::SymSparse;
+use jello_precompute::sparse::{pack_upper_blocks, SymSparse};
 use nalgebra::SMatrix;
 use nalgebra::Vector3;
 use rayon::prelude::*;
@@ -36,6 +37,21 @@ pub trait ElasticTerms: Sync {
         filter: EigenFilter,
         out: &mut Vec<[f64; 144]>,
     );
+    /// [`Self::elastic_element_hessians_filtered`] packed for the block gather
+    /// ([`PackedTetHessian`], blocks oriented by the global node indices of `tets`, the model's
+    /// tets). The default packs the full matrices; the f64 reference writes the packed blocks
+    /// directly (37.5% fewer bytes to write and for the gather to read).
+    fn elastic_element_hessian_blocks(
+        &self,
+        x: &[f64],
+        filter: EigenFilter,
+        tets: &[[u32; 4]],
+        out: &mut Vec<PackedTetHessian>,
+    ) {
+        let mut full = Vec::new();
+        self.elastic_element_hessians_filtered(x, filter, &mut full);
+        pack_element_hessians(tets, &full, out);
+    }
     /// A short name for reports ("cpu-f64", the adapter name, ...).
     fn backend_name(&self) -> String {
         "cpu-f64".into()
@@ -315,6 +331,29 @@ impl ElasticTerms for Model {
                     // row-major buffer (a plain copy: the transposing loop cost ~10%).
                     o.copy_from_slice(h.as_slice());
                 }
+            }
+        });
+    }
+
+    fn elastic_element_hessian_blocks(
+        &self,
+        x: &[f64],
+        filter: EigenFilter,
+        tets: &[[u32; 4]],
+        out: &mut Vec<PackedTetHessian>,
+    ) {
+        out.resize(self.mesh.num_tets(), [0.0; 90]);
+        out.par_iter_mut().enumerate().for_each(|(t, o)| {
+            let s = element_hessian_filtered(
+                &self.materials[t],
+                &self.rest[t],
+                &corners(x, &self.mesh.tets[t]),
+                Some(filter),
+            );
+            if let Some(h) = s.hessian {
+                // The entries a gather of the full matrix reads (Linear's Hessian is symmetric
+                // only to round-off, so the orientation matters there).
+                pack_upper_blocks(&tets[t], |r, c| h[(r, c)], o);
             }
         });
     }
@@ -1338,7 +1377,7 @@ impl<'a> StepProblem<'a> {
         x: &[f64],
         layout: &HessianLayout,
         out: &mut SymSparse,
-        scratch: &mut Vec<[f64; 144]>,
+        scratch: &mut Vec<PackedTetHessian>,
     ) {
         self.hessian_filtered(elastic, x, layout, out, scratch, EigenFilter::Clamp);
     }
@@ -1352,10 +1391,10 @@ impl<'a> StepProblem<'a> {
         x: &[f64],
         layout: &HessianLayout,
         out: &mut SymSparse,
-        scratch: &mut Vec<[f64; 144]>,
+        scratch: &mut Vec<PackedTetHessian>,
         filter: EigenFilter,
     ) {
-        elastic.elastic_element_hessians_filtered(x, filter, scratch);
+        elastic.elastic_element_hessian_blocks(x, filter, &self.model.mesh.tets, scratch);
         self.assemble(layout, scratch, x, out);
     }
 
@@ -1489,11 +1528,12 @@ impl<'a> StepProblem<'a> {
             .collect()
     }
 
-    /// Assembles given element Hessians (one per tet) plus inertia and barrier terms into `out`.
+    /// Assembles given element Hessians (one per tet, packed: [`PackedTetHessian`],
+    /// [`pack_element_hessians`]) plus inertia and barrier terms into `out`.
     pub fn assemble(
         &self,
         layout: &HessianLayout,
-        elem: &[[f64; 144]],
+        elem: &[PackedTetHessian],
         x: &[f64],
         out: &mut SymSparse,
     ) {

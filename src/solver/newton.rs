@@ -55,7 +55,7 @@ pub struct NewtonSolver {
     layout: HessianLayout,
     matrix: SymSparse,
     factor: SparseCholesky,
-    elem_hessians: Vec<[f64; 144]>,
+    elem_hessians: Vec<crate::problem::PackedTetHessian>,
     /// Largest extent of the model's rest bounding box (m), for the Dx stop rule.
     extent: f64,
     /// The filter each Hessian of the last step applied, in order.

@@ -66,6 +66,8 @@ pub struct DomainInverse {
     decomposition: Arc<Decomposition>,
     stats: DomainStats,
     scratch: Vec<f64>,
+    /// The backend's element Hessians at x_start, packed for the block gather.
+    packed: Vec<crate::problem::PackedTetHessian>,
     /// Per-vertex barrier curvature blocks at x_start (already in H(x_start)), by vertex.
     start_blocks: Vec<(u32, Matrix3<f64>)>,
     /// The blocks the factors carry now (by vertex): H_j = H(x_start) restricted to V_j
@@ -167,6 +169,7 @@ impl DomainInverse {
             decomposition,
             stats: DomainStats::default(),
             scratch: vec![0.0; 3 * nv],
+            packed: Vec::new(),
             start_blocks: Vec::new(),
             folded: Vec::new(),
             terms: Vec::new(),
@@ -326,7 +329,13 @@ impl<B: PotentialBackend> InitialInverse<B> for DomainInverse {
     ) -> Result<bool> {
         let t0 = Instant::now();
         let elem = backend.start_element_hessians(problem, elastic, self.params.filter)?;
-        problem.assemble(&self.layout, elem, &problem.x_start, &mut self.global);
+        crate::problem::pack_element_hessians(&problem.model.mesh.tets, elem, &mut self.packed);
+        problem.assemble(
+            &self.layout,
+            &self.packed,
+            &problem.x_start,
+            &mut self.global,
+        );
         self.start_blocks.clear();
         if !problem.model.obstacles.is_empty() {
             crate::solver::pd::contact_terms(problem, &problem.x_start, &mut self.terms);

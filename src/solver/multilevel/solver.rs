@@ -68,7 +68,7 @@ pub struct MultilevelSolver {
     diagonal: f64,
     fixed: Vec<bool>,
     elastic_lag: SymSparse,
-    elem: Vec<[f64; 144]>,
+    elem: Vec<crate::problem::PackedTetHessian>,
     stats: MultilevelStats,
 }
 
@@ -249,8 +249,8 @@ impl MultilevelSolver {
         (d, counts)
     }
 
-    fn refresh_lag(&mut self, elastic: &dyn ElasticTerms, x: &[f64]) {
-        elastic.elastic_element_hessians_filtered(x, EigenFilter::Clamp, &mut self.elem);
+    fn refresh_lag(&mut self, elastic: &dyn ElasticTerms, tets: &[[u32; 4]], x: &[f64]) {
+        elastic.elastic_element_hessian_blocks(x, EigenFilter::Clamp, tets, &mut self.elem);
         self.elastic_lag
             .gather_blocks(&self.layout.block_gather, self.elem.as_flattened());
         self.stats.lag_refreshes += 1;
@@ -503,7 +503,7 @@ impl StepSolver for MultilevelSolver {
                 LagRefresh::Adaptive { .. } => iterations == 1 || refresh_due,
             };
             if refresh {
-                self.refresh_lag(elastic, x);
+                self.refresh_lag(elastic, &problem.model.mesh.tets, x);
                 last_refresh = iterations;
                 refresh_due = false;
                 alphas.clear();
