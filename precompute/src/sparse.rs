@@ -519,17 +519,17 @@ const fn packed_slot(k: usize, c1: usize, c2: usize) -> usize {
     c1 * k - c1 * (c1.saturating_sub(1)) / 2 + (c2 - c1)
 }
 
-/// Packs one element's matrix (3K × 3K, `entry(row, col)`, DOFs node-major) into the upper
+/// Packs one element's matrix (3K × 3K, row-major in `full`, DOFs node-major) into the upper
 /// block layout [`SymSparse::gather_blocks`] reads: for each corner pair c1 ≤ c2 (slot order of
 /// [`packed_slot`]) the 3×3 block whose rows belong to the corner with the smaller global node
 /// index (`element[c]`), row-major — the block the global upper triangle stores; `out` holds
 /// `9·K(K+1)/2` values. For a symmetric matrix this is its upper triangle by blocks; for any
 /// matrix it holds exactly the entries a gather of the full matrix would read.
-pub fn pack_upper_blocks<const K: usize>(
-    element: &[u32; K],
-    entry: impl Fn(usize, usize) -> f64,
-    out: &mut [f64],
-) {
+#[inline]
+pub fn pack_upper_blocks<const K: usize>(element: &[u32; K], full: &[f64], out: &mut [f64]) {
+    let n = 3 * K;
+    let full = &full[..n * n];
+    let out = &mut out[..9 * packed_blocks(K)];
     let mut slot = 0;
     for c1 in 0..K {
         for c2 in c1..K {
@@ -538,11 +538,9 @@ pub fn pack_upper_blocks<const K: usize>(
             } else {
                 (c2, c1)
             };
-            let o = &mut out[9 * slot..9 * slot + 9];
             for i in 0..3 {
-                for j in 0..3 {
-                    o[3 * i + j] = entry(3 * r + i, 3 * c + j);
-                }
+                let from = (3 * r + i) * n + 3 * c;
+                out[9 * slot + 3 * i..9 * slot + 3 * i + 3].copy_from_slice(&full[from..from + 3]);
             }
             slot += 1;
         }

@@ -38,11 +38,7 @@ fn gather_equals_scatter_bit_for_bit_and_the_dense_sum() {
     let mut packed = vec![0.0; tets.len() * 9 * packed_blocks(4)];
     for (e, t) in tets.iter().enumerate() {
         let full = &local[144 * e..144 * (e + 1)];
-        pack_upper_blocks(
-            t,
-            |r, c| full[12 * r + c],
-            &mut packed[90 * e..90 * (e + 1)],
-        );
+        pack_upper_blocks(t, full, &mut packed[90 * e..90 * (e + 1)]);
     }
     let fixed: Vec<bool> = (0..n).map(|d| d / 3 % 7 == 0).collect();
     for mask in [None, Some(&fixed[..])] {

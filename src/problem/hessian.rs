@@ -23,7 +23,7 @@ pub fn pack_element_hessians(
     out.resize(full.len(), [0.0; 90]);
     out.par_iter_mut()
         .zip(full.par_iter().zip(tets.par_iter()))
-        .for_each(|(o, (h, t))| pack_upper_blocks(t, |r, c| h[12 * r + c], o));
+        .for_each(|(o, (h, t))| pack_upper_blocks(t, h, o));
 }
 
 /// Pattern, gather map (pinned vertices skipped) and diagonal positions of a model's Hessian.

@@ -351,9 +351,15 @@ impl ElasticTerms for Model {
                 Some(filter),
             );
             if let Some(h) = s.hessian {
-                // The entries a gather of the full matrix reads (Linear's Hessian is symmetric
-                // only to round-off, so the orientation matters there).
-                pack_upper_blocks(&tets[t], |r, c| h[(r, c)], o);
+                if self.materials[t].model == MaterialModel::Linear {
+                    // Symmetric only to round-off: pack the entries a gather of the row-major
+                    // matrix reads.
+                    let row_major: [f64; 144] = std::array::from_fn(|k| h[(k / 12, k % 12)]);
+                    pack_upper_blocks(&tets[t], &row_major, o);
+                } else {
+                    // Symmetrised by construction: the column-major storage is row-major.
+                    pack_upper_blocks(&tets[t], h.as_slice(), o);
+                }
             }
         });
     }
