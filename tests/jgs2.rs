@@ -856,3 +856,110 @@ fn far_field_error_stays_within_its_tolerance() {
         );
     }
 }
+
+/// Issue 17: the H-matrix far field (`Jgs2Options::far_hmatrix`) against exact rows. Every
+/// vertex's residual r_i for a random gradient under random per-vertex rotations agrees with
+/// the exact-row r_i within a tolerance that shrinks with ε, the error falls as ε falls, and
+/// A_i (near rows of the incident elements and Â, both exact) is the exact-row A_i.
+#[test]
+fn hmatrix_far_field_converges_to_exact_rows() {
+    use jello::solver::jgs2::hmatrix_far_field;
+    use jello_precompute::hmatrix::HMatrixOptions;
+    let mut rng = common::rng("hmatrix_far_field_converges_to_exact_rows");
+    let m = cantilever(MaterialModel::Arap, 1e5, [24, 3, 3]);
+    let st = m.initial_state(&vec![[0.0; 3]; m.num_vertices()]);
+    let problem = StepProblem::new(&m, &st, 0.01);
+    let x = st.x.clone();
+    let vt = VertexTets::new(&m.mesh);
+    let mut cache = ElementCache::default();
+    element_pass(&m, &x, &mut cache, None);
+    let mut exact = SubspaceOptions::default();
+    exact.precompute.far_tolerance = 0.0;
+    let exact = build_subspace(&m, 0.01, &exact).unwrap();
+    let g: Vec<f64> = (0..3 * m.num_vertices())
+        .map(|d| {
+            if m.pinned[d / 3] {
+                0.0
+            } else {
+                rng.random_range(-1.0..1.0)
+            }
+        })
+        .collect();
+    // Random rotations: the far field must see the rest-frame gradients R_jᵀ g_j.
+    let rot: Vec<nalgebra::Matrix3<f64>> = (0..m.num_vertices())
+        .map(|_| {
+            let axis = nalgebra::Vector3::new(
+                rng.random_range(-1.0..1.0),
+                rng.random_range(-1.0..1.0),
+                rng.random_range(-1.0..1.0),
+            );
+            *nalgebra::Rotation3::new(axis * rng.random_range(0.0..0.5)).matrix()
+        })
+        .collect();
+    let systems = |sub: &jello::solver::jgs2::Jgs2Subspace| {
+        let mut tf = rest_frame_gradients(&g, Some(&rot), &sub.tree, &sub.rest);
+        if let Some(far) = &sub.far_hmatrix {
+            hmatrix_far_field(&mut tf, &sub.tree, far);
+        }
+        (0..m.num_vertices())
+            .filter(|&i| !m.pinned[i])
+            .map(|i| {
+                jgs2_system(
+                    &problem,
+                    &cache,
+                    &vt,
+                    &x,
+                    &g,
+                    Some(&rot),
+                    &tf,
+                    i,
+                    &sub.vertices[i],
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let reference = systems(&exact);
+    let scale = reference.iter().map(|(_, r)| r.norm()).fold(0.0, f64::max);
+    let mut errors = Vec::new();
+    for eps in [1e-1, 1e-3, 1e-5] {
+        let mut o = SubspaceOptions::default();
+        o.precompute.far_hmatrix = Some(HMatrixOptions {
+            eps,
+            ..HMatrixOptions::default()
+        });
+        let sub = build_subspace(&m, 0.01, &o).unwrap();
+        let st = &sub.stats;
+        assert!(
+            st.hmatrix_blocks > 0 && sub.vertices.iter().all(|v| v.far.is_empty()),
+            "ε {eps}: {} far blocks; the far field must be the H-matrix alone",
+            st.hmatrix_blocks
+        );
+        let got = systems(&sub);
+        let (mut err_r, mut err_a) = (0.0f64, 0.0f64);
+        for ((a, r), (a0, r0)) in got.iter().zip(&reference) {
+            err_r = err_r.max((r - r0).norm() / scale);
+            err_a = err_a.max((a - a0).norm() / a0.norm());
+        }
+        eprintln!(
+            "ε {eps:e}: max |r − r_exact| / max |r_exact| = {err_r:.3e}, A_i {err_a:.1e}, \
+             ranks mean {:.1} max {}, {} blocks, {:.0} B/vertex, pose residual max {:.2e}",
+            st.hmatrix_mean_rank,
+            st.hmatrix_max_rank,
+            st.hmatrix_blocks,
+            st.bytes_per_vertex,
+            st.residual_max
+        );
+        assert!(
+            err_a <= 1e-12,
+            "ε {eps}: A_i differs from exact rows by {err_a:.2e}"
+        );
+        // Written tolerance: the basis truncation drops σ ≤ ε·σ_1 per cluster, so the
+        // far-field error is a small multiple of ε relative to the residual's scale.
+        assert!(err_r <= 20.0 * eps, "ε {eps}: r_i error {err_r:.3e} > 20ε");
+        errors.push(err_r);
+    }
+    assert!(
+        errors.windows(2).all(|w| w[1] < 0.5 * w[0]),
+        "the r_i error must fall with ε: {errors:?}"
+    );
+}

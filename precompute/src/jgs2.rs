@@ -54,6 +54,7 @@ use rayon::prelude::*;
 
 use crate::cholesky::{Ordering, SolveScratch, SparseCholesky};
 use crate::eigen::{lowest_generalized, EigenOptions, EigenPairs};
+use crate::hmatrix::{partition, FarHMatrix, HMatrixOptions};
 use crate::nnls::{dot, nnls, nnls_gram};
 use crate::rng::SplitMix64;
 use crate::sparse::{tet_dofs, ScatterMap, SymSparse, SymmetricPattern};
@@ -132,6 +133,12 @@ pub struct Jgs2Options {
     pub seed: u64,
     /// Eigen solver settings for the training poses (default tol 1e-6).
     pub eigen: EigenOptions,
+    /// `Some`: the far field is a uniform H-matrix of `G = H̄⁻¹` over the cluster tree
+    /// ([`crate::hmatrix`]) instead of per-vertex node fits; the near field is then every
+    /// vertex of the inadmissible leaf pairs of the vertex's leaf, and `far_tolerance`,
+    /// `far_order` and the cubature settings are not used. Per-vertex subspaces only.
+    /// Default `None`.
+    pub far_hmatrix: Option<HMatrixOptions>,
 }
 
 impl Default for Jgs2Options {
@@ -150,6 +157,7 @@ impl Default for Jgs2Options {
                 tol: 1e-6,
                 ..EigenOptions::default()
             },
+            far_hmatrix: None,
         }
     }
 }
@@ -230,8 +238,17 @@ pub struct Jgs2Stats {
     pub total_s: f64,
     /// Mean bytes per vertex of the run-time data as f32/u32: near rows (id + 9), far samples
     /// (id + 9, + 27 slopes at first order) and `Â` (9), plus the tree (one permutation entry
-    /// per vertex, 2 per node).
+    /// per vertex, 2 per node); with the H-matrix far field, its bases, couplings and block
+    /// lists ([`FarHMatrix::bytes_f32`]) and `S_i` (9) instead of far samples.
     pub bytes_per_vertex: f64,
+    /// H-matrix far field only: its build (sketch solves, bases, couplings), s.
+    pub hmatrix_s: f64,
+    /// H-matrix far field only: mean rank over the clusters with a basis.
+    pub hmatrix_mean_rank: f64,
+    /// H-matrix far field only: largest cluster rank.
+    pub hmatrix_max_rank: u32,
+    /// H-matrix far field only: admissible blocks (I < J).
+    pub hmatrix_blocks: usize,
 }
 
 /// Output of the JGS2 precompute.
@@ -241,6 +258,9 @@ pub struct Jgs2Basis {
     pub vertices: Vec<VertexSubspaceData>,
     /// The cluster tree over the free vertices (far samples are its nodes).
     pub tree: ClusterTree,
+    /// The H-matrix far field (`Jgs2Options::far_hmatrix`), else `None`: vertex `i`'s far sum
+    /// is then `S_i (G_far ĝ)_i` with `S_i` = the record's `schur`.
+    pub far_hmatrix: Option<FarHMatrix>,
     /// Statistics.
     pub stats: Jgs2Stats,
 }
@@ -500,6 +520,13 @@ impl Jgs2Precompute {
     }
 
     fn run_with(&self, opts: &Jgs2Options, groups: Option<&[Vec<u32>]>) -> Result<Jgs2Basis> {
+        if opts.far_hmatrix.is_some() && (groups.is_some() || opts.max_samples > 0) {
+            return Err(PrecomputeError::Invalid(
+                "jgs2: the H-matrix far field needs per-vertex subspaces (Eq. 23) and no \
+                 cubature (max_samples = 0)"
+                    .into(),
+            ));
+        }
         if opts.batch_vertices == 0
             || opts.leaf_size == 0
             || opts.far_order > 1
@@ -520,6 +547,10 @@ impl Jgs2Precompute {
         let free_u32: Vec<u32> = free.iter().map(|&v| v as u32).collect();
         let tree = ClusterTree::build(&self.positions, &free_u32, opts.leaf_size);
         let leaf_of = tree.leaf_of(self.n_vertices);
+        // The H-matrix's block partition fixes the near field before any solve.
+        let blocks = opts
+            .far_hmatrix
+            .map(|h| partition(&tree, &self.positions, h.eta, self.longest_edge()));
         let tree_s = t_c.elapsed().as_secs_f64();
 
         let t0 = Instant::now();
@@ -576,6 +607,7 @@ impl Jgs2Precompute {
             centre: &geo.centre,
             cov_pinv: &geo.cov_pinv,
             pose_moments: &geo.pose_moments,
+            near_leaves: blocks.as_ref().map(|b| b.near.as_slice()),
         };
         let t1 = Instant::now();
         let mut results: Vec<Result<BatchOutput>> = Vec::new();
@@ -638,6 +670,24 @@ impl Jgs2Precompute {
                 cub_cpu += tc;
             }
         }
+        let mut hstats = (0.0, 0.0, 0, 0, 0usize);
+        let far_hmatrix = match (opts.far_hmatrix, &blocks) {
+            (Some(hopts), Some(blocks)) => {
+                let t = Instant::now();
+                let hm = FarHMatrix::build(&self.factor, &tree, &dof_of_row, &blocks.far, &hopts)?;
+                let (mean_rank, max_rank) = hm.rank_stats();
+                hstats = (
+                    t.elapsed().as_secs_f64(),
+                    mean_rank,
+                    max_rank,
+                    hm.blocks.len(),
+                    hm.bytes_f32(),
+                );
+                self.hmatrix_residuals(&hm, &tree, &poses, &hq, &mut vertices);
+                Some(hm)
+            }
+            _ => None,
+        };
         let share = if solve_cpu + cub_cpu > 0.0 {
             solve_cpu / (solve_cpu + cub_cpu)
         } else {
@@ -683,15 +733,21 @@ impl Jgs2Precompute {
             total_s: self.factor_s + t_total.elapsed().as_secs_f64(),
             bytes_per_vertex: ((total_near * 10
                 + total_far * if opts.far_order >= 1 { 37 } else { 10 }
-                + free.len() * 9)
+                + free.len() * if far_hmatrix.is_some() { 18 } else { 9 })
                 * 4
+                + hstats.4
                 + 4 * tree.perm.len()
                 + 8 * tree.len()) as f64
                 / self.n_vertices.max(1) as f64,
+            hmatrix_s: hstats.0,
+            hmatrix_mean_rank: hstats.1,
+            hmatrix_max_rank: hstats.2,
+            hmatrix_blocks: hstats.3,
         };
         Ok(Jgs2Basis {
             vertices,
             tree,
+            far_hmatrix,
             stats,
         })
     }
@@ -840,6 +896,102 @@ impl Jgs2Precompute {
         b
     }
 
+    /// `Â_i = S_i − Σ_{e∋i} Ū_eᵀK̄_eŪ_e` from `Ū_i` (rows at `3·slot[v] + d`).
+    fn a_hat(&self, i: usize, ubar: &[f64], schur: &[f64; 9], slot: &[usize]) -> [f64; 9] {
+        let mut a_hat = *schur;
+        for &e in self.incident_elements(i) {
+            let block = self.element_block_at(ubar, e as usize, Some(slot));
+            let r = self.reduced_stiffness(&block, e as usize);
+            for (a, x) in a_hat.iter_mut().zip(&r) {
+                *a -= x;
+            }
+        }
+        a_hat
+    }
+
+    /// The longest element edge at rest, m: no element joins two clusters farther apart.
+    fn longest_edge(&self) -> f64 {
+        let mut l: f64 = 0.0;
+        for t in &self.tets {
+            for a in 0..4 {
+                for b in a + 1..4 {
+                    let (p, q) = (self.positions[t[a] as usize], self.positions[t[b] as usize]);
+                    l = l.max((0..3).map(|d| (p[d] - q[d]).powi(2)).sum::<f64>().sqrt());
+                }
+            }
+        }
+        l
+    }
+
+    /// The H-matrix far field's error on the training poses, per free vertex (`far_residual`,
+    /// same measure as the node fits'): the exact far sum of pose `t` is
+    /// `S_i u_t[i] − Σ_{j ∈ near ∪ {i}} Ū_i[j]ᵀ q_t[j]`, the H-matrix's `S_i (G_far q_t)_i`.
+    fn hmatrix_residuals(
+        &self,
+        hm: &FarHMatrix,
+        tree: &ClusterTree,
+        poses: &EigenPairs,
+        hq: &[f64],
+        vertices: &mut [VertexSubspaceData],
+    ) {
+        let n = 3 * self.n_vertices;
+        let k = poses.values.len();
+        // Per pose, G_far q_t in vertex order.
+        let applied: Vec<Vec<f64>> = (0..k)
+            .map(|t| {
+                let x: Vec<f64> = tree
+                    .perm
+                    .iter()
+                    .flat_map(|&v| (0..3).map(move |d| hq[t * n + 3 * v as usize + d]))
+                    .collect();
+                let yt = hm.apply_tree_order(tree, &x);
+                let mut y = vec![0.0; n];
+                for (p, &v) in tree.perm.iter().enumerate() {
+                    y[3 * v as usize..3 * v as usize + 3].copy_from_slice(&yt[3 * p..3 * p + 3]);
+                }
+                y
+            })
+            .collect();
+        vertices.par_iter_mut().enumerate().for_each(|(i, rec)| {
+            if self.fixed_vertex[i] || k == 0 {
+                return;
+            }
+            let s = &rec.schur;
+            let mul_s = |v: &[f64]| -> [f64; 3] {
+                std::array::from_fn(|r| (0..3).map(|c| s[3 * r + c] * v[c]).sum())
+            };
+            let (mut err2, mut used) = (0.0, 0usize);
+            let mut norms = Vec::with_capacity(k);
+            for t in 0..k {
+                let full = mul_s(&poses.vectors[t * n + 3 * i..t * n + 3 * i + 3]);
+                norms.push(dot(&full, &full).sqrt());
+            }
+            let max_norm = norms.iter().fold(0.0f64, |m, x| m.max(*x));
+            for t in 0..k {
+                if norms[t] <= 1e-12 * max_norm {
+                    continue;
+                }
+                let mut exact = mul_s(&poses.vectors[t * n + 3 * i..t * n + 3 * i + 3]);
+                let q = &hq[t * n..(t + 1) * n];
+                for d in 0..3 {
+                    exact[d] -= q[3 * i + d];
+                }
+                for (&j, b) in rec.near_vertices.iter().zip(&rec.near_blocks) {
+                    let qj = &q[3 * j as usize..3 * j as usize + 3];
+                    for c in 0..3 {
+                        exact[c] -= (0..3).map(|d| b[3 * d + c] * qj[d]).sum::<f64>();
+                    }
+                }
+                let approx = mul_s(&applied[t][3 * i..3 * i + 3]);
+                err2 += (0..3)
+                    .map(|d| ((approx[d] - exact[d]) / norms[t]).powi(2))
+                    .sum::<f64>();
+                used += 1;
+            }
+            rec.far_residual = (err2 / used.max(1) as f64).sqrt();
+        });
+    }
+
     /// `[Ū]_eᵀ K̄_e [Ū]_e` (3×3 row-major): the element's rest *elastic* reduced Hessian.
     fn reduced_stiffness(&self, block: &[f64; 36], e: usize) -> [f64; 9] {
         let h = &self.hbar_e[e];
@@ -893,6 +1045,26 @@ impl Jgs2Precompute {
             b
         };
         let sq = |b: &[f64; 9]| b.iter().map(|x| x * x).sum::<f64>();
+        if let Some(near_leaves) = tt.near_leaves {
+            // H-matrix far field: the near field is fixed by the block partition, the far
+            // field is shared (`FarHMatrix`), and its residual is measured after the build.
+            let leaf = tt.leaf_of[i] as usize;
+            let mut near_vertices: Vec<u32> = near_leaves[leaf]
+                .iter()
+                .flat_map(|&c| tree.members(c as usize).iter().copied())
+                .filter(|&j| j as usize != i)
+                .collect();
+            near_vertices.sort_unstable();
+            let near_blocks: Vec<[f64; 9]> =
+                near_vertices.iter().map(|&j| row(j as usize)).collect();
+            return VertexSubspaceData {
+                near_vertices,
+                near_blocks,
+                a_hat: self.a_hat(i, ubar, schur, tt.slot),
+                schur: *schur,
+                ..Default::default()
+            };
+        }
         let linear = opts.far_order >= 1;
         // Per node: Σ Ū_i[j], Σ ‖Ū_i[j]‖² and (first order) Σ p_j ⊗ Ū_i[j] (3 × 9, positions
         // relative to the tree's centroid), children before parents.
@@ -1013,18 +1185,10 @@ impl Jgs2Precompute {
         near_vertices.sort_unstable();
         let near_blocks: Vec<[f64; 9]> = near_vertices.iter().map(|&j| row(j as usize)).collect();
 
-        let mut a_hat = *schur;
-        for &e in self.incident_elements(i) {
-            let block = self.element_block_at(ubar, e as usize, Some(tt.slot));
-            let r = self.reduced_stiffness(&block, e as usize);
-            for (a, x) in a_hat.iter_mut().zip(&r) {
-                *a -= x;
-            }
-        }
         let mut rec = VertexSubspaceData {
             near_vertices,
             near_blocks,
-            a_hat,
+            a_hat: self.a_hat(i, ubar, schur, tt.slot),
             schur: *schur,
             ..Default::default()
         };
@@ -1212,6 +1376,9 @@ struct TreeTables<'a> {
     centre: &'a [[f64; 3]],
     cov_pinv: &'a [[f64; 9]],
     pose_moments: &'a [Vec<f64>],
+    /// H-matrix far field only: per leaf, the leaves of its inadmissible (near) pairs; the
+    /// near field of a vertex is then every vertex of those leaves.
+    near_leaves: Option<&'a [Vec<u32>]>,
 }
 
 /// The first-order tables of [`TreeTables`].

@@ -161,12 +161,12 @@ mod subspace;
 
 pub use device::DeviceJgs2;
 pub use local::{
-    barrier_hessian, element_gradient_pass, element_pass, hess_vec, jgs2_system, local_system,
-    rest_frame_gradients, rotations, vbd_local_system, vbd_system, vertex_gradient, ElementCache,
-    GradTerm, HessTerm, TreeFrame,
+    barrier_hessian, element_gradient_pass, element_pass, hess_vec, hmatrix_far_field, jgs2_system,
+    local_system, rest_frame_gradients, rotations, vbd_local_system, vbd_system, vertex_gradient,
+    ElementCache, GradTerm, HessTerm, TreeFrame,
 };
 pub use solver::{Jgs2Params, Jgs2Solver, Variant};
 pub use subspace::{
-    build_subspace, build_subspace_at, cache_key, load_or_build, FarSample, Jgs2Subspace,
-    SubspaceOptions, SubspaceOrigin, VertexSubspace,
+    build_subspace, build_subspace_at, cache_key, load_or_build, FarSample, HFarField,
+    Jgs2Subspace, SubspaceOptions, SubspaceOrigin, VertexSubspace,
 };

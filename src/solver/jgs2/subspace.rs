@@ -5,6 +5,7 @@ use crate::material::element_hessian;
 use crate::mesh::{colour_vertices, VertexTets};
 use crate::problem::Model;
 use jello_precompute::cholesky::Ordering;
+use jello_precompute::hmatrix::FarHMatrix;
 use jello_precompute::jgs2::{Jgs2Basis, Jgs2Input, Jgs2Options, Jgs2Precompute};
 use jello_precompute::tree::ClusterTree;
 use nalgebra::Vector3;
@@ -53,8 +54,21 @@ pub struct Jgs2Subspace {
     /// Rest positions relative to [`Self::origin`], per vertex (m): the first moments of the
     /// gradient are taken in them.
     pub rest: Vec<Vector3<f64>>,
+    /// The H-matrix far field (`Jgs2Options::far_hmatrix`); when present the vertices have no
+    /// far samples and vertex `i`'s far sum is `S_i (G_far ĝ)_i`.
+    pub far_hmatrix: Option<HFarField>,
     /// Precompute statistics (timings, residual distribution, bytes per vertex).
     pub stats: jello_precompute::jgs2::Jgs2Stats,
+}
+
+/// The run-time H-matrix far field: `G_far` over the subspace's cluster tree and each vertex's
+/// `S_i = G_ii⁻¹` (the rest Schur complement, N/m), since `Ū_i[j]ᵀ = S_i G_ij`.
+#[derive(Clone, Debug)]
+pub struct HFarField {
+    /// The far blocks of `G = H̄⁻¹` ([`FarHMatrix`], tree order).
+    pub matrix: FarHMatrix,
+    /// `S_i` per vertex (row-major; zero for pinned vertices).
+    pub schur: Vec<[f64; 9]>,
 }
 
 /// Options of the subspace build.
@@ -136,6 +150,12 @@ pub fn cache_key(model: &Model, h: f64, opts: &SubspaceOptions) -> u64 {
     eat(&o.target_residual.to_le_bytes());
     eat(&o.far_tolerance.to_le_bytes());
     eat(&(o.far_order as u64).to_le_bytes());
+    if let Some(hm) = &o.far_hmatrix {
+        eat(&hm.eps.to_le_bytes());
+        eat(&hm.eta.to_le_bytes());
+        eat(&(hm.samples as u64).to_le_bytes());
+        eat(&hm.seed.to_le_bytes());
+    }
     eat(&[opts.group_wise as u8]);
     eat(&o.seed.to_le_bytes());
     eat(&jello_precompute::artifact::FORMAT_VERSION.to_le_bytes());
@@ -166,6 +186,8 @@ pub fn load_or_build(
     use jello_precompute::artifact;
     let key = cache_key(model, h, opts);
     let mut warnings = Vec::new();
+    // The artifact format holds no H-matrix far field: such a subspace is always built.
+    let cache_dir = cache_dir.filter(|_| opts.precompute.far_hmatrix.is_none());
     let path = cache_dir.map(|d| d.join(format!("jgs2-{key:016x}.bin")));
     // `symlink_metadata`: a dangling link or a special file at the cache path is read (and
     // refused) by `artifact::read`, not mistaken for a missing file.
@@ -323,6 +345,10 @@ fn from_basis(model: &Model, basis: Jgs2Basis) -> Result<Jgs2Subspace> {
         )));
     }
     let tree = basis.tree;
+    let far_hmatrix = basis.far_hmatrix.map(|matrix| HFarField {
+        matrix,
+        schur: basis.vertices.iter().map(|r| r.schur).collect(),
+    });
     let mut origin = [0.0; 3];
     for &v in &tree.perm {
         for (o, p) in origin.iter_mut().zip(model.mesh.positions[v as usize]) {
@@ -393,6 +419,7 @@ fn from_basis(model: &Model, basis: Jgs2Basis) -> Result<Jgs2Subspace> {
         tree,
         origin,
         rest,
+        far_hmatrix,
         stats: basis.stats,
     })
 }
