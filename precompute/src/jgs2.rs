@@ -54,7 +54,7 @@ use rayon::prelude::*;
 
 use crate::cholesky::{Ordering, SolveScratch, SparseCholesky};
 use crate::eigen::{lowest_generalized, EigenOptions, EigenPairs};
-use crate::hmatrix::{partition, FarHMatrix, HMatrixOptions};
+use crate::hmatrix::{partition, HMatrix, HMatrixOptions};
 use crate::nnls::{dot, nnls, nnls_gram};
 use crate::rng::SplitMix64;
 use crate::sparse::{tet_dofs, ScatterMap, SymSparse, SymmetricPattern};
@@ -239,7 +239,7 @@ pub struct Jgs2Stats {
     /// Mean bytes per vertex of the run-time data as f32/u32: near rows (id + 9), far samples
     /// (id + 9, + 27 slopes at first order) and `Â` (9), plus the tree (one permutation entry
     /// per vertex, 2 per node); with the H-matrix far field, its bases, couplings and block
-    /// lists ([`FarHMatrix::bytes_f32`]) and `S_i` (9) instead of far samples.
+    /// lists ([`HMatrix::bytes_f32`]) and `S_i` (9) instead of far samples.
     pub bytes_per_vertex: f64,
     /// H-matrix far field only: its build (sketch solves, bases, couplings), s.
     pub hmatrix_s: f64,
@@ -260,7 +260,7 @@ pub struct Jgs2Basis {
     pub tree: ClusterTree,
     /// The H-matrix far field (`Jgs2Options::far_hmatrix`), else `None`: vertex `i`'s far sum
     /// is then `S_i (G_far ĝ)_i` with `S_i` = the record's `schur`.
-    pub far_hmatrix: Option<FarHMatrix>,
+    pub far_hmatrix: Option<HMatrix>,
     /// Statistics.
     pub stats: Jgs2Stats,
 }
@@ -550,7 +550,7 @@ impl Jgs2Precompute {
         // The H-matrix's block partition fixes the near field before any solve.
         let blocks = opts
             .far_hmatrix
-            .map(|h| partition(&tree, &self.positions, h.eta, self.longest_edge()));
+            .map(|h| partition(&tree, &self.positions, h.eta, &self.longest_edges()));
         let tree_s = t_c.elapsed().as_secs_f64();
 
         let t0 = Instant::now();
@@ -674,7 +674,8 @@ impl Jgs2Precompute {
         let far_hmatrix = match (opts.far_hmatrix, &blocks) {
             (Some(hopts), Some(blocks)) => {
                 let t = Instant::now();
-                let hm = FarHMatrix::build(&self.factor, &tree, &dof_of_row, &blocks.far, &hopts)?;
+                let mut hm = HMatrix::build(&self.factor, &tree, &dof_of_row, &blocks.far, &hopts)?;
+                self.set_near_field(&mut hm, &tree, &blocks.near, &leaf_of, &mut vertices)?;
                 let (mean_rank, max_rank) = hm.rank_stats();
                 hstats = (
                     t.elapsed().as_secs_f64(),
@@ -909,26 +910,125 @@ impl Jgs2Precompute {
         a_hat
     }
 
-    /// The longest element edge at rest, m: no element joins two clusters farther apart.
-    fn longest_edge(&self) -> f64 {
-        let mut l: f64 = 0.0;
+    /// Per vertex, its longest incident element edge at rest (m): no element joins a vertex
+    /// to anything farther away.
+    fn longest_edges(&self) -> Vec<f64> {
+        let mut l = vec![0.0f64; self.n_vertices];
         for t in &self.tets {
             for a in 0..4 {
                 for b in a + 1..4 {
-                    let (p, q) = (self.positions[t[a] as usize], self.positions[t[b] as usize]);
-                    l = l.max((0..3).map(|d| (p[d] - q[d]).powi(2)).sum::<f64>().sqrt());
+                    let (va, vb) = (t[a] as usize, t[b] as usize);
+                    let (p, q) = (self.positions[va], self.positions[vb]);
+                    let e = (0..3).map(|d| (p[d] - q[d]).powi(2)).sum::<f64>().sqrt();
+                    l[va] = l[va].max(e);
+                    l[vb] = l[vb].max(e);
                 }
             }
         }
         l
     }
 
-    /// The H-matrix far field's error on the training poses, per free vertex (`far_residual`,
-    /// same measure as the node fits'): the exact far sum of pose `t` is
-    /// `S_i u_t[i] − Σ_{j ∈ near ∪ {i}} Ū_i[j]ᵀ q_t[j]`, the H-matrix's `S_i (G_far q_t)_i`.
+    /// The H-matrix's dense near field from the records' near rows (`G_ab = Ū_b[a] G_bb`,
+    /// `G_bb = S_b⁻¹`), stored once per leaf pair `I ≤ J` instead of as rows of both
+    /// vertices (half the numbers, no ids); the records then keep only their free 1-ring's
+    /// rows, which the incident elements' blocks of `A_i` need.
+    fn set_near_field(
+        &self,
+        hm: &mut HMatrix,
+        tree: &ClusterTree,
+        near_leaves: &[Vec<u32>],
+        leaf_of: &[u32],
+        vertices: &mut [VertexSubspaceData],
+    ) -> Result<()> {
+        let mut g_diag = vec![[0.0; 9]; self.n_vertices];
+        for &v in &tree.perm {
+            let s = nalgebra::Matrix3::from_row_slice(&vertices[v as usize].schur);
+            let g = s.try_inverse().ok_or_else(|| {
+                PrecomputeError::Numeric(format!("S_i is singular at vertex {v}"))
+            })?;
+            for r in 0..3 {
+                for c in 0..3 {
+                    g_diag[v as usize][3 * r + c] = g[(r, c)];
+                }
+            }
+        }
+        let pairs: Vec<(u32, u32)> = near_leaves
+            .iter()
+            .enumerate()
+            .flat_map(|(i, js)| {
+                js.iter()
+                    .filter(move |&&j| j as usize >= i)
+                    .map(move |&j| (i as u32, j))
+            })
+            .collect();
+        let recs: &[VertexSubspaceData] = vertices;
+        let missing = std::sync::atomic::AtomicBool::new(false);
+        hm.set_near(tree, &pairs, |i, j| {
+            let (rows, cols) = (tree.members(i), tree.members(j));
+            let mj = 3 * cols.len();
+            let mut out = vec![0.0; 3 * rows.len() * mj];
+            for (bi, &b) in cols.iter().enumerate() {
+                let rec = &recs[b as usize];
+                let gbb = &g_diag[b as usize];
+                for (ai, &a) in rows.iter().enumerate() {
+                    let u = if a == b {
+                        [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+                    } else if let Ok(k) = rec.near_vertices.binary_search(&a) {
+                        rec.near_blocks[k]
+                    } else {
+                        missing.store(true, std::sync::atomic::Ordering::Relaxed);
+                        [0.0; 9]
+                    };
+                    for r in 0..3 {
+                        for c in 0..3 {
+                            out[(3 * ai + r) * mj + 3 * bi + c] =
+                                (0..3).map(|q| u[3 * r + q] * gbb[3 * q + c]).sum();
+                        }
+                    }
+                }
+            }
+            out
+        });
+        if missing.into_inner() {
+            return Err(PrecomputeError::Numeric(
+                "jgs2: a near leaf pair's row is missing from a vertex's near field".into(),
+            ));
+        }
+        // Only the free 1-ring's rows stay per vertex.
+        vertices.par_iter_mut().enumerate().for_each(|(i, rec)| {
+            if leaf_of[i] == u32::MAX {
+                return;
+            }
+            let mut ring: Vec<u32> = self
+                .incident_elements(i)
+                .iter()
+                .flat_map(|&e| self.tets[e as usize])
+                .filter(|&v| v as usize != i && leaf_of[v as usize] != u32::MAX)
+                .collect();
+            ring.sort_unstable();
+            ring.dedup();
+            let blocks = ring
+                .iter()
+                .map(|j| {
+                    let k = rec.near_vertices.binary_search(j).ok();
+                    k.map(|k| rec.near_blocks[k])
+                })
+                .collect::<Option<Vec<_>>>();
+            if let Some(blocks) = blocks {
+                rec.near_vertices = ring;
+                rec.near_blocks = blocks;
+            }
+        });
+        Ok(())
+    }
+
+    /// The H-matrix's error on the training poses, per free vertex (`far_residual`, the
+    /// measure of the node fits): since `G q_t = u_t`, the exact reduced gradient of pose `t`
+    /// is `S_i u_t[i]`, the H-matrix's `S_i (G_H q_t)_i`; the near blocks are exact, so the
+    /// difference is the far field's error.
     fn hmatrix_residuals(
         &self,
-        hm: &FarHMatrix,
+        hm: &HMatrix,
         tree: &ClusterTree,
         poses: &EigenPairs,
         hq: &[f64],
@@ -936,7 +1036,7 @@ impl Jgs2Precompute {
     ) {
         let n = 3 * self.n_vertices;
         let k = poses.values.len();
-        // Per pose, G_far q_t in vertex order.
+        // Per pose, G_H q_t in vertex order.
         let applied: Vec<Vec<f64>> = (0..k)
             .map(|t| {
                 let x: Vec<f64> = tree
@@ -960,31 +1060,19 @@ impl Jgs2Precompute {
             let mul_s = |v: &[f64]| -> [f64; 3] {
                 std::array::from_fn(|r| (0..3).map(|c| s[3 * r + c] * v[c]).sum())
             };
-            let (mut err2, mut used) = (0.0, 0usize);
-            let mut norms = Vec::with_capacity(k);
-            for t in 0..k {
-                let full = mul_s(&poses.vectors[t * n + 3 * i..t * n + 3 * i + 3]);
-                norms.push(dot(&full, &full).sqrt());
-            }
+            let full: Vec<[f64; 3]> = (0..k)
+                .map(|t| mul_s(&poses.vectors[t * n + 3 * i..t * n + 3 * i + 3]))
+                .collect();
+            let norms: Vec<f64> = full.iter().map(|f| dot(f, f).sqrt()).collect();
             let max_norm = norms.iter().fold(0.0f64, |m, x| m.max(*x));
+            let (mut err2, mut used) = (0.0, 0usize);
             for t in 0..k {
                 if norms[t] <= 1e-12 * max_norm {
                     continue;
                 }
-                let mut exact = mul_s(&poses.vectors[t * n + 3 * i..t * n + 3 * i + 3]);
-                let q = &hq[t * n..(t + 1) * n];
-                for d in 0..3 {
-                    exact[d] -= q[3 * i + d];
-                }
-                for (&j, b) in rec.near_vertices.iter().zip(&rec.near_blocks) {
-                    let qj = &q[3 * j as usize..3 * j as usize + 3];
-                    for c in 0..3 {
-                        exact[c] -= (0..3).map(|d| b[3 * d + c] * qj[d]).sum::<f64>();
-                    }
-                }
                 let approx = mul_s(&applied[t][3 * i..3 * i + 3]);
                 err2 += (0..3)
-                    .map(|d| ((approx[d] - exact[d]) / norms[t]).powi(2))
+                    .map(|d| ((approx[d] - full[t][d]) / norms[t]).powi(2))
                     .sum::<f64>();
                 used += 1;
             }
@@ -1047,7 +1135,7 @@ impl Jgs2Precompute {
         let sq = |b: &[f64; 9]| b.iter().map(|x| x * x).sum::<f64>();
         if let Some(near_leaves) = tt.near_leaves {
             // H-matrix far field: the near field is fixed by the block partition, the far
-            // field is shared (`FarHMatrix`), and its residual is measured after the build.
+            // field is shared (`HMatrix`), and its residual is measured after the build.
             let leaf = tt.leaf_of[i] as usize;
             let mut near_vertices: Vec<u32> = near_leaves[leaf]
                 .iter()

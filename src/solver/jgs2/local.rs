@@ -240,14 +240,14 @@ pub struct TreeFrame {
     pub sums: Vec<Vector3<f64>>,
     /// `N_c[k]`, k = x, y, z, per node (N·m).
     pub moments: Vec<[Vector3<f64>; 3]>,
-    /// H-matrix far field only (else empty): `S_i (G_far ĝ)_i` per vertex (N), the whole far
-    /// sum of vertex `i` ([`hmatrix_far_field`]).
+    /// H-matrix field only (else empty): `S_i (G ĝ)_i − ĝ_i` per vertex (N), vertex `i`'s
+    /// whole sum `Σ_{j≠i} Ū_i[j]ᵀ ĝ_j` ([`hmatrix_far_field`]).
     pub far: Vec<Vector3<f64>>,
 }
 
-/// Fills [`TreeFrame::far`] from its `ĝ` with the subspace's H-matrix far field:
-/// `S_i (G_far ĝ)_i` for every vertex, one H-matrix product for all of them
-/// (`Ū_i[j]ᵀ = S_i G_ij`). Pinned vertices get zero.
+/// Fills [`TreeFrame::far`] from its `ĝ` with the subspace's H-matrix field:
+/// `S_i (G ĝ)_i − ĝ_i` for every vertex, one H-matrix product for all of them
+/// (`Ū_i[j]ᵀ = S_i G_ij`, `S_i G_ii = I`). Pinned vertices get zero.
 pub fn hmatrix_far_field(frame: &mut TreeFrame, tree: &ClusterTree, far: &HFarField) {
     let x: Vec<f64> = tree
         .perm
@@ -261,7 +261,8 @@ pub fn hmatrix_far_field(frame: &mut TreeFrame, tree: &ClusterTree, far: &HFarFi
     let mut out = vec![Vector3::zeros(); frame.ghat.len()];
     for (p, &v) in tree.perm.iter().enumerate() {
         let s = Matrix3::from_row_slice(&far.schur[v as usize]);
-        out[v as usize] = s * Vector3::from_column_slice(&y[3 * p..3 * p + 3]);
+        out[v as usize] =
+            s * Vector3::from_column_slice(&y[3 * p..3 * p + 3]) - frame.ghat[v as usize];
     }
     frame.far = out;
 }

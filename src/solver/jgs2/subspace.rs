@@ -5,7 +5,7 @@ use crate::material::element_hessian;
 use crate::mesh::{colour_vertices, VertexTets};
 use crate::problem::Model;
 use jello_precompute::cholesky::Ordering;
-use jello_precompute::hmatrix::FarHMatrix;
+use jello_precompute::hmatrix::HMatrix;
 use jello_precompute::jgs2::{Jgs2Basis, Jgs2Input, Jgs2Options, Jgs2Precompute};
 use jello_precompute::tree::ClusterTree;
 use nalgebra::Vector3;
@@ -54,19 +54,22 @@ pub struct Jgs2Subspace {
     /// Rest positions relative to [`Self::origin`], per vertex (m): the first moments of the
     /// gradient are taken in them.
     pub rest: Vec<Vector3<f64>>,
-    /// The H-matrix far field (`Jgs2Options::far_hmatrix`); when present the vertices have no
-    /// far samples and vertex `i`'s far sum is `S_i (G_far ĝ)_i`.
+    /// The H-matrix field (`Jgs2Options::far_hmatrix`); when present the vertices have no
+    /// far samples and no near rows for r (their 1-ring rows are in `incident` only): vertex
+    /// `i`'s sum is `S_i (G ĝ)_i − ĝ_i`.
     pub far_hmatrix: Option<HFarField>,
     /// Precompute statistics (timings, residual distribution, bytes per vertex).
     pub stats: jello_precompute::jgs2::Jgs2Stats,
 }
 
-/// The run-time H-matrix far field: `G_far` over the subspace's cluster tree and each vertex's
-/// `S_i = G_ii⁻¹` (the rest Schur complement, N/m), since `Ū_i[j]ᵀ = S_i G_ij`.
+/// The run-time H-matrix field: `G` over the subspace's cluster tree (dense near leaf pairs,
+/// low-rank far blocks) and each vertex's `S_i = G_ii⁻¹` (the rest Schur complement, N/m),
+/// since `Ū_i[j]ᵀ = S_i G_ij`: vertex `i`'s whole sum is `Σ_{j≠i} Ū_i[j]ᵀ ĝ_j =
+/// S_i (G ĝ)_i − ĝ_i`.
 #[derive(Clone, Debug)]
 pub struct HFarField {
-    /// The far blocks of `G = H̄⁻¹` ([`FarHMatrix`], tree order).
-    pub matrix: FarHMatrix,
+    /// `G = H̄⁻¹` as an H-matrix ([`HMatrix`], tree order).
+    pub matrix: HMatrix,
     /// `S_i` per vertex (row-major; zero for pinned vertices).
     pub schur: Vec<[f64; 9]>,
 }
@@ -402,14 +405,20 @@ fn from_basis(model: &Model, basis: Jgs2Basis) -> Result<Jgs2Subspace> {
             }
             incident.push(b);
         }
-        vertices.push(VertexSubspace {
-            incident,
-            near: rec
-                .near_vertices
+        // With the H-matrix the near rows are the 1-ring's, kept for `incident` only: the
+        // whole sum Σ_j Ū_i[j]ᵀ ĝ_j comes from the H-matrix (dense near blocks included).
+        let near = if far_hmatrix.is_some() {
+            Vec::new()
+        } else {
+            rec.near_vertices
                 .iter()
                 .copied()
                 .zip(rec.near_blocks.iter().copied())
-                .collect(),
+                .collect()
+        };
+        vertices.push(VertexSubspace {
+            incident,
+            near,
             far: far_samples(v, &rec, &centre)?,
             a_hat: rec.a_hat,
         });
