@@ -900,6 +900,7 @@ fn frontier(steps: usize, kick: f64, out: &Path) {
             let mut sim =
                 Simulation::new(built.model.clone(), state, h, Box::new(solver)).expect("sim");
             let (mut its, mut ok) = (Vec::new(), true);
+            let t_steps = Instant::now();
             for _ in 0..steps {
                 match sim.step(false) {
                     Ok(r) => {
@@ -914,9 +915,13 @@ fn frontier(steps: usize, kick: f64, out: &Path) {
                 }
             }
             let mean = its.iter().sum::<usize>() as f64 / its.len().max(1) as f64;
+            // Wall time per iteration over the steps (whole step: safeguard, rotations, local
+            // systems), to see what a far field costs per iteration.
+            let per_it =
+                t_steps.elapsed().as_secs_f64() * 1e3 / its.iter().sum::<usize>().max(1) as f64;
             println!(
                 "  {:<28} {:>9.0} B/vertex  iterations {its:?} (mean {mean:.2}{})  \
-                 precompute {secs:.1} s",
+                 precompute {secs:.1} s, {per_it:.1} ms/iteration",
                 rep.label(),
                 bytes,
                 if ok { "" } else { ", NOT all converged" }

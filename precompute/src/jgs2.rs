@@ -32,6 +32,16 @@
 //!   first moments `M_c[k] = Σ_{j∈c} (p_j − p̄_c)_k g_j`. `Ū_i` decays smoothly away from `i`,
 //!   so a slope follows it over far larger nodes than a mean: on the clamped ARAP beam at
 //!   equal memory the iterations per step fell from 7.4 to 2.8 (the issue note has the table).
+//! - **H-matrix field** (`far_hmatrix`, optional; *choice*, beyond the paper, issue 17):
+//!   `Ū_i[j]ᵀ = S_i G_ij` with `G = H̄⁻¹` symmetric, so every vertex's whole sum
+//!   `Σ_{j≠i} Ū_i[j]ᵀ ĝ_j = S_i (G ĝ)_i − ĝ_i` is a row of one product with `G`, stored as
+//!   an H-matrix over the cluster tree ([`crate::hmatrix`]): dense `G` blocks on the
+//!   inadmissible leaf pairs (once per pair, built from the near rows this pass computes
+//!   anyway: `G_ab = Ū_b[a] S_b⁻¹`) and uniform low-rank blocks `Q_I S_IJ Q_Jᵀ` on the
+//!   admissible ones (randomised cluster bases, one multi-RHS solve per cluster for the
+//!   sketch and one for the couplings). Records then keep only their 1-ring's rows (the
+//!   incident elements' blocks of `A_i`); `far_residual` is the H-matrix's error on the
+//!   training poses, `S_i u_t[i]` against `S_i (G_H q_t)_i`.
 //! - **Cubature** (Eqs. 17–18), optional (`max_samples > 0`): the far samples are compressed to
 //!   at most `max_samples` nodes with weights `w_c ≥ 0` by greedy NNLS (An et al. 2008) on the
 //!   training poses: each round draws up to `candidates` far nodes with probability ∝
