@@ -878,10 +878,19 @@ fn frontier(steps: usize, kick: f64, out: &Path) {
                 rep.label(),
                 st.mean_near,
                 st.mean_samples,
-                if rep.hmatrix.is_some() {
+                if let Some(h) = &sub.far_hmatrix {
+                    let m = &h.matrix;
+                    let nv = built.model.num_vertices() as f64;
+                    let near = 4 * (m.near.len() + 2 * m.near_pairs.len() + m.node_near.len());
                     format!(
-                        ", H-matrix {} blocks, rank mean {:.1} max {}, built in {:.1} s",
-                        st.hmatrix_blocks, st.hmatrix_mean_rank, st.hmatrix_max_rank, st.hmatrix_s
+                        ", H-matrix {} blocks, rank mean {:.1} max {}, built in {:.1} s; \
+                         dense near {:.0} B/vertex, low-rank far {:.0} B/vertex",
+                        st.hmatrix_blocks,
+                        st.hmatrix_mean_rank,
+                        st.hmatrix_max_rank,
+                        st.hmatrix_s,
+                        near as f64 / nv,
+                        (m.bytes_f32() - near) as f64 / nv
                     )
                 } else {
                     String::new()
