@@ -37,6 +37,9 @@ use crate::rng::SplitMix64;
 use crate::tree::ClusterTree;
 use crate::{PrecomputeError, Result};
 
+/// One solve's output: (node or block index, its dense piece).
+type Pieces = Vec<(usize, Vec<f64>)>;
+
 /// Tuning of the H-matrix far field.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct HMatrixOptions {
@@ -268,7 +271,7 @@ impl HMatrix {
         }
         let chunk = 2 * rayon::current_num_threads().max(1);
         for cols in active.chunks(chunk) {
-            let parts: Vec<Result<Vec<(usize, Vec<f64>)>>> = cols
+            let parts: Vec<Result<Pieces>> = cols
                 .par_iter()
                 .map_init(
                     || (SolveScratch::default(), Vec::new()),
@@ -360,7 +363,7 @@ impl HMatrix {
         let mut coupling_of: Vec<Vec<f64>> = vec![Vec::new(); blocks.len()];
         let col_clusters: Vec<usize> = active.iter().copied().filter(|&c| rank[c] > 0).collect();
         for cols in col_clusters.chunks(chunk) {
-            let parts: Vec<Result<Vec<(usize, Vec<f64>)>>> = cols
+            let parts: Vec<Result<Pieces>> = cols
                 .par_iter()
                 .map_init(
                     || (SolveScratch::default(), Vec::new()),
