@@ -152,9 +152,10 @@
 //! whole bench process 356 MB against 360 MB: the H-matrix is built from the near rows the
 //! basis pass computes anyway and only the 1-ring's are kept). The cost is one 40-column
 //! solve per cluster for the sketch and one per cluster for the couplings, about 4× the basis
-//! pass's columns; on armadillo_114k that would be far beyond the 2-minute budget (6× the
-//! clusters, each solve ~10× dearer: an estimated 30 minutes, not run; a peeling construction
-//! that shares solves between the clusters of a level is the way to fit it). And the device
+//! pass's columns; on armadillo_114k that would be beyond the 2-minute budget (5.8× the
+//! clusters, each solve 3–10× dearer: roughly 8–30 minutes, not run, nor its memory
+//! measured; a peeling construction that shares solves between the clusters of a level is
+//! the way to fit it). And the device
 //! solver does not support it (it refuses such a subspace). Per iteration it cost 104–167 ms
 //! against 88–140 ms for the default in the same run (2 cores shared with other work: noisy;
 //! exact rows 252–419).
