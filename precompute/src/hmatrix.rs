@@ -485,13 +485,18 @@ impl HMatrix {
     }
 
     /// `y = G x` (near and far blocks) with `x`, `y` in the tree's order (3 values per tree
-    /// position).
+    /// position). Panics when `tree` is not the tree the H-matrix was built on (node count) or
+    /// `x` does not have 3 values per tree position: a programming error, and a silent zero
+    /// would drop the whole field.
     pub fn apply_tree_order(&self, tree: &ClusterTree, x: &[f64]) -> Vec<f64> {
         let nn = tree.len();
         let nt = 3 * tree.perm.len();
-        if self.rank.len() != nn || x.len() != nt {
-            return vec![0.0; nt];
-        }
+        assert!(
+            self.rank.len() == nn && x.len() == nt,
+            "H-matrix of {} nodes applied over a tree of {nn} nodes to {} values (expected {nt})",
+            self.rank.len(),
+            x.len()
+        );
         let size = |c: usize| 3 * (tree.end[c] - tree.start[c]) as usize;
         let row0 = |c: usize| 3 * tree.start[c] as usize;
         let q_of = |c: usize| &self.basis[self.basis_ptr[c]..self.basis_ptr[c + 1]];
