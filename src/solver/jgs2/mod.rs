@@ -151,14 +151,17 @@
 //! against 7–15 s on 2 busy cores; a lone drag build 32.0 s against 11.2 s, peak RSS of the
 //! whole bench process 356 MB against 360 MB: the H-matrix is built from the near rows the
 //! basis pass computes anyway and only the 1-ring's are kept). The cost is one 40-column
-//! solve per cluster for the sketch and one per cluster for the couplings, about 4× the basis
-//! pass's columns; on armadillo_114k that would be beyond the 2-minute budget (5.8× the
-//! clusters, each solve 3–10× dearer: roughly 8–30 minutes, not run, nor its memory
-//! measured; a peeling construction that shares solves between the clusters of a level is
-//! the way to fit it). And the device
-//! solver does not support it (it refuses such a subspace). Per iteration it cost 104–167 ms
-//! against 88–140 ms for the default in the same run (2 cores shared with other work: noisy;
-//! exact rows 252–419).
+//! solve per cluster for the sketch and a k-column one per cluster for the couplings (40 + k
+//! columns per cluster, against the basis pass's 3 per vertex); on armadillo_114k that would
+//! be beyond the 2-minute budget (5.8× the clusters, each solve 3–10× dearer: roughly 8–30
+//! minutes, not run, nor its memory measured; a peeling construction that shares solves
+//! between the clusters of a level is the way to fit it). And the device solver does not
+//! support it (it refuses such a subspace). Per iteration it costs the same
+//! as the default: spin, two alternating runs on a quiet machine (2 threads), 66.5 / 63.5 ms
+//! per iteration against 61.7 / 67.5 (one H-matrix product per iteration replaces the
+//! per-vertex far samples), so at 2.8 iterations per step against 4.8 a step takes ~0.6× the
+//! default's time; the precompute there was 17.7 / 18.4 s against 5.7 / 4.8 s (the H-matrix
+//! build 13.9 / 14.5 s).
 //!
 //! Among node fits, no representation tried reaches issue 17's goal (within 1.15× of exact
 //! rows on all three at no more memory than this default): first-order fits get there at
