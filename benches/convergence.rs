@@ -50,7 +50,10 @@
 //! **Far-field frontier** (`JELLO_CONV_FRONTIER=1`, issue 17): instead of the above, JGS2-Jacobi
 //! with each far-field representation in `JELLO_CONV_FRONTIER_SET` (comma list of
 //! `ORDER:TOL` — node fits of order 0 or 1 within far tolerance TOL —, `ORDER:TOL:K` — the
-//! same compressed to at most K NNLS-weighted samples —, and `exact`, every row kept) on the
+//! same compressed to at most K NNLS-weighted samples —, `h2:EPS[:ETA[:SAMPLES]]` — the
+//! H-matrix far field, `jello_precompute::hmatrix`, basis tolerance EPS, admissibility ETA
+//! (default 1), SAMPLES Gaussian samples per cluster (default 40) —, and `exact`, every row
+//! kept) on the
 //! paper's moderate scenes (`JELLO_CONV_CASES`, default `drag,twist,spin`) under ‖Δx‖∞ < 1e-4:
 //! memory per vertex against mean iterations per step as a multiple of exact rows', a table and
 //! `far_field_frontier.png` (representations along x in order of memory, one series per scene,
@@ -77,6 +80,7 @@ use jello::solver::jgs2::{
     build_subspace, build_subspace_at, Jgs2Params, Jgs2Solver, SubspaceOptions, Variant,
 };
 use jello::solver::{NewtonParams, NewtonSolver, StepSolver, StopRule};
+use jello_precompute::hmatrix::HMatrixOptions;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -744,12 +748,13 @@ fn summary(outcomes: &[Outcome], out: &Path) {
 }
 
 /// One far-field representation of the frontier: node-fit order, far tolerance (0: exact
-/// rows), cubature cap (0: none).
+/// rows), cubature cap (0: none), or the H-matrix far field.
 #[derive(Clone, Copy, Debug)]
 struct Representation {
     order: usize,
     tolerance: f64,
     samples: usize,
+    hmatrix: Option<HMatrixOptions>,
 }
 
 impl Representation {
@@ -760,11 +765,36 @@ impl Representation {
                 order: 1,
                 tolerance: 0.0,
                 samples: 0,
+                hmatrix: None,
             };
         }
         let f: Vec<&str> = s.split(':').collect();
         fn bad<T>(s: &str) -> T {
-            panic!("JELLO_CONV_FRONTIER_SET: `ORDER:TOL[:K]` or `exact`, not `{s}`")
+            panic!(
+                "JELLO_CONV_FRONTIER_SET: `ORDER:TOL[:K]`, `h2:EPS[:ETA[:SAMPLES]]` or `exact`, \
+                 not `{s}`"
+            )
+        }
+        if f[0] == "h2" {
+            if !(2..=4).contains(&f.len()) {
+                bad::<()>(s);
+            }
+            let d = HMatrixOptions::default();
+            return Representation {
+                order: 1,
+                tolerance: 0.0,
+                samples: 0,
+                hmatrix: Some(HMatrixOptions {
+                    eps: f[1].parse().unwrap_or_else(|_| bad(s)),
+                    eta: f
+                        .get(2)
+                        .map_or(d.eta, |x| x.parse().unwrap_or_else(|_| bad(s))),
+                    samples: f
+                        .get(3)
+                        .map_or(d.samples, |x| x.parse().unwrap_or_else(|_| bad(s))),
+                    ..d
+                }),
+            };
         }
         if !(2..=3).contains(&f.len()) {
             bad::<()>(s);
@@ -773,11 +803,20 @@ impl Representation {
             order: f[0].parse().unwrap_or_else(|_| bad(s)),
             tolerance: f[1].parse().unwrap_or_else(|_| bad(s)),
             samples: f.get(2).map_or(0, |k| k.parse().unwrap_or_else(|_| bad(s))),
+            hmatrix: None,
         }
     }
 
-    /// `ORDER:TOL[:K]` or `exact`, for a plot's axis.
+    /// Exact rows (every row kept, no far field).
+    fn is_exact(&self) -> bool {
+        self.tolerance == 0.0 && self.hmatrix.is_none()
+    }
+
+    /// `ORDER:TOL[:K]`, `h2:EPS:ETA:SAMPLES` or `exact`, for a plot's axis.
     fn short(&self) -> String {
+        if let Some(h) = &self.hmatrix {
+            return format!("h2:{}:{}:{}", h.eps, h.eta, h.samples);
+        }
         match (self.tolerance, self.samples) {
             (0.0, _) => "exact".into(),
             (t, 0) => format!("{}:{t}", self.order),
@@ -786,6 +825,9 @@ impl Representation {
     }
 
     fn label(&self) -> String {
+        if let Some(h) = &self.hmatrix {
+            return format!("H-matrix ε {} η {} p {}", h.eps, h.eta, h.samples);
+        }
         match (self.tolerance, self.samples) {
             (0.0, _) => "exact rows".into(),
             (t, 0) => format!("order {} tol {t}", self.order),
@@ -825,9 +867,37 @@ fn frontier(steps: usize, kick: f64, out: &Path) {
             opts.precompute.far_order = rep.order;
             opts.precompute.far_tolerance = rep.tolerance;
             opts.precompute.max_samples = rep.samples;
+            opts.precompute.far_hmatrix = rep.hmatrix;
             let t = Instant::now();
             let sub = build_subspace(&built.model, h, &opts).expect("precompute");
             let (bytes, secs) = (sub.stats.bytes_per_vertex, t.elapsed().as_secs_f64());
+            let st = &sub.stats;
+            println!(
+                "  {:<28} near {:.0} rows/vertex, far {:.1} samples/vertex{}; pose residual \
+                 median {:.2e} max {:.2e}",
+                rep.label(),
+                st.mean_near,
+                st.mean_samples,
+                if let Some(h) = &sub.far_hmatrix {
+                    let m = &h.matrix;
+                    let nv = built.model.num_vertices() as f64;
+                    let near = 4 * (m.near.len() + 2 * m.near_pairs.len() + m.node_near.len());
+                    format!(
+                        ", H-matrix {} blocks, rank mean {:.1} max {}, built in {:.1} s; \
+                         dense near {:.0} B/vertex, low-rank far {:.0} B/vertex",
+                        st.hmatrix_blocks,
+                        st.hmatrix_mean_rank,
+                        st.hmatrix_max_rank,
+                        st.hmatrix_s,
+                        near as f64 / nv,
+                        (m.bytes_f32() - near) as f64 / nv
+                    )
+                } else {
+                    String::new()
+                },
+                st.residual_median,
+                st.residual_max
+            );
             let p = Jgs2Params {
                 stop,
                 max_iterations: 1000,
@@ -839,6 +909,7 @@ fn frontier(steps: usize, kick: f64, out: &Path) {
             let mut sim =
                 Simulation::new(built.model.clone(), state, h, Box::new(solver)).expect("sim");
             let (mut its, mut ok) = (Vec::new(), true);
+            let t_steps = Instant::now();
             for _ in 0..steps {
                 match sim.step(false) {
                     Ok(r) => {
@@ -853,9 +924,13 @@ fn frontier(steps: usize, kick: f64, out: &Path) {
                 }
             }
             let mean = its.iter().sum::<usize>() as f64 / its.len().max(1) as f64;
+            // Wall time per iteration over the steps (whole step: safeguard, rotations, local
+            // systems), to see what a far field costs per iteration.
+            let per_it =
+                t_steps.elapsed().as_secs_f64() * 1e3 / its.iter().sum::<usize>().max(1) as f64;
             println!(
                 "  {:<28} {:>9.0} B/vertex  iterations {its:?} (mean {mean:.2}{})  \
-                 precompute {secs:.1} s",
+                 precompute {secs:.1} s, {per_it:.1} ms/iteration",
                 rep.label(),
                 bytes,
                 if ok { "" } else { ", NOT all converged" }
@@ -864,7 +939,7 @@ fn frontier(steps: usize, kick: f64, out: &Path) {
         }
         results.push((case.name.to_string(), row));
     }
-    let exact = reps.iter().position(|r| r.tolerance == 0.0);
+    let exact = reps.iter().position(Representation::is_exact);
     println!("\n### Far-field frontier: mean iterations per step as a multiple of exact rows'\n");
     let head: Vec<String> = results.iter().map(|(c, _)| c.clone()).collect();
     println!(

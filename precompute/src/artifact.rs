@@ -517,6 +517,7 @@ pub fn decode(bytes: &[u8], key: u64) -> Result<Jgs2Basis, ArtifactErrorKind> {
     let basis = Jgs2Basis {
         vertices,
         tree,
+        far_hmatrix: None,
         stats,
     };
     check_content(&basis, &f).map_err(K::Malformed)?;
@@ -623,8 +624,18 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Writes `basis` to `path` atomically (temporary sibling + rename).
+/// Writes `basis` to `path` atomically (temporary sibling + rename). A basis with an
+/// H-matrix far field is refused: the format does not hold one, and a file without it would
+/// load as a basis with no far field at all.
 pub fn write(path: &Path, basis: &Jgs2Basis, key: u64) -> Result<(), ArtifactError> {
+    if basis.far_hmatrix.is_some() {
+        return Err(ArtifactError {
+            path: path.to_owned(),
+            kind: ArtifactErrorKind::Malformed(
+                "the artifact format holds no H-matrix far field".into(),
+            ),
+        });
+    }
     // Streamed through a buffer rather than encoded first: the bytes are as large as the basis.
     write_with(path, |f| {
         let mut w = std::io::BufWriter::with_capacity(1 << 20, f);

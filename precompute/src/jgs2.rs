@@ -32,6 +32,16 @@
 //!   first moments `M_c[k] = Σ_{j∈c} (p_j − p̄_c)_k g_j`. `Ū_i` decays smoothly away from `i`,
 //!   so a slope follows it over far larger nodes than a mean: on the clamped ARAP beam at
 //!   equal memory the iterations per step fell from 7.4 to 2.8 (the issue note has the table).
+//! - **H-matrix field** (`far_hmatrix`, optional; *choice*, beyond the paper, issue 17):
+//!   `Ū_i[j]ᵀ = S_i G_ij` with `G = H̄⁻¹` symmetric, so every vertex's whole sum
+//!   `Σ_{j≠i} Ū_i[j]ᵀ ĝ_j = S_i (G ĝ)_i − ĝ_i` is a row of one product with `G`, stored as
+//!   an H-matrix over the cluster tree ([`crate::hmatrix`]): dense `G` blocks on the
+//!   inadmissible leaf pairs (once per pair, built from the near rows this pass computes
+//!   anyway: `G_ab = Ū_b[a] S_b⁻¹`) and uniform low-rank blocks `Q_I S_IJ Q_Jᵀ` on the
+//!   admissible ones (randomised cluster bases, one multi-RHS solve per cluster for the
+//!   sketch and one for the couplings). Records then keep only their 1-ring's rows (the
+//!   incident elements' blocks of `A_i`); `far_residual` is the H-matrix's error on the
+//!   training poses, `S_i u_t[i]` against `S_i (G_H q_t)_i`.
 //! - **Cubature** (Eqs. 17–18), optional (`max_samples > 0`): the far samples are compressed to
 //!   at most `max_samples` nodes with weights `w_c ≥ 0` by greedy NNLS (An et al. 2008) on the
 //!   training poses: each round draws up to `candidates` far nodes with probability ∝
@@ -54,6 +64,7 @@ use rayon::prelude::*;
 
 use crate::cholesky::{Ordering, SolveScratch, SparseCholesky};
 use crate::eigen::{lowest_generalized, EigenOptions, EigenPairs};
+use crate::hmatrix::{partition, HMatrix, HMatrixOptions};
 use crate::nnls::{dot, nnls, nnls_gram};
 use crate::rng::SplitMix64;
 use crate::sparse::{tet_dofs, ScatterMap, SymSparse, SymmetricPattern};
@@ -132,6 +143,12 @@ pub struct Jgs2Options {
     pub seed: u64,
     /// Eigen solver settings for the training poses (default tol 1e-6).
     pub eigen: EigenOptions,
+    /// `Some`: the far field is a uniform H-matrix of `G = H̄⁻¹` over the cluster tree
+    /// ([`crate::hmatrix`]) instead of per-vertex node fits; the near field is then every
+    /// vertex of the inadmissible leaf pairs of the vertex's leaf, and `far_tolerance`,
+    /// `far_order` and the cubature settings are not used. Per-vertex subspaces only.
+    /// Default `None`.
+    pub far_hmatrix: Option<HMatrixOptions>,
 }
 
 impl Default for Jgs2Options {
@@ -150,6 +167,7 @@ impl Default for Jgs2Options {
                 tol: 1e-6,
                 ..EigenOptions::default()
             },
+            far_hmatrix: None,
         }
     }
 }
@@ -230,8 +248,17 @@ pub struct Jgs2Stats {
     pub total_s: f64,
     /// Mean bytes per vertex of the run-time data as f32/u32: near rows (id + 9), far samples
     /// (id + 9, + 27 slopes at first order) and `Â` (9), plus the tree (one permutation entry
-    /// per vertex, 2 per node).
+    /// per vertex, 2 per node); with the H-matrix far field, its bases, couplings and block
+    /// lists ([`HMatrix::bytes_f32`]) and `S_i` (9) instead of far samples.
     pub bytes_per_vertex: f64,
+    /// H-matrix far field only: its build (sketch solves, bases, couplings), s.
+    pub hmatrix_s: f64,
+    /// H-matrix far field only: mean rank over the clusters with a basis.
+    pub hmatrix_mean_rank: f64,
+    /// H-matrix far field only: largest cluster rank.
+    pub hmatrix_max_rank: u32,
+    /// H-matrix far field only: admissible blocks (I < J).
+    pub hmatrix_blocks: usize,
 }
 
 /// Output of the JGS2 precompute.
@@ -241,6 +268,9 @@ pub struct Jgs2Basis {
     pub vertices: Vec<VertexSubspaceData>,
     /// The cluster tree over the free vertices (far samples are its nodes).
     pub tree: ClusterTree,
+    /// The H-matrix far field (`Jgs2Options::far_hmatrix`), else `None`: vertex `i`'s far sum
+    /// is then `S_i (G_far ĝ)_i` with `S_i` = the record's `schur`.
+    pub far_hmatrix: Option<HMatrix>,
     /// Statistics.
     pub stats: Jgs2Stats,
 }
@@ -500,6 +530,13 @@ impl Jgs2Precompute {
     }
 
     fn run_with(&self, opts: &Jgs2Options, groups: Option<&[Vec<u32>]>) -> Result<Jgs2Basis> {
+        if opts.far_hmatrix.is_some() && (groups.is_some() || opts.max_samples > 0) {
+            return Err(PrecomputeError::Invalid(
+                "jgs2: the H-matrix far field needs per-vertex subspaces (Eq. 23) and no \
+                 cubature (max_samples = 0)"
+                    .into(),
+            ));
+        }
         if opts.batch_vertices == 0
             || opts.leaf_size == 0
             || opts.far_order > 1
@@ -520,6 +557,10 @@ impl Jgs2Precompute {
         let free_u32: Vec<u32> = free.iter().map(|&v| v as u32).collect();
         let tree = ClusterTree::build(&self.positions, &free_u32, opts.leaf_size);
         let leaf_of = tree.leaf_of(self.n_vertices);
+        // The H-matrix's block partition fixes the near field before any solve.
+        let blocks = opts
+            .far_hmatrix
+            .map(|h| partition(&tree, &self.positions, h.eta, &self.longest_edges()));
         let tree_s = t_c.elapsed().as_secs_f64();
 
         let t0 = Instant::now();
@@ -576,6 +617,7 @@ impl Jgs2Precompute {
             centre: &geo.centre,
             cov_pinv: &geo.cov_pinv,
             pose_moments: &geo.pose_moments,
+            near_leaves: blocks.as_ref().map(|b| b.near.as_slice()),
         };
         let t1 = Instant::now();
         let mut results: Vec<Result<BatchOutput>> = Vec::new();
@@ -638,6 +680,25 @@ impl Jgs2Precompute {
                 cub_cpu += tc;
             }
         }
+        let mut hstats = (0.0, 0.0, 0, 0, 0usize);
+        let far_hmatrix = match (opts.far_hmatrix, &blocks) {
+            (Some(hopts), Some(blocks)) => {
+                let t = Instant::now();
+                let mut hm = HMatrix::build(&self.factor, &tree, &dof_of_row, &blocks.far, &hopts)?;
+                self.set_near_field(&mut hm, &tree, &blocks.near, &leaf_of, &mut vertices)?;
+                let (mean_rank, max_rank) = hm.rank_stats();
+                hstats = (
+                    t.elapsed().as_secs_f64(),
+                    mean_rank,
+                    max_rank,
+                    hm.blocks.len(),
+                    hm.bytes_f32(),
+                );
+                self.hmatrix_residuals(&hm, &tree, &poses, &hq, &mut vertices);
+                Some(hm)
+            }
+            _ => None,
+        };
         let share = if solve_cpu + cub_cpu > 0.0 {
             solve_cpu / (solve_cpu + cub_cpu)
         } else {
@@ -683,15 +744,21 @@ impl Jgs2Precompute {
             total_s: self.factor_s + t_total.elapsed().as_secs_f64(),
             bytes_per_vertex: ((total_near * 10
                 + total_far * if opts.far_order >= 1 { 37 } else { 10 }
-                + free.len() * 9)
+                + free.len() * if far_hmatrix.is_some() { 18 } else { 9 })
                 * 4
+                + hstats.4
                 + 4 * tree.perm.len()
                 + 8 * tree.len()) as f64
                 / self.n_vertices.max(1) as f64,
+            hmatrix_s: hstats.0,
+            hmatrix_mean_rank: hstats.1,
+            hmatrix_max_rank: hstats.2,
+            hmatrix_blocks: hstats.3,
         };
         Ok(Jgs2Basis {
             vertices,
             tree,
+            far_hmatrix,
             stats,
         })
     }
@@ -840,6 +907,189 @@ impl Jgs2Precompute {
         b
     }
 
+    /// `Â_i = S_i − Σ_{e∋i} Ū_eᵀK̄_eŪ_e` from `Ū_i` (rows at `3·slot[v] + d`).
+    fn a_hat(&self, i: usize, ubar: &[f64], schur: &[f64; 9], slot: &[usize]) -> [f64; 9] {
+        let mut a_hat = *schur;
+        for &e in self.incident_elements(i) {
+            let block = self.element_block_at(ubar, e as usize, Some(slot));
+            let r = self.reduced_stiffness(&block, e as usize);
+            for (a, x) in a_hat.iter_mut().zip(&r) {
+                *a -= x;
+            }
+        }
+        a_hat
+    }
+
+    /// Per vertex, its longest incident element edge at rest (m): no element joins a vertex
+    /// to anything farther away.
+    fn longest_edges(&self) -> Vec<f64> {
+        let mut l = vec![0.0f64; self.n_vertices];
+        for t in &self.tets {
+            for a in 0..4 {
+                for b in a + 1..4 {
+                    let (va, vb) = (t[a] as usize, t[b] as usize);
+                    let (p, q) = (self.positions[va], self.positions[vb]);
+                    let e = (0..3).map(|d| (p[d] - q[d]).powi(2)).sum::<f64>().sqrt();
+                    l[va] = l[va].max(e);
+                    l[vb] = l[vb].max(e);
+                }
+            }
+        }
+        l
+    }
+
+    /// The H-matrix's dense near field from the records' near rows (`G_ab = Ū_b[a] G_bb`,
+    /// `G_bb = S_b⁻¹`), stored once per leaf pair `I ≤ J` instead of as rows of both
+    /// vertices (half the numbers, no ids); the records then keep only their free 1-ring's
+    /// rows, which the incident elements' blocks of `A_i` need.
+    fn set_near_field(
+        &self,
+        hm: &mut HMatrix,
+        tree: &ClusterTree,
+        near_leaves: &[Vec<u32>],
+        leaf_of: &[u32],
+        vertices: &mut [VertexSubspaceData],
+    ) -> Result<()> {
+        let mut g_diag = vec![[0.0; 9]; self.n_vertices];
+        for &v in &tree.perm {
+            let s = nalgebra::Matrix3::from_row_slice(&vertices[v as usize].schur);
+            let g = s.try_inverse().ok_or_else(|| {
+                PrecomputeError::Numeric(format!("S_i is singular at vertex {v}"))
+            })?;
+            for r in 0..3 {
+                for c in 0..3 {
+                    g_diag[v as usize][3 * r + c] = g[(r, c)];
+                }
+            }
+        }
+        let pairs: Vec<(u32, u32)> = near_leaves
+            .iter()
+            .enumerate()
+            .flat_map(|(i, js)| {
+                js.iter()
+                    .filter(move |&&j| j as usize >= i)
+                    .map(move |&j| (i as u32, j))
+            })
+            .collect();
+        let recs: &[VertexSubspaceData] = vertices;
+        let missing = std::sync::atomic::AtomicBool::new(false);
+        hm.set_near(tree, &pairs, |i, j| {
+            let (rows, cols) = (tree.members(i), tree.members(j));
+            let mj = 3 * cols.len();
+            let mut out = vec![0.0; 3 * rows.len() * mj];
+            for (bi, &b) in cols.iter().enumerate() {
+                let rec = &recs[b as usize];
+                let gbb = &g_diag[b as usize];
+                for (ai, &a) in rows.iter().enumerate() {
+                    let u = if a == b {
+                        [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+                    } else if let Ok(k) = rec.near_vertices.binary_search(&a) {
+                        rec.near_blocks[k]
+                    } else {
+                        missing.store(true, std::sync::atomic::Ordering::Relaxed);
+                        [0.0; 9]
+                    };
+                    for r in 0..3 {
+                        for c in 0..3 {
+                            out[(3 * ai + r) * mj + 3 * bi + c] =
+                                (0..3).map(|q| u[3 * r + q] * gbb[3 * q + c]).sum();
+                        }
+                    }
+                }
+            }
+            out
+        });
+        if missing.into_inner() {
+            return Err(PrecomputeError::Numeric(
+                "jgs2: a near leaf pair's row is missing from a vertex's near field".into(),
+            ));
+        }
+        // Only the free 1-ring's rows stay per vertex.
+        vertices.par_iter_mut().enumerate().for_each(|(i, rec)| {
+            if leaf_of[i] == u32::MAX {
+                return;
+            }
+            let mut ring: Vec<u32> = self
+                .incident_elements(i)
+                .iter()
+                .flat_map(|&e| self.tets[e as usize])
+                .filter(|&v| v as usize != i && leaf_of[v as usize] != u32::MAX)
+                .collect();
+            ring.sort_unstable();
+            ring.dedup();
+            let blocks = ring
+                .iter()
+                .map(|j| {
+                    let k = rec.near_vertices.binary_search(j).ok();
+                    k.map(|k| rec.near_blocks[k])
+                })
+                .collect::<Option<Vec<_>>>();
+            if let Some(blocks) = blocks {
+                rec.near_vertices = ring;
+                rec.near_blocks = blocks;
+            }
+        });
+        Ok(())
+    }
+
+    /// The H-matrix's error on the training poses, per free vertex (`far_residual`, the
+    /// measure of the node fits): since `G q_t = u_t`, the exact reduced gradient of pose `t`
+    /// is `S_i u_t[i]`, the H-matrix's `S_i (G_H q_t)_i`; the near blocks are exact, so the
+    /// difference is the far field's error.
+    fn hmatrix_residuals(
+        &self,
+        hm: &HMatrix,
+        tree: &ClusterTree,
+        poses: &EigenPairs,
+        hq: &[f64],
+        vertices: &mut [VertexSubspaceData],
+    ) {
+        let n = 3 * self.n_vertices;
+        let k = poses.values.len();
+        // Per pose, G_H q_t in vertex order.
+        let applied: Vec<Vec<f64>> = (0..k)
+            .map(|t| {
+                let x: Vec<f64> = tree
+                    .perm
+                    .iter()
+                    .flat_map(|&v| (0..3).map(move |d| hq[t * n + 3 * v as usize + d]))
+                    .collect();
+                let yt = hm.apply_tree_order(tree, &x);
+                let mut y = vec![0.0; n];
+                for (p, &v) in tree.perm.iter().enumerate() {
+                    y[3 * v as usize..3 * v as usize + 3].copy_from_slice(&yt[3 * p..3 * p + 3]);
+                }
+                y
+            })
+            .collect();
+        vertices.par_iter_mut().enumerate().for_each(|(i, rec)| {
+            if self.fixed_vertex[i] || k == 0 {
+                return;
+            }
+            let s = &rec.schur;
+            let mul_s = |v: &[f64]| -> [f64; 3] {
+                std::array::from_fn(|r| (0..3).map(|c| s[3 * r + c] * v[c]).sum())
+            };
+            let full: Vec<[f64; 3]> = (0..k)
+                .map(|t| mul_s(&poses.vectors[t * n + 3 * i..t * n + 3 * i + 3]))
+                .collect();
+            let norms: Vec<f64> = full.iter().map(|f| dot(f, f).sqrt()).collect();
+            let max_norm = norms.iter().fold(0.0f64, |m, x| m.max(*x));
+            let (mut err2, mut used) = (0.0, 0usize);
+            for t in 0..k {
+                if norms[t] <= 1e-12 * max_norm {
+                    continue;
+                }
+                let approx = mul_s(&applied[t][3 * i..3 * i + 3]);
+                err2 += (0..3)
+                    .map(|d| ((approx[d] - full[t][d]) / norms[t]).powi(2))
+                    .sum::<f64>();
+                used += 1;
+            }
+            rec.far_residual = (err2 / used.max(1) as f64).sqrt();
+        });
+    }
+
     /// `[Ū]_eᵀ K̄_e [Ū]_e` (3×3 row-major): the element's rest *elastic* reduced Hessian.
     fn reduced_stiffness(&self, block: &[f64; 36], e: usize) -> [f64; 9] {
         let h = &self.hbar_e[e];
@@ -893,6 +1143,26 @@ impl Jgs2Precompute {
             b
         };
         let sq = |b: &[f64; 9]| b.iter().map(|x| x * x).sum::<f64>();
+        if let Some(near_leaves) = tt.near_leaves {
+            // H-matrix far field: the near field is fixed by the block partition, the far
+            // field is shared (`HMatrix`), and its residual is measured after the build.
+            let leaf = tt.leaf_of[i] as usize;
+            let mut near_vertices: Vec<u32> = near_leaves[leaf]
+                .iter()
+                .flat_map(|&c| tree.members(c as usize).iter().copied())
+                .filter(|&j| j as usize != i)
+                .collect();
+            near_vertices.sort_unstable();
+            let near_blocks: Vec<[f64; 9]> =
+                near_vertices.iter().map(|&j| row(j as usize)).collect();
+            return VertexSubspaceData {
+                near_vertices,
+                near_blocks,
+                a_hat: self.a_hat(i, ubar, schur, tt.slot),
+                schur: *schur,
+                ..Default::default()
+            };
+        }
         let linear = opts.far_order >= 1;
         // Per node: Σ Ū_i[j], Σ ‖Ū_i[j]‖² and (first order) Σ p_j ⊗ Ū_i[j] (3 × 9, positions
         // relative to the tree's centroid), children before parents.
@@ -1013,18 +1283,10 @@ impl Jgs2Precompute {
         near_vertices.sort_unstable();
         let near_blocks: Vec<[f64; 9]> = near_vertices.iter().map(|&j| row(j as usize)).collect();
 
-        let mut a_hat = *schur;
-        for &e in self.incident_elements(i) {
-            let block = self.element_block_at(ubar, e as usize, Some(tt.slot));
-            let r = self.reduced_stiffness(&block, e as usize);
-            for (a, x) in a_hat.iter_mut().zip(&r) {
-                *a -= x;
-            }
-        }
         let mut rec = VertexSubspaceData {
             near_vertices,
             near_blocks,
-            a_hat,
+            a_hat: self.a_hat(i, ubar, schur, tt.slot),
             schur: *schur,
             ..Default::default()
         };
@@ -1212,6 +1474,9 @@ struct TreeTables<'a> {
     centre: &'a [[f64; 3]],
     cov_pinv: &'a [[f64; 9]],
     pose_moments: &'a [Vec<f64>],
+    /// H-matrix far field only: per leaf, the leaves of its inadmissible (near) pairs; the
+    /// near field of a vertex is then every vertex of those leaves.
+    near_leaves: Option<&'a [Vec<u32>]>,
 }
 
 /// The first-order tables of [`TreeTables`].

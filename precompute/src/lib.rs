@@ -8,6 +8,8 @@
 //! - [`eigen`]: lowest eigenpairs of `A φ = μ M φ` by shift-invert block Krylov;
 //! - [`nnls`]: Lawson–Hanson non-negative least squares;
 //! - [`tree`]: a k-d cluster tree over vertices;
+//! - [`hmatrix`]: a uniform H-matrix of `H̄⁻¹`'s far blocks (JGS2's optional compressed far
+//!   field);
 //! - [`jgs2`]: the JGS2 offline precompute (perturbation subspaces: exact near field,
 //!   tree-sampled far field with optional cubature, rest reduced Hessians);
 //! - [`partition`]: METIS element partitions into subdomains (DOT's domain decomposition)
@@ -25,6 +27,7 @@ pub mod artifact;
 pub mod cholesky;
 pub mod eigen;
 pub mod error;
+pub mod hmatrix;
 pub mod jgs2;
 pub mod nnls;
 pub mod partition;

@@ -64,8 +64,10 @@ fn sample() -> Jgs2Basis {
             cubature_s: 4.0,
             total_s: 10.0,
             bytes_per_vertex: 228.0,
+            ..Default::default()
         },
         tree,
+        far_hmatrix: None,
     }
 }
 

@@ -688,3 +688,151 @@ fn bad_input_is_an_error() {
     };
     assert!(Jgs2Precompute::new(&inp, Ordering::default()).is_err());
 }
+
+/// Issue 17's H-matrix of `G = H̄⁻¹`: the block partition covers every ordered pair of free
+/// vertices exactly once (near leaf pair or one far block, never both) and no element joins a
+/// far pair; the H-matrix product matches the dense `G` (from unit solves) with an error that
+/// falls as ε falls.
+#[test]
+fn hmatrix_partition_covers_pairs_once_and_product_matches_dense_g() {
+    use jello_precompute::hmatrix::{partition, HMatrix, HMatrixOptions};
+    use jello_precompute::tree::ClusterTree;
+    let b = beam(16, 3, 3, 1e5);
+    let pre = Jgs2Precompute::new(&input(&b), Ordering::default()).unwrap();
+    let nv = b.pos.len();
+    let n = 3 * nv;
+    let free: Vec<u32> = (0..nv as u32).filter(|&v| !b.pinned[v as usize]).collect();
+    let tree = ClusterTree::build(&b.pos, &free, 8);
+    let mut reach = vec![0.0f64; nv];
+    for t in &b.tets {
+        for a in 0..4 {
+            for c in 0..4 {
+                let (p, q) = (b.pos[t[a] as usize], b.pos[t[c] as usize]);
+                let d =
+                    ((p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2) + (p[2] - q[2]).powi(2)).sqrt();
+                reach[t[a] as usize] = reach[t[a] as usize].max(d);
+            }
+        }
+    }
+    let part = partition(&tree, &b.pos, 1.0, &reach);
+    assert!(!part.far.is_empty(), "a 17-vertex-long beam has far blocks");
+    // Coverage, in tree positions.
+    let nf = free.len();
+    let mut pos_of = vec![usize::MAX; nv];
+    for (p, &v) in tree.perm.iter().enumerate() {
+        pos_of[v as usize] = p;
+    }
+    let mut leaf_at = vec![0usize; nf];
+    for c in 0..tree.len() {
+        if tree.children[c].is_none() {
+            for p in tree.start[c]..tree.end[c] {
+                leaf_at[p as usize] = c;
+            }
+        }
+    }
+    let mut cover = vec![0u8; nf * nf];
+    for (l, js) in part.near.iter().enumerate() {
+        for &j in js {
+            for p in tree.start[l]..tree.end[l] {
+                for q in tree.start[j as usize]..tree.end[j as usize] {
+                    cover[p as usize * nf + q as usize] += 1;
+                }
+            }
+        }
+        if !js.is_empty() {
+            assert!(js.contains(&(l as u32)), "leaf {l} is near itself");
+        }
+    }
+    for &(i, j) in &part.far {
+        assert!(i < j);
+        for p in tree.start[i as usize]..tree.end[i as usize] {
+            for q in tree.start[j as usize]..tree.end[j as usize] {
+                cover[p as usize * nf + q as usize] += 1;
+                cover[q as usize * nf + p as usize] += 1;
+            }
+        }
+    }
+    assert!(
+        cover.iter().all(|&c| c == 1),
+        "every ordered pair exactly once"
+    );
+    for t in &b.tets {
+        for &a in t {
+            for &c in t {
+                let (pa, pc) = (pos_of[a as usize], pos_of[c as usize]);
+                if pa != usize::MAX && pc != usize::MAX {
+                    let near = part.near[leaf_at[pa]].contains(&(leaf_at[pc] as u32));
+                    assert!(near, "element vertices {a} and {c} are in a far pair");
+                }
+            }
+        }
+    }
+    // Dense G from unit solves, and the rows of the tree-ordered layout.
+    let mut g = vec![0.0; n * n];
+    for c in 0..n {
+        g[c * n + c] = 1.0;
+    }
+    pre.factor().solve_many_in_place(&mut g, n).unwrap();
+    let mut dof_of_row: Vec<usize> = tree
+        .perm
+        .iter()
+        .flat_map(|&v| (0..3).map(move |d| 3 * v as usize + d))
+        .collect();
+    dof_of_row.extend(
+        (0..nv)
+            .filter(|&v| b.pinned[v])
+            .flat_map(|v| 3 * v..3 * v + 3),
+    );
+    let x: Vec<f64> = (0..3 * nf)
+        .map(|r| ((r * 7919) % 101) as f64 / 50.0 - 1.0)
+        .collect();
+    let mut y_ref = vec![0.0; 3 * nf];
+    for r in 0..3 * nf {
+        y_ref[r] = (0..3 * nf)
+            .map(|c| g[dof_of_row[c] * n + dof_of_row[r]] * x[c])
+            .sum();
+    }
+    let norm = |v: &[f64]| v.iter().map(|a| a * a).sum::<f64>().sqrt();
+    let pairs: Vec<(u32, u32)> = part
+        .near
+        .iter()
+        .enumerate()
+        .flat_map(|(i, js)| {
+            js.iter()
+                .filter(move |&&j| j as usize >= i)
+                .map(move |&j| (i as u32, j))
+        })
+        .collect();
+    let mut errors = Vec::new();
+    for eps in [1e-2, 1e-4, 1e-6] {
+        let opts = HMatrixOptions {
+            eps,
+            ..HMatrixOptions::default()
+        };
+        let mut hm = HMatrix::build(pre.factor(), &tree, &dof_of_row, &part.far, &opts).unwrap();
+        hm.set_near(&tree, &pairs, |i, j| {
+            let (ri, rj) = (3 * tree.start[i] as usize, 3 * tree.start[j] as usize);
+            let (mi, mj) = (3 * tree.members(i).len(), 3 * tree.members(j).len());
+            let mut out = vec![0.0; mi * mj];
+            for r in 0..mi {
+                for c in 0..mj {
+                    out[r * mj + c] = g[dof_of_row[rj + c] * n + dof_of_row[ri + r]];
+                }
+            }
+            out
+        });
+        let y = hm.apply_tree_order(&tree, &x);
+        let err =
+            norm(&y.iter().zip(&y_ref).map(|(a, b)| a - b).collect::<Vec<_>>()) / norm(&y_ref);
+        let (mean, max) = hm.rank_stats();
+        eprintln!("ε {eps:e}: |G_H x − G x| / |G x| = {err:.3e}, rank mean {mean:.1} max {max}");
+        // Written tolerance: truncating each basis at ε·σ_1 leaves a far-field error of a
+        // small multiple of ε, and the far field is a part of |G x|.
+        assert!(err <= 10.0 * eps, "ε {eps}: relative error {err:.3e} > 10ε");
+        errors.push(err);
+    }
+    assert!(
+        errors.windows(2).all(|w| w[1] < 0.1 * w[0]),
+        "the error must fall with ε: {errors:?}"
+    );
+}

@@ -528,6 +528,18 @@ impl Scene {
             }
             subspace.precompute.far_order = o;
         }
+        if let Some(eps) = s.solver.far_hmatrix_eps {
+            if !(eps.is_finite() && eps > 0.0) {
+                return Err(cx.err(
+                    "solver.far_hmatrix_eps",
+                    format!("must be finite and > 0, got {eps}"),
+                ));
+            }
+            subspace.precompute.far_hmatrix = Some(jello_precompute::hmatrix::HMatrixOptions {
+                eps,
+                ..Default::default()
+            });
+        }
         let qn_history = s.solver.history.unwrap_or(5);
         if qn_history > MAX_HISTORY {
             return Err(cx.err(

@@ -430,6 +430,14 @@ impl DeviceJgs2 {
         params: Jgs2Params,
         subspace: Option<Arc<Jgs2Subspace>>,
     ) -> Result<Self> {
+        if subspace.as_ref().is_some_and(|s| s.far_hmatrix.is_some()) {
+            return Err(JelloError::Invalid(
+                "the JGS2 subspace has an H-matrix far field (`Jgs2Options::far_hmatrix`), \
+                 which only the CPU reference solver (`Jgs2Solver`) supports; build the \
+                 device's subspace with node fits (far_hmatrix = None)"
+                    .into(),
+            ));
+        }
         if let Some(i) = model
             .obstacles
             .iter()

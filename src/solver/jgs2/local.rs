@@ -1,6 +1,6 @@
 //! The per-element and per-vertex passes of JGS2/VBD (the CPU reference of the WGSL kernels).
 
-use super::subspace::VertexSubspace;
+use super::subspace::{HFarField, VertexSubspace};
 use crate::material::{element_gradient, element_hessian, element_local_corner, svd3, EigenFilter};
 use crate::mesh::VertexTets;
 use crate::problem::potential::corners;
@@ -240,6 +240,31 @@ pub struct TreeFrame {
     pub sums: Vec<Vector3<f64>>,
     /// `N_c[k]`, k = x, y, z, per node (N·m).
     pub moments: Vec<[Vector3<f64>; 3]>,
+    /// H-matrix field only (else empty): `S_i (G ĝ)_i − ĝ_i` per vertex (N), vertex `i`'s
+    /// whole sum `Σ_{j≠i} Ū_i[j]ᵀ ĝ_j` ([`hmatrix_far_field`]).
+    pub far: Vec<Vector3<f64>>,
+}
+
+/// Fills [`TreeFrame::far`] from its `ĝ` with the subspace's H-matrix field:
+/// `S_i (G ĝ)_i − ĝ_i` for every vertex, one H-matrix product for all of them
+/// (`Ū_i[j]ᵀ = S_i G_ij`, `S_i G_ii = I`). Pinned vertices get zero.
+pub fn hmatrix_far_field(frame: &mut TreeFrame, tree: &ClusterTree, far: &HFarField) {
+    let x: Vec<f64> = tree
+        .perm
+        .iter()
+        .flat_map(|&v| {
+            let g = frame.ghat[v as usize];
+            [g.x, g.y, g.z]
+        })
+        .collect();
+    let y = far.matrix.apply_tree_order(tree, &x);
+    let mut out = vec![Vector3::zeros(); frame.ghat.len()];
+    for (p, &v) in tree.perm.iter().enumerate() {
+        let s = Matrix3::from_row_slice(&far.schur[v as usize]);
+        out[v as usize] =
+            s * Vector3::from_column_slice(&y[3 * p..3 * p + 3]) - frame.ghat[v as usize];
+    }
+    frame.far = out;
 }
 
 /// The [`TreeFrame`] of gradient `g` (`rot = None`: identity rotations) over `tree`, with
@@ -284,13 +309,15 @@ pub fn rest_frame_gradients(
         ghat,
         sums,
         moments,
+        far: Vec::new(),
     }
 }
 
 /// Vertex `i`'s JGS2 system (A, r), δx_i = −A⁻¹r:
 ///
 /// r = g_i + R_i (Σ_{j near} Ū_i\[j\]ᵀ ĝ_j + Σ_{c far} (b_cᵀ G_c + Σ_k B_{c,k}ᵀ N_c\[k\]))
-/// (c: cluster-tree nodes, b_c/B_c: the far sample's block and slopes, [`super::FarSample`]),
+/// (c: cluster-tree nodes, b_c/B_c: the far sample's block and slopes, [`super::FarSample`];
+/// with an H-matrix far field the far sum is `frame.far[i]` = S_i (G_far ĝ)_i instead),
 /// A = R_i Â_i R_iᵀ + Σ_{e∋i} U_eᵀ K_e(x) U_e + barrier curvature at i,
 ///
 /// with U_e's corner blocks R_v Ū_i\[v\] R_iᵀ (co-rotated, Eq. 14), K_e the element's projected
@@ -322,6 +349,9 @@ pub fn jgs2_system(
                 acc += Matrix3::from_row_slice(&sl[9 * k..9 * k + 9]).tr_mul(&frame.moments[c][k]);
             }
         }
+    }
+    if let Some(f) = frame.far.get(i) {
+        acc += f;
     }
     let r = Vector3::from_column_slice(&g[3 * i..3 * i + 3]) + ri * acc;
     let mut a = ri * Matrix3::from_row_slice(&vs.a_hat) * ri.transpose();

@@ -1,8 +1,9 @@
 //! The JGS2 / VBD iteration (Jacobi or coloured Gauss–Seidel) on the CPU in f64.
 
 use super::local::{
-    element_gradient_pass, element_pass, hess_vec, jgs2_system, rest_frame_gradients, rotations,
-    vbd_local_system, vbd_system, vertex_gradient, ElementCache, SEQUENTIAL_BELOW,
+    element_gradient_pass, element_pass, hess_vec, hmatrix_far_field, jgs2_system,
+    rest_frame_gradients, rotations, vbd_local_system, vbd_system, vertex_gradient, ElementCache,
+    SEQUENTIAL_BELOW,
 };
 use super::subspace::Jgs2Subspace;
 use crate::error::{JelloError, Result};
@@ -166,7 +167,10 @@ impl Jgs2Solver {
                 Some(r) => r.to_vec(),
                 None => self.frames(model, x),
             };
-            let tf = rest_frame_gradients(g, Some(&rot), &s.tree, &s.rest);
+            let mut tf = rest_frame_gradients(g, Some(&rot), &s.tree, &s.rest);
+            if let Some(far) = &s.far_hmatrix {
+                hmatrix_far_field(&mut tf, &s.tree, far);
+            }
             (s, rot, tf)
         });
         group

@@ -5,6 +5,7 @@ use crate::material::element_hessian;
 use crate::mesh::{colour_vertices, VertexTets};
 use crate::problem::Model;
 use jello_precompute::cholesky::Ordering;
+use jello_precompute::hmatrix::HMatrix;
 use jello_precompute::jgs2::{Jgs2Basis, Jgs2Input, Jgs2Options, Jgs2Precompute};
 use jello_precompute::tree::ClusterTree;
 use nalgebra::Vector3;
@@ -53,8 +54,24 @@ pub struct Jgs2Subspace {
     /// Rest positions relative to [`Self::origin`], per vertex (m): the first moments of the
     /// gradient are taken in them.
     pub rest: Vec<Vector3<f64>>,
+    /// The H-matrix field (`Jgs2Options::far_hmatrix`); when present the vertices have no
+    /// far samples and no near rows for r (their 1-ring rows are in `incident` only): vertex
+    /// `i`'s sum is `S_i (G ĝ)_i − ĝ_i`.
+    pub far_hmatrix: Option<HFarField>,
     /// Precompute statistics (timings, residual distribution, bytes per vertex).
     pub stats: jello_precompute::jgs2::Jgs2Stats,
+}
+
+/// The run-time H-matrix field: `G` over the subspace's cluster tree (dense near leaf pairs,
+/// low-rank far blocks) and each vertex's `S_i = G_ii⁻¹` (the rest Schur complement, N/m),
+/// since `Ū_i[j]ᵀ = S_i G_ij`: vertex `i`'s whole sum is `Σ_{j≠i} Ū_i[j]ᵀ ĝ_j =
+/// S_i (G ĝ)_i − ĝ_i`.
+#[derive(Clone, Debug)]
+pub struct HFarField {
+    /// `G = H̄⁻¹` as an H-matrix ([`HMatrix`], tree order).
+    pub matrix: HMatrix,
+    /// `S_i` per vertex (row-major; zero for pinned vertices).
+    pub schur: Vec<[f64; 9]>,
 }
 
 /// Options of the subspace build.
@@ -136,6 +153,12 @@ pub fn cache_key(model: &Model, h: f64, opts: &SubspaceOptions) -> u64 {
     eat(&o.target_residual.to_le_bytes());
     eat(&o.far_tolerance.to_le_bytes());
     eat(&(o.far_order as u64).to_le_bytes());
+    if let Some(hm) = &o.far_hmatrix {
+        eat(&hm.eps.to_le_bytes());
+        eat(&hm.eta.to_le_bytes());
+        eat(&(hm.samples as u64).to_le_bytes());
+        eat(&hm.seed.to_le_bytes());
+    }
     eat(&[opts.group_wise as u8]);
     eat(&o.seed.to_le_bytes());
     eat(&jello_precompute::artifact::FORMAT_VERSION.to_le_bytes());
@@ -166,6 +189,8 @@ pub fn load_or_build(
     use jello_precompute::artifact;
     let key = cache_key(model, h, opts);
     let mut warnings = Vec::new();
+    // The artifact format holds no H-matrix far field: such a subspace is always built.
+    let cache_dir = cache_dir.filter(|_| opts.precompute.far_hmatrix.is_none());
     let path = cache_dir.map(|d| d.join(format!("jgs2-{key:016x}.bin")));
     // `symlink_metadata`: a dangling link or a special file at the cache path is read (and
     // refused) by `artifact::read`, not mistaken for a missing file.
@@ -323,6 +348,10 @@ fn from_basis(model: &Model, basis: Jgs2Basis) -> Result<Jgs2Subspace> {
         )));
     }
     let tree = basis.tree;
+    let far_hmatrix = basis.far_hmatrix.map(|matrix| HFarField {
+        matrix,
+        schur: basis.vertices.iter().map(|r| r.schur).collect(),
+    });
     let mut origin = [0.0; 3];
     for &v in &tree.perm {
         for (o, p) in origin.iter_mut().zip(model.mesh.positions[v as usize]) {
@@ -376,14 +405,20 @@ fn from_basis(model: &Model, basis: Jgs2Basis) -> Result<Jgs2Subspace> {
             }
             incident.push(b);
         }
-        vertices.push(VertexSubspace {
-            incident,
-            near: rec
-                .near_vertices
+        // With the H-matrix the near rows are the 1-ring's, kept for `incident` only: the
+        // whole sum Σ_j Ū_i[j]ᵀ ĝ_j comes from the H-matrix (dense near blocks included).
+        let near = if far_hmatrix.is_some() {
+            Vec::new()
+        } else {
+            rec.near_vertices
                 .iter()
                 .copied()
                 .zip(rec.near_blocks.iter().copied())
-                .collect(),
+                .collect()
+        };
+        vertices.push(VertexSubspace {
+            incident,
+            near,
             far: far_samples(v, &rec, &centre)?,
             a_hat: rec.a_hat,
         });
@@ -393,6 +428,7 @@ fn from_basis(model: &Model, basis: Jgs2Basis) -> Result<Jgs2Subspace> {
         tree,
         origin,
         rest,
+        far_hmatrix,
         stats: basis.stats,
     })
 }
