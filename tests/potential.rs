@@ -205,6 +205,37 @@ fn gradient_matches_central_differences_of_the_energy() {
     }
 }
 
+/// The elastic gradient, gathered per vertex in parallel, equals a sequential scatter of the
+/// element gradients over the elements, bit for bit (same additions in the same order), also
+/// when added onto a non-zero vector.
+#[test]
+fn gradient_gather_equals_the_sequential_scatter_bit_for_bit() {
+    let mut rng = common::rng("potential_gradient_gather");
+    let mat = Material::from_young_poisson(MaterialModel::StableNeoHookean, 1e5, 0.3).unwrap();
+    let s = setup(mat, vec![], &mut rng);
+    let p = StepProblem::new(&s.model, &s.state, 0.01);
+    let x = perturbed_start(&s, &p, &mut rng);
+    let start: Vec<f64> = (0..x.len()).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let mut want = start.clone();
+    let mut energy = 0.0;
+    for (t, tet) in s.model.mesh.tets.iter().enumerate() {
+        let c = tet.map(|v| nalgebra::Vector3::from_column_slice(&x[3 * v as usize..][..3]));
+        let e = jello::material::element_gradient(&s.model.materials[t], &s.model.rest[t], &c);
+        energy += e.energy;
+        for (a, &v) in tet.iter().enumerate() {
+            for i in 0..3 {
+                want[3 * v as usize + i] += e.gradient[3 * a + i];
+            }
+        }
+    }
+    let mut got = start;
+    let e = s.model.elastic_gradient(&x, &mut got);
+    assert_eq!(e.to_bits(), energy.to_bits());
+    for (k, (a, b)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(a.to_bits(), b.to_bits(), "gradient entry {k}: {a} vs {b}");
+    }
+}
+
 /// The packed element Hessians Newton gathers from (written directly by the f64 reference) are
 /// exactly the full 12×12 matrices packed afterwards (what every other backend does), for a
 /// model symmetric only to round-off (linear elasticity) and one symmetrised by construction;

@@ -7,7 +7,7 @@ use super::{
 use crate::contact::{check_intersection_free, CollisionMesh, IpcContact};
 use crate::error::{JelloError, Result};
 use crate::material::{ElementRest, Material, MaterialModel};
-use crate::mesh::{surface, BoundarySurface, TetMesh};
+use crate::mesh::{surface, BoundarySurface, TetMesh, VertexTets};
 use std::ops::Range;
 
 /// A static solve stops when the out-of-balance force is below this fraction of the load
@@ -90,6 +90,9 @@ pub struct Model {
     /// [`Model::with_contact`]); `None`: bodies pass through each other and only the
     /// obstacles' barrier acts.
     pub contact: Option<std::sync::Arc<IpcContact>>,
+    /// The vertex → tet incidence of `mesh`, built on first use by the gradient's parallel
+    /// per-vertex gather ([`Model::vertex_tets`]).
+    vertex_tets: std::sync::OnceLock<VertexTets>,
 }
 
 /// Hard strain limits of one element: every signed singular value σᵢ of its deformation
@@ -258,7 +261,18 @@ impl Model {
             edge_list,
             strain_limits: Vec::new(),
             contact: None,
+            vertex_tets: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The vertex → tet incidence of the mesh (incident tets ascending), built once; `None`
+    /// when the mesh was edited after it was built (it no longer matches), so callers fall
+    /// back to a sequential pass.
+    pub fn vertex_tets(&self) -> Option<&VertexTets> {
+        let vt = self.vertex_tets.get_or_init(|| VertexTets::new(&self.mesh));
+        let matches = vt.offsets.len() == self.mesh.positions.len() + 1
+            && vt.tets.len() == 4 * self.mesh.tets.len();
+        matches.then_some(vt)
     }
 
     /// Turns on IPC contact (Li et al. 2020) between the bodies' boundary surfaces, with

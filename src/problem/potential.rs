@@ -234,6 +234,38 @@ struct ElementEnergyGradient {
     gradient: [f64; 12],
 }
 
+impl Model {
+    /// Adds the per-element gradients `per` (one per tet) into `g`: gathered per vertex in
+    /// parallel over the vertex → tet incidence, each vertex's contributions in ascending tet
+    /// order — the order of a sequential scatter over the elements, so the same bits, and the
+    /// pass no longer ends in a serial loop over every element (which bounds its scaling with
+    /// threads).
+    fn add_element_gradients(&self, per: &[ElementEnergyGradient], g: &mut [f64]) {
+        let Some(vt) = self
+            .vertex_tets()
+            .filter(|_| g.len() == 3 * self.num_vertices())
+        else {
+            for (t, s) in per.iter().enumerate() {
+                for (a, &v) in self.mesh.tets[t].iter().enumerate() {
+                    for i in 0..3 {
+                        g[3 * v as usize + i] += s.gradient[3 * a + i];
+                    }
+                }
+            }
+            return;
+        };
+        g.par_chunks_mut(3).enumerate().for_each(|(v, gv)| {
+            let (k0, k1) = (vt.offsets[v] as usize, vt.offsets[v + 1] as usize);
+            for (&t, &a) in vt.tets[k0..k1].iter().zip(&vt.local[k0..k1]) {
+                let c = &per[t as usize].gradient[3 * a as usize..3 * a as usize + 3];
+                gv[0] += c[0];
+                gv[1] += c[1];
+                gv[2] += c[2];
+            }
+        });
+    }
+}
+
 impl ElasticTerms for Model {
     fn elastic_energy(&self, x: &[f64]) -> f64 {
         ordered_sum(self.mesh.num_tets(), |t| self.element_psi(x, t))
@@ -265,16 +297,8 @@ impl ElasticTerms for Model {
             .into_par_iter()
             .map(|t| self.element_energy_gradient(x, t))
             .collect();
-        let mut e = 0.0;
-        for (t, s) in per.iter().enumerate() {
-            e += s.energy;
-            for (a, &v) in self.mesh.tets[t].iter().enumerate() {
-                for i in 0..3 {
-                    g[3 * v as usize + i] += s.gradient[3 * a + i];
-                }
-            }
-        }
-        e
+        self.add_element_gradients(&per, g);
+        per.iter().map(|s| s.energy).sum()
     }
 
     fn elastic_gradient_and_change(
@@ -291,15 +315,11 @@ impl ElasticTerms for Model {
             .into_par_iter()
             .map(|t| self.element_energy_gradient(x, t))
             .collect();
+        self.add_element_gradients(&per, g);
         let (mut e, mut change) = (0.0, 0.0);
-        for (t, s) in per.iter().enumerate() {
+        for (s, r) in per.iter().zip(&reference.per_element) {
             e += s.energy;
-            change += s.energy - reference.per_element[t];
-            for (a, &v) in self.mesh.tets[t].iter().enumerate() {
-                for i in 0..3 {
-                    g[3 * v as usize + i] += s.gradient[3 * a + i];
-                }
-            }
+            change += s.energy - r;
         }
         (e, change)
     }
