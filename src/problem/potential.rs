@@ -332,26 +332,7 @@ impl ElasticTerms for Model {
     ) {
         out.resize(self.mesh.num_tets(), [0.0; 144]);
         out.par_iter_mut().enumerate().for_each(|(t, o)| {
-            let s = element_hessian_filtered(
-                &self.materials[t],
-                &self.rest[t],
-                &corners(x, &self.mesh.tets[t]),
-                Some(filter),
-            );
-            if let Some(h) = s.hessian {
-                if self.materials[t].model == MaterialModel::Linear {
-                    // Contracted from ∂P/∂F: symmetric only to round-off.
-                    for p in 0..12 {
-                        for q in 0..12 {
-                            o[12 * p + q] = h[(p, q)];
-                        }
-                    }
-                } else {
-                    // Symmetrised by construction, so its column-major storage is the
-                    // row-major buffer (a plain copy: the transposing loop cost ~10%).
-                    o.copy_from_slice(h.as_slice());
-                }
-            }
+            self.element_hessian_row_major(x, t, filter, |h| o.copy_from_slice(h))
         });
     }
 
@@ -364,24 +345,37 @@ impl ElasticTerms for Model {
     ) {
         out.resize(self.mesh.num_tets(), [0.0; 90]);
         out.par_iter_mut().enumerate().for_each(|(t, o)| {
-            let s = element_hessian_filtered(
-                &self.materials[t],
-                &self.rest[t],
-                &corners(x, &self.mesh.tets[t]),
-                Some(filter),
-            );
-            if let Some(h) = s.hessian {
-                if self.materials[t].model == MaterialModel::Linear {
-                    // Symmetric only to round-off: pack the entries a gather of the row-major
-                    // matrix reads.
-                    let row_major: [f64; 144] = std::array::from_fn(|k| h[(k / 12, k % 12)]);
-                    pack_upper_blocks(&tets[t], &row_major, o);
-                } else {
-                    // Symmetrised by construction: the column-major storage is row-major.
-                    pack_upper_blocks(&tets[t], h.as_slice(), o);
-                }
-            }
+            self.element_hessian_row_major(x, t, filter, |h| pack_upper_blocks(&tets[t], h, o))
         });
+    }
+}
+
+impl Model {
+    /// Element `t`'s filtered Hessian at `x`, handed to `write` as a row-major 12×12 slice.
+    fn element_hessian_row_major(
+        &self,
+        x: &[f64],
+        t: usize,
+        filter: EigenFilter,
+        write: impl FnOnce(&[f64]),
+    ) {
+        let s = element_hessian_filtered(
+            &self.materials[t],
+            &self.rest[t],
+            &corners(x, &self.mesh.tets[t]),
+            Some(filter),
+        );
+        if let Some(h) = s.hessian {
+            if self.materials[t].model == MaterialModel::Linear {
+                // Contracted from ∂P/∂F: symmetric only to round-off, so transposed.
+                let row_major: [f64; 144] = std::array::from_fn(|k| h[(k / 12, k % 12)]);
+                write(&row_major);
+            } else {
+                // Symmetrised by construction, so its column-major storage is the row-major
+                // matrix (a plain copy: the transposing loop cost ~10%).
+                write(h.as_slice());
+            }
+        }
     }
 }
 
