@@ -520,8 +520,8 @@ const fn packed_slot(k: usize, c1: usize, c2: usize) -> usize {
 }
 
 /// Packs one element's matrix (3K × 3K, row-major in `full`, DOFs node-major) into the upper
-/// block layout [`SymSparse::gather_blocks`] reads: for each corner pair c1 ≤ c2 (slot order of
-/// [`packed_slot`]) the 3×3 block whose rows belong to the corner with the smaller global node
+/// block layout [`SymSparse::gather_blocks`] reads: for each corner pair c1 ≤ c2 (in the order
+/// (0,0), (0,1), …, (0,K−1), (1,1), …) the 3×3 block whose rows belong to the corner with the smaller global node
 /// index (`element[c]`), row-major — the block the global upper triangle stores; `out` holds
 /// `9·K(K+1)/2` values. For a symmetric matrix this is its upper triangle by blocks; for any
 /// matrix it holds exactly the entries a gather of the full matrix would read.

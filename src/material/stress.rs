@@ -200,7 +200,7 @@ pub(crate) fn filtered_modes<T: RealField + Copy>(
 /// δF = δx bᵀ, vec(δF)ᵀ(∂P/∂F)vec(δF) = δxᵀKδx. One tet's diagonal Hessian block at corner a is
 /// V·K with b = ∇N_a, so a per-vertex solver (VBD) gets it without the 9×9 ∂P/∂F or the 12×12
 /// element Hessian: K = Σ_k λ_k (M_k b)(M_k b)ᵀ over the same nine modes M_k = U Q_k Vᵀ as
-/// [`evaluate_filtered`] ([`filtered_modes`]: the scaling modes as one block diag(w) H diag(w)
+/// [`evaluate_filtered`] (`filtered_modes`: the scaling modes as one block diag(w) H diag(w)
 /// where the filter leaves them alone): equal to its P and its contraction up to round-off.
 pub fn stress_and_block<T: RealField + Copy>(
     m: &Material,

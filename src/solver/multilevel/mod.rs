@@ -20,10 +20,10 @@
 //! stop:       the shared rule (CN by default) or the paper's ‖d_s‖∞/(h·diag) < tol
 //! ```
 //!
-//! `base` is what [`StepProblem::assemble`] holds besides the elements (inertia `m/ĥ²`, the
+//! `base` is what [`crate::problem::StepProblem::assemble`] holds besides the elements (inertia `m/ĥ²`, the
 //! obstacle barrier, sphere/box surface pairs, identity on pinned rows); `H_e` are the
 //! clamp-projected element Hessians (Newton's default filter); contact is
-//! [`StepProblem::contact_hessian_blocks`] (IPC barrier and friction stencils, PSD). Every
+//! [`crate::problem::StepProblem::contact_hessian_blocks`] (IPC barrier and friction stencils, PSD). Every
 //! product is matrix-free in the sense of the paper: U is never assembled (lift and
 //! restriction gather over the sparse per-vertex and per-handle weight lists, [`Level`]),
 //! UᵀHU never formed (lift, H·v term by term, restrict: [`HessianOperator`]); the 12×12

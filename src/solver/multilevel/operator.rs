@@ -4,12 +4,12 @@
 //! H is the sum of three kinds of terms, each kept in the form it is produced in:
 //! - `base`: a sparse matrix on the elastic pattern holding what is per vertex or per surface
 //!   pair — inertia `m_v/ĥ²`, the obstacle barrier, sphere/box surface pairs — assembled by
-//!   [`StepProblem::assemble`] with no element term, plus (full-space level only) the lagged
+//!   [`crate::problem::StepProblem::assemble`] with no element term, plus (full-space level only) the lagged
 //!   elastic element Hessians scattered into it;
 //! - element terms: `s_e · H_e` for the cubature samples (scale `s_e = w_e / vol_e`: the
 //!   rule's weight replaces the element volume) — fresh at every Newton iteration;
 //! - the IPC contact and friction stencils, fresh at every iteration
-//!   ([`StepProblem::contact_hessian_blocks`]).
+//!   ([`crate::problem::StepProblem::contact_hessian_blocks`]).
 //!
 //! Pinned DOFs: `base` holds identity rows there (as Newton's matrix), element and contact
 //! terms skip them, so the operator is Newton's matrix with the same pinned rows.
