@@ -518,6 +518,121 @@ fn element_hessian_fast_route_matches_the_reference_route() {
     }
 }
 
+/// The same bits, or both NaN (a NaN's sign bit may differ between vector and scalar code).
+fn same(a: f64, b: f64) -> bool {
+    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+}
+
+/// [`same`] entry by entry.
+fn same_all<'a>(
+    a: impl IntoIterator<Item = &'a f64>,
+    b: impl IntoIterator<Item = &'a f64>,
+) -> bool {
+    a.into_iter().zip(b).all(|(p, q)| same(*p, *q))
+}
+
+/// The lane-batched SVD and element Hessians (Newton's element pass) perform each lane's scalar
+/// operations exactly: bit-identical results, whatever the other lanes hold — also a NaN lane,
+/// which keeps the batch sweeping to the cap, and lanes that stop sweeps apart.
+#[test]
+fn lane_batched_svd_and_element_hessians_are_bit_identical() {
+    let mut rng = common::rng("lane_batched_svd_and_element_hessians_are_bit_identical");
+    let special = |k: usize, rng: &mut rand_chacha::ChaCha8Rng| -> Matrix3<f64> {
+        let mut f = random_f(rng, 1.5);
+        match k % 9 {
+            1 => f.set_column(0, &(-f.column(0))),
+            2 => f.set_column(2, &(f.column(0) * 0.5 + f.column(1) * 2.0)),
+            3 => f = Matrix3::zeros(),
+            4 => {
+                let s = rng.random_range(0.2..2.0);
+                f = random_rotation(rng)
+                    * Matrix3::from_diagonal(&Vector3::new(s, s, rng.random_range(-2.0..2.0)))
+                    * random_rotation(rng);
+            }
+            5 => f = Matrix3::identity() + Matrix3::from_fn(|_, _| rng.random_range(-1e-9..1e-9)),
+            6 => f = random_rotation(rng),
+            7 => f[(1, 2)] = f64::NAN,
+            8 => f = Matrix3::identity(),
+            _ => {}
+        }
+        f
+    };
+    for k in 0..3000 {
+        let f: [Matrix3<f64>; 4] = std::array::from_fn(|l| special(k + 3 * l, &mut rng));
+        let lanes = svd3_fast_lanes(&f);
+        let c: [Matrix3<f64>; 4] = std::array::from_fn(|l| f[l].tr_mul(&f[l]));
+        let eig = symmetric_eigen3_lanes(&c);
+        for l in 0..4 {
+            let one = svd3_fast(&f[l]);
+            assert!(
+                same_all(lanes[l].u.iter(), one.u.iter()),
+                "case {k} lane {l}: U"
+            );
+            assert!(
+                same_all(lanes[l].v.iter(), one.v.iter()),
+                "case {k} lane {l}: V"
+            );
+            let (sa, sb) = (lanes[l].sigma, one.sigma);
+            assert!(
+                same_all(sa.iter(), sb.iter()),
+                "case {k} lane {l}: σ {sa:?} vs {sb:?}"
+            );
+            let (d, v) = symmetric_eigen3(&f[l].tr_mul(&f[l]));
+            assert!(
+                same_all(eig[l].1.iter(), v.iter()),
+                "case {k} lane {l}: eigenvectors"
+            );
+            assert!(
+                same_all(eig[l].0.iter(), d.iter()),
+                "case {k} lane {l}: eigenvalues {:?} vs {d:?}",
+                eig[l].0
+            );
+        }
+    }
+    // Whole element Hessians, every material and filter, lanes of mixed materials.
+    let ms = materials();
+    for k in 0..400 {
+        let tets: [(ElementRest<f64>, [Vector3<f64>; 4]); 4] = std::array::from_fn(|_| {
+            let (rest, mut x) = tet_positions(&mut rng);
+            match rng.random_range(0..4) {
+                1 => x.swap(1, 2),
+                2 => {
+                    for p in x.iter_mut() {
+                        *p += Vector3::from_fn(|_, _| rng.random_range(-0.06..0.06));
+                    }
+                }
+                3 => x = rest.map(Vector3::from),
+                _ => {}
+            }
+            (ElementRest::new(&rest).unwrap(), x)
+        });
+        let mats: [&Material; 4] = std::array::from_fn(|l| &ms[(k + 5 * l) % ms.len()]);
+        for filter in [None, Some(EigenFilter::Clamp), Some(EigenFilter::Abs)] {
+            let mut got = Vec::new();
+            element_hessians_filtered_lanes(
+                mats,
+                std::array::from_fn(|l| &tets[l].0),
+                &std::array::from_fn(|l| tets[l].1),
+                filter,
+                |l, s| got.push((l, s)),
+            );
+            assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), [0, 1, 2, 3]);
+            let got: Vec<_> = got.into_iter().map(|g| g.1).collect();
+            for l in 0..4 {
+                let want = element_hessian_filtered(mats[l], &tets[l].0, &tets[l].1, filter);
+                let (a, b) = (got[l].hessian.unwrap(), want.hessian.unwrap());
+                assert!(
+                    same_all(a.iter(), b.iter()),
+                    "{:?} {filter:?} case {k} lane {l}: Hessians differ",
+                    mats[l].model
+                );
+                assert!(same(got[l].energy, want.energy));
+                assert!(same_all(got[l].gradient.iter(), want.gradient.iter()));
+            }
+        }
+    }
+}
+
 #[test]
 fn f32_twin_agrees_with_f64() {
     let mut rng = common::rng("f32_twin_agrees_with_f64");

@@ -3,8 +3,9 @@
 //! shape-function gradients.
 
 use super::{
-    c, dpdf_reference, evaluate, evaluate_filtered, filtered_modes, stress_and_block,
-    stress_and_exact_block, EigenFilter, Material, MaterialModel, SigmaModes,
+    c, dpdf_reference, evaluate, evaluate_filtered, filtered_modes_of, stress_and_block,
+    stress_and_exact_block, svd3_fast, svd3_fast_lanes, EigenFilter, Material, MaterialModel,
+    SigmaModes, Svd3,
 };
 use nalgebra::{Matrix3, RealField, SMatrix, SVector, Vector3};
 
@@ -159,7 +160,7 @@ fn element_eval<T: RealField + Copy>(
     let g = rest.shape_gradients();
     let vol = rest.volume;
     if want_hessian && m.model != MaterialModel::Linear {
-        return element_eval_modes(m, &f, &g, vol, filter);
+        return element_eval_modes(m, svd3_fast(&f), &g, vol, filter);
     }
     let s = evaluate_filtered(m, &f, want_hessian, filter);
     let mut gradient = SVector::<T, 12>::zeros();
@@ -177,35 +178,81 @@ fn element_eval<T: RealField + Copy>(
     }
 }
 
-/// [`element_eval`] with the Hessian built from ∂P/∂F's modes ([`filtered_modes`]): with
+/// Tets per call of [`element_hessians_filtered_lanes`] in the element Hessian passes (Newton's
+/// assembly, JGS2's element pass). Four independent SVD eigen-solves fill the core's
+/// square-root and division units (two SSE2 vectors, or one AVX2 one) where one element's
+/// chain left them waiting: measured in `cargo bench --bench newton`'s assembly phases
+/// (README, issue 15 part 6).
+pub const ELEMENT_LANES: usize = 4;
+
+/// [`element_hessian_filtered`] of `L` tets at once (materials, rest data and corner positions
+/// per lane), each state handed to `each(l, state)`; bit-identical to calling it on each. Their
+/// SVDs' Jacobi eigen-solves run in lock-step ([`svd3_fast_lanes`]), whose square-root and
+/// division chains one element alone leaves the core waiting on; the rest is per element, and
+/// each state goes to `each` as it is made (returning the `L` states as an array cost a
+/// `memmove` of 5% of Newton's assembly). Linear-elastic lanes take their own route (their SVD
+/// is taken and unused).
+pub fn element_hessians_filtered_lanes<T: RealField + Copy, const L: usize>(
+    m: [&Material; L],
+    rest: [&ElementRest<T>; L],
+    x: &[[Vector3<T>; 4]; L],
+    filter: Option<EigenFilter>,
+    mut each: impl FnMut(usize, ElementState<T>),
+) {
+    let f: [Matrix3<T>; L] = std::array::from_fn(|l| rest[l].deformation_gradient(&x[l]));
+    let svd = svd3_fast_lanes(&f);
+    for l in 0..L {
+        each(
+            l,
+            if m[l].model == MaterialModel::Linear {
+                element_eval(m[l], rest[l], &x[l], true, filter)
+            } else {
+                element_eval_modes(
+                    m[l],
+                    svd[l],
+                    &rest[l].shape_gradients(),
+                    rest[l].volume,
+                    filter,
+                )
+            },
+        );
+    }
+}
+
+/// [`element_eval`] with the Hessian built from ∂P/∂F's modes ([`filtered_modes_of`]): with
 /// z_k = (M_k∇N₀, …, M_k∇N₃) ∈ ℝ¹², H = V Σ_k λ_k z_k z_kᵀ, and for the three scaling modes
 /// where the filter leaves them alone the σ-space Hessian whole, Y H_σ Yᵀ (Y = 12×3,
 /// Y\[3a+i, j\] = U_ij (Vᵀ∇N_a)_j), instead of forming the 9×9 ∂P/∂F and contracting it twice
 /// with the shape gradients. Equal to that contraction up to round-off.
 ///
 /// The modes' columns (at most 9: six flip/twist and three scaling, or nine single modes) are
-/// collected as Z (12×9) and W = Z·diag(λ) (Y H_σ for the scaling block), and the upper
-/// triangle is written once as W Zᵀ: one pass over the 78 entries instead of one
-/// read-modify-write pass per mode. z_k's corner parts are U (Q_k (Vᵀ∇N_a)) with Vᵀ∇N_a
-/// computed once per element, not (U Q_k Vᵀ)∇N_a (two 3×3 products per mode).
+/// collected for corners 1–3 as Z (9×9) and W = Z·diag(λ) (Y H_σ for the scaling block), and
+/// the upper triangle of those corners' blocks is written once as W Zᵀ (45 entries), instead
+/// of one read-modify-write pass per mode. Corner 0's blocks follow from them, as
+/// ∇N₀ = −(∇N₁ + ∇N₂ + ∇N₃): H₀_b = −Σ_a H_ab, H₀₀ = −Σ_b H₀_b (the 78 entries of the whole
+/// upper triangle took 1.7× the multiply-adds). z_k's corner parts are U (Q_k (Vᵀ∇N_a)) with
+/// Vᵀ∇N_a computed once per element, not (U Q_k Vᵀ)∇N_a (two 3×3 products per mode).
 fn element_eval_modes<T: RealField + Copy>(
     m: &Material,
-    f: &Matrix3<T>,
+    svd: Svd3<T>,
     g: &[Vector3<T>; 4],
     vol: T,
     filter: Option<EigenFilter>,
 ) -> ElementState<T> {
-    // Row r of Z and W: the r-th DOF's entry of each mode column.
-    let mut z = [[T::zero(); 9]; 12];
-    let mut w = [[T::zero(); 9]; 12];
+    // Row r of Z and W: the entry of DOF 3 + r (corners 1–3) of each mode column. Corner 0's
+    // rows are not formed: ∇N₀ = −(∇N₁ + ∇N₂ + ∇N₃), so its blocks follow from the others'
+    // (below), and the product W Zᵀ runs over 9 rows instead of 12 (45 entries of 9 terms
+    // instead of 78).
+    let mut z = [[T::zero(); 9]; 9];
+    let mut w = [[T::zero(); 9]; 9];
     let mut k = 0usize;
-    // Vᵀ∇N_a per corner, from the first mode's SVD (every mode of one call shares it).
-    let mut vg: Option<[Vector3<T>; 4]> = None;
-    let (psi, p, _) = filtered_modes(m, f, filter, true, |svd, modes| {
-        let vg = *vg.get_or_insert_with(|| std::array::from_fn(|a| svd.v.tr_mul(&g[a])));
+    // Vᵀ∇N_a per corner 1–3, from the first mode's SVD (every mode of one call shares it).
+    let mut vg: Option<[Vector3<T>; 3]> = None;
+    let (psi, p, _) = filtered_modes_of(m, svd, filter, true, |svd, modes| {
+        let vg = *vg.get_or_insert_with(|| std::array::from_fn(|a| svd.v.tr_mul(&g[a + 1])));
         match modes {
             SigmaModes::One(lambda, q) => {
-                for a in 0..4 {
+                for a in 0..3 {
                     let za = svd.u * (q * vg[a]);
                     for i in 0..3 {
                         z[3 * a + i][k] = za[i];
@@ -234,7 +281,8 @@ fn element_eval_modes<T: RealField + Copy>(
     });
     debug_assert!(k <= 9);
     let mut h = SMatrix::<T, 12, 12>::zeros();
-    for col in 0..12 {
+    // Corners 1–3: the upper triangle of W Zᵀ, mirrored.
+    for col in 0..9 {
         let zc = &z[col];
         for row in 0..=col {
             let wr = &w[row];
@@ -243,8 +291,24 @@ fn element_eval_modes<T: RealField + Copy>(
                 acc += wr[kk] * zc[kk];
             }
             let v = acc * vol;
-            h[(row, col)] = v;
-            h[(col, row)] = v;
+            h[(3 + row, 3 + col)] = v;
+            h[(3 + col, 3 + row)] = v;
+        }
+    }
+    // Corner 0: H₀_b = −Σ_a H_ab over a = 1–3 (z₀ = −(z₁ + z₂ + z₃) in every mode), then
+    // H₀₀ = −Σ_b H₀_b; the matrix stays symmetric by construction.
+    for col in 3..12 {
+        for i in 0..3 {
+            let v = -(h[(3 + i, col)] + h[(6 + i, col)] + h[(9 + i, col)]);
+            h[(i, col)] = v;
+            h[(col, i)] = v;
+        }
+    }
+    for j in 0..3 {
+        for i in 0..=j {
+            let v = -(h[(i, 3 + j)] + h[(i, 6 + j)] + h[(i, 9 + j)]);
+            h[(i, j)] = v;
+            h[(j, i)] = v;
         }
     }
     let mut gradient = SVector::<T, 12>::zeros();

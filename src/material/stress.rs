@@ -170,9 +170,20 @@ pub(crate) fn filtered_modes<T: RealField + Copy>(
     f: &Matrix3<T>,
     filter: Option<EigenFilter>,
     whole_scaling: bool,
+    visit: impl FnMut(&Svd3<T>, SigmaModes<'_, T>),
+) -> (T, Matrix3<T>, Svd3<T>) {
+    filtered_modes_of(m, svd3_fast(f), filter, whole_scaling, visit)
+}
+
+/// [`filtered_modes`] with F's SVD already taken ([`svd3_fast`], or
+/// [`super::svd3_fast_lanes`] for a batch of elements: the same bits).
+pub(crate) fn filtered_modes_of<T: RealField + Copy>(
+    m: &Material,
+    svd: Svd3<T>,
+    filter: Option<EigenFilter>,
+    whole_scaling: bool,
     mut visit: impl FnMut(&Svd3<T>, SigmaModes<'_, T>),
 ) -> (T, Matrix3<T>, Svd3<T>) {
-    let svd = svd3_fast(f);
     let d = sigma_derivatives(m, &svd.sigma);
     let p = svd.u * Matrix3::from_diagonal(&d.grad) * svd.v.transpose();
     let apply = |lambda: T| filter.map_or(lambda, |filter| filter.apply(lambda));

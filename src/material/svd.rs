@@ -144,6 +144,98 @@ pub fn symmetric_eigen3<T: RealField + Copy>(s: &Matrix3<T>) -> (Vector3<T>, Mat
     )
 }
 
+/// [`symmetric_eigen3`] of `L` matrices in lock-step, bit-identical to calling it on each: every
+/// lane performs exactly the scalar routine's operations (same sweeps, same skipped planes, same
+/// stopping sweep); a lane that has stopped or skips a plane keeps its values through selects,
+/// so the lanes vectorise and their square-root/division chains overlap. The sweep loop runs
+/// until the slowest lane stops (its cap, 32 sweeps, as in the scalar routine).
+pub fn symmetric_eigen3_lanes<T: RealField + Copy, const L: usize>(
+    s: &[Matrix3<T>; L],
+) -> [(Vector3<T>, Matrix3<T>); L] {
+    let (zero, one) = (T::zero(), T::one());
+    let hundred: T = nalgebra::convert(100.0);
+    let two: T = nalgebra::convert(2.0);
+    let eps2 = T::default_epsilon() * T::default_epsilon();
+    let lanes = |f: &dyn Fn(usize) -> T| -> [T; L] { std::array::from_fn(f) };
+    let mut d = [0, 1, 2].map(|i| lanes(&|l| s[l][(i, i)]));
+    let mut o = [(0, 1), (0, 2), (1, 2)].map(|(i, j)| lanes(&|l| s[l][(i, j)]));
+    let mut v = [0, 1, 2].map(|r| [0, 1, 2].map(|c| [if r == c { one } else { zero }; L]));
+    const PLANES: [(usize, usize, usize, usize, usize); 3] =
+        [(0, 1, 0, 1, 2), (0, 2, 1, 0, 2), (1, 2, 2, 0, 1)];
+    let mut active = [true; L];
+    for _ in 0..32 {
+        for l in 0..L {
+            let off = o[0][l] * o[0][l] + o[1][l] * o[1][l] + o[2][l] * o[2][l];
+            let diag = d[0][l] * d[0][l] + d[1][l] * d[1][l] + d[2][l] * d[2][l];
+            // A NaN lane fails the test and keeps sweeping, as in the scalar routine.
+            if off <= eps2 * diag {
+                active[l] = false;
+            }
+        }
+        if !active.iter().any(|&a| a) {
+            break;
+        }
+        let mut rotated = [false; L];
+        for &(p, q, pq, pr, qr) in &PLANES {
+            let mut rot = [false; L];
+            let mut cs = [(zero, zero); L];
+            for l in 0..L {
+                let apq = o[pq][l];
+                let g = hundred * apq.abs();
+                let negligible =
+                    d[p][l].abs() + g == d[p][l].abs() && d[q][l].abs() + g == d[q][l].abs();
+                let live = active[l] && apq != zero;
+                if live && negligible {
+                    o[pq][l] = zero;
+                }
+                rot[l] = live && !negligible;
+                // The same expressions as `symmetric_eigen3`, computed on every lane (a lane
+                // that does not rotate discards them).
+                let x = d[q][l] - d[p][l];
+                let y = two * apq;
+                let r = (x * x + y * y).sqrt();
+                let xr = x.abs() + r;
+                let signed_y = if x * y >= zero { y.abs() } else { -y.abs() };
+                let t = signed_y / xr;
+                let inv = one / (two * r * xr).sqrt();
+                let (c, sn) = (xr * inv, signed_y * inv);
+                if rot[l] {
+                    d[p][l] -= t * apq;
+                    d[q][l] += t * apq;
+                    o[pq][l] = zero;
+                    let (arp, arq) = (o[pr][l], o[qr][l]);
+                    o[pr][l] = c * arp - sn * arq;
+                    o[qr][l] = sn * arp + c * arq;
+                    rotated[l] = true;
+                }
+                cs[l] = (c, sn);
+            }
+            for row in v.iter_mut() {
+                for l in 0..L {
+                    if rot[l] {
+                        let (c, sn) = cs[l];
+                        let (vkp, vkq) = (row[p][l], row[q][l]);
+                        row[p][l] = c * vkp - sn * vkq;
+                        row[q][l] = sn * vkp + c * vkq;
+                    }
+                }
+            }
+        }
+        for l in 0..L {
+            active[l] &= rotated[l];
+        }
+    }
+    std::array::from_fn(|l| {
+        (
+            Vector3::new(d[0][l], d[1][l], d[2][l]),
+            Matrix3::new(
+                v[0][0][l], v[0][1][l], v[0][2][l], v[1][0][l], v[1][1][l], v[1][2][l], v[2][0][l],
+                v[2][1][l], v[2][2][l],
+            ),
+        )
+    })
+}
+
 /// The signed SVD of [`svd3`] (same conventions: U, V rotations, σ₀ ≥ σ₁ ≥ |σ₂| — up to
 /// round-off where singular values repeat —, σ₂ < 0 when det F < 0) by the algorithm nalgebra uses for 3×3 (McAdams et al. 2011): V from the
 /// eigenvectors of FᵀF ([`symmetric_eigen3`]), columns of B = FV sorted by norm, then U and the
@@ -151,7 +243,23 @@ pub fn symmetric_eigen3<T: RealField + Copy>(s: &Matrix3<T>) -> (Vector3<T>, Mat
 /// Agrees with [`svd3`] to round-off (up to the sign freedom of repeated singular values'
 /// vectors) at about a fifth of its instructions.
 pub fn svd3_fast<T: RealField + Copy>(f: &Matrix3<T>) -> Svd3<T> {
-    let (_, mut v) = symmetric_eigen3(&f.tr_mul(f));
+    let (_, v) = symmetric_eigen3(&f.tr_mul(f));
+    svd3_from_right(f, v)
+}
+
+/// [`svd3_fast`] of `L` matrices at once, bit-identical to calling it on each: the Jacobi
+/// eigen-solves of FᵀF run in lock-step ([`symmetric_eigen3_lanes`]), the rest per matrix.
+/// The scalar eigen-solve is one dependent chain of square roots and divisions per rotation,
+/// so a lone element keeps the core waiting on their latency (the element pass's body is too
+/// long for out-of-order execution to overlap two elements); `L` independent chains fill it.
+pub fn svd3_fast_lanes<T: RealField + Copy, const L: usize>(f: &[Matrix3<T>; L]) -> [Svd3<T>; L] {
+    let c: [Matrix3<T>; L] = std::array::from_fn(|l| f[l].tr_mul(&f[l]));
+    let eig = symmetric_eigen3_lanes(&c);
+    std::array::from_fn(|l| svd3_from_right(&f[l], eig[l].1))
+}
+
+/// The rest of [`svd3_fast`] once V (the eigenvectors of FᵀF, a rotation) is known.
+fn svd3_from_right<T: RealField + Copy>(f: &Matrix3<T>, mut v: Matrix3<T>) -> Svd3<T> {
     let mut b = f * v;
     let mut rho = [
         b.column(0).norm_squared(),

@@ -9,8 +9,8 @@ use super::surface_contact::{
 use super::{HessianLayout, Model, Obstacle, State, StepScheme};
 use crate::contact::friction::FrictionSet;
 use crate::material::{
-    dpdf_curvature, element_energy, element_gradient, element_hessian_filtered, EigenFilter,
-    MaterialModel,
+    dpdf_curvature, element_energy, element_gradient, element_hessian_filtered,
+    element_hessians_filtered_lanes, EigenFilter, ElementState, MaterialModel, ELEMENT_LANES,
 };
 use jello_precompute::sparse::{pack_upper_blocks, SymSparse};
 use nalgebra::SMatrix;
@@ -331,9 +331,13 @@ impl ElasticTerms for Model {
         out: &mut Vec<[f64; 144]>,
     ) {
         out.resize(self.mesh.num_tets(), [0.0; 144]);
-        out.par_iter_mut().enumerate().for_each(|(t, o)| {
-            self.element_hessian_row_major(x, t, filter, |h| o.copy_from_slice(h))
-        });
+        out.par_chunks_mut(ELEMENT_LANES)
+            .enumerate()
+            .for_each(|(chunk, o)| {
+                self.element_hessians_row_major(x, chunk * ELEMENT_LANES, filter, |l, h| {
+                    o[l].copy_from_slice(h)
+                })
+            });
     }
 
     fn elastic_element_hessian_blocks(
@@ -344,27 +348,52 @@ impl ElasticTerms for Model {
         out: &mut Vec<PackedTetHessian>,
     ) {
         out.resize(self.mesh.num_tets(), [0.0; 90]);
-        out.par_iter_mut().enumerate().for_each(|(t, o)| {
-            self.element_hessian_row_major(x, t, filter, |h| pack_upper_blocks(&tets[t], h, o))
-        });
+        out.par_chunks_mut(ELEMENT_LANES)
+            .enumerate()
+            .for_each(|(chunk, o)| {
+                let t0 = chunk * ELEMENT_LANES;
+                self.element_hessians_row_major(x, t0, filter, |l, h| {
+                    pack_upper_blocks(&tets[t0 + l], h, &mut o[l])
+                })
+            });
     }
 }
 
 impl Model {
-    /// Element `t`'s filtered Hessian at `x`, handed to `write` as a row-major 12×12 slice.
-    fn element_hessian_row_major(
+    /// The filtered Hessians of the tets `t0 ..` (up to [`ELEMENT_LANES`] of them, fewer at the
+    /// mesh's end) at `x`, each handed to `write(l, h)` (tet `t0 + l`) as a row-major 12×12
+    /// slice; bit-identical to evaluating them one by one.
+    fn element_hessians_row_major(
         &self,
         x: &[f64],
-        t: usize,
+        t0: usize,
         filter: EigenFilter,
-        write: impl FnOnce(&[f64]),
+        mut write: impl FnMut(usize, &[f64]),
     ) {
-        let s = element_hessian_filtered(
-            &self.materials[t],
-            &self.rest[t],
-            &corners(x, &self.mesh.tets[t]),
+        let n = self.mesh.num_tets();
+        if t0 + ELEMENT_LANES > n {
+            for t in t0..n {
+                let s = element_hessian_filtered(
+                    &self.materials[t],
+                    &self.rest[t],
+                    &corners(x, &self.mesh.tets[t]),
+                    Some(filter),
+                );
+                self.write_row_major(t, s, |h| write(t - t0, h));
+            }
+            return;
+        }
+        element_hessians_filtered_lanes::<f64, ELEMENT_LANES>(
+            std::array::from_fn(|l| &self.materials[t0 + l]),
+            std::array::from_fn(|l| &self.rest[t0 + l]),
+            &std::array::from_fn(|l| corners(x, &self.mesh.tets[t0 + l])),
             Some(filter),
+            |l, s| self.write_row_major(t0 + l, s, |h| write(l, h)),
         );
+    }
+
+    /// Hands tet `t`'s Hessian in `s` to `write` as a row-major 12×12 slice.
+    fn write_row_major(&self, t: usize, s: ElementState<f64>, write: impl FnOnce(&[f64])) {
         if let Some(h) = s.hessian {
             if self.materials[t].model == MaterialModel::Linear {
                 // Contracted from ∂P/∂F: symmetric only to round-off, so transposed.
