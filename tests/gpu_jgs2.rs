@@ -2547,3 +2547,63 @@ fn device_hmatrix_jgs2_matches_f64() {
         );
     }
 }
+
+/// The H-matrix twins on corrupted blobs (random words overwritten with random or extreme
+/// values): each returns a result or an error, never a panic (the CPU backend's contract; the
+/// GPU would read clamped garbage, so the packer validates before upload).
+#[test]
+fn hmatrix_twins_refuse_corrupt_blobs_without_panicking() {
+    let mut rng = common::rng("hmatrix_twins_refuse_corrupt_blobs_without_panicking");
+    let (m, sub) = hmatrix_case();
+    let nv = m.num_vertices();
+    let packed = DeviceJgs2::pack_hmatrix(&m, &sub).unwrap().unwrap();
+    let nc = packed.n_cols;
+    let far_base = nv + tw::NODE_STRIDE * sub.tree.len();
+    let perm = sub.tree.perm.clone();
+    let mut refused = 0;
+    for _ in 0..300 {
+        let mut blob = packed.blob.clone();
+        for _ in 0..rng.random_range(1..4) {
+            // Mostly the structure (header, node and pair records, lists), sometimes anywhere.
+            let span = if rng.random_bool(0.8) {
+                blob.len().min(400)
+            } else {
+                blob.len()
+            };
+            let at = rng.random_range(0..span);
+            blob[at] = match rng.random_range(0..3) {
+                0 => u32::MAX - rng.random_range(0..3),
+                1 => rng.random_range(0..64),
+                _ => rng.random(),
+            };
+        }
+        let mut frame = rand_v4(&mut rng, nv, 1.0);
+        frame.resize(far_base + nv, [0.0; 4]);
+        let mut hw = vec![0.0f32; 2 * nc as usize];
+        let p = Params {
+            n: nc,
+            u0: nc,
+            ..Params::default()
+        };
+        let results = [
+            twins::jgs2_hm_forward(&p, &blob, &perm, &frame, &mut hw).is_err(),
+            twins::jgs2_hm_coupling(&p, &blob, &mut hw).is_err(),
+            twins::jgs2_hm_backward(
+                &Params {
+                    n: packed.n_perm,
+                    u0: nc,
+                    u1: far_base as u32,
+                    ..Params::default()
+                },
+                &blob,
+                &perm,
+                &hw,
+                &mut frame,
+            )
+            .is_err(),
+        ];
+        refused += results.iter().any(|&e| e) as usize;
+    }
+    eprintln!("{refused} of 300 corrupt blobs refused by a twin");
+    assert!(refused > 0, "no corruption was ever detected");
+}

@@ -82,8 +82,20 @@ impl Blob<'_> {
             blk: (self.u(o + 6)?, self.u(o + 7)?),
             near: (self.u(o + 8)?, self.u(o + 9)?),
         };
-        // The parent precedes its children in the node order: the leaf-to-root walk ends.
-        if nd.start > nd.end || (nd.parent != HM_NONE && nd.parent as usize >= c) {
+        // The parent precedes its children in the node order: the leaf-to-root walk ends. The
+        // range, rank and basis must fit the blob, so no offset arithmetic below can overflow.
+        let m = 3 * nd.end.saturating_sub(nd.start);
+        let fits = nd
+            .rank
+            .checked_mul(m)
+            .and_then(|q| q.checked_add(nd.basis))
+            .is_some_and(|e| e <= self.0.len());
+        if nd.start > nd.end
+            || nd.end > self.u(1)?
+            || nd.rank > m
+            || !fits
+            || (nd.parent != HM_NONE && nd.parent as usize >= c)
+        {
             return Err(invalid(format!("hm blob: node {c} is inconsistent")));
         }
         Ok(nd)
@@ -227,6 +239,15 @@ pub fn jgs2_hm_backward(
                 let (ci, cj, g) = b.pair(4, b.u(e)?)?;
                 let (ni, nj) = (b.node(ci)?, b.node(cj)?);
                 let mj = 3 * (nj.end - nj.start);
+                // The dense block must fit the blob (bounds every row offset below).
+                let mi = 3 * (ni.end - ni.start);
+                if mi
+                    .checked_mul(mj)
+                    .and_then(|x| x.checked_add(g))
+                    .is_none_or(|e| e > hm.len())
+                {
+                    return Err(invalid(format!("jgs2_hm_backward: near pair {e} block")));
+                }
                 if ci == l {
                     let r0 = 3 * (pos - ni.start);
                     for (d, yd) in y.iter_mut().enumerate() {
