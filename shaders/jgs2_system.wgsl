@@ -7,11 +7,13 @@
 // the node entries in `frame`: G_c at u0 + 4c, the first moments N_c[x|y|z] after it;
 // jgs2_tree_sum.wgsl).
 // blob (u32 words, floats bit-cast; built by `jello::solver::jgs2::pack_subspace`):
-//   [4i..4i+4] = (off, n_inc, n_near, n_far | linear << 31); at off: Â_i (9, row-major), m_i,
-//   then n_inc incident entries (4e + corner of i, s_0..s_3), n_near entries (j, Ū_i[j] 9
-//   row-major), n_far entries (node c, block b_c 9 row-major, and when linear the slopes
-//   B_{c,x}, B_{c,y}, B_{c,z}, 9 each), then extra blocks (v, 9). s_c is the word
-//   index of corner c's 3×3 block (its vertex id at s_c − 1) or 0xffffffff for a zero block.
+//   [4i..4i+4] = (off, n_inc, n_near, n_far | linear << 31 | hmatrix << 30); at off: Â_i (9,
+//   row-major), m_i, then n_inc incident entries (4e + corner of i, s_0..s_3), n_near entries
+//   (j, Ū_i[j] 9 row-major), n_far entries (node c, block b_c 9 row-major, and when linear the
+//   slopes B_{c,x}, B_{c,y}, B_{c,z}, 9 each), with hmatrix one word: the `frame` index of
+//   vertex i's H-matrix sum S_i (G ĝ)_i − ĝ_i (jgs2_hm_backward.wgsl), added to the sum as
+//   local.rs adds `TreeFrame::far`; then extra blocks (v, 9). s_c is the word index of corner
+//   c's 3×3 block (its vertex id at s_c − 1) or 0xffffffff for a zero block.
 #import params
 #import jgs2
 #import hess_block
@@ -49,8 +51,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let off = blob[4u * i];
     let n_inc = blob[4u * i + 1u];
     let n_near = blob[4u * i + 2u];
-    let n_far = blob[4u * i + 3u] & 0x7fffffffu;
+    let n_far = blob[4u * i + 3u] & 0x3fffffffu;
     let linear = (blob[4u * i + 3u] >> 31u) != 0u;
+    let hmatrix = ((blob[4u * i + 3u] >> 30u) & 1u) != 0u;
     let far_words = select(10u, 37u, linear);
     let ri = rot[i];
     let rit = transpose(ri);
@@ -70,6 +73,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             }
         }
         p += far_words;
+    }
+    if hmatrix {
+        acc += frame[blob[p]].xyz;
     }
     let gi = g[i].xyz;
     let r = gi + ri * acc;

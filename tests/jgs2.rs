@@ -964,25 +964,45 @@ fn hmatrix_far_field_converges_to_exact_rows() {
     );
 }
 
-/// The device solver has no H-matrix kernels: it refuses such a subspace with an error that
-/// names the option, instead of running without the far field.
+/// The device solver takes an H-matrix subspace (its runs against the f64 solver are in
+/// tests/gpu_jgs2.rs) and refuses one whose arrays do not fit its tree with an error naming the
+/// H-matrix, never a panic or an out-of-bounds read on the device.
 #[test]
-fn device_solver_refuses_an_hmatrix_subspace() {
+fn device_solver_takes_an_hmatrix_subspace_and_refuses_a_broken_one() {
     use jello::gpu::Device;
     use jello::solver::jgs2::DeviceJgs2;
-    use jello_precompute::hmatrix::HMatrixOptions;
-    let m = cantilever(MaterialModel::Arap, 1e5, [6, 2, 2]);
+    use jello_precompute::hmatrix::{HMatrix, HMatrixOptions};
+    let m = cantilever(MaterialModel::Arap, 1e5, [12, 2, 2]);
     let mut o = SubspaceOptions::default();
     o.precompute.far_hmatrix = Some(HMatrixOptions::default());
-    let sub = Arc::new(build_subspace(&m, 0.01, &o).unwrap());
-    assert!(sub.far_hmatrix.is_some());
-    let err = DeviceJgs2::new(Device::cpu(), &m, Jgs2Params::default(), Some(sub.clone()))
-        .err()
-        .expect("the device solver must refuse an H-matrix subspace")
-        .to_string();
-    assert!(err.contains("H-matrix"), "error names the option: {err}");
-    // The CPU reference takes it.
-    assert!(Jgs2Solver::jgs2(&m, Jgs2Params::default(), sub).is_ok());
+    let sub = build_subspace(&m, 0.01, &o).unwrap();
+    assert!(sub
+        .far_hmatrix
+        .as_ref()
+        .is_some_and(|f| !f.matrix.blocks.is_empty()));
+    assert!(DeviceJgs2::new(
+        Device::cpu(),
+        &m,
+        Jgs2Params::default(),
+        Some(Arc::new(sub.clone()))
+    )
+    .is_ok());
+    type Break = dyn Fn(&mut HMatrix);
+    let breaks: [(&str, &Break); 4] = [
+        ("basis offset", &|h| h.basis_ptr[1] += 1),
+        ("rank", &|h| h.rank[0] += 1),
+        ("coupling", &|h| h.coupling.clear()),
+        ("near pair", &|h| h.near_pairs.push((0, 0))),
+    ];
+    for (what, brk) in breaks {
+        let mut b = sub.clone();
+        brk(&mut b.far_hmatrix.as_mut().unwrap().matrix);
+        let err = DeviceJgs2::new(Device::cpu(), &m, Jgs2Params::default(), Some(Arc::new(b)))
+            .err()
+            .unwrap_or_else(|| panic!("a broken H-matrix ({what}) was uploaded"))
+            .to_string();
+        assert!(err.contains("H-matrix"), "{what}: {err}");
+    }
 }
 
 /// The CPU solver with the H-matrix field converges like exact rows on the sagging ARAP

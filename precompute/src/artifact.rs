@@ -4,7 +4,7 @@
 //! ```text
 //! offset  size  field
 //! 0       8     magic  b"JELLOJG2"
-//! 8       4     format version (u32, currently 4)
+//! 8       4     format version (u32, currently 5)
 //! 12      8     cache key (u64, chosen by the caller: hash of mesh + material + h + pins)
 //! 20      8     payload length in bytes (u64)
 //! 28      L     payload
@@ -16,27 +16,37 @@
 //! as u32 with `u32::MAX` for none), then per vertex: `Â` (9 f64), `S` (9 f64), far residual (f64),
 //! `n_near: u32`, `n_near × u32` vertices, `n_near × 9 × f64` blocks, `n_far: u32`,
 //! `n_far × u32` tree nodes, `n_far × f64` weights, `n_far × 9 × f64` blocks, `n_slopes: u32`
-//! (0 or `n_far`), `n_slopes × 27 × f64` first-order slopes.
+//! (0 or `n_far`), `n_slopes × 27 × f64` first-order slopes. Then the H-matrix far field
+//! (`Jgs2Options::far_hmatrix`, version 5 on): `has: u32` (0 or 1), and when 1 its statistics
+//! (`hmatrix_s`, `hmatrix_mean_rank` as f64, `hmatrix_max_rank: u32`, `hmatrix_blocks: u64`)
+//! and every array of [`HMatrix`] in declaration order, each a `u64` count followed by its
+//! entries (pairs as two u32, offsets as u64, values as f64, ids and ranks as u32). Its `S_i`
+//! are the vertex records' `S`.
 //!
 //! Files are written to a temporary sibling and renamed, so a reader never sees half a file.
 //! Reading checks magic, version, key, length and checksum before decoding, and decoding
 //! bounds-checks every count, so arbitrary bytes give an [`ArtifactError`], never a panic.
 //! A checksum only proves the bytes are the ones written: decoding then checks the content
 //! too (every number finite, the tree's ranges nested and its permutation distinct, near
-//! vertices ascending and in range, the counts in the stats matching the data), so a file
-//! poisoned with a NaN and a recomputed checksum is refused as [`ArtifactErrorKind::Malformed`].
+//! vertices ascending and in range, the counts in the stats matching the data, and for the
+//! H-matrix: leaf pairs and blocks over the tree's nodes, every offset array starting at 0 and
+//! stepping by exactly its block's size, ranks within their node's size and the per-node lists
+//! equal to the ones the pairs and blocks imply), so a file poisoned with a NaN and a
+//! recomputed checksum is refused as [`ArtifactErrorKind::Malformed`].
 
 use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
+use crate::hmatrix::HMatrix;
 use crate::jgs2::{Jgs2Basis, Jgs2Stats, VertexSubspaceData};
 use crate::tree::ClusterTree;
 
 /// File magic.
 pub const MAGIC: [u8; 8] = *b"JELLOJG2";
 /// Current format version.
-pub const FORMAT_VERSION: u32 = 4;
+/// Version 5 added the H-matrix far field section.
+pub const FORMAT_VERSION: u32 = 5;
 const HEADER: usize = 28;
 /// Largest artifact [`read`] opens: 64 GiB (the 114k-vertex armadillo's is about 0.5 GB).
 /// Anything larger, and anything that is not a regular file, is refused from its metadata.
@@ -159,7 +169,29 @@ fn payload_len(basis: &Jgs2Basis) -> usize {
         len += 4 + v.far_nodes.len() * 4 + v.far_weights.len() * 8 + v.far_blocks.len() * 72;
         len += 4 + v.far_slopes.len() * 27 * 8;
     }
-    len
+    len + 4 + basis.far_hmatrix.as_ref().map_or(0, hmatrix_len)
+}
+
+/// Bytes of the H-matrix section after its `has` flag: statistics, then per array a u64 count
+/// and its entries.
+fn hmatrix_len(h: &HMatrix) -> usize {
+    2 * 8
+        + 4
+        + 8
+        + 13 * 8
+        + 8 * h.near_pairs.len()
+        + 8 * h.near_ptr.len()
+        + 8 * h.near.len()
+        + 4 * h.node_near.len()
+        + 8 * h.node_near_ptr.len()
+        + 4 * h.rank.len()
+        + 8 * h.basis_ptr.len()
+        + 8 * h.basis.len()
+        + 8 * h.blocks.len()
+        + 8 * h.coupling_ptr.len()
+        + 8 * h.coupling.len()
+        + 4 * h.node_blocks.len()
+        + 8 * h.node_block_ptr.len()
 }
 
 /// The framed artifact of `basis` fed to `out` in pieces ([`emit_framed`]).
@@ -252,6 +284,57 @@ fn emit_payload(basis: &Jgs2Basis, p: &mut dyn FnMut(&[u8])) {
             f64s(p, x);
         }
     }
+    u32s(p, basis.far_hmatrix.is_some() as u32);
+    if let Some(h) = &basis.far_hmatrix {
+        emit_hmatrix(h, s, p);
+    }
+}
+
+/// The H-matrix section (see the module docs) after its flag.
+fn emit_hmatrix(h: &HMatrix, s: &Jgs2Stats, p: &mut dyn FnMut(&[u8])) {
+    let count = |p: &mut dyn FnMut(&[u8]), n: usize| p(&(n as u64).to_le_bytes());
+    let pairs = |p: &mut dyn FnMut(&[u8]), x: &[(u32, u32)]| {
+        count(p, x.len());
+        for &(i, j) in x {
+            p(&i.to_le_bytes());
+            p(&j.to_le_bytes());
+        }
+    };
+    let offsets = |p: &mut dyn FnMut(&[u8]), x: &[usize]| {
+        count(p, x.len());
+        for &o in x {
+            p(&(o as u64).to_le_bytes());
+        }
+    };
+    let values = |p: &mut dyn FnMut(&[u8]), x: &[f64]| {
+        count(p, x.len());
+        for &v in x {
+            p(&v.to_le_bytes());
+        }
+    };
+    let ids = |p: &mut dyn FnMut(&[u8]), x: &[u32]| {
+        count(p, x.len());
+        for &v in x {
+            p(&v.to_le_bytes());
+        }
+    };
+    p(&s.hmatrix_s.to_le_bytes());
+    p(&s.hmatrix_mean_rank.to_le_bytes());
+    p(&s.hmatrix_max_rank.to_le_bytes());
+    p(&(s.hmatrix_blocks as u64).to_le_bytes());
+    pairs(p, &h.near_pairs);
+    offsets(p, &h.near_ptr);
+    values(p, &h.near);
+    ids(p, &h.node_near);
+    offsets(p, &h.node_near_ptr);
+    ids(p, &h.rank);
+    offsets(p, &h.basis_ptr);
+    values(p, &h.basis);
+    pairs(p, &h.blocks);
+    offsets(p, &h.coupling_ptr);
+    values(p, &h.coupling);
+    ids(p, &h.node_blocks);
+    offsets(p, &h.node_block_ptr);
 }
 
 /// The file framing shared by every precompute artifact: magic, version, key, payload
@@ -508,6 +591,15 @@ pub fn decode(bytes: &[u8], key: u64) -> Result<Jgs2Basis, ArtifactErrorKind> {
         }
         vertices.push(rec);
     }
+    let far_hmatrix = match r.u32()? {
+        0 => None,
+        1 => Some(read_hmatrix(&mut r, &tree, &mut stats)?),
+        x => {
+            return Err(K::Malformed(format!(
+                "H-matrix flag {x} is neither 0 nor 1"
+            )))
+        }
+    };
     if r.remaining() != 0 {
         return Err(K::Malformed(format!(
             "{} unread payload bytes",
@@ -517,7 +609,7 @@ pub fn decode(bytes: &[u8], key: u64) -> Result<Jgs2Basis, ArtifactErrorKind> {
     let basis = Jgs2Basis {
         vertices,
         tree,
-        far_hmatrix: None,
+        far_hmatrix,
         stats,
     };
     check_content(&basis, &f).map_err(K::Malformed)?;
@@ -591,6 +683,205 @@ fn check_content(b: &Jgs2Basis, stats_f64: &[f64]) -> Result<(), String> {
     Ok(())
 }
 
+/// Reads the H-matrix section after its flag (see the module docs) over `tree`, filling the
+/// H-matrix statistics into `stats`. Every count is checked against the bytes left before it is
+/// allocated, and the structure (ids, offsets, ranks, per-node lists) against `tree`.
+fn read_hmatrix(
+    r: &mut Reader<'_>,
+    tree: &ClusterTree,
+    stats: &mut Jgs2Stats,
+) -> Result<HMatrix, ArtifactErrorKind> {
+    use ArtifactErrorKind as K;
+    stats.hmatrix_s = r.f64()?;
+    stats.hmatrix_mean_rank = r.f64()?;
+    stats.hmatrix_max_rank = r.u32()?;
+    stats.hmatrix_blocks = r.u64()? as usize;
+    if !(stats.hmatrix_s.is_finite()
+        && stats.hmatrix_s >= 0.0
+        && stats.hmatrix_mean_rank.is_finite()
+        && stats.hmatrix_mean_rank >= 0.0)
+    {
+        return Err(K::Malformed(
+            "H-matrix statistics are not finite and ≥ 0".into(),
+        ));
+    }
+    // A count, refused when its entries (`bytes` each) cannot fit in what is left.
+    let count = |r: &mut Reader<'_>, bytes: usize, what: &str| -> Result<usize, K> {
+        let n = r.u64()?;
+        if n > (r.remaining() / bytes) as u64 {
+            return Err(K::Malformed(format!(
+                "H-matrix: {n} {what} exceed the {} payload bytes left",
+                r.remaining()
+            )));
+        }
+        Ok(n as usize)
+    };
+    let pairs = |r: &mut Reader<'_>, what: &str| -> Result<Vec<(u32, u32)>, K> {
+        let n = count(r, 8, what)?;
+        (0..n).map(|_| Ok((r.u32()?, r.u32()?))).collect()
+    };
+    let offsets = |r: &mut Reader<'_>, what: &str| -> Result<Vec<usize>, K> {
+        let n = count(r, 8, what)?;
+        (0..n).map(|_| Ok(r.u64()? as usize)).collect()
+    };
+    let values = |r: &mut Reader<'_>, what: &str| -> Result<Vec<f64>, K> {
+        let n = count(r, 8, what)?;
+        (0..n)
+            .map(|_| {
+                let x = r.f64()?;
+                if x.is_finite() {
+                    Ok(x)
+                } else {
+                    Err(K::Malformed(format!(
+                        "H-matrix {what}: a non-finite number"
+                    )))
+                }
+            })
+            .collect()
+    };
+    let ids = |r: &mut Reader<'_>, what: &str| -> Result<Vec<u32>, K> {
+        let n = count(r, 4, what)?;
+        (0..n).map(|_| r.u32()).collect()
+    };
+    let h = HMatrix {
+        near_pairs: pairs(r, "near pairs")?,
+        near_ptr: offsets(r, "near offsets")?,
+        near: values(r, "near blocks")?,
+        node_near: ids(r, "per-node near pairs")?,
+        node_near_ptr: offsets(r, "per-node near offsets")?,
+        rank: ids(r, "ranks")?,
+        basis_ptr: offsets(r, "basis offsets")?,
+        basis: values(r, "bases")?,
+        blocks: pairs(r, "far blocks")?,
+        coupling_ptr: offsets(r, "coupling offsets")?,
+        coupling: values(r, "couplings")?,
+        node_blocks: ids(r, "per-node blocks")?,
+        node_block_ptr: offsets(r, "per-node block offsets")?,
+    };
+    check_hmatrix(&h, tree).map_err(|e| K::Malformed(format!("H-matrix: {e}")))?;
+    Ok(h)
+}
+
+/// The structure of `h` over `tree`: what [`HMatrix::apply_tree_order`] and the device upload
+/// index by, so a file that passes never indexes out of bounds.
+fn check_hmatrix(h: &HMatrix, tree: &ClusterTree) -> Result<(), String> {
+    let nn = tree.len();
+    let size = |c: u32| 3 * (tree.end[c as usize] - tree.start[c as usize]) as usize;
+    let is_leaf = |c: u32| (c as usize) < nn && tree.children[c as usize].is_none();
+    // Offsets start at 0 and step by each entry's size (no overflow: sizes are products of
+    // u32-bounded counts, checked).
+    let steps = |ptr: &[usize],
+                 sizes: &mut dyn Iterator<Item = Option<usize>>,
+                 total: usize,
+                 what: &str| {
+        let mut at = 0usize;
+        if ptr.first() != Some(&0) {
+            return Err(format!("{what} offsets do not start at 0"));
+        }
+        for (k, sz) in sizes.enumerate() {
+            at = sz
+                .and_then(|sz| at.checked_add(sz))
+                .ok_or_else(|| format!("{what} {k}'s size overflows"))?;
+            if ptr.get(k + 1) != Some(&at) {
+                return Err(format!("{what} offset {} is not {at}", k + 1));
+            }
+        }
+        if at != total {
+            return Err(format!("{what}: {total} values for offsets ending at {at}"));
+        }
+        Ok(())
+    };
+    if let Some(&(i, j)) = h
+        .near_pairs
+        .iter()
+        .find(|&&(i, j)| !(i <= j && is_leaf(i) && is_leaf(j)))
+    {
+        return Err(format!("near pair ({i}, {j}) is not two leaves I ≤ J"));
+    }
+    if h.near_ptr.len() != h.near_pairs.len() + 1 {
+        return Err("near offsets are not one per pair plus one".into());
+    }
+    steps(
+        &h.near_ptr,
+        &mut h
+            .near_pairs
+            .iter()
+            .map(|&(i, j)| size(i).checked_mul(size(j))),
+        h.near.len(),
+        "near block",
+    )?;
+    if h.rank.len() != nn || h.basis_ptr.len() != nn + 1 {
+        return Err(format!(
+            "ranks or basis offsets are not one per node of {nn}"
+        ));
+    }
+    if let Some(c) = (0..nn).find(|&c| h.rank[c] as usize > size(c as u32)) {
+        return Err(format!("node {c}'s rank {} exceeds its size", h.rank[c]));
+    }
+    steps(
+        &h.basis_ptr,
+        &mut (0..nn).map(|c| size(c as u32).checked_mul(h.rank[c] as usize)),
+        h.basis.len(),
+        "basis",
+    )?;
+    if let Some(&(i, j)) = h
+        .blocks
+        .iter()
+        .find(|&&(i, j)| !(i < j && (j as usize) < nn))
+    {
+        return Err(format!("far block ({i}, {j}) is not I < J < {nn}"));
+    }
+    if h.coupling_ptr.len() != h.blocks.len() + 1 {
+        return Err("coupling offsets are not one per block plus one".into());
+    }
+    steps(
+        &h.coupling_ptr,
+        &mut h
+            .blocks
+            .iter()
+            .map(|&(i, j)| (h.rank[i as usize] as usize).checked_mul(h.rank[j as usize] as usize)),
+        h.coupling.len(),
+        "coupling",
+    )?;
+    // The per-node lists must be exactly the ones the pairs and blocks imply (in pair order,
+    // a diagonal pair listed once): the device and the apply trust them as an index.
+    let (ptr, list) = node_lists(nn, &h.near_pairs);
+    if ptr != h.node_near_ptr || list != h.node_near {
+        return Err("per-node near lists do not match the near pairs".into());
+    }
+    let (ptr, list) = node_lists(nn, &h.blocks);
+    if ptr != h.node_block_ptr || list != h.node_blocks {
+        return Err("per-node block lists do not match the far blocks".into());
+    }
+    Ok(())
+}
+
+/// Per node of `nn`, the indices of the `pairs` it belongs to, in pair order (a pair `(c, c)`
+/// once), as CSR offsets and entries. The pairs' nodes are `< nn` (checked by the caller).
+fn node_lists(nn: usize, pairs: &[(u32, u32)]) -> (Vec<usize>, Vec<u32>) {
+    let mut ptr = vec![0usize; nn + 1];
+    for &(i, j) in pairs {
+        ptr[i as usize + 1] += 1;
+        if i != j {
+            ptr[j as usize + 1] += 1;
+        }
+    }
+    for c in 0..nn {
+        ptr[c + 1] += ptr[c];
+    }
+    let mut fill = ptr.clone();
+    let mut out = vec![0u32; ptr[nn]];
+    for (b, &(i, j)) in pairs.iter().enumerate() {
+        out[fill[i as usize]] = b as u32;
+        fill[i as usize] += 1;
+        if i != j {
+            out[fill[j as usize]] = b as u32;
+            fill[j as usize] += 1;
+        }
+    }
+    (ptr, out)
+}
+
 pub(crate) struct Reader<'a> {
     b: &'a [u8],
     pos: usize,
@@ -624,18 +915,9 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Writes `basis` to `path` atomically (temporary sibling + rename). A basis with an
-/// H-matrix far field is refused: the format does not hold one, and a file without it would
-/// load as a basis with no far field at all.
+/// Writes `basis` (its H-matrix far field included) to `path` atomically (temporary sibling +
+/// rename).
 pub fn write(path: &Path, basis: &Jgs2Basis, key: u64) -> Result<(), ArtifactError> {
-    if basis.far_hmatrix.is_some() {
-        return Err(ArtifactError {
-            path: path.to_owned(),
-            kind: ArtifactErrorKind::Malformed(
-                "the artifact format holds no H-matrix far field".into(),
-            ),
-        });
-    }
     // Streamed through a buffer rather than encoded first: the bytes are as large as the basis.
     write_with(path, |f| {
         let mut w = std::io::BufWriter::with_capacity(1 << 20, f);

@@ -49,6 +49,14 @@ pub enum Kernel {
     Jgs2Rotation,
     /// JGS2 cluster-tree node sums of the rest-frame gradients (one level per dispatch).
     Jgs2TreeSum,
+    /// H-matrix far field: forward transform `w_c = Q_cᵀ x_c`, one thread per basis column.
+    Jgs2HmForward,
+    /// H-matrix far field: couplings `v_c = Σ S_IJ w_J` (transposed where c is the column
+    /// cluster), gathered per basis column over the node's block list.
+    Jgs2HmCoupling,
+    /// H-matrix far field: per tree position its near rows and `Σ_c Q_c v_c` up the tree, then
+    /// the vertex's far sum `S_i y_i − ĝ_i`.
+    Jgs2HmBackward,
     /// JGS2 per-vertex local system and its VBD fallback.
     Jgs2System,
     /// VBD per-vertex local system.
@@ -105,7 +113,7 @@ pub enum Kernel {
 
 impl Kernel {
     /// All kernels, in table order.
-    pub const ALL: [Kernel; 38] = [
+    pub const ALL: [Kernel; 41] = [
         Kernel::Axpy,
         Kernel::Scale,
         Kernel::ReduceSum,
@@ -122,6 +130,9 @@ impl Kernel {
         Kernel::Jgs2FaceTerms,
         Kernel::Jgs2Rotation,
         Kernel::Jgs2TreeSum,
+        Kernel::Jgs2HmForward,
+        Kernel::Jgs2HmCoupling,
+        Kernel::Jgs2HmBackward,
         Kernel::Jgs2System,
         Kernel::VbdSystem,
         Kernel::VertexSolve,
@@ -247,7 +258,7 @@ const TN: usize = size_of::<GpuTreeNode>();
 const PR: usize = size_of::<GpuPair>();
 
 /// The kernel table, indexed by [`Kernel::index`].
-pub static KERNELS: [KernelDesc; 38] = [
+pub static KERNELS: [KernelDesc; 41] = [
     KernelDesc {
         kernel: Kernel::Axpy,
         name: "axpy",
@@ -496,6 +507,37 @@ pub static KERNELS: [KernelDesc; 38] = [
         ],
         items_per_group: 64,
         cpu: |p, b| twins::jgs2_tree_sum(p, b.ro(0), b.ro(1), b.ro(2), b.ro(3), b.rw(4)),
+    },
+    KernelDesc {
+        kernel: Kernel::Jgs2HmForward,
+        name: "jgs2_hm_forward",
+        bindings: &[
+            b("hm", R, U, Len::Any),
+            b("perm", R, U, Len::Any),
+            b("frame", R, V4, Len::Any),
+            b("hw", W, F, Len::Any),
+        ],
+        items_per_group: 64,
+        cpu: |p, b| twins::jgs2_hm_forward(p, b.ro(0), b.ro(1), b.ro(2), b.rw(3)),
+    },
+    KernelDesc {
+        kernel: Kernel::Jgs2HmCoupling,
+        name: "jgs2_hm_coupling",
+        bindings: &[b("hm", R, U, Len::Any), b("hw", W, F, Len::Any)],
+        items_per_group: 64,
+        cpu: |p, b| twins::jgs2_hm_coupling(p, b.ro(0), b.rw(1)),
+    },
+    KernelDesc {
+        kernel: Kernel::Jgs2HmBackward,
+        name: "jgs2_hm_backward",
+        bindings: &[
+            b("hm", R, U, Len::Any),
+            b("perm", R, U, Len::Any),
+            b("hw", R, F, Len::Any),
+            b("frame", W, V4, Len::Any),
+        ],
+        items_per_group: 64,
+        cpu: |p, b| twins::jgs2_hm_backward(p, b.ro(0), b.ro(1), b.ro(2), b.rw(3)),
     },
     KernelDesc {
         kernel: Kernel::Jgs2System,

@@ -79,6 +79,18 @@ static FILES: &[(&str, &str)] = &[
     ),
     ("jgs2_dots", include_str!("../../shaders/jgs2_dots.wgsl")),
     (
+        "jgs2_hm_backward",
+        include_str!("../../shaders/jgs2_hm_backward.wgsl"),
+    ),
+    (
+        "jgs2_hm_coupling",
+        include_str!("../../shaders/jgs2_hm_coupling.wgsl"),
+    ),
+    (
+        "jgs2_hm_forward",
+        include_str!("../../shaders/jgs2_hm_forward.wgsl"),
+    ),
+    (
         "jgs2_face_bound",
         include_str!("../../shaders/jgs2_face_bound.wgsl"),
     ),
@@ -136,6 +148,7 @@ static SHARED: &[(&str, &str)] = &[
         "ipc_pair",
         include_str!("../../shaders/shared/ipc_pair.wgsl"),
     ),
+    ("hmatrix", include_str!("../../shaders/shared/hmatrix.wgsl")),
     ("jgs2", include_str!("../../shaders/shared/jgs2.wgsl")),
     ("linalg", include_str!("../../shaders/shared/linalg.wgsl")),
     ("mat3", include_str!("../../shaders/shared/mat3.wgsl")),

@@ -29,6 +29,11 @@ pub const ROTATION_KEEP: u32 = 1;
 pub const NODE_STRIDE: usize = 4;
 /// Top bit of a `jgs2_system` blob's far-sample count: the samples carry 27 slope words.
 pub const FAR_LINEAR: u32 = 1 << 31;
+/// Bit 30 of a `jgs2_system` blob's far-sample count: after the far samples one word holds the
+/// `frame` index of the vertex's H-matrix far sum (`jgs2_hm_backward`).
+pub const FAR_HMATRIX: u32 = 1 << 30;
+/// The far-sample count bits of a `jgs2_system` blob's fourth header word.
+const FAR_COUNT: u32 = FAR_HMATRIX - 1;
 /// Words per `jgs2_dots` block partial (13 used).
 pub const DOTS_STRIDE: usize = 16;
 
@@ -571,10 +576,11 @@ fn check_blob_vertex(
         blob[4 * i] as usize,
         blob[4 * i + 1] as usize,
         blob[4 * i + 2] as usize,
-        (blob[4 * i + 3] & !FAR_LINEAR) as usize,
+        (blob[4 * i + 3] & FAR_COUNT) as usize,
         far_stride(blob[4 * i + 3]),
     );
-    let end = off + 10 + 5 * n_inc + 10 * n_near + far_words * n_far;
+    let hm = (blob[4 * i + 3] & FAR_HMATRIX != 0) as usize;
+    let end = off + 10 + 5 * n_inc + 10 * n_near + far_words * n_far + hm;
     if end > blob.len() {
         return bad("record runs past the blob");
     }
@@ -589,6 +595,9 @@ fn check_blob_vertex(
         if nv + NODE_STRIDE * blob[far0 + far_words * k] as usize + NODE_STRIDE > frame_len {
             return bad("far node out of range");
         }
+    }
+    if hm == 1 && blob[far0 + far_words * n_far] as usize >= frame_len {
+        return bad("H-matrix far sum out of range");
     }
     for t in 0..n_inc {
         let q = off + 10 + 5 * t;
@@ -638,8 +647,9 @@ pub fn jgs2_system(
             let off = blob[4 * i] as usize;
             let n_inc = blob[4 * i + 1] as usize;
             let n_near = blob[4 * i + 2] as usize;
-            let n_far = (blob[4 * i + 3] & !FAR_LINEAR) as usize;
+            let n_far = (blob[4 * i + 3] & FAR_COUNT) as usize;
             let linear = blob[4 * i + 3] & FAR_LINEAR != 0;
+            let hmatrix = blob[4 * i + 3] & FAR_HMATRIX != 0;
             let far_words = far_stride(blob[4 * i + 3]);
             let ri = rot[i].to_glam();
             let rit = ri.transpose();
@@ -659,6 +669,9 @@ pub fn jgs2_system(
                     }
                 }
                 q += far_words;
+            }
+            if hmatrix {
+                acc += v3(&frame[blob[q] as usize]);
             }
             let gi = v3(&g[i]);
             let r = gi + ri * acc;

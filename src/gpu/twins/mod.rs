@@ -11,6 +11,7 @@ pub mod admm;
 pub mod backend;
 mod element;
 mod gather;
+pub mod hmatrix;
 pub mod ipc;
 pub mod jgs2;
 pub mod linalg;
@@ -24,6 +25,7 @@ pub use element::{
     ELASTIC_HESSIAN, ELASTIC_PROJECT, ELASTIC_STRICT, ELASTIC_STRICT_SENTINEL,
 };
 pub use gather::{gather_gradient, gather_hessian_diag, inertia};
+pub use hmatrix::{jgs2_hm_backward, jgs2_hm_coupling, jgs2_hm_forward};
 pub use jgs2::{
     elastic_list, hess_vec, jgs2_apply, jgs2_combine, jgs2_dots, jgs2_rotation, jgs2_system,
     jgs2_tree_sum, jgs2_trial, jgs2_vertex_terms, vbd_system, vertex_solve,

@@ -21,7 +21,14 @@
 //! origin-shifted block's term and the raw moments' terms cancel by up to a node's distance from
 //! the origin over its radius, a few tens for small nodes of a 1 m body: ~1e-5 relative in f32,
 //! far below the far field's tolerance); the subspace packed into one u32 blob
-//! ([`DeviceJgs2::pack_subspace`]).
+//! ([`DeviceJgs2::pack_subspace`]). With the H-matrix far field (`Jgs2Subspace::far_hmatrix`)
+//! its arrays and every S_i are packed, f32, into a second blob ([`DeviceJgs2::pack_hmatrix`],
+//! layout in [`crate::gpu::twins::hmatrix`]) and each rotation of the frame is followed by one
+//! H-matrix product for all vertices instead of the tree sums: `jgs2_hm_forward`
+//! (w_c = Q_cᵀ ĝ_c, a thread per basis column), `jgs2_hm_coupling` (v_c = Σ S_IJ w_J, a gather
+//! over the node's blocks: no atomics), `jgs2_hm_backward` (per tree position its leaf's dense
+//! near rows plus Σ Q_c v_c from the leaf to the root, then S_i y_i − ĝ_i), whose per-vertex
+//! sums `jgs2_system` adds as the CPU's `jgs2_system` adds `TreeFrame::far`.
 //!
 //! # Obstacles
 //! As in the f64 reference ([`StepProblem`]): half-spaces act on vertices (barrier and time of
@@ -96,7 +103,7 @@ use super::subspace::Jgs2Subspace;
 use crate::error::{JelloError, Result};
 use crate::gpu::layout::{GpuContact, GpuLocalSystem, GpuTreeNode, GpuVertexInfo};
 use crate::gpu::twins::jgs2::{
-    DOTS_STRIDE, FAR_LINEAR, NODE_STRIDE, NO_CHILD, ROTATION_KEEP, SOLVE_PRIMARY,
+    DOTS_STRIDE, FAR_HMATRIX, FAR_LINEAR, NODE_STRIDE, NO_CHILD, ROTATION_KEEP, SOLVE_PRIMARY,
     SOLVE_WITH_FALLBACK, ZERO_BLOCK,
 };
 use crate::gpu::twins::{
@@ -208,7 +215,7 @@ fn pack_subspace(model: &Model, sub: &Jgs2Subspace) -> Result<Vec<u32>> {
         // First-order far samples carry 27 slope words after their block (flagged in the
         // count's top bit; samples without slopes then get zeros).
         let linear = vs.far.iter().take(n_far).any(|f| f.slopes.is_some());
-        if n_far >= FAR_LINEAR as usize {
+        if n_far >= FAR_HMATRIX as usize {
             return Err(JelloError::Solver(format!(
                 "JGS2 subspace: vertex {v} has {n_far} far samples"
             )));
@@ -216,7 +223,11 @@ fn pack_subspace(model: &Model, sub: &Jgs2Subspace) -> Result<Vec<u32>> {
         blob[4 * v] = off as u32;
         blob[4 * v + 1] = n_inc as u32;
         blob[4 * v + 2] = n_near as u32;
-        blob[4 * v + 3] = n_far as u32 | if linear { FAR_LINEAR } else { 0 };
+        // With the H-matrix field the far samples are replaced by one word: where in `frame`
+        // `jgs2_hm_backward` leaves this vertex's sum S_i (G ĝ)_i − ĝ_i.
+        let hm = !pinned && sub.far_hmatrix.is_some();
+        blob[4 * v + 3] =
+            n_far as u32 | if linear { FAR_LINEAR } else { 0 } | if hm { FAR_HMATRIX } else { 0 };
         blob.extend(vs.a_hat.iter().map(|&a| f(a)));
         blob.push(f(model.mass[v]));
         let inc0 = blob.len();
@@ -245,6 +256,9 @@ fn pack_subspace(model: &Model, sub: &Jgs2Subspace) -> Result<Vec<u32>> {
             if linear {
                 blob.extend(fs.slopes.unwrap_or([0.0; 27]).iter().map(|&a| f(a)));
             }
+        }
+        if hm {
+            blob.push((hm_far_base(nv, sub.tree.len()) + v) as u32);
         }
         // Incident entries: corner blocks point at an identical near block when there is one,
         // else at an extra block appended after the far field.
@@ -287,6 +301,190 @@ fn pack_subspace(model: &Model, sub: &Jgs2Subspace) -> Result<Vec<u32>> {
     Ok(blob)
 }
 
+/// The H-matrix far field packed for the `jgs2_hm_*` kernels ([`DeviceJgs2::pack_hmatrix`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PackedHMatrix {
+    /// The `hm` blob (layout in [`crate::gpu::twins::hmatrix`]).
+    pub blob: Vec<u32>,
+    /// Basis columns `Σ_c k_c`: the items of `jgs2_hm_forward` and `jgs2_hm_coupling`, and the
+    /// offset of the `v` half of `hw` (which holds `2·n_cols` floats).
+    pub n_cols: u32,
+    /// Tree positions (free vertices): the items of `jgs2_hm_backward`.
+    pub n_perm: u32,
+}
+
+/// Packs `far` over `tree` (its S_i for `nv` vertices) into the `hm` blob, checking every array
+/// length and offset it copies (a subspace built in memory is not validated like an artifact).
+fn pack_hmatrix(
+    tree: &jello_precompute::tree::ClusterTree,
+    far: &super::subspace::HFarField,
+    nv: usize,
+) -> Result<PackedHMatrix> {
+    use crate::gpu::twins::hmatrix::{HM_HEADER, HM_NODE_WORDS, HM_NONE, HM_PAIR_WORDS};
+    let h = &far.matrix;
+    let nn = tree.len();
+    let bad = |m: String| JelloError::Solver(format!("JGS2 H-matrix: {m}"));
+    let size = |c: usize| 3 * (tree.end[c] - tree.start[c]) as usize;
+    if h.rank.len() != nn
+        || h.basis_ptr.len() != nn + 1
+        || h.node_block_ptr.len() != nn + 1
+        || h.node_near_ptr.len() != nn + 1
+        || h.coupling_ptr.len() != h.blocks.len() + 1
+        || h.near_ptr.len() != h.near_pairs.len() + 1
+        || far.schur.len() != nv
+        || tree.perm.iter().any(|&v| v as usize >= nv)
+    {
+        return Err(bad(format!(
+            "array lengths do not match the tree of {nn} nodes and {nv} vertices"
+        )));
+    }
+    let node_ok = |c: u32| (c as usize) < nn;
+    for c in 0..nn {
+        let k = h.rank[c] as usize;
+        if h.basis_ptr[c + 1] < h.basis_ptr[c]
+            || h.basis_ptr[c + 1] - h.basis_ptr[c] != size(c) * k
+            || h.basis_ptr[c + 1] > h.basis.len()
+            || (tree.parent[c] != u32::MAX && tree.parent[c] as usize >= c)
+        {
+            return Err(bad(format!("node {c}'s basis or parent is inconsistent")));
+        }
+    }
+    for (b, &(i, j)) in h.blocks.iter().enumerate() {
+        if !(node_ok(j) && i < j)
+            || h.coupling_ptr[b] + h.rank[i as usize] as usize * h.rank[j as usize] as usize
+                != h.coupling_ptr[b + 1]
+            || h.coupling_ptr[b + 1] > h.coupling.len()
+        {
+            return Err(bad(format!("far block {b} is inconsistent")));
+        }
+    }
+    for (b, &(i, j)) in h.near_pairs.iter().enumerate() {
+        let leaf = |c: u32| node_ok(c) && tree.children[c as usize].is_none();
+        if !(leaf(i) && leaf(j) && i <= j)
+            || h.near_ptr[b] + size(i as usize) * size(j as usize) != h.near_ptr[b + 1]
+            || h.near_ptr[b + 1] > h.near.len()
+        {
+            return Err(bad(format!("near pair {b} is inconsistent")));
+        }
+    }
+    let lists_ok = |ptr: &[usize], list: &[u32], n: usize| {
+        ptr.windows(2).all(|w| w[0] <= w[1])
+            && ptr[nn] <= list.len()
+            && list.iter().all(|&x| (x as usize) < n)
+    };
+    if !lists_ok(&h.node_block_ptr, &h.node_blocks, h.blocks.len())
+        || !lists_ok(&h.node_near_ptr, &h.node_near, h.near_pairs.len())
+    {
+        return Err(bad("per-node lists are inconsistent".into()));
+    }
+    let n_perm = tree.perm.len();
+    let n_cols: usize = h.rank.iter().map(|&k| k as usize).sum();
+    let blocks_off = HM_HEADER + HM_NODE_WORDS * nn;
+    let pairs_off = blocks_off + HM_PAIR_WORDS * h.blocks.len();
+    let nblist_off = pairs_off + HM_PAIR_WORDS * h.near_pairs.len();
+    let nnlist_off = nblist_off + h.node_blocks.len();
+    let leaf_off = nnlist_off + h.node_near.len();
+    let schur_off = leaf_off + n_perm;
+    let cols_off = schur_off + 9 * nv;
+    let basis_off = cols_off + 2 * n_cols;
+    let coupling_off = basis_off + h.basis.len();
+    let near_off = coupling_off + h.coupling.len();
+    let total = near_off + h.near.len();
+    if total >= u32::MAX as usize {
+        return Err(bad(format!("{total} words exceed 2³²")));
+    }
+    let f = |v: f64| (v as f32).to_bits();
+    let mut blob = Vec::with_capacity(total);
+    blob.extend(
+        [
+            nn, n_perm, n_cols, blocks_off, pairs_off, leaf_off, schur_off, cols_off,
+        ]
+        .map(|x| x as u32),
+    );
+    let mut wv = 0usize;
+    for c in 0..nn {
+        blob.extend(
+            [
+                tree.start[c] as usize,
+                tree.end[c] as usize,
+                if tree.parent[c] == u32::MAX {
+                    HM_NONE as usize
+                } else {
+                    tree.parent[c] as usize
+                },
+                h.rank[c] as usize,
+                basis_off + h.basis_ptr[c],
+                wv,
+                nblist_off + h.node_block_ptr[c],
+                nblist_off + h.node_block_ptr[c + 1],
+                nnlist_off + h.node_near_ptr[c],
+                nnlist_off + h.node_near_ptr[c + 1],
+            ]
+            .map(|x| x as u32),
+        );
+        wv += h.rank[c] as usize;
+    }
+    for (b, &(i, j)) in h.blocks.iter().enumerate() {
+        blob.extend([i, j, (coupling_off + h.coupling_ptr[b]) as u32]);
+    }
+    for (b, &(i, j)) in h.near_pairs.iter().enumerate() {
+        blob.extend([i, j, (near_off + h.near_ptr[b]) as u32]);
+    }
+    blob.extend_from_slice(&h.node_blocks);
+    blob.extend_from_slice(&h.node_near);
+    let mut leaf_at = vec![HM_NONE; n_perm];
+    for c in 0..nn {
+        if tree.children[c].is_none() {
+            for p in tree.start[c]..tree.end[c] {
+                if let Some(l) = leaf_at.get_mut(p as usize) {
+                    *l = c as u32;
+                }
+            }
+        }
+    }
+    if leaf_at.contains(&HM_NONE) {
+        return Err(bad("a tree position is in no leaf".into()));
+    }
+    blob.extend_from_slice(&leaf_at);
+    for s in &far.schur {
+        blob.extend(s.iter().map(|&x| f(x)));
+    }
+    for c in 0..nn {
+        for a in 0..h.rank[c] {
+            blob.extend([c as u32, a]);
+        }
+    }
+    blob.extend(h.basis.iter().map(|&x| f(x)));
+    blob.extend(h.coupling.iter().map(|&x| f(x)));
+    blob.extend(h.near.iter().map(|&x| f(x)));
+    debug_assert_eq!(blob.len(), total);
+    Ok(PackedHMatrix {
+        blob,
+        n_cols: n_cols as u32,
+        n_perm: n_perm as u32,
+    })
+}
+
+/// Index in the `frame` buffer of vertex 0's H-matrix far sum: after the `nv` rest-frame
+/// gradients and the `NODE_STRIDE` entries of each of the `n_nodes` tree nodes (at least one,
+/// as allocated).
+fn hm_far_base(nv: usize, n_nodes: usize) -> usize {
+    nv + NODE_STRIDE * n_nodes.max(1)
+}
+
+/// The H-matrix far field on the device.
+#[derive(Clone, Copy)]
+struct HmBufs {
+    /// The packed blob ([`PackedHMatrix::blob`]).
+    blob: Buf<u32>,
+    /// `w_c` then `v_c` (2·n_cols floats).
+    hw: Buf<f32>,
+    n_cols: u32,
+    n_perm: u32,
+    /// Where the far sums start in `frame` ([`hm_far_base`]).
+    far_base: u32,
+}
+
 /// JGS2 (with a subspace) or VBD (without) on a [`Device`]; see the module docs.
 pub struct DeviceJgs2 {
     params: Jgs2Params,
@@ -315,6 +513,8 @@ pub struct DeviceJgs2 {
     perm: Option<Buf<u32>>,
     /// Rest offsets from the subspace origin (first moments of the far field).
     rest: Option<Buf<GpuVec4>>,
+    /// The H-matrix far field (`Jgs2Subspace::far_hmatrix`).
+    hm: Option<HmBufs>,
     /// Per vertex its surface triangles and the triangles (corners, surface mass), empty when
     /// the model has no sphere or box (`bounded` false).
     vfaces: Buf<u32>,
@@ -421,6 +621,15 @@ impl DeviceJgs2 {
         pack_subspace(model, sub)
     }
 
+    /// The subspace's H-matrix far field packed for the `jgs2_hm_*` kernels (`None` without
+    /// one). Errors when its arrays are inconsistent with the tree or the model.
+    pub fn pack_hmatrix(model: &Model, sub: &Jgs2Subspace) -> Result<Option<PackedHMatrix>> {
+        sub.far_hmatrix
+            .as_ref()
+            .map(|far| pack_hmatrix(&sub.tree, far, model.num_vertices()))
+            .transpose()
+    }
+
     /// Uploads `model` (and the subspace: JGS2; `None`: VBD) to `device`. Errors when the
     /// subspace does not match the model or a buffer exceeds the device's storage-binding limit
     /// (the error names the buffer).
@@ -430,14 +639,6 @@ impl DeviceJgs2 {
         params: Jgs2Params,
         subspace: Option<Arc<Jgs2Subspace>>,
     ) -> Result<Self> {
-        if subspace.as_ref().is_some_and(|s| s.far_hmatrix.is_some()) {
-            return Err(JelloError::Invalid(
-                "the JGS2 subspace has an H-matrix far field (`Jgs2Options::far_hmatrix`), \
-                 which only the CPU reference solver (`Jgs2Solver`) supports; build the \
-                 device's subspace with node fits (far_hmatrix = None)"
-                    .into(),
-            ));
-        }
         if let Some(i) = model
             .obstacles
             .iter()
@@ -509,6 +710,7 @@ impl DeviceJgs2 {
         };
         let mut levels = Vec::new();
         let (mut blob_buf, mut nodes_buf, mut perm_buf, mut rest_buf) = (None, None, None, None);
+        let mut hm = None;
         if let Some(sub) = &subspace {
             let tree = &sub.tree;
             let mut depth = vec![0usize; tree.len()];
@@ -560,6 +762,16 @@ impl DeviceJgs2 {
                 rest
             };
             rest_buf = Some(dev.upload("JGS2 rest offsets", &rest)?);
+            if let Some(far) = &sub.far_hmatrix {
+                let packed = pack_hmatrix(tree, far, nv)?;
+                hm = Some(HmBufs {
+                    blob: dev.upload("JGS2 H-matrix", &packed.blob)?,
+                    hw: dev.alloc("JGS2 H-matrix w and v", 2 * packed.n_cols.max(1) as usize)?,
+                    n_cols: packed.n_cols,
+                    n_perm: packed.n_perm,
+                    far_base: hm_far_base(nv, tree.len()) as u32,
+                });
+            }
         }
         if lists.is_empty() {
             lists.push(0);
@@ -579,6 +791,7 @@ impl DeviceJgs2 {
         };
         let jgs2 = subspace.is_some();
         let n_nodes = subspace.as_ref().map_or(0, |s| s.tree.len());
+        let has_hm = hm.is_some();
         let d = &mut dev;
         let s = DeviceJgs2 {
             params,
@@ -603,6 +816,7 @@ impl DeviceJgs2 {
             nodes: nodes_buf,
             perm: perm_buf,
             rest: rest_buf,
+            hm,
             vfaces: d.upload("surface triangles per vertex", &surface.vfaces)?,
             tris: d.upload("surface triangles", &surface.tris)?,
             bounded,
@@ -638,9 +852,10 @@ impl DeviceJgs2 {
                 None
             },
             frame: if jgs2 {
+                // With the H-matrix field, each vertex's far sum after the node entries.
                 Some(d.alloc(
                     "rest-frame gradients and node moments",
-                    nv + NODE_STRIDE * n_nodes.max(1),
+                    hm_far_base(nv, n_nodes) + if has_hm { nv } else { 0 },
                 )?)
             } else {
                 None
@@ -824,6 +1039,11 @@ impl DeviceJgs2 {
             Params::new().u0(if rotate { 0 } else { ROTATION_KEEP }),
             self.nv as u32,
         );
+        if let Some(hm) = &self.hm {
+            // The H-matrix field replaces the node fits: no far sample reads the tree sums.
+            self.rec_hmatrix(p, hm, frame, perm);
+            return;
+        }
         for l in &self.levels {
             p.dispatch(
                 Kernel::Jgs2TreeSum,
@@ -840,6 +1060,38 @@ impl DeviceJgs2 {
                     ..Params::default()
                 },
                 l.len,
+            );
+        }
+    }
+
+    /// Every vertex's H-matrix far sum `S_i (G ĝ)_i − ĝ_i` from the frame's rest-frame
+    /// gradients, into the frame after the node entries: forward, coupling, backward.
+    fn rec_hmatrix(&self, p: &mut Plan, h: &HmBufs, frame: Buf<GpuVec4>, perm: Buf<u32>) {
+        let (hm, hw, n_cols, n_perm) = (h.blob, h.hw, h.n_cols, h.n_perm);
+        if n_cols > 0 {
+            p.dispatch(
+                Kernel::Jgs2HmForward,
+                &[hm.id(), perm.id(), frame.id(), hw.id()],
+                Params::new(),
+                n_cols,
+            );
+            p.dispatch(
+                Kernel::Jgs2HmCoupling,
+                &[hm.id(), hw.id()],
+                Params::new().u0(n_cols),
+                n_cols,
+            );
+        }
+        if n_perm > 0 {
+            p.dispatch(
+                Kernel::Jgs2HmBackward,
+                &[hm.id(), perm.id(), hw.id(), frame.id()],
+                Params {
+                    u0: n_cols,
+                    u1: h.far_base,
+                    ..Params::default()
+                },
+                n_perm,
             );
         }
     }

@@ -29,7 +29,7 @@
 //!   at 6.1 KB/vertex vs 7.4 at 21.6 with means, both at tolerance 0.05). Cubature proper
 //!   remains as an option (`Jgs2Options::max_samples`: at most k far nodes with non-negative
 //!   NNLS weights, greedy selection as An et al. 2008).
-//! - H-matrix field (optional, `Jgs2Options::far_hmatrix`, CPU solver only): the whole sum
+//! - H-matrix field (optional, `Jgs2Options::far_hmatrix`, CPU and device solvers): the whole sum
 //!   Σ_{j≠i} Ū_i\[j\]ᵀ ĝ_j = S_i (G ĝ)_i − ĝ_i, one H-matrix product with G = H̄⁻¹ per
 //!   iteration for all vertices ([`hmatrix_far_field`]); measured below.
 //! - A_i = R_i Â_i R_iᵀ + Σ_{e∋i} U_eᵀ K_e(x) U_e: the rest Schur complement with the incident
@@ -155,8 +155,20 @@
 //! columns per cluster, against the basis pass's 3 per vertex); on armadillo_114k that would
 //! be beyond the 2-minute budget (5.8× the clusters, each solve 3–10× dearer: roughly 8–30
 //! minutes, not run, nor its memory measured; a peeling construction that shares solves
-//! between the clusters of a level is the way to fit it). And the device solver does not
-//! support it (it refuses such a subspace). Per iteration it costs the same
+//! between the clusters of a level is the way to fit it). It is cached like node fits
+//! (artifact format 5 holds every array of the H-matrix; a damaged or re-keyed file is
+//! rebuilt). The device solver runs it ([`DeviceJgs2`]: the H-matrix and S_i in f32, three
+//! kernels per frame — forward `Q_cᵀ ĝ_c` per basis column, the couplings gathered per basis
+//! column over the node's blocks, and per tree position the near rows plus `Σ Q_c v_c` up the
+//! tree and `S_i y_i − ĝ_i` — whose per-vertex sums the system kernel adds where the CPU adds
+//! `TreeFrame::far`). Measured on lavapipe (correctness only, no speed claim) on a clamped
+//! ARAP beam of 12×2×2 cells at ε 1e-3 (`tests/gpu_jgs2.rs`): the twins' far sums against the
+//! f64 `hmatrix_far_field` 2.4e-7 relative (norm over all vertices), GPU against twins 0 (bit
+//! equal on lavapipe); three steps of a swinging beam take 3 / 3 / 3 iterations on the f64
+//! solver, the twins and the GPU alike (safeguarded Jacobi and Gauss–Seidel; plain Jacobi
+//! 3 / 3 / 4 on all three), positions within 4.3e-8 of the bounding-box diagonal, and one plain
+//! Jacobi iteration within 1.5e-8 (dropping the far field moves it 1.6e-2). Per iteration it
+//! costs the same
 //! as the default: spin, two alternating runs on a quiet machine (2 threads), 66.5 / 63.5 ms
 //! per iteration against 61.7 / 67.5 (one H-matrix product per iteration replaces the
 //! per-vertex far samples), so at 2.8 iterations per step against 4.8 a step takes ~0.6× the
@@ -202,7 +214,7 @@ mod local;
 mod solver;
 mod subspace;
 
-pub use device::DeviceJgs2;
+pub use device::{DeviceJgs2, PackedHMatrix};
 pub use local::{
     barrier_hessian, element_gradient_pass, element_pass, hess_vec, hmatrix_far_field, jgs2_system,
     local_system, rest_frame_gradients, rotations, vbd_local_system, vbd_system, vertex_gradient,

@@ -189,8 +189,6 @@ pub fn load_or_build(
     use jello_precompute::artifact;
     let key = cache_key(model, h, opts);
     let mut warnings = Vec::new();
-    // The artifact format holds no H-matrix far field: such a subspace is always built.
-    let cache_dir = cache_dir.filter(|_| opts.precompute.far_hmatrix.is_none());
     let path = cache_dir.map(|d| d.join(format!("jgs2-{key:016x}.bin")));
     // `symlink_metadata`: a dangling link or a special file at the cache path is read (and
     // refused) by `artifact::read`, not mistaken for a missing file.
@@ -201,7 +199,8 @@ pub fn load_or_build(
         let loaded = artifact::read(p, key)
             .map_err(|e| e.to_string())
             .and_then(|basis| {
-                check_against_model(model, &basis).map_err(|e| format!("{}: {e}", p.display()))?;
+                check_against_model(model, &basis, opts.precompute.far_hmatrix.is_some())
+                    .map_err(|e| format!("{}: {e}", p.display()))?;
                 from_basis(model, basis).map_err(|e| format!("{}: {e}", p.display()))
             });
         match loaded {
@@ -236,8 +235,12 @@ pub fn load_or_build(
 /// What a valid artifact must agree on with the model it is loaded for (the cache key covers
 /// the inputs, not a file that was edited and re-checksummed): one record per vertex, the
 /// cluster tree over exactly the free vertices, empty records for pinned ones, near vertices
-/// free and in range.
-fn check_against_model(model: &Model, basis: &Jgs2Basis) -> std::result::Result<(), String> {
+/// free and in range, and an H-matrix far field exactly when the options ask for one.
+fn check_against_model(
+    model: &Model,
+    basis: &Jgs2Basis,
+    want_hmatrix: bool,
+) -> std::result::Result<(), String> {
     let nv = model.num_vertices();
     if basis.vertices.len() != nv {
         return Err(format!(
@@ -276,6 +279,23 @@ fn check_against_model(model: &Model, basis: &Jgs2Basis) -> std::result::Result<
         {
             return Err(format!("vertex {v}: far node {c} is not in the tree"));
         }
+    }
+    // The options asked for an H-matrix field exactly when the file holds one (the key covers
+    // the options; this catches a re-keyed file of the other kind).
+    if basis.far_hmatrix.is_some() != want_hmatrix {
+        return Err(format!(
+            "the artifact {} an H-matrix far field, the options {}",
+            if basis.far_hmatrix.is_some() {
+                "holds"
+            } else {
+                "lacks"
+            },
+            if want_hmatrix {
+                "ask for one"
+            } else {
+                "do not"
+            }
+        ));
     }
     Ok(())
 }
