@@ -162,11 +162,18 @@
 //! 8.8 / 9.6 KB per vertex (+6–11%; 60 samples, ε 1e-3), but 40% more coupling columns
 //! (49 against 35 thousand), and the coupling pass — one global solve per cluster — is now
 //! most of the build; the build's wall times on the shared 2-core machine (load 4–5) scatter
-//! too much to claim more than that the sketch pass is 2.4–4.4× cheaper. On armadillo_114k the
-//! coupling pass alone would be about 5.8 × 49 thousand ≈ 285 thousand solve columns, ~3.3×
-//! the basis pass's 85 thousand (75 s there): beyond the 2-minute budget still (not run; a
+//! too much to claim more than that the sketch pass is 2.4–4.4× cheaper. On armadillo_114k
+//! (run once, local sketch, default options, the machine otherwise idle: load 0.4–1.8 with the
+//! run, `/usr/bin/time -v`) the whole JGS2 precompute took 543 s wall (factor 1.3, eigen
+//! 20.1, basis 74.6, H-matrix 441.5 s; 851 s user + 96 s system), peak RSS 3.89 GB, 18.7 KB
+//! per vertex, 160 thousand far blocks, mean rank 21.4 (max 60): 4.5× the 2-minute budget and
+//! 1.9× the 2 GB one. The build's passes were not timed separately there; on armadillo_18k
+//! the coupling pass is most of it, and the 114k mesh's is about 5.8 × 49 thousand ≈ 285
+//! thousand solve columns, ~3.3× the basis pass's 85 thousand. The memory is the build's
+//! intermediate f64 data (sketches at 60 columns per cluster, the couplings `S̃` of the
+//! un-recompressed bases, ~25² per far block); the final H-matrix is 18.7 KB per vertex. A
 //! peeling construction that shares the coupling solves between the clusters of a level is
-//! the way to fit it). And the device solver does not
+//! the way to fit the time; recompressing per block as the couplings arrive, the memory. And the device solver does not
 //! support it (it refuses such a subspace). Per iteration it costs the same
 //! as the default: spin, two alternating runs on a quiet machine (2 threads), 66.5 / 63.5 ms
 //! per iteration against 61.7 / 67.5 (one H-matrix product per iteration replaces the
