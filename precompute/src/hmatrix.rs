@@ -48,22 +48,22 @@
 //!
 //! **Why the local sketch is the default** (issue 17's precompute cost; armadillo_18k, ε 1e-3,
 //! η 1, 2026 clusters in far blocks, 32 thousand far blocks; the H-matrix build alone,
-//! `PRECOMPUTE_BENCH_HMATRIX=global,local:60:0.1,global,local:60:0.1`, alternating in one
-//! process on the 2 shared cores, load 4–5, so wall times scatter by 2–3×):
+//! `PRECOMPUTE_BENCH_HMATRIX=global:40,local,global:40,local`, alternating in one process on
+//! the 2 cores with nothing else running, load 1.1–1.7):
 //!
 //! | sketch | sketch pass | global solve columns (sketch + coupling) | coupling pass | total | mean rank | far KB/vertex |
 //! |---|---|---|---|---|---|---|
-//! | global, 40 samples | 44.9 / 19.2 s | 81 040 + 34 819 | 14.1 / 5.3 s | 59.3 / 24.7 s | 17.2 | 10.9 |
-//! | local, 60 samples, local_eps 0.1 | 10.3 / 8.0 s | 0 + 48 933 | 40.1 / 25.6 s | 51.5 / 35.3 s | 18.1 (24.2 before recompression) | 12.4 |
+//! | global, 40 samples | 9.07 / 9.53 s | 81 040 + 34 819 | 4.94 / 5.55 s | 14.17 / 15.24 s | 17.2 | 10.9 |
+//! | local, 60 samples, local_eps 0.1 | 4.81 / 4.90 s | 0 + 48 933 | 8.14 / 8.39 s | 13.59 / 13.90 s | 18.1 (24.2 before recompression) | 12.4 |
 //!
 //! The local sketch pass (one sparse Cholesky of `H̄_BB` per cluster, `B` 226 vertices on
-//! average, 4218 at most, `∂B` 90) is 2.4–4.4× cheaper than the 81 thousand columns of global
-//! solves it replaces, but its wider range costs 40% more coupling columns, and the coupling
-//! pass — still one global solve per cluster — is now most of the build: in these runs the
-//! totals are within the machine's noise of each other (the coupling times above are 3–5× apart
-//! per column between runs on the same code). The first two alternating runs (local at 40 samples,
-//! local_eps 1): local sketch 12.9 / 19.1 s, coupling 22.7 / 30.4 s (42 025 columns); global
-//! sketch 33.2 / 41.7 s, coupling 17.3 / 19.4 s (34 819 columns). Quality, JGS2-Jacobi frontier
+//! average, 4218 at most, `∂B` 90) is 1.9× cheaper than the 81 thousand columns of global
+//! solves it replaces, but its wider range costs 40% more coupling columns (and larger
+//! coupling products), so the coupling pass — still one global solve per cluster — is now
+//! most of the build and the whole build is only 4–11% faster: a modest gain, not the
+//! "much cheaper" build issue 17 needs. It is the default for that gain and its better pose
+//! residuals below, at +6–11% memory. (Earlier alternating runs on the same machine loaded
+//! by other builds, load 4–5, scattered 2–3× and are not used.) Quality, JGS2-Jacobi frontier
 //! (`JELLO_CONV_FRONTIER_SET=h2:1e-3:1:40:global,h2:1e-3:1:60:local:0.1,exact`, iterations per
 //! step over exact rows' on drag / twist / spin): global 1.00 / 1.00 / 1.08 at 13.3 / 8.2 /
 //! 9.0 KB per vertex; local 1.00 / 1.00 / 1.08 at 14.7 / 8.8 / 9.6 KB (+11% / +7% / +6%), pose

@@ -161,8 +161,10 @@
 //! sketch pass (81 thousand columns on armadillo_18k), the same 1.00 / 1.00 / 1.08 at 14.7 /
 //! 8.8 / 9.6 KB per vertex (+6–11%; 60 samples, ε 1e-3), but 40% more coupling columns
 //! (49 against 35 thousand), and the coupling pass — one global solve per cluster — is now
-//! most of the build; the build's wall times on the shared 2-core machine (load 4–5) scatter
-//! too much to claim more than that the sketch pass is 2.4–4.4× cheaper. On armadillo_114k
+//! most of the build: on the idle 2-core machine, alternating, the sketch pass 4.8–4.9 s
+//! against 9.1–9.5 s, the coupling pass 8.1–8.4 s against 4.9–5.6 s, the whole H-matrix
+//! build 13.6–13.9 s against 14.2–15.2 s (4–11% faster, not the 'much cheaper' the issue
+//! needs). On armadillo_114k
 //! (run once, local sketch, default options, the machine otherwise idle: load 0.4–1.8 with the
 //! run, `/usr/bin/time -v`) the whole JGS2 precompute took 543 s wall (factor 1.3, eigen
 //! 20.1, basis 74.6, H-matrix 441.5 s; 851 s user + 96 s system), peak RSS 3.89 GB, 18.7 KB
