@@ -50,9 +50,12 @@
 //! **Far-field frontier** (`JELLO_CONV_FRONTIER=1`, issue 17): instead of the above, JGS2-Jacobi
 //! with each far-field representation in `JELLO_CONV_FRONTIER_SET` (comma list of
 //! `ORDER:TOL` — node fits of order 0 or 1 within far tolerance TOL —, `ORDER:TOL:K` — the
-//! same compressed to at most K NNLS-weighted samples —, `h2:EPS[:ETA[:SAMPLES]]` — the
-//! H-matrix far field, `jello_precompute::hmatrix`, basis tolerance EPS, admissibility ETA
-//! (default 1), SAMPLES Gaussian samples per cluster (default 40) —, and `exact`, every row
+//! same compressed to at most K NNLS-weighted samples —,
+//! `h2:EPS[:ETA[:SAMPLES[:SKETCH[:LOCAL_EPS]]]]` — the H-matrix far field,
+//! `jello_precompute::hmatrix`, basis tolerance EPS, admissibility ETA (default 1), SAMPLES
+//! Gaussian samples per cluster (default 40; give 60 with `local`), SKETCH `global` or `local`
+//! (`HMatrixOptions::sketch`, default `global`), LOCAL_EPS the local sketch's finer truncation
+//! (`HMatrixOptions::local_eps`, default 0.1) —, and `exact`, every row
 //! kept) on the
 //! paper's moderate scenes (`JELLO_CONV_CASES`, default `drag,twist,spin`) under ‖Δx‖∞ < 1e-4:
 //! memory per vertex against mean iterations per step as a multiple of exact rows', a table and
@@ -80,7 +83,7 @@ use jello::solver::jgs2::{
     build_subspace, build_subspace_at, Jgs2Params, Jgs2Solver, SubspaceOptions, Variant,
 };
 use jello::solver::{NewtonParams, NewtonSolver, StepSolver, StopRule};
-use jello_precompute::hmatrix::HMatrixOptions;
+use jello_precompute::hmatrix::{HMatrixOptions, Sketch};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -771,12 +774,12 @@ impl Representation {
         let f: Vec<&str> = s.split(':').collect();
         fn bad<T>(s: &str) -> T {
             panic!(
-                "JELLO_CONV_FRONTIER_SET: `ORDER:TOL[:K]`, `h2:EPS[:ETA[:SAMPLES]]` or `exact`, \
-                 not `{s}`"
+                "JELLO_CONV_FRONTIER_SET: `ORDER:TOL[:K]`, \
+                 `h2:EPS[:ETA[:SAMPLES[:SKETCH[:LOCAL_EPS]]]]` or `exact`, not `{s}`"
             )
         }
         if f[0] == "h2" {
-            if !(2..=4).contains(&f.len()) {
+            if !(2..=6).contains(&f.len()) {
                 bad::<()>(s);
             }
             let d = HMatrixOptions::default();
@@ -792,6 +795,15 @@ impl Representation {
                     samples: f
                         .get(3)
                         .map_or(d.samples, |x| x.parse().unwrap_or_else(|_| bad(s))),
+                    sketch: match f.get(4).copied() {
+                        None => d.sketch,
+                        Some("global") => Sketch::Global,
+                        Some("local") => Sketch::Local,
+                        Some(_) => bad(s),
+                    },
+                    local_eps: f
+                        .get(5)
+                        .map_or(d.local_eps, |x| x.parse().unwrap_or_else(|_| bad(s))),
                     ..d
                 }),
             };
@@ -812,10 +824,13 @@ impl Representation {
         self.tolerance == 0.0 && self.hmatrix.is_none()
     }
 
-    /// `ORDER:TOL[:K]`, `h2:EPS:ETA:SAMPLES` or `exact`, for a plot's axis.
+    /// `ORDER:TOL[:K]`, `h2:EPS:ETA:SAMPLES:SKETCH:LOCAL_EPS` or `exact`, for a plot's axis.
     fn short(&self) -> String {
         if let Some(h) = &self.hmatrix {
-            return format!("h2:{}:{}:{}", h.eps, h.eta, h.samples);
+            return format!(
+                "h2:{}:{}:{}:{:?}:{}",
+                h.eps, h.eta, h.samples, h.sketch, h.local_eps
+            );
         }
         match (self.tolerance, self.samples) {
             (0.0, _) => "exact".into(),
@@ -826,7 +841,10 @@ impl Representation {
 
     fn label(&self) -> String {
         if let Some(h) = &self.hmatrix {
-            return format!("H-matrix ε {} η {} p {}", h.eps, h.eta, h.samples);
+            return format!(
+                "H-matrix ε {} η {} p {} {:?} {}",
+                h.eps, h.eta, h.samples, h.sketch, h.local_eps
+            );
         }
         match (self.tolerance, self.samples) {
             (0.0, _) => "exact rows".into(),

@@ -847,4 +847,3 @@ fn strict_flag_marks_elements_below_the_floor() {
         assert_close(&a, &b, 1e-4, "strict energies gpu vs cpu");
     }
 }
-

@@ -200,13 +200,28 @@ fn hmatrix_subspace_round_trips_through_the_cache() {
 
 /// The cache key separates the far fields: with and without the H-matrix, and two tolerances.
 #[test]
-fn cache_key_differs_with_the_hmatrix_and_its_eps() {
+fn cache_key_differs_with_the_hmatrix_its_eps_and_its_sketch() {
     let m = beam([3, 1, 1]);
     let plain = cache_key(&m, 0.01, &SubspaceOptions::default());
     let a = cache_key(&m, 0.01, &hmatrix_opts(1e-3));
     let b = cache_key(&m, 0.01, &hmatrix_opts(1e-4));
     assert!(plain != a && plain != b && a != b, "{plain:x} {a:x} {b:x}");
     assert_eq!(a, cache_key(&m, 0.01, &hmatrix_opts(1e-3)), "stable");
+    // The local sketch, and its finer truncation, give other bases for the same ε.
+    let with = |f: &dyn Fn(&mut jello_precompute::hmatrix::HMatrixOptions)| {
+        let mut o = hmatrix_opts(1e-3);
+        f(o.precompute.far_hmatrix.as_mut().unwrap());
+        cache_key(&m, 0.01, &o)
+    };
+    let local = with(&|h| h.sketch = jello_precompute::hmatrix::Sketch::Local);
+    let local_eps = with(&|h| {
+        h.sketch = jello_precompute::hmatrix::Sketch::Local;
+        h.local_eps = 0.5;
+    });
+    assert!(
+        local != a && local_eps != local,
+        "{a:x} {local:x} {local_eps:x}"
+    );
 }
 
 /// An edit of an H-matrix.

@@ -11,6 +11,11 @@
 //! zeroed (FNV-1a of `artifact::encode`, streamed), so two builds of the code can be checked to produce
 //! the same artifact byte for byte; `PRECOMPUTE_BENCH_SAVE=path` writes the artifact and
 //! `PRECOMPUTE_BENCH_COMPARE=path` compares the run's with a saved one, number by number.
+//! Issue 17's H-matrix far field: `PRECOMPUTE_BENCH_HMATRIX=global,local:60:0.1,...` builds it
+//! alone once per listed `SKETCH[:SAMPLES[:LOCAL_EPS]]` (`HMatrixOptions`), in that order, and
+//! prints where the build's time goes; `PRECOMPUTE_BENCH_HMATRIX_RUN=global|local` runs the
+//! whole precompute with it (`Jgs2Options::far_hmatrix`, default options but the sketch)
+//! instead of the default far field.
 //!
 //! Measured (issue 15, armadillo_114k, default options, 2 threads on this 2-core machine shared
 //! with builds, so CPU-seconds rather than wall time; `/usr/bin/time -v`): with a fresh zeroed
@@ -41,8 +46,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use jello_precompute::cholesky::{Ordering, SparseCholesky};
+use jello_precompute::hmatrix::{partition, HMatrix, HMatrixOptions, Sketch};
 use jello_precompute::jgs2::{Jgs2Input, Jgs2Options, Jgs2Precompute, Jgs2Stats};
 use jello_precompute::sparse::{tet_dofs, ScatterMap, SymSparse, SymmetricPattern};
+use jello_precompute::tree::ClusterTree;
 
 /// ../shared/meshes beside the repository root (the precompute crate lives in precompute/).
 fn mesh_dir() -> std::path::PathBuf {
@@ -187,6 +194,95 @@ fn orderings(p: &Problem) {
     }
 }
 
+fn sketch_kind(k: &str) -> Sketch {
+    match k.trim() {
+        "global" => Sketch::Global,
+        "local" => Sketch::Local,
+        other => panic!("H-matrix sketch: `global` or `local`, not `{other}`"),
+    }
+}
+
+/// `PRECOMPUTE_BENCH_HMATRIX=global,local:60:0.1,...`: the H-matrix far field's build alone
+/// (default options but the sketch and, after colons, the samples and `local_eps`) in the
+/// given order, with where its time goes. Alternate the kinds
+/// (`global,local,global,local`) to compare them on a shared machine.
+fn hmatrix_builds(p: &Problem, pre: &Jgs2Precompute, kinds: &str) {
+    let nv = p.pos.len();
+    let free: Vec<u32> = (0..nv as u32).filter(|&v| !p.pinned[v as usize]).collect();
+    let tree = ClusterTree::build(&p.pos, &free, Jgs2Options::default().leaf_size);
+    // Per vertex, its longest incident element edge (the partition's element gap).
+    let mut reach = vec![0.0f64; nv];
+    for t in &p.tets {
+        for &a in t {
+            for &c in t {
+                let (x, y) = (p.pos[a as usize], p.pos[c as usize]);
+                let d =
+                    ((x[0] - y[0]).powi(2) + (x[1] - y[1]).powi(2) + (x[2] - y[2]).powi(2)).sqrt();
+                reach[a as usize] = reach[a as usize].max(d);
+            }
+        }
+    }
+    let part = partition(&tree, &p.pos, HMatrixOptions::default().eta, &reach);
+    let mut dof_of_row: Vec<usize> = tree
+        .perm
+        .iter()
+        .flat_map(|&v| (0..3).map(move |d| 3 * v as usize + d))
+        .collect();
+    dof_of_row.extend(
+        (0..nv)
+            .filter(|&v| p.pinned[v])
+            .flat_map(|v| 3 * v..3 * v + 3),
+    );
+    println!(
+        "\nH-matrix build alone ({} far blocks, {} tree nodes):\n\
+         | sketch | active clusters | sketch s | sketch columns | local B mean / max / ∂B mean \
+         | SVD s | coupling s | coupling columns | recompression s | sketch rank mean | total s \
+         | rank mean / max | far KB/vertex |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        part.far.len(),
+        tree.len()
+    );
+    for kind in kinds.split(',') {
+        // `KIND[:SAMPLES[:LOCAL_EPS]]`.
+        let f: Vec<&str> = kind.split(':').collect();
+        let d = HMatrixOptions::default();
+        let opts = HMatrixOptions {
+            sketch: sketch_kind(f[0]),
+            samples: f.get(1).and_then(|x| x.parse().ok()).unwrap_or(d.samples),
+            local_eps: f.get(2).and_then(|x| x.parse().ok()).unwrap_or(d.local_eps),
+            ..d
+        };
+        let t = Instant::now();
+        let (hm, st) = HMatrix::build_with(
+            pre.factor(),
+            &tree,
+            &dof_of_row,
+            &part.far,
+            &opts,
+            Some((pre.hbar(), &p.pos)),
+        )
+        .expect("H-matrix build");
+        let total = t.elapsed().as_secs_f64();
+        let (mean, max) = hm.rank_stats();
+        println!(
+            "| {kind} | {} | {:.2} | {} | {:.0} / {} / {:.0} | {:.2} | {:.2} | {} | {:.2} | {:.1} \
+             | {:.2} | {mean:.1} / {max} | {:.2} |",
+            st.active,
+            st.sketch_s,
+            st.sketch_columns,
+            st.local_mean,
+            st.local_max,
+            st.local_boundary_mean,
+            st.svd_s,
+            st.coupling_s,
+            st.coupling_columns,
+            st.recompress_s,
+            st.sketch_rank_mean,
+            total,
+            hm.bytes_f32() as f64 / 1e3 / nv as f64
+        );
+    }
+}
+
 fn row(name: &str, nv: usize, s: &Jgs2Stats) {
     println!(
         "| {name} | {nv} | {} | {} | {:.2} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} | {:.3} / {:.3} / {:.3} / {:.3} | {:.0}% | {:.1} | {:.2} |",
@@ -302,11 +398,29 @@ fn main() {
         // armadillo_114k) need not add to the run's peak.
         p.ke = Vec::new();
         let peak_setup = peak_rss_mb();
-        let opts = Jgs2Options::default();
+        if let Ok(kinds) = std::env::var("PRECOMPUTE_BENCH_HMATRIX") {
+            hmatrix_builds(&p, &pre, &kinds);
+        }
+        let opts = Jgs2Options {
+            far_hmatrix: std::env::var("PRECOMPUTE_BENCH_HMATRIX_RUN").ok().map(|k| {
+                HMatrixOptions {
+                    sketch: sketch_kind(&k),
+                    ..HMatrixOptions::default()
+                }
+            }),
+            ..Jgs2Options::default()
+        };
         let mut basis = pre.run(&opts).expect("jgs2");
         let peak_run = peak_rss_mb();
         println!("{HEADER}");
         row(name, p.pos.len(), &basis.stats);
+        if opts.far_hmatrix.is_some() {
+            let s = &basis.stats;
+            println!(
+                "H-matrix field: build {:.2} s, {} far blocks, rank mean {:.1} max {}",
+                s.hmatrix_s, s.hmatrix_blocks, s.hmatrix_mean_rank, s.hmatrix_max_rank
+            );
+        }
         println!(
             "artifact digest (timings zeroed): {:016x}",
             digest(&mut basis)

@@ -15,12 +15,28 @@
 //!   bound, not the mesh's longest edge: on armadillo_18k that edge is 4.8× the median and,
 //!   as a global gap, kept 458 near rows per vertex at η = 1. Inadmissible pairs are split (both nodes when both have
 //!   children); inadmissible leaf pairs are the near field, stored as exact `Ū` rows.
-//! - **Cluster bases** (randomised range finder): for every column cluster `J`, one
-//!   multi-right-hand-side solve `Z = H̄⁻¹ Ω_J` with a Gaussian `Ω_J` (`samples` columns) on
-//!   `J`'s DOFs gives `G[I, J] Ω_J` for every row cluster `I` at once; each far partner `I`
-//!   accumulates `Y_I = Σ_{J far of I} G[I, J] Ω_J`, a Gaussian sketch of `I`'s whole far row
-//!   block. `Q_I` = the left singular vectors of `Y_I` with `σ > ε·σ_1` (the rank is chosen by
-//!   the relative tolerance `ε`, capped by `samples` and by `3|I|`).
+//! - **Cluster bases** (randomised range finder), two constructions ([`Sketch`]):
+//!   - *global* ([`Sketch::Global`]): for every column cluster `J`, one
+//!     multi-right-hand-side solve `Z = H̄⁻¹ Ω_J` with a Gaussian `Ω_J` (`samples` columns) on
+//!     `J`'s DOFs gives `G[I, J] Ω_J` for every row cluster `I` at once; each far partner `I`
+//!     accumulates `Y_I = Σ_{J far of I} G[I, J] Ω_J`, a Gaussian sketch of `I`'s whole far
+//!     row block. `Q_I` = the left singular vectors of `Y_I` with `σ > ε·σ_1` (the rank is
+//!     chosen by the relative tolerance `ε`, capped by `samples` and by `3|I|`).
+//!   - *local* ([`Sketch::Local`], `local.rs`): `B` = the free vertices strictly closer to
+//!     `I`'s box than its nearest far partner's box, `∂B` the vertices outside `B` that `H̄`
+//!     couples to it. A far source gives `u = G x` with `(H̄ u)_B = 0`, so `u_I` is the
+//!     local operator `E_I: u_∂B ↦ (−H̄_BB⁻¹ H̄_{B,∂B} u_∂B)_I` applied to `u_∂B`: the range of
+//!     `G[I, far(I)]` lies in `E_I`'s. `Y_I = E_I Ω` with Gaussian data on `∂B`, from a
+//!     sparse Cholesky factorisation of the small `H̄_BB`, then truncated as above: `Q̃_I`.
+//!     `E_I` sees every boundary datum, not only those far sources make, so its rank at `ε`
+//!     is higher (mean 20.7 against 17.2 on armadillo_18k at ε 1e-3); once the couplings of
+//!     `Q̃` are known, each basis is **recompressed** against them (no extra solve): `I`'s far
+//!     row block is `Q̃_I W_I diag(Q̃_Jᵀ)` with `W_I = [S̃_IJ]_J`, so the eigenvectors `U_I`
+//!     of `W_I W_Iᵀ` above `(ε σ_1)²` give `Q_I = Q̃_I U_I` and `S_IJ = U_Iᵀ S̃_IJ U_J`
+//!     (mean rank 18.1). `E_I`'s sketch is truncated finer, at `ε · local_eps` (0.1): its
+//!     largest singular directions need not be the far block's, so a cut at `ε` alone can drop
+//!     what the far block needs; and its rank reaches the `samples` cap sooner than the far
+//!     block's, hence 60 samples for it (the tests use 120 at ε 1e-6).
 //! - **Coupling** `S_IJ = Q_Iᵀ G[I, J] Q_J` for far blocks `I < J` only (`G` is symmetric:
 //!   `S_JI = S_IJᵀ`), one solve `H̄⁻¹ Q_J` per cluster.
 //! - **Apply** ([`HMatrix::apply_tree_order`]): forward `w_J = Q_Jᵀ x_J`, coupling
@@ -29,13 +45,52 @@
 //! Memory (counted as f32/u32 like the rest of the run-time data): `Σ_I 3|I| k_I` basis
 //! entries, `Σ_{I<J far} k_I k_J` coupling entries, two ids per block (plus the same again
 //! for the per-node block lists) and two per node (rank, offset).
+//!
+//! **Why the global sketch stays the default** (issue 17's precompute cost; armadillo_18k, ε 1e-3,
+//! η 1, 2026 clusters in far blocks, 32 thousand far blocks; the H-matrix build alone,
+//! `PRECOMPUTE_BENCH_HMATRIX=global:40,local,global:40,local`, alternating in one process on
+//! the 2 cores with nothing else running, load 1.1–1.7):
+//!
+//! | sketch | sketch pass | global solve columns (sketch + coupling) | coupling pass | total | mean rank | far KB/vertex |
+//! |---|---|---|---|---|---|---|
+//! | global, 40 samples | 9.07 / 9.53 s | 81 040 + 34 819 | 4.94 / 5.55 s | 14.17 / 15.24 s | 17.2 | 10.9 |
+//! | local, 60 samples, local_eps 0.1 | 4.81 / 4.90 s | 0 + 48 933 | 8.14 / 8.39 s | 13.59 / 13.90 s | 18.1 (24.2 before recompression) | 12.4 |
+//!
+//! The local sketch pass (one sparse Cholesky of `H̄_BB` per cluster, `B` 226 vertices on
+//! average, 4218 at most, `∂B` 90) is 1.9× cheaper than the 81 thousand columns of global
+//! solves it replaces, but its wider range costs 40% more coupling columns (and larger
+//! coupling products), so the coupling pass — still one global solve per cluster — is now
+//! most of the build and the whole build is only 4–11% faster: a modest gain, not the
+//! "much cheaper" build issue 17 needs. Its pose residuals are better (below), but it takes
+//! 6–11% more memory at the same iterations, and memory at equal iterations is the issue's
+//! measure: the global sketch (40 samples) stays the default. (Earlier alternating runs on the same machine loaded
+//! by other builds, load 4–5, scattered 2–3× and are not used.) Quality, JGS2-Jacobi frontier
+//! (`JELLO_CONV_FRONTIER_SET=h2:1e-3:1:40:global,h2:1e-3:1:60:local:0.1,exact`, iterations per
+//! step over exact rows' on drag / twist / spin): global 1.00 / 1.00 / 1.08 at 13.3 / 8.2 /
+//! 9.0 KB per vertex; local 1.00 / 1.00 / 1.08 at 14.7 / 8.8 / 9.6 KB (+11% / +7% / +6%), pose
+//! residual median 1.8e-4 / 5.5e-4 / 4.1e-4 against 5.3e-4 / 1.1e-3 / 7.0e-4. Tried and not kept:
+//! local at 40 samples with local_eps 1 or 0.1 — spin 4.40 iterations against exact's 2.60
+//! (1.69×; the cap binds: drag and twist stayed at 1.00); batching several column clusters
+//! into one coupling solve of ≤ 128 columns — no gain measurable above the noise (coupling
+//! 14.4 / 13.4 s batched against 15.7 / 12.6 s per cluster); AMD instead of nested dissection
+//! for the local factorisations — the same within noise (6.7 / 8.3 s against 8.6 / 8.3 s).
+//! What remains is the coupling pass: a peeling construction (several column clusters per
+//! solve, the other sources' contributions on each target known from coarser levels or
+//! separated by distance) is the way to cut it; not tried. On armadillo_114k (one run, local
+//! sketch, the machine otherwise idle) the build took 441.5 s of a 543 s precompute, peak RSS
+//! 3.89 GB (figures in `src/solver/jgs2/mod.rs` of the `jello` crate).
+
+use std::time::Instant;
 
 use rayon::prelude::*;
 
 use crate::cholesky::{SolveScratch, SparseCholesky};
 use crate::rng::SplitMix64;
+use crate::sparse::SymSparse;
 use crate::tree::ClusterTree;
 use crate::{PrecomputeError, Result};
+
+mod local;
 
 /// One solve's output: (node or block index, its dense piece).
 type Pieces = Vec<(usize, Vec<f64>)>;
@@ -49,10 +104,61 @@ pub struct HMatrixOptions {
     /// Admissibility: a pair of clusters is far when their boxes are at least
     /// `eta · min(diameters)` apart (and farther than the longest element edge).
     pub eta: f64,
-    /// Gaussian samples per cluster sketch (the largest rank a basis can have).
+    /// Gaussian samples per cluster sketch (the largest rank a basis can have). 40 by default
+    /// (the global sketch's figures in the module docs); [`Sketch::Local`] needs 60: the local
+    /// operator's rank at `eps · local_eps` is higher (at 40 the cap bound on armadillo_18k's
+    /// spin scene, 1.69× exact rows' iterations).
     pub samples: usize,
     /// Seed of the Gaussian sketches (each cluster derives its own stream).
     pub seed: u64,
+    /// How the cluster bases are sketched (see [`Sketch`]).
+    pub sketch: Sketch,
+    /// [`Sketch::Local`]: the local operator's sketch is truncated at `eps · local_eps`
+    /// before the recompression at `eps` (its largest singular directions need not be the
+    /// far block's, so a truncation at `eps` alone can drop what the far block needs).
+    pub local_eps: f64,
+}
+
+/// How each cluster's far-field sketch `Y_I` is computed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Sketch {
+    /// One global solve `H̄⁻¹ Ω_J` per column cluster, accumulated into every far partner's
+    /// sketch: `Y_I = Σ_{J far of I} G[I, J] Ω_J`. The default (see the module docs).
+    #[default]
+    Global,
+    /// Per cluster, the local operator `u_∂B ↦ (−H̄_BB⁻¹ H̄_{B,∂B} u_∂B)_I` sketched with
+    /// Gaussian boundary data on a neighbourhood `B` of `I` that excludes its far partners
+    /// (its range holds `G[I, far(I)]`'s; see the module docs); needs `H̄` and the positions
+    /// ([`HMatrix::build_with`]) and 60 [`HMatrixOptions::samples`]; the module docs have
+    /// its measurements.
+    Local,
+}
+
+/// Where a build's time went (wall seconds) and how much it solved.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct HMatrixBuildStats {
+    /// Clusters in at least one far block.
+    pub active: usize,
+    /// The sketch pass (global solves, or local factorisations and solves).
+    pub sketch_s: f64,
+    /// Right-hand-side columns of global solves in the sketch pass (0 when local).
+    pub sketch_columns: usize,
+    /// Local sketches: mean and largest number of vertices of `B`, mean of `∂B`.
+    pub local_mean: f64,
+    /// Largest `B` (vertices).
+    pub local_max: usize,
+    /// Mean `∂B` (vertices).
+    pub local_boundary_mean: f64,
+    /// The truncated SVDs of the sketches.
+    pub svd_s: f64,
+    /// The coupling pass (global solves `H̄⁻¹ Q_J`).
+    pub coupling_s: f64,
+    /// Right-hand-side columns of the coupling pass (`Σ_J k_J`, the sketch's ranks).
+    pub coupling_columns: usize,
+    /// Local sketches: mean rank of the sketched bases before the recompression.
+    pub sketch_rank_mean: f64,
+    /// Local sketches: the recompression of the bases against the couplings.
+    pub recompress_s: f64,
 }
 
 impl Default for HMatrixOptions {
@@ -62,6 +168,8 @@ impl Default for HMatrixOptions {
             eta: 1.0,
             samples: 40,
             seed: 0x686d_6174,
+            sketch: Sketch::default(),
+            local_eps: 0.1,
         }
     }
 }
@@ -77,7 +185,7 @@ pub struct BlockPartition {
 }
 
 /// Bounding box of each node's vertices.
-fn boxes(tree: &ClusterTree, positions: &[[f64; 3]]) -> Vec<([f64; 3], [f64; 3])> {
+fn boxes(tree: &ClusterTree, positions: &[[f64; 3]]) -> Vec<local::Aabb> {
     (0..tree.len())
         .map(|c| {
             let mut lo = [f64::INFINITY; 3];
@@ -116,13 +224,7 @@ pub fn partition(
         let (lo, hi) = bx[c];
         (0..3).map(|d| (hi[d] - lo[d]).powi(2)).sum::<f64>().sqrt()
     };
-    let dist = |a: usize, b: usize| -> f64 {
-        let ((la, ha), (lb, hb)) = (bx[a], bx[b]);
-        (0..3)
-            .map(|d| (lb[d] - ha[d]).max(la[d] - hb[d]).max(0.0).powi(2))
-            .sum::<f64>()
-            .sqrt()
-    };
+    let dist = |a: usize, b: usize| -> f64 { local::box_distance(&bx[a], &bx[b]) };
     let mut out = BlockPartition {
         far: Vec::new(),
         near: vec![Vec::new(); tree.len()],
@@ -209,7 +311,9 @@ pub struct HMatrix {
 impl HMatrix {
     /// Builds the far field of `G = H̄⁻¹` (`factor`) over `tree` for the admissible `blocks`
     /// (`I < J`). `dof_of_row`: the DOF of `H̄` that row `r` of the tree-ordered layout
-    /// stands for (the tree's vertices in order occupy the first rows).
+    /// stands for (the tree's vertices in order occupy the first rows). Only the global
+    /// sketch ([`Sketch::Global`]) can be built from the factor alone; [`Sketch::Local`] is an
+    /// error here (use [`Self::build_with`]).
     pub fn build(
         factor: &SparseCholesky,
         tree: &ClusterTree,
@@ -217,12 +321,70 @@ impl HMatrix {
         blocks: &[(u32, u32)],
         opts: &HMatrixOptions,
     ) -> Result<Self> {
-        if !(opts.eps.is_finite() && opts.eps >= 0.0) || opts.samples == 0 {
+        Self::build_with(factor, tree, dof_of_row, blocks, opts, None).map(|(h, _)| h)
+    }
+
+    /// [`Self::build`] with the rest Hessian `H̄` (DOF `3v + d` of vertex `v`, the matrix
+    /// `factor` factors) and the vertex positions that [`Sketch::Local`] needs, and the build's
+    /// statistics.
+    pub fn build_with(
+        factor: &SparseCholesky,
+        tree: &ClusterTree,
+        dof_of_row: &[usize],
+        blocks: &[(u32, u32)],
+        opts: &HMatrixOptions,
+        geometry: Option<(&SymSparse, &[[f64; 3]])>,
+    ) -> Result<(Self, HMatrixBuildStats)> {
+        if !(opts.eps.is_finite() && opts.eps >= 0.0)
+            || opts.samples == 0
+            || !(opts.local_eps.is_finite() && opts.local_eps > 0.0)
+        {
             return Err(PrecomputeError::Invalid(format!(
-                "H-matrix far field: eps {} must be finite and ≥ 0, samples {} > 0",
-                opts.eps, opts.samples
+                "H-matrix far field: eps {} must be finite and ≥ 0, samples {} > 0, local_eps \
+                 {} finite and > 0",
+                opts.eps, opts.samples, opts.local_eps
             )));
         }
+        // The local sketch's range is recompressed afterwards: truncate it finer.
+        let sketch_eps = match opts.sketch {
+            Sketch::Global => opts.eps,
+            Sketch::Local => opts.eps * opts.local_eps,
+        };
+        let local_problem = match (opts.sketch, geometry) {
+            (Sketch::Global, _) => None,
+            (Sketch::Local, None) => {
+                return Err(PrecomputeError::Invalid(
+                    "H-matrix far field: the local sketch needs H̄ and the positions".into(),
+                ))
+            }
+            (Sketch::Local, Some((hbar, positions))) => {
+                if hbar.n() != factor.n() || hbar.n() != 3 * positions.len() {
+                    return Err(PrecomputeError::Invalid(format!(
+                        "H-matrix far field: H̄ is {0}×{0}, the factor {1}×{1}, for {2} vertices",
+                        hbar.n(),
+                        factor.n(),
+                        positions.len()
+                    )));
+                }
+                if tree.perm.iter().any(|&v| v as usize >= positions.len()) {
+                    return Err(PrecomputeError::Invalid(
+                        "H-matrix far field: a tree vertex has no position".into(),
+                    ));
+                }
+                let mut free = vec![false; positions.len()];
+                for &v in &tree.perm {
+                    free[v as usize] = true;
+                }
+                Some(local::LocalProblem {
+                    hbar,
+                    positions,
+                    graph: hbar.pattern().block_graph(3)?,
+                    boxes: boxes(tree, positions),
+                    free,
+                })
+            }
+        };
+        let mut stats = HMatrixBuildStats::default();
         let nn = tree.len();
         let n = factor.n();
         let p = opts.samples;
@@ -263,61 +425,59 @@ impl HMatrix {
             .filter(|&c| node_block_ptr[c + 1] > node_block_ptr[c])
             .collect();
 
-        // Sketches Y_I = Σ_{J far of I} G[I, J] Ω_J, column cluster by column cluster: each
-        // solve serves every far partner. Chunks bound the memory of the partial sketches.
-        let mut sketch: Vec<Vec<f64>> = vec![Vec::new(); nn];
-        for &c in &active {
-            sketch[c] = vec![0.0; size(c) * p];
-        }
+        stats.active = active.len();
         let chunk = 2 * rayon::current_num_threads().max(1);
-        for cols in active.chunks(chunk) {
-            let parts: Vec<Result<Pieces>> = cols
-                .par_iter()
-                .map_init(
-                    || (SolveScratch::default(), Vec::new()),
-                    |(scratch, z), &jc| {
-                        let mut rng = SplitMix64::new(
-                            opts.seed ^ (jc as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-                        );
-                        z.clear();
-                        z.resize(n * p, 0.0);
-                        for q in 0..p {
-                            for r in row0(jc)..row0(jc) + size(jc) {
-                                z[q * n + r] = rng.normal();
-                            }
-                        }
-                        factor.solve_many_in_place_rows(
-                            z,
-                            p,
-                            faer::Par::Seq,
-                            scratch,
-                            dof_of_row,
-                        )?;
-                        let mut out = Vec::new();
-                        for &b in &node_blocks[node_block_ptr[jc]..node_block_ptr[jc + 1]] {
-                            let ic = partner(jc, b);
-                            let (r0, m) = (row0(ic), size(ic));
-                            let mut y = vec![0.0; m * p];
-                            for q in 0..p {
-                                y[q * m..(q + 1) * m]
-                                    .copy_from_slice(&z[q * n + r0..q * n + r0 + m]);
-                            }
-                            out.push((ic, y));
-                        }
-                        Ok(out)
-                    },
-                )
-                .collect();
-            for part in parts {
-                for (ic, y) in part? {
-                    for (a, b) in sketch[ic].iter_mut().zip(&y) {
-                        *a += b;
-                    }
+        let t_sketch = Instant::now();
+        let sketch = match &local_problem {
+            Some(lp) => {
+                // Each cluster's nearest far partner bounds its neighbourhood B.
+                let reach: Vec<f64> = (0..nn)
+                    .map(|c| {
+                        node_blocks[node_block_ptr[c]..node_block_ptr[c + 1]]
+                            .iter()
+                            .map(|&b| local::box_distance(&lp.boxes[c], &lp.boxes[partner(c, b)]))
+                            .fold(f64::INFINITY, f64::min)
+                    })
+                    .collect();
+                let parts: Vec<Result<(usize, Vec<f64>, local::LocalSize)>> = active
+                    .par_iter()
+                    .map_init(local::LocalScratch::default, |scratch, &c| {
+                        let seed = opts.seed ^ (c as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                        let (y, sz) = lp.sketch(tree, c, reach[c], p, seed, scratch)?;
+                        Ok((c, y, sz))
+                    })
+                    .collect();
+                let mut sketch: Vec<Vec<f64>> = vec![Vec::new(); nn];
+                let (mut sum_b, mut sum_db) = (0usize, 0usize);
+                for part in parts {
+                    let (c, y, sz) = part?;
+                    sketch[c] = y;
+                    sum_b += sz.interior;
+                    sum_db += sz.boundary;
+                    stats.local_max = stats.local_max.max(sz.interior);
                 }
+                stats.local_mean = sum_b as f64 / active.len().max(1) as f64;
+                stats.local_boundary_mean = sum_db as f64 / active.len().max(1) as f64;
+                sketch
             }
-        }
+            None => {
+                stats.sketch_columns = active.len() * p;
+                Self::global_sketch(
+                    factor,
+                    tree,
+                    dof_of_row,
+                    blocks,
+                    &node_blocks,
+                    &node_block_ptr,
+                    &active,
+                    opts,
+                )?
+            }
+        };
+        stats.sketch_s = t_sketch.elapsed().as_secs_f64();
 
         // Bases: truncated left singular vectors of each sketch.
+        let t_svd = Instant::now();
         let bases: Vec<Vec<f64>> = (0..nn)
             .into_par_iter()
             .map(|c| {
@@ -337,7 +497,7 @@ impl HMatrix {
                 // Singular values come sorted (descending) from nalgebra's SVD only after
                 // `sort_by_singular_values`; select explicitly.
                 let mut idx: Vec<usize> = (0..svd.singular_values.len())
-                    .filter(|&q| svd.singular_values[q] > opts.eps * top)
+                    .filter(|&q| svd.singular_values[q] > sketch_eps * top)
                     .collect();
                 idx.sort_by(|&a, &b| svd.singular_values[b].total_cmp(&svd.singular_values[a]));
                 let mut q = Vec::with_capacity(m * idx.len());
@@ -348,6 +508,7 @@ impl HMatrix {
             })
             .collect();
         drop(sketch);
+        stats.svd_s = t_svd.elapsed().as_secs_f64();
         let rank: Vec<u32> = (0..nn)
             .map(|c| (bases[c].len() / size(c).max(1)) as u32)
             .collect();
@@ -360,6 +521,7 @@ impl HMatrix {
         basis_ptr.push(basis.len());
 
         // Couplings S_IJ = Q_Iᵀ (G Q_J)[I], one solve per column cluster J.
+        let t_coupling = Instant::now();
         let mut coupling_of: Vec<Vec<f64>> = vec![Vec::new(); blocks.len()];
         let col_clusters: Vec<usize> = active.iter().copied().filter(|&c| rank[c] > 0).collect();
         for cols in col_clusters.chunks(chunk) {
@@ -413,6 +575,30 @@ impl HMatrix {
                 }
             }
         }
+        stats.coupling_s = t_coupling.elapsed().as_secs_f64();
+        stats.coupling_columns = col_clusters.iter().map(|&c| rank[c] as usize).sum();
+        drop(bases);
+        let (mut rank, mut basis_ptr, mut basis) = (rank, basis_ptr, basis);
+        if local_problem.is_some() {
+            // The local operator's range holds the far row block's but is wider (its rank at
+            // ε exceeds the block's): recompress each basis against the far couplings it was
+            // measured with, at no extra solve.
+            let t = Instant::now();
+            stats.sketch_rank_mean = rank.iter().map(|&k| k as f64).sum::<f64>()
+                / rank.iter().filter(|&&k| k > 0).count().max(1) as f64;
+            Self::recompress(
+                tree,
+                blocks,
+                &node_blocks,
+                &node_block_ptr,
+                opts.eps,
+                &mut rank,
+                &mut basis_ptr,
+                &mut basis,
+                &mut coupling_of,
+            );
+            stats.recompress_s = t.elapsed().as_secs_f64();
+        }
         let mut coupling_ptr = Vec::with_capacity(blocks.len() + 1);
         let mut coupling = Vec::new();
         for (b, &(i, j)) in blocks.iter().enumerate() {
@@ -426,18 +612,211 @@ impl HMatrix {
             }
         }
         coupling_ptr.push(coupling.len());
-        Ok(Self {
-            rank,
-            basis_ptr,
-            basis,
-            blocks: blocks.to_vec(),
-            coupling_ptr,
-            coupling,
-            node_blocks,
-            node_block_ptr,
-            node_near_ptr: vec![0; nn + 1],
-            ..Default::default()
-        })
+        Ok((
+            Self {
+                rank,
+                basis_ptr,
+                basis,
+                blocks: blocks.to_vec(),
+                coupling_ptr,
+                coupling,
+                node_blocks,
+                node_block_ptr,
+                node_near_ptr: vec![0; nn + 1],
+                ..Default::default()
+            },
+            stats,
+        ))
+    }
+
+    /// Recompression of the bases `Q̃` against the couplings `S̃_IJ = Q̃_Iᵀ G[I, J] Q̃_J` (in
+    /// `coupling_of`, replaced): cluster `c`'s far row block is `≈ Q̃_c W_c diag(Q̃_Jᵀ)` with
+    /// `W_c = [S̃_cJ]_J` (transposed where `c` is the column cluster) and orthonormal `Q̃_J`, so
+    /// its singular values are `W_c`'s: `U_c` = the eigenvectors of `W_c W_cᵀ` with
+    /// `σ > eps·σ_1`, `Q_c = Q̃_c U_c`, `S_IJ = U_Iᵀ S̃_IJ U_J`.
+    #[allow(clippy::too_many_arguments)]
+    fn recompress(
+        tree: &ClusterTree,
+        blocks: &[(u32, u32)],
+        node_blocks: &[u32],
+        node_block_ptr: &[usize],
+        eps: f64,
+        rank: &mut [u32],
+        basis_ptr: &mut Vec<usize>,
+        basis: &mut Vec<f64>,
+        coupling_of: &mut [Vec<f64>],
+    ) {
+        let nn = tree.len();
+        let size = |c: usize| 3 * (tree.end[c] - tree.start[c]) as usize;
+        // Per cluster, U_c (column-major k̃_c × k_c).
+        let u: Vec<Vec<f64>> = (0..nn)
+            .into_par_iter()
+            .map(|c| {
+                let kc = rank[c] as usize;
+                if kc == 0 {
+                    return Vec::new();
+                }
+                let mut gram = nalgebra::DMatrix::<f64>::zeros(kc, kc);
+                for &b in &node_blocks[node_block_ptr[c]..node_block_ptr[c + 1]] {
+                    let (i, j) = blocks[b as usize];
+                    let (ki, kj) = (rank[i as usize] as usize, rank[j as usize] as usize);
+                    let s = &coupling_of[b as usize];
+                    if s.len() != ki * kj || ki * kj == 0 {
+                        continue;
+                    }
+                    // W's columns from this block: S̃ (ki × kj, row-major) when c = I, S̃ᵀ else.
+                    let sm = nalgebra::DMatrix::from_row_slice(ki, kj, s);
+                    if i as usize == c {
+                        gram += &sm * sm.transpose();
+                    } else {
+                        gram += sm.transpose() * &sm;
+                    }
+                }
+                let eig = nalgebra::SymmetricEigen::new(gram);
+                let top = eig.eigenvalues.iter().fold(0.0f64, |a, &l| a.max(l));
+                if top <= 0.0 || !top.is_finite() {
+                    return Vec::new();
+                }
+                // σ² > (eps σ_1)²; eigenvalues come unsorted.
+                let mut idx: Vec<usize> = (0..kc)
+                    .filter(|&q| eig.eigenvalues[q] > eps * eps * top)
+                    .collect();
+                idx.sort_by(|&a, &b| eig.eigenvalues[b].total_cmp(&eig.eigenvalues[a]));
+                let mut out = Vec::with_capacity(kc * idx.len());
+                for &q in &idx {
+                    out.extend(eig.eigenvectors.column(q).iter());
+                }
+                out
+            })
+            .collect();
+        let new_rank: Vec<usize> = (0..nn)
+            .map(|c| u[c].len() / (rank[c] as usize).max(1))
+            .collect();
+        // Q_c = Q̃_c U_c.
+        let bases: Vec<Vec<f64>> = (0..nn)
+            .into_par_iter()
+            .map(|c| {
+                let (m, kt, k) = (size(c), rank[c] as usize, new_rank[c]);
+                if k == 0 {
+                    return Vec::new();
+                }
+                let qt = nalgebra::DMatrix::from_column_slice(
+                    m,
+                    kt,
+                    &basis[basis_ptr[c]..basis_ptr[c + 1]],
+                );
+                let uc = nalgebra::DMatrix::from_column_slice(kt, k, &u[c]);
+                (qt * uc).as_slice().to_vec()
+            })
+            .collect();
+        // S_IJ = U_Iᵀ S̃_IJ U_J (row-major).
+        coupling_of
+            .par_iter_mut()
+            .zip(blocks.par_iter())
+            .for_each(|(s, &(i, j))| {
+                let (i, j) = (i as usize, j as usize);
+                let (ki, kj) = (rank[i] as usize, rank[j] as usize);
+                if s.len() != ki * kj || new_rank[i] * new_rank[j] == 0 {
+                    s.clear();
+                    return;
+                }
+                let sm = nalgebra::DMatrix::from_row_slice(ki, kj, s);
+                let ui = nalgebra::DMatrix::from_column_slice(ki, new_rank[i], &u[i]);
+                let uj = nalgebra::DMatrix::from_column_slice(kj, new_rank[j], &u[j]);
+                let r = ui.transpose() * sm * uj;
+                *s = r.transpose().as_slice().to_vec();
+            });
+        basis.clear();
+        basis_ptr.clear();
+        for b in &bases {
+            basis_ptr.push(basis.len());
+            basis.extend_from_slice(b);
+        }
+        basis_ptr.push(basis.len());
+        for c in 0..nn {
+            rank[c] = new_rank[c] as u32;
+        }
+    }
+
+    /// The global sketches `Y_I = Σ_{J far of I} G[I, J] Ω_J`, column cluster by column
+    /// cluster: each solve serves every far partner. Chunks bound the memory of the partial
+    /// sketches.
+    #[allow(clippy::too_many_arguments)]
+    fn global_sketch(
+        factor: &SparseCholesky,
+        tree: &ClusterTree,
+        dof_of_row: &[usize],
+        blocks: &[(u32, u32)],
+        node_blocks: &[u32],
+        node_block_ptr: &[usize],
+        active: &[usize],
+        opts: &HMatrixOptions,
+    ) -> Result<Vec<Vec<f64>>> {
+        let nn = tree.len();
+        let n = factor.n();
+        let p = opts.samples;
+        let size = |c: usize| 3 * (tree.end[c] - tree.start[c]) as usize;
+        let row0 = |c: usize| 3 * tree.start[c] as usize;
+        let partner = |c: usize, b: u32| -> usize {
+            let (i, j) = blocks[b as usize];
+            if i as usize == c {
+                j as usize
+            } else {
+                i as usize
+            }
+        };
+        let mut sketch: Vec<Vec<f64>> = vec![Vec::new(); nn];
+        for &c in active {
+            sketch[c] = vec![0.0; size(c) * p];
+        }
+        let chunk = 2 * rayon::current_num_threads().max(1);
+        for cols in active.chunks(chunk) {
+            let parts: Vec<Result<Pieces>> = cols
+                .par_iter()
+                .map_init(
+                    || (SolveScratch::default(), Vec::new()),
+                    |(scratch, z), &jc| {
+                        let mut rng = SplitMix64::new(
+                            opts.seed ^ (jc as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                        );
+                        z.clear();
+                        z.resize(n * p, 0.0);
+                        for q in 0..p {
+                            for r in row0(jc)..row0(jc) + size(jc) {
+                                z[q * n + r] = rng.normal();
+                            }
+                        }
+                        factor.solve_many_in_place_rows(
+                            z,
+                            p,
+                            faer::Par::Seq,
+                            scratch,
+                            dof_of_row,
+                        )?;
+                        let mut out = Vec::new();
+                        for &b in &node_blocks[node_block_ptr[jc]..node_block_ptr[jc + 1]] {
+                            let ic = partner(jc, b);
+                            let (r0, m) = (row0(ic), size(ic));
+                            let mut y = vec![0.0; m * p];
+                            for q in 0..p {
+                                y[q * m..(q + 1) * m]
+                                    .copy_from_slice(&z[q * n + r0..q * n + r0 + m]);
+                            }
+                            out.push((ic, y));
+                        }
+                        Ok(out)
+                    },
+                )
+                .collect();
+            for part in parts {
+                for (ic, y) in part? {
+                    for (a, b) in sketch[ic].iter_mut().zip(&y) {
+                        *a += b;
+                    }
+                }
+            }
+        }
+        Ok(sketch)
     }
 
     /// Sets the dense near field: the leaf pairs `(I, J)`, `I ≤ J`, and `block(I, J)` giving

@@ -684,7 +684,14 @@ impl Jgs2Precompute {
         let far_hmatrix = match (opts.far_hmatrix, &blocks) {
             (Some(hopts), Some(blocks)) => {
                 let t = Instant::now();
-                let mut hm = HMatrix::build(&self.factor, &tree, &dof_of_row, &blocks.far, &hopts)?;
+                let (mut hm, _) = HMatrix::build_with(
+                    &self.factor,
+                    &tree,
+                    &dof_of_row,
+                    &blocks.far,
+                    &hopts,
+                    Some((&self.hbar, &self.positions)),
+                )?;
                 self.set_near_field(&mut hm, &tree, &blocks.near, &leaf_of, &mut vertices)?;
                 let (mean_rank, max_rank) = hm.rank_stats();
                 hstats = (

@@ -695,7 +695,7 @@ fn bad_input_is_an_error() {
 /// falls as ε falls.
 #[test]
 fn hmatrix_partition_covers_pairs_once_and_product_matches_dense_g() {
-    use jello_precompute::hmatrix::{partition, HMatrix, HMatrixOptions};
+    use jello_precompute::hmatrix::{partition, HMatrix, HMatrixOptions, Sketch};
     use jello_precompute::tree::ClusterTree;
     let b = beam(16, 3, 3, 1e5);
     let pre = Jgs2Precompute::new(&input(&b), Ordering::default()).unwrap();
@@ -803,36 +803,184 @@ fn hmatrix_partition_covers_pairs_once_and_product_matches_dense_g() {
                 .map(move |&j| (i as u32, j))
         })
         .collect();
-    let mut errors = Vec::new();
-    for eps in [1e-2, 1e-4, 1e-6] {
-        let opts = HMatrixOptions {
-            eps,
-            ..HMatrixOptions::default()
-        };
-        let mut hm = HMatrix::build(pre.factor(), &tree, &dof_of_row, &part.far, &opts).unwrap();
-        hm.set_near(&tree, &pairs, |i, j| {
-            let (ri, rj) = (3 * tree.start[i] as usize, 3 * tree.start[j] as usize);
-            let (mi, mj) = (3 * tree.members(i).len(), 3 * tree.members(j).len());
-            let mut out = vec![0.0; mi * mj];
-            for r in 0..mi {
-                for c in 0..mj {
-                    out[r * mj + c] = g[dof_of_row[rj + c] * n + dof_of_row[ri + r]];
+    for sketch in [Sketch::Global, Sketch::Local] {
+        let mut errors = Vec::new();
+        for eps in [1e-2, 1e-4, 1e-6] {
+            // The local operator's numerical rank exceeds the far block's (the sketch caps
+            // both at `samples`), so the local sketch gets the samples its rank at ε = 1e-6
+            // needs.
+            let opts = HMatrixOptions {
+                eps,
+                sketch,
+                samples: match sketch {
+                    Sketch::Global => HMatrixOptions::default().samples,
+                    Sketch::Local => 120,
+                },
+                ..HMatrixOptions::default()
+            };
+            let (mut hm, _) = HMatrix::build_with(
+                pre.factor(),
+                &tree,
+                &dof_of_row,
+                &part.far,
+                &opts,
+                Some((pre.hbar(), &b.pos)),
+            )
+            .unwrap();
+            hm.set_near(&tree, &pairs, |i, j| {
+                let (ri, rj) = (3 * tree.start[i] as usize, 3 * tree.start[j] as usize);
+                let (mi, mj) = (3 * tree.members(i).len(), 3 * tree.members(j).len());
+                let mut out = vec![0.0; mi * mj];
+                for r in 0..mi {
+                    for c in 0..mj {
+                        out[r * mj + c] = g[dof_of_row[rj + c] * n + dof_of_row[ri + r]];
+                    }
                 }
-            }
-            out
-        });
-        let y = hm.apply_tree_order(&tree, &x);
-        let err =
-            norm(&y.iter().zip(&y_ref).map(|(a, b)| a - b).collect::<Vec<_>>()) / norm(&y_ref);
-        let (mean, max) = hm.rank_stats();
-        eprintln!("ε {eps:e}: |G_H x − G x| / |G x| = {err:.3e}, rank mean {mean:.1} max {max}");
-        // Written tolerance: truncating each basis at ε·σ_1 leaves a far-field error of a
-        // small multiple of ε, and the far field is a part of |G x|.
-        assert!(err <= 10.0 * eps, "ε {eps}: relative error {err:.3e} > 10ε");
-        errors.push(err);
+                out
+            });
+            let y = hm.apply_tree_order(&tree, &x);
+            let err =
+                norm(&y.iter().zip(&y_ref).map(|(a, b)| a - b).collect::<Vec<_>>()) / norm(&y_ref);
+            let (mean, max) = hm.rank_stats();
+            eprintln!(
+            "{sketch:?} ε {eps:e}: |G_H x − G x| / |G x| = {err:.3e}, rank mean {mean:.1} max {max}"
+        );
+            // Written tolerance: truncating each basis at ε·σ_1 leaves a far-field error of a
+            // small multiple of ε, and the far field is a part of |G x|.
+            assert!(err <= 10.0 * eps, "ε {eps}: relative error {err:.3e} > 10ε");
+            errors.push(err);
+        }
+        assert!(
+            errors.windows(2).all(|w| w[1] < 0.1 * w[0]),
+            "{sketch:?}: the error must fall with ε: {errors:?}"
+        );
     }
-    assert!(
-        errors.windows(2).all(|w| w[1] < 0.1 * w[0]),
-        "the error must fall with ε: {errors:?}"
+}
+
+/// Issue 17's local sketch: the range of `G[I, far(I)]` lies in that of the local operator
+/// `u_∂B ↦ (−H̄_BB⁻¹ H̄_{B,∂B} u_∂B)_I`, so each cluster's basis sketched from it captures the
+/// cluster's whole far row block (from dense unit solves) to a small multiple of ε, like the
+/// global sketch's; without `H̄` and the positions the local sketch is an error, not a panic.
+#[test]
+fn hmatrix_local_sketch_bases_capture_the_far_row_blocks() {
+    use jello_precompute::hmatrix::{partition, HMatrix, HMatrixOptions, Sketch};
+    use jello_precompute::tree::ClusterTree;
+    let b = beam(24, 4, 4, 1e5);
+    let pre = Jgs2Precompute::new(&input(&b), Ordering::default()).unwrap();
+    let nv = b.pos.len();
+    let n = 3 * nv;
+    let free: Vec<u32> = (0..nv as u32).filter(|&v| !b.pinned[v as usize]).collect();
+    let tree = ClusterTree::build(&b.pos, &free, 8);
+    let mut reach = vec![0.0f64; nv];
+    for t in &b.tets {
+        for &a in t {
+            for &c in t {
+                let (p, q) = (b.pos[a as usize], b.pos[c as usize]);
+                let d =
+                    ((p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2) + (p[2] - q[2]).powi(2)).sqrt();
+                reach[a as usize] = reach[a as usize].max(d);
+            }
+        }
+    }
+    let part = partition(&tree, &b.pos, 1.0, &reach);
+    assert!(!part.far.is_empty(), "a 25-vertex-long beam has far blocks");
+    let mut g = vec![0.0; n * n];
+    for c in 0..n {
+        g[c * n + c] = 1.0;
+    }
+    pre.factor().solve_many_in_place(&mut g, n).unwrap();
+    let mut dof_of_row: Vec<usize> = tree
+        .perm
+        .iter()
+        .flat_map(|&v| (0..3).map(move |d| 3 * v as usize + d))
+        .collect();
+    dof_of_row.extend(
+        (0..nv)
+            .filter(|&v| b.pinned[v])
+            .flat_map(|v| 3 * v..3 * v + 3),
     );
+    let eps = 1e-3;
+    // Samples enough that no basis is capped by them: the test is about the ranges.
+    let local = HMatrixOptions {
+        eps,
+        samples: 120,
+        sketch: Sketch::Local,
+        ..HMatrixOptions::default()
+    };
+    assert!(
+        HMatrix::build(pre.factor(), &tree, &dof_of_row, &part.far, &local).is_err(),
+        "the local sketch without H̄ is an error"
+    );
+    assert!(
+        HMatrix::build_with(
+            pre.factor(),
+            &tree,
+            &dof_of_row,
+            &part.far,
+            &local,
+            Some((pre.hbar(), &b.pos[..nv - 1])),
+        )
+        .is_err(),
+        "positions that do not match H̄ are an error"
+    );
+    for sketch in [Sketch::Global, Sketch::Local] {
+        let opts = HMatrixOptions { sketch, ..local };
+        let (hm, _) = HMatrix::build_with(
+            pre.factor(),
+            &tree,
+            &dof_of_row,
+            &part.far,
+            &opts,
+            Some((pre.hbar(), &b.pos)),
+        )
+        .unwrap();
+        let mut worst = 0.0f64;
+        for c in 0..tree.len() {
+            let (r0, m) = (3 * tree.start[c] as usize, 3 * tree.members(c).len());
+            // G[I, far(I)]: the columns of every far partner.
+            let cols: Vec<usize> = part
+                .far
+                .iter()
+                .filter_map(|&(i, j)| match (i as usize == c, j as usize == c) {
+                    (true, _) => Some(j as usize),
+                    (_, true) => Some(i as usize),
+                    _ => None,
+                })
+                .flat_map(|p| 3 * tree.start[p] as usize..3 * tree.end[p] as usize)
+                .collect();
+            if cols.is_empty() {
+                continue;
+            }
+            let k = hm.rank[c] as usize;
+            let q = &hm.basis[hm.basis_ptr[c]..hm.basis_ptr[c + 1]];
+            let (mut res2, mut all2) = (0.0, 0.0);
+            for &col in &cols {
+                let a: Vec<f64> = (0..m)
+                    .map(|r| g[dof_of_row[col] * n + dof_of_row[r0 + r]])
+                    .collect();
+                let mut res = a.clone();
+                for t in 0..k {
+                    let qt = &q[t * m..(t + 1) * m];
+                    let w: f64 = qt.iter().zip(&a).map(|(x, y)| x * y).sum();
+                    for (r, x) in res.iter_mut().zip(qt) {
+                        *r -= w * x;
+                    }
+                }
+                res2 += res.iter().map(|x| x * x).sum::<f64>();
+                all2 += a.iter().map(|x| x * x).sum::<f64>();
+            }
+            worst = worst.max((res2 / all2).sqrt());
+        }
+        let (mean, max) = hm.rank_stats();
+        eprintln!(
+            "{sketch:?} ε {eps:e}: worst |(1 − QQᵀ) G[I, far]| / |G[I, far]| = {worst:.3e}, \
+             rank mean {mean:.1} max {max}"
+        );
+        // Written tolerance: the bases are truncated at ε·σ_1 of a sketch of the far block
+        // (or of an operator whose range holds it), so a small multiple of ε remains.
+        assert!(
+            worst <= 10.0 * eps,
+            "{sketch:?}: far row block residual {worst:.3e} > 10ε"
+        );
+    }
 }

@@ -123,12 +123,14 @@
 //! | H-matrix of G, ε 1e-2 | 8.1 / 5.6 / 5.5 | 1.00 | 1.25 | 1.54 |
 //! | H-matrix of G, ε 3e-3 | 10.8 / 6.7 / 7.1 | 1.00 | 1.00 | 1.15 |
 //! | **H-matrix of G, ε 1e-3** | 13.3 / 8.2 / 9.0 | 1.00 | 1.00 | 1.08 |
+//! | H-matrix of G, ε 1e-3, local sketch (60 samples; the default now) | 14.7 / 8.8 / 9.6 | 1.00 | 1.00 | 1.08 |
 //! | H-matrix of G, ε 1e-4 (60 samples) | 19.1 / 12.5 / 13.9 | 1.00 | 1.00 | 1.00 |
 //! | exact rows | 181 / 136 / 194 | 1 (4.2) | 1 (2.4) | 1 (2.6) |
 //!
 //! **The H-matrix field meets issue 17's goal** (`Jgs2Options::far_hmatrix`,
-//! `jello_precompute::hmatrix`; bench syntax `h2:EPS[:ETA[:SAMPLES]]`, η = 1, 40 samples by
-//! default): at ε = 1e-3 it is within 1.08× of exact rows on all three scenes (2.8 / 2.6 on
+//! `jello_precompute::hmatrix`; bench syntax `h2:EPS[:ETA[:SAMPLES[:SKETCH[:LOCAL_EPS]]]]`,
+//! η = 1; the other H-matrix rows of the table, and the figures below unless said otherwise,
+//! were measured with the global sketch and 40 samples, `h2:EPS:1:40:global`): at ε = 1e-3 it is within 1.08× of exact rows on all three scenes (2.8 / 2.6 on
 //! spin) at 8–13 KB per vertex, below the default's 21 KB at most — per scene 1.21× the
 //! default's memory on drag (13.3 vs 11.0 KB), 0.45× on twist and 0.43× on spin. Per scene
 //! at no more than the default's memory, ε 3e-3 gives 1.00 / 1.00 / 1.154 (3.0 / 2.6 on spin,
@@ -150,12 +152,30 @@
 //! It is not the default: its precompute is 3–5× the default's on armadillo_18k (22–54 s
 //! against 7–15 s on 2 busy cores; a lone drag build 32.0 s against 11.2 s, peak RSS of the
 //! whole bench process 356 MB against 360 MB: the H-matrix is built from the near rows the
-//! basis pass computes anyway and only the 1-ring's are kept). The cost is one 40-column
+//! basis pass computes anyway and only the 1-ring's are kept). The cost (as measured above) was one 40-column
 //! solve per cluster for the sketch and a k-column one per cluster for the couplings (40 + k
-//! columns per cluster, against the basis pass's 3 per vertex); on armadillo_114k that would
-//! be beyond the 2-minute budget (5.8× the clusters, each solve 3–10× dearer: roughly 8–30
-//! minutes, not run, nor its memory measured; a peeling construction that shares solves
-//! between the clusters of a level is the way to fit it). It is cached like node fits
+//! columns per cluster, against the basis pass's 3 per vertex); on armadillo_114k it is beyond
+//! the 2-minute budget. The bases can instead be sketched locally (`HMatrixOptions::sketch`,
+//! `Sketch::Local`, with 60 samples: per cluster, a sparse Cholesky of `H̄` on a neighbourhood
+//! that excludes the far partners, then a recompression against the couplings; figures in
+//! `jello_precompute::hmatrix`): no global solve in the sketch pass (81 thousand columns on
+//! armadillo_18k), the same 1.00 / 1.00 / 1.08 at 14.7 / 8.8 / 9.6 KB per vertex (+6–11%,
+//! ε 1e-3), but 40% more coupling columns (49 against 35 thousand), so the coupling pass — one
+//! global solve per cluster — becomes most of the build: on the idle 2-core machine,
+//! alternating, the sketch pass 4.8–4.9 s against 9.1–9.5 s, the coupling pass 8.1–8.4 s
+//! against 4.9–5.6 s, the whole H-matrix build 13.6–13.9 s against 14.2–15.2 s (4–11%
+//! faster). The global sketch (40 samples) stays the default: the issue's measure is memory
+//! at equal iterations, and the local one costs 6–11% more of it for a build barely faster.
+//! On armadillo_114k (run once, local sketch, the machine otherwise idle: load 0.4–1.8 with
+//! the run, `/usr/bin/time -v`) the whole JGS2 precompute took 543 s wall (factor 1.3, eigen
+//! 20.1, basis 74.6, H-matrix 441.5 s; 851 s user + 96 s system), peak RSS 3.89 GB, 18.7 KB
+//! per vertex, 160 thousand far blocks, mean rank 21.4 (max 60): 4.5× the 2-minute budget and
+//! 1.9× the 2 GB one. The coupling pass is about 5.8 × 49 thousand ≈ 285 thousand solve
+//! columns there, ~3.3× the basis pass's 85 thousand; the memory is the build's intermediate
+//! f64 data (sketches at 60 columns per cluster, the couplings of the un-recompressed bases,
+//! ~25² per far block), the final H-matrix being 18.7 KB per vertex. A peeling construction
+//! that shares the coupling solves between the clusters of a level is the way to fit the
+//! time; recompressing per block as the couplings arrive, the memory. It is cached like node fits
 //! (artifact format 5 holds every array of the H-matrix; a damaged or re-keyed file is
 //! rebuilt). The device solver runs it ([`DeviceJgs2`]: the H-matrix and S_i in f32, three
 //! kernels per frame — forward `Q_cᵀ ĝ_c` per basis column, the couplings gathered per basis

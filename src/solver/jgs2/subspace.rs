@@ -158,6 +158,12 @@ pub fn cache_key(model: &Model, h: f64, opts: &SubspaceOptions) -> u64 {
         eat(&hm.eta.to_le_bytes());
         eat(&(hm.samples as u64).to_le_bytes());
         eat(&hm.seed.to_le_bytes());
+        // The two sketches give different bases (and ranks) for the same ε.
+        eat(&[match hm.sketch {
+            jello_precompute::hmatrix::Sketch::Global => 0u8,
+            jello_precompute::hmatrix::Sketch::Local => 1u8,
+        }]);
+        eat(&hm.local_eps.to_le_bytes());
     }
     eat(&[opts.group_wise as u8]);
     eat(&o.seed.to_le_bytes());
