@@ -123,7 +123,7 @@
 //! | H-matrix of G, ε 1e-2 | 8.1 / 5.6 / 5.5 | 1.00 | 1.25 | 1.54 |
 //! | H-matrix of G, ε 3e-3 | 10.8 / 6.7 / 7.1 | 1.00 | 1.00 | 1.15 |
 //! | **H-matrix of G, ε 1e-3** | 13.3 / 8.2 / 9.0 | 1.00 | 1.00 | 1.08 |
-//! | H-matrix of G, ε 1e-3, local sketch (60 samples; the default now) | 14.7 / 8.8 / 9.6 | 1.00 | 1.00 | 1.08 |
+//! | H-matrix of G, ε 1e-3, local sketch (60 samples; an option) | 14.7 / 8.8 / 9.6 | 1.00 | 1.00 | 1.08 |
 //! | H-matrix of G, ε 1e-4 (60 samples) | 19.1 / 12.5 / 13.9 | 1.00 | 1.00 | 1.00 |
 //! | exact rows | 181 / 136 / 194 | 1 (4.2) | 1 (2.4) | 1 (2.6) |
 //!
