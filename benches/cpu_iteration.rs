@@ -25,6 +25,8 @@
 //! VBD only, one thread, one simulation, no stream copy and no precompute — the run to put
 //! under `valgrind --tool=callgrind` (instruction counts are repeatable on a busy machine) or
 //! `perf record`; `JELLO_CPU_PROFILE=2`: the same for JGS2 (after its precompute).
+//! `JELLO_CPU_JGS2_MAX_SAMPLES=k`: JGS2 with the paper's NNLS cubature far field (at most k
+//! weighted samples per vertex, `Jgs2Options::max_samples`) instead of the default node fits.
 //!
 //! Measured (2-core machine shared with three other builds, load average ~7: the absolute
 //! times are several times the idle ones and only ratios within one run mean anything; the
@@ -212,7 +214,11 @@ fn main() {
     );
 
     let t = Instant::now();
-    let sub = Arc::new(build_subspace(model, h, &SubspaceOptions::default()).expect("precompute"));
+    // `JELLO_CPU_JGS2_MAX_SAMPLES=k`: the paper's NNLS cubature far field (at most k weighted
+    // samples per vertex) instead of the default node fits.
+    let mut sub_opts = SubspaceOptions::default();
+    sub_opts.precompute.max_samples = env_or("JELLO_CPU_JGS2_MAX_SAMPLES", 0usize);
+    let sub = Arc::new(build_subspace(model, h, &sub_opts).expect("precompute"));
     println!(
         "jgs2 precompute: {:.1} s, {:.0} B/vertex",
         t.elapsed().as_secs_f64(),
