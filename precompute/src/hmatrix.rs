@@ -184,6 +184,43 @@ pub struct BlockPartition {
     pub near: Vec<Vec<u32>>,
 }
 
+/// Per node of `nn`, the indices of the `pairs` it belongs to, in pair order (a pair `(c, c)`
+/// once), as CSR offsets and entries (`HMatrix::node_near*`, `node_block*`). The pairs' nodes
+/// are `< nn` (checked by the callers).
+pub(crate) fn node_lists(nn: usize, pairs: &[(u32, u32)]) -> (Vec<usize>, Vec<u32>) {
+    let mut ptr = vec![0usize; nn + 1];
+    for &(i, j) in pairs {
+        ptr[i as usize + 1] += 1;
+        if i != j {
+            ptr[j as usize + 1] += 1;
+        }
+    }
+    for c in 0..nn {
+        ptr[c + 1] += ptr[c];
+    }
+    let mut fill = ptr.clone();
+    let mut out = vec![0u32; ptr[nn]];
+    for (b, &(i, j)) in pairs.iter().enumerate() {
+        out[fill[i as usize]] = b as u32;
+        fill[i as usize] += 1;
+        if i != j {
+            out[fill[j as usize]] = b as u32;
+            fill[j as usize] += 1;
+        }
+    }
+    (ptr, out)
+}
+
+/// The other cluster of far block `b` (`blocks[b]` = (I, J)) than `c`.
+fn partner(blocks: &[(u32, u32)], c: usize, b: u32) -> usize {
+    let (i, j) = blocks[b as usize];
+    if i as usize == c {
+        j as usize
+    } else {
+        i as usize
+    }
+}
+
 /// Bounding box of each node's vertices.
 fn boxes(tree: &ClusterTree, positions: &[[f64; 3]]) -> Vec<local::Aabb> {
     (0..tree.len())
@@ -391,36 +428,15 @@ impl HMatrix {
         let size = |c: usize| 3 * (tree.end[c] - tree.start[c]) as usize;
         let row0 = |c: usize| 3 * tree.start[c] as usize;
         // Per node, the blocks it belongs to.
-        let mut count = vec![0usize; nn + 1];
         for &(i, j) in blocks {
             if i >= j || j as usize >= nn {
                 return Err(PrecomputeError::Invalid(format!(
                     "H-matrix far field: block ({i}, {j}) is not I < J < {nn}"
                 )));
             }
-            count[i as usize + 1] += 1;
-            count[j as usize + 1] += 1;
         }
-        for c in 0..nn {
-            count[c + 1] += count[c];
-        }
-        let node_block_ptr = count.clone();
-        let mut fill = count;
-        let mut node_blocks = vec![0u32; node_block_ptr[nn]];
-        for (b, &(i, j)) in blocks.iter().enumerate() {
-            for c in [i as usize, j as usize] {
-                node_blocks[fill[c]] = b as u32;
-                fill[c] += 1;
-            }
-        }
-        let partner = |c: usize, b: u32| -> usize {
-            let (i, j) = blocks[b as usize];
-            if i as usize == c {
-                j as usize
-            } else {
-                i as usize
-            }
-        };
+        let (node_block_ptr, node_blocks) = node_lists(nn, blocks);
+        let partner = |c: usize, b: u32| partner(blocks, c, b);
         let active: Vec<usize> = (0..nn)
             .filter(|&c| node_block_ptr[c + 1] > node_block_ptr[c])
             .collect();
@@ -757,14 +773,7 @@ impl HMatrix {
         let p = opts.samples;
         let size = |c: usize| 3 * (tree.end[c] - tree.start[c]) as usize;
         let row0 = |c: usize| 3 * tree.start[c] as usize;
-        let partner = |c: usize, b: u32| -> usize {
-            let (i, j) = blocks[b as usize];
-            if i as usize == c {
-                j as usize
-            } else {
-                i as usize
-            }
-        };
+        let partner = |c: usize, b: u32| partner(blocks, c, b);
         let mut sketch: Vec<Vec<f64>> = vec![Vec::new(); nn];
         for &c in active {
             sketch[c] = vec![0.0; size(c) * p];
@@ -827,7 +836,6 @@ impl HMatrix {
         pairs: &[(u32, u32)],
         block: impl Fn(usize, usize) -> Vec<f64> + Sync,
     ) {
-        let nn = tree.len();
         let blocks: Vec<Vec<f64>> = pairs
             .par_iter()
             .map(|&(i, j)| block(i as usize, j as usize))
@@ -840,27 +848,7 @@ impl HMatrix {
             self.near.extend_from_slice(b);
         }
         self.near_ptr.push(self.near.len());
-        let mut count = vec![0usize; nn + 1];
-        for &(i, j) in pairs {
-            count[i as usize + 1] += 1;
-            if i != j {
-                count[j as usize + 1] += 1;
-            }
-        }
-        for c in 0..nn {
-            count[c + 1] += count[c];
-        }
-        self.node_near_ptr = count.clone();
-        self.node_near = vec![0; count[nn]];
-        for (b, &(i, j)) in pairs.iter().enumerate() {
-            for c in [i as usize, j as usize] {
-                self.node_near[count[c]] = b as u32;
-                count[c] += 1;
-                if i == j {
-                    break;
-                }
-            }
-        }
+        (self.node_near_ptr, self.node_near) = node_lists(tree.len(), pairs);
     }
 
     /// `y = G x` (near and far blocks) with `x`, `y` in the tree's order (3 values per tree
@@ -984,6 +972,104 @@ impl HMatrix {
             }
         });
         y
+    }
+
+    /// Checks the structure of this H-matrix over `tree` — what [`Self::apply_tree_order`] and
+    /// the device upload index by: pairs and blocks on nodes of the tree (near pairs on leaves),
+    /// offsets starting at 0 and stepping by each block's size, ranks within their node, and
+    /// the per-node lists exactly those the pairs and blocks imply. One that passes never
+    /// indexes out of bounds (the artifact reader and the device upload both call it); the
+    /// message names what is wrong.
+    pub fn check(&self, tree: &ClusterTree) -> std::result::Result<(), String> {
+        let h = self;
+        let nn = tree.len();
+        let size = |c: u32| 3 * (tree.end[c as usize] - tree.start[c as usize]) as usize;
+        let is_leaf = |c: u32| (c as usize) < nn && tree.children[c as usize].is_none();
+        // Offsets start at 0 and step by each entry's size (no overflow: sizes are products of
+        // u32-bounded counts, checked).
+        let steps = |ptr: &[usize],
+                     sizes: &mut dyn Iterator<Item = Option<usize>>,
+                     total: usize,
+                     what: &str| {
+            let mut at = 0usize;
+            if ptr.first() != Some(&0) {
+                return Err(format!("{what} offsets do not start at 0"));
+            }
+            for (k, sz) in sizes.enumerate() {
+                at = sz
+                    .and_then(|sz| at.checked_add(sz))
+                    .ok_or_else(|| format!("{what} {k}'s size overflows"))?;
+                if ptr.get(k + 1) != Some(&at) {
+                    return Err(format!("{what} offset {} is not {at}", k + 1));
+                }
+            }
+            if at != total {
+                return Err(format!("{what}: {total} values for offsets ending at {at}"));
+            }
+            Ok(())
+        };
+        if let Some(&(i, j)) = h
+            .near_pairs
+            .iter()
+            .find(|&&(i, j)| !(i <= j && is_leaf(i) && is_leaf(j)))
+        {
+            return Err(format!("near pair ({i}, {j}) is not two leaves I ≤ J"));
+        }
+        if h.near_ptr.len() != h.near_pairs.len() + 1 {
+            return Err("near offsets are not one per pair plus one".into());
+        }
+        steps(
+            &h.near_ptr,
+            &mut h
+                .near_pairs
+                .iter()
+                .map(|&(i, j)| size(i).checked_mul(size(j))),
+            h.near.len(),
+            "near block",
+        )?;
+        if h.rank.len() != nn || h.basis_ptr.len() != nn + 1 {
+            return Err(format!(
+                "ranks or basis offsets are not one per node of {nn}"
+            ));
+        }
+        if let Some(c) = (0..nn).find(|&c| h.rank[c] as usize > size(c as u32)) {
+            return Err(format!("node {c}'s rank {} exceeds its size", h.rank[c]));
+        }
+        steps(
+            &h.basis_ptr,
+            &mut (0..nn).map(|c| size(c as u32).checked_mul(h.rank[c] as usize)),
+            h.basis.len(),
+            "basis",
+        )?;
+        if let Some(&(i, j)) = h
+            .blocks
+            .iter()
+            .find(|&&(i, j)| !(i < j && (j as usize) < nn))
+        {
+            return Err(format!("far block ({i}, {j}) is not I < J < {nn}"));
+        }
+        if h.coupling_ptr.len() != h.blocks.len() + 1 {
+            return Err("coupling offsets are not one per block plus one".into());
+        }
+        steps(
+            &h.coupling_ptr,
+            &mut h.blocks.iter().map(|&(i, j)| {
+                (h.rank[i as usize] as usize).checked_mul(h.rank[j as usize] as usize)
+            }),
+            h.coupling.len(),
+            "coupling",
+        )?;
+        // The per-node lists must be exactly the ones the pairs and blocks imply (in pair order,
+        // a diagonal pair listed once): the device and the apply trust them as an index.
+        let (ptr, list) = node_lists(nn, &h.near_pairs);
+        if ptr != h.node_near_ptr || list != h.node_near {
+            return Err("per-node near lists do not match the near pairs".into());
+        }
+        let (ptr, list) = node_lists(nn, &h.blocks);
+        if ptr != h.node_block_ptr || list != h.node_blocks {
+            return Err("per-node block lists do not match the far blocks".into());
+        }
+        Ok(())
     }
 
     /// Bytes of the run-time data as f32/u32: dense near blocks, bases, couplings, two ids per

@@ -370,6 +370,23 @@ impl Model {
         filter: EigenFilter,
         mut write: impl FnMut(usize, &[f64]),
     ) {
+        self.element_hessian_states(x, t0, filter, |l, s| {
+            self.write_row_major(t0 + l, s, |h| write(l, h))
+        });
+    }
+
+    /// Energy, gradient and `filter`ed Hessian of the tets `t0 ..` (up to [`ELEMENT_LANES`] of
+    /// them, fewer at the mesh's end) at `x`, each handed to `each(l, state)` (tet `t0 + l`):
+    /// a full group through [`element_hessians_filtered_lanes`] (SVDs in lock-step), the
+    /// mesh's last partial group one by one — the same bits either way. The element passes
+    /// (Newton's assembly, JGS2's projected cache) walk the tets in such groups.
+    pub(crate) fn element_hessian_states(
+        &self,
+        x: &[f64],
+        t0: usize,
+        filter: EigenFilter,
+        mut each: impl FnMut(usize, ElementState<f64>),
+    ) {
         let n = self.mesh.num_tets();
         if t0 + ELEMENT_LANES > n {
             for t in t0..n {
@@ -379,7 +396,7 @@ impl Model {
                     &corners(x, &self.mesh.tets[t]),
                     Some(filter),
                 );
-                self.write_row_major(t, s, |h| write(t - t0, h));
+                each(t - t0, s);
             }
             return;
         }
@@ -388,7 +405,7 @@ impl Model {
             std::array::from_fn(|l| &self.rest[t0 + l]),
             &std::array::from_fn(|l| corners(x, &self.mesh.tets[t0 + l])),
             Some(filter),
-            |l, s| self.write_row_major(t0 + l, s, |h| write(l, h)),
+            each,
         );
     }
 

@@ -2,8 +2,7 @@
 
 use super::subspace::{HFarField, VertexSubspace};
 use crate::material::{
-    element_gradient, element_hessian, element_hessians_filtered_lanes, element_local_corner, svd3,
-    EigenFilter, ELEMENT_LANES,
+    element_gradient, element_hessian, element_local_corner, svd3, EigenFilter, ELEMENT_LANES,
 };
 use crate::mesh::VertexTets;
 use crate::problem::potential::corners;
@@ -48,23 +47,15 @@ pub fn element_pass(model: &Model, x: &[f64], cache: &mut ElementCache, elements
                 .zip(cache.hess.par_chunks_mut(ELEMENT_LANES))
                 .enumerate()
                 .for_each(|(chunk, (g, h))| {
-                    let t0 = chunk * ELEMENT_LANES;
-                    if g.len() < ELEMENT_LANES {
-                        for (l, (g, h)) in g.iter_mut().zip(h.iter_mut()).enumerate() {
-                            (*g, *h) = eval(t0 + l);
-                        }
-                        return;
-                    }
-                    element_hessians_filtered_lanes::<f64, ELEMENT_LANES>(
-                        std::array::from_fn(|l| &model.materials[t0 + l]),
-                        std::array::from_fn(|l| &model.rest[t0 + l]),
-                        &std::array::from_fn(|l| corners(x, &model.mesh.tets[t0 + l])),
-                        Some(EigenFilter::Clamp),
+                    model.element_hessian_states(
+                        x,
+                        chunk * ELEMENT_LANES,
+                        EigenFilter::Clamp,
                         |l, s| {
                             g[l] = s.gradient;
                             h[l] = s.hessian.unwrap_or_else(SMatrix::zeros);
                         },
-                    );
+                    )
                 });
         }
         Some(list) => {
