@@ -91,6 +91,9 @@ use crate::tree::ClusterTree;
 use crate::{PrecomputeError, Result};
 
 mod local;
+mod stream;
+
+pub use stream::StreamBuild;
 
 /// One solve's output: (node or block index, its dense piece).
 type Pieces = Vec<(usize, Vec<f64>)>;
@@ -312,6 +315,53 @@ pub fn partition(
     out
 }
 
+/// The options' own checks (shared by every build).
+fn check_options(opts: &HMatrixOptions) -> Result<()> {
+    if !(opts.eps.is_finite() && opts.eps >= 0.0)
+        || opts.samples == 0
+        || !(opts.local_eps.is_finite() && opts.local_eps > 0.0)
+    {
+        return Err(PrecomputeError::Invalid(format!(
+            "H-matrix far field: eps {} must be finite and ≥ 0, samples {} > 0, local_eps \
+             {} finite and > 0",
+            opts.eps, opts.samples, opts.local_eps
+        )));
+    }
+    Ok(())
+}
+
+/// The global sketch's Gaussian `Ω`, row-major `rows × samples` (one stream from `seed`):
+/// cluster `I`'s `Ω_I` is its rows (see [`StreamBuild`]).
+fn gaussian_omega(rows: usize, samples: usize, seed: u64) -> Vec<f64> {
+    let mut rng = SplitMix64::new(seed);
+    (0..rows * samples).map(|_| rng.normal()).collect()
+}
+
+/// The left singular vectors of a sketch `y` with `σ > eps·σ_1`, largest first, column-major
+/// (empty when `y` is zero or not finite).
+fn truncated_basis(y: nalgebra::DMatrix<f64>, eps: f64) -> Vec<f64> {
+    let m = y.nrows();
+    let svd = y.svd(true, false);
+    let Some(u) = svd.u else {
+        return Vec::new();
+    };
+    let top = svd.singular_values.iter().fold(0.0f64, |a, s| a.max(*s));
+    if top <= 0.0 || !top.is_finite() {
+        return Vec::new();
+    }
+    // Singular values come sorted (descending) from nalgebra's SVD only after
+    // `sort_by_singular_values`; select explicitly.
+    let mut idx: Vec<usize> = (0..svd.singular_values.len())
+        .filter(|&q| svd.singular_values[q] > eps * top)
+        .collect();
+    idx.sort_by(|&a, &b| svd.singular_values[b].total_cmp(&svd.singular_values[a]));
+    let mut q = Vec::with_capacity(m * idx.len());
+    for &k in &idx {
+        q.extend(u.column(k).iter());
+    }
+    q
+}
+
 /// The H-matrix of `G` over a cluster tree (see the module docs): dense near leaf pairs and
 /// uniform low-rank far blocks. Rows and columns are in the tree's order: node `c` holds rows
 /// `3·start[c] .. 3·end[c]`.
@@ -372,16 +422,7 @@ impl HMatrix {
         opts: &HMatrixOptions,
         geometry: Option<(&SymSparse, &[[f64; 3]])>,
     ) -> Result<(Self, HMatrixBuildStats)> {
-        if !(opts.eps.is_finite() && opts.eps >= 0.0)
-            || opts.samples == 0
-            || !(opts.local_eps.is_finite() && opts.local_eps > 0.0)
-        {
-            return Err(PrecomputeError::Invalid(format!(
-                "H-matrix far field: eps {} must be finite and ≥ 0, samples {} > 0, local_eps \
-                 {} finite and > 0",
-                opts.eps, opts.samples, opts.local_eps
-            )));
-        }
+        check_options(opts)?;
         // The local sketch's range is recompressed afterwards: truncate it finer.
         let sketch_eps = match opts.sketch {
             Sketch::Global => opts.eps,
@@ -501,26 +542,10 @@ impl HMatrix {
                 if y.is_empty() {
                     return Vec::new();
                 }
-                let m = size(c);
-                let svd = nalgebra::DMatrix::from_column_slice(m, p, y).svd(true, false);
-                let Some(u) = svd.u else {
-                    return Vec::new();
-                };
-                let top = svd.singular_values.iter().fold(0.0f64, |a, s| a.max(*s));
-                if top <= 0.0 || !top.is_finite() {
-                    return Vec::new();
-                }
-                // Singular values come sorted (descending) from nalgebra's SVD only after
-                // `sort_by_singular_values`; select explicitly.
-                let mut idx: Vec<usize> = (0..svd.singular_values.len())
-                    .filter(|&q| svd.singular_values[q] > sketch_eps * top)
-                    .collect();
-                idx.sort_by(|&a, &b| svd.singular_values[b].total_cmp(&svd.singular_values[a]));
-                let mut q = Vec::with_capacity(m * idx.len());
-                for &k in &idx {
-                    q.extend(u.column(k).iter());
-                }
-                q
+                truncated_basis(
+                    nalgebra::DMatrix::from_column_slice(size(c), p, y),
+                    sketch_eps,
+                )
             })
             .collect();
         drop(sketch);
@@ -755,7 +780,8 @@ impl HMatrix {
     }
 
     /// The global sketches `Y_I = Σ_{J far of I} G[I, J] Ω_J`, column cluster by column
-    /// cluster: each solve serves every far partner. Chunks bound the memory of the partial
+    /// cluster: each solve serves every far partner (the JGS2 basis pass builds the same
+    /// sketch from the columns of `G` it solves anyway: [`StreamBuild`]). Chunks bound the memory of the partial
     /// sketches.
     #[allow(clippy::too_many_arguments)]
     fn global_sketch(
@@ -778,6 +804,8 @@ impl HMatrix {
         for &c in active {
             sketch[c] = vec![0.0; size(c) * p];
         }
+        // Ω_J = J's rows of one Gaussian Ω (the streamed build's, `StreamBuild`).
+        let omega = gaussian_omega(3 * tree.perm.len(), p, opts.seed);
         let chunk = 2 * rayon::current_num_threads().max(1);
         for cols in active.chunks(chunk) {
             let parts: Vec<Result<Pieces>> = cols
@@ -785,14 +813,11 @@ impl HMatrix {
                 .map_init(
                     || (SolveScratch::default(), Vec::new()),
                     |(scratch, z), &jc| {
-                        let mut rng = SplitMix64::new(
-                            opts.seed ^ (jc as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-                        );
                         z.clear();
                         z.resize(n * p, 0.0);
                         for q in 0..p {
                             for r in row0(jc)..row0(jc) + size(jc) {
-                                z[q * n + r] = rng.normal();
+                                z[q * n + r] = omega[r * p + q];
                             }
                         }
                         factor.solve_many_in_place_rows(

@@ -64,7 +64,7 @@ use rayon::prelude::*;
 
 use crate::cholesky::{Ordering, SolveScratch, SparseCholesky};
 use crate::eigen::{lowest_generalized, EigenOptions, EigenPairs};
-use crate::hmatrix::{partition, HMatrix, HMatrixOptions};
+use crate::hmatrix::{partition, HMatrix, HMatrixOptions, Sketch, StreamBuild};
 use crate::nnls::{dot, nnls, nnls_gram};
 use crate::rng::SplitMix64;
 use crate::sparse::{tet_dofs, ScatterMap, SymSparse, SymmetricPattern};
@@ -251,7 +251,10 @@ pub struct Jgs2Stats {
     /// per vertex, 2 per node); with the H-matrix far field, its bases, couplings and block
     /// lists ([`HMatrix::bytes_f32`]) and `S_i` (9) instead of far samples.
     pub bytes_per_vertex: f64,
-    /// H-matrix far field only: its build (sketch solves, bases, couplings), s.
+    /// H-matrix far field only: its build (sketch solves, bases, couplings), s; for the global
+    /// sketch, built from the basis pass's columns ([`StreamBuild`]), its products' CPU
+    /// seconds over the threads (inside the basis pass, taken out of `basis_s`) plus the
+    /// finishing steps.
     pub hmatrix_s: f64,
     /// H-matrix far field only: mean rank over the clusters with a basis.
     pub hmatrix_mean_rank: f64,
@@ -476,6 +479,47 @@ impl Jgs2Precompute {
         )
     }
 
+    /// The 12 affine displacement fields (3 translations, 9 linear in the rest position about
+    /// the centroid) on the free DOFs, zero at fixed ones, each of unit norm: the H-matrix
+    /// field's residual probes (`G H̄ u = u`, so the exact reduced gradient of `q = H̄ u` is
+    /// known without a solve).
+    fn affine_probes(&self) -> EigenPairs {
+        let nv = self.n_vertices;
+        let n = 3 * nv;
+        let free: Vec<usize> = (0..nv).filter(|&v| !self.fixed_vertex[v]).collect();
+        let mut centre = [0.0; 3];
+        for &v in &free {
+            for d in 0..3 {
+                centre[d] += self.positions[v][d] / free.len().max(1) as f64;
+            }
+        }
+        let mut vectors = Vec::with_capacity(12 * n);
+        for field in 0..12 {
+            let mut u = vec![0.0; n];
+            for &v in &free {
+                let (d, c) = (field % 3, field / 3);
+                u[3 * v + d] = if c == 0 {
+                    1.0
+                } else {
+                    self.positions[v][c - 1] - centre[c - 1]
+                };
+            }
+            let norm = u.iter().map(|x| x * x).sum::<f64>().sqrt();
+            if norm > 0.0 {
+                u.iter_mut().for_each(|x| *x /= norm);
+            }
+            vectors.extend_from_slice(&u);
+        }
+        EigenPairs {
+            n,
+            values: vec![0.0; 12],
+            vectors,
+            residuals: vec![0.0; 12],
+            restarts: 0,
+            converged: true,
+        }
+    }
+
     /// Runs the subspace precompute for every free vertex: one subspace per vertex (Eq. 23),
     /// for the Jacobi iteration.
     pub fn run(&self, opts: &Jgs2Options) -> Result<Jgs2Basis> {
@@ -564,7 +608,13 @@ impl Jgs2Precompute {
         let tree_s = t_c.elapsed().as_secs_f64();
 
         let t0 = Instant::now();
-        let poses = self.training_poses(opts.n_modes, &opts.eigen)?;
+        // The H-matrix field needs no training poses (they only fit node far fields); its
+        // residual is measured on the affine probes, whose G q is known without a solve.
+        let poses = if opts.far_hmatrix.is_some() {
+            self.affine_probes()
+        } else {
+            self.training_poses(opts.n_modes, &opts.eigen)?
+        };
         let eigen_s = t0.elapsed().as_secs_f64();
         let k = poses.values.len();
         let n = 3 * self.n_vertices;
@@ -607,6 +657,10 @@ impl Jgs2Precompute {
             NodeGeometry::default()
         };
         let (slot, dof_of_row) = row_layout(&tree, &self.fixed_vertex);
+        // The global-sketch H-matrix is built from the basis pass's columns of G.
+        let streamed = groups.is_none()
+            && blocks.is_some()
+            && opts.far_hmatrix.is_some_and(|h| h.sketch == Sketch::Global);
         let tt = TreeTables {
             tree: &tree,
             slot: &slot,
@@ -618,16 +672,25 @@ impl Jgs2Precompute {
             cov_pinv: &geo.cov_pinv,
             pose_moments: &geo.pose_moments,
             near_leaves: blocks.as_ref().map(|b| b.near.as_slice()),
+            ring_only: streamed,
         };
         let t1 = Instant::now();
         let mut results: Vec<Result<BatchOutput>> = Vec::new();
+        let stream = match (opts.far_hmatrix, &blocks) {
+            (Some(h), Some(b)) if streamed => Some(StreamBuild::new(&tree, &b.far, &b.near, &h)?),
+            _ => None,
+        };
         match groups {
+            None if stream.is_some() => {
+                let stream = stream.as_ref().expect("checked");
+                results = self.stream_batches(&tree, stream, &poses, &hq, &tt, opts);
+            }
             None => {
                 let order = elimination_sorted(&self.factor, free.clone());
                 results = order
                     .par_chunks(opts.batch_vertices)
                     .map_init(BatchScratch::default, |sc, batch| {
-                        self.process_batch(batch, Mode::PerVertex, &poses, &hq, &tt, opts, sc)
+                        self.process_batch(batch, Mode::PerVertex, &poses, &hq, &tt, opts, sc, None)
                     })
                     .collect();
             }
@@ -663,7 +726,7 @@ impl Jgs2Precompute {
                         members
                             .par_chunks(opts.batch_vertices)
                             .map_init(BatchScratch::default, |sc, batch| {
-                                self.process_batch(batch, mode, &poses, &hq, &tt, opts, sc)
+                                self.process_batch(batch, mode, &poses, &hq, &tt, opts, sc, None)
                             })
                             .collect::<Vec<_>>(),
                     );
@@ -681,21 +744,32 @@ impl Jgs2Precompute {
             }
         }
         let mut hstats = (0.0, 0.0, 0, 0, 0usize);
+        let stream_s = stream.as_ref().map_or(0.0, |s| {
+            s.cpu_seconds() / rayon::current_num_threads().max(1) as f64
+        });
         let far_hmatrix = match (opts.far_hmatrix, &blocks) {
             (Some(hopts), Some(blocks)) => {
                 let t = Instant::now();
-                let (mut hm, _) = HMatrix::build_with(
-                    &self.factor,
-                    &tree,
-                    &dof_of_row,
-                    &blocks.far,
-                    &hopts,
-                    Some((&self.hbar, &self.positions)),
-                )?;
-                self.set_near_field(&mut hm, &tree, &blocks.near, &leaf_of, &mut vertices)?;
+                // Streamed: the near blocks come from the columns and the records hold their
+                // 1-ring's rows already.
+                let hm = match stream {
+                    Some(stream) => stream.finish()?,
+                    None => {
+                        let (mut hm, _) = HMatrix::build_with(
+                            &self.factor,
+                            &tree,
+                            &dof_of_row,
+                            &blocks.far,
+                            &hopts,
+                            Some((&self.hbar, &self.positions)),
+                        )?;
+                        self.set_near_field(&mut hm, &tree, &blocks.near, &leaf_of, &mut vertices)?;
+                        hm
+                    }
+                };
                 let (mean_rank, max_rank) = hm.rank_stats();
                 hstats = (
-                    t.elapsed().as_secs_f64(),
+                    stream_s + t.elapsed().as_secs_f64(),
                     mean_rank,
                     max_rank,
                     hm.blocks.len(),
@@ -745,7 +819,7 @@ impl Jgs2Precompute {
             mean_samples: per_free(total_far),
             mean_near: per_free(total_near),
             factor_s: self.factor_s + tree_s,
-            basis_s: fused_s * share,
+            basis_s: (fused_s * share - stream_s).max(0.0),
             eigen_s,
             cubature_s: fused_s * (1.0 - share),
             total_s: self.factor_s + t_total.elapsed().as_secs_f64(),
@@ -770,6 +844,76 @@ impl Jgs2Precompute {
         })
     }
 
+    /// The basis pass with the H-matrix streamed from its columns ([`StreamBuild`]): batches
+    /// are subtrees of at most `batch_vertices` vertices, handed out in tree order to one
+    /// worker per thread (a batch may wait for a cluster before it, see `StreamBuild`; rayon's
+    /// splitting would hand a thread the second half of the tree first).
+    fn stream_batches(
+        &self,
+        tree: &ClusterTree,
+        stream: &StreamBuild<'_>,
+        poses: &EigenPairs,
+        hq: &[f64],
+        tt: &TreeTables<'_>,
+        opts: &Jgs2Options,
+    ) -> Vec<Result<BatchOutput>> {
+        let mut batches = Vec::new();
+        let mut stack = if tree.is_empty() {
+            vec![]
+        } else {
+            vec![0usize]
+        };
+        while let Some(c) = stack.pop() {
+            let (lo, hi) = (tree.start[c] as usize, tree.end[c] as usize);
+            match tree.children[c] {
+                Some((l, r)) if hi - lo > opts.batch_vertices => {
+                    stack.push(r as usize);
+                    stack.push(l as usize);
+                }
+                _ => batches.push((lo, hi)),
+            }
+        }
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let slots: Vec<std::sync::Mutex<Option<Result<BatchOutput>>>> = batches
+            .iter()
+            .map(|_| std::sync::Mutex::new(None))
+            .collect();
+        std::thread::scope(|scope| {
+            for _ in 0..rayon::current_num_threads().max(1) {
+                scope.spawn(|| {
+                    let mut sc = BatchScratch::default();
+                    loop {
+                        let b = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        if b >= batches.len() || stream.failed() {
+                            break;
+                        }
+                        let (lo, hi) = batches[b];
+                        let batch: Vec<usize> =
+                            tree.perm[lo..hi].iter().map(|&v| v as usize).collect();
+                        let out = self.process_batch(
+                            &batch,
+                            Mode::PerVertex,
+                            poses,
+                            hq,
+                            tt,
+                            opts,
+                            &mut sc,
+                            Some((stream, lo)),
+                        );
+                        if out.is_err() {
+                            stream.abort();
+                        }
+                        *slots[b].lock().unwrap_or_else(|e| e.into_inner()) = Some(out);
+                    }
+                });
+            }
+        });
+        slots
+            .into_iter()
+            .filter_map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
+            .collect()
+    }
+
     /// One multi-RHS solve for a batch of vertices, then each vertex's near/far split.
     #[allow(clippy::too_many_arguments)]
     fn process_batch(
@@ -781,6 +925,7 @@ impl Jgs2Precompute {
         tt: &TreeTables<'_>,
         opts: &Jgs2Options,
         scratch: &mut BatchScratch,
+        stream: Option<(&StreamBuild<'_>, usize)>,
     ) -> Result<BatchOutput> {
         let t0 = Instant::now();
         let n = 3 * self.n_vertices;
@@ -807,6 +952,10 @@ impl Jgs2Precompute {
                     solve,
                     tt.dof_of_row,
                 )?;
+                // `y` is G's columns here (before they become Ū): the H-matrix's products.
+                if let Some((stream, lo)) = stream {
+                    stream.add_columns(lo, lo + batch.len(), y, n)?;
+                }
                 for (j, &v) in batch.iter().enumerate() {
                     let u = &mut y[3 * j * n..3 * (j + 1) * n];
                     schur.push(ubar_from_y(u, n, slot[v], v)?);
@@ -1039,9 +1188,10 @@ impl Jgs2Precompute {
         Ok(())
     }
 
-    /// The H-matrix's error on the training poses, per free vertex (`far_residual`, the
-    /// measure of the node fits): since `G q_t = u_t`, the exact reduced gradient of pose `t`
-    /// is `S_i u_t[i]`, the H-matrix's `S_i (G_H q_t)_i`; the near blocks are exact, so the
+    /// The H-matrix's error on the probe poses (the 12 affine fields, [`Self::affine_probes`]),
+    /// per free vertex (`far_residual`, RMS over the probes relative to the vertex's largest
+    /// probe value): since `G q_t = u_t`, the exact reduced gradient of pose `t` is
+    /// `S_i u_t[i]`, the H-matrix's `S_i (G_H q_t)_i`; the near blocks are exact, so the
     /// difference is the far field's error.
     fn hmatrix_residuals(
         &self,
@@ -1087,9 +1237,12 @@ impl Jgs2Precompute {
                 if norms[t] <= 1e-12 * max_norm {
                     continue;
                 }
+                // Relative to the vertex's largest probe value: a linear probe vanishes on a
+                // plane through the centroid, where an error relative to its own value says
+                // nothing.
                 let approx = mul_s(&applied[t][3 * i..3 * i + 3]);
                 err2 += (0..3)
-                    .map(|d| ((approx[d] - full[t][d]) / norms[t]).powi(2))
+                    .map(|d| ((approx[d] - full[t][d]) / max_norm).powi(2))
                     .sum::<f64>();
                 used += 1;
             }
@@ -1153,13 +1306,21 @@ impl Jgs2Precompute {
         if let Some(near_leaves) = tt.near_leaves {
             // H-matrix far field: the near field is fixed by the block partition, the far
             // field is shared (`HMatrix`), and its residual is measured after the build.
-            let leaf = tt.leaf_of[i] as usize;
-            let mut near_vertices: Vec<u32> = near_leaves[leaf]
-                .iter()
-                .flat_map(|&c| tree.members(c as usize).iter().copied())
-                .filter(|&j| j as usize != i)
-                .collect();
+            let mut near_vertices: Vec<u32> = if tt.ring_only {
+                self.incident_elements(i)
+                    .iter()
+                    .flat_map(|&e| self.tets[e as usize])
+                    .filter(|&v| v as usize != i && tt.leaf_of[v as usize] != u32::MAX)
+                    .collect()
+            } else {
+                near_leaves[tt.leaf_of[i] as usize]
+                    .iter()
+                    .flat_map(|&c| tree.members(c as usize).iter().copied())
+                    .filter(|&j| j as usize != i)
+                    .collect()
+            };
             near_vertices.sort_unstable();
+            near_vertices.dedup();
             let near_blocks: Vec<[f64; 9]> =
                 near_vertices.iter().map(|&j| row(j as usize)).collect();
             return VertexSubspaceData {
@@ -1484,6 +1645,9 @@ struct TreeTables<'a> {
     /// H-matrix far field only: per leaf, the leaves of its inadmissible (near) pairs; the
     /// near field of a vertex is then every vertex of those leaves.
     near_leaves: Option<&'a [Vec<u32>]>,
+    /// H-matrix streamed from the columns ([`StreamBuild`]): the near blocks are taken from
+    /// the columns, so a record keeps only its free 1-ring's rows (what `A_i` needs).
+    ring_only: bool,
 }
 
 /// The first-order tables of [`TreeTables`].

@@ -984,3 +984,147 @@ fn hmatrix_local_sketch_bases_capture_the_far_row_blocks() {
         );
     }
 }
+
+/// Issue 17: the JGS2 basis pass builds the global-sketch H-matrix from the columns of `G` it
+/// solves anyway (`StreamBuild`: tree-ordered batches, the sketch and the couplings as
+/// products with those columns, batches in flight on several threads waiting for the bases
+/// they need). Its product must match the dense `G` as closely as the solving build
+/// (`HMatrix::build`, one solve per cluster for the sketch and one for the couplings) does,
+/// with the same ranks give or take, and the same bits whatever the thread count.
+#[test]
+fn hmatrix_streamed_from_the_basis_pass_matches_dense_g_like_the_solved_build() {
+    use jello_precompute::hmatrix::{HMatrix, HMatrixOptions};
+    let b = beam(16, 3, 3, 1e5);
+    let pre = Jgs2Precompute::new(&input(&b), Ordering::default()).unwrap();
+    let nv = b.pos.len();
+    // Half the beam's 272 vertices per large batch.
+    const BIG: usize = 150;
+    let n = 3 * nv;
+    // Dense G from unit solves.
+    let mut g = vec![0.0; n * n];
+    for c in 0..n {
+        g[c * n + c] = 1.0;
+    }
+    pre.factor().solve_many_in_place(&mut g, n).unwrap();
+    let mut errors = Vec::new();
+    for eps in [1e-2, 1e-4] {
+        let hopts = HMatrixOptions {
+            eps,
+            ..HMatrixOptions::default()
+        };
+        // Small batches: many clusters span several batches, and with 4 threads a batch
+        // often needs the basis of a cluster still in flight. Large ones: a batch holds far
+        // pairs of its own clusters (the later one needs the earlier one's basis).
+        let run = |threads: usize, batch_vertices: usize| {
+            let opts = Jgs2Options {
+                far_hmatrix: Some(hopts),
+                batch_vertices,
+                ..Jgs2Options::default()
+            };
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+                .install(|| pre.run(&opts).unwrap())
+        };
+        let (one, four, big) = (run(1, 4), run(4, 4), run(2, BIG));
+        let hs = four.far_hmatrix.as_ref().expect("an H-matrix run has one");
+        assert_eq!(
+            one.far_hmatrix.as_ref(),
+            Some(hs),
+            "ε {eps:e}: 1 and 4 threads give other bits"
+        );
+        assert_eq!(one.vertices, four.vertices, "ε {eps:e}: per-vertex records");
+        // Other batches only reorder sums (round-off): compared through the product below.
+        let hb = big.far_hmatrix.as_ref().expect("an H-matrix run has one");
+        // The case is exercised: some far pair lies inside one batch (a maximal subtree of at
+        // most `BIG` vertices).
+        let t = &big.tree;
+        let batch_of = |mut c: usize| {
+            while t.parent[c] != u32::MAX
+                && t.end[t.parent[c] as usize] - t.start[t.parent[c] as usize] <= BIG as u32
+            {
+                c = t.parent[c] as usize;
+            }
+            c
+        };
+        assert!(
+            hb.blocks
+                .iter()
+                .any(|&(i, j)| batch_of(i as usize) == batch_of(j as usize)),
+            "no far pair inside a {BIG}-vertex batch"
+        );
+        assert!(!hs.blocks.is_empty() && hs.rank.iter().any(|&k| k > 0));
+        let tree = &four.tree;
+        let mut dof_of_row: Vec<usize> = tree
+            .perm
+            .iter()
+            .flat_map(|&v| (0..3).map(move |d| 3 * v as usize + d))
+            .collect();
+        dof_of_row.extend(
+            (0..nv)
+                .filter(|&v| b.pinned[v])
+                .flat_map(|v| 3 * v..3 * v + 3),
+        );
+        let mut solved =
+            HMatrix::build(pre.factor(), tree, &dof_of_row, &hs.blocks, &hopts).unwrap();
+        // The same exact near field for both (the run's, from its columns of G).
+        solved.near_pairs = hs.near_pairs.clone();
+        solved.near_ptr = hs.near_ptr.clone();
+        solved.near = hs.near.clone();
+        solved.node_near = hs.node_near.clone();
+        solved.node_near_ptr = hs.node_near_ptr.clone();
+        let seed = 0x5eed_u64 ^ eps.to_bits();
+        eprintln!("streamed vs solved H-matrix, ε {eps:e}: x from seed {seed:#x}");
+        let mut state = seed;
+        let x: Vec<f64> = (0..3 * tree.perm.len())
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (state >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+            })
+            .collect();
+        let mut y_ref = vec![0.0; x.len()];
+        for (r, y) in y_ref.iter_mut().enumerate() {
+            *y = (0..x.len())
+                .map(|c| g[dof_of_row[c] * n + dof_of_row[r]] * x[c])
+                .sum();
+        }
+        let norm = |v: &[f64]| v.iter().map(|a| a * a).sum::<f64>().sqrt();
+        let err = |h: &HMatrix| {
+            let y = h.apply_tree_order(tree, &x);
+            norm(&y.iter().zip(&y_ref).map(|(a, b)| a - b).collect::<Vec<_>>()) / norm(&y_ref)
+        };
+        let e_solved = err(&solved);
+        let rank_mean = |h: &HMatrix| h.rank_stats().0;
+        for (what, h) in [("4-vertex batches", hs), ("large batches", hb)] {
+            let e = err(h);
+            eprintln!(
+                "  {what}: |G_H x − G x| / |G x| = {e:.3e} (solved build {e_solved:.3e}); \
+                 mean rank {:.2} (solved {:.2})",
+                rank_mean(h),
+                rank_mean(&solved)
+            );
+            // Written tolerance: as the solved build's (a small multiple of ε, see
+            // `hmatrix_partition_covers_pairs_once_and_product_matches_dense_g`).
+            assert!(
+                e <= 10.0 * eps,
+                "ε {eps:e}, {what}: relative error {e:.3e} > 10ε"
+            );
+            errors.push((what, e));
+        }
+    }
+    // The error falls with ε (100× smaller ε, at least 10× smaller error).
+    for what in ["4-vertex batches", "large batches"] {
+        let e: Vec<f64> = errors
+            .iter()
+            .filter(|(w, _)| *w == what)
+            .map(|p| p.1)
+            .collect();
+        assert!(
+            e[1] < 0.1 * e[0],
+            "{what}: the error must fall with ε: {e:?}"
+        );
+    }
+}
