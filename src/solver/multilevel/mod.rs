@@ -131,8 +131,8 @@ pub mod params;
 mod solver;
 
 pub use cache::{element_youngs, load_or_build_sms, sms_options, SmsOrigin};
-pub use levels::Level;
-pub use operator::{ElementTerm, HessianOperator};
+pub use levels::{Level, LevelArrays};
+pub use operator::{invert_blocks, pack_blocks, ElementTerm, HessianOperator};
 pub use params::{default_handles, LagRefresh, MultilevelParams, MultilevelStop};
 pub use solver::{MultilevelSolver, MultilevelStats};
 

@@ -15,6 +15,7 @@
 //! terms skip them, so the operator is Newton's matrix with the same pinned rows.
 
 use super::levels::Level;
+use crate::gpu::GpuVec4;
 use jello_precompute::sparse::SymSparse;
 use nalgebra::{SMatrix, SVector};
 use rayon::prelude::*;
@@ -255,6 +256,19 @@ pub fn invert_blocks(blocks: &[[f64; 144]]) -> Vec<[f64; 144]> {
                 out[13 * i] = 1.0 / (m[(i, i)].abs() + scale);
             }
             out
+        })
+        .collect()
+}
+
+/// The 12×12 blocks (row-major, e.g. [`invert_blocks`]' output) as the `ml_block_apply`
+/// kernel reads them: 36 vec4s per block, row `j` in vec4s `3j, 3j + 1, 3j + 2`, rounded once
+/// to f32.
+pub fn pack_blocks(blocks: &[[f64; 144]]) -> Vec<GpuVec4> {
+    blocks
+        .iter()
+        .flat_map(|b| {
+            b.chunks_exact(4)
+                .map(|c| [c[0] as f32, c[1] as f32, c[2] as f32, c[3] as f32])
         })
         .collect()
 }

@@ -1,0 +1,474 @@
+//! The multilevel solver's kernels (issue 13; `shaders/ml_*.wgsl`): each on the GPU against its
+//! CPU twin, and each twin against the f64 solver's own routine — [`Level::lift`],
+//! [`Level::restrict`] and the product with [`invert_blocks`]' 12×12 blocks — on a real SMS basis
+//! (built by the precompute for a pinned beam) and on the beam's affine level.
+//!
+//! Every test draws fresh random inputs (seed printed; replay with `JELLO_TEST_SEED=<seed>`),
+//! poisons outputs with NaN so unwritten entries show, and compares by relative norm. The
+//! tolerance is the classical rounding bound of the sums the kernels form, computed from the
+//! data: a sum over terms t_k formed with depth d (the longest chain of f32 roundings, input
+//! rounding included) errs by at most d·u·Σ|t_k| (u = 2⁻²⁴), so
+//! ‖got − exact‖ ≤ d·u·‖Σ|t_k|‖ and the relative tolerance is d·u·‖Σ|t_k|‖ / ‖exact‖. The same
+//! bound covers GPU against twin: both run the same order and differ only by FMA contraction,
+//! which rounds once instead of twice per step. A GPU test FAILS when no adapter is found
+//! unless `JELLO_SKIP_GPU_TESTS=1`.
+//!
+//! Run on both software stacks:
+//!   WGPU_BACKEND=vulkan cargo test --test gpu_multilevel   (Mesa lavapipe)
+//!   WGPU_BACKEND=gl     cargo test --test gpu_multilevel   (Mesa llvmpipe via EGL)
+
+mod common;
+
+use common::kernels::{nan_v4, run_both, Data};
+use jello::gpu::{GpuVec4, GpuVertexInfo, Kernel, Params};
+use jello::material::MaterialModel;
+use jello::problem::{HessianLayout, Model, StepProblem};
+use jello::solver::multilevel::{
+    build_solver, invert_blocks, pack_blocks, HessianOperator, Level, LevelArrays, MultilevelParams,
+};
+use jello_precompute::sms::{AffineBasis, HANDLE_DOFS};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+/// f32 unit round-off.
+const U32: f64 = f32::EPSILON as f64 / 2.0;
+
+/// Handles of the beam's SMS basis: few enough that every handle covers more vertices than
+/// `ml_restrict`'s 64 invocations (each invocation sums several entries before the tree).
+const HANDLES: usize = 6;
+
+/// A clamped beam (25 × 5 × 5 = 625 vertices, the x = 0 face pinned), its SMS solver (basis
+/// built now, not cached) and both levels.
+struct Beam {
+    model: Model,
+    solver: jello::solver::multilevel::MultilevelSolver,
+    levels: Vec<Level>,
+}
+
+fn beam() -> Beam {
+    let model = common::clamped_beam(
+        MaterialModel::StableNeoHookean,
+        1e6,
+        1.0,
+        [24, 4, 4],
+        Vec::new(),
+    );
+    let (solver, _) = build_solver(
+        &model,
+        MultilevelParams {
+            handles: Some(HANDLES),
+            ..MultilevelParams::default()
+        },
+        None,
+    )
+    .unwrap();
+    let basis = solver.basis().unwrap().clone();
+    let affine = AffineBasis::new(&model.mesh.positions, &model.mesh.tets).unwrap();
+    let levels = vec![
+        Level::affine(&affine, &model.pinned),
+        Level::sms(&basis, &model.pinned),
+    ];
+    assert!(model.pinned.iter().any(|&p| p) && model.pinned.iter().any(|&p| !p));
+    Beam {
+        model,
+        solver,
+        levels,
+    }
+}
+
+fn vinfo(m: &Model) -> Vec<GpuVertexInfo> {
+    m.pinned
+        .iter()
+        .map(|&p| GpuVertexInfo {
+            mass: 0.0,
+            free: u32::from(!p),
+        })
+        .collect()
+}
+
+fn random(rng: &mut ChaCha8Rng, n: usize) -> Vec<f64> {
+    (0..n).map(|_| rng.random_range(-1.0..1.0)).collect()
+}
+
+/// f64 values as f32 vec4s (4 per vec4; a 3-vector per vertex gets w = 0).
+fn vec4s(x: &[f64], stride: usize) -> Vec<GpuVec4> {
+    x.chunks(stride)
+        .map(|c| {
+            let mut v = [0.0f32; 4];
+            for (o, &x) in v.iter_mut().zip(c) {
+                *o = x as f32;
+            }
+            v
+        })
+        .collect()
+}
+
+/// The xyz (or all four) words of an output read back as f32 words.
+fn words(out: &[f32], stride: usize) -> Vec<f32> {
+    out.chunks(4).flat_map(|c| c[..stride].to_vec()).collect()
+}
+
+fn norm(a: &[f64]) -> f64 {
+    a.iter().map(|x| x * x).sum::<f64>().sqrt()
+}
+
+/// Asserts ‖got − want‖ ≤ `tol`·‖want‖, printing the measured value.
+fn check(got: &[f32], want: &[f64], tol: f64, what: &str) -> f64 {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    if let Some(i) = got.iter().position(|v| !v.is_finite()) {
+        panic!("{what}: entry {i} is {} (unwritten or invalid)", got[i]);
+    }
+    let d: Vec<f64> = got.iter().zip(want).map(|(&g, &w)| g as f64 - w).collect();
+    let e = norm(&d) / norm(want).max(f64::MIN_POSITIVE);
+    eprintln!("{what}: relative error {e:.2e} (bound {tol:.2e})");
+    assert!(e <= tol, "{what}: relative error {e:.3e} > {tol:.3e}");
+    e
+}
+
+/// The lift of random subspace vectors on both levels: twin against [`Level::lift`] in f64,
+/// GPU against twin; pinned vertices exactly zero. Depth of u_v's sum: its row's entries × 4
+/// products (each a dot of 4, summed into the accumulator) + 2 input roundings (q and the
+/// frame).
+#[test]
+fn lift_matches_the_f64_level() {
+    let mut rng = common::rng("lift_matches_the_f64_level");
+    let b = beam();
+    let m = &b.model;
+    let n = m.num_vertices();
+    for level in &b.levels {
+        let a: LevelArrays = level.device_arrays().unwrap();
+        let q = random(&mut rng, level.dim());
+        let mut want = vec![0.0; 3 * n];
+        level.lift(&q, &mut want);
+        // Σ|terms| per DOF and the longest row.
+        let mut abs = vec![0.0; 3 * n];
+        let mut longest = 0;
+        for v in 0..n {
+            let (lo, hi) = (a.vertex_ptr[v] as usize, a.vertex_ptr[v + 1] as usize);
+            longest = longest.max(hi - lo);
+            if level.is_pinned(v) {
+                continue;
+            }
+            for k in lo..hi {
+                let h = a.vertex_handle[k] as usize;
+                for r in 0..3 {
+                    for c in 0..4 {
+                        abs[3 * v + r] +=
+                            (q[HANDLE_DOFS * h + 4 * r + c] * a.vertex_frame[k][c] as f64).abs();
+                    }
+                }
+            }
+        }
+        let depth = (4 * longest + 2) as f64;
+        let tol = depth * U32 * norm(&abs) / norm(&want);
+        let data = [
+            Data::V(vec4s(&q, 4)),
+            Data::U(a.vertex_ptr.clone()),
+            Data::U(a.vertex_handle.clone()),
+            Data::V(a.vertex_frame.clone()),
+            Data::I(vinfo(m)),
+            nan_v4(n),
+        ];
+        let (cpu, gpu) = run_both(Kernel::MlLift, &data, Params::new(), n as u32);
+        let name = level.name;
+        let twin = words(&cpu[5], 3);
+        check(&twin, &want, tol, &format!("{name} lift: twin vs f64"));
+        for (v, _) in m.pinned.iter().enumerate().filter(|(_, &p)| p) {
+            assert_eq!(&cpu[5][4 * v..4 * v + 4], &[0.0; 4], "{name}: pinned {v}");
+        }
+        if let Some(g) = gpu {
+            let gw = words(&g[5], 3);
+            let twin64: Vec<f64> = twin.iter().map(|&x| x as f64).collect();
+            check(&gw, &twin64, tol, &format!("{name} lift: GPU vs twin"));
+            for (v, _) in m.pinned.iter().enumerate().filter(|(_, &p)| p) {
+                assert_eq!(&g[5][4 * v..4 * v + 4], &[0.0; 4], "{name} GPU: pinned {v}");
+            }
+        }
+    }
+}
+
+/// The restriction of random full-space vectors on both levels: twin against
+/// [`Level::restrict`] in f64, GPU against twin; a vector living only on pinned vertices
+/// restricts to exactly zero. Depth: ⌈row / 64⌉ strided additions + 6 tree levels + the product
+/// + 2 input roundings (y and the frame).
+#[test]
+fn restrict_matches_the_f64_level() {
+    let mut rng = common::rng("restrict_matches_the_f64_level");
+    let b = beam();
+    let m = &b.model;
+    let n = m.num_vertices();
+    for level in &b.levels {
+        let a = level.device_arrays().unwrap();
+        let nh = level.n_handles();
+        let y = random(&mut rng, 3 * n);
+        let mut want = vec![0.0; level.dim()];
+        level.restrict(&y, &mut want);
+        let mut abs = vec![0.0; level.dim()];
+        let mut longest = 0;
+        for h in 0..nh {
+            let (lo, hi) = (a.handle_ptr[h] as usize, a.handle_ptr[h + 1] as usize);
+            longest = longest.max(hi - lo);
+            for k in lo..hi {
+                let v = a.handle_vertex[k] as usize;
+                if level.is_pinned(v) {
+                    continue;
+                }
+                for r in 0..3 {
+                    for c in 0..4 {
+                        abs[HANDLE_DOFS * h + 4 * r + c] +=
+                            (y[3 * v + r] * a.handle_frame[k][c] as f64).abs();
+                    }
+                }
+            }
+        }
+        assert!(
+            longest > 64,
+            "{}: a handle row of {longest} entries does not exercise the strided sums",
+            level.name
+        );
+        let depth = (longest.div_ceil(64) + 6 + 1 + 2) as f64;
+        let tol = depth * U32 * norm(&abs) / norm(&want);
+        let data = |y: &[f64]| {
+            [
+                Data::V(vec4s(y, 3)),
+                Data::U(a.handle_ptr.clone()),
+                Data::U(a.handle_vertex.clone()),
+                Data::V(a.handle_frame.clone()),
+                Data::I(vinfo(m)),
+                nan_v4(3 * nh),
+            ]
+        };
+        let (cpu, gpu) = run_both(Kernel::MlRestrict, &data(&y), Params::new(), nh as u32);
+        let name = level.name;
+        check(
+            &cpu[5],
+            &want,
+            tol,
+            &format!("{name} restrict: twin vs f64"),
+        );
+        if let Some(g) = gpu {
+            let twin64: Vec<f64> = cpu[5].iter().map(|&x| x as f64).collect();
+            check(
+                &g[5],
+                &twin64,
+                tol,
+                &format!("{name} restrict: GPU vs twin"),
+            );
+        }
+        // Only pinned vertices carry y: the restriction skips them all.
+        let pinned_only: Vec<f64> = y
+            .iter()
+            .enumerate()
+            .map(|(k, &v)| if m.pinned[k / 3] { v } else { 0.0 })
+            .collect();
+        let (cpu, gpu) = run_both(
+            Kernel::MlRestrict,
+            &data(&pinned_only),
+            Params::new(),
+            nh as u32,
+        );
+        assert!(cpu[5].iter().all(|&x| x == 0.0), "{name}: twin sees pins");
+        if let Some(g) = gpu {
+            assert!(g[5].iter().all(|&x| x == 0.0), "{name}: GPU sees pins");
+        }
+    }
+}
+
+/// The block-Jacobi application with the solver's real inverted blocks (the Galerkin block
+/// diagonal of a perturbed beam's H: inertia, cubature element Hessians, pins) on both levels:
+/// twin against the f64 product, GPU against twin. Depth: 4 products and sums per dot + 2 dot
+/// additions + 2 input roundings (block and r).
+#[test]
+fn block_apply_matches_the_f64_blocks() {
+    let mut rng = common::rng("block_apply_matches_the_f64_blocks");
+    let b = beam();
+    let m = &b.model;
+    let n = m.num_vertices();
+    let state = m.initial_state(&vec![[0.0; 3]; n]);
+    let problem = StepProblem::new(m, &state, 0.01);
+    // A small random perturbation (the tets are 4 cm): H away from rest, still feasible.
+    let x: Vec<f64> = state
+        .x
+        .iter()
+        .enumerate()
+        .map(|(k, &v)| {
+            if m.pinned[k / 3] {
+                v
+            } else {
+                v + 1e-3 * rng.random_range(-1.0..1.0)
+            }
+        })
+        .collect();
+    let cub = b.solver.cubature_terms(m, &x);
+    let layout = HessianLayout::new(m).unwrap();
+    let mut base = layout.zeros();
+    problem.add_vertex_hessian(&layout, &x, &mut base);
+    let fixed: Vec<bool> = (0..3 * n).map(|k| m.pinned[k / 3]).collect();
+    let op = HessianOperator {
+        base: &base,
+        elements: &cub,
+        contact: &[],
+        fixed: &fixed,
+    };
+    for level in &b.levels {
+        let blocks = invert_blocks(&op.galerkin_diagonal(level));
+        let nh = level.n_handles();
+        let r = random(&mut rng, level.dim());
+        let mut want = vec![0.0; level.dim()];
+        let mut abs = vec![0.0; level.dim()];
+        for (h, blk) in blocks.iter().enumerate() {
+            for i in 0..HANDLE_DOFS {
+                for j in 0..HANDLE_DOFS {
+                    let t = blk[HANDLE_DOFS * i + j] * r[HANDLE_DOFS * h + j];
+                    want[HANDLE_DOFS * h + i] += t;
+                    abs[HANDLE_DOFS * h + i] += t.abs();
+                }
+            }
+        }
+        let tol = (4 + 2 + 2) as f64 * U32 * norm(&abs) / norm(&want);
+        let data = [
+            Data::V(pack_blocks(&blocks)),
+            Data::V(vec4s(&r, 4)),
+            nan_v4(3 * nh),
+        ];
+        let (cpu, gpu) = run_both(Kernel::MlBlockApply, &data, Params::new(), 3 * nh as u32);
+        let name = level.name;
+        check(
+            &cpu[2],
+            &want,
+            tol,
+            &format!("{name} block apply: twin vs f64"),
+        );
+        if let Some(g) = gpu {
+            let twin64: Vec<f64> = cpu[2].iter().map(|&x| x as f64).collect();
+            check(
+                &g[2],
+                &twin64,
+                tol,
+                &format!("{name} block apply: GPU vs twin"),
+            );
+        }
+    }
+}
+
+/// The cubature element terms of H·x (`ml_element_hv`, then the existing `gather_gradient` over
+/// the terms' vertex→(term, corner) CSR) against [`HessianOperator::apply`] with only those
+/// terms (a zero `base`, no contact) in f64, GPU against twin per kernel. Depth: 12 products
+/// summed per corner (3 per block, 4 blocks) + the scale + the gather's row + 2 input roundings
+/// (Hessian and x).
+#[test]
+fn element_hessian_vector_product_matches_the_f64_operator() {
+    use common::kernels::run_on;
+    use jello::gpu::{Device, VertexCsr};
+    let mut rng = common::rng("element_hessian_vector_product_matches_the_f64_operator");
+    let b = beam();
+    let m = &b.model;
+    let n = m.num_vertices();
+    let state = m.initial_state(&vec![[0.0; 3]; n]);
+    let x0: Vec<f64> = state
+        .x
+        .iter()
+        .enumerate()
+        .map(|(k, &v)| {
+            if m.pinned[k / 3] {
+                v
+            } else {
+                v + 1e-3 * rng.random_range(-1.0..1.0)
+            }
+        })
+        .collect();
+    let cub = b.solver.cubature_terms(m, &x0);
+    assert!(!cub.is_empty());
+    let layout = HessianLayout::new(m).unwrap();
+    let zero = layout.zeros();
+    let fixed: Vec<bool> = (0..3 * n).map(|k| m.pinned[k / 3]).collect();
+    let op = HessianOperator {
+        base: &zero,
+        elements: &cub,
+        contact: &[],
+        fixed: &fixed,
+    };
+    // A random direction (m), pinned entries too: the kernel must ignore them.
+    let d = random(&mut rng, 3 * n);
+    let mut want = vec![0.0; 3 * n];
+    op.apply(&d, &mut want);
+    let mut abs = vec![0.0; 3 * n];
+    // The same per corner (xyz of each term's four corners), for the element kernel alone.
+    let mut abs_corner = vec![0.0; 12 * cub.len()];
+    for (e, t) in cub.iter().enumerate() {
+        for (a, &va) in t.vertices.iter().enumerate() {
+            for i in 0..3 {
+                let row = 3 * va as usize + i;
+                if fixed[row] {
+                    continue;
+                }
+                for (bb, &vb) in t.vertices.iter().enumerate() {
+                    for j in 0..3 {
+                        let col = 3 * vb as usize + j;
+                        if !fixed[col] {
+                            let term =
+                                (t.scale * t.hessian[12 * (3 * a + i) + 3 * bb + j] * d[col]).abs();
+                            abs[row] += term;
+                            abs_corner[12 * e + 3 * a + i] += term;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let tets: Vec<[u32; 4]> = cub.iter().map(|t| t.vertices).collect();
+    let csr = VertexCsr::new(&tets, n).unwrap();
+    let longest = (0..n)
+        .map(|v| (csr.offsets[v + 1] - csr.offsets[v]) as usize)
+        .max()
+        .unwrap();
+    let depth = (12 + 1 + longest + 2) as f64;
+    let tol = depth * U32 * norm(&abs) / norm(&want);
+    let hess: Vec<f32> = cub
+        .iter()
+        .flat_map(|t| t.hessian.iter().map(|&h| h as f32))
+        .collect();
+    let scale: Vec<f32> = cub.iter().map(|t| t.scale as f32).collect();
+    let nt = cub.len();
+    let elem = [
+        Data::V(vec4s(&d, 3)),
+        Data::T(tets.clone()),
+        Data::F(hess),
+        Data::F(scale),
+        Data::I(vinfo(m)),
+        nan_v4(4 * nt),
+    ];
+    let (cpu_e, gpu_e) = run_both(Kernel::MlElementHv, &elem, Params::new(), nt as u32);
+    let gather = |dev: &mut Device, corners: &[f32]| {
+        let corners: Vec<GpuVec4> = corners
+            .chunks(4)
+            .map(|c| [c[0], c[1], c[2], c[3]])
+            .collect();
+        let data = [
+            Data::V(corners),
+            Data::U(csr.offsets.clone()),
+            Data::U(csr.tets.clone()),
+            Data::U(csr.local.clone()),
+            nan_v4(n),
+        ];
+        run_on(dev, Kernel::GatherGradient, &data, Params::new(), n as u32).swap_remove(4)
+    };
+    let twin = words(&gather(&mut Device::cpu(), &cpu_e[5]), 3);
+    check(&twin, &want, tol, "element H·x: twins vs f64");
+    if let Some(g) = gpu_e {
+        let twin_e = words(&cpu_e[5], 3);
+        let twin_e64: Vec<f64> = twin_e.iter().map(|&x| x as f64).collect();
+        // Per corner: 12 products + the scale + 2 input roundings.
+        let tol_e = 15.0 * U32 * norm(&abs_corner) / norm(&twin_e64);
+        check(
+            &words(&g[5], 3),
+            &twin_e64,
+            tol_e,
+            "ml_element_hv: GPU vs twin",
+        );
+        let mut dev = common::gpu_device().expect("the adapter run_both used");
+        let gw = words(&gather(&mut dev, &g[5]), 3);
+        let twin64: Vec<f64> = twin.iter().map(|&x| x as f64).collect();
+        check(&gw, &twin64, tol, "element H·x: GPU vs twins");
+    }
+}
