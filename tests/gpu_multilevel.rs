@@ -221,6 +221,14 @@ fn restrict_matches_the_f64_level() {
                 }
             }
         }
+        let shortest = (0..nh)
+            .map(|h| (a.handle_ptr[h + 1] - a.handle_ptr[h]) as usize)
+            .min()
+            .unwrap();
+        eprintln!(
+            "{}: {nh} handles, rows of {shortest}–{longest} vertices",
+            level.name
+        );
         assert!(
             longest > 64,
             "{}: a handle row of {longest} entries does not exercise the strided sums",
@@ -470,5 +478,212 @@ fn element_hessian_vector_product_matches_the_f64_operator() {
         let gw = words(&gather(&mut dev, &g[5]), 3);
         let twin64: Vec<f64> = twin.iter().map(|&x| x as f64).collect();
         check(&gw, &twin64, tol, "element H·x: GPU vs twins");
+    }
+}
+
+/// `|U| |q|`: the lift's sums in f64 with the absolute value of every product, for the
+/// componentwise rounding bound of a chain of kernels.
+fn abs_lift(a: &LevelArrays, level: &Level, q: &[f64]) -> Vec<f64> {
+    let n = a.vertex_ptr.len() - 1;
+    let mut u = vec![0.0; 3 * n];
+    for v in (0..n).filter(|&v| !level.is_pinned(v)) {
+        for k in a.vertex_ptr[v] as usize..a.vertex_ptr[v + 1] as usize {
+            let h = a.vertex_handle[k] as usize;
+            for r in 0..3 {
+                for c in 0..4 {
+                    u[3 * v + r] +=
+                        (q[HANDLE_DOFS * h + 4 * r + c] * a.vertex_frame[k][c] as f64).abs();
+                }
+            }
+        }
+    }
+    u
+}
+
+/// `|U|ᵀ |y|`: the restriction's sums with the absolute value of every product.
+fn abs_restrict(a: &LevelArrays, level: &Level, y: &[f64]) -> Vec<f64> {
+    let nh = a.handle_ptr.len() - 1;
+    let mut q = vec![0.0; HANDLE_DOFS * nh];
+    for h in 0..nh {
+        for k in a.handle_ptr[h] as usize..a.handle_ptr[h + 1] as usize {
+            let v = a.handle_vertex[k] as usize;
+            if level.is_pinned(v) {
+                continue;
+            }
+            for r in 0..3 {
+                for c in 0..4 {
+                    q[HANDLE_DOFS * h + 4 * r + c] +=
+                        (y[3 * v + r] * a.handle_frame[k][c] as f64).abs();
+                }
+            }
+        }
+    }
+    q
+}
+
+/// One Galerkin product of the element terms, `Uᵀ H_e U q`, recorded as one plan on the device
+/// (lift → element terms → gather → restrict, no read-back in between) on both levels and
+/// both backends, against the f64 chain `Level::lift` → [`HessianOperator::apply`] (element
+/// terms only) → `Level::restrict`. Bound: the componentwise rounding bound of the whole chain,
+/// `D·u·‖|U|ᵀ |H_e| |U| |q|‖ / ‖exact‖` with D the sum of the stages' depths (lift 4·row + 2,
+/// element 12 + 2, gather its row, restrict ⌈row/64⌉ + 8). The restricted vector cancels
+/// strongly — the element forces of any displacement sum to zero over an object, so the
+/// translation rows of the affine level are zero in exact arithmetic — which is what the
+/// bound's ‖|…|‖ / ‖exact‖ measures.
+#[test]
+fn element_galerkin_product_runs_as_one_plan() {
+    use jello::gpu::{Device, Plan, VertexCsr};
+    let mut rng = common::rng("element_galerkin_product_runs_as_one_plan");
+    let b = beam();
+    let m = &b.model;
+    let n = m.num_vertices();
+    let state = m.initial_state(&vec![[0.0; 3]; n]);
+    let x0: Vec<f64> = state
+        .x
+        .iter()
+        .enumerate()
+        .map(|(k, &v)| {
+            if m.pinned[k / 3] {
+                v
+            } else {
+                v + 1e-3 * rng.random_range(-1.0..1.0)
+            }
+        })
+        .collect();
+    let cub = b.solver.cubature_terms(m, &x0);
+    let layout = HessianLayout::new(m).unwrap();
+    let zero = layout.zeros();
+    let fixed: Vec<bool> = (0..3 * n).map(|k| m.pinned[k / 3]).collect();
+    let op = HessianOperator {
+        base: &zero,
+        elements: &cub,
+        contact: &[],
+        fixed: &fixed,
+    };
+    let tets: Vec<[u32; 4]> = cub.iter().map(|t| t.vertices).collect();
+    let csr = VertexCsr::new(&tets, n).unwrap();
+    let hess: Vec<f32> = cub
+        .iter()
+        .flat_map(|t| t.hessian.iter().map(|&h| h as f32))
+        .collect();
+    let scale: Vec<f32> = cub.iter().map(|t| t.scale as f32).collect();
+    let gather_row = (0..n)
+        .map(|v| (csr.offsets[v + 1] - csr.offsets[v]) as usize)
+        .max()
+        .unwrap();
+    let mut devs = vec![Device::cpu()];
+    devs.extend(common::gpu_device());
+    for level in &b.levels {
+        let a = level.device_arrays().unwrap();
+        let nh = level.n_handles();
+        let q = random(&mut rng, level.dim());
+        let (mut u, mut hu, mut want) = (vec![0.0; 3 * n], vec![0.0; 3 * n], vec![0.0; 12 * nh]);
+        level.lift(&q, &mut u);
+        op.apply(&u, &mut hu);
+        level.restrict(&hu, &mut want);
+        // The chain in absolute values.
+        let ua = abs_lift(&a, level, &q);
+        let mut ha = vec![0.0; 3 * n];
+        for t in &cub {
+            for (i, &vi) in t.vertices.iter().enumerate() {
+                for (j, &vj) in t.vertices.iter().enumerate() {
+                    for r in 0..3 {
+                        for c in 0..3 {
+                            let (row, col) = (3 * vi as usize + r, 3 * vj as usize + c);
+                            if !(fixed[row] || fixed[col]) {
+                                ha[row] +=
+                                    (t.scale * t.hessian[12 * (3 * i + r) + 3 * j + c] * ua[col])
+                                        .abs();
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let abs = abs_restrict(&a, level, &ha);
+        let row = |p: &[u32]| p.windows(2).map(|w| (w[1] - w[0]) as usize).max().unwrap();
+        let depth =
+            4 * row(&a.vertex_ptr) + 2 + 14 + gather_row + row(&a.handle_ptr).div_ceil(64) + 8;
+        let tol = depth as f64 * U32 * norm(&abs) / norm(&want);
+        let mut outs = Vec::new();
+        for dev in devs.iter_mut() {
+            let qb = dev.upload("q", &vec4s(&q, 4)).unwrap();
+            let vptr = dev.upload("vptr", &a.vertex_ptr).unwrap();
+            let vhandle = dev.upload("vhandle", &a.vertex_handle).unwrap();
+            let vframe = dev.upload("vframe", &a.vertex_frame).unwrap();
+            let vi = dev.upload("vinfo", &vinfo(m)).unwrap();
+            let ub = dev.upload("u", &vec![[f32::NAN; 4]; n]).unwrap();
+            let tb = dev.upload("tets", &tets).unwrap();
+            let hb = dev.upload("hess", &hess).unwrap();
+            let sb = dev.upload("scale", &scale).unwrap();
+            let cb = dev
+                .upload("corners", &vec![[f32::NAN; 4]; 4 * tets.len()])
+                .unwrap();
+            let off = dev.upload("offsets", &csr.offsets).unwrap();
+            let ct = dev.upload("csr tets", &csr.tets).unwrap();
+            let cl = dev.upload("csr local", &csr.local).unwrap();
+            let hub = dev.upload("Hu", &vec![[f32::NAN; 4]; n]).unwrap();
+            let hptr = dev.upload("hptr", &a.handle_ptr).unwrap();
+            let hvertex = dev.upload("hvertex", &a.handle_vertex).unwrap();
+            let hframe = dev.upload("hframe", &a.handle_frame).unwrap();
+            let out = dev.upload("UᵀHUq", &vec![[f32::NAN; 4]; 3 * nh]).unwrap();
+            let mut plan = Plan::new();
+            plan.dispatch(
+                Kernel::MlLift,
+                &[
+                    qb.id(),
+                    vptr.id(),
+                    vhandle.id(),
+                    vframe.id(),
+                    vi.id(),
+                    ub.id(),
+                ],
+                Params::new(),
+                n as u32,
+            )
+            .dispatch(
+                Kernel::MlElementHv,
+                &[ub.id(), tb.id(), hb.id(), sb.id(), vi.id(), cb.id()],
+                Params::new(),
+                tets.len() as u32,
+            )
+            .dispatch(
+                Kernel::GatherGradient,
+                &[cb.id(), off.id(), ct.id(), cl.id(), hub.id()],
+                Params::new(),
+                n as u32,
+            )
+            .dispatch(
+                Kernel::MlRestrict,
+                &[
+                    hub.id(),
+                    hptr.id(),
+                    hvertex.id(),
+                    hframe.id(),
+                    vi.id(),
+                    out.id(),
+                ],
+                Params::new(),
+                nh as u32,
+            );
+            dev.submit(&plan).unwrap();
+            let got: Vec<f32> = dev.read(&out).unwrap().into_iter().flatten().collect();
+            check(
+                &got,
+                &want,
+                tol,
+                &format!("{} UᵀH_eUq, one plan on {}", level.name, dev.info()),
+            );
+            outs.push(got);
+        }
+        if let [cpu, gpu] = &outs[..] {
+            let cpu64: Vec<f64> = cpu.iter().map(|&x| x as f64).collect();
+            check(
+                gpu,
+                &cpu64,
+                tol,
+                &format!("{} UᵀH_eUq: GPU vs twins", level.name),
+            );
+        }
     }
 }

@@ -110,16 +110,54 @@
 //! (Newton: 482) and 53.5 s (Newton's Cholesky: 19.1 s); the first 15 steps of
 //! `contact_balls`, `contact_cup` and `contact_twist` all converged (125, 86, 32 iterations).
 //!
+//! # On the device (issue 13's GPU backend, first step)
+//! The solver still runs on the CPU (`--backend gpu` is refused, auto falls back), but the
+//! level and operator pieces of its Galerkin products are WGSL kernels now, in the kernel table
+//! with f32 CPU twins in binding order ([`crate::gpu::twins::multilevel`]):
+//! - `ml_lift`: `u = P U q`, per vertex over its (handle, weighted frame) list, zero at pins;
+//! - `ml_restrict`: `q = Uᵀ P y`, one 64-invocation workgroup per handle gathering over the
+//!   handle's (vertex, weighted frame) list — strided partial sums, then a workgroup tree; no
+//!   atomics; pinned vertices skipped;
+//! - `ml_block_apply`: `z_h = B_h r_h` with the inverted 12×12 blocks, one invocation per row
+//!   of a handle's `[A | t]`;
+//! - `ml_element_hv`: the cubature element terms `s_e·H_e x̄_e` per corner (zero at pinned
+//!   corners), summed per vertex by the existing `gather_gradient` over the terms' CSR.
+//!
+//! A subspace vector on the device is three vec4s per handle, the rows of `[A_h | t_h]`: the
+//! f64 level's 12-DOF layout read as f32 words. The host arrays come from
+//! [`Level::device_arrays`] — each list entry carries `φ_vh·[x̄_v − o_h; 1]` computed in f64 and
+//! rounded once, so frames keep f32 relative precision wherever the scene sits — and
+//! [`pack_blocks`]. `tests/gpu_multilevel.rs` checks each kernel on the GPU against its twin and
+//! each twin against the f64 routine ([`Level::lift`], [`Level::restrict`], the product with
+//! [`invert_blocks`]' blocks, [`HessianOperator::apply`]'s element terms) on a 625-vertex pinned
+//! beam's SMS basis (6 handles, rows of 149–248 vertices) and its affine level (one row of
+//! 625), each against the rounding bound `d·u·‖Σ|terms|‖/‖exact‖` of its sums (u = 2⁻²⁴, d the
+//! depth of the summation chain; 4e-7–4e-5 here). Measured (ten random draws, five each on
+//! Mesa lavapipe/Vulkan and llvmpipe/GL): twin vs f64 relative error at most 5.5e-8 (lift),
+//! 2.9e-7 (restrict), 2.4e-7 (block apply), 1.0e-7 (element H·x); GPU vs twin at most 1.1e-7,
+//! often bit-identical. The element Galerkin product `Uᵀ H_e U q` recorded as one plan (lift,
+//! element terms, gather, restrict; no read-back between) is within 2.0e-6 (SMS) and 1.5e-5
+//! (affine) of the f64 chain on either backend over six draws, under its componentwise bound
+//! (4e-4–2e-3): the restricted element forces cancel, the affine level's translation rows
+//! exactly, so its relative error is the larger.
+//!
+//! Next on the device: the base term's SpMV (inertia, obstacle barrier, and at the full-space
+//! level the lagged elastic Hessian, as block-sparse 3×3 rows) and the IPC stencils (the
+//! `ipc_pairs` kernel's PSD Hessians applied per pair and gathered per vertex), the SMS level's
+//! affine coarse correction; then a `MultilevelBackend` sub-trait of `PotentialBackend`
+//! (ARCHITECTURE.md) recording one Galerkin product (lift → H·v → restrict) and the
+//! block-Jacobi PCG's vector work (`dev_combine`, `dev_dots`) into one plan, the full-space
+//! Jacobi PCG and the line search on the existing `dev_*` kernels, and `--backend gpu`.
+//!
 //! # Next steps
 //! - Conditioning of the SMS level under contact: its PCG takes 100–180 iterations per solve
 //!   once the barrier engages (block Jacobi alone; fewer with the coarse space, see above);
 //!   candidates are a sparse assembled UᵀHU (blocks couple only where supports overlap)
 //!   factored per iteration, or a contact-aware coarse space. Then the 100k-tet
 //!   heterogeneous bench of the issue.
-//! - The GPU backend: lift, restrict, H·v (cubature elements, lagged BSR SpMV, contact
-//!   stencils), the block-Jacobi application, PCG vector work and the line-search energies
-//!   as WGSL kernels with CPU twins (ARCHITECTURE.md: a `MultilevelBackend` sub-trait of
-//!   `PotentialBackend`). Until then `--solver multilevel` runs on the CPU.
+//! - The rest of the GPU backend (see "On the device" above): lagged BSR SpMV, contact
+//!   stencils, the coarse correction, PCG vector work and the line-search energies, wired
+//!   into a `MultilevelBackend`. Until then `--solver multilevel` runs on the CPU.
 //! - JGS2 as the smoother in place of Jacobi PCG.
 //! - The benches of issue 13 beyond the stiffness sweep: the heterogeneous ~100k-tet hoop
 //!   scene against Newton's Cholesky over 30 steps, on the CPU and the GPU.
