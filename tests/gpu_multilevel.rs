@@ -687,3 +687,59 @@ fn element_galerkin_product_runs_as_one_plan() {
         }
     }
 }
+
+/// The twins refuse malformed lists with an error instead of panicking or reading out of
+/// bounds (the GPU would read clamped garbage): a handle index past the subspace vector, a
+/// vertex index past the vertex arrays, decreasing offsets, a short block buffer.
+#[test]
+fn twins_reject_malformed_lists() {
+    use jello::gpu::Device;
+    let mut dev = Device::cpu();
+    let free = GpuVertexInfo { mass: 0.0, free: 1 };
+    let q = dev.upload("q", &[[1.0f32; 4]; 3]).unwrap(); // one handle
+    let vi = dev.upload("vinfo", &[free; 2]).unwrap();
+    let frame = dev.upload("frame", &[[1.0f32; 4]; 2]).unwrap();
+    let ptr = dev.upload("ptr", &[0u32, 1, 2]).unwrap();
+    let bad_ptr = dev.upload("decreasing ptr", &[0u32, 2, 1]).unwrap();
+    let ok_idx = dev.upload("idx", &[0u32, 0]).unwrap();
+    let far_idx = dev.upload("idx past the end", &[0u32, 5]).unwrap();
+    let u = dev.upload("u", &[[0.0f32; 4]; 2]).unwrap();
+    let lift = |dev: &mut Device, p: &jello::gpu::Buf<u32>, i: &jello::gpu::Buf<u32>| {
+        dev.dispatch(
+            Kernel::MlLift,
+            &[q.id(), p.id(), i.id(), frame.id(), vi.id(), u.id()],
+            Params::new(),
+            2,
+        )
+    };
+    lift(&mut dev, &ptr, &ok_idx).expect("well-formed lists run");
+    assert!(lift(&mut dev, &ptr, &far_idx).is_err(), "handle 5 of 1");
+    assert!(
+        lift(&mut dev, &bad_ptr, &ok_idx).is_err(),
+        "decreasing offsets"
+    );
+    // Restriction over 2 handles of one entry each; vertex 5 of 2 is refused.
+    let y = dev.upload("y", &[[1.0f32; 4]; 2]).unwrap();
+    let out = dev.upload("q out", &[[0.0f32; 4]; 6]).unwrap();
+    let restrict = |dev: &mut Device, i: &jello::gpu::Buf<u32>| {
+        dev.dispatch(
+            Kernel::MlRestrict,
+            &[y.id(), ptr.id(), i.id(), frame.id(), vi.id(), out.id()],
+            Params::new(),
+            2,
+        )
+    };
+    restrict(&mut dev, &ok_idx).expect("well-formed lists run");
+    assert!(restrict(&mut dev, &far_idx).is_err(), "vertex 5 of 2");
+    // Block apply over one handle (3 rows) needs 36 block vec4s.
+    let short = dev.upload("blocks", &[[0.0f32; 4]; 35]).unwrap();
+    let z = dev.upload("z", &[[0.0f32; 4]; 3]).unwrap();
+    assert!(dev
+        .dispatch(
+            Kernel::MlBlockApply,
+            &[short.id(), q.id(), z.id()],
+            Params::new(),
+            3
+        )
+        .is_err());
+}

@@ -148,6 +148,11 @@
 //! (ARCHITECTURE.md) recording one Galerkin product (lift → H·v → restrict) and the
 //! block-Jacobi PCG's vector work (`dev_combine`, `dev_dots`) into one plan, the full-space
 //! Jacobi PCG and the line search on the existing `dev_*` kernels, and `--backend gpu`.
+//! `ml_restrict` gives each handle one workgroup: right for the SMS level (hundreds of handles,
+//! hundreds of vertices each) but serial-ish for the affine level, whose one handle per object
+//! covers the whole object (1,600 strided steps per invocation at 100k vertices); a two-pass
+//! form (per-chunk partials, then a per-handle sum) is the fix if the affine restriction shows
+//! in a profile.
 //!
 //! # Next steps
 //! - Conditioning of the SMS level under contact: its PCG takes 100–180 iterations per solve
