@@ -743,3 +743,437 @@ fn twins_reject_malformed_lists() {
         )
         .is_err());
 }
+
+/// Random PSD contact stencils `G Gᵀ` (G 12×6, entries up to 1e3 N/m scale) on random vertices,
+/// a third of them with one corner on an obstacle vertex (id ≥ n, no DOF) — the shape
+/// [`jello::problem::StepProblem::contact_hessian_blocks`] hands the operator.
+fn random_stencils(
+    rng: &mut ChaCha8Rng,
+    n: usize,
+    count: usize,
+) -> Vec<([u32; 4], nalgebra::SMatrix<f64, 12, 12>)> {
+    (0..count)
+        .map(|s| {
+            let mut ids: [u32; 4] = std::array::from_fn(|_| rng.random_range(0..n as u32));
+            if s % 3 == 0 {
+                ids[3] = (n + rng.random_range(0..8)) as u32;
+            }
+            let g = nalgebra::SMatrix::<f64, 12, 6>::from_fn(|_, _| rng.random_range(-30.0..30.0));
+            (ids, g * g.transpose())
+        })
+        .collect()
+}
+
+/// The beam perturbed by up to 1 mm per free DOF (its tets are 4 cm): H away from rest, still
+/// feasible.
+fn perturbed(m: &Model, rng: &mut ChaCha8Rng) -> Vec<f64> {
+    let state = m.initial_state(&vec![[0.0; 3]; m.num_vertices()]);
+    state
+        .x
+        .iter()
+        .enumerate()
+        .map(|(k, &v)| {
+            if m.pinned[k / 3] {
+                v
+            } else {
+                v + 1e-3 * rng.random_range(-1.0..1.0)
+            }
+        })
+        .collect()
+}
+
+/// `|A| |x|` of a symmetric sparse matrix (both triangles), for the rounding bound.
+fn abs_mul(a: &jello_precompute::sparse::SymSparse, x: &[f64]) -> Vec<f64> {
+    let p = a.pattern();
+    let (cp, ri, v) = (p.col_ptr(), p.row_idx(), a.values());
+    let mut y = vec![0.0; x.len()];
+    for c in 0..p.n() {
+        for k in cp[c]..cp[c + 1] {
+            let r = ri[k];
+            y[r] += (v[k] * x[c]).abs();
+            if r != c {
+                y[c] += (v[k] * x[r]).abs();
+            }
+        }
+    }
+    y
+}
+
+/// The whole full-space H·x on the device — the block-sparse base (`ml_bsr_hv`, here a random
+/// symmetric matrix on the elastic pattern so that every off-diagonal block is exercised), the
+/// cubature element terms and the IPC-shaped contact stencils (`ml_element_hv` +
+/// `gather_gradient`, added by `ml_bsr_hv`) recorded as one plan — against
+/// [`HessianOperator::apply`] in f64 (twins) and against the twins (GPU). Bound: the
+/// componentwise rounding bound `D·u·‖|H| |x|‖ / ‖Hx‖` with D = the element chain's depth
+/// (12 products + scale + the gather's row + 2 input roundings) + the base row's 3 products per
+/// block + 1 for the addition + 1 input rounding of the block.
+#[test]
+fn full_space_hessian_vector_product_matches_the_f64_operator() {
+    use jello::gpu::{Device, Plan, VertexCsr};
+    use jello::solver::multilevel::device::DeviceOperator;
+    use jello::solver::multilevel::{BsrArrays, DeviceTerms};
+    let mut rng = common::rng("full_space_hessian_vector_product_matches_the_f64_operator");
+    let b = beam();
+    let m = &b.model;
+    let n = m.num_vertices();
+    let x0 = perturbed(m, &mut rng);
+    let cub = b.solver.cubature_terms(m, &x0);
+    let contact = random_stencils(&mut rng, n, 40);
+    let layout = HessianLayout::new(m).unwrap();
+    let mut base = layout.zeros();
+    for v in base.values_mut() {
+        *v = 1e3 * rng.random_range(-1.0..1.0);
+    }
+    let fixed: Vec<bool> = (0..3 * n).map(|k| m.pinned[k / 3]).collect();
+    let op = HessianOperator {
+        base: &base,
+        elements: &cub,
+        contact: &contact,
+        fixed: &fixed,
+    };
+    let x = random(&mut rng, 3 * n);
+    let mut want = vec![0.0; 3 * n];
+    op.apply(&x, &mut want);
+    // |H| |x| term by term: |base| |x| + the element and contact terms between free DOFs.
+    let mut abs = abs_mul(&base, &x);
+    let mut add_abs = |ids: &[u32; 4], h: &dyn Fn(usize, usize) -> f64| {
+        for (a, &va) in ids.iter().enumerate() {
+            for (bb, &vb) in ids.iter().enumerate() {
+                if va as usize >= n || vb as usize >= n {
+                    continue;
+                }
+                for i in 0..3 {
+                    for j in 0..3 {
+                        let (r, c) = (3 * va as usize + i, 3 * vb as usize + j);
+                        if !(fixed[r] || fixed[c]) {
+                            abs[r] += (h(3 * a + i, 3 * bb + j) * x[c]).abs();
+                        }
+                    }
+                }
+            }
+        }
+    };
+    for t in &cub {
+        add_abs(&t.vertices, &|r, c| t.scale * t.hessian[12 * r + c]);
+    }
+    for (ids, h) in &contact {
+        add_abs(ids, &|r, c| h[(r, c)]);
+    }
+    let bsr = BsrArrays::from_sym(&base).unwrap();
+    let terms = DeviceTerms::new(&cub, &contact, n);
+    assert_eq!(
+        terms.len(),
+        cub.len() + contact.len(),
+        "every stencil has a model vertex"
+    );
+    let row = |p: &[u32]| p.windows(2).map(|w| (w[1] - w[0]) as usize).max().unwrap();
+    let gather_row = row(&VertexCsr::new(&terms.tets, n).unwrap().offsets);
+    let depth = (12 + 1 + gather_row + 2) + 3 * row(&bsr.row_ptr) + 1 + 1;
+    let tol = depth as f64 * U32 * norm(&abs) / norm(&want);
+    let mut devs = vec![Device::cpu()];
+    devs.extend(common::gpu_device());
+    let mut outs = Vec::new();
+    for dev in devs.iter_mut() {
+        let h = DeviceOperator::new(dev, &bsr, &terms, &m.pinned).unwrap();
+        let xb = dev.upload("x", &vec4s(&x, 3)).unwrap();
+        let yb = dev.upload("Hx", &vec![[f32::NAN; 4]; n]).unwrap();
+        let mut plan = Plan::new();
+        h.record_apply(&mut plan, &xb, &yb);
+        dev.submit(&plan).unwrap();
+        let got = words(&dev.read(&yb).unwrap().concat(), 3);
+        check(
+            &got,
+            &want,
+            tol,
+            &format!(
+                "full-space H·x ({} terms, {} stencils) on {}",
+                cub.len(),
+                contact.len(),
+                dev.info()
+            ),
+        );
+        outs.push(got);
+    }
+    if let [cpu, gpu] = &outs[..] {
+        let cpu64: Vec<f64> = cpu.iter().map(|&v| v as f64).collect();
+        check(gpu, &cpu64, tol, "full-space H·x: GPU vs twins");
+    }
+}
+
+/// The H of the PCG tests: the beam's per-vertex terms at a perturbed state (inertia m/ĥ²,
+/// identity on pinned rows: SPD), the cubature element terms (PSD) and PSD contact stencils.
+struct Spd {
+    base: jello_precompute::sparse::SymSparse,
+    cub: Vec<jello::solver::multilevel::ElementTerm>,
+    contact: Vec<([u32; 4], nalgebra::SMatrix<f64, 12, 12>)>,
+    fixed: Vec<bool>,
+}
+
+fn spd(b: &Beam, rng: &mut ChaCha8Rng) -> Spd {
+    let m = &b.model;
+    let n = m.num_vertices();
+    let x0 = perturbed(m, rng);
+    let state = m.initial_state(&vec![[0.0; 3]; n]);
+    let problem = StepProblem::new(m, &state, 0.01);
+    let layout = HessianLayout::new(m).unwrap();
+    let mut base = layout.zeros();
+    problem.add_vertex_hessian(&layout, &x0, &mut base);
+    Spd {
+        base,
+        cub: b.solver.cubature_terms(m, &x0),
+        contact: random_stencils(rng, n, 40),
+        fixed: (0..3 * n).map(|k| m.pinned[k / 3]).collect(),
+    }
+}
+
+impl Spd {
+    fn op(&self) -> HessianOperator<'_> {
+        HessianOperator {
+            base: &self.base,
+            elements: &self.cub,
+            contact: &self.contact,
+            fixed: &self.fixed,
+        }
+    }
+}
+
+/// The stop rule of both PCGs in these tests (the multilevel levels' default).
+const PCG_TOL: f64 = 1e-4;
+
+/// Compares a device PCG's outcome with the f64 one's: the iteration counts within
+/// max(2, 15%) — f32 round-off perturbs the recurrence, so its residual crosses the tolerance a
+/// little earlier or later, but a loss of conjugacy would show as many more iterations — and
+/// the device solution's true residual ‖b − A x‖/‖b‖, recomputed in f64, within 10× the
+/// tolerance (the recurrence's f32 residual drifts from the true one by ~u·κ-sized amounts,
+/// far below 1e-4 here, so this bound would catch a wrong α or β, not round-off).
+fn compare_pcg(what: &str, dev_it: usize, cpu_it: usize, true_res: f64) {
+    eprintln!(
+        "{what}: device {dev_it} iterations, f64 {cpu_it}; device true residual {true_res:.2e}"
+    );
+    let slack = 2.max(cpu_it * 15 / 100);
+    assert!(
+        dev_it.abs_diff(cpu_it) <= slack,
+        "{what}: {dev_it} iterations against {cpu_it} (allowed ±{slack})"
+    );
+    assert!(
+        true_res <= 10.0 * PCG_TOL,
+        "{what}: true residual {true_res:.3e}"
+    );
+}
+
+/// Iterations of the full-space smoother in its test (the precompute's larger N_cg).
+const N_CG: usize = 40;
+
+/// The full-space smoother as the solver runs it: Jacobi PCG on H d = −g warm-started at a
+/// subspace direction, exactly [`N_CG`] iterations (tolerance 0), on the device against
+/// [`jello::solver::pcg::pcg`] in f64 on the same H, right-hand side (random, zero at pinned
+/// DOFs as the solver's −g is) and start (a random direction standing in for d_s). This H is
+/// badly conditioned (Jacobi PCG needs hundreds of iterations to 1e-4), so a short fixed run is
+/// where the two precisions can be compared step for step: both true residuals
+/// ‖b − H d‖/‖b‖ (recomputed in f64) must agree within 10% — each iteration's f32 round-off
+/// (~1e-7 relative on the products, above) perturbs the Krylov recurrence far less than that
+/// over 40 steps, while a wrong coefficient or a stale vector changes the reduction by a
+/// large factor — and the directions within 1e-2 relative.
+#[test]
+fn full_space_jacobi_pcg_matches_the_f64_pcg() {
+    use jello::gpu::{Device, Plan};
+    use jello::solver::multilevel::device::{DeviceBsr, DeviceOperator, DevicePcg};
+    use jello::solver::multilevel::{BsrArrays, DeviceTerms};
+    use jello::solver::pcg::pcg;
+    let mut rng = common::rng("full_space_jacobi_pcg_matches_the_f64_pcg");
+    let b = beam();
+    let m = &b.model;
+    let n = m.num_vertices();
+    let h = spd(&b, &mut rng);
+    let op = h.op();
+    let free = |v: Vec<f64>| -> Vec<f64> {
+        v.into_iter()
+            .zip(&h.fixed)
+            .map(|(v, &f)| if f { 0.0 } else { v })
+            .collect()
+    };
+    let rhs = free(random(&mut rng, 3 * n));
+    let start: Vec<f64> = free(random(&mut rng, 3 * n))
+        .iter()
+        .map(|v| 1e-4 * v)
+        .collect();
+    let true_residual = |d: &[f64]| {
+        let mut hd = vec![0.0; 3 * n];
+        op.apply(d, &mut hd);
+        let r: Vec<f64> = rhs.iter().zip(&hd).map(|(b, a)| b - a).collect();
+        norm(&r) / norm(&rhs)
+    };
+    let diag = op.diagonal();
+    let mut x = start.clone();
+    let cpu = pcg(
+        &mut |v: &[f64], o: &mut [f64]| op.apply(v, o),
+        &|r: &[f64], z: &mut [f64]| {
+            for k in 0..r.len() {
+                z[k] = r[k] / diag[k];
+            }
+        },
+        &rhs,
+        &mut x,
+        0.0,
+        N_CG,
+    );
+    assert!(!cpu.breakdown && cpu.iterations == N_CG, "{cpu:?}");
+    let (res0, res_cpu) = (true_residual(&start), true_residual(&x));
+    // CG minimises φ(d) = ½dᵀHd − bᵀd over the Krylov space: its decrease and the H-norm are
+    // what it controls (the 2-norm residual is not monotone in CG and swings with tiny changes).
+    let phi = |d: &[f64]| {
+        let mut hd = vec![0.0; 3 * n];
+        op.apply(d, &mut hd);
+        d.iter()
+            .zip(&hd)
+            .zip(&rhs)
+            .map(|((d, h), b)| 0.5 * d * h - b * d)
+            .sum::<f64>()
+    };
+    let a_norm = |d: &[f64]| {
+        let mut hd = vec![0.0; 3 * n];
+        op.apply(d, &mut hd);
+        d.iter().zip(&hd).map(|(a, b)| a * b).sum::<f64>().sqrt()
+    };
+    let dec_cpu = phi(&start) - phi(&x);
+    eprintln!("f64 smoother: true residual {res0:.3e} → {res_cpu:.3e} in {N_CG} iterations");
+    assert!(
+        res_cpu < 0.5 * res0,
+        "the smoother must reduce the residual"
+    );
+    let bsr = BsrArrays::from_sym(&h.base).unwrap();
+    let terms = DeviceTerms::new(&h.cub, &h.contact, n);
+    let inv: Vec<f64> = diag.iter().map(|d| 1.0 / d).collect();
+    let mut devs = vec![Device::cpu()];
+    devs.extend(common::gpu_device());
+    for dev in devs.iter_mut() {
+        let hd = DeviceOperator::new(dev, &bsr, &terms, &m.pinned).unwrap();
+        let jac = DeviceBsr::new(dev, &BsrArrays::diagonal(&inv)).unwrap();
+        let bb = dev.upload("b", &vec4s(&rhs, 3)).unwrap();
+        let xb = dev.upload("x", &vec4s(&start, 3)).unwrap();
+        let mut solver = DevicePcg::new(dev, n, false).unwrap();
+        let out = solver
+            .solve(
+                dev,
+                &mut |p: &mut Plan, v, o| hd.record_apply(p, v, o),
+                &mut |p: &mut Plan, r, z| jac.record(p, r, None, z),
+                &bb,
+                &xb,
+                true,
+                0.0,
+                N_CG,
+            )
+            .unwrap();
+        assert!(!out.breakdown && out.iterations == N_CG, "{out:?}");
+        let xd: Vec<f64> = words(&dev.read(&xb).unwrap().concat(), 3)
+            .iter()
+            .map(|&v| v as f64)
+            .collect();
+        let res = true_residual(&xd);
+        let dx: Vec<f64> = xd.iter().zip(&x).map(|(a, b)| a - b).collect();
+        let step: Vec<f64> = x.iter().zip(&start).map(|(a, b)| a - b).collect();
+        let rel_a = a_norm(&dx) / a_norm(&step);
+        let dec_dev = phi(&start) - phi(&xd);
+        let rel_dec = dec_dev / dec_cpu - 1.0;
+        eprintln!(
+            "full-space Jacobi PCG on {}: decrease of ½dᵀHd − bᵀd {dec_dev:.6e} (f64 {dec_cpu:.6e}, {rel_dec:+.2e}); H-norm difference {rel_a:.2e} of the f64 step; true residual {res:.3e} (f64 {res_cpu:.3e})",
+            dev.info()
+        );
+        assert!(
+            rel_dec.abs() <= 1e-3,
+            "{}: decrease off by {rel_dec:.3e}",
+            dev.info()
+        );
+        assert!(
+            rel_a <= 5e-2,
+            "{}: H-norm difference {rel_a:.3e}",
+            dev.info()
+        );
+    }
+}
+
+/// Each level's block-Jacobi PCG on the device (Galerkin products lift → H·x → restrict, the
+/// inverted 12×12 blocks, four-lane vector work) against [`jello::solver::pcg::pcg`] in f64 on
+/// the same level, H and right-hand side (the restriction of a random full-space vector), from
+/// zero, on the beam's real SMS basis and its affine level.
+#[test]
+fn level_block_jacobi_pcg_matches_the_f64_pcg() {
+    use jello::gpu::{Device, Plan};
+    use jello::solver::multilevel::device::{DeviceBlocks, DeviceLevel, DeviceOperator, DevicePcg};
+    use jello::solver::multilevel::{BsrArrays, DeviceTerms};
+    use jello::solver::pcg::pcg;
+    let mut rng = common::rng("level_block_jacobi_pcg_matches_the_f64_pcg");
+    let b = beam();
+    let m = &b.model;
+    let n = m.num_vertices();
+    let h = spd(&b, &mut rng);
+    let op = h.op();
+    let bsr = BsrArrays::from_sym(&h.base).unwrap();
+    let terms = DeviceTerms::new(&h.cub, &h.contact, n);
+    for level in &b.levels {
+        let dim = level.dim();
+        let mut rhs = vec![0.0; dim];
+        level.restrict(&random(&mut rng, 3 * n), &mut rhs);
+        let inv = invert_blocks(&op.galerkin_diagonal(level));
+        let (mut u, mut hu) = (vec![0.0; 3 * n], vec![0.0; 3 * n]);
+        let mut galerkin = |q: &[f64], out: &mut [f64]| {
+            level.lift(q, &mut u);
+            op.apply(&u, &mut hu);
+            level.restrict(&hu, out);
+        };
+        let block = |r: &[f64], z: &mut [f64]| {
+            for (hh, blk) in inv.iter().enumerate() {
+                for i in 0..HANDLE_DOFS {
+                    z[HANDLE_DOFS * hh + i] = (0..HANDLE_DOFS)
+                        .map(|j| blk[HANDLE_DOFS * i + j] * r[HANDLE_DOFS * hh + j])
+                        .sum();
+                }
+            }
+        };
+        let mut q = vec![0.0; dim];
+        let cpu = pcg(&mut galerkin, &block, &rhs, &mut q, PCG_TOL, 500);
+        assert!(
+            !cpu.breakdown && cpu.relative_residual <= PCG_TOL,
+            "{cpu:?}"
+        );
+        let mut devs = vec![Device::cpu()];
+        devs.extend(common::gpu_device());
+        for dev in devs.iter_mut() {
+            let hd = DeviceOperator::new(dev, &bsr, &terms, &m.pinned).unwrap();
+            let lv = DeviceLevel::new(dev, level, n).unwrap();
+            let blocks = DeviceBlocks::new(dev, &inv).unwrap();
+            let bb = dev.upload("b", &vec4s(&rhs, 4)).unwrap();
+            let qb = dev.upload("q", &vec![[f32::NAN; 4]; lv.len()]).unwrap();
+            let mut solver = DevicePcg::new(dev, lv.len(), true).unwrap();
+            let out = solver
+                .solve(
+                    dev,
+                    &mut |p: &mut Plan, v, o| lv.record_galerkin(p, &hd, v, o),
+                    &mut |p: &mut Plan, r, z| blocks.record(p, r, z),
+                    &bb,
+                    &qb,
+                    false,
+                    PCG_TOL,
+                    500,
+                )
+                .unwrap();
+            assert!(!out.breakdown, "{out:?}");
+            let qd: Vec<f64> = dev
+                .read(&qb)
+                .unwrap()
+                .concat()
+                .iter()
+                .map(|&v| v as f64)
+                .collect();
+            let mut aq = vec![0.0; dim];
+            galerkin(&qd, &mut aq);
+            let res: Vec<f64> = rhs.iter().zip(&aq).map(|(b, a)| b - a).collect();
+            compare_pcg(
+                &format!("{} block-Jacobi PCG on {}", level.name, dev.info()),
+                out.iterations,
+                cpu.iterations,
+                norm(&res) / norm(&rhs),
+            );
+        }
+    }
+}

@@ -122,11 +122,15 @@ pub enum Kernel {
     /// Cubature element terms of H·x into per-corner outputs (`scale·K_e x̄_e`, zero at pinned
     /// corners), summed per vertex by [`Kernel::GatherGradient`] over the terms' CSR.
     MlElementHv,
+    /// Block-sparse (3×3 BSR, both triangles per row) product `y = B x (+ add)` per vertex: the
+    /// base term of H·x (inertia, barrier, pins, the lagged elastic Hessian), adding the
+    /// gathered element/contact terms; with the inverse diagonal, the Jacobi preconditioner.
+    MlBsrHv,
 }
 
 impl Kernel {
     /// All kernels, in table order.
-    pub const ALL: [Kernel; 45] = [
+    pub const ALL: [Kernel; 46] = [
         Kernel::Axpy,
         Kernel::Scale,
         Kernel::ReduceSum,
@@ -176,6 +180,7 @@ impl Kernel {
         Kernel::MlRestrict,
         Kernel::MlBlockApply,
         Kernel::MlElementHv,
+        Kernel::MlBsrHv,
     ];
     /// Index into [`Kernel::ALL`] / [`KERNELS`].
     pub fn index(self) -> usize {
@@ -276,7 +281,7 @@ const TN: usize = size_of::<GpuTreeNode>();
 const PR: usize = size_of::<GpuPair>();
 
 /// The kernel table, indexed by [`Kernel::index`].
-pub static KERNELS: [KernelDesc; 45] = [
+pub static KERNELS: [KernelDesc; 46] = [
     KernelDesc {
         kernel: Kernel::Axpy,
         name: "axpy",
@@ -1095,6 +1100,22 @@ pub static KERNELS: [KernelDesc; 45] = [
                 b.ro(4),
                 b.rw(5),
             )
+        },
+    },
+    KernelDesc {
+        kernel: Kernel::MlBsrHv,
+        name: "ml_bsr_hv",
+        bindings: &[
+            b("rowptr", R, U, Len::PerItemPlusOne(1)),
+            b("cols", R, U, Len::Any),
+            b("blocks", R, M3, Len::Any),
+            b("x", R, V4, Len::Any),
+            b("add", R, V4, Len::Any),
+            b("y", W, V4, Len::PerItem(1)),
+        ],
+        items_per_group: 64,
+        cpu: |p, b| {
+            twins::multilevel::ml_bsr_hv(p, b.ro(0), b.ro(1), b.ro(2), b.ro(3), b.ro(4), b.rw(5))
         },
     },
 ];

@@ -120,6 +120,7 @@ static FILES: &[(&str, &str)] = &[
         "ml_block_apply",
         include_str!("../../shaders/ml_block_apply.wgsl"),
     ),
+    ("ml_bsr_hv", include_str!("../../shaders/ml_bsr_hv.wgsl")),
     (
         "ml_element_hv",
         include_str!("../../shaders/ml_element_hv.wgsl"),

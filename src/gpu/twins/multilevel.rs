@@ -1,9 +1,11 @@
 //! Twins of the multilevel solver's kernels (`shaders/ml_*.wgsl`; issue 13), f32, operation for
 //! operation: the lift `u = P U q` and the restriction `q = Uᵀ P y` of a subspace level over its
-//! two CSR lists, and the block-Jacobi application `z_h = B_h r_h`. The f64 references are
-//! [`Level::lift`], [`Level::restrict`] and the product with
-//! [`invert_blocks`]' blocks; the host arrays these kernels read come from
-//! [`Level::device_arrays`] and [`pack_blocks`].
+//! two CSR lists, the block-Jacobi application `z_h = B_h r_h`, and the terms of the full-space
+//! H·x (the element/contact terms per corner, the block-sparse base with the gathered terms
+//! added). The f64 references are [`Level::lift`], [`Level::restrict`], the product with
+//! [`invert_blocks`]' blocks and [`HessianOperator::apply`]; the host arrays these kernels read
+//! come from [`Level::device_arrays`], [`pack_blocks`], [`BsrArrays::from_sym`] and
+//! [`DeviceTerms::new`].
 //!
 //! Layout: a subspace vector is `array<vec4<f32>>` with three vec4s per handle, the rows
 //! `[A_h | t_h]` of its 3×4 affine map — exactly the f64 level's 12-DOF layout `q[12h + 4r + c]`
@@ -15,9 +17,12 @@
 //! [`Level::device_arrays`]: crate::solver::multilevel::Level::device_arrays
 //! [`invert_blocks`]: crate::solver::multilevel::operator::invert_blocks
 //! [`pack_blocks`]: crate::solver::multilevel::pack_blocks
+//! [`HessianOperator::apply`]: crate::solver::multilevel::HessianOperator::apply
+//! [`BsrArrays::from_sym`]: crate::solver::multilevel::BsrArrays::from_sym
+//! [`DeviceTerms::new`]: crate::solver::multilevel::DeviceTerms::new
 
 use super::need;
-use crate::gpu::layout::{GpuVec4, GpuVertexInfo, Params};
+use crate::gpu::layout::{GpuMat3, GpuVec4, GpuVertexInfo, Params};
 use crate::{JelloError, Result};
 use rayon::prelude::*;
 
@@ -244,5 +249,58 @@ pub fn ml_element_hv(
                 *o = [s * acc[0], s * acc[1], s * acc[2], 0.0];
             }
         });
+    Ok(())
+}
+
+/// Twin of `ml_bsr_hv.wgsl` (n = rows, i.e. vertices): `y[v].xyz = Σ_k blocks[k]·x[cols[k]].xyz`
+/// over row v in order, each block applied as WGSL's `mat3x3 * vec3` (column by column), then
+/// `+ add[v].xyz` when `u0 & 1`; `y[v].w = 0`. Units: those of the blocks times those of x
+/// (N for N/m and m); with the inverse diagonal as blocks, the Jacobi preconditioner.
+pub fn ml_bsr_hv(
+    p: &Params,
+    rowptr: &[u32],
+    cols: &[u32],
+    blocks: &[GpuMat3],
+    x: &[GpuVec4],
+    add: &[GpuVec4],
+    y: &mut [GpuVec4],
+) -> Result<()> {
+    let n = p.n as usize;
+    need(rowptr.len(), n + 1, "ml_bsr_hv rowptr")?;
+    need(y.len(), n, "ml_bsr_hv y")?;
+    let with_add = p.u0 & 1 != 0;
+    if with_add {
+        need(add.len(), n, "ml_bsr_hv add")?;
+    }
+    let end = rowptr[n] as usize;
+    need(cols.len(), end, "ml_bsr_hv cols")?;
+    need(blocks.len(), end, "ml_bsr_hv blocks")?;
+    if let Some(r) = (0..n).find(|&r| rowptr[r] > rowptr[r + 1]) {
+        return Err(JelloError::Invalid(format!(
+            "ml_bsr_hv: offsets decrease at row {r}"
+        )));
+    }
+    if let Some(k) = (rowptr[0] as usize..end).find(|&k| cols[k] as usize >= x.len()) {
+        return Err(JelloError::Invalid(format!(
+            "ml_bsr_hv: entry {k} = column {} out of range ({})",
+            cols[k],
+            x.len()
+        )));
+    }
+    y[..n].par_iter_mut().enumerate().for_each(|(v, yv)| {
+        let mut acc = [0.0f32; 3];
+        for k in rowptr[v] as usize..rowptr[v + 1] as usize {
+            let (m, xc) = (&blocks[k].cols, &x[cols[k] as usize]);
+            for (r, a) in acc.iter_mut().enumerate() {
+                *a += m[0][r] * xc[0] + m[1][r] * xc[1] + m[2][r] * xc[2];
+            }
+        }
+        if with_add {
+            for (a, b) in acc.iter_mut().zip(&add[v]) {
+                *a += b;
+            }
+        }
+        *yv = [acc[0], acc[1], acc[2], 0.0];
+    });
     Ok(())
 }

@@ -168,6 +168,7 @@
 //!   scene against Newton's Cholesky over 30 steps, on the CPU and the GPU.
 
 pub mod cache;
+pub mod device;
 pub mod levels;
 pub mod operator;
 pub mod params;
@@ -175,7 +176,9 @@ mod solver;
 
 pub use cache::{element_youngs, load_or_build_sms, sms_options, SmsOrigin};
 pub use levels::{Level, LevelArrays};
-pub use operator::{invert_blocks, pack_blocks, ElementTerm, HessianOperator};
+pub use operator::{
+    invert_blocks, pack_blocks, BsrArrays, DeviceTerms, ElementTerm, HessianOperator,
+};
 pub use params::{default_handles, LagRefresh, MultilevelParams, MultilevelStop};
 pub use solver::{MultilevelSolver, MultilevelStats};
 
