@@ -1177,3 +1177,148 @@ fn level_block_jacobi_pcg_matches_the_f64_pcg() {
         }
     }
 }
+
+/// The multilevel Newton step with its direction on the device (`--backend gpu`:
+/// [`jello::solver::multilevel::MultilevelSolver::attach_device`]; the twins and the GPU) on the
+/// bundled cube stack in contact (IPC, friction; its landing step, after 12 Newton steps),
+/// against Newton to 1e-10 and the f64 multilevel solver on the same step. Each run must
+/// converge under the scene's own rule and land within the residual bound 2h²‖∇E(x)‖_{M⁻¹} of
+/// Newton's x* in the mass norm (the shared helper's argument: E is strongly convex with modulus
+/// M/h² near x*); the device and f64 solutions then agree within the sum of their two bounds
+/// (triangle inequality through x*) — the f32 direction changes the path, not the minimiser —
+/// and its CG counts per level are within 20% of the f64 run with the device's SMS
+/// preconditioner (block Jacobi alone).
+#[test]
+fn device_direction_converges_on_a_contact_step() {
+    use jello::gpu::Device;
+    use jello::solver::{NewtonParams, NewtonSolver, StepSolver, StopRule};
+    let built = common::bundled_scene("contact_stack.toml");
+    let m = &built.model;
+    let h = built.config.h;
+    let StopRule::Cn { eps } = built.config.stop else {
+        panic!("contact_stack uses cn");
+    };
+    let state = common::state_after(&built, 12);
+    let problem = StepProblem::new(m, &state, h);
+    let mut reference = Vec::new();
+    let r = NewtonSolver::new(
+        m,
+        NewtonParams {
+            stop: StopRule::Cn { eps: 1e-10 },
+            max_iterations: 200,
+            ..NewtonParams::default()
+        },
+    )
+    .unwrap()
+    .step(&problem, m, &mut reference, false)
+    .unwrap();
+    assert!(r.converged);
+    let params = MultilevelParams {
+        stop: jello::solver::multilevel::MultilevelStop::Shared(StopRule::Cn { eps }),
+        max_iterations: 400,
+        ..MultilevelParams::default()
+    };
+    let run = |device: Option<Device>, params: MultilevelParams| {
+        let (mut s, _) = build_solver(m, params, None).unwrap();
+        let name = match device {
+            Some(d) => {
+                let n = d.info().to_string();
+                s.attach_device(d).unwrap();
+                n
+            }
+            None => "cpu-f64".to_string(),
+        };
+        let mut x = Vec::new();
+        let r = s.step(&problem, m, &mut x, false).unwrap();
+        let st = s.last_stats();
+        let dist = common::m_dist(m, &x, &reference);
+        let bound = common::residual_bound(&problem, m, &x);
+        eprintln!(
+            "{name}: converged {} in {} iterations (CG affine {} / SMS {} / full {}, {} fallbacks), \
+             residual {:.2e}, ‖x − x*‖_M = {dist:.2e} (bound {bound:.2e}), max vertex distance {:.2e} m",
+            r.converged,
+            r.iterations,
+            st.affine_cg,
+            st.sms_cg,
+            st.full_cg,
+            st.descent_fallbacks,
+            r.residual,
+            common::max_dist(&x, &reference)
+        );
+        assert!(r.converged, "{name}: ended at residual {:e}", r.residual);
+        assert!(dist <= bound, "{name}: {dist:e} > {bound:e}");
+        (x, bound, st)
+    };
+    let (x_cpu, b_cpu, _) = run(None, params);
+    // The device preconditions the SMS level by block Jacobi alone: the f64 run with the same
+    // preconditioner is the one its PCG counts compare with.
+    let block_jacobi = MultilevelParams {
+        sms_coarse: false,
+        ..params
+    };
+    let (_, _, st_bj) = run(None, block_jacobi);
+    let mut devs = vec![Device::cpu()];
+    devs.extend(common::gpu_device());
+    for dev in devs {
+        let name = dev.info().to_string();
+        let (x_dev, b_dev, st) = run(Some(dev), params);
+        // f32 round-off moves each level solve's stopping point by an iteration or two (the
+        // level tests above) and the Newton path with it; a wrong product or coefficient would
+        // change the counts by far more than 20% (measured: 6–11% more on lavapipe and llvmpipe).
+        for (what, got, want) in [
+            ("affine", st.affine_cg, st_bj.affine_cg),
+            ("SMS", st.sms_cg, st_bj.sms_cg),
+            ("full", st.full_cg, st_bj.full_cg),
+        ] {
+            assert!(
+                got.abs_diff(want) <= 2.max(want / 5),
+                "{name}: {what} CG {got} against the f64 block-Jacobi run's {want}"
+            );
+        }
+        let dist = common::m_dist(m, &x_dev, &x_cpu);
+        eprintln!(
+            "{name} vs cpu-f64: ‖Δx‖_M = {dist:.2e} (bound {:.2e}), max vertex distance {:.2e} m",
+            b_cpu + b_dev,
+            common::max_dist(&x_dev, &x_cpu)
+        );
+        assert!(
+            dist <= b_cpu + b_dev,
+            "{name}: {dist:e} against the CPU's solution"
+        );
+    }
+}
+
+/// The runner's choice for `--solver multilevel`: a GPU request runs the direction on the device
+/// (the adapter is reported and a step converges), `auto` keeps the f64 CPU path and says why.
+#[test]
+fn backend_gpu_selects_the_device_direction_and_auto_keeps_the_cpu() {
+    use jello::gpu::{Backend, BackendChoice};
+    let mut built = common::bundled_scene("contact_stack.toml");
+    built.config.solver = "multilevel".into();
+    let gpu = |requested| BackendChoice {
+        requested,
+        backend: Backend::Gpu,
+        adapter: None,
+        reason: "test".into(),
+    };
+    let s = jello::runner::setup_on(&built, gpu(Backend::Auto), None).unwrap();
+    assert_eq!(s.choice.backend, Backend::Cpu);
+    assert!(
+        s.choice.reason.contains("--backend gpu"),
+        "{}",
+        s.choice.reason
+    );
+    if common::gpu_device().is_none() {
+        return;
+    }
+    let mut s = jello::runner::setup_on(&built, gpu(Backend::Gpu), None).unwrap();
+    assert_eq!(s.choice.backend, Backend::Gpu);
+    assert_eq!(s.sim.solver_name(), "multilevel");
+    let adapter = s.adapter.clone().expect("the device is reported");
+    let r = s.sim.step(false).unwrap();
+    eprintln!(
+        "{adapter}: first step {} iterations, residual {:.2e}",
+        r.iterations, r.residual
+    );
+    assert!(r.converged, "{adapter}: residual {:e}", r.residual);
+}

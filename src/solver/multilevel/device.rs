@@ -65,6 +65,13 @@ impl DeviceBsr {
         })
     }
 
+    /// Releases the buffers.
+    pub fn free(self, dev: &mut Device) {
+        dev.free(self.row_ptr);
+        dev.free(self.cols);
+        dev.free(self.blocks);
+    }
+
     /// Records `y = A x (+ add)`.
     pub fn record(
         &self,
@@ -139,6 +146,21 @@ impl DeviceOperator {
     /// Vertex count.
     pub fn num_vertices(&self) -> usize {
         self.nv
+    }
+
+    /// Releases the buffers (H changes every Newton iteration; the device keeps what it is
+    /// given until freed).
+    pub fn free(self, dev: &mut Device) {
+        self.base.free(dev);
+        dev.free(self.tets);
+        dev.free(self.hess);
+        dev.free(self.scale);
+        dev.free(self.vinfo);
+        dev.free(self.offsets);
+        dev.free(self.csr_tets);
+        dev.free(self.csr_local);
+        dev.free(self.corners);
+        dev.free(self.gathered);
     }
 
     /// The pin flags buffer (shared with the level kernels).
@@ -299,6 +321,11 @@ impl DeviceBlocks {
         })
     }
 
+    /// Releases the buffer.
+    pub fn free(self, dev: &mut Device) {
+        dev.free(self.blocks);
+    }
+
     /// Records `z = B r`.
     pub fn record(&self, plan: &mut Plan, r: &Buf<GpuVec4>, z: &Buf<GpuVec4>) {
         plan.dispatch(
@@ -381,6 +408,18 @@ impl DevicePcg {
             },
             self.n as u32,
         );
+    }
+
+    /// Records `y ← c·x` (`set`) or `y ← y + c·x` on this solver's vectors' lanes.
+    pub fn record_axpy(
+        &self,
+        plan: &mut Plan,
+        y: &Buf<GpuVec4>,
+        x: &Buf<GpuVec4>,
+        c: f32,
+        set: bool,
+    ) {
+        self.combine(plan, y, x, c, 0.0, SLOT_NONE, SLOT_NONE, set);
     }
 
     /// `scal[ab] = a·b`, `scal[aa] = a·a` (each when given).
@@ -497,5 +536,213 @@ impl DevicePcg {
             relative_residual: r_norm / b_norm,
             breakdown,
         })
+    }
+}
+
+/// Full-space f64 values (3n) as one vec4 per vertex.
+fn to_vec4(x: &[f64]) -> Vec<GpuVec4> {
+    x.chunks_exact(3)
+        .map(|c| [c[0] as f32, c[1] as f32, c[2] as f32, 0.0])
+        .collect()
+}
+
+/// One vec4 per vertex back to 3n f64 values.
+fn from_vec4(v: &[GpuVec4]) -> Vec<f64> {
+    v.iter()
+        .flat_map(|p| [p[0] as f64, p[1] as f64, p[2] as f64])
+        .collect()
+}
+
+/// One subspace level's device state: its lists, PCG scratch and right-hand side / solution.
+struct LevelSlot {
+    level: DeviceLevel,
+    pcg: DevicePcg,
+    b: Buf<GpuVec4>,
+    q: Buf<GpuVec4>,
+}
+
+/// The two Hessians of one Newton iteration on the device.
+struct Uploaded {
+    sub: DeviceOperator,
+    lag: DeviceOperator,
+    jacobi: DeviceBsr,
+}
+
+/// What [`DeviceDirection::solve`] returns.
+#[derive(Clone, Debug, Default)]
+pub struct DeviceSolve {
+    /// The direction (3n, m).
+    pub d: Vec<f64>,
+    /// Its subspace part `d_s` (3n, m; zero without levels).
+    pub d_s: Vec<f64>,
+    /// PCG iterations: affine, SMS, full space.
+    pub counts: [usize; 3],
+}
+
+/// The multilevel Newton direction on a device: the host hands it each iteration's two
+/// Hessians (`H` with the cubature terms for the levels, `H_l` with the lagged elastic
+/// Hessian for the smoother; [`super::HessianOperator`]) and `−g`; the levels' block-Jacobi PCGs
+/// (affine, then SMS), the residual update `r ← r − H U q` and the N_cg Jacobi-PCG smoother
+/// run on the device, and the direction comes back (16·n bytes, with `d_s` 32·n).
+pub struct DeviceDirection {
+    dev: Device,
+    nv: usize,
+    pinned: Vec<bool>,
+    levels: [Option<LevelSlot>; 2],
+    full: DevicePcg,
+    rhs: Buf<GpuVec4>,
+    r: Buf<GpuVec4>,
+    d: Buf<GpuVec4>,
+    ds: Buf<GpuVec4>,
+    u: Buf<GpuVec4>,
+    hu: Buf<GpuVec4>,
+    h: Option<Uploaded>,
+}
+
+impl DeviceDirection {
+    /// Uploads the levels (affine, SMS; either may be absent) of a model with pin flags
+    /// `pinned` to `dev`.
+    pub fn new(mut dev: Device, levels: [Option<&Level>; 2], pinned: &[bool]) -> Result<Self> {
+        let nv = pinned.len();
+        let mut slots: [Option<LevelSlot>; 2] = [None, None];
+        for (slot, level) in slots.iter_mut().zip(levels) {
+            if let Some(level) = level {
+                let lv = DeviceLevel::new(&mut dev, level, nv)?;
+                let len = lv.len();
+                *slot = Some(LevelSlot {
+                    pcg: DevicePcg::new(&mut dev, len, true)?,
+                    b: dev.alloc("level rhs", len)?,
+                    q: dev.alloc("level solution", len)?,
+                    level: lv,
+                });
+            }
+        }
+        Ok(DeviceDirection {
+            full: DevicePcg::new(&mut dev, nv, false)?,
+            rhs: dev.alloc("-g", nv)?,
+            r: dev.alloc("residual", nv)?,
+            d: dev.alloc("direction", nv)?,
+            ds: dev.alloc("subspace direction", nv)?,
+            u: dev.alloc("lift", nv)?,
+            hu: dev.alloc("H lift", nv)?,
+            levels: slots,
+            nv,
+            pinned: pinned.to_vec(),
+            h: None,
+            dev,
+        })
+    }
+
+    /// The device (GPU or CPU twins).
+    pub fn device(&self) -> &Device {
+        &self.dev
+    }
+
+    /// Uploads this iteration's `h_sub` (levels) and `h_lag` (smoother; its inverse diagonal is
+    /// the Jacobi preconditioner), replacing the last ones.
+    pub fn upload(
+        &mut self,
+        h_sub: &super::HessianOperator,
+        h_lag: &super::HessianOperator,
+    ) -> Result<()> {
+        if let Some(old) = self.h.take() {
+            old.sub.free(&mut self.dev);
+            old.lag.free(&mut self.dev);
+            old.jacobi.free(&mut self.dev);
+        }
+        let dev = &mut self.dev;
+        let sub = DeviceOperator::new(
+            dev,
+            &BsrArrays::from_sym(h_sub.base)?,
+            &DeviceTerms::new(h_sub.elements, h_sub.contact, self.nv),
+            &self.pinned,
+        )?;
+        let lag = DeviceOperator::new(
+            dev,
+            &BsrArrays::from_sym(h_lag.base)?,
+            &DeviceTerms::new(h_lag.elements, h_lag.contact, self.nv),
+            &self.pinned,
+        )?;
+        let inv: Vec<f64> = h_lag.diagonal().iter().map(|d| 1.0 / d).collect();
+        let jacobi = DeviceBsr::new(dev, &BsrArrays::diagonal(&inv))?;
+        self.h = Some(Uploaded { sub, lag, jacobi });
+        Ok(())
+    }
+
+    /// The direction for right-hand side `rhs` (= −g, zero at pinned DOFs) on the uploaded
+    /// Hessians: with `subspace`, each level in turn solves `UᵀHU q = Uᵀ r` by block-Jacobi PCG
+    /// (`level_blocks[i]`: its inverted Galerkin blocks, [`super::invert_blocks`]) to relative
+    /// `level_tolerance` or `level_max` iterations and updates `d += U q`, `r −= H U q`; then
+    /// the smoother runs Jacobi PCG on `H_l d = rhs` from `d` (from zero without `subspace`)
+    /// for `n_cg` iterations or to relative `full_tolerance`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn solve(
+        &mut self,
+        rhs: &[f64],
+        subspace: bool,
+        level_blocks: [Option<&[[f64; 144]]>; 2],
+        level_tolerance: f64,
+        level_max: usize,
+        n_cg: usize,
+        full_tolerance: f64,
+    ) -> Result<DeviceSolve> {
+        let Some(h) = &self.h else {
+            return Err(crate::JelloError::Solver(
+                "multilevel device: no Hessian uploaded".into(),
+            ));
+        };
+        let dev = &mut self.dev;
+        dev.write(&self.rhs, 0, &to_vec4(rhs))?;
+        let mut counts = [0; 3];
+        let mut plan = Plan::new();
+        let full = &self.full;
+        full.record_axpy(&mut plan, &self.r, &self.rhs, 1.0, true);
+        full.record_axpy(&mut plan, &self.d, &self.rhs, 0.0, true);
+        if subspace {
+            for (k, slot) in self.levels.iter_mut().enumerate() {
+                let (Some(slot), Some(inv)) = (slot.as_mut(), level_blocks[k]) else {
+                    continue;
+                };
+                slot.level
+                    .record_restrict(&mut plan, h.sub.vinfo(), &self.r, &slot.b);
+                dev.submit(&plan)?;
+                plan = Plan::new();
+                let blocks = DeviceBlocks::new(dev, inv)?;
+                let out = slot.pcg.solve(
+                    dev,
+                    &mut |p: &mut Plan, v, o| slot.level.record_galerkin(p, &h.sub, v, o),
+                    &mut |p: &mut Plan, r, z| blocks.record(p, r, z),
+                    &slot.b,
+                    &slot.q,
+                    false,
+                    level_tolerance,
+                    level_max,
+                )?;
+                blocks.free(dev);
+                counts[k] = out.iterations;
+                // d += U q;  r −= H U q.
+                slot.level
+                    .record_lift(&mut plan, h.sub.vinfo(), &slot.q, &self.u);
+                h.sub.record_apply(&mut plan, &self.u, &self.hu);
+                full.record_axpy(&mut plan, &self.d, &self.u, 1.0, false);
+                full.record_axpy(&mut plan, &self.r, &self.hu, -1.0, false);
+            }
+        }
+        full.record_axpy(&mut plan, &self.ds, &self.d, 1.0, true);
+        dev.submit(&plan)?;
+        let out = self.full.solve(
+            dev,
+            &mut |p: &mut Plan, v, o| h.lag.record_apply(p, v, o),
+            &mut |p: &mut Plan, r, z| h.jacobi.record(p, r, None, z),
+            &self.rhs,
+            &self.d,
+            subspace,
+            full_tolerance,
+            n_cg,
+        )?;
+        counts[2] = out.iterations;
+        let d = from_vec4(&dev.read(&self.d)?);
+        let d_s = from_vec4(&dev.read(&self.ds)?);
+        Ok(DeviceSolve { d, d_s, counts })
     }
 }

@@ -1,6 +1,7 @@
 //! The multilevel solver of Trusty, Levin and Kaufman ("Sparse, Geometry- and Material-Aware
 //! Bases for Multilevel Elastodynamic Simulation"; issue 13): `--solver multilevel`, f64 on
-//! the CPU.
+//! the CPU, or with its Newton direction in f32 on a device (`--backend gpu`; "On the device"
+//! below).
 //!
 //! An inexact projected Newton method whose direction comes from three levels applied one
 //! after another, on the step's full incremental potential (inertia, elasticity, obstacle
@@ -110,18 +111,43 @@
 //! (Newton: 482) and 53.5 s (Newton's Cholesky: 19.1 s); the first 15 steps of
 //! `contact_balls`, `contact_cup` and `contact_twist` all converged (125, 86, 32 iterations).
 //!
-//! # On the device (issue 13's GPU backend, first step)
-//! The solver still runs on the CPU (`--backend gpu` is refused, auto falls back), but the
-//! level and operator pieces of its Galerkin products are WGSL kernels now, in the kernel table
-//! with f32 CPU twins in binding order ([`crate::gpu::twins::multilevel`]):
+//! # On the device (issue 13's GPU backend)
+//! `--backend gpu` computes each Newton direction on the device
+//! ([`MultilevelSolver::attach_device`], [`device::DeviceDirection`]): the host keeps the f64
+//! gradient, the Hessian terms (per-vertex/pair base, lagged elastic Hessian, cubature element
+//! Hessians, contact stencils, all assembled as on the CPU path), the 12×12 Galerkin block
+//! diagonals and their inverses, the CCD/inversion step filter and the Armijo line search; it
+//! uploads the two Hessians and `−g` each iteration, and the device runs the affine and SMS
+//! block-Jacobi PCGs (Galerkin products lift → H·x → restrict, every vector update and dot
+//! product on the device), the residual update `r ← r − H U q` and the N_cg Jacobi-PCG smoother,
+//! and hands back `d` and `d_s` (32·n bytes). The descent fallback reruns the smoother from zero
+//! there. Differences from the f64 path: f32 throughout the direction, and the SMS level is
+//! preconditioned by block Jacobi alone (the affine coarse correction, a small dense f64
+//! Cholesky, stays host-only: on the stack's landing step that costs 561 → 426 SMS CG on the
+//! CPU). `auto` still picks the CPU for multilevel (the device path has not been profiled on a
+//! real GPU). The kernels, in the kernel table with f32 CPU twins in binding order
+//! ([`crate::gpu::twins::multilevel`]):
 //! - `ml_lift`: `u = P U q`, per vertex over its (handle, weighted frame) list, zero at pins;
 //! - `ml_restrict`: `q = Uᵀ P y`, one 64-invocation workgroup per handle gathering over the
 //!   handle's (vertex, weighted frame) list — strided partial sums, then a workgroup tree; no
 //!   atomics; pinned vertices skipped;
 //! - `ml_block_apply`: `z_h = B_h r_h` with the inverted 12×12 blocks, one invocation per row
 //!   of a handle's `[A | t]`;
-//! - `ml_element_hv`: the cubature element terms `s_e·H_e x̄_e` per corner (zero at pinned
-//!   corners), summed per vertex by the existing `gather_gradient` over the terms' CSR.
+//! - `ml_element_hv`: the element terms `s_e·H_e x̄_e` per corner (zero at pinned corners) —
+//!   the cubature samples, and the IPC contact stencils as terms of scale 1 whose obstacle
+//!   corners (no DOF) carry zero rows and columns ([`DeviceTerms`]) — summed per vertex by the
+//!   existing `gather_gradient` over the terms' CSR;
+//! - `ml_bsr_hv`: the base term as 3×3 block rows holding both triangles ([`BsrArrays`]: inertia,
+//!   barrier, surface pairs, identity on pinned rows, and at the full-space level the lagged
+//!   elastic Hessian), gathered per row, adding the gathered element/contact terms: one H·x is
+//!   three dispatches. With the inverse diagonal as its blocks it is the Jacobi preconditioner.
+//!   No existing kernel fitted: `hess_vec` (JGS2) takes a per-vertex 3×3 block, not a sparse
+//!   base with surface-pair couplings and identity pinned rows, and no element scales.
+//!
+//! The PCG ([`device::DevicePcg`]) is [`crate::solver::pcg::pcg`] with its vector work on the
+//! device backend's `dev_combine`/`dev_dots` kernels (which gained a four-lane mode for subspace
+//! vectors) and its coefficients `rz/pAp`, `rz'/rz` formed on the device from scalar slots;
+//! the host reads five scalars per iteration to decide when to stop.
 //!
 //! A subspace vector on the device is three vec4s per handle, the rows of `[A_h | t_h]`: the
 //! f64 level's 12-DOF layout read as f32 words. The host arrays come from
@@ -129,7 +155,7 @@
 //! rounded once, so frames keep f32 relative precision wherever the scene sits — and
 //! [`pack_blocks`]. `tests/gpu_multilevel.rs` checks each kernel on the GPU against its twin and
 //! each twin against the f64 routine ([`Level::lift`], [`Level::restrict`], the product with
-//! [`invert_blocks`]' blocks, [`HessianOperator::apply`]'s element terms) on a 625-vertex pinned
+//! [`invert_blocks`]' blocks, [`HessianOperator::apply`]) on a 625-vertex pinned
 //! beam's SMS basis (6 handles, rows of 149–248 vertices) and its affine level (one row of
 //! 625), each against the rounding bound `d·u·‖Σ|terms|‖/‖exact‖` of its sums (u = 2⁻²⁴, d the
 //! depth of the summation chain; 4e-7–4e-5 here). Measured (ten random draws, five each on
@@ -141,18 +167,36 @@
 //! (4e-4–2e-3): the restricted element forces cancel, the affine level's translation rows
 //! exactly, so its relative error is the larger.
 //!
-//! Next on the device: the base term's SpMV (inertia, obstacle barrier, and at the full-space
-//! level the lagged elastic Hessian, as block-sparse 3×3 rows) and the IPC stencils (the
-//! `ipc_pairs` kernel's PSD Hessians applied per pair and gathered per vertex), the SMS level's
-//! affine coarse correction; then a `MultilevelBackend` sub-trait of `PotentialBackend`
-//! (ARCHITECTURE.md) recording one Galerkin product (lift → H·v → restrict) and the
-//! block-Jacobi PCG's vector work (`dev_combine`, `dev_dots`) into one plan, the full-space
-//! Jacobi PCG and the line search on the existing `dev_*` kernels, and `--backend gpu`.
-//! `ml_restrict` gives each handle one workgroup: right for the SMS level (hundreds of handles,
-//! hundreds of vertices each) but serial-ish for the affine level, whose one handle per object
-//! covers the whole object (1,600 strided steps per invocation at 100k vertices); a two-pass
-//! form (per-chunk partials, then a per-handle sum) is the fix if the affine restriction shows
-//! in a profile.
+//! The full-space H·x (a random symmetric base on the elastic pattern, the cubature terms and
+//! 40 PSD contact stencils, a third with an obstacle corner), five draws over both stacks:
+//! within 9.8e-8 of [`HessianOperator::apply`] on the twins and the GPU, GPU vs twins 6.4e-8,
+//! under the componentwise bound (7.6e-6–1.1e-5). PCG against the f64 `pcg` on an SPD H of the
+//! same kinds of terms (five draws each stack): the SMS level's block-Jacobi PCG to 1e-4 takes
+//! exactly the f64 iteration count (21–23), its solution's true residual 4.5e-5–7.4e-5; the
+//! affine level (one handle, its block is the whole Galerkin matrix) converges in one; the
+//! full-space Jacobi smoother (40 iterations warm-started, H badly conditioned: hundreds of
+//! iterations to 1e-4) decreases `½dᵀHd − bᵀd` by within 1.8e-4 relative of the f64 decrease
+//! (bound 1e-3) and its direction is within 1.4e-2 of the f64 one in the H-norm of the step
+//! (bound 5e-2): f32 loses a little conjugacy over 40 iterations. Whole step (the stack's
+//! landing step, IPC with friction, the scene's ε): the device direction converges in 6 Newton
+//! iterations as the f64 path does, lands 7.2e-8 from Newton's 1e-10 solution in the mass norm
+//! (bound 1.3e-5) and 4.6e-10 m from the f64 multilevel solution at most per vertex, with CG
+//! counts per level 6–11% above the f64 run with the same SMS preconditioner (affine 115–116
+//! against 109, SMS 613–623 against 561, full 120 = 120). `jello run contact_stack --solver
+//! multilevel --backend gpu --steps 15` (lavapipe): 15/15 steps converged, 105 Newton iterations
+//! as on the CPU, the last frame within 5.4e-9 m of the CPU run's.
+//!
+//! Next on the device: the SMS coarse correction (`Rᵀ G R` from 12 Galerkin products per object
+//! on the device, its small Cholesky on the host: one subspace vector each way per PCG
+//! iteration), then the gradient, step filter and line-search energies on the `dev_*` kernels
+//! (the device backend's `PotentialBackend`; IPC contact there needs the `ipc_pairs` kernels
+//! wired in), so that H's terms are assembled where they are used instead of uploaded each
+//! iteration (today: the base and lagged BSR, 48 bytes a block, and 576 bytes per cubature
+//! sample and contact stencil). `ml_restrict` gives each handle one workgroup: right for the SMS
+//! level (hundreds of handles, hundreds of vertices each) but serial-ish for the affine level,
+//! whose one handle per object covers the whole object (1,600 strided steps per invocation at
+//! 100k vertices); a two-pass form (per-chunk partials, then a per-handle sum) is the fix if the
+//! affine restriction shows in a profile.
 //!
 //! # Next steps
 //! - Conditioning of the SMS level under contact: its PCG takes 100–180 iterations per solve
@@ -160,9 +204,9 @@
 //!   candidates are a sparse assembled UᵀHU (blocks couple only where supports overlap)
 //!   factored per iteration, or a contact-aware coarse space. Then the 100k-tet
 //!   heterogeneous bench of the issue.
-//! - The rest of the GPU backend (see "On the device" above): lagged BSR SpMV, contact
-//!   stencils, the coarse correction, PCG vector work and the line-search energies, wired
-//!   into a `MultilevelBackend`. Until then `--solver multilevel` runs on the CPU.
+//! - The rest of the GPU backend (see "On the device" above): the SMS coarse correction, and
+//!   the gradient, step filter and line-search energies on the device so that H's terms need
+//!   not cross the bus each iteration.
 //! - JGS2 as the smoother in place of Jacobi PCG.
 //! - The benches of issue 13 beyond the stiffness sweep: the heterogeneous ~100k-tet hoop
 //!   scene against Newton's Cholesky over 30 steps, on the CPU and the GPU.

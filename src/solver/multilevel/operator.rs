@@ -294,7 +294,7 @@ impl BsrArrays {
     /// `(r/3, c/3)`. Errors when `m`'s order is not a multiple of 3 or the blocks exceed u32.
     pub fn from_sym(m: &SymSparse) -> Result<Self> {
         let n3 = m.n();
-        if n3 % 3 != 0 {
+        if !n3.is_multiple_of(3) {
             return Err(JelloError::Invalid(format!(
                 "block rows: matrix order {n3} is not a multiple of 3"
             )));
