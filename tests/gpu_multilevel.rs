@@ -1186,8 +1186,8 @@ fn level_block_jacobi_pcg_matches_the_f64_pcg() {
 /// Newton's x* in the mass norm (the shared helper's argument: E is strongly convex with modulus
 /// M/h² near x*); the device and f64 solutions then agree within the sum of their two bounds
 /// (triangle inequality through x*) — the f32 direction changes the path, not the minimiser —
-/// and its CG counts per level are within 20% of the f64 run with the device's SMS
-/// preconditioner (block Jacobi alone).
+/// and its CG counts per level are within 20% of the f64 run's, with the SMS level's coarse
+/// correction (default; host f64 on the device path) and without it (block Jacobi alone).
 #[test]
 fn device_direction_converges_on_a_contact_step() {
     use jello::gpu::Device;
@@ -1249,9 +1249,9 @@ fn device_direction_converges_on_a_contact_step() {
         assert!(dist <= bound, "{name}: {dist:e} > {bound:e}");
         (x, bound, st)
     };
-    let (x_cpu, b_cpu, _) = run(None, params);
-    // The device preconditions the SMS level by block Jacobi alone: the f64 run with the same
-    // preconditioner is the one its PCG counts compare with.
+    let (x_cpu, b_cpu, st_cpu) = run(None, params);
+    // The same step with the SMS level preconditioned by block Jacobi alone (the coarse
+    // correction off): the device's block-Jacobi PCG without its host correction.
     let block_jacobi = MultilevelParams {
         sms_coarse: false,
         ..params
@@ -1262,18 +1262,27 @@ fn device_direction_converges_on_a_contact_step() {
     for dev in devs {
         let name = dev.info().to_string();
         let (x_dev, b_dev, st) = run(Some(dev), params);
+        // The block-Jacobi-only variant on a second device of the same kind.
+        let again = if name.starts_with("cpu") {
+            Device::cpu()
+        } else {
+            common::gpu_device().expect("the adapter just used")
+        };
+        let (_, _, st_dev_bj) = run(Some(again), block_jacobi);
         // f32 round-off moves each level solve's stopping point by an iteration or two (the
-        // level tests above) and the Newton path with it; a wrong product or coefficient would
-        // change the counts by far more than 20% (measured: 6–11% more on lavapipe and llvmpipe).
-        for (what, got, want) in [
-            ("affine", st.affine_cg, st_bj.affine_cg),
-            ("SMS", st.sms_cg, st_bj.sms_cg),
-            ("full", st.full_cg, st_bj.full_cg),
-        ] {
-            assert!(
-                got.abs_diff(want) <= 2.max(want / 5),
-                "{name}: {what} CG {got} against the f64 block-Jacobi run's {want}"
-            );
+        // level tests above) and the Newton path with it; a wrong product, coefficient or
+        // correction would change the counts by far more than 20%.
+        for (variant, st, want) in [("default", st, st_cpu), ("block Jacobi", st_dev_bj, st_bj)] {
+            for (what, got, want) in [
+                ("affine", st.affine_cg, want.affine_cg),
+                ("SMS", st.sms_cg, want.sms_cg),
+                ("full", st.full_cg, want.full_cg),
+            ] {
+                assert!(
+                    got.abs_diff(want) <= 2.max(want / 5),
+                    "{name} ({variant}): {what} CG {got} against the f64 run's {want}"
+                );
+            }
         }
         let dist = common::m_dist(m, &x_dev, &x_cpu);
         eprintln!(

@@ -526,8 +526,8 @@ pub fn setup_on(
         }
     }
     if choice.backend == Backend::Gpu && config.solver == "multilevel" && !strict {
-        // Opt-in: the device path uploads H every iteration, lacks the SMS coarse correction
-        // and has not been profiled on a hardware GPU, so `auto` keeps the f64 path.
+        // Opt-in: the device path uploads H every iteration, solves the SMS coarse correction on
+        // the host and has not been profiled on a hardware GPU, so `auto` keeps the f64 path.
         fall_back(
             &mut choice,
             "multilevel runs its direction on the GPU only with --backend gpu".to_string(),

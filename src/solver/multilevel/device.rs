@@ -347,6 +347,10 @@ const SLOTS: usize = 5;
 /// Records `out = A v` into a plan.
 pub type RecordOp<'a> = dyn FnMut(&mut Plan, &Buf<GpuVec4>, &Buf<GpuVec4>) + 'a;
 
+/// A host f64 routine `r ↦ c(r)` added to a device preconditioner's output
+/// ([`DevicePcg::solve_corrected`]).
+pub type HostCorrection<'a> = dyn FnMut(&[f64]) -> Result<Vec<f64>> + 'a;
+
 /// PCG on a device over vectors of `n` vec4s (see the module docs); the scratch vectors are
 /// allocated once.
 pub struct DevicePcg {
@@ -356,6 +360,7 @@ pub struct DevicePcg {
     z: Buf<GpuVec4>,
     ap: Buf<GpuVec4>,
     p: [Buf<GpuVec4>; 2],
+    corr: Buf<GpuVec4>,
     scal: Buf<f32>,
     part: [Buf<f32>; 3],
 }
@@ -372,6 +377,7 @@ impl DevicePcg {
             z: dev.alloc("pcg z", n)?,
             ap: dev.alloc("pcg Ap", n)?,
             p: [dev.alloc("pcg p", n)?, dev.alloc("pcg p'", n)?],
+            corr: dev.alloc("pcg host correction", n)?,
             scal: dev.alloc("pcg scalars", SLOTS)?,
             part: [
                 dev.alloc("pcg partials ab", g)?,
@@ -478,6 +484,69 @@ impl DevicePcg {
         tolerance: f64,
         max_iterations: usize,
     ) -> Result<PcgOutcome> {
+        self.solve_corrected(
+            dev,
+            apply,
+            precond,
+            None,
+            b,
+            x,
+            warm,
+            tolerance,
+            max_iterations,
+        )
+    }
+
+    /// `z += c(r)` by a host routine on the vector's f64 values (all four lanes of each vec4,
+    /// or xyz): the plan so far is submitted, r read, c(r) written and added on the device.
+    fn host_correct(
+        &self,
+        dev: &mut Device,
+        plan: &mut Plan,
+        correction: &mut HostCorrection,
+    ) -> Result<()> {
+        dev.submit(plan)?;
+        *plan = Plan::new();
+        let lanes = if self.lanes4 { 4 } else { 3 };
+        let r: Vec<f64> = dev
+            .read(&self.r)?
+            .iter()
+            .flat_map(|v| v[..lanes].iter().map(|&x| x as f64).collect::<Vec<_>>())
+            .collect();
+        let c = correction(&r)?;
+        let cv: Vec<GpuVec4> = c
+            .chunks(lanes)
+            .map(|w| {
+                let mut v = [0.0f32; 4];
+                for (o, &x) in v.iter_mut().zip(w) {
+                    *o = x as f32;
+                }
+                v
+            })
+            .collect();
+        dev.write(&self.corr, 0, &cv)?;
+        self.combine(
+            plan, &self.z, &self.corr, 1.0, 0.0, SLOT_NONE, SLOT_NONE, false,
+        );
+        Ok(())
+    }
+
+    /// [`Self::solve`] with the preconditioner `P⁻¹ r = precond(r) + correction(r)`, the
+    /// correction a host f64 routine (the SMS level's affine coarse solve): one more
+    /// synchronisation and one vector each way per iteration.
+    #[allow(clippy::too_many_arguments)]
+    pub fn solve_corrected(
+        &mut self,
+        dev: &mut Device,
+        apply: &mut RecordOp,
+        precond: &mut RecordOp,
+        mut correction: Option<&mut HostCorrection>,
+        b: &Buf<GpuVec4>,
+        x: &Buf<GpuVec4>,
+        warm: bool,
+        tolerance: f64,
+        max_iterations: usize,
+    ) -> Result<PcgOutcome> {
         let (r, z, ap) = (self.r, self.z, self.ap);
         let mut plan = Plan::new();
         self.dots(&mut plan, b, b, None, Some(BB));
@@ -515,6 +584,9 @@ impl DevicePcg {
             self.combine(&mut plan, x, &p, 0.0, -1.0, rz, PAP, false);
             self.combine(&mut plan, &r, &ap, 0.0, 1.0, rz, PAP, false);
             precond(&mut plan, &r, &z);
+            if let Some(c) = correction.as_deref_mut() {
+                self.host_correct(dev, &mut plan, c)?;
+            }
             self.dots(&mut plan, &r, &z, Some(rz_next), Some(RR));
             // p' = z + (rz'/rz) p.
             self.combine(&mut plan, &p_next, &z, 1.0, 0.0, SLOT_NONE, SLOT_NONE, true);
@@ -674,13 +746,15 @@ impl DeviceDirection {
     /// (`level_blocks[i]`: its inverted Galerkin blocks, [`super::invert_blocks`]) to relative
     /// `level_tolerance` or `level_max` iterations and updates `d += U q`, `r −= H U q`; then
     /// the smoother runs Jacobi PCG on `H_l d = rhs` from `d` (from zero without `subspace`)
-    /// for `n_cg` iterations or to relative `full_tolerance`.
+    /// for `n_cg` iterations or to relative `full_tolerance`. `sms_correction`, when given, is
+    /// added to the SMS level's preconditioner on the host ([`DevicePcg::solve_corrected`]).
     #[allow(clippy::too_many_arguments)]
     pub fn solve(
         &mut self,
         rhs: &[f64],
         subspace: bool,
         level_blocks: [Option<&[[f64; 144]]>; 2],
+        mut sms_correction: Option<&mut HostCorrection>,
         level_tolerance: f64,
         level_max: usize,
         n_cg: usize,
@@ -708,10 +782,16 @@ impl DeviceDirection {
                 dev.submit(&plan)?;
                 plan = Plan::new();
                 let blocks = DeviceBlocks::new(dev, inv)?;
-                let out = slot.pcg.solve(
+                let correction = if k == 1 {
+                    sms_correction.as_deref_mut()
+                } else {
+                    None
+                };
+                let out = slot.pcg.solve_corrected(
                     dev,
                     &mut |p: &mut Plan, v, o| slot.level.record_galerkin(p, &h.sub, v, o),
                     &mut |p: &mut Plan, r, z| blocks.record(p, r, z),
+                    correction,
                     &slot.b,
                     &slot.q,
                     false,

@@ -121,10 +121,11 @@
 //! block-Jacobi PCGs (Galerkin products lift → H·x → restrict, every vector update and dot
 //! product on the device), the residual update `r ← r − H U q` and the N_cg Jacobi-PCG smoother,
 //! and hands back `d` and `d_s` (32·n bytes). The descent fallback reruns the smoother from zero
-//! there. Differences from the f64 path: f32 throughout the direction, and the SMS level is
-//! preconditioned by block Jacobi alone (the affine coarse correction, a small dense f64
-//! Cholesky, stays host-only: on the stack's landing step that costs 561 → 426 SMS CG on the
-//! CPU). `auto` still picks the CPU for multilevel (the device path has not been profiled on a
+//! there. The SMS level's affine coarse correction stays host f64 (`RᵀGR` from 12 host Galerkin
+//! products per object, as on the CPU path, and its small Cholesky): each SMS PCG iteration
+//! reads the residual (one subspace vector), solves on the host and adds the correction to the
+//! device's block Jacobi ([`device::DevicePcg::solve_corrected`]). `auto` still picks the CPU
+//! for multilevel (the device path uploads H each iteration and has not been profiled on a
 //! real GPU). The kernels, in the kernel table with f32 CPU twins in binding order
 //! ([`crate::gpu::twins::multilevel`]):
 //! - `ml_lift`: `u = P U q`, per vertex over its (handle, weighted frame) list, zero at pins;
@@ -180,15 +181,15 @@
 //! (bound 5e-2): f32 loses a little conjugacy over 40 iterations. Whole step (the stack's
 //! landing step, IPC with friction, the scene's ε): the device direction converges in 6 Newton
 //! iterations as the f64 path does, lands 7.2e-8 from Newton's 1e-10 solution in the mass norm
-//! (bound 1.3e-5) and 4.6e-10 m from the f64 multilevel solution at most per vertex, with CG
-//! counts per level 6–11% above the f64 run with the same SMS preconditioner (affine 115–116
-//! against 109, SMS 613–623 against 561, full 120 = 120). `jello run contact_stack --solver
-//! multilevel --backend gpu --steps 15` (lavapipe): 15/15 steps converged, 105 Newton iterations
-//! as on the CPU, the last frame within 5.4e-9 m of the CPU run's.
+//! (bound 1.3e-5) and within 8.8e-11 m of the f64 multilevel solution per vertex (twins, lavapipe,
+//! llvmpipe), with CG counts per level at most 12% above the f64 run's (affine 114–116 against
+//! 109, SMS 474–479 against 426, full 120 = 120; with block Jacobi alone on both, SMS 613–623
+//! against 561). `jello run contact_stack --solver multilevel --backend gpu --steps 15`
+//! (lavapipe): 15/15 steps converged, 105 Newton iterations as on the CPU, the last frame within
+//! 2.9e-9 m of the CPU run's.
 //!
-//! Next on the device: the SMS coarse correction (`Rᵀ G R` from 12 Galerkin products per object
-//! on the device, its small Cholesky on the host: one subspace vector each way per PCG
-//! iteration), then the gradient, step filter and line-search energies on the `dev_*` kernels
+//! Next on the device: `RᵀGR`'s Galerkin products on the device (they are host f64 today), then
+//! the gradient, step filter and line-search energies on the `dev_*` kernels
 //! (the device backend's `PotentialBackend`; IPC contact there needs the `ipc_pairs` kernels
 //! wired in), so that H's terms are assembled where they are used instead of uploaded each
 //! iteration (today: the base and lagged BSR, 48 bytes a block, and 576 bytes per cubature
@@ -204,9 +205,9 @@
 //!   candidates are a sparse assembled UᵀHU (blocks couple only where supports overlap)
 //!   factored per iteration, or a contact-aware coarse space. Then the 100k-tet
 //!   heterogeneous bench of the issue.
-//! - The rest of the GPU backend (see "On the device" above): the SMS coarse correction, and
-//!   the gradient, step filter and line-search energies on the device so that H's terms need
-//!   not cross the bus each iteration.
+//! - The rest of the GPU backend (see "On the device" above): the coarse matrix's products,
+//!   and the gradient, step filter and line-search energies on the device so that H's terms
+//!   need not cross the bus each iteration.
 //! - JGS2 as the smoother in place of Jacobi PCG.
 //! - The benches of issue 13 beyond the stiffness sweep: the heterogeneous ~100k-tet hoop
 //!   scene against Newton's Cholesky over 30 steps, on the CPU and the GPU.

@@ -157,8 +157,9 @@ impl MultilevelSolver {
 
     /// Computes each Newton direction (the levels' PCGs and the smoother) on `device` from now
     /// on, in f32 (`--backend gpu`; the CPU twins with [`Device::cpu`]); gradients, Hessian
-    /// terms, the step filter and the line search stay f64 on the host. The SMS level is
-    /// preconditioned by block Jacobi alone there (its affine coarse correction is host-only).
+    /// terms, the step filter and the line search stay f64 on the host, and so does the SMS
+    /// level's affine coarse correction (a small dense Cholesky, added to the device's block
+    /// Jacobi once per PCG iteration: one subspace vector each way).
     ///
     /// [`Device::cpu`]: crate::gpu::Device::cpu
     pub fn attach_device(&mut self, device: crate::gpu::Device) -> Result<()> {
@@ -568,17 +569,43 @@ impl StepSolver for MultilevelSolver {
                 }
             };
             let (d_s, mut d) = if let Some(dd) = self.device.as_mut() {
-                // The direction on the device (f32): H uploaded, levels and smoother there,
-                // the SMS level block Jacobi alone (the coarse correction is host f64 only).
+                // The direction on the device (f32): H uploaded, levels and smoother there. The
+                // SMS level's coarse correction is host f64 (its small Cholesky, and `RᵀGR`
+                // from 12 Galerkin products per object as on the CPU path), added to the
+                // device's block Jacobi once per PCG iteration.
                 dd.upload(&h_sub, &h_lag)?;
                 let inv = [&self.affine, &self.sms].map(|l| {
                     l.as_ref()
                         .map(|l| invert_blocks(&h_sub.galerkin_diagonal(l)))
                 });
+                let coarse = match (&self.sms_coarse, &self.sms) {
+                    (Some(c), Some(level)) => {
+                        let (mut u, mut hu) = (vec![0.0; n], vec![0.0; n]);
+                        c.factor(
+                            &mut |q: &[f64], out: &mut [f64]| {
+                                level.lift(q, &mut u);
+                                h_sub.apply(&u, &mut hu);
+                                level.restrict(&hu, out);
+                            },
+                            level.dim(),
+                        )
+                    }
+                    _ => None,
+                };
+                let mut correction = coarse.as_ref().map(|(c, chol)| {
+                    move |r: &[f64]| -> Result<Vec<f64>> {
+                        let mut z = vec![0.0; r.len()];
+                        c.add_correction(chol, r, &mut z);
+                        Ok(z)
+                    }
+                });
                 let out = dd.solve(
                     &rhs,
                     true,
                     [inv[0].as_deref(), inv[1].as_deref()],
+                    correction
+                        .as_mut()
+                        .map(|f| f as &mut super::device::HostCorrection),
                     self.params.subspace_tolerance,
                     self.params.subspace_max_iterations,
                     self.n_cg,
@@ -618,6 +645,7 @@ impl StepSolver for MultilevelSolver {
                         &rhs,
                         false,
                         [None, None],
+                        None,
                         0.0,
                         0,
                         self.n_cg,
