@@ -690,7 +690,8 @@ fn element_galerkin_product_runs_as_one_plan() {
 
 /// The twins refuse malformed lists with an error instead of panicking or reading out of
 /// bounds (the GPU would read clamped garbage): a handle index past the subspace vector, a
-/// vertex index past the vertex arrays, decreasing offsets, a short block buffer.
+/// vertex index past the vertex arrays, a block column past x, decreasing offsets, a short
+/// block buffer.
 #[test]
 fn twins_reject_malformed_lists() {
     use jello::gpu::Device;
@@ -731,6 +732,34 @@ fn twins_reject_malformed_lists() {
     };
     restrict(&mut dev, &ok_idx).expect("well-formed lists run");
     assert!(restrict(&mut dev, &far_idx).is_err(), "vertex 5 of 2");
+    // Block rows over 2 vertices: a column past x, decreasing offsets, too few blocks.
+    let id = jello::gpu::GpuMat3::from_rows([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]);
+    let blocks = dev.upload("bsr blocks", &[id; 2]).unwrap();
+    let one_block = dev.upload("one bsr block", &[id]).unwrap();
+    let bsr = |dev: &mut Device,
+               p: &jello::gpu::Buf<u32>,
+               c: &jello::gpu::Buf<u32>,
+               b: &jello::gpu::Buf<jello::gpu::GpuMat3>| {
+        dev.dispatch(
+            Kernel::MlBsrHv,
+            &[p.id(), c.id(), b.id(), y.id(), y.id(), u.id()],
+            Params::new(),
+            2,
+        )
+    };
+    bsr(&mut dev, &ptr, &ok_idx, &blocks).expect("well-formed rows run");
+    assert!(
+        bsr(&mut dev, &ptr, &far_idx, &blocks).is_err(),
+        "column 5 of 2"
+    );
+    assert!(
+        bsr(&mut dev, &bad_ptr, &ok_idx, &blocks).is_err(),
+        "decreasing offsets"
+    );
+    assert!(
+        bsr(&mut dev, &ptr, &ok_idx, &one_block).is_err(),
+        "one block for two"
+    );
     // Block apply over one handle (3 rows) needs 36 block vec4s.
     let short = dev.upload("blocks", &[[0.0f32; 4]; 35]).unwrap();
     let z = dev.upload("z", &[[0.0f32; 4]; 3]).unwrap();

@@ -1,9 +1,13 @@
 //! The multilevel solver's Hessian-vector products and PCG on a [`Device`] (a GPU, or the WGSL
 //! kernels' CPU twins): the full-space `H·x` as three dispatches (element and contact terms per
 //! corner, their per-vertex gather, the block-sparse base with the gathered terms added), a
-//! level's Galerkin product `Uᵀ H U q` (lift, H·x, restrict) and a PCG whose every vector update
-//! and dot product stays on the device, the host reading four scalars per iteration to decide
-//! when to stop — the same algorithm as the f64 [`pcg`](crate::solver::pcg::pcg).
+//! level's Galerkin product `Uᵀ H U q` (lift, H·x, restrict), a PCG whose every vector update
+//! and dot product stays on the device, the host reading its five scalar slots once per
+//! iteration to decide when to stop — the same algorithm as the f64
+//! [`pcg`](crate::solver::pcg::pcg) — and, on these, the multilevel Newton direction
+//! ([`DeviceDirection`]: affine and SMS levels, then the smoother; `--backend gpu`). A host f64
+//! term can be added to a preconditioner ([`DevicePcg::solve_corrected`]: the SMS level's affine
+//! coarse correction) at one more synchronisation per iteration.
 //!
 //! The PCG's coefficients never cross the bus: `α = rz/pAp` and `β = rz'/rz` are ratios of
 //! scalar slots that `dev_combine` forms on the device (a ratio with a non-positive or
