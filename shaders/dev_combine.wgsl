@@ -5,6 +5,8 @@
 //   y[v] = c·x[v]            (flags & 1: set)        y[v] += c·x[v]   (else)
 //   part[g] = Σ_{v in group g} z[v]·y[v]   (flags & 2, after the update; 256 vertices a group)
 //   scal[store] = R          (invocation 0 of group 0, when store is given)
+// With flags & 4 all four lanes are updated and dotted (the multilevel solver's subspace vectors,
+// three full vec4s per handle); otherwise xyz, and y.w = 0.
 // Slots (10 bits each, 1023 = none): u0 = a | num << 10 | den << 20, u1 = store | flags << 10.
 // The store slot is never one of the slots read (the host checks), so the write cannot race.
 #import params
@@ -45,12 +47,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let c = P.f0 * a - P.f1 * r;
     var d = 0.0;
     if v < P.n {
-        var yv = c * x[v].xyz;
-        if (flags & 1u) == 0u {
-            yv += y[v].xyz;
+        if (flags & 4u) != 0u {
+            var yv = c * x[v];
+            if (flags & 1u) == 0u {
+                yv += y[v];
+            }
+            y[v] = yv;
+            d = dot(z[v], yv);
+        } else {
+            var yv = c * x[v].xyz;
+            if (flags & 1u) == 0u {
+                yv += y[v].xyz;
+            }
+            y[v] = vec4<f32>(yv, 0.0);
+            d = dot(z[v].xyz, yv);
         }
-        y[v] = vec4<f32>(yv, 0.0);
-        d = dot(z[v].xyz, yv);
     }
     if (flags & 2u) != 0u {
         let s = wg_sum3(lid.x, vec3<f32>(d, 0.0, 0.0));

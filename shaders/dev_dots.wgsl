@@ -1,5 +1,6 @@
 // Three dot products of two vec4 fields in one pass (jello::solver::backend::Backend::dots),
-// per group g of 256 vertices:  p_ab[g] = Σ a·b,   p_aa[g] = Σ a·a,   p_bb[g] = Σ b·b.
+// per group g of 256 vertices:  p_ab[g] = Σ a·b,   p_aa[g] = Σ a·a,   p_bb[g] = Σ b·b, over xyz
+// (all four lanes when u0 & 1: the multilevel solver's subspace vectors).
 #import params
 #import wg_reduce
 
@@ -15,9 +16,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let v = g * 256u + lid.x;
     var d = vec3<f32>(0.0);
     if v < P.n {
-        let av = a[v].xyz;
-        let bv = b[v].xyz;
-        d = vec3<f32>(dot(av, bv), dot(av, av), dot(bv, bv));
+        if (P.u0 & 1u) != 0u {
+            let av = a[v];
+            let bv = b[v];
+            d = vec3<f32>(dot(av, bv), dot(av, av), dot(bv, bv));
+        } else {
+            let av = a[v].xyz;
+            let bv = b[v].xyz;
+            d = vec3<f32>(dot(av, bv), dot(av, av), dot(bv, bv));
+        }
     }
     let s = wg_sum3(lid.x, d);
     if lid.x == 0u {

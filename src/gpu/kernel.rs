@@ -109,11 +109,28 @@ pub enum Kernel {
     /// Per-vertex gather of the pair gradients (added to `g`) and, with flag 1, of the pair
     /// Hessians' diagonal blocks (added to `hdiag`) over the vertex→(pair, slot) CSR.
     IpcGather,
+    // ---- multilevel solver (`twins::multilevel`; issue 13) ----
+    /// Lift `u = P U q` of a subspace vector, gathered per vertex over its (handle, weighted
+    /// frame) CSR; zero on pinned vertices.
+    MlLift,
+    /// Restriction `q = Uᵀ P y`, one 64-invocation workgroup per handle gathering over the
+    /// handle's (vertex, weighted frame) CSR (no atomics); pinned vertices skipped.
+    MlRestrict,
+    /// Block-Jacobi application `z_h = B_h r_h` with the inverted 12×12 blocks, one invocation
+    /// per row vec4 of a subspace vector.
+    MlBlockApply,
+    /// Cubature element terms of H·x into per-corner outputs (`scale·K_e x̄_e`, zero at pinned
+    /// corners), summed per vertex by [`Kernel::GatherGradient`] over the terms' CSR.
+    MlElementHv,
+    /// Block-sparse (3×3 BSR, both triangles per row) product `y = B x (+ add)` per vertex: the
+    /// base term of H·x (inertia, barrier, pins, the lagged elastic Hessian), adding the
+    /// gathered element/contact terms; with the inverse diagonal, the Jacobi preconditioner.
+    MlBsrHv,
 }
 
 impl Kernel {
     /// All kernels, in table order.
-    pub const ALL: [Kernel; 41] = [
+    pub const ALL: [Kernel; 46] = [
         Kernel::Axpy,
         Kernel::Scale,
         Kernel::ReduceSum,
@@ -158,6 +175,12 @@ impl Kernel {
         // ---- IPC contact pairs ----
         Kernel::IpcPairs,
         Kernel::IpcGather,
+        // ---- multilevel solver ----
+        Kernel::MlLift,
+        Kernel::MlRestrict,
+        Kernel::MlBlockApply,
+        Kernel::MlElementHv,
+        Kernel::MlBsrHv,
     ];
     /// Index into [`Kernel::ALL`] / [`KERNELS`].
     pub fn index(self) -> usize {
@@ -258,7 +281,7 @@ const TN: usize = size_of::<GpuTreeNode>();
 const PR: usize = size_of::<GpuPair>();
 
 /// The kernel table, indexed by [`Kernel::index`].
-pub static KERNELS: [KernelDesc; 41] = [
+pub static KERNELS: [KernelDesc; 46] = [
     KernelDesc {
         kernel: Kernel::Axpy,
         name: "axpy",
@@ -1008,6 +1031,91 @@ pub static KERNELS: [KernelDesc; 41] = [
                 b.rw(5),
                 b.rw(6),
             )
+        },
+    },
+    // ---- multilevel solver ----
+    KernelDesc {
+        kernel: Kernel::MlLift,
+        name: "ml_lift",
+        bindings: &[
+            b("q", R, V4, Len::Any),
+            b("vptr", R, U, Len::PerItemPlusOne(1)),
+            b("vhandle", R, U, Len::Any),
+            b("vframe", R, V4, Len::Any),
+            b("vinfo", R, VI, Len::PerItem(1)),
+            b("u", W, V4, Len::PerItem(1)),
+        ],
+        items_per_group: 64,
+        cpu: |p, b| {
+            twins::multilevel::ml_lift(p, b.ro(0), b.ro(1), b.ro(2), b.ro(3), b.ro(4), b.rw(5))
+        },
+    },
+    KernelDesc {
+        kernel: Kernel::MlRestrict,
+        name: "ml_restrict",
+        bindings: &[
+            b("y", R, V4, Len::Any),
+            b("hptr", R, U, Len::PerItemPlusOne(1)),
+            b("hvertex", R, U, Len::Any),
+            b("hframe", R, V4, Len::Any),
+            b("vinfo", R, VI, Len::Any),
+            b("q", W, V4, Len::PerItem(3)),
+        ],
+        // One workgroup (64 invocations) per handle.
+        items_per_group: 1,
+        cpu: |p, b| {
+            twins::multilevel::ml_restrict(p, b.ro(0), b.ro(1), b.ro(2), b.ro(3), b.ro(4), b.rw(5))
+        },
+    },
+    KernelDesc {
+        kernel: Kernel::MlBlockApply,
+        name: "ml_block_apply",
+        bindings: &[
+            b("blocks", R, V4, Len::PerItem(12)),
+            b("rv", R, V4, Len::PerItem(1)),
+            b("z", W, V4, Len::PerItem(1)),
+        ],
+        items_per_group: 64,
+        cpu: |p, b| twins::multilevel::ml_block_apply(p, b.ro(0), b.ro(1), b.rw(2)),
+    },
+    KernelDesc {
+        kernel: Kernel::MlElementHv,
+        name: "ml_element_hv",
+        bindings: &[
+            b("x", R, V4, Len::Any),
+            b("tets", R, T4, Len::PerItem(1)),
+            b("hess", R, F, Len::PerItem(144)),
+            b("scale", R, F, Len::PerItem(1)),
+            b("vinfo", R, VI, Len::Any),
+            b("out", W, V4, Len::PerItem(4)),
+        ],
+        items_per_group: 64,
+        cpu: |p, b| {
+            twins::multilevel::ml_element_hv(
+                p,
+                b.ro(0),
+                b.ro(1),
+                b.ro(2),
+                b.ro(3),
+                b.ro(4),
+                b.rw(5),
+            )
+        },
+    },
+    KernelDesc {
+        kernel: Kernel::MlBsrHv,
+        name: "ml_bsr_hv",
+        bindings: &[
+            b("rowptr", R, U, Len::PerItemPlusOne(1)),
+            b("cols", R, U, Len::Any),
+            b("blocks", R, M3, Len::Any),
+            b("x", R, V4, Len::Any),
+            b("add", R, V4, Len::Any),
+            b("y", W, V4, Len::PerItem(1)),
+        ],
+        items_per_group: 64,
+        cpu: |p, b| {
+            twins::multilevel::ml_bsr_hv(p, b.ro(0), b.ro(1), b.ro(2), b.ro(3), b.ro(4), b.rw(5))
         },
     },
 ];

@@ -115,6 +115,21 @@ static FILES: &[(&str, &str)] = &[
         "jgs2_vertex_terms",
         include_str!("../../shaders/jgs2_vertex_terms.wgsl"),
     ),
+    // ---- multilevel solver ----
+    (
+        "ml_block_apply",
+        include_str!("../../shaders/ml_block_apply.wgsl"),
+    ),
+    ("ml_bsr_hv", include_str!("../../shaders/ml_bsr_hv.wgsl")),
+    (
+        "ml_element_hv",
+        include_str!("../../shaders/ml_element_hv.wgsl"),
+    ),
+    ("ml_lift", include_str!("../../shaders/ml_lift.wgsl")),
+    (
+        "ml_restrict",
+        include_str!("../../shaders/ml_restrict.wgsl"),
+    ),
     ("reduce_dot", include_str!("../../shaders/reduce_dot.wgsl")),
     (
         "reduce_max_abs",

@@ -371,6 +371,10 @@ pub fn setup(built: &BuiltScene, backend: Backend, cache_dir: Option<&Path>) -> 
 /// - `qn`, `dot`, `lbfgs-h`: the same loop on the device backend (f32 kernels, the prefactored solve in f64 on
 ///   the CPU: [`DeviceBackend`]) or the f64 CPU backend ([`CpuBackend`]); scenes the device
 ///   backend cannot run (static solves, spheres or boxes) use the CPU.
+/// - `multilevel`: with `--backend gpu` (not `auto`) its Newton direction — the levels'
+///   block-Jacobi PCGs and the Jacobi-PCG smoother — runs on the device in f32
+///   ([`crate::solver::multilevel::MultilevelSolver::attach_device`]); gradients, Hessian terms,
+///   step filter and line search stay f64 on the CPU.
 /// - `admm`: the same loop on the device backend (f32 local steps and residuals, the
 ///   prefactored x-step in f64 on the CPU) or the f64 CPU backend; what ADMM refuses
 ///   (obstacles, static solves) is an error on either.
@@ -521,14 +525,45 @@ pub fn setup_on(
             }
         }
     }
+    if choice.backend == Backend::Gpu && config.solver == "multilevel" && !strict {
+        // Opt-in: the device path uploads H every iteration, solves the SMS coarse correction on
+        // the host and has not been profiled on a hardware GPU, so `auto` keeps the f64 path.
+        fall_back(
+            &mut choice,
+            "multilevel runs its direction on the GPU only with --backend gpu".to_string(),
+        );
+    }
     if choice.backend == Backend::Gpu && config.solver == "multilevel" {
-        // Its kernels (lift, restrict, H·v, block Jacobi, PCG) are the next step.
-        let why = "multilevel runs on the CPU backend only (its WGSL kernels are not written yet)"
-            .to_string();
-        if strict {
-            return Err(JelloError::Invalid(why));
+        // The Newton direction (levels and smoother) on the device; gradients, Hessian terms and
+        // the line search stay f64 on the host.
+        match Device::new(Backend::Gpu) {
+            Err(e) if strict => return Err(e),
+            Err(e) => fall_back(&mut choice, e.to_string()),
+            Ok(device) => {
+                let adapter = device.info().to_string();
+                let (mut solver, warnings) =
+                    build_multilevel(model, multilevel_params(config), cache_dir)?;
+                for w in warnings {
+                    eprintln!("warning: {w}");
+                }
+                match solver.attach_device(device) {
+                    Ok(()) => {
+                        let mut sim =
+                            Simulation::new(model.clone(), state, config.h, Box::new(solver))?;
+                        if config.static_solve {
+                            sim = sim.into_static(config.steps)?;
+                        }
+                        return Ok(Setup {
+                            sim,
+                            adapter: Some(adapter),
+                            choice,
+                        });
+                    }
+                    Err(e) if strict => return Err(e),
+                    Err(e) => fall_back(&mut choice, e.to_string()),
+                }
+            }
         }
-        fall_back(&mut choice, why);
     }
     let solver = make_solver_with(config, model, cache_dir, built_subspace)?;
     let mut sim = Simulation::new(model.clone(), state, config.h, solver)?;

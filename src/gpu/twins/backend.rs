@@ -19,6 +19,9 @@ pub const SLOT_NONE: u32 = 1023;
 pub const COMBINE_SET: u32 = 1;
 /// `dev_combine` flag (u1 >> 10): also the per-group partial dot z·y.
 pub const COMBINE_DOT: u32 = 2;
+/// `dev_combine` flag (u1 >> 10), and `dev_dots` u0 bit 0: all four lanes of each vec4 (the
+/// multilevel solver's subspace vectors, three full vec4s per handle) instead of xyz.
+pub const COMBINE_VEC4: u32 = 4;
 /// `dev_element_energy` / `dev_vertex_energy` mode (u0 bit 0): the reference pass.
 pub const ENERGY_REFERENCE: u32 = 1;
 /// `dev_element_energy` flag (u0 bit 1): the strict inversion floor.
@@ -31,6 +34,11 @@ pub fn dev_groups(n: usize) -> usize {
 
 fn v3(p: &GpuVec4) -> Vec3 {
     Vec3::new(p[0], p[1], p[2])
+}
+
+/// `dot(a, b)` of two vec4s in WGSL's lane order.
+fn dot4(a: &GpuVec4, b: &GpuVec4) -> f32 {
+    a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3]
 }
 
 fn v4(v: Vec3) -> GpuVec4 {
@@ -132,7 +140,14 @@ pub fn dev_combine(
     }
     let c = p.f0 * a - p.f1 * r;
     let set = flags & COMBINE_SET != 0;
+    let lanes4 = flags & COMBINE_VEC4 != 0;
     y[..n].par_iter_mut().zip(&x[..n]).for_each(|(y, x)| {
+        if lanes4 {
+            for (yk, xk) in y.iter_mut().zip(x) {
+                *yk = if set { c * xk } else { c * xk + *yk };
+            }
+            return;
+        }
         let mut yv = c * v3(x);
         if !set {
             yv += v3(y);
@@ -142,7 +157,18 @@ pub fn dev_combine(
     if flags & COMBINE_DOT != 0 {
         need(part.len(), dev_groups(n), "dev_combine part")?;
         let y = &*y;
-        let sums = per_group(n, |v| [v3(&z[v]).dot(v3(&y[v])), 0.0, 0.0], |a, b| a + b);
+        let sums = per_group(
+            n,
+            |v| {
+                let d = if lanes4 {
+                    dot4(&z[v], &y[v])
+                } else {
+                    v3(&z[v]).dot(v3(&y[v]))
+                };
+                [d, 0.0, 0.0]
+            },
+            |a, b| a + b,
+        );
         for (g, s) in sums.iter().enumerate() {
             part[g] = s[0];
         }
@@ -173,6 +199,10 @@ pub fn dev_dots(
     let sums = per_group(
         n,
         |v| {
+            if p.u0 & 1 != 0 {
+                let (av, bv) = (&a[v], &b[v]);
+                return [dot4(av, bv), dot4(av, av), dot4(bv, bv)];
+            }
             let (av, bv) = (v3(&a[v]), v3(&b[v]));
             [av.dot(bv), av.dot(av), bv.dot(bv)]
         },

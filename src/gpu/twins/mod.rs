@@ -16,6 +16,7 @@ pub mod ipc;
 pub mod jgs2;
 pub mod linalg;
 pub mod material;
+pub mod multilevel;
 pub mod surface;
 pub mod sym12;
 mod vector;

@@ -10,8 +10,30 @@
 //! object's affine map moves only its free vertices, and a fully pinned object contributes a
 //! zero block (identity-preconditioned, zero right-hand side).
 
+use crate::gpu::GpuVec4;
+use crate::{JelloError, Result};
 use jello_precompute::sms::{AffineBasis, SmsBasis, HANDLE_DOFS};
 use rayon::prelude::*;
+
+/// A level's two CSR lists as the multilevel kernels read them (`ml_lift`, `ml_restrict`;
+/// [`crate::gpu::twins::multilevel`]): offsets and indices as u32, and per entry the weighted
+/// frame `φ_vh·[x̄_v − o_h; 1]` (m, m, m, dimensionless) computed in f64 and rounded once to
+/// f32, so it keeps f32 relative precision wherever the scene sits.
+#[derive(Clone, Debug, Default)]
+pub struct LevelArrays {
+    /// Per-vertex offsets into `vertex_handle` / `vertex_frame` (`n + 1`).
+    pub vertex_ptr: Vec<u32>,
+    /// Handles covering each vertex.
+    pub vertex_handle: Vec<u32>,
+    /// Weighted frames matching `vertex_handle`.
+    pub vertex_frame: Vec<GpuVec4>,
+    /// Per-handle offsets into `handle_vertex` / `handle_frame` (`m + 1`).
+    pub handle_ptr: Vec<u32>,
+    /// Vertices each handle covers.
+    pub handle_vertex: Vec<u32>,
+    /// Weighted frames matching `handle_vertex`.
+    pub handle_frame: Vec<GpuVec4>,
+}
 
 /// A sparse skinning prolongation with 12 DOFs per handle (row-major `[A | t]`).
 #[derive(Clone, Debug)]
@@ -121,6 +143,47 @@ impl Level {
             self.vertex_weight[r.start + k],
             frame(self.rest[v], self.origin[h]),
         ))
+    }
+
+    /// The CSR lists and weighted frames the device kernels read ([`LevelArrays`]). Errors when
+    /// an offset does not fit in u32.
+    pub fn device_arrays(&self) -> Result<LevelArrays> {
+        let ptr32 = |p: &[usize]| -> Result<Vec<u32>> {
+            p.iter()
+                .map(|&k| {
+                    u32::try_from(k).map_err(|_| {
+                        JelloError::Invalid(format!(
+                            "{} level: CSR offset {k} does not fit the device's u32",
+                            self.name
+                        ))
+                    })
+                })
+                .collect()
+        };
+        let wf = |v: usize, h: usize, w: f64| -> GpuVec4 {
+            frame(self.rest[v], self.origin[h]).map(|c| (w * c) as f32)
+        };
+        let n = self.rest.len();
+        let mut vertex_frame = Vec::with_capacity(self.vertex_handle.len());
+        for v in 0..n {
+            for k in self.vertex_ptr[v]..self.vertex_ptr[v + 1] {
+                vertex_frame.push(wf(v, self.vertex_handle[k] as usize, self.vertex_weight[k]));
+            }
+        }
+        let mut handle_frame = Vec::with_capacity(self.handle_vertex.len());
+        for h in 0..self.n_handles() {
+            for k in self.handle_ptr[h]..self.handle_ptr[h + 1] {
+                handle_frame.push(wf(self.handle_vertex[k] as usize, h, self.handle_weight[k]));
+            }
+        }
+        Ok(LevelArrays {
+            vertex_ptr: ptr32(&self.vertex_ptr)?,
+            vertex_handle: self.vertex_handle.clone(),
+            vertex_frame,
+            handle_ptr: ptr32(&self.handle_ptr)?,
+            handle_vertex: self.handle_vertex.clone(),
+            handle_frame,
+        })
     }
 
     /// Lift `u = P U q` (m): `q` has [`Self::dim`] entries, `u` has `3n`; pinned vertices

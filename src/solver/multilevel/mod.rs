@@ -1,6 +1,7 @@
 //! The multilevel solver of Trusty, Levin and Kaufman ("Sparse, Geometry- and Material-Aware
 //! Bases for Multilevel Elastodynamic Simulation"; issue 13): `--solver multilevel`, f64 on
-//! the CPU.
+//! the CPU, or with its Newton direction in f32 on a device (`--backend gpu`; "On the device"
+//! below).
 //!
 //! An inexact projected Newton method whose direction comes from three levels applied one
 //! after another, on the step's full incremental potential (inertia, elasticity, obstacle
@@ -110,29 +111,119 @@
 //! (Newton: 482) and 53.5 s (Newton's Cholesky: 19.1 s); the first 15 steps of
 //! `contact_balls`, `contact_cup` and `contact_twist` all converged (125, 86, 32 iterations).
 //!
+//! # On the device (issue 13's GPU backend)
+//! `--backend gpu` computes each Newton direction on the device
+//! ([`MultilevelSolver::attach_device`], [`device::DeviceDirection`]): the host keeps the f64
+//! gradient, the Hessian terms (per-vertex/pair base, lagged elastic Hessian, cubature element
+//! Hessians, contact stencils, all assembled as on the CPU path), the 12×12 Galerkin block
+//! diagonals and their inverses, the CCD/inversion step filter and the Armijo line search; it
+//! uploads the two Hessians and `−g` each iteration, and the device runs the affine and SMS
+//! block-Jacobi PCGs (Galerkin products lift → H·x → restrict, every vector update and dot
+//! product on the device), the residual update `r ← r − H U q` and the N_cg Jacobi-PCG smoother,
+//! and hands back `d` and `d_s` (32·n bytes). The descent fallback reruns the smoother from zero
+//! there. The SMS level's affine coarse correction stays host f64 (`RᵀGR` from 12 host Galerkin
+//! products per object, as on the CPU path, and its small Cholesky): each SMS PCG iteration
+//! reads the residual (one subspace vector), solves on the host and adds the correction to the
+//! device's block Jacobi ([`device::DevicePcg::solve_corrected`]). `auto` still picks the CPU
+//! for multilevel (the device path uploads H each iteration and has not been profiled on a
+//! real GPU). The kernels, in the kernel table with f32 CPU twins in binding order
+//! ([`crate::gpu::twins::multilevel`]):
+//! - `ml_lift`: `u = P U q`, per vertex over its (handle, weighted frame) list, zero at pins;
+//! - `ml_restrict`: `q = Uᵀ P y`, one 64-invocation workgroup per handle gathering over the
+//!   handle's (vertex, weighted frame) list — strided partial sums, then a workgroup tree; no
+//!   atomics; pinned vertices skipped;
+//! - `ml_block_apply`: `z_h = B_h r_h` with the inverted 12×12 blocks, one invocation per row
+//!   of a handle's `[A | t]`;
+//! - `ml_element_hv`: the element terms `s_e·H_e x̄_e` per corner (zero at pinned corners) —
+//!   the cubature samples, and the IPC contact stencils as terms of scale 1 whose obstacle
+//!   corners (no DOF) carry zero rows and columns ([`DeviceTerms`]) — summed per vertex by the
+//!   existing `gather_gradient` over the terms' CSR;
+//! - `ml_bsr_hv`: the base term as 3×3 block rows holding both triangles ([`BsrArrays`]: inertia,
+//!   barrier, surface pairs, identity on pinned rows, and at the full-space level the lagged
+//!   elastic Hessian), gathered per row, adding the gathered element/contact terms: one H·x is
+//!   three dispatches. With the inverse diagonal as its blocks it is the Jacobi preconditioner.
+//!   No existing kernel fitted: `hess_vec` (JGS2) takes a per-vertex 3×3 block, not a sparse
+//!   base with surface-pair couplings and identity pinned rows, and no element scales.
+//!
+//! The PCG ([`device::DevicePcg`]) is [`crate::solver::pcg::pcg`] with its vector work on the
+//! device backend's `dev_combine`/`dev_dots` kernels (which gained a four-lane mode for subspace
+//! vectors) and its coefficients `rz/pAp`, `rz'/rz` formed on the device from scalar slots;
+//! the host reads five scalars per iteration to decide when to stop.
+//!
+//! A subspace vector on the device is three vec4s per handle, the rows of `[A_h | t_h]`: the
+//! f64 level's 12-DOF layout read as f32 words. The host arrays come from
+//! [`Level::device_arrays`] — each list entry carries `φ_vh·[x̄_v − o_h; 1]` computed in f64 and
+//! rounded once, so frames keep f32 relative precision wherever the scene sits — and
+//! [`pack_blocks`]. `tests/gpu_multilevel.rs` checks each kernel on the GPU against its twin and
+//! each twin against the f64 routine ([`Level::lift`], [`Level::restrict`], the product with
+//! [`invert_blocks`]' blocks, [`HessianOperator::apply`]) on a 625-vertex pinned
+//! beam's SMS basis (6 handles, rows of 149–248 vertices) and its affine level (one row of
+//! 625), each against the rounding bound `d·u·‖Σ|terms|‖/‖exact‖` of its sums (u = 2⁻²⁴, d the
+//! depth of the summation chain; 4e-7–4e-5 here). Measured (ten random draws, five each on
+//! Mesa lavapipe/Vulkan and llvmpipe/GL): twin vs f64 relative error at most 5.5e-8 (lift),
+//! 2.9e-7 (restrict), 2.4e-7 (block apply), 1.0e-7 (element H·x); GPU vs twin at most 1.1e-7,
+//! often bit-identical. The element Galerkin product `Uᵀ H_e U q` recorded as one plan (lift,
+//! element terms, gather, restrict; no read-back between) is within 2.0e-6 (SMS) and 1.5e-5
+//! (affine) of the f64 chain on either backend over six draws, under its componentwise bound
+//! (4e-4–2e-3): the restricted element forces cancel, the affine level's translation rows
+//! exactly, so its relative error is the larger.
+//!
+//! The full-space H·x (a random symmetric base on the elastic pattern, the cubature terms and
+//! 40 PSD contact stencils, a third with an obstacle corner), five draws over both stacks:
+//! within 9.8e-8 of [`HessianOperator::apply`] on the twins and the GPU, GPU vs twins 6.4e-8,
+//! under the componentwise bound (7.6e-6–1.1e-5). PCG against the f64 `pcg` on an SPD H of the
+//! same kinds of terms (five draws each stack): the SMS level's block-Jacobi PCG to 1e-4 takes
+//! exactly the f64 iteration count (21–23), its solution's true residual 4.5e-5–7.4e-5; the
+//! affine level (one handle, its block is the whole Galerkin matrix) converges in one; the
+//! full-space Jacobi smoother (40 iterations warm-started, H badly conditioned: hundreds of
+//! iterations to 1e-4) decreases `½dᵀHd − bᵀd` by within 1.8e-4 relative of the f64 decrease
+//! (bound 1e-3) and its direction is within 1.4e-2 of the f64 one in the H-norm of the step
+//! (bound 5e-2): f32 loses a little conjugacy over 40 iterations. Whole step (the stack's
+//! landing step, IPC with friction, the scene's ε): the device direction converges in 6 Newton
+//! iterations as the f64 path does, lands 7.2e-8 from Newton's 1e-10 solution in the mass norm
+//! (bound 1.3e-5) and within 8.8e-11 m of the f64 multilevel solution per vertex (twins, lavapipe,
+//! llvmpipe), with CG counts per level at most 12% above the f64 run's (affine 114–116 against
+//! 109, SMS 474–479 against 426, full 120 = 120; with block Jacobi alone on both, SMS 613–623
+//! against 561). `jello run contact_stack --solver multilevel --backend gpu --steps 15`
+//! (lavapipe): 15/15 steps converged, 105 Newton iterations as on the CPU, the last frame within
+//! 2.9e-9 m of the CPU run's.
+//!
+//! Next on the device: `RᵀGR`'s Galerkin products on the device (they are host f64 today), then
+//! the gradient, step filter and line-search energies on the `dev_*` kernels
+//! (the device backend's `PotentialBackend`; IPC contact there needs the `ipc_pairs` kernels
+//! wired in), so that H's terms are assembled where they are used instead of uploaded each
+//! iteration (today: the base and lagged BSR, 48 bytes a block, and 576 bytes per cubature
+//! sample and contact stencil). `ml_restrict` gives each handle one workgroup: right for the SMS
+//! level (hundreds of handles, hundreds of vertices each) but serial-ish for the affine level,
+//! whose one handle per object covers the whole object (1,600 strided steps per invocation at
+//! 100k vertices); a two-pass form (per-chunk partials, then a per-handle sum) is the fix if the
+//! affine restriction shows in a profile.
+//!
 //! # Next steps
 //! - Conditioning of the SMS level under contact: its PCG takes 100–180 iterations per solve
 //!   once the barrier engages (block Jacobi alone; fewer with the coarse space, see above);
 //!   candidates are a sparse assembled UᵀHU (blocks couple only where supports overlap)
 //!   factored per iteration, or a contact-aware coarse space. Then the 100k-tet
 //!   heterogeneous bench of the issue.
-//! - The GPU backend: lift, restrict, H·v (cubature elements, lagged BSR SpMV, contact
-//!   stencils), the block-Jacobi application, PCG vector work and the line-search energies
-//!   as WGSL kernels with CPU twins (ARCHITECTURE.md: a `MultilevelBackend` sub-trait of
-//!   `PotentialBackend`). Until then `--solver multilevel` runs on the CPU.
+//! - The rest of the GPU backend (see "On the device" above): the coarse matrix's products,
+//!   and the gradient, step filter and line-search energies on the device so that H's terms
+//!   need not cross the bus each iteration.
 //! - JGS2 as the smoother in place of Jacobi PCG.
 //! - The benches of issue 13 beyond the stiffness sweep: the heterogeneous ~100k-tet hoop
 //!   scene against Newton's Cholesky over 30 steps, on the CPU and the GPU.
 
 pub mod cache;
+pub mod device;
 pub mod levels;
 pub mod operator;
 pub mod params;
 mod solver;
 
 pub use cache::{element_youngs, load_or_build_sms, sms_options, SmsOrigin};
-pub use levels::Level;
-pub use operator::{ElementTerm, HessianOperator};
+pub use levels::{Level, LevelArrays};
+pub use operator::{
+    invert_blocks, pack_blocks, BsrArrays, DeviceTerms, ElementTerm, HessianOperator,
+};
 pub use params::{default_handles, LagRefresh, MultilevelParams, MultilevelStop};
 pub use solver::{MultilevelSolver, MultilevelStats};
 

@@ -15,6 +15,8 @@
 //! terms skip them, so the operator is Newton's matrix with the same pinned rows.
 
 use super::levels::Level;
+use crate::gpu::{GpuMat3, GpuVec4};
+use crate::{JelloError, Result};
 use jello_precompute::sparse::SymSparse;
 use nalgebra::{SMatrix, SVector};
 use rayon::prelude::*;
@@ -257,4 +259,159 @@ pub fn invert_blocks(blocks: &[[f64; 144]]) -> Vec<[f64; 144]> {
             out
         })
         .collect()
+}
+
+/// The 12×12 blocks (row-major, e.g. [`invert_blocks`]' output) as the `ml_block_apply`
+/// kernel reads them: 36 vec4s per block, row `j` in vec4s `3j, 3j + 1, 3j + 2`, rounded once
+/// to f32.
+pub fn pack_blocks(blocks: &[[f64; 144]]) -> Vec<GpuVec4> {
+    blocks
+        .iter()
+        .flat_map(|b| {
+            b.chunks_exact(4)
+                .map(|c| [c[0] as f32, c[1] as f32, c[2] as f32, c[3] as f32])
+        })
+        .collect()
+}
+
+/// A symmetric sparse matrix as the `ml_bsr_hv` kernel reads it: per vertex row its 3×3 blocks
+/// with both triangles stored (the kernel gathers per row: no scatter, no atomics), columns
+/// increasing within a row, entries rounded once to f32. Units: those of the matrix (N/m for
+/// H's base term; 1/(N/m) for the Jacobi preconditioner).
+#[derive(Clone, Debug, Default)]
+pub struct BsrArrays {
+    /// Per-vertex row offsets into `cols` / `blocks` (`n + 1`).
+    pub row_ptr: Vec<u32>,
+    /// Block column (vertex) of each block.
+    pub cols: Vec<u32>,
+    /// The blocks, column-major as WGSL's `mat3x3<f32>`.
+    pub blocks: Vec<GpuMat3>,
+}
+
+impl BsrArrays {
+    /// The block rows of `m` (upper-triangular CSC of a symmetric `3n × 3n` matrix, e.g. H's
+    /// base term): entry `(r, c)` and, off the diagonal, its mirror go into block
+    /// `(r/3, c/3)`. Errors when `m`'s order is not a multiple of 3 or the blocks exceed u32.
+    pub fn from_sym(m: &SymSparse) -> Result<Self> {
+        let n3 = m.n();
+        if !n3.is_multiple_of(3) {
+            return Err(JelloError::Invalid(format!(
+                "block rows: matrix order {n3} is not a multiple of 3"
+            )));
+        }
+        let nv = n3 / 3;
+        let p = m.pattern();
+        let (cp, ri, vals) = (p.col_ptr(), p.row_idx(), m.values());
+        let mut rows: Vec<std::collections::BTreeMap<u32, [[f64; 3]; 3]>> =
+            vec![Default::default(); nv];
+        for c in 0..n3 {
+            for k in cp[c]..cp[c + 1] {
+                let r = ri[k];
+                rows[r / 3].entry((c / 3) as u32).or_default()[r % 3][c % 3] += vals[k];
+                if r != c {
+                    rows[c / 3].entry((r / 3) as u32).or_default()[c % 3][r % 3] += vals[k];
+                }
+            }
+        }
+        let total: usize = rows.iter().map(|r| r.len()).sum();
+        if total > u32::MAX as usize {
+            return Err(JelloError::Invalid(format!(
+                "block rows: {total} blocks do not fit the device's u32 offsets"
+            )));
+        }
+        let mut out = BsrArrays {
+            row_ptr: Vec::with_capacity(nv + 1),
+            cols: Vec::with_capacity(total),
+            blocks: Vec::with_capacity(total),
+        };
+        out.row_ptr.push(0);
+        for row in rows {
+            for (c, b) in row {
+                out.cols.push(c);
+                out.blocks
+                    .push(GpuMat3::from_rows(b.map(|r| r.map(|x| x as f32))));
+            }
+            out.row_ptr.push(out.cols.len() as u32);
+        }
+        Ok(out)
+    }
+
+    /// The block-diagonal matrix `diag(values)` (one 3×3 diagonal block per vertex; `values`
+    /// has 3n entries): with the inverse of [`HessianOperator::diagonal`], the Jacobi
+    /// preconditioner the full-space smoother uses.
+    pub fn diagonal(values: &[f64]) -> Self {
+        let nv = values.len() / 3;
+        BsrArrays {
+            row_ptr: (0..=nv as u32).collect(),
+            cols: (0..nv as u32).collect(),
+            blocks: values
+                .chunks_exact(3)
+                .map(|d| {
+                    GpuMat3::from_rows([
+                        [d[0] as f32, 0.0, 0.0],
+                        [0.0, d[1] as f32, 0.0],
+                        [0.0, 0.0, d[2] as f32],
+                    ])
+                })
+                .collect(),
+        }
+    }
+}
+
+/// H's element terms and IPC contact stencils as the `ml_element_hv` kernel reads them: four
+/// vertices, one scale and a row-major 12×12 Hessian (f32, N/m) per term, the contact stencils
+/// after the elements with scale 1. A stencil corner on an obstacle vertex (id ≥ the vertex
+/// count, no DOF) gets zero rows and columns and borrows a model vertex of its own stencil as
+/// its id, so it contributes exactly nothing, as in [`HessianOperator::apply`]; a stencil with
+/// no model vertex is dropped.
+#[derive(Clone, Debug, Default)]
+pub struct DeviceTerms {
+    /// The four vertices of each term (all below the vertex count).
+    pub tets: Vec<[u32; 4]>,
+    /// 144 f32 per term, row-major.
+    pub hess: Vec<f32>,
+    /// Multiplier per term (dimensionless).
+    pub scale: Vec<f32>,
+}
+
+impl DeviceTerms {
+    /// The terms of `elements` then `contact` over `nv` vertices (see the type's docs).
+    pub fn new(
+        elements: &[ElementTerm],
+        contact: &[([u32; 4], SMatrix<f64, 12, 12>)],
+        nv: usize,
+    ) -> Self {
+        let mut out = DeviceTerms::default();
+        for t in elements {
+            out.tets.push(t.vertices);
+            out.hess.extend(t.hessian.iter().map(|&h| h as f32));
+            out.scale.push(t.scale as f32);
+        }
+        for (ids, h) in contact {
+            let Some(&own) = ids.iter().find(|&&v| (v as usize) < nv) else {
+                continue;
+            };
+            let live = ids.map(|v| (v as usize) < nv);
+            out.tets
+                .push(ids.map(|v| if (v as usize) < nv { v } else { own }));
+            for r in 0..12 {
+                for c in 0..12 {
+                    let keep = live[r / 3] && live[c / 3];
+                    out.hess.push(if keep { h[(r, c)] as f32 } else { 0.0 });
+                }
+            }
+            out.scale.push(1.0);
+        }
+        out
+    }
+
+    /// Term count.
+    pub fn len(&self) -> usize {
+        self.tets.len()
+    }
+
+    /// Whether there are no terms.
+    pub fn is_empty(&self) -> bool {
+        self.tets.is_empty()
+    }
 }

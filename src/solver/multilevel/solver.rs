@@ -1,6 +1,7 @@
 //! The multilevel inexact-Newton loop (f64, CPU). See the module docs for the algorithm and
 //! the choices it makes.
 
+use super::device::DeviceDirection;
 use super::levels::Level;
 use super::operator::{invert_blocks, ElementTerm, HessianOperator};
 use super::params::{LagRefresh, MultilevelParams, MultilevelStop};
@@ -70,6 +71,8 @@ pub struct MultilevelSolver {
     elastic_lag: SymSparse,
     elem: Vec<crate::problem::PackedTetHessian>,
     stats: MultilevelStats,
+    /// Where the direction is computed when not on the CPU ([`Self::attach_device`]).
+    device: Option<DeviceDirection>,
 }
 
 impl MultilevelSolver {
@@ -148,7 +151,30 @@ impl MultilevelSolver {
             fixed: (0..3 * n).map(|k| model.pinned[k / 3]).collect(),
             elem: Vec::new(),
             stats: MultilevelStats::default(),
+            device: None,
         })
+    }
+
+    /// Computes each Newton direction (the levels' PCGs and the smoother) on `device` from now
+    /// on, in f32 (`--backend gpu`; the CPU twins with [`Device::cpu`]); gradients, Hessian
+    /// terms, the step filter and the line search stay f64 on the host, and so does the SMS
+    /// level's affine coarse correction (a small dense Cholesky, added to the device's block
+    /// Jacobi once per PCG iteration: one subspace vector each way).
+    ///
+    /// [`Device::cpu`]: crate::gpu::Device::cpu
+    pub fn attach_device(&mut self, device: crate::gpu::Device) -> Result<()> {
+        let pinned: Vec<bool> = self.fixed.iter().step_by(3).copied().collect();
+        self.device = Some(DeviceDirection::new(
+            device,
+            [self.affine.as_ref(), self.sms.as_ref()],
+            &pinned,
+        )?);
+        Ok(())
+    }
+
+    /// The device's description, when the direction runs on one.
+    pub fn device_name(&self) -> Option<String> {
+        self.device.as_ref().map(|d| d.device().info().to_string())
     }
 
     /// Work counts of the last step.
@@ -536,35 +562,66 @@ impl StepSolver for MultilevelSolver {
                 .zip(&self.fixed)
                 .map(|(&gk, &f)| if f { 0.0 } else { -gk })
                 .collect();
-            let (d_s, counts) = self.subspace_direction(&h_sub, &rhs);
-            self.stats.affine_cg += counts[0];
-            self.stats.sms_cg += counts[1];
-            // Full-space smoother: Jacobi PCG on H_lag d = −g warm-started at d_s, i.e. the
-            // correction d_f of H_lag d_f = −g − H_lag d_s (see the module docs).
             let diag = h_lag.diagonal();
             let jacobi = |r: &[f64], z: &mut [f64]| {
                 for k in 0..r.len() {
                     z[k] = r[k] / diag[k];
                 }
             };
-            let mut d = d_s.clone();
-            let out = pcg(
-                &mut |v: &[f64], o: &mut [f64]| h_lag.apply(v, o),
-                &jacobi,
-                &rhs,
-                &mut d,
-                self.params.full_tolerance,
-                self.n_cg,
-            );
-            self.stats.full_cg += out.iterations;
-            let mut g_dot_d = dot(&g, &d);
-            let mut used_subspace = self.affine.is_some() || self.sms.is_some();
-            if g_dot_d.is_nan() || g_dot_d >= 0.0 {
-                // The levels use the cubature Hessian, the smoother the lagged one: their
-                // composition is not guaranteed to descend. PCG from zero on one SPD operator is.
-                self.stats.descent_fallbacks += 1;
-                used_subspace = false;
-                d.fill(0.0);
+            let (d_s, mut d) = if let Some(dd) = self.device.as_mut() {
+                // The direction on the device (f32): H uploaded, levels and smoother there. The
+                // SMS level's coarse correction is host f64 (its small Cholesky, and `RᵀGR`
+                // from 12 Galerkin products per object as on the CPU path), added to the
+                // device's block Jacobi once per PCG iteration.
+                dd.upload(&h_sub, &h_lag)?;
+                let inv = [&self.affine, &self.sms].map(|l| {
+                    l.as_ref()
+                        .map(|l| invert_blocks(&h_sub.galerkin_diagonal(l)))
+                });
+                let coarse = match (&self.sms_coarse, &self.sms) {
+                    (Some(c), Some(level)) => {
+                        let (mut u, mut hu) = (vec![0.0; n], vec![0.0; n]);
+                        c.factor(
+                            &mut |q: &[f64], out: &mut [f64]| {
+                                level.lift(q, &mut u);
+                                h_sub.apply(&u, &mut hu);
+                                level.restrict(&hu, out);
+                            },
+                            level.dim(),
+                        )
+                    }
+                    _ => None,
+                };
+                let mut correction = coarse.as_ref().map(|(c, chol)| {
+                    move |r: &[f64]| -> Result<Vec<f64>> {
+                        let mut z = vec![0.0; r.len()];
+                        c.add_correction(chol, r, &mut z);
+                        Ok(z)
+                    }
+                });
+                let out = dd.solve(
+                    &rhs,
+                    true,
+                    [inv[0].as_deref(), inv[1].as_deref()],
+                    correction
+                        .as_mut()
+                        .map(|f| f as &mut super::device::HostCorrection),
+                    self.params.subspace_tolerance,
+                    self.params.subspace_max_iterations,
+                    self.n_cg,
+                    self.params.full_tolerance,
+                )?;
+                self.stats.affine_cg += out.counts[0];
+                self.stats.sms_cg += out.counts[1];
+                self.stats.full_cg += out.counts[2];
+                (out.d_s, out.d)
+            } else {
+                let (d_s, counts) = self.subspace_direction(&h_sub, &rhs);
+                self.stats.affine_cg += counts[0];
+                self.stats.sms_cg += counts[1];
+                // Full-space smoother: Jacobi PCG on H_lag d = −g warm-started at d_s, i.e.
+                // the correction d_f of H_lag d_f = −g − H_lag d_s (see the module docs).
+                let mut d = d_s.clone();
                 let out = pcg(
                     &mut |v: &[f64], o: &mut [f64]| h_lag.apply(v, o),
                     &jacobi,
@@ -574,6 +631,40 @@ impl StepSolver for MultilevelSolver {
                     self.n_cg,
                 );
                 self.stats.full_cg += out.iterations;
+                (d_s, d)
+            };
+            let mut g_dot_d = dot(&g, &d);
+            let mut used_subspace = self.affine.is_some() || self.sms.is_some();
+            if g_dot_d.is_nan() || g_dot_d >= 0.0 {
+                // The levels use the cubature Hessian, the smoother the lagged one: their
+                // composition is not guaranteed to descend. PCG from zero on one SPD operator is.
+                self.stats.descent_fallbacks += 1;
+                used_subspace = false;
+                if let Some(dd) = self.device.as_mut() {
+                    let out = dd.solve(
+                        &rhs,
+                        false,
+                        [None, None],
+                        None,
+                        0.0,
+                        0,
+                        self.n_cg,
+                        self.params.full_tolerance,
+                    )?;
+                    self.stats.full_cg += out.counts[2];
+                    d = out.d;
+                } else {
+                    d.fill(0.0);
+                    let out = pcg(
+                        &mut |v: &[f64], o: &mut [f64]| h_lag.apply(v, o),
+                        &jacobi,
+                        &rhs,
+                        &mut d,
+                        self.params.full_tolerance,
+                        self.n_cg,
+                    );
+                    self.stats.full_cg += out.iterations;
+                }
                 g_dot_d = dot(&g, &d);
             }
             timings.solve_ms += ms(t0);
