@@ -303,13 +303,25 @@ struct Run {
     error: Option<String>,
 }
 
-/// The subspace options of the JGS2 variants: defaults, with `JELLO_CONV_FAR_TOL` and
-/// `JELLO_CONV_FAR_ORDER` applied.
+/// The subspace options of the JGS2 variants: the defaults (the H-matrix field), or node fits
+/// when `JELLO_CONV_FAR_TOL` or `JELLO_CONV_FAR_ORDER` is set (with them applied).
 fn subspace_options() -> SubspaceOptions {
-    let mut opts = SubspaceOptions::default();
+    let fits = std::env::var("JELLO_CONV_FAR_TOL").is_ok()
+        || std::env::var("JELLO_CONV_FAR_ORDER").is_ok();
+    if !fits {
+        return SubspaceOptions::default();
+    }
+    let mut opts = SubspaceOptions::node_fits();
     let p = &mut opts.precompute;
     p.far_tolerance = env_or("JELLO_CONV_FAR_TOL", p.far_tolerance);
     p.far_order = env_or("JELLO_CONV_FAR_ORDER", p.far_order);
+    opts
+}
+
+/// Exact subspace rows (node fits at tolerance 0: every row kept).
+fn exact_rows() -> SubspaceOptions {
+    let mut opts = SubspaceOptions::node_fits();
+    opts.precompute.far_tolerance = 0.0;
     opts
 }
 
@@ -322,11 +334,17 @@ fn make(
     subspaces: &mut Vec<(f64, Arc<jello::solver::jgs2::Jgs2Subspace>, f64)>,
 ) -> (Box<dyn StepSolver>, f64) {
     let mut jgs2 = |variant, exact: bool| {
-        let mut opts = subspace_options();
-        if exact {
-            opts.precompute.far_tolerance = 0.0;
-        }
-        let tol = opts.precompute.far_tolerance;
+        let opts = if exact {
+            exact_rows()
+        } else {
+            subspace_options()
+        };
+        // The cache key of this run's subspaces: the H-matrix default has no tolerance.
+        let tol = if opts.uses_hmatrix() {
+            -1.0
+        } else {
+            opts.precompute.far_tolerance
+        };
         if !subspaces.iter().any(|(t, _, _)| *t == tol) {
             let t = Instant::now();
             let sub = build_subspace(model, h, &opts).expect("precompute");
@@ -881,7 +899,7 @@ fn frontier(steps: usize, kick: f64, out: &Path) {
         println!("\n## {} [{}] — {}", case.name, rule_tag(stop), case.about);
         let mut row = Vec::new();
         for rep in &reps {
-            let mut opts = SubspaceOptions::default();
+            let mut opts = SubspaceOptions::node_fits();
             opts.precompute.far_order = rep.order;
             opts.precompute.far_tolerance = rep.tolerance;
             opts.precompute.max_samples = rep.samples;
@@ -1047,10 +1065,11 @@ fn diagnose(kick: f64) {
         let problem = jello::problem::StepProblem::new(model, &state, h);
         let extent = model.largest_extent();
         for exact in [false, true] {
-            let mut opts = SubspaceOptions::default();
-            if exact {
-                opts.precompute.far_tolerance = 0.0;
-            }
+            let opts = if exact {
+                exact_rows()
+            } else {
+                SubspaceOptions::default()
+            };
             let sub = Arc::new(build_subspace(model, h, &opts).expect("precompute"));
             println!(
                 "\n## {} step 1, plain JGS2-Jacobi ({}) — {}\n",

@@ -150,8 +150,9 @@ fn vbd_runs_and_reports_its_iterations() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `[solver] far_tolerance` / `far_order` reach the precompute: each setting is its own cache
-/// entry, and keeping every row (tolerance 0) costs more bytes per vertex than the default.
+/// `[solver] far_tolerance` / `far_order` reach the precompute (they choose node fits over the
+/// default H-matrix): each setting is its own cache entry, and keeping every row (tolerance 0)
+/// costs more bytes per vertex than the default; both kinds at once are refused.
 #[test]
 fn scene_far_field_settings_reach_the_precompute() {
     let (dir, scene) = scene_copy("far-settings");
@@ -178,6 +179,18 @@ fn scene_far_field_settings_reach_the_precompute() {
     let means = bytes_per_vertex("far_order = 0\n");
     let exact = bytes_per_vertex("far_tolerance = 0.0\n");
     assert_eq!(artifacts(&dir).len(), 3, "one cache entry per setting");
+    // A node-fit key beside the H-matrix's is one error naming the key, not a silent choice.
+    let t = text.replace(
+        "tolerance = 1e-5\n",
+        "tolerance = 1e-5\nfar_order = 0\nfar_hmatrix_eps = 1e-3\n",
+    );
+    std::fs::write(&scene, t).unwrap();
+    let o = jello(&["precompute", scene.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("solver.far_hmatrix_eps"),
+        "both far-field kinds: {err}"
+    );
     assert!(
         exact > default && exact > means,
         "exact rows {exact} B/vertex vs default {default}, node means {means}"

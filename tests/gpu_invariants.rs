@@ -114,7 +114,7 @@ fn strict_device_solves_keep_every_element_positive() {
     let _gpu = gpu_lock();
     let b = built(THROWN);
     let m = &b.model;
-    let sub = Arc::new(build_subspace(m, 0.01, &SubspaceOptions::default()).unwrap());
+    let sub = Arc::new(build_subspace(m, 0.01, &SubspaceOptions::node_fits()).unwrap());
     for (dname, dev) in devices() {
         for (name, params, jgs2) in solvers(200) {
             let s = jgs2.then(|| sub.clone());
@@ -198,7 +198,7 @@ fn device_surface_stays_out_of_a_small_sphere() {
             sphere.distance(&p).d
         })
         .fold(f64::INFINITY, f64::min);
-    let sub = Arc::new(build_subspace(m, h, &SubspaceOptions::default()).unwrap());
+    let sub = Arc::new(build_subspace(m, h, &SubspaceOptions::node_fits()).unwrap());
     for (dname, dev) in devices() {
         for (name, params, jgs2) in solvers(300) {
             let mut solver = solver(m, Some(dev()), params, jgs2.then(|| sub.clone()));

@@ -330,7 +330,7 @@ fn rotations_and_tree_sums_match_on_gpu() {
     let _gpu = gpu_lock();
     let mut rng = common::rng("rotations_and_tree_sums_match_on_gpu");
     let m = beam(MaterialModel::StableNeoHookean, 1e6, [6, 2, 2], vec![]);
-    let sub = build_subspace(&m, 0.01, &SubspaceOptions::default()).unwrap();
+    let sub = build_subspace(&m, 0.01, &SubspaceOptions::node_fits()).unwrap();
     let (nv, ne) = (m.num_vertices(), m.mesh.num_tets());
     let (_, ep) = rest_data(&m);
     let csr = VertexCsr::new(&m.mesh.tets, nv).unwrap();
@@ -485,7 +485,7 @@ struct SystemCase {
 
 fn system_case(rng: &mut ChaCha8Rng) -> SystemCase {
     let m = beam(MaterialModel::StableNeoHookean, 1e6, [6, 2, 2], vec![]);
-    let sub = build_subspace(&m, 0.01, &SubspaceOptions::default()).unwrap();
+    let sub = build_subspace(&m, 0.01, &SubspaceOptions::node_fits()).unwrap();
     let blob = DeviceJgs2::pack_subspace(&m, &sub).unwrap();
     let nv = m.num_vertices();
     let (_, x) = deformed(&m, rng, 0.005);
@@ -1296,7 +1296,7 @@ fn tree_levels(tree: &jello_precompute::tree::ClusterTree) -> TreeLevels {
 fn rotation_and_frame_twins_match_f64_reference() {
     let mut rng = common::rng("rotation_and_frame_twins_match_f64_reference");
     let m = beam(MaterialModel::StableNeoHookean, 1e6, [6, 2, 2], vec![]);
-    let sub = build_subspace(&m, 0.01, &SubspaceOptions::default()).unwrap();
+    let sub = build_subspace(&m, 0.01, &SubspaceOptions::node_fits()).unwrap();
     let nv = m.num_vertices();
     let (x, x4) = deformed(&m, &mut rng, 0.01);
     let (dm, ep) = rest_data(&m);
@@ -1394,7 +1394,7 @@ fn system_and_hess_vec_twins_match_f64_reference() {
     let c = ref_case(&mut rng);
     let m = &c.m;
     let nv = m.num_vertices();
-    let sub = build_subspace(m, 0.01, &SubspaceOptions::default()).unwrap();
+    let sub = build_subspace(m, 0.01, &SubspaceOptions::node_fits()).unwrap();
     let blob = DeviceJgs2::pack_subspace(m, &sub).unwrap();
     let st = state_of(m, &mut rng);
     let problem = StepProblem::new(m, &st, 0.01);
@@ -1693,7 +1693,7 @@ fn contact_records_track_the_f64_distance() {
 #[test]
 fn packed_subspace_holds_every_block() {
     let m = beam(MaterialModel::Arap, 1e5, [5, 2, 2], vec![]);
-    let sub = build_subspace(&m, 0.01, &SubspaceOptions::default()).unwrap();
+    let sub = build_subspace(&m, 0.01, &SubspaceOptions::node_fits()).unwrap();
     let blob = DeviceJgs2::pack_subspace(&m, &sub).unwrap();
     let vt = VertexTets::new(&m.mesh);
     let f = |w: u32| f32::from_bits(w);
@@ -1842,7 +1842,7 @@ fn compare_solvers(
     iteration_slack: &dyn Fn(usize) -> usize,
 ) {
     let diag = bbox_diagonal(m);
-    let sub = Arc::new(build_subspace(m, 0.01, &SubspaceOptions::default()).unwrap());
+    let sub = Arc::new(build_subspace(m, 0.01, &SubspaceOptions::node_fits()).unwrap());
     for &(variant, safeguard, jgs2, eps) in modes {
         let params = Jgs2Params {
             stop: StopRule::Cn { eps },
@@ -1959,7 +1959,7 @@ fn device_solvers_match_f64_on_a_drop_onto_the_ground() {
 fn reports_cap_trace_and_dx_rule_like_the_reference() {
     let _gpu = gpu_lock();
     let m = beam(MaterialModel::Arap, 1e6, [6, 2, 2], vec![]);
-    let sub = Arc::new(build_subspace(&m, 0.01, &SubspaceOptions::default()).unwrap());
+    let sub = Arc::new(build_subspace(&m, 0.01, &SubspaceOptions::node_fits()).unwrap());
     let mut st = m.initial_state(&vec![[0.0; 3]; m.num_vertices()]);
     for (k, v) in st.v.iter_mut().enumerate() {
         if !m.pinned[k / 3] && k % 3 == 1 {
@@ -2076,7 +2076,7 @@ fn position_buffer_holds_the_step_result() {
     let _gpu = gpu_lock();
     let Some(dev) = gpu() else { return };
     let m = beam(MaterialModel::StableNeoHookean, 1e7, [6, 2, 2], vec![]);
-    let sub = Arc::new(build_subspace(&m, 0.01, &SubspaceOptions::default()).unwrap());
+    let sub = Arc::new(build_subspace(&m, 0.01, &SubspaceOptions::node_fits()).unwrap());
     // Three iterations per step (ε unreachable): safeguarded Jacobi ping-pongs two position
     // buffers, so the result lands in the second and must be copied back.
     let params = Jgs2Params {
@@ -2157,7 +2157,7 @@ fn oversized_buffers_are_a_clear_error() {
     }))
     .unwrap();
     let m = beam(MaterialModel::StableNeoHookean, 1e6, [8, 2, 2], vec![]);
-    let sub = build_subspace(&m, 0.01, &SubspaceOptions::default()).unwrap();
+    let sub = build_subspace(&m, 0.01, &SubspaceOptions::node_fits()).unwrap();
     let bytes = 4 * DeviceJgs2::pack_subspace(&m, &sub).unwrap().len();
     assert!(
         bytes > limit as usize,
@@ -2236,7 +2236,7 @@ type = "ground"
             ..Default::default()
         };
         let sub = (solver == "jgs2")
-            .then(|| Arc::new(build_subspace(m, 0.01, &SubspaceOptions::default()).unwrap()));
+            .then(|| Arc::new(build_subspace(m, 0.01, &SubspaceOptions::node_fits()).unwrap()));
         let device = DeviceJgs2::new(gpu().unwrap(), m, params, sub).unwrap();
         let mut without = jello::sim::Simulation::new(
             m.clone()
@@ -2283,7 +2283,7 @@ type = "ground"
 /// field at ε = 1e-3.
 fn hmatrix_case() -> (Model, jello::solver::jgs2::Jgs2Subspace) {
     let m = beam(MaterialModel::Arap, 1e5, [12, 2, 2], vec![]);
-    let mut o = SubspaceOptions::default();
+    let mut o = SubspaceOptions::node_fits();
     o.precompute.far_hmatrix = Some(jello_precompute::hmatrix::HMatrixOptions {
         eps: 1e-3,
         ..Default::default()

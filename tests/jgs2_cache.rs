@@ -24,7 +24,7 @@ fn dir(test: &str) -> PathBuf {
 
 /// Builds once into `d`, returning the artifact path.
 fn build_into(m: &Model, d: &Path) -> PathBuf {
-    let (_, origin, w) = load_or_build(m, 0.01, &SubspaceOptions::default(), Some(d)).unwrap();
+    let (_, origin, w) = load_or_build(m, 0.01, &SubspaceOptions::node_fits(), Some(d)).unwrap();
     assert!(w.is_empty(), "{w:?}");
     match origin {
         SubspaceOrigin::Built(Some(p)) => p,
@@ -34,7 +34,7 @@ fn build_into(m: &Model, d: &Path) -> PathBuf {
 
 /// Loads again and asserts a rebuild with one warning naming the file and containing `needle`.
 fn assert_rebuilt(m: &Model, d: &Path, path: &Path, needle: &str) {
-    let (sub, origin, w) = load_or_build(m, 0.01, &SubspaceOptions::default(), Some(d)).unwrap();
+    let (sub, origin, w) = load_or_build(m, 0.01, &SubspaceOptions::node_fits(), Some(d)).unwrap();
     assert!(
         matches!(origin, SubspaceOrigin::Built(_)),
         "a bad artifact was trusted: {origin:?}"
@@ -53,7 +53,7 @@ fn poisoned_artifact_with_a_recomputed_checksum_is_rebuilt() {
     let m = beam([3, 1, 1]);
     let d = dir("poison");
     let path = build_into(&m, &d);
-    let key = cache_key(&m, 0.01, &SubspaceOptions::default());
+    let key = cache_key(&m, 0.01, &SubspaceOptions::node_fits());
     let mut basis = artifact::read(&path, key).unwrap();
     let v = (0..m.num_vertices()).find(|&v| !m.pinned[v]).unwrap();
     basis.vertices[v].a_hat[4] = f64::NAN;
@@ -72,9 +72,9 @@ fn artifact_of_another_model_under_this_key_is_rebuilt() {
     let small = beam([2, 1, 1]);
     let d = dir("other_model");
     let small_path = build_into(&small, &d);
-    let small_key = cache_key(&small, 0.01, &SubspaceOptions::default());
+    let small_key = cache_key(&small, 0.01, &SubspaceOptions::node_fits());
     let basis = artifact::read(&small_path, small_key).unwrap();
-    let key = cache_key(&m, 0.01, &SubspaceOptions::default());
+    let key = cache_key(&m, 0.01, &SubspaceOptions::node_fits());
     let path = d.join(format!("jgs2-{key:016x}.bin"));
     std::fs::write(&path, artifact::encode(&basis, key)).unwrap();
     assert_rebuilt(&m, &d, &path, "vertex records for a model of");
@@ -86,11 +86,11 @@ fn artifact_of_another_model_under_this_key_is_rebuilt() {
 #[test]
 fn special_file_at_the_cache_path_is_refused_not_opened() {
     let m = beam([2, 1, 1]);
-    let key = cache_key(&m, 0.01, &SubspaceOptions::default());
+    let key = cache_key(&m, 0.01, &SubspaceOptions::node_fits());
     let d = dir("special");
     let path = d.join(format!("jgs2-{key:016x}.bin"));
     std::fs::create_dir_all(&path).unwrap();
-    let (_, origin, w) = load_or_build(&m, 0.01, &SubspaceOptions::default(), Some(&d)).unwrap();
+    let (_, origin, w) = load_or_build(&m, 0.01, &SubspaceOptions::node_fits(), Some(&d)).unwrap();
     // One warning for the refused read, one for the write the directory blocks.
     assert_eq!(origin, SubspaceOrigin::Built(None), "{w:?}");
     assert_eq!(w.len(), 2, "{w:?}");
@@ -102,7 +102,7 @@ fn special_file_at_the_cache_path_is_refused_not_opened() {
         let made = std::process::Command::new("mkfifo").arg(&path).status();
         if made.map(|s| s.success()).unwrap_or(false) {
             let (_, origin, w) =
-                load_or_build(&m, 0.01, &SubspaceOptions::default(), Some(&d)).unwrap();
+                load_or_build(&m, 0.01, &SubspaceOptions::node_fits(), Some(&d)).unwrap();
             assert!(matches!(origin, SubspaceOrigin::Built(_)), "{origin:?}");
             assert!(w[0].contains("not a regular file"), "{w:?}");
         }
@@ -128,14 +128,14 @@ fn unwritable_cache_warns_once_and_claims_no_file() {
         std::fs::write(&sub, b"not a directory").unwrap();
         // A cache "directory" that is a regular file cannot be created, even by root.
         let (_, origin, w) =
-            load_or_build(&m, 0.01, &SubspaceOptions::default(), Some(&sub)).unwrap();
+            load_or_build(&m, 0.01, &SubspaceOptions::node_fits(), Some(&sub)).unwrap();
         assert_eq!(origin, SubspaceOrigin::Built(None), "{w:?}");
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].contains("not cached"), "{}", w[0]);
         let _ = std::fs::remove_dir_all(&d);
         return;
     }
-    let (_, origin, w) = load_or_build(&m, 0.01, &SubspaceOptions::default(), Some(&d)).unwrap();
+    let (_, origin, w) = load_or_build(&m, 0.01, &SubspaceOptions::node_fits(), Some(&d)).unwrap();
     assert_eq!(origin, SubspaceOrigin::Built(None), "{w:?}");
     assert_eq!(w.len(), 1, "{w:?}");
     assert!(w[0].contains("not cached"), "{}", w[0]);
@@ -145,7 +145,7 @@ fn unwritable_cache_warns_once_and_claims_no_file() {
 
 /// Subspace options with the H-matrix far field at tolerance `eps`.
 fn hmatrix_opts(eps: f64) -> SubspaceOptions {
-    let mut o = SubspaceOptions::default();
+    let mut o = SubspaceOptions::node_fits();
     o.precompute.far_hmatrix = Some(jello_precompute::hmatrix::HMatrixOptions {
         eps,
         ..Default::default()
@@ -202,7 +202,7 @@ fn hmatrix_subspace_round_trips_through_the_cache() {
 #[test]
 fn cache_key_differs_with_the_hmatrix_its_eps_and_its_sketch() {
     let m = beam([3, 1, 1]);
-    let plain = cache_key(&m, 0.01, &SubspaceOptions::default());
+    let plain = cache_key(&m, 0.01, &SubspaceOptions::node_fits());
     let a = cache_key(&m, 0.01, &hmatrix_opts(1e-3));
     let b = cache_key(&m, 0.01, &hmatrix_opts(1e-4));
     assert!(plain != a && plain != b && a != b, "{plain:x} {a:x} {b:x}");
@@ -334,7 +334,7 @@ fn artifact_of_the_other_far_field_kind_is_rebuilt() {
     let m = long_beam();
     let d = dir("hmatrix_kind");
     let plain_path = build_into(&m, &d);
-    let plain_key = cache_key(&m, 0.01, &SubspaceOptions::default());
+    let plain_key = cache_key(&m, 0.01, &SubspaceOptions::node_fits());
     let plain = artifact::read(&plain_path, plain_key).unwrap();
     let o = hmatrix_opts(1e-3);
     let key = cache_key(&m, 0.01, &o);
@@ -348,7 +348,8 @@ fn artifact_of_the_other_far_field_kind_is_rebuilt() {
     // The reverse: the H-matrix artifact under the plain key.
     let with_h = artifact::read(&path, key).unwrap();
     std::fs::write(&plain_path, artifact::encode(&with_h, plain_key)).unwrap();
-    let (sub, origin, w) = load_or_build(&m, 0.01, &SubspaceOptions::default(), Some(&d)).unwrap();
+    let (sub, origin, w) =
+        load_or_build(&m, 0.01, &SubspaceOptions::node_fits(), Some(&d)).unwrap();
     assert!(matches!(origin, SubspaceOrigin::Built(_)), "{origin:?}");
     assert_eq!(w.len(), 1, "{w:?}");
     assert!(w[0].contains("holds an H-matrix"), "{}", w[0]);

@@ -46,7 +46,7 @@
 //! entries, `Σ_{I<J far} k_I k_J` coupling entries, two ids per block (plus the same again
 //! for the per-node block lists) and two per node (rank, offset).
 //!
-//! **Why the global sketch stays the default** (issue 17's precompute cost; armadillo_18k, ε 1e-3,
+//! **Why the global sketch stayed the default over the local one** (issue 17's precompute cost; armadillo_18k, ε 1e-3,
 //! η 1, 2026 clusters in far blocks, 32 thousand far blocks; the H-matrix build alone,
 //! `PRECOMPUTE_BENCH_HMATRIX=global:40,local,global:40,local`, alternating in one process on
 //! the 2 cores with nothing else running, load 1.1–1.7):
@@ -74,11 +74,32 @@
 //! into one coupling solve of ≤ 128 columns — no gain measurable above the noise (coupling
 //! 14.4 / 13.4 s batched against 15.7 / 12.6 s per cluster); AMD instead of nested dissection
 //! for the local factorisations — the same within noise (6.7 / 8.3 s against 8.6 / 8.3 s).
-//! What remains is the coupling pass: a peeling construction (several column clusters per
-//! solve, the other sources' contributions on each target known from coarser levels or
-//! separated by distance) is the way to cut it; not tried. On armadillo_114k (one run, local
-//! sketch, the machine otherwise idle) the build took 441.5 s of a 543 s precompute, peak RSS
-//! 3.89 GB (figures in `src/solver/jgs2/mod.rs` of the `jello` crate).
+//! What remained was the coupling pass (a peeling construction was the next idea). On
+//! armadillo_114k (one run, local sketch, the machine otherwise idle) the build took 441.5 s
+//! of a 543 s precompute, peak RSS 3.89 GB.
+//!
+//! **The JGS2 precompute no longer solves for the H-matrix at all** ([`StreamBuild`],
+//! `stream.rs`): its basis pass already computes every column of `G` (Eq. 23, three unit
+//! solves per vertex), so the global sketch, the couplings and the exact near blocks are
+//! products with those columns as they are solved, batch by batch in tree order. The bases
+//! come from a mixed sketch — Gaussian `G[J, I] Ω_I` for partners after `J` in the tree
+//! order, `G[J, I] Q_I Ω'_I` for those before it (whose basis is known by then) — which halves
+//! the Gaussian products and loses nothing the block's `Q_I S_IJ Q_Jᵀ` form keeps. Measured
+//! (2 threads, quiet machine, `PRECOMPUTE_BENCH_HMATRIX_RUN=global cargo bench -p
+//! jello-precompute`, `/usr/bin/time -v`): armadillo_114k's whole JGS2 precompute with the
+//! H-matrix (ε 1e-3) takes **101.9 s and 1.55 GB peak** (the products 10.3 s; no eigen
+//! solve — the field needs no training poses, its residual is measured on the 12 affine
+//! fields, median 1e-3, max 0.011), against 543 s and 3.89 GB before, and against **131.5 s
+//! and 1.87 GB for the node-fit default in the same session** (16.6 against 19.1 KB per
+//! vertex of run-time data; mean rank 19.8, 160 thousand far blocks); armadillo_18k 1.2 s of
+//! products (the solved build 14 s). Two things it took: finishing each cluster within a batch
+//! as soon as its last column is in (a batch can hold a far pair of its own clusters; waiting
+//! for the earlier one's basis at the batch's end deadlocked), and handing the ~10⁵ freed
+//! pieces back to the OS while the flat arrays are filled (glibc kept them resident: 2.22 GB
+//! peak without the trim). [`HMatrix::build`] (one solve per cluster for the sketch, one for the
+//! couplings; `Ω` shared, so it draws the same sketch) stays for the local sketch and the
+//! tests: on a 272-vertex beam the streamed product is within 2.6e-3 / 7.7e-6 of the dense
+//! `G`'s at ε 1e-2 / 1e-4, the solved build's 2.3e-3 / 8.0e-6.
 
 use std::time::Instant;
 

@@ -147,7 +147,7 @@ pub struct Jgs2Options {
     /// ([`crate::hmatrix`]) instead of per-vertex node fits; the near field is then every
     /// vertex of the inadmissible leaf pairs of the vertex's leaf, and `far_tolerance`,
     /// `far_order` and the cubature settings are not used. Per-vertex subspaces only.
-    /// Default `None`.
+    /// Default `None` here; `jello`'s `SubspaceOptions::default()` sets it (issue 17).
     pub far_hmatrix: Option<HMatrixOptions>,
 }
 

@@ -528,6 +528,17 @@ impl Scene {
             }
             subspace.precompute.far_order = o;
         }
+        // Node-fit keys choose node fits (the default far field is the H-matrix).
+        if s.solver.far_tolerance.is_some() || s.solver.far_order.is_some() {
+            if s.solver.far_hmatrix_eps.is_some() {
+                return Err(cx.err(
+                    "solver.far_hmatrix_eps",
+                    "the H-matrix far field has no far_tolerance or far_order (those are \
+                     node-fit keys): give one kind",
+                ));
+            }
+            subspace.precompute.far_hmatrix = None;
+        }
         if let Some(eps) = s.solver.far_hmatrix_eps {
             if !(eps.is_finite() && eps > 0.0) {
                 return Err(cx.err(

@@ -94,21 +94,23 @@ pub struct SolverSpec {
     /// JGS2/VBD variant: `jacobi` or `gs` (default `gs` for VBD, `jacobi` for JGS2).
     #[serde(default)]
     pub variant: Option<String>,
-    /// JGS2 subspace compression: a cluster-tree node stands for its vertices when the
-    /// subspace deviates from its fit over them by at most this fraction of the vertex's own
-    /// block (dimensionless, default 0.02). Smaller: fewer iterations, more memory; 0 keeps
-    /// every row exact (memory grows as the square of the mesh size).
+    /// JGS2 node-fit far field (setting it or `far_order` chooses node fits over the default
+    /// H-matrix): a cluster-tree node stands for its vertices when the subspace deviates from
+    /// its fit over them by at most this fraction of the vertex's own block (dimensionless,
+    /// default 0.02). Smaller: fewer iterations, more memory; 0 keeps every row exact (memory
+    /// grows as the square of the mesh size).
     #[serde(default)]
     pub far_tolerance: Option<f64>,
-    /// JGS2 far-field fit: 1 (default) least-squares linear in the rest position, 0 the
-    /// node mean (a quarter of the numbers per node, more nodes at the same tolerance).
+    /// JGS2 node-fit far field (chooses node fits, as `far_tolerance`): 1 (default)
+    /// least-squares linear in the rest position, 0 the node mean (a quarter of the numbers
+    /// per node, more nodes at the same tolerance).
     #[serde(default)]
     pub far_order: Option<usize>,
-    /// JGS2 H-matrix field (issue 17; CPU backend only): when set, the subspace sums come
-    /// from an H-matrix of `H̄⁻¹` whose cluster bases keep singular values above this fraction
-    /// of each cluster's largest (dimensionless, > 0; 1e-3 was within 1.08× of exact rows'
-    /// iterations on armadillo_18k at 8–13 KB/vertex) instead of node fits, and
-    /// `far_tolerance`/`far_order` are not used. Unset (default): node fits. Not cached.
+    /// JGS2 H-matrix far field (issue 17; the default, CPU and GPU backends, cached): the
+    /// subspace sums come from an H-matrix of `H̄⁻¹` whose cluster bases keep singular values
+    /// above this fraction of each cluster's largest (dimensionless, > 0; default 1e-3, within
+    /// 1.08× of exact rows' iterations on armadillo_18k at 8–13 KB/vertex). Not with
+    /// `far_tolerance`/`far_order` (node-fit keys).
     #[serde(default)]
     pub far_hmatrix_eps: Option<f64>,
     /// QN: L-BFGS history m, an integer in 0..=100 (default 5; 0 takes the projective-dynamics

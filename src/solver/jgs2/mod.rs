@@ -103,7 +103,15 @@
 //!   the ratio grows with resolution (3.4× on the 4,855-vertex mesh), and again not through
 //!   the far field. The residual falls linearly at ~0.93 per iteration in the tail.
 //!
-//! Why the far-field default is first-order fits at tolerance 0.02 (the measured frontier,
+//! **The far-field default is the H-matrix of `G` at ε 1e-3** (`SubspaceOptions::default()`;
+//! first-order fits at tolerance 0.02 were the default until issue 17,
+//! `SubspaceOptions::node_fits()`), chosen from the measured frontier below: the only
+//! representation within 1.15× of exact rows on all three moderate scenes (1.00 / 1.00 / 1.08)
+//! at no more memory per vertex than the former default on twist and spin and 1.2× on drag
+//! (13.3 against 11.0 KB; 16.6 against 19.1 KB on armadillo_114k's bench scene), with the same
+//! cost per iteration, and since it is streamed from the basis pass's columns (below) a
+//! cheaper precompute than node fits (armadillo_114k 101.9 s / 1.55 GB against 131.5 s /
+//! 1.87 GB). The frontier (the measured frontier,
 //! `JELLO_CONV_FRONTIER=1 cargo bench --bench convergence`: the paper's protocol, Δx 1e-4,
 //! armadillo_18k, mean iterations per step over 5 steps as a multiple of exact rows', memory
 //! per vertex for drag (E 1e5) / twist / spin (E 2e6)):
@@ -127,7 +135,7 @@
 //! | H-matrix of G, ε 1e-4 (60 samples) | 19.1 / 12.5 / 13.9 | 1.00 | 1.00 | 1.00 |
 //! | exact rows | 181 / 136 / 194 | 1 (4.2) | 1 (2.4) | 1 (2.6) |
 //!
-//! **The H-matrix field meets issue 17's goal** (`Jgs2Options::far_hmatrix`,
+//! **The H-matrix field meets issue 17's goal** (the default; `Jgs2Options::far_hmatrix`,
 //! `jello_precompute::hmatrix`; bench syntax `h2:EPS[:ETA[:SAMPLES[:SKETCH[:LOCAL_EPS]]]]`,
 //! η = 1; the other H-matrix rows of the table, and the figures below unless said otherwise,
 //! were measured with the global sketch and 40 samples, `h2:EPS:1:40:global`): at ε = 1e-3 it is within 1.08× of exact rows on all three scenes (2.8 / 2.6 on
@@ -149,7 +157,7 @@
 //! drag at ε 1e-2, one step: η 0.5 6.3 KB per vertex but one vertex's pose residual 7.6e2
 //! (0.13 at η 1), η 2 13.4 KB; η = 1 is kept. The pose residual (`far_residual`, the
 //! H-matrix's error on the training poses) has median 4–8e-3 at ε 1e-2, 0.5–1e-3 at 1e-3.
-//! It is not the default: its precompute is 3–5× the default's on armadillo_18k (22–54 s
+//! It was not the default at first: its precompute (before the streamed build) was 3–5× node fits' on armadillo_18k (22–54 s
 //! against 7–15 s on 2 busy cores; a lone drag build 32.0 s against 11.2 s, peak RSS of the
 //! whole bench process 356 MB against 360 MB: the H-matrix is built from the near rows the
 //! basis pass computes anyway and only the 1-ring's are kept). The cost (as measured above) was one 40-column
@@ -173,9 +181,14 @@
 //! 1.9× the 2 GB one. The coupling pass is about 5.8 × 49 thousand ≈ 285 thousand solve
 //! columns there, ~3.3× the basis pass's 85 thousand; the memory is the build's intermediate
 //! f64 data (sketches at 60 columns per cluster, the couplings of the un-recompressed bases,
-//! ~25² per far block), the final H-matrix being 18.7 KB per vertex. A peeling construction
-//! that shares the coupling solves between the clusters of a level is the way to fit the
-//! time; recompressing per block as the couplings arrive, the memory. It is cached like node fits
+//! ~25² per far block), the final H-matrix being 18.7 KB per vertex. **Now fixed**: the
+//! precompute builds the global-sketch H-matrix from the columns of `G` its basis pass solves
+//! anyway (`jello_precompute::hmatrix::StreamBuild`; no sketch or coupling solve, no eigen
+//! solve): armadillo_114k's whole JGS2 precompute with it takes 101.9 s and 1.55 GB peak,
+//! inside the 2-minute / 2 GB budget and below the node-fit default's 131.5 s and 1.87 GB in
+//! the same session (16.6 against 19.1 KB per vertex at run time); armadillo_18k's products
+//! 1.2 s instead of a 14 s build; so it is now the default (the tests of the node-fit kernels
+//! and fits name `SubspaceOptions::node_fits()`). It is cached like node fits
 //! (artifact format 5 holds every array of the H-matrix; a damaged or re-keyed file is
 //! rebuilt). The device solver runs it ([`DeviceJgs2`]: the H-matrix and S_i in f32, three
 //! kernels per frame — forward `Q_cᵀ ĝ_c` per basis column, the couplings gathered per basis

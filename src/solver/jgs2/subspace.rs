@@ -5,7 +5,7 @@ use crate::material::element_hessian;
 use crate::mesh::{colour_vertices, VertexTets};
 use crate::problem::Model;
 use jello_precompute::cholesky::Ordering;
-use jello_precompute::hmatrix::HMatrix;
+use jello_precompute::hmatrix::{HMatrix, HMatrixOptions};
 use jello_precompute::jgs2::{Jgs2Basis, Jgs2Input, Jgs2Options, Jgs2Precompute};
 use jello_precompute::tree::ClusterTree;
 use nalgebra::Vector3;
@@ -74,10 +74,15 @@ pub struct HFarField {
     pub schur: Vec<[f64; 9]>,
 }
 
-/// Options of the subspace build.
-#[derive(Clone, Debug, Default)]
+/// Options of the subspace build. The default far field is the H-matrix of `G`
+/// (`Jgs2Options::far_hmatrix`, ε 1e-3; issue 17: within 1.08× of exact rows' iterations on
+/// the paper's moderate scenes at less memory than first-order node fits, and a cheaper
+/// precompute — see the module docs of [`super`]); [`Self::node_fits`] is the former default.
+#[derive(Clone, Debug)]
 pub struct SubspaceOptions {
-    /// Precompute tuning (training poses, cluster tree, far-field tolerance, cubature).
+    /// Precompute tuning (training poses, cluster tree, far field, cubature). The H-matrix
+    /// field is used when `far_hmatrix` is set and the subspaces are per vertex with no
+    /// cubature ([`Self::uses_hmatrix`]); otherwise node fits (`far_tolerance`, `far_order`).
     pub precompute: Jgs2Options,
     /// Group-wise subspaces (the paper's §8.1 reading for Gauss–Seidel): each vertex's
     /// subspace holds the other vertices of its colour fixed. Off by default, and the solvers
@@ -86,6 +91,47 @@ pub struct SubspaceOptions {
     /// converged like VBD (55–99 iterations per step on a clamped ARAP beam, E = 1 MPa, where
     /// per-vertex subspaces need 3; see the issue note).
     pub group_wise: bool,
+}
+
+impl Default for SubspaceOptions {
+    fn default() -> Self {
+        Self {
+            precompute: Jgs2Options {
+                far_hmatrix: Some(HMatrixOptions::default()),
+                ..Jgs2Options::default()
+            },
+            group_wise: false,
+        }
+    }
+}
+
+impl SubspaceOptions {
+    /// First-order node fits at tolerance 0.02 (the default before issue 17's H-matrix): the
+    /// paper's compressed far field family, per vertex and per cluster-tree node.
+    pub fn node_fits() -> Self {
+        Self {
+            precompute: Jgs2Options::default(),
+            group_wise: false,
+        }
+    }
+
+    /// True when the build makes the H-matrix field: asked for, per-vertex subspaces (the
+    /// group-wise ones fix other vertices, which a single `G` does not describe) and no
+    /// cubature compression (`max_samples`, a node-fit option).
+    pub fn uses_hmatrix(&self) -> bool {
+        self.precompute.far_hmatrix.is_some()
+            && !self.group_wise
+            && self.precompute.max_samples == 0
+    }
+
+    /// The precompute's options as run: without `far_hmatrix` where it is not used.
+    fn effective(&self) -> Jgs2Options {
+        let mut o = self.precompute.clone();
+        if !self.uses_hmatrix() {
+            o.far_hmatrix = None;
+        }
+        o
+    }
 }
 
 /// The inputs of the precompute for `model` at time step `h`: rest element Hessians of Ψ,
@@ -146,7 +192,8 @@ pub fn cache_key(model: &Model, h: f64, opts: &SubspaceOptions) -> u64 {
         }
     }
     eat(&h.to_le_bytes());
-    let o = &opts.precompute;
+    let eff = opts.effective();
+    let o = &eff;
     for v in [o.n_modes, o.leaf_size, o.max_samples, o.candidates] {
         eat(&(v as u64).to_le_bytes());
     }
@@ -205,7 +252,7 @@ pub fn load_or_build(
         let loaded = artifact::read(p, key)
             .map_err(|e| e.to_string())
             .and_then(|basis| {
-                check_against_model(model, &basis, opts.precompute.far_hmatrix.is_some())
+                check_against_model(model, &basis, opts.uses_hmatrix())
                     .map_err(|e| format!("{}: {e}", p.display()))?;
                 from_basis(model, basis).map_err(|e| format!("{}: {e}", p.display()))
             });
@@ -353,12 +400,13 @@ fn precompute(
     // `pre` keeps its own H̄_e: the inputs' copy (129 MB on armadillo_114k) would only add to
     // the run's peak.
     drop((rest_h, mass));
+    let run = opts.effective();
     if opts.group_wise {
         // The same colouring the Gauss–Seidel sweep uses (deterministic).
         let groups = colour_vertices(&model.mesh).groups;
-        pre.run_grouped(&opts.precompute, &groups).map_err(err)
+        pre.run_grouped(&run, &groups).map_err(err)
     } else {
-        pre.run(&opts.precompute).map_err(err)
+        pre.run(&run).map_err(err)
     }
 }
 
