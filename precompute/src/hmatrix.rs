@@ -208,6 +208,19 @@ pub struct BlockPartition {
     pub near: Vec<Vec<u32>>,
 }
 
+/// The inadmissible leaf pairs `(I, J)`, `I ≤ J`, of per-leaf near lists
+/// ([`BlockPartition::near`]), in the order [`HMatrix::set_near`] stores them.
+pub(crate) fn near_pairs(near: &[Vec<u32>]) -> Vec<(u32, u32)> {
+    near.iter()
+        .enumerate()
+        .flat_map(|(i, js)| {
+            js.iter()
+                .filter(move |&&j| j as usize >= i)
+                .map(move |&j| (i as u32, j))
+        })
+        .collect()
+}
+
 /// Per node of `nn`, the indices of the `pairs` it belongs to, in pair order (a pair `(c, c)`
 /// once), as CSR offsets and entries (`HMatrix::node_near*`, `node_block*`). The pairs' nodes
 /// are `< nn` (checked by the callers).

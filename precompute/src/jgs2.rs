@@ -1118,15 +1118,7 @@ impl Jgs2Precompute {
                 }
             }
         }
-        let pairs: Vec<(u32, u32)> = near_leaves
-            .iter()
-            .enumerate()
-            .flat_map(|(i, js)| {
-                js.iter()
-                    .filter(move |&&j| j as usize >= i)
-                    .map(move |&j| (i as u32, j))
-            })
-            .collect();
+        let pairs = crate::hmatrix::near_pairs(near_leaves);
         let recs: &[VertexSubspaceData] = vertices;
         let missing = std::sync::atomic::AtomicBool::new(false);
         hm.set_near(tree, &pairs, |i, j| {

@@ -106,15 +106,7 @@ impl<'a> StreamBuild<'a> {
                 "H-matrix far field: the near lists are not per leaf of the tree".into(),
             ));
         }
-        let near_pairs: Vec<(u32, u32)> = near
-            .iter()
-            .enumerate()
-            .flat_map(|(i, js)| {
-                js.iter()
-                    .filter(move |&&j| j as usize >= i)
-                    .map(move |&j| (i as u32, j))
-            })
-            .collect();
+        let near_pairs = super::near_pairs(near);
         let mut near_of = vec![Vec::new(); nn];
         for (k, &(i, j)) in near_pairs.iter().enumerate() {
             near_of[j as usize].push((k as u32, i));
