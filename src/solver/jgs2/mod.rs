@@ -61,7 +61,7 @@
 //!   backtracking and its model minimiser (which rescales the step and mixes in the block-Jacobi
 //!   and previous steps) are what keep those steps convergent (kick: 21–33 iterations, drag_stiff
 //!   9–13). Its cost, measured in the same bench (Δx 1e-4, 3 steps, ms per iteration, 2
-//!   threads, default far field, two quiet runs each): drag 45.7–46.6 vs 36.8–38.2 plain, twist
+//!   threads, node fits at 0.02 — the default then — two quiet runs each): drag 45.7–46.6 vs 36.8–38.2 plain, twist
 //!   49.0–51.2 vs 41.4–44.5, spin 54.2–55.7 vs 43.5–47.1 — +15–25% (a block-Jacobi direction,
 //!   three Hessian-vector products, two or three energies), not 2×. Where the plain step is
 //!   accepted anyway (drag, twist: the same iteration counts with and without) that is
@@ -99,7 +99,7 @@
 //!   refactors and JGS2 follows only through rotations and incident elements — not the
 //!   rest-shape precompute, nor the far-field compression.
 //! - armadillo_114k (28,310 vertices, the same scene; `armadillo_114k` in the bench): Newton
-//!   5.8, JGS2 45.0 (7.8×) at the default tolerance and 44.4 at 0.005 (41 vs 19 KB/vertex):
+//!   5.8, JGS2 45.0 (7.8×) with node fits at 0.02 (the default then) and 44.4 at 0.005 (41 vs 19 KB/vertex):
 //!   the ratio grows with resolution (3.4× on the 4,855-vertex mesh), and again not through
 //!   the far field. The residual falls linearly at ~0.93 per iteration in the tail.
 //!
@@ -139,9 +139,9 @@
 //! `jello_precompute::hmatrix`; bench syntax `h2:EPS[:ETA[:SAMPLES[:SKETCH[:LOCAL_EPS]]]]`,
 //! η = 1; the other H-matrix rows of the table, and the figures below unless said otherwise,
 //! were measured with the global sketch and 40 samples, `h2:EPS:1:40:global`): at ε = 1e-3 it is within 1.08× of exact rows on all three scenes (2.8 / 2.6 on
-//! spin) at 8–13 KB per vertex, below the default's 21 KB at most — per scene 1.21× the
-//! default's memory on drag (13.3 vs 11.0 KB), 0.45× on twist and 0.43× on spin. Per scene
-//! at no more than the default's memory, ε 3e-3 gives 1.00 / 1.00 / 1.154 (3.0 / 2.6 on spin,
+//! spin) at 8–13 KB per vertex, below node fits' (the former default's) 21 KB at most — per
+//! scene 1.21× their memory on drag (13.3 vs 11.0 KB), 0.45× on twist and 0.43× on spin. Per scene
+//! at no more than node fits' memory, ε 3e-3 gives 1.00 / 1.00 / 1.154 (3.0 / 2.6 on spin,
 //! just over 1.15) at 10.8 / 6.7 / 7.1 KB. It compresses `G = H̄⁻¹` instead of each `Ū_i`
 //! (`Ū_i[j]ᵀ = S_i G_ij`, so every vertex's sum is a row of one product `S_i (G ĝ)_i − ĝ_i`):
 //! dense `G` blocks on inadmissible leaf pairs, stored once per pair (the near field: 2.1 KB
@@ -229,7 +229,7 @@
 //! - Newton's inversion trust region ([`crate::problem::StepProblem::step_limit`]): 28.8;
 //! - L-BFGS on top (two-loop recursion over the step's last 5 / 10 (s, y) pairs, the JGS2
 //!   sweep as H₀⁻¹, then the safeguard): 19.2 / 19.8; 20× stiffer 15.8 / 16.6 vs 18.4;
-//!   cantilever (default far field) unchanged at 7.4 — secant updates do not capture the
+//!   cantilever (node fits, the default then) unchanged at 7.4 — secant updates do not capture the
 //!   within-step change either;
 //! - the residual is local (the top 1% of vertices, all at the kicked foot, hold 62–74% of
 //!   its square; the top 5% hold 97–99%), but a Newton step on those vertices with the rest
