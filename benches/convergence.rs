@@ -42,8 +42,9 @@
 //! scenes' foot force, N, default 100), `JELLO_CONV_PLOT_STEP` (default 2),
 //! `JELLO_CONV_FAR_TOL` (JGS2 far-field tolerance, default 0.02; 0 keeps every row exact),
 //! `JELLO_CONV_FAR_ORDER` (0: node means, 1: linear fits — the default),
-//! `JELLO_CONV_SAFEGUARD` (0: JGS2's plain iteration x += δ, the paper's; 1, the default: the
-//! safeguarded step), `JELLO_CONV_JGS2_CAP` (JGS2 iteration cap per step, default 1000),
+//! `JELLO_CONV_SAFEGUARD` (`cut`, the default: the plain step while it fits, else the model
+//! step; `always`: the model step every iteration; `off` or 0: JGS2's plain iteration x += δ,
+//! the paper's; 1 = always), `JELLO_CONV_JGS2_CAP` (JGS2 iteration cap per step, default 1000),
 //! `JELLO_CONV_STOP` (a comma list of `cn` and `dx:TOL`, overriding each case's rules:
 //! by default `cn` on jello's cases, `dx:1e-4,cn` on the paper's).
 //!
@@ -80,7 +81,7 @@ use jello::problem::Model;
 use jello::scene::Scene;
 use jello::sim::Simulation;
 use jello::solver::jgs2::{
-    build_subspace, build_subspace_at, Jgs2Params, Jgs2Solver, SubspaceOptions, Variant,
+    build_subspace, build_subspace_at, Jgs2Params, Jgs2Solver, Safeguard, SubspaceOptions, Variant,
 };
 use jello::solver::{NewtonParams, NewtonSolver, StepSolver, StopRule};
 use jello_precompute::hmatrix::{HMatrixOptions, Sketch};
@@ -368,7 +369,7 @@ fn make(
             stop,
             max_iterations: env_or("JELLO_CONV_JGS2_CAP", 1000usize),
             variant,
-            safeguard: env_or("JELLO_CONV_SAFEGUARD", 1u8) != 0,
+            safeguard: conv_safeguard(),
         };
         (
             Box::new(Jgs2Solver::jgs2(model, p, sub.clone()).expect("jgs2")) as Box<dyn StepSolver>,
@@ -415,7 +416,7 @@ fn make(
                     stop,
                     max_iterations: vbd_cap,
                     variant: Variant::GaussSeidel,
-                    safeguard: false,
+                    safeguard: Safeguard::Off,
                 },
             )),
             0.0,
@@ -471,7 +472,7 @@ impl StepSolver for Relinearised {
             stop: self.stop,
             max_iterations: 1000,
             variant: Variant::Jacobi,
-            safeguard: true,
+            safeguard: Safeguard::Cut,
         };
         Jgs2Solver::jgs2(&self.model, p, Arc::new(sub))?
             .linearised_at(&self.model, &problem.x_start)
@@ -938,7 +939,7 @@ fn frontier(steps: usize, kick: f64, out: &Path) {
                 stop,
                 max_iterations: 1000,
                 variant: Variant::Jacobi,
-                safeguard: true,
+                safeguard: Safeguard::Cut,
             };
             let solver = Jgs2Solver::jgs2(&built.model, p, Arc::new(sub)).expect("jgs2");
             let state = built.model.initial_state(&built.velocity);
@@ -1090,7 +1091,7 @@ fn diagnose(kick: f64) {
                     stop: StopRule::Cn { eps: 0.0 },
                     max_iterations: k,
                     variant: Variant::Jacobi,
-                    safeguard: false,
+                    safeguard: Safeguard::Off,
                 };
                 let mut solver = Jgs2Solver::jgs2(model, p, sub.clone()).expect("jgs2");
                 let mut x = Vec::new();
@@ -1207,4 +1208,17 @@ fn main() {
         }
     }
     summary(&outcomes, &out);
+}
+
+/// `JELLO_CONV_SAFEGUARD`: `cut` (the default), `always` or `off` (also 0 = off, 1 = always).
+fn conv_safeguard() -> Safeguard {
+    match std::env::var("JELLO_CONV_SAFEGUARD").as_deref() {
+        Err(_) | Ok("cut") => Safeguard::Cut,
+        Ok("always") | Ok("1") => Safeguard::Always,
+        Ok("off") | Ok("0") => Safeguard::Off,
+        Ok(v) => {
+            eprintln!("JELLO_CONV_SAFEGUARD={v}: expected cut, always or off");
+            std::process::exit(2)
+        }
+    }
 }

@@ -68,7 +68,7 @@ use jello::sim::Simulation;
 use jello::solver::jgs2::{
     build_subspace, element_gradient_pass, element_pass, hess_vec, jgs2_system,
     rest_frame_gradients, rotations, vbd_local_system, vbd_system, vertex_gradient, ElementCache,
-    Jgs2Params, Jgs2Solver, Jgs2Subspace, SubspaceOptions, Variant,
+    Jgs2Params, Jgs2Solver, Jgs2Subspace, Safeguard, SubspaceOptions, Variant,
 };
 use jello::solver::{StepSolver, StopRule};
 use nalgebra::{Matrix3, Vector3};
@@ -192,7 +192,7 @@ fn main() {
                     stop: StopRule::Cn { eps: 0.0 },
                     max_iterations: vbd_iters,
                     variant: Variant::GaussSeidel,
-                    safeguard: false,
+                    safeguard: Safeguard::Off,
                 },
             ))
         };
@@ -235,7 +235,7 @@ fn main() {
                 stop,
                 max_iterations: vbd_iters,
                 variant: Variant::GaussSeidel,
-                safeguard: false,
+                safeguard: Safeguard::Off,
             },
         ))
     };
@@ -247,7 +247,7 @@ fn main() {
                     stop,
                     max_iterations: jgs2_iters,
                     variant: Variant::Jacobi,
-                    safeguard: true,
+                    safeguard: Safeguard::Cut,
                 },
                 sub.clone(),
             )

@@ -81,7 +81,9 @@ use jello::sim::Simulation;
 use jello::solver::admm::{AdmmParams, AdmmSolver, ContactParams, ContactVariant};
 use jello::solver::backend::{CpuBackend, DeviceBackend, PotentialBackend};
 use jello::solver::dot::{DotParams, DotSolver};
-use jello::solver::jgs2::{build_subspace, Jgs2Params, Jgs2Solver, SubspaceOptions, Variant};
+use jello::solver::jgs2::{
+    build_subspace, Jgs2Params, Jgs2Solver, Safeguard, SubspaceOptions, Variant,
+};
 use jello::solver::pd::{GlobalOptions, GlobalSystem};
 use jello::solver::qn::{QnMode, QnParams, QnSolver};
 use jello::solver::{NewtonParams, NewtonSolver, StepSolver, StopRule};
@@ -546,7 +548,7 @@ fn iterations() {
                                 stop,
                                 max_iterations: 1000,
                                 variant: Variant::Jacobi,
-                                safeguard: true,
+                                safeguard: Safeguard::Cut,
                             },
                             Arc::new(sub),
                         )
@@ -1450,7 +1452,11 @@ fn compare(case: &Case, starts: &[State], k: usize, solvers: &str, split: bool) 
                     } else {
                         Variant::GaussSeidel
                     },
-                    safeguard: name == "jgs2",
+                    safeguard: if name == "jgs2" {
+                        Safeguard::Cut
+                    } else {
+                        Safeguard::Off
+                    },
                 };
                 if name == "vbd" {
                     Box::new(Jgs2Solver::vbd(m, params))

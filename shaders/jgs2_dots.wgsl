@@ -5,6 +5,8 @@
 //   out[u1 + 16·blk + 1 + p]      = Σ g·d_p
 //   out[u1 + 16·blk + 4 + 3p + q] = Σ d_p·hd_q
 // (entries 13..16 and those of absent directions are 0). Summed over blocks in f64 on the host.
+// u0 = nd | GD_ONLY (0x100): the g·d_p only (hd is not read; the d_p·hd_q entries are 0) —
+// the plain trial of the cut safeguard, which has no Hessian products.
 #import params
 
 @group(0) @binding(0) var<storage, read> g: array<vec4<f32>>;
@@ -23,7 +25,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let blk = linear_group(wid);
     let base = blk * WG * ITEMS;
     let n = P.n;
-    let nd = min(P.u0, 3u);
+    let nd = min(P.u0 & 0xffu, 3u);
+    var nh = nd;
+    if (P.u0 & 0x100u) != 0u {
+        nh = 0u;
+    }
     var acc: array<f32, 13>;
     for (var j = 0u; j < NDOT; j++) {
         acc[j] = 0.0;
@@ -37,8 +43,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             for (var p = 0u; p < nd; p++) {
                 let dp = dirs[p * n + i].xyz;
                 acc[1u + p] += dot(gi, dp);
-                for (var q = 0u; q < nd; q++) {
-                    acc[4u + 3u * p + q] += dot(dp, hd[q * n + i].xyz);
+                if p < nh {
+                    for (var q = 0u; q < nh; q++) {
+                        acc[4u + 3u * p + q] += dot(dp, hd[q * n + i].xyz);
+                    }
                 }
             }
         }

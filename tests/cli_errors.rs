@@ -164,6 +164,7 @@ fn impossible_jgs2_subspace_settings() {
         ("far_order", "2", "0 (node means) or 1"),
         ("far_hmatrix_eps", "0.0", "> 0"),
         ("far_hmatrix_eps", "nan", "finite"),
+        ("safeguard", "\"sometimes\"", "cut, always or off"),
     ] {
         let dir = tmp(&format!("{key}_{value}"));
         let text = format!("{BASE}\n[solver]\nname = \"jgs2\"\n{key} = {value}\n");

@@ -14,7 +14,8 @@ use jello::gpu::Device;
 use jello::problem::{Model, State, StepProblem};
 use jello::scene::{BuiltScene, Scene};
 use jello::solver::jgs2::{
-    build_subspace, DeviceJgs2, Jgs2Params, Jgs2Solver, Jgs2Subspace, SubspaceOptions, Variant,
+    build_subspace, DeviceJgs2, Jgs2Params, Jgs2Solver, Jgs2Subspace, Safeguard, SubspaceOptions,
+    Variant,
 };
 use jello::solver::{StepReport, StepSolver};
 use std::path::Path;
@@ -52,7 +53,7 @@ fn solvers(cap: usize) -> [(&'static str, Jgs2Params, bool); 2] {
     let vbd = Jgs2Params {
         max_iterations: cap,
         variant: Variant::GaussSeidel,
-        safeguard: false,
+        safeguard: Safeguard::Off,
         ..Default::default()
     };
     let jgs2 = Jgs2Params {

@@ -26,7 +26,7 @@ use jello::problem::{
 use jello::solver::jgs2::{
     barrier_hessian, build_subspace, element_pass, hess_vec, jgs2_system, rest_frame_gradients,
     rotations, vbd_system, vertex_gradient, DeviceJgs2, ElementCache, Jgs2Params, Jgs2Solver,
-    SubspaceOptions, Variant,
+    Safeguard, SubspaceOptions, Variant,
 };
 use jello::solver::{StepSolver, StopRule};
 use nalgebra::{Matrix3, Vector3};
@@ -1771,17 +1771,19 @@ fn packed_subspace_holds_every_block() {
 // ---------------------------------------------------------------- solver level
 
 /// The four solvers of a model: (name, params, subspace?).
-fn modes(jgs2_eps: f64, vbd_eps: f64) -> Vec<(Variant, bool, bool, f64)> {
+fn modes(jgs2_eps: f64, vbd_eps: f64) -> Vec<(Variant, Safeguard, bool, f64)> {
     // (variant, safeguard, JGS2?, ε)
     vec![
-        (Variant::Jacobi, true, true, jgs2_eps),
-        (Variant::GaussSeidel, true, true, jgs2_eps),
-        (Variant::GaussSeidel, false, false, vbd_eps),
-        (Variant::Jacobi, true, false, vbd_eps),
+        (Variant::Jacobi, Safeguard::Cut, true, jgs2_eps),
+        // The model step at every iteration (the cut's fallback on violent steps).
+        (Variant::Jacobi, Safeguard::Always, true, jgs2_eps),
+        (Variant::GaussSeidel, Safeguard::Cut, true, jgs2_eps),
+        (Variant::GaussSeidel, Safeguard::Off, false, vbd_eps),
+        (Variant::Jacobi, Safeguard::Cut, false, vbd_eps),
         // Without the safeguard: the paper's plain JGS2 Jacobi iteration. (Plain JGS2
         // Gauss–Seidel diverges on this beam in the f64 reference too: a colour's subspace
         // assumes the other colours follow.)
-        (Variant::Jacobi, false, true, jgs2_eps),
+        (Variant::Jacobi, Safeguard::Off, true, jgs2_eps),
     ]
 }
 
@@ -1836,7 +1838,7 @@ fn compare_solvers(
     m: &Model,
     state: &State,
     steps: usize,
-    modes: &[(Variant, bool, bool, f64)],
+    modes: &[(Variant, Safeguard, bool, f64)],
     check: &dyn Fn(&Run),
     bound: &dyn Fn(&str) -> f64,
     iteration_slack: &dyn Fn(usize) -> usize,
@@ -1982,7 +1984,7 @@ fn reports_cap_trace_and_dx_rule_like_the_reference() {
             stop: StopRule::Cn { eps: 1e-12 },
             max_iterations: 2,
             variant: Variant::Jacobi,
-            safeguard: true,
+            safeguard: Safeguard::Cut,
         };
         let mut d = DeviceJgs2::new(device(on_gpu), &m, capped, Some(sub.clone())).unwrap();
         let mut x = Vec::new();
@@ -2047,7 +2049,7 @@ fn reports_cap_trace_and_dx_rule_like_the_reference() {
                 stop: StopRule::Dx { tol: 1e-5 },
                 max_iterations: 500,
                 variant,
-                safeguard: true,
+                safeguard: Safeguard::Cut,
             };
             let mut dd = DeviceJgs2::new(device(on_gpu), &m, params, Some(sub.clone())).unwrap();
             let mut x = Vec::new();
@@ -2232,7 +2234,11 @@ type = "ground"
             } else {
                 Variant::Jacobi
             },
-            safeguard: solver == "jgs2",
+            safeguard: if solver == "jgs2" {
+                Safeguard::Cut
+            } else {
+                Safeguard::Off
+            },
             ..Default::default()
         };
         let sub = (solver == "jgs2")
@@ -2461,9 +2467,10 @@ fn device_hmatrix_jgs2_matches_f64() {
     }
     let diag = bbox_diagonal(&m);
     for (variant, safeguard) in [
-        (Variant::Jacobi, true),
-        (Variant::GaussSeidel, true),
-        (Variant::Jacobi, false),
+        (Variant::Jacobi, Safeguard::Cut),
+        (Variant::Jacobi, Safeguard::Always),
+        (Variant::GaussSeidel, Safeguard::Cut),
+        (Variant::Jacobi, Safeguard::Off),
     ] {
         let params = Jgs2Params {
             stop: StopRule::Cn { eps: 1e-6 },
@@ -2513,7 +2520,7 @@ fn device_hmatrix_jgs2_matches_f64() {
         stop: StopRule::Cn { eps: 1e-12 },
         max_iterations: 1,
         variant: Variant::Jacobi,
-        safeguard: false,
+        safeguard: Safeguard::Off,
     };
     let first = |solver: &mut dyn StepSolver| {
         let problem = StepProblem::new(&m, &state, 0.01);
@@ -2606,4 +2613,79 @@ fn hmatrix_twins_refuse_corrupt_blobs_without_panicking() {
     }
     eprintln!("{refused} of 300 corrupt blobs refused by a twin");
     assert!(refused > 0, "no corruption was ever detected");
+}
+
+/// Issue 17's cut safeguard on the device (CPU twins and GPU) against the f64 rule, on the
+/// clamped beam of `tests/jgs2.rs` thrown gently (every plain step fits: the device keeps
+/// them all, as the reference) and violently (the plain iteration diverges: the device's
+/// plain trial is rejected, it re-evaluates the iterate and takes model steps to convergence):
+/// iterations within the slack of the other device tests, positions within 1e-4 of the
+/// bounding-box diagonal of the f64 solver's.
+#[test]
+fn device_safeguard_cut_keeps_plain_steps_and_falls_back_like_f64() {
+    let _gpu = gpu_lock();
+    let m = common::clamped_beam(MaterialModel::StableNeoHookean, 1e6, 0.5, [8, 2, 2], vec![]);
+    let sub = Arc::new(build_subspace(&m, 0.01, &SubspaceOptions::default()).unwrap());
+    let diag = bbox_diagonal(&m);
+    let params = Jgs2Params {
+        stop: StopRule::Cn { eps: 1e-6 },
+        max_iterations: 300,
+        variant: Variant::Jacobi,
+        safeguard: Safeguard::Cut,
+    };
+    let step = |solver: &mut dyn StepSolver, v0: f64| {
+        let mut st = m.initial_state(&vec![[0.0; 3]; m.num_vertices()]);
+        for (k, v) in st.v.iter_mut().enumerate() {
+            if !m.pinned[k / 3] && k % 3 == 1 {
+                *v = -v0 * m.mesh.positions[k / 3][0];
+            }
+        }
+        let problem = StepProblem::new(&m, &st, 0.01);
+        let mut x = Vec::new();
+        let r = solver
+            .step(&problem, &m as &dyn ElasticTerms, &mut x, true)
+            .unwrap();
+        let t = r.trace.as_ref().unwrap();
+        let models = t.iter().filter(|i| i.model_step == Some(true)).count();
+        (r.iterations, r.converged, models, x)
+    };
+    for v0 in [10.0, 300.0] {
+        let mut reference = Jgs2Solver::jgs2(&m, params, sub.clone()).unwrap();
+        let (it_r, ok_r, models_r, x_r) = step(&mut reference, v0);
+        assert!(ok_r);
+        let mut devices: Vec<(&str, Device)> = vec![("cpu twins", Device::cpu())];
+        if let Some(g) = gpu() {
+            devices.push(("gpu", g));
+        }
+        for (dname, dev) in devices {
+            let mut d = DeviceJgs2::new(dev, &m, params, Some(sub.clone())).unwrap();
+            let (it, ok, models, x) = step(&mut d, v0);
+            let dev_rel = max_dev(&x, &x_r) / diag;
+            eprintln!(
+                "v0 {v0} on {dname}: {it} iterations, {models} model steps (f64: {it_r}, \
+                 {models_r}), deviation / diagonal {dev_rel:.1e}"
+            );
+            assert!(ok, "v0 {v0} on {dname}: not converged");
+            assert!(
+                it.abs_diff(it_r) <= 2 + it_r / 10,
+                "v0 {v0} on {dname}: {it} iterations vs {it_r} (f64)"
+            );
+            if models_r == 0 {
+                assert_eq!(models, 0, "v0 {v0} on {dname}: a plain step was rejected");
+            } else {
+                assert!(models > 0, "v0 {v0} on {dname}: the cut never fell back");
+            }
+            assert!(
+                dev_rel <= 1e-4,
+                "v0 {v0} on {dname}: deviation {dev_rel:e} of the diagonal"
+            );
+        }
+        // The gentle throw keeps every plain step, the violent one falls back (the f64
+        // test's finding on this beam), so both branches of the device loop ran above.
+        assert_eq!(
+            models_r == 0,
+            v0 < 100.0,
+            "v0 {v0}: f64 model steps {models_r}"
+        );
+    }
 }

@@ -332,7 +332,7 @@ fn strict_vertex_moves_keep_flattened_elements_positive() {
     let params = jello::solver::jgs2::Jgs2Params {
         max_iterations: 200,
         variant: jello::solver::jgs2::Variant::GaussSeidel,
-        safeguard: false,
+        safeguard: jello::solver::jgs2::Safeguard::Off,
         ..Default::default()
     };
     let mut solver = jello::solver::jgs2::Jgs2Solver::vbd(model, params);

@@ -7,8 +7,9 @@ use jello::mesh::{TetMesh, VertexTets};
 use jello::problem::{ElasticTerms, HessianLayout, Model, StepProblem};
 use jello::solver::jgs2::{
     barrier_hessian, build_subspace, build_subspace_at, element_gradient_pass, element_pass,
-    jgs2_system, local_system, rest_frame_gradients, rotations, vbd_local_system, vbd_system,
-    vertex_gradient, ElementCache, Jgs2Params, Jgs2Solver, SubspaceOptions, Variant,
+    jgs2_system, local_system, plain_step_fits, rest_frame_gradients, rotations, vbd_local_system,
+    vbd_system, vertex_gradient, ElementCache, Jgs2Params, Jgs2Solver, Safeguard, SubspaceOptions,
+    Variant, PLAIN_STEP_WINDOW,
 };
 use jello::solver::{NewtonParams, NewtonSolver, StepSolver, StopRule};
 use nalgebra::{DMatrix, DVector};
@@ -146,7 +147,7 @@ fn jgs2_and_vbd_converge_to_the_newton_solution() {
                     stop,
                     max_iterations: 2000,
                     variant: Variant::Jacobi,
-                    safeguard: true,
+                    safeguard: Safeguard::Cut,
                 },
                 sub.clone(),
             )
@@ -160,7 +161,7 @@ fn jgs2_and_vbd_converge_to_the_newton_solution() {
                     stop,
                     max_iterations: 20000,
                     variant: Variant::GaussSeidel,
-                    safeguard: true,
+                    safeguard: Safeguard::Cut,
                 },
                 sub.clone(),
             )
@@ -174,7 +175,7 @@ fn jgs2_and_vbd_converge_to_the_newton_solution() {
                     stop,
                     max_iterations: 20000,
                     variant: Variant::GaussSeidel,
-                    safeguard: false,
+                    safeguard: Safeguard::Off,
                 },
             ),
         ),
@@ -520,19 +521,24 @@ fn stiff_arap_beam_converges_with_plain_jacobi() {
         .unwrap(),
     ));
     let safe = run(Box::new(
-        Jgs2Solver::jgs2(&m, params(true, Variant::Jacobi), sub.clone()).unwrap(),
+        Jgs2Solver::jgs2(&m, params(Safeguard::Cut, Variant::Jacobi), sub.clone()).unwrap(),
     ));
     let plain = run(Box::new(
-        Jgs2Solver::jgs2(&m, params(false, Variant::Jacobi), sub.clone()).unwrap(),
+        Jgs2Solver::jgs2(&m, params(Safeguard::Off, Variant::Jacobi), sub.clone()).unwrap(),
     ));
     let gs = run(Box::new(
-        Jgs2Solver::jgs2(&m, params(true, Variant::GaussSeidel), sub.clone()).unwrap(),
+        Jgs2Solver::jgs2(
+            &m,
+            params(Safeguard::Cut, Variant::GaussSeidel),
+            sub.clone(),
+        )
+        .unwrap(),
     ));
     let vbd = run(Box::new(Jgs2Solver::vbd(
         &m,
         Jgs2Params {
             max_iterations: 5000,
-            ..params(false, Variant::GaussSeidel)
+            ..params(Safeguard::Off, Variant::GaussSeidel)
         },
     )));
     eprintln!(
@@ -725,7 +731,7 @@ fn exact_jgs2_tracks_newton_on_the_sagging_arap_cantilever() {
         stop,
         max_iterations: 200,
         variant: Variant::Jacobi,
-        safeguard: true,
+        safeguard: Safeguard::Cut,
     };
     let jgs2 = |opts: &SubspaceOptions| {
         let sub = Arc::new(build_subspace(&m, 0.01, opts).unwrap());
@@ -1017,7 +1023,7 @@ fn hmatrix_jgs2_converges_like_exact_rows_on_the_sagging_cantilever() {
         stop,
         max_iterations: 200,
         variant: Variant::Jacobi,
-        safeguard: true,
+        safeguard: Safeguard::Cut,
     };
     let run = |opts: &SubspaceOptions| {
         let sub = Arc::new(build_subspace(&m, 0.01, opts).unwrap());
@@ -1098,7 +1104,7 @@ fn default_far_field_is_the_hmatrix_and_converges_to_newton() {
                 stop,
                 max_iterations: 2000,
                 variant,
-                safeguard: true,
+                safeguard: Safeguard::Cut,
             },
             sub.clone(),
         )
@@ -1115,5 +1121,181 @@ fn default_far_field_is_the_hmatrix_and_converges_to_newton() {
         assert!(ok, "{variant:?} with the H-matrix default did not converge");
         // As for node fits: the CN rule leaves JGS2 within ~3e-5 of Newton here.
         assert!(err < 1e-4, "{variant:?} deviates from Newton by {err:e}");
+    }
+}
+
+/// [`Safeguard::Cut`]'s test, against parabolas E(t) = e0 + t·slope + c·t² (α = 1) whose
+/// minimiser t* = −slope / 2c is set by hand: the plain step is kept when it passes Armijo
+/// and t* lies in [`PLAIN_STEP_WINDOW`]; within the round-off allowance any Armijo pass is
+/// kept.
+#[test]
+fn plain_step_fits_takes_armijo_and_the_parabolas_minimiser() {
+    let (lo, hi) = PLAIN_STEP_WINDOW;
+    assert!(lo < 1.0 && 1.0 < hi, "the window holds the plain step");
+    let (e0, slope, slack) = (3.0, -2.0, 1e-12);
+    let e1_for = |t_star: f64| e0 + slope + (-slope / (2.0 * t_star));
+    for t_star in [
+        0.3,
+        0.5,
+        0.7,
+        lo - 0.01,
+        lo + 0.01,
+        1.0,
+        hi - 0.01,
+        hi + 0.01,
+        1.5,
+        3.0,
+    ] {
+        let e1 = e1_for(t_star);
+        // Armijo with c₁ = 1e-4 holds for t* > 1/(2(1 − 1e-4)) ≈ 0.50005.
+        let armijo = e1 <= e0 + 1e-4 * slope;
+        let expected = armijo && (lo..=hi).contains(&t_star);
+        assert_eq!(
+            plain_step_fits(e0, e1, 1.0, slope, slack),
+            expected,
+            "t* = {t_star} (e1 = {e1})"
+        );
+    }
+    // The same parabola seen through a step shortened by the obstacle filter (α = 0.5 of δ):
+    // its minimiser relative to the step taken decides.
+    let c = 1.0 / 0.5; // minimiser at t·α = 0.5·(−slope)/(2c)… along δ: −slope/(2c) = 0.5
+    let e1 = e0 + 0.5 * slope + c * 0.25;
+    assert!(plain_step_fits(e0, e1, 0.5, slope, slack));
+    // Concave along the step (the model cannot judge its length): not kept.
+    assert!(!plain_step_fits(e0, e0 + slope - 1.0, 1.0, slope, slack));
+    // Not a descent direction, or a non-finite energy: not kept.
+    assert!(!plain_step_fits(e0, e0 - 1.0, 1.0, 0.5, slack));
+    assert!(!plain_step_fits(e0, f64::INFINITY, 1.0, slope, slack));
+    assert!(!plain_step_fits(e0, f64::NAN, 1.0, slope, slack));
+    // Near convergence the curvature term is round-off: within 10× the allowance any Armijo
+    // pass is kept, however the noise places the fitted minimiser.
+    // (slope −1e-9, e1 −2e-10: curvature 8e-10, fitted minimiser 0.625.)
+    let tiny = -1e-9;
+    assert!(plain_step_fits(0.0, tiny + 8e-10, 1.0, tiny, 1e-10));
+    assert!(!plain_step_fits(0.0, tiny + 8e-10, 1.0, tiny, 1e-12));
+}
+
+/// The cut safeguard on a clamped beam thrown downwards, gently and violently: where every
+/// plain step fits it takes them all and its iterates are the plain iteration's to the bit;
+/// on the violent throw it falls back to the model step (as `Always`) and converges to
+/// Newton's solution like `Always`, where the plain iteration does not.
+#[test]
+fn safeguard_cut_keeps_fitting_plain_steps_and_falls_back_on_violent_ones() {
+    let m = cantilever(MaterialModel::StableNeoHookean, 1e6, [8, 2, 2]);
+    let sub = Arc::new(build_subspace(&m, 0.01, &SubspaceOptions::default()).unwrap());
+    let stop = StopRule::Cn { eps: 1e-6 };
+    let run = |safeguard: Safeguard, v0: f64| {
+        let mut s = Jgs2Solver::jgs2(
+            &m,
+            Jgs2Params {
+                stop,
+                max_iterations: 300,
+                variant: Variant::Jacobi,
+                safeguard,
+            },
+            sub.clone(),
+        )
+        .unwrap();
+        let mut st = m.initial_state(&vec![[0.0; 3]; m.num_vertices()]);
+        for (k, v) in st.v.iter_mut().enumerate() {
+            if !m.pinned[k / 3] && k % 3 == 1 {
+                *v = -v0 * m.mesh.positions[k / 3][0];
+            }
+        }
+        let problem = StepProblem::new(&m, &st, 0.01);
+        let mut x = Vec::new();
+        let r = s.step(&problem, &m as &dyn ElasticTerms, &mut x, true);
+        (r, x)
+    };
+    let models = |r: &jello::solver::StepReport| {
+        let t = r.trace.as_ref().unwrap();
+        (
+            t.iter().filter(|i| i.model_step == Some(true)).count(),
+            t.iter().filter(|i| i.model_step == Some(false)).count(),
+        )
+    };
+    // Gentle (tip at 10 m/s · 1 m): every plain step fits.
+    let (off, x_off) = run(Safeguard::Off, 10.0);
+    let (cut, x_cut) = run(Safeguard::Cut, 10.0);
+    let (always, _) = run(Safeguard::Always, 10.0);
+    let (off, cut, always) = (off.unwrap(), cut.unwrap(), always.unwrap());
+    eprintln!(
+        "gentle: off {} / cut {} {:?} / always {} {:?} iterations (model, plain)",
+        off.iterations,
+        cut.iterations,
+        models(&cut),
+        always.iterations,
+        models(&always)
+    );
+    assert!(off.converged && cut.converged && always.converged);
+    assert_eq!(
+        models(&cut),
+        (0, cut.iterations),
+        "cut kept every plain step"
+    );
+    assert_eq!(models(&always), (always.iterations, 0));
+    assert_eq!(cut.iterations, off.iterations);
+    assert!(
+        x_cut == x_off,
+        "the plain steps the cut keeps are the plain iteration's"
+    );
+    // Violent (30× faster): the plain iteration diverges; the cut falls back and converges
+    // to Newton's solution.
+    let (off, _) = run(Safeguard::Off, 300.0);
+    let (cut, x_cut) = run(Safeguard::Cut, 300.0);
+    let (always, x_always) = run(Safeguard::Always, 300.0);
+    let (cut, always) = (cut.unwrap(), always.unwrap());
+    let off_failed = match &off {
+        Err(_) => true,
+        Ok(r) => !r.converged,
+    };
+    eprintln!(
+        "violent: off failed {off_failed}, cut {} {:?}, always {} {:?}",
+        cut.iterations,
+        models(&cut),
+        always.iterations,
+        models(&always)
+    );
+    assert!(off_failed, "the violent throw must need the safeguard");
+    assert!(cut.converged && always.converged);
+    assert!(models(&cut).0 > 0, "the cut fell back to the model step");
+    let mut newton = NewtonSolver::new(
+        &m,
+        NewtonParams {
+            stop,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut st = m.initial_state(&vec![[0.0; 3]; m.num_vertices()]);
+    for (k, v) in st.v.iter_mut().enumerate() {
+        if !m.pinned[k / 3] && k % 3 == 1 {
+            *v = -300.0 * m.mesh.positions[k / 3][0];
+        }
+    }
+    let problem = StepProblem::new(&m, &st, 0.01);
+    let mut xn = Vec::new();
+    assert!(
+        newton
+            .step(&problem, &m as &dyn ElasticTerms, &mut xn, false)
+            .unwrap()
+            .converged
+    );
+    let scale = xn
+        .iter()
+        .zip(&problem.x_start)
+        .map(|(a, b)| (a - b).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    for (name, x) in [("cut", &x_cut), ("always", &x_always)] {
+        let err = x
+            .iter()
+            .zip(&xn)
+            .map(|(a, b)| (a - b).powi(2))
+            .sum::<f64>()
+            .sqrt()
+            / scale;
+        eprintln!("{name}: deviation from Newton {err:.2e} of the step's displacement");
+        assert!(err < 1e-3, "{name} deviates from Newton by {err:e}");
     }
 }

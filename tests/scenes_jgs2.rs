@@ -170,3 +170,29 @@ fn vbd_converges_but_needs_many_more_iterations_than_jgs2_on_the_cantilever() {
     assert!(d < BOUND, "{d:e}");
     let _ = std::fs::remove_dir_all(&cache);
 }
+
+/// `[solver] safeguard` reaches the run configuration (JGS2 and VBD read it in
+/// `make_solver`); absent, the configuration leaves the solver's default (cut for JGS2, off
+/// for VBD).
+#[test]
+fn the_safeguard_scene_key_reaches_the_run_config() {
+    use jello::solver::jgs2::Safeguard;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenes/cantilever.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(!text.contains("safeguard"));
+    let built = Scene::parse(&path, &text).unwrap().build().unwrap();
+    assert_eq!(built.config.safeguard, None);
+    for (name, mode) in [
+        ("cut", Safeguard::Cut),
+        ("always", Safeguard::Always),
+        ("off", Safeguard::Off),
+    ] {
+        let with = if text.contains("[solver]") {
+            text.replace("[solver]", &format!("[solver]\nsafeguard = \"{name}\""))
+        } else {
+            format!("{text}\n[solver]\nsafeguard = \"{name}\"\n")
+        };
+        let built = Scene::parse(&path, &with).unwrap().build().unwrap();
+        assert_eq!(built.config.safeguard, Some(mode), "{name}");
+    }
+}

@@ -10,7 +10,7 @@ use crate::solver::admm::{AdmmParams, AdmmSolver};
 use crate::solver::backend::{CpuBackend, DeviceBackend, PotentialBackend};
 use crate::solver::dot::{load_or_build_decomposition, DecompositionOrigin, DotParams, DotSolver};
 use crate::solver::jgs2::{
-    load_or_build, DeviceJgs2, Jgs2Params, Jgs2Solver, Jgs2Subspace, SubspaceOptions,
+    load_or_build, DeviceJgs2, Jgs2Params, Jgs2Solver, Jgs2Subspace, Safeguard, SubspaceOptions,
     SubspaceOrigin, Variant,
 };
 use crate::solver::multilevel::{
@@ -306,7 +306,11 @@ fn jgs2_params(config: &RunConfig) -> Jgs2Params {
         variant,
         // VBD as published: its local Newton steps on the exact local energy need no
         // safeguard.
-        safeguard: config.solver == "jgs2",
+        safeguard: config.safeguard.unwrap_or(if config.solver == "jgs2" {
+            Safeguard::Cut
+        } else {
+            Safeguard::Off
+        }),
     }
 }
 

@@ -14,7 +14,7 @@ use crate::problem::{
     Script, StrainLimit, INTEGRATORS,
 };
 use crate::solver::admm::{ContactParams, ContactVariant, ProxKind};
-use crate::solver::jgs2::SubspaceOptions;
+use crate::solver::jgs2::{Safeguard, SubspaceOptions};
 use crate::solver::multilevel::{LagRefresh, MultilevelParams, MultilevelStop};
 use crate::solver::qn::{QnMode, MAX_HISTORY, PAPER_ITERATIONS};
 use crate::solver::{HessianFilter, StopRule};
@@ -52,6 +52,8 @@ pub struct RunConfig {
     pub max_iterations: Option<usize>,
     /// Solver variant (`jacobi` / `gs`), if set.
     pub variant: Option<String>,
+    /// JGS2/VBD safeguard (`[solver] safeguard`), if set; else `Cut` for JGS2, `Off` for VBD.
+    pub safeguard: Option<Safeguard>,
     /// JGS2 subspace options (far-field tolerance and fit order from `[solver]`).
     pub subspace: SubspaceOptions,
     /// QN and DOT L-BFGS history m (`[solver] history`, default 5).
@@ -506,6 +508,18 @@ impl Scene {
                 ));
             }
         }
+        let safeguard = match s.solver.safeguard.as_deref() {
+            None => None,
+            Some("cut") => Some(Safeguard::Cut),
+            Some("always") => Some(Safeguard::Always),
+            Some("off") => Some(Safeguard::Off),
+            Some(other) => {
+                return Err(cx.err(
+                    "solver.safeguard",
+                    format!("unknown safeguard `{other}` (expected cut, always or off)"),
+                ))
+            }
+        };
         if s.solver.max_iterations == Some(0) {
             return Err(cx.err("solver.max_iterations", "must be ≥ 1"));
         }
@@ -671,6 +685,7 @@ impl Scene {
             stop,
             max_iterations: s.solver.max_iterations,
             variant: s.solver.variant.clone(),
+            safeguard,
             subspace,
             qn_history,
             subdomains: s.solver.subdomains,

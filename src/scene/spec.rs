@@ -101,6 +101,13 @@ pub struct SolverSpec {
     /// grows as the square of the mesh size).
     #[serde(default)]
     pub far_tolerance: Option<f64>,
+    /// JGS2/VBD: how iterations are guarded against steps that raise the energy: `cut`
+    /// (JGS2's default: the plain step while it passes an energy test, the quadratic model's
+    /// step after its first rejection in a time step), `always` (the model step every
+    /// iteration) or `off` (the paper's plain iteration, VBD's default; diverges on violent
+    /// steps). See `jello::solver::jgs2::Safeguard`.
+    #[serde(default)]
+    pub safeguard: Option<String>,
     /// JGS2 node-fit far field (chooses node fits, as `far_tolerance`): 1 (default)
     /// least-squares linear in the rest position, 0 the node mean (a quarter of the numbers
     /// per node, more nodes at the same tolerance).
@@ -209,6 +216,7 @@ impl Default for SolverSpec {
             max_iterations: None,
             variant: None,
             far_tolerance: None,
+            safeguard: None,
             far_order: None,
             far_hmatrix_eps: None,
             history: None,

@@ -13,6 +13,10 @@ pub struct IterationRecord {
     pub energy: f64,
     /// Line-search step length (1 when no line search).
     pub alpha: f64,
+    /// JGS2 / VBD under a safeguard ([`crate::solver::jgs2::Safeguard`]): whether the
+    /// iteration took the quadratic model's step (`true`) or kept the plain step (`false`);
+    /// `None` without a safeguard and for other solvers.
+    pub model_step: Option<bool>,
     /// ADMM: primal residual ‖r‖ = ‖W(Dx − z)‖ after the iteration, √J (`None` for other
     /// solvers).
     #[serde(skip_serializing_if = "Option::is_none")]

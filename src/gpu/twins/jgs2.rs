@@ -894,6 +894,9 @@ pub fn hess_vec(
     Ok(())
 }
 
+/// `jgs2_dots`'s flag in u0 (beside the direction count): the g·d_p only, no Hessian products.
+pub const JGS2_DOTS_GD_ONLY: u32 = 0x100;
+
 /// Twin of `jgs2_dots.wgsl`: block partials of Σ|g|²w², g·d_p and d_p·hd_q (see the shader).
 pub fn jgs2_dots(
     p: &Params,
@@ -907,10 +910,12 @@ pub fn jgs2_dots(
     const ITEMS: usize = 4;
     const NDOT: usize = 13;
     let n = p.n as usize;
-    let nd = (p.u0 as usize).min(3);
+    let nd = ((p.u0 & 0xff) as usize).min(3);
+    // u0 & JGS2_DOTS_GD_ONLY: the g·d_p only, hd unread.
+    let nh = if p.u0 & JGS2_DOTS_GD_ONLY != 0 { 0 } else { nd };
     need(g.len(), n, "jgs2_dots g")?;
     need(dirs.len(), nd * n, "jgs2_dots dirs")?;
-    need(hd.len(), nd * n, "jgs2_dots hd")?;
+    need(hd.len(), nh * n, "jgs2_dots hd")?;
     need(weight.len(), n, "jgs2_dots weight")?;
     let groups = n.div_ceil(WG * ITEMS).max(1);
     let off = p.u1 as usize;
@@ -931,8 +936,10 @@ pub fn jgs2_dots(
                         for pp in 0..nd {
                             let dp = v3(&dirs[pp * n + i]);
                             acc[1 + pp] += gi.dot(dp);
-                            for q in 0..nd {
-                                acc[4 + 3 * pp + q] += dp.dot(v3(&hd[q * n + i]));
+                            if pp < nh {
+                                for q in 0..nh {
+                                    acc[4 + 3 * pp + q] += dp.dot(v3(&hd[q * n + i]));
+                                }
                             }
                         }
                     }

@@ -482,6 +482,7 @@ impl<B: AdmmBackend> StepSolver for AdmmSolver<B> {
                     alpha: 1.0,
                     primal: Some(it.primal),
                     dual: Some(it.dual),
+                    ..IterationRecord::default()
                 });
             }
         }

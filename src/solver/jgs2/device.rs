@@ -98,13 +98,13 @@
 //! Static increments ([`StepProblem::new_static`]) are not supported on the device (the runner
 //! falls back to the CPU).
 
-use super::solver::{Jgs2Params, Variant};
+use super::solver::{plain_step_fits, Jgs2Params, Safeguard, Variant};
 use super::subspace::Jgs2Subspace;
 use crate::error::{JelloError, Result};
 use crate::gpu::layout::{GpuContact, GpuLocalSystem, GpuTreeNode, GpuVertexInfo};
 use crate::gpu::twins::jgs2::{
-    DOTS_STRIDE, FAR_HMATRIX, FAR_LINEAR, NODE_STRIDE, NO_CHILD, ROTATION_KEEP, SOLVE_PRIMARY,
-    SOLVE_WITH_FALLBACK, ZERO_BLOCK,
+    DOTS_STRIDE, FAR_HMATRIX, FAR_LINEAR, JGS2_DOTS_GD_ONLY, NODE_STRIDE, NO_CHILD, ROTATION_KEEP,
+    SOLVE_PRIMARY, SOLVE_WITH_FALLBACK, ZERO_BLOCK,
 };
 use crate::gpu::twins::{
     ELASTIC_EXACT_SNH, ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT, ELASTIC_STRICT,
@@ -1224,6 +1224,23 @@ impl DeviceJgs2 {
         );
     }
 
+    /// The dots of the cut safeguard's plain trial: ‖g‖² and g·δ of the primary direction only
+    /// (`jgs2_dots` with [`JGS2_DOTS_GD_ONLY`]: no Hessian products).
+    fn rec_dots_plain(&self, p: &mut Plan) {
+        p.dispatch(
+            Kernel::Jgs2Dots,
+            &[
+                self.g.id(),
+                self.dirs.id(),
+                self.hd.id(),
+                self.res_weight.id(),
+                self.readback.id(),
+            ],
+            Params::new().u0(1 | JGS2_DOTS_GD_ONLY),
+            self.nv as u32,
+        );
+    }
+
     /// Energy partials (elements, vertices) and the per-vertex move maximum into the readback.
     fn rec_energy(&self, p: &mut Plan) {
         self.rec_energy_partials(p);
@@ -1263,6 +1280,13 @@ impl DeviceJgs2 {
     /// (Jacobi: the JGS2/VBD local steps; Gauss–Seidel: a sweep from x[xb] on the scratch
     /// copy), the VBD direction, Hessian-vector products, dots, energy.
     fn rec_eval_safeguarded(&self, p: &mut Plan, xb: usize) {
+        self.rec_eval_guarded(p, xb, true);
+    }
+
+    /// What a guarded iteration needs at x[xb]: with `model` everything of
+    /// [`Self::rec_eval_safeguarded`], without it what the cut safeguard's plain trial needs
+    /// (state, primary direction, ‖g‖² and g·δ, energy).
+    fn rec_eval_guarded(&self, p: &mut Plan, xb: usize, model: bool) {
         // The per-vertex moves of this iteration (the trial's) are reduced before a sweep
         // overwrites anything.
         self.rec_into_readback(p, Kernel::ReduceMaxAbs, self.dxn.id(), self.nv, self.rb.dx);
@@ -1285,9 +1309,57 @@ impl DeviceJgs2 {
                 self.rec_state(p, xb);
             }
         }
-        self.rec_vbd_direction(p, xb);
-        self.rec_dots(p, true);
+        if model {
+            self.rec_vbd_direction(p, xb);
+            self.rec_dots(p, true);
+        } else {
+            self.rec_dots_plain(p);
+        }
         self.rec_energy_partials(p);
+    }
+
+    /// The step Σ coef_k·dirs_k from x[cur] into `step`, and its obstacle bound's maximum
+    /// into the readback (the trial's α0 = 1/bound).
+    fn rec_combine(&self, p: &mut Plan, cur: usize, coef: [f64; 3]) {
+        p.dispatch(
+            Kernel::Jgs2Combine,
+            &[
+                self.dirs.id(),
+                self.contacts[cur].id(),
+                self.step.id(),
+                self.bound.id(),
+            ],
+            Params {
+                f0: coef[0] as f32,
+                f1: coef[1] as f32,
+                f2: coef[2] as f32,
+                ..Params::default()
+            },
+            self.nv as u32,
+        );
+        if self.bounded {
+            p.dispatch(
+                Kernel::Jgs2FaceBound,
+                &[
+                    self.step.id(),
+                    self.contacts[cur].id(),
+                    self.vfaces.id(),
+                    self.tris.id(),
+                    self.bound.id(),
+                ],
+                Params {
+                    f3: self.thickness,
+                    ..Params::default()
+                },
+                self.nv as u32,
+            );
+        }
+        p.max_abs(
+            &self.bound,
+            self.nv as u32,
+            &self.readback,
+            self.rb.alpha as u32,
+        );
     }
 
     fn rec_trial(&self, p: &mut Plan, from: usize, scale: f64) {
@@ -1608,7 +1680,14 @@ impl StepSolver for DeviceJgs2 {
         // The strict filter needs every iterate to pass the energy test (the sentinel of an
         // element below the floor), so VBD and plain JGS2 go through the safeguard's line
         // search under it.
-        let safeguard = self.params.safeguard || problem.strict_inversion;
+        let mode = match self.params.safeguard {
+            Safeguard::Off if problem.strict_inversion => Safeguard::Always,
+            m => m,
+        };
+        let safeguard = mode.is_on();
+        // `Safeguard::Cut`: the model step from the first rejected plain trial of this time
+        // step on (the reference's rule); `Always`: from the start.
+        let mut model_on = mode == Safeguard::Always;
         let variant = self.params.variant;
         // Plain VBD (no subspace, Gauss–Seidel, no safeguard) reads only the diagonal blocks,
         // exact where PSD by construction (the CPU's `vbd_sweep`, `element_local_corner`); every
@@ -1621,7 +1700,7 @@ impl StepSolver for DeviceJgs2 {
         // The state at the start, and what the first iteration needs.
         let mut p = Plan::new();
         if safeguard {
-            self.rec_eval_safeguarded(&mut p, 0);
+            self.rec_eval_guarded(&mut p, 0, model_on);
         } else {
             self.rec_state(&mut p, 0);
             if variant == Variant::Jacobi {
@@ -1671,7 +1750,38 @@ impl StepSolver for DeviceJgs2 {
             iterations += 1;
             let t0 = Instant::now();
             let mut alpha_it = 1.0;
-            if safeguard {
+            let mut plain_kept = false;
+            let took_model = safeguard.then_some(true);
+            if safeguard && !model_on {
+                // The cut safeguard's plain trial: the primary step (obstacle-limited) from
+                // x[cur], evaluated for a plain next iteration; kept when its energy passes
+                // the reference's `plain_step_fits`.
+                let slope = s.dots[1];
+                if slope < 0.0 && slope.is_finite() {
+                    let mut p = Plan::new();
+                    self.rec_combine(&mut p, cur, [1.0, 0.0, 0.0]);
+                    self.rec_trial(&mut p, cur, 1.0);
+                    self.rec_eval_guarded(&mut p, 1 - cur, false);
+                    let trial = self.run(&p)?;
+                    let alpha0 = 1.0 / trial.bound;
+                    let slack = ENERGY_SLACK * (s.energy.abs() + s.magnitude);
+                    if plain_step_fits(s.energy, trial.energy, alpha0, slope, slack) {
+                        plain_kept = true;
+                        alpha_it = alpha0;
+                        cur = 1 - cur;
+                        s = trial;
+                    }
+                }
+                if !plain_kept {
+                    // Rejected: the model step for the rest of the step, from x[cur]
+                    // evaluated again with the model's directions and Hessian products.
+                    model_on = true;
+                    let mut p = Plan::new();
+                    self.rec_eval_guarded(&mut p, cur, true);
+                    s = self.run(&p)?;
+                }
+            }
+            if safeguard && !plain_kept {
                 // The step minimising the quadratic model over span{primary, VBD, previous},
                 // limited by the obstacles and backtracked; the trial's evaluation is the next
                 // iteration's input.
@@ -1683,45 +1793,7 @@ impl StepSolver for DeviceJgs2 {
                 }
                 let mut scale = if descent { 1.0 } else { 0.0 };
                 let mut p = Plan::new();
-                p.dispatch(
-                    Kernel::Jgs2Combine,
-                    &[
-                        self.dirs.id(),
-                        self.contacts[cur].id(),
-                        self.step.id(),
-                        self.bound.id(),
-                    ],
-                    Params {
-                        f0: coef[0] as f32,
-                        f1: coef[1] as f32,
-                        f2: coef[2] as f32,
-                        ..Params::default()
-                    },
-                    self.nv as u32,
-                );
-                if self.bounded {
-                    p.dispatch(
-                        Kernel::Jgs2FaceBound,
-                        &[
-                            self.step.id(),
-                            self.contacts[cur].id(),
-                            self.vfaces.id(),
-                            self.tris.id(),
-                            self.bound.id(),
-                        ],
-                        Params {
-                            f3: self.thickness,
-                            ..Params::default()
-                        },
-                        self.nv as u32,
-                    );
-                }
-                p.max_abs(
-                    &self.bound,
-                    self.nv as u32,
-                    &self.readback,
-                    self.rb.alpha as u32,
-                );
+                self.rec_combine(&mut p, cur, coef);
                 self.rec_trial(&mut p, cur, scale);
                 self.rec_eval_safeguarded(&mut p, 1 - cur);
                 let mut trial = self.run(&p)?;
@@ -1756,7 +1828,7 @@ impl StepSolver for DeviceJgs2 {
                 alpha_it = scale * alpha0;
                 cur = 1 - cur;
                 s = trial;
-            } else {
+            } else if !safeguard {
                 let mut p = Plan::new();
                 match variant {
                     Variant::Jacobi => {
@@ -1783,6 +1855,7 @@ impl StepSolver for DeviceJgs2 {
                     residual: s.residual,
                     energy: s.energy,
                     alpha: alpha_it,
+                    model_step: took_model.map(|_| !plain_kept),
                     ..IterationRecord::default()
                 });
             }
@@ -1808,9 +1881,7 @@ impl StepSolver for DeviceJgs2 {
         for (k, xi) in x.iter_mut().enumerate() {
             *xi += self.origin[k % 3];
         }
-        if std::env::var("NO_REBUILD").is_err() {
-            self.rebuild_from_records(x, &contact_records);
-        }
+        self.rebuild_from_records(x, &contact_records);
         if x.iter().any(|v| !v.is_finite()) {
             return Err(JelloError::Solver(format!(
                 "{} diverged (non-finite positions)",

@@ -35,9 +35,9 @@
 //! - A_i = R_i Â_i R_iᵀ + Σ_{e∋i} U_eᵀ K_e(x) U_e: the rest Schur complement with the incident
 //!   elements' rest elasticity replaced by their current, co-rotated, PSD-projected Hessians
 //!   (exact at rest, follows the deformation where it matters most).
-//! - Safeguard ([`Jgs2Params::safeguard`], on by default): each iteration takes the step that
-//!   minimises the quadratic model over span{JGS2 step (or the whole Gauss–Seidel sweep),
-//!   block-Jacobi step, previous step}, limited by the obstacle filter and backtracked on the
+//! - Safeguard ([`Jgs2Params::safeguard`], [`Safeguard`]; [`Safeguard::Cut`] by default,
+//!   below): the model step minimises the quadratic model over span{JGS2 step (or the whole
+//!   Gauss–Seidel sweep), block-Jacobi step, previous step}, limited by the obstacle filter and backtracked on the
 //!   true energy. The paper uses no line search for elastic scenes; without it, Jacobi diverges
 //!   on violent steps — with exact rows too, so not through the far field. Measured
 //!   (`JELLO_CONV_DIAGNOSE=1 cargo bench --bench convergence`, first step, plain iteration;
@@ -61,13 +61,37 @@
 //!   backtracking and its model minimiser (which rescales the step and mixes in the block-Jacobi
 //!   and previous steps) are what keep those steps convergent (kick: 21–33 iterations, drag_stiff
 //!   9–13). Its cost, measured in the same bench (Δx 1e-4, 3 steps, ms per iteration, 2
-//!   threads, node fits at 0.02 — the default then — two quiet runs each): drag 45.7–46.6 vs 36.8–38.2 plain, twist
-//!   49.0–51.2 vs 41.4–44.5, spin 54.2–55.7 vs 43.5–47.1 — +15–25% (a block-Jacobi direction,
-//!   three Hessian-vector products, two or three energies), not 2×. Where the plain step is
-//!   accepted anyway (drag, twist: the same iteration counts with and without) that is
-//!   +15–24% per step; on spin the model step saves iterations (4.7 vs 6.3 per step: 253–260
-//!   vs 275–299 ms per step), so dropping the safeguard wherever the plain step would decrease
-//!   E is not a uniform win and is not done.
+//!   threads, node fits at 0.02 — the default then — two quiet runs each): drag 45.7–46.6 vs
+//!   36.8–38.2 plain, twist 49.0–51.2 vs 41.4–44.5, spin 54.2–55.7 vs 43.5–47.1 — +15–25% (a
+//!   block-Jacobi direction, three Hessian-vector products, two or three energies), not 2×.
+//!
+//!   **The cut** ([`Safeguard::Cut`], the default since issue 17): with the H-matrix far field
+//!   the plain step passes Armijo at every iteration of drag, twist and spin, and the model's
+//!   coefficients are (0.89–0.99, ≤ 0.05, ≤ 0.001) on twist; but on drag from the fourth step
+//!   the first iteration's model step is (0.58, 0.14) — the plain step 1.7× too long yet still
+//!   descending — and on spin (0.82–0.88, 0.10–0.12, 0.01–0.03). Keeping the plain step
+//!   whenever it passes Armijo took drag from 4.20 to 5.00 iterations per step (7–8 instead
+//!   of 5–6 in steps 4–5). So the cut keeps the plain step only when it passes Armijo *and*
+//!   the parabola through E(x), gᵀδ and E(x + δ) has its minimiser within 0.9–1.1 of the
+//!   step ([`plain_step_fits`], free: the energy at x is the previous trial's); from the first
+//!   rejection in a time step on, the model step (a violent step stays violent; on the device a
+//!   rejected plain trial costs one re-evaluation of the iterate). Measured
+//!   (armadillo_18k, Δx∞ 1e-4, 5 steps, H-matrix far field; iterations per step exact, times
+//!   best of 3 alternating runs on 1 thread of the 2-core machine shared with a niced build,
+//!   so ratios only):
+//!
+//!   | scene | cut: its / ms per it / ms per step | always | plain (`Off`) its |
+//!   |---|---|---|---|
+//!   | drag | 4.20 / 111.9 / 470 | 4.20 / 122.7 / 515 | 5.00 |
+//!   | twist | 2.40 / 77.6 / 186 | 2.40 / 104.7 / 251 | 2.40 |
+//!   | spin | 2.60 / 92.6 / 241 | 2.80 / 124.9 / 350 | 2.60 |
+//!   | kick | 23.4 | 23.4 | diverges |
+//!   | drag_stiff | 11.6 | 11.6 | diverges |
+//!
+//!   The cut takes the plain iteration's count where that is best (spin), the model's where
+//!   that is (drag), and the model's exactly on the violent scenes (it falls back at the
+//!   first rejection): 0.69–0.91× the safeguard's time per step on the moderate scenes.
+//!   Armijo alone: 5.00 / 2.40 / 2.60; a window of 0.8–1.25: 4.60 / 2.40 / 2.60.
 //! - Rotations: R_j = polar of the volume-weighted mean F of j's elements, refreshed every
 //!   Jacobi iteration and once per Gauss–Seidel sweep.
 //! - Gauss–Seidel uses the same per-vertex subspaces as Jacobi. Group-wise subspaces (each
@@ -253,7 +277,7 @@ pub use local::{
     local_system, rest_frame_gradients, rotations, vbd_local_system, vbd_system, vertex_gradient,
     ElementCache, GradTerm, HessTerm, TreeFrame,
 };
-pub use solver::{Jgs2Params, Jgs2Solver, Variant};
+pub use solver::{plain_step_fits, Jgs2Params, Jgs2Solver, Safeguard, Variant, PLAIN_STEP_WINDOW};
 pub use subspace::{
     build_subspace, build_subspace_at, cache_key, load_or_build, FarSample, HFarField,
     Jgs2Subspace, SubspaceOptions, SubspaceOrigin, VertexSubspace,
