@@ -878,6 +878,43 @@ fn hess_vec_and_dots_match_on_gpu() {
             if let Some(gd) = dg {
                 assert_close(&gd[4][4..], &out[4..], 1e-6, "dots gpu vs cpu");
             }
+            // The cut safeguard's plain trial (`JGS2_DOTS_GD_ONLY`): ‖g‖² and g·d_0 as above
+            // from a NaN Hessian buffer, which must not be read (the d·hd entries are 0).
+            let gd_only = [
+                D::V(g.clone()),
+                D::V(dirs.clone()),
+                nan_v4(3 * nv),
+                D::F(w.clone()),
+                nan_f(4 + 16 * 3),
+            ];
+            let (pc, pg) = run_both(
+                Kernel::Jgs2Dots,
+                &gd_only,
+                Params {
+                    u0: 1 | tw::JGS2_DOTS_GD_ONLY,
+                    u1: 4,
+                    ..Params::default()
+                },
+                nv as u32,
+            );
+            for (dname, o) in
+                std::iter::once(("cpu", &pc[4])).chain(pg.as_ref().map(|g| ("gpu", &g[4])))
+            {
+                for blk in 0..3 {
+                    let b = &o[4 + 16 * blk..4 + 16 * blk + 16];
+                    assert!(
+                        b[2..].iter().all(|&v| v == 0.0),
+                        "{dname} block {blk}: only ‖g‖² and g·d_0 with GD_ONLY: {b:?}"
+                    );
+                    for j in 0..2 {
+                        let (v, e) = (b[j], out[4 + 16 * blk + j]);
+                        assert!(
+                            (v - e).abs() <= 1e-5 * e.abs().max(1e-30),
+                            "{dname} block {blk} entry {j}: {v} vs {e} (all directions)"
+                        );
+                    }
+                }
+            }
         }
     }
 }

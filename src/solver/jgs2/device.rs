@@ -1210,23 +1210,17 @@ impl DeviceJgs2 {
         } else {
             0
         };
-        p.dispatch(
-            Kernel::Jgs2Dots,
-            &[
-                self.g.id(),
-                self.dirs.id(),
-                self.hd.id(),
-                self.res_weight.id(),
-                self.readback.id(),
-            ],
-            Params::new().u0(nd),
-            nv,
-        );
+        self.rec_dots_dispatch(p, nd);
     }
 
     /// The dots of the cut safeguard's plain trial: ‖g‖² and g·δ of the primary direction only
     /// (`jgs2_dots` with [`JGS2_DOTS_GD_ONLY`]: no Hessian products).
     fn rec_dots_plain(&self, p: &mut Plan) {
+        self.rec_dots_dispatch(p, 1 | JGS2_DOTS_GD_ONLY);
+    }
+
+    /// `jgs2_dots` into the readback with the direction count (and flags) `u0`.
+    fn rec_dots_dispatch(&self, p: &mut Plan, u0: u32) {
         p.dispatch(
             Kernel::Jgs2Dots,
             &[
@@ -1236,7 +1230,7 @@ impl DeviceJgs2 {
                 self.res_weight.id(),
                 self.readback.id(),
             ],
-            Params::new().u0(1 | JGS2_DOTS_GD_ONLY),
+            Params::new().u0(u0),
             self.nv as u32,
         );
     }
