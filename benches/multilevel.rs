@@ -71,7 +71,10 @@
 use jello::problem::{State, StepProblem};
 use jello::scene::{BuiltScene, Scene};
 use jello::sim::Simulation;
-use jello::solver::multilevel::{build_solver, LagRefresh, MultilevelParams, MultilevelStop};
+use jello::solver::jgs2::{load_or_build, SubspaceOptions};
+use jello::solver::multilevel::{
+    build_solver, LagRefresh, MultilevelParams, MultilevelStop, Preconditioner,
+};
 use jello::solver::{NewtonParams, NewtonSolver, StepSolver, StopRule};
 use jello_precompute::sms::CubatureTargets;
 use std::path::Path;
@@ -216,6 +219,49 @@ fn main() {
             None,
         )
         .unwrap();
+        // The JGS2 subspace for the JGS2-preconditioned rows (the `--solver jgs2` default
+        // options, built at the steady inertia weight as the runner does), timed apart.
+        let t0 = Instant::now();
+        let (sub, _, _) = load_or_build(
+            m,
+            m.integrator.steady_h(h),
+            &SubspaceOptions::default(),
+            None,
+        )
+        .unwrap();
+        let jgs2_ms = t0.elapsed().as_secs_f64() * 1e3;
+        eprintln!(
+            "E = {e:e}: JGS2 precompute {jgs2_ms:.0} ms ({:.0} B/vertex)",
+            sub.stats.bytes_per_vertex
+        );
+        let (mut ml_jgs2, _) = build_solver(
+            m,
+            MultilevelParams {
+                stop,
+                lag,
+                cubature: targets,
+                handles: env_opt("JELLO_BENCH_ML_HANDLES"),
+                n_cg: env_opt("JELLO_BENCH_ML_NCG"),
+                sms_coarse: std::env::var("JELLO_BENCH_ML_NO_COARSE").is_err(),
+                smoother: Preconditioner::Jgs2,
+                ..MultilevelParams::default()
+            },
+            None,
+        )
+        .unwrap();
+        let sub = std::sync::Arc::new(sub);
+        ml_jgs2.set_jgs2_subspace(m, sub.clone()).unwrap();
+        let (mut pcg_jgs2, _) = build_solver(
+            m,
+            MultilevelParams {
+                stop,
+                smoother: Preconditioner::Jgs2,
+                ..MultilevelParams::newton_pcg(1e-4, 100_000)
+            },
+            None,
+        )
+        .unwrap();
+        pcg_jgs2.set_jgs2_subspace(m, sub).unwrap();
         let mut newton = NewtonSolver::new(
             m,
             NewtonParams {
@@ -232,7 +278,12 @@ fn main() {
             (name.to_string(), r, t0.elapsed().as_secs_f64() * 1e3)
         };
         let mut rows = Vec::new();
-        for (name, mut s) in [("multilevel", ml), ("newton-jacobi-pcg", pcg)] {
+        for (name, mut s) in [
+            ("multilevel", ml),
+            ("multilevel-jgs2", ml_jgs2),
+            ("newton-jacobi-pcg", pcg),
+            ("newton-jgs2-pcg", pcg_jgs2),
+        ] {
             let (name, r, wall) = row(name, &mut s);
             let st = s.last_stats();
             let cg = format!(

@@ -224,7 +224,7 @@ pub use levels::{Level, LevelArrays};
 pub use operator::{
     invert_blocks, pack_blocks, BsrArrays, DeviceTerms, ElementTerm, HessianOperator,
 };
-pub use params::{default_handles, LagRefresh, MultilevelParams, MultilevelStop};
+pub use params::{default_handles, LagRefresh, MultilevelParams, MultilevelStop, Preconditioner};
 pub use solver::{MultilevelSolver, MultilevelStats};
 
 use crate::error::Result;
