@@ -343,6 +343,17 @@ fn smoother_key_and_missing_subspace_are_errors() {
     assert_eq!(ok.config.multilevel.smoother, Preconditioner::Jgs2);
     let ok = with("multilevel", "smoother = \"jacobi\"").unwrap();
     assert_eq!(ok.config.multilevel.smoother, Preconditioner::Jacobi);
+    // Through the runner (`jello run`'s path): the JGS2 subspace is built and the solver steps.
+    let drop = common::bundled_scene_path("drop.toml");
+    let text_drop = std::fs::read_to_string(&drop).unwrap().replace(
+        "name = \"newton\"",
+        "name = \"multilevel\"\nsmoother = \"jgs2\"",
+    );
+    let built = Scene::parse(&drop, &text_drop).unwrap().build().unwrap();
+    let solver = jello::runner::make_solver(&built.config, &built.model, None).unwrap();
+    let mut sim = common::simulation(&built, solver);
+    let r = sim.step(false).unwrap();
+    assert!(r.converged, "residual {:e}", r.residual);
     for (solver, line) in [
         ("multilevel", "smoother = \"gauss\""),
         ("newton", "smoother = \"jgs2\""),
