@@ -14,7 +14,7 @@ use crate::solver::jgs2::{
     SubspaceOrigin, Variant,
 };
 use crate::solver::multilevel::{
-    build_solver as build_multilevel, MultilevelParams, MultilevelStop,
+    build_solver as build_multilevel, MultilevelParams, MultilevelStop, Preconditioner,
 };
 use crate::solver::pd::GlobalOptions;
 use crate::solver::qn::{QnParams, QnSolver};
@@ -70,9 +70,18 @@ fn make_solver_with(
             cache_dir,
         ),
         "multilevel" => {
-            let (solver, warnings) = build_multilevel(model, multilevel_params(config), cache_dir)?;
+            let params = multilevel_params(config);
+            let (mut solver, warnings) = build_multilevel(model, params, cache_dir)?;
             for w in warnings {
                 eprintln!("warning: {w}");
+            }
+            if params.smoother == Preconditioner::Jgs2 {
+                // The same subspace (and cache) as `--solver jgs2`.
+                let subspace = match subspace {
+                    Some(s) => s,
+                    None => load_or_build_subspace(model, config.h, &config.subspace, cache_dir)?,
+                };
+                solver.set_jgs2_subspace(model, subspace)?;
             }
             Ok(Box::new(solver))
         }

@@ -15,7 +15,7 @@ use crate::problem::{
 };
 use crate::solver::admm::{ContactParams, ContactVariant, ProxKind};
 use crate::solver::jgs2::{Safeguard, SubspaceOptions};
-use crate::solver::multilevel::{LagRefresh, MultilevelParams, MultilevelStop};
+use crate::solver::multilevel::{LagRefresh, MultilevelParams, MultilevelStop, Preconditioner};
 use crate::solver::qn::{QnMode, MAX_HISTORY, PAPER_ITERATIONS};
 use crate::solver::{HessianFilter, StopRule};
 use nalgebra::Vector3;
@@ -61,7 +61,7 @@ pub struct RunConfig {
     /// DOT subdomains (`[solver] subdomains`; default the thread count, 1 for lbfgs-h).
     pub subdomains: Option<usize>,
     /// Multilevel options (`[solver]` keys `handles`, `n_cg`, `jump_factor`, `lag_refresh`,
-    /// `subspace_stop`; the stop rule and iteration cap are filled in by the runner).
+    /// `subspace_stop`, `smoother`; the stop rule and iteration cap are filled in by the runner).
     pub multilevel: MultilevelParams,
     /// Newton's eigenvalue filter (`[solver] eigen_filter`; `None`: not given, clamp).
     pub eigen_filter: Option<HessianFilter>,
@@ -1492,6 +1492,7 @@ fn multilevel_params(cx: &Ctx, s: &SolverSpec, solver: &str) -> Result<Multileve
         ("solver.jump_factor", s.jump_factor.is_some()),
         ("solver.lag_refresh", s.lag_refresh.is_some()),
         ("solver.subspace_stop", s.subspace_stop.is_some()),
+        ("solver.smoother", s.smoother.is_some()),
     ];
     if solver != "multilevel" {
         if let Some((key, _)) = given.iter().find(|(_, g)| *g) {
@@ -1534,6 +1535,18 @@ fn multilevel_params(cx: &Ctx, s: &SolverSpec, solver: &str) -> Result<Multileve
     if let Some(t) = s.subspace_stop {
         cx.positive("solver.subspace_stop", t, " 1/s")?;
         p.stop = MultilevelStop::Subspace { tol: t };
+    }
+    if let Some(name) = s.smoother.as_deref() {
+        p.smoother = match name {
+            "jacobi" => Preconditioner::Jacobi,
+            "jgs2" => Preconditioner::Jgs2,
+            other => {
+                return Err(cx.err(
+                    "solver.smoother",
+                    format!("unknown preconditioner `{other}` (expected jacobi or jgs2)"),
+                ))
+            }
+        };
     }
     Ok(p)
 }

@@ -184,6 +184,11 @@ pub struct SolverSpec {
     /// this value, 1/s (the paper's 1e-3).
     #[serde(default)]
     pub subspace_stop: Option<f64>,
+    /// Multilevel: preconditioner of the full-space PCG, `jacobi` (default, the paper's) or
+    /// `jgs2` (one JGS2 Jacobi step as a linear map, in flexible PCG; builds or loads the JGS2
+    /// subspace as `--solver jgs2` does).
+    #[serde(default)]
+    pub smoother: Option<String>,
 }
 
 impl SolverSpec {
@@ -236,6 +241,7 @@ impl Default for SolverSpec {
             jump_factor: None,
             lag_refresh: None,
             subspace_stop: None,
+            smoother: None,
         }
     }
 }

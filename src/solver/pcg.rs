@@ -1,6 +1,17 @@
 //! Preconditioned conjugate gradients, matrix-free: written once for every solver that needs a
 //! Krylov solve of an SPD system given only its product (the multilevel solver's Galerkin
 //! levels and its full-space smoother; a Newton-PCG baseline).
+//!
+//! Two update rules for the search direction ([`Beta`]): the classical Fletcher–Reeves
+//! `β = r_{k+1}ᵀz_{k+1} / r_kᵀz_k`, right for a fixed SPD preconditioner, and the flexible
+//! Polak–Ribière `β = r_{k+1}ᵀ(z_{k+1} − z_k) / r_kᵀz_k` (Golub and Ye 1999; Notay 2000), for a
+//! preconditioner that is not exactly symmetric or changes between iterations — the JGS2 map
+//! away from rest ([`crate::solver::jgs2::Jgs2Preconditioner`]). With a symmetric fixed
+//! preconditioner both give the same iterates in exact arithmetic (`r_{k+1}ᵀz_k = 0` there);
+//! otherwise Fletcher–Reeves loses the conjugacy the recurrence assumes and can stall, while
+//! Polak–Ribière keeps local conjugacy with the previous direction. In both the step length
+//! is the exact minimiser of the quadratic along the search direction, so the quadratic
+//! decreases monotonically whatever the preconditioner.
 
 /// Outcome of [`pcg`].
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -12,6 +23,18 @@ pub struct PcgOutcome {
     /// The curvature pᵀAp of a search direction was not positive (A not SPD on that
     /// direction, or round-off at convergence): the iteration stopped there, keeping `x`.
     pub breakdown: bool,
+}
+
+/// How the next search direction `p ← z + β p` is formed (see the module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Beta {
+    /// `β = r_{k+1}ᵀz_{k+1} / r_kᵀz_k`: classical PCG, for a fixed SPD preconditioner.
+    #[default]
+    FletcherReeves,
+    /// `β = r_{k+1}ᵀ(z_{k+1} − z_k) / r_kᵀz_k`: flexible PCG, for a preconditioner that is
+    /// not exactly symmetric (one more vector and dot product per iteration). When
+    /// `r_kᵀz_k ≤ 0` (the preconditioner not positive on that residual) it restarts, β = 0.
+    PolakRibiere,
 }
 
 /// Solves `A x = b` by PCG from the initial guess in `x`, with `apply(v, out)` setting
@@ -30,6 +53,30 @@ pub fn pcg(
     tolerance: f64,
     max_iterations: usize,
 ) -> PcgOutcome {
+    pcg_with(
+        apply,
+        precond,
+        b,
+        x,
+        tolerance,
+        max_iterations,
+        Beta::FletcherReeves,
+    )
+}
+
+/// [`pcg`] with the direction update `beta` ([`Beta::PolakRibiere`]: flexible PCG; the step
+/// length is then `rᵀp / pᵀAp`, the exact line minimiser, which equals `rᵀz / pᵀAp` in
+/// classical PCG but not when the preconditioner is not symmetric).
+pub fn pcg_with(
+    apply: &mut dyn FnMut(&[f64], &mut [f64]),
+    precond: &dyn Fn(&[f64], &mut [f64]),
+    b: &[f64],
+    x: &mut [f64],
+    tolerance: f64,
+    max_iterations: usize,
+    beta_rule: Beta,
+) -> PcgOutcome {
+    let flexible = beta_rule == Beta::PolakRibiere;
     let n = b.len();
     let b_norm = dot(b, b).sqrt();
     if b_norm == 0.0 {
@@ -47,6 +94,7 @@ pub fn pcg(
         r.copy_from_slice(b);
     }
     let mut z = vec![0.0; n];
+    let mut z_old = if flexible { vec![0.0; n] } else { Vec::new() };
     precond(&r, &mut z);
     let mut p = z.clone();
     let mut rz = dot(&r, &z);
@@ -61,15 +109,24 @@ pub fn pcg(
             breakdown = true;
             break;
         }
-        let alpha = rz / pap;
+        let alpha = if flexible { dot(&r, &p) } else { rz } / pap;
         for k in 0..n {
             x[k] += alpha * p[k];
             r[k] -= alpha * ap[k];
         }
         r_norm = dot(&r, &r).sqrt();
+        if flexible {
+            std::mem::swap(&mut z, &mut z_old);
+        }
         precond(&r, &mut z);
         let rz_new = dot(&r, &z);
-        let beta = rz_new / rz;
+        let beta = if !flexible {
+            rz_new / rz
+        } else if rz > 0.0 {
+            (rz_new - dot(&r, &z_old)) / rz
+        } else {
+            0.0
+        };
         rz = rz_new;
         for k in 0..n {
             p[k] = z[k] + beta * p[k];

@@ -348,7 +348,21 @@ pub fn jgs2_system(
     i: usize,
     vs: &VertexSubspace,
 ) -> (Matrix3<f64>, Vector3<f64>) {
-    let model = problem.model;
+    (
+        jgs2_matrix(problem, cache, vt, x, rot, i, vs),
+        jgs2_rhs(g, rot, frame, i, vs),
+    )
+}
+
+/// The right-hand side `r` of [`jgs2_system`] alone: linear in `g` (through `g_i` and the
+/// [`TreeFrame`] of `g`) for fixed rotations — what [`super::Jgs2Preconditioner`] applies.
+pub fn jgs2_rhs(
+    g: &[f64],
+    rot: Option<&[Matrix3<f64>]>,
+    frame: &TreeFrame,
+    i: usize,
+    vs: &VertexSubspace,
+) -> Vector3<f64> {
     let ri = rot.map_or_else(Matrix3::identity, |r| r[i]);
     let mut acc = Vector3::zeros();
     for (j, b) in &vs.near {
@@ -366,7 +380,22 @@ pub fn jgs2_system(
     if let Some(f) = frame.far.get(i) {
         acc += f;
     }
-    let r = Vector3::from_column_slice(&g[3 * i..3 * i + 3]) + ri * acc;
+    Vector3::from_column_slice(&g[3 * i..3 * i + 3]) + ri * acc
+}
+
+/// The matrix `A` of [`jgs2_system`] alone (N/m): the co-rotated rest Schur complement, the
+/// incident elements' current Hessians from `cache` and the obstacle barrier curvature at `i`.
+pub fn jgs2_matrix(
+    problem: &StepProblem,
+    cache: &ElementCache,
+    vt: &VertexTets,
+    x: &[f64],
+    rot: Option<&[Matrix3<f64>]>,
+    i: usize,
+    vs: &VertexSubspace,
+) -> Matrix3<f64> {
+    let model = problem.model;
+    let ri = rot.map_or_else(Matrix3::identity, |r| r[i]);
     let mut a = ri * Matrix3::from_row_slice(&vs.a_hat) * ri.transpose();
     for ((t, _), b) in vt.of(i).zip(&vs.incident) {
         let tet = &model.mesh.tets[t as usize];
@@ -380,7 +409,7 @@ pub fn jgs2_system(
         a += u.transpose() * cache.hess[t as usize] * u;
     }
     a += barrier_hessian(problem, x, i);
-    (a, r)
+    a
 }
 
 /// Vertex `i`'s VBD system (Chen et al. 2024): A = m_i/h² I + Σ_{e∋i} ∇²_{ii}Ψ_e + barrier,

@@ -263,20 +263,31 @@
 //!   safeguard directions (a two-level method): 19.2 vs 19.6 (first-order default) — the slow
 //!   error is not in the rest shape's low modes.
 //!
+//! **As a preconditioner** ([`Jgs2Preconditioner`], issue 13): one plain Jacobi step for the
+//! gradient `−r`, with the local matrices and rotations frozen at an iterate, is a linear map
+//! `r ↦ d` — at rest with exact rows it is `H̄⁻¹` — which the multilevel solver offers as the
+//! preconditioner of its full-space PCG (`[solver] smoother = "jgs2"`, and Newton-PCG). It
+//! shares `jgs2_matrix`/`jgs2_rhs` with the solver's local systems (which [`jgs2_system`]
+//! pairs, bit for bit as before) and leaves out the step filter and safeguard, which are not
+//! linear; the map is not symmetric away from rest, so it runs in flexible PCG
+//! ([`crate::solver::pcg::Beta::PolakRibiere`]). Measured in `crate::solver::multilevel`.
+//!
 //! [`Jgs2Solver`] is the f64 CPU reference; [`DeviceJgs2`] runs the same iteration over the
 //! device API (f32 WGSL kernels on the GPU, or their CPU twins).
 
 mod device;
 mod local;
+mod precond;
 mod solver;
 mod subspace;
 
 pub use device::{DeviceJgs2, PackedHMatrix};
 pub use local::{
-    barrier_hessian, element_gradient_pass, element_pass, hess_vec, hmatrix_far_field, jgs2_system,
-    local_system, rest_frame_gradients, rotations, vbd_local_system, vbd_system, vertex_gradient,
-    ElementCache, GradTerm, HessTerm, TreeFrame,
+    barrier_hessian, element_gradient_pass, element_pass, hess_vec, hmatrix_far_field, jgs2_matrix,
+    jgs2_rhs, jgs2_system, local_system, rest_frame_gradients, rotations, vbd_local_system,
+    vbd_system, vertex_gradient, ElementCache, GradTerm, HessTerm, TreeFrame,
 };
+pub use precond::{FrozenJgs2, Jgs2Preconditioner};
 pub use solver::{plain_step_fits, Jgs2Params, Jgs2Solver, Safeguard, Variant, PLAIN_STEP_WINDOW};
 pub use subspace::{
     build_subspace, build_subspace_at, cache_key, load_or_build, FarSample, HFarField,

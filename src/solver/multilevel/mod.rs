@@ -95,6 +95,39 @@
 //! - **Handles.** Default one per 500 vertices (the paper's 375–500 on its large scenes), at
 //!   least `min(16, n/4)`, at most 400 ([`params::default_handles`]); `[solver] handles`.
 //!
+//! - **JGS2 as the full-space preconditioner** (beyond the paper, issue 13;
+//!   `MultilevelParams::smoother = Preconditioner::Jgs2`, `[solver] smoother = "jgs2"`, also
+//!   for Newton-PCG). The map `r ↦ d` of one plain JGS2 Jacobi step for the gradient `−r`
+//!   ([`crate::solver::jgs2::Jgs2Preconditioner`]), frozen at the Newton iterate (element
+//!   Hessians, rotations and every `A_i` factored once per Newton iteration; no step filter,
+//!   safeguard or line search, which are not linear), on the JGS2 subspace `--solver jgs2`
+//!   builds and caches. It is `H̄⁻¹` at rest with exact rows (`tests/jgs2_pcg.rs`: the map
+//!   within 1.1e-14 of the direct solve, PCG in 1 iteration against Jacobi's 114), but not
+//!   symmetric away from rest (co-rotation, current incident Hessians in `A_i`, the
+//!   compressed far field), so it runs in flexible PCG (Polak–Ribière β,
+//!   [`crate::solver::pcg::Beta`]): classical PCG assumes a fixed SPD preconditioner and loses
+//!   conjugacy otherwise; the flexible update keeps local conjugacy, and every step is still an
+//!   exact line minimisation, so the direction still descends. **Contact**: vertices in an IPC
+//!   stencil or under an obstacle barrier take their block-Jacobi step (their 3×3 diagonal
+//!   block, contact curvature included) and feed no subspace sum. Without that the map, built
+//!   on the rest-shape `H̄`, spread the barrier's (and friction's) stiff residuals over the
+//!   body: measured, flexible PCG on the stack's landing step (friction lagged) stagnated at
+//!   relative residual ~1 after 300 iterations, and on the drop three steps into the ground at
+//!   2.3 (rhs −g; Jacobi-PCG 51 and 39 iterations to 1e-4). With it, the drop step converges
+//!   (26 vs Jacobi's 39 to 1e-4; `tests/jgs2_pcg.rs` asserts fewer in total to 1e-6), but on
+//!   the stack (IPC, no friction) it needs 126 against Jacobi's 57, and with friction it still
+//!   stagnates (0.007 after 300): the IPC scenes are not its ground.
+//!   Measured in the stiffness sweep (`benches/multilevel.rs`, its table; dev profile, shared
+//!   2-core VM, times indicative): see the finding there — fewer CG iterations at E = 1e6
+//!   (Newton-PCG 204 against 651, multilevel 1,453 against 1,667) but each costs an H-matrix
+//!   product and a gather over the subspace rows, so the wall time is higher (Newton-PCG 495
+//!   against 98 ms, multilevel 1,247 against 946 ms), plus the JGS2 precompute (0.18–0.31 s
+//!   here); from E = 1e7 to 1e10 the JGS2-preconditioned solves stagnated and neither JGS2
+//!   row converged in 100 Newton iterations (Jacobi: 15 / 13 / 10 / 7 multilevel, 11 / 11 /
+//!   10 / 6 Newton-PCG). Honest finding: on this sweep
+//!   JGS2 does not beat Jacobi in wall time, and in total work only on the softest ball. Not
+//!   on the device path (`attach_device` refuses it).
+//!
 //! # Measured
 //! `tests/multilevel.rs`: UᵀHU applied matrix-free equals the dense Galerkin product within
 //! 4e-15 relative (both levels, a pinned cantilever and the stack in contact), its 12×12
@@ -224,7 +257,7 @@ pub use levels::{Level, LevelArrays};
 pub use operator::{
     invert_blocks, pack_blocks, BsrArrays, DeviceTerms, ElementTerm, HessianOperator,
 };
-pub use params::{default_handles, LagRefresh, MultilevelParams, MultilevelStop};
+pub use params::{default_handles, LagRefresh, MultilevelParams, MultilevelStop, Preconditioner};
 pub use solver::{MultilevelSolver, MultilevelStats};
 
 use crate::error::Result;

@@ -61,6 +61,28 @@ pub enum MultilevelStop {
     },
 }
 
+/// Preconditioner of the full-space PCG (the smoother, and Newton-PCG's only solve).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Preconditioner {
+    /// The diagonal of the lagged Hessian, classical PCG (the paper's).
+    #[default]
+    Jacobi,
+    /// One JGS2 Jacobi step as a linear map ([`crate::solver::jgs2::Jgs2Preconditioner`],
+    /// frozen at the Newton iterate), in flexible PCG (the map is not exactly symmetric).
+    /// Needs a JGS2 subspace ([`super::MultilevelSolver::set_jgs2_subspace`]).
+    Jgs2,
+}
+
+impl Preconditioner {
+    /// Name as in `[solver] smoother`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Preconditioner::Jacobi => "jacobi",
+            Preconditioner::Jgs2 => "jgs2",
+        }
+    }
+}
+
 /// Parameters of [`super::MultilevelSolver`].
 #[derive(Clone, Copy, Debug)]
 pub struct MultilevelParams {
@@ -93,6 +115,9 @@ pub struct MultilevelParams {
     /// Precondition the SMS solve with block Jacobi plus an additive coarse correction on
     /// the objects' affine motions (default true; false: block Jacobi alone, the paper's).
     pub sms_coarse: bool,
+    /// Preconditioner of the full-space PCG (default [`Preconditioner::Jacobi`], the
+    /// paper's).
+    pub smoother: Preconditioner,
 }
 
 impl Default for MultilevelParams {
@@ -110,6 +135,7 @@ impl Default for MultilevelParams {
             max_iterations: 100,
             cubature: CubatureTargets::Weights,
             sms_coarse: true,
+            smoother: Preconditioner::Jacobi,
         }
     }
 }
@@ -117,7 +143,8 @@ impl Default for MultilevelParams {
 impl MultilevelParams {
     /// Newton with Jacobi PCG (the paper's "IPC-PCG" baseline) on the same loop: no subspace
     /// level, the full-space PCG on the current Hessian to relative `tolerance` (at most
-    /// `max_cg` iterations).
+    /// `max_cg` iterations). Jacobi-preconditioned; set [`Self::smoother`] to
+    /// [`Preconditioner::Jgs2`] for Newton with JGS2-preconditioned (flexible) PCG.
     pub fn newton_pcg(tolerance: f64, max_cg: usize) -> Self {
         MultilevelParams {
             handles: Some(0),

@@ -4,11 +4,12 @@
 use super::device::DeviceDirection;
 use super::levels::Level;
 use super::operator::{invert_blocks, ElementTerm, HessianOperator};
-use super::params::{LagRefresh, MultilevelParams, MultilevelStop};
+use super::params::{LagRefresh, MultilevelParams, MultilevelStop, Preconditioner};
 use crate::error::{JelloError, Result};
 use crate::material::{element_hessian_filtered, EigenFilter};
 use crate::problem::{ElasticTerms, HessianLayout, Model, StepProblem};
-use crate::solver::pcg::{dot, pcg};
+use crate::solver::jgs2::{FrozenJgs2, Jgs2Preconditioner, Jgs2Subspace};
+use crate::solver::pcg::{dot, pcg, pcg_with, Beta};
 use crate::solver::report::{max_vertex_norm, ms};
 use crate::solver::{backtracking, IterationRecord, StepReport, StepSolver, StepTimings, StopRule};
 use jello_precompute::sms::{AffineBasis, SmsBasis, HANDLE_DOFS};
@@ -73,6 +74,9 @@ pub struct MultilevelSolver {
     stats: MultilevelStats,
     /// Where the direction is computed when not on the CPU ([`Self::attach_device`]).
     device: Option<DeviceDirection>,
+    /// The JGS2 preconditioner of the full-space PCG ([`Preconditioner::Jgs2`];
+    /// [`Self::set_jgs2_subspace`]).
+    jgs2: Option<Jgs2Preconditioner>,
 }
 
 impl MultilevelSolver {
@@ -152,6 +156,7 @@ impl MultilevelSolver {
             elem: Vec::new(),
             stats: MultilevelStats::default(),
             device: None,
+            jgs2: None,
         })
     }
 
@@ -163,12 +168,27 @@ impl MultilevelSolver {
     ///
     /// [`Device::cpu`]: crate::gpu::Device::cpu
     pub fn attach_device(&mut self, device: crate::gpu::Device) -> Result<()> {
+        if self.params.smoother == Preconditioner::Jgs2 {
+            return Err(JelloError::Invalid(
+                "solver.smoother: jgs2 runs on the CPU path only (the device smoother is \
+                 Jacobi-PCG)"
+                    .into(),
+            ));
+        }
         let pinned: Vec<bool> = self.fixed.iter().step_by(3).copied().collect();
         self.device = Some(DeviceDirection::new(
             device,
             [self.affine.as_ref(), self.sms.as_ref()],
             &pinned,
         )?);
+        Ok(())
+    }
+
+    /// Gives the full-space PCG its JGS2 preconditioner ([`Preconditioner::Jgs2`]): a JGS2
+    /// subspace built for this model and the step's inertia weight
+    /// ([`crate::solver::jgs2::load_or_build`]). Errors when the vertex counts differ.
+    pub fn set_jgs2_subspace(&mut self, model: &Model, subspace: Arc<Jgs2Subspace>) -> Result<()> {
+        self.jgs2 = Some(Jgs2Preconditioner::new(model, subspace)?);
         Ok(())
     }
 
@@ -562,10 +582,34 @@ impl StepSolver for MultilevelSolver {
                 .zip(&self.fixed)
                 .map(|(&gk, &f)| if f { 0.0 } else { -gk })
                 .collect();
-            let diag = h_lag.diagonal();
-            let jacobi = |r: &[f64], z: &mut [f64]| {
-                for k in 0..r.len() {
-                    z[k] = r[k] / diag[k];
+            // The full-space preconditioner: Jacobi (classical PCG), or the JGS2 map frozen at
+            // x (flexible PCG: it is not exactly symmetric away from rest).
+            let frozen: Option<FrozenJgs2> = match (self.params.smoother, self.jgs2.as_mut()) {
+                (Preconditioner::Jacobi, _) => None,
+                (Preconditioner::Jgs2, Some(p)) => Some(p.freeze(problem, x, &blocks)),
+                (Preconditioner::Jgs2, None) => {
+                    return Err(JelloError::Solver(
+                        "multilevel: smoother jgs2 needs a JGS2 subspace (set_jgs2_subspace)"
+                            .into(),
+                    ))
+                }
+            };
+            let diag = if frozen.is_none() {
+                h_lag.diagonal()
+            } else {
+                Vec::new()
+            };
+            let beta = if frozen.is_some() {
+                Beta::PolakRibiere
+            } else {
+                Beta::FletcherReeves
+            };
+            let precond = |r: &[f64], z: &mut [f64]| match &frozen {
+                Some(f) => f.apply(r, z),
+                None => {
+                    for k in 0..r.len() {
+                        z[k] = r[k] / diag[k];
+                    }
                 }
             };
             let (d_s, mut d) = if let Some(dd) = self.device.as_mut() {
@@ -622,13 +666,14 @@ impl StepSolver for MultilevelSolver {
                 // Full-space smoother: Jacobi PCG on H_lag d = −g warm-started at d_s, i.e.
                 // the correction d_f of H_lag d_f = −g − H_lag d_s (see the module docs).
                 let mut d = d_s.clone();
-                let out = pcg(
+                let out = pcg_with(
                     &mut |v: &[f64], o: &mut [f64]| h_lag.apply(v, o),
-                    &jacobi,
+                    &precond,
                     &rhs,
                     &mut d,
                     self.params.full_tolerance,
                     self.n_cg,
+                    beta,
                 );
                 self.stats.full_cg += out.iterations;
                 (d_s, d)
@@ -655,13 +700,14 @@ impl StepSolver for MultilevelSolver {
                     d = out.d;
                 } else {
                     d.fill(0.0);
-                    let out = pcg(
+                    let out = pcg_with(
                         &mut |v: &[f64], o: &mut [f64]| h_lag.apply(v, o),
-                        &jacobi,
+                        &precond,
                         &rhs,
                         &mut d,
                         self.params.full_tolerance,
                         self.n_cg,
+                        beta,
                     );
                     self.stats.full_cg += out.iterations;
                 }
