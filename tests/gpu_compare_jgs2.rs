@@ -20,6 +20,7 @@ mod common;
 use jello::gpu::Backend;
 use jello::runner::setup;
 use jello::scene::Scene;
+use jello::solver::jgs2::Safeguard;
 use std::path::Path;
 
 fn gpu_or_skip() -> bool {
@@ -27,6 +28,18 @@ fn gpu_or_skip() -> bool {
 }
 
 fn check(scene: &str, solver: &str, variant: Option<&str>, steps: usize, bound: f64) {
+    check_with(scene, solver, variant, None, steps, bound)
+}
+
+/// [`check`] with the JGS2/VBD safeguard set (`None`: the solver's default).
+fn check_with(
+    scene: &str,
+    solver: &str,
+    variant: Option<&str>,
+    safeguard: Option<Safeguard>,
+    steps: usize,
+    bound: f64,
+) {
     if !gpu_or_skip() {
         return;
     }
@@ -36,6 +49,7 @@ fn check(scene: &str, solver: &str, variant: Option<&str>, steps: usize, bound: 
     let mut built = Scene::load(&path).unwrap().build().unwrap();
     built.config.solver = solver.into();
     built.config.variant = variant.map(str::to_owned);
+    built.config.safeguard = safeguard;
     let report = jello::compare::compare(&path, &built, steps).unwrap();
     let (mut it_cpu, mut it_gpu) = (0, 0);
     for s in &report.steps {
@@ -65,9 +79,24 @@ fn jgs2_twist_gpu_matches_cpu() {
     check("twist.toml", "jgs2", None, 50, 1e-5);
 }
 
+/// With the model step every iteration (`Safeguard::Always`) both runs take the same kind of
+/// step and stop far below ε: 1e-5 (measured 5.8e-7 on lavapipe; `Off`: 5.3e-7). With the
+/// default cut, the plain-or-model decision of an iteration near convergence can differ between
+/// f32 and f64 (the length test's curvature sits at the device's round-off allowance there): on
+/// lavapipe both runs agree to 4e-7 through step 28, then one iteration of step 29 goes the
+/// other way, the two runs stop at different iterates within ε (1.2e-5 apart) and the swing
+/// carries the difference (1.96e-3 by step 50, the same 78 iterations on both): 5e-3.
 #[test]
 fn jgs2_cantilever_gpu_matches_cpu() {
-    check("cantilever.toml", "jgs2", None, 50, 1e-5);
+    check_with(
+        "cantilever.toml",
+        "jgs2",
+        None,
+        Some(Safeguard::Always),
+        50,
+        1e-5,
+    );
+    check("cantilever.toml", "jgs2", None, 50, 5e-3);
 }
 
 #[test]
