@@ -207,20 +207,16 @@ fn main() {
             Ok("step") => LagRefresh::Step,
             _ => LagRefresh::default(),
         };
-        let (ml, _) = build_solver(
-            m,
-            MultilevelParams {
-                stop,
-                lag,
-                cubature: targets,
-                handles: env_opt("JELLO_BENCH_ML_HANDLES"),
-                n_cg: env_opt("JELLO_BENCH_ML_NCG"),
-                sms_coarse: std::env::var("JELLO_BENCH_ML_NO_COARSE").is_err(),
-                ..MultilevelParams::default()
-            },
-            None,
-        )
-        .unwrap();
+        let ml_params = MultilevelParams {
+            stop,
+            lag,
+            cubature: targets,
+            handles: env_opt("JELLO_BENCH_ML_HANDLES"),
+            n_cg: env_opt("JELLO_BENCH_ML_NCG"),
+            sms_coarse: std::env::var("JELLO_BENCH_ML_NO_COARSE").is_err(),
+            ..MultilevelParams::default()
+        };
+        let (ml, _) = build_solver(m, ml_params, None).unwrap();
         let precompute_ms = t0.elapsed().as_secs_f64() * 1e3;
         if e == moduli[0] {
             let b = ml.basis().unwrap();
@@ -269,14 +265,8 @@ fn main() {
         let (mut ml_jgs2, _) = build_solver(
             m,
             MultilevelParams {
-                stop,
-                lag,
-                cubature: targets,
-                handles: env_opt("JELLO_BENCH_ML_HANDLES"),
-                n_cg: env_opt("JELLO_BENCH_ML_NCG"),
-                sms_coarse: std::env::var("JELLO_BENCH_ML_NO_COARSE").is_err(),
                 smoother: Preconditioner::Jgs2,
-                ..MultilevelParams::default()
+                ..ml_params
             },
             None,
         )

@@ -1745,7 +1745,6 @@ impl StepSolver for DeviceJgs2 {
             let t0 = Instant::now();
             let mut alpha_it = 1.0;
             let mut plain_kept = false;
-            let took_model = safeguard.then_some(true);
             if safeguard && !model_on {
                 // The cut safeguard's plain trial: the primary step (obstacle-limited) from
                 // x[cur], evaluated for a plain next iteration; kept when its energy passes
@@ -1849,7 +1848,7 @@ impl StepSolver for DeviceJgs2 {
                     residual: s.residual,
                     energy: s.energy,
                     alpha: alpha_it,
-                    model_step: took_model.map(|_| !plain_kept),
+                    model_step: safeguard.then_some(!plain_kept),
                     ..IterationRecord::default()
                 });
             }
