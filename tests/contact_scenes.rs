@@ -507,3 +507,89 @@ fn the_frames_residual_problem_is_the_contact_step_newton_solved() {
     }
     assert!(checked > 0, "no contact step was checked");
 }
+
+/// contact_hetero.toml (issue 13's heterogeneous scene): the shell region gives the stiff
+/// material to exactly the ball's elements whose centroid is ≥ 8 cm from its centre, the pin
+/// holds exactly the hoop's outer cylinder, and on Newton the shelled ball lands on the rim,
+/// cannot squeeze through the hole (it would with a soft shell, as contact_hoop's ball does),
+/// comes to rest there (backward Euler's damping and the soft core take the impact), and
+/// deflects the clamped hoop by less than d̂.
+#[test]
+fn a_shelled_ball_lands_on_a_clamped_stiff_hoop_and_rests_on_its_rim() {
+    use jello::material::{Material, MaterialModel};
+    let name = "contact_hetero.toml";
+    let built = common::bundled_scene(name);
+    let m = &built.model;
+    let (ball, hoop) = (&m.bodies[0], &m.bodies[1]);
+    let centre0 = [0.004, 0.15, 0.0];
+    let core = Material::from_young_poisson(MaterialModel::StableNeoHookean, 1e5, 0.4).unwrap();
+    let shell = Material::from_young_poisson(MaterialModel::StableNeoHookean, 1e8, 0.3).unwrap();
+    let (mut n_core, mut n_shell) = (0, 0);
+    for t in ball.tets.clone() {
+        let c = m.mesh.tets[t].iter().fold([0.0; 3], |a, &v| {
+            let p = m.mesh.positions[v as usize];
+            [a[0] + p[0] / 4.0, a[1] + p[1] / 4.0, a[2] + p[2] / 4.0]
+        });
+        let r = (0..3)
+            .map(|k| (c[k] - centre0[k]).powi(2))
+            .sum::<f64>()
+            .sqrt();
+        let want = if r >= 0.08 { &shell } else { &core };
+        assert_eq!(&m.materials[t], want, "tet {t} at r = {r}");
+        if r >= 0.08 {
+            n_shell += 1
+        } else {
+            n_core += 1
+        }
+    }
+    assert!(
+        n_core > 0 && n_shell > 0,
+        "{n_core} core, {n_shell} shell tets"
+    );
+    let mut n_pinned = 0;
+    for v in hoop.vertices.clone() {
+        let p = m.mesh.positions[v];
+        let outer = (p[0] * p[0] + p[2] * p[2]).sqrt() > 0.13 - 1e-9;
+        assert_eq!(m.pinned[v], outer, "hoop vertex {v} at {p:?}");
+        n_pinned += outer as usize;
+    }
+    assert!(m.pinned[ball.vertices.clone()].iter().all(|p| !p));
+    eprintln!("{n_core} core tets, {n_shell} shell tets, {n_pinned} pinned hoop vertices");
+
+    let h = built.config.h;
+    let (m, states) = run(name, built.config.steps);
+    let ys: Vec<f64> = states.iter().map(|x| centre(&m, x, 0, 1)).collect();
+    let lowest = ys.iter().cloned().fold(f64::INFINITY, f64::min);
+    let vy: Vec<f64> = ys.windows(2).map(|w| (w[1] - w[0]) / h).collect();
+    let last_speed = vy.last().unwrap().abs();
+    let deflection = hoop
+        .vertices
+        .clone()
+        .map(|v| {
+            states
+                .iter()
+                .map(|x| {
+                    (0..3)
+                        .map(|k| (x[3 * v + k] - m.mesh.positions[v][k]).powi(2))
+                        .sum::<f64>()
+                        .sqrt()
+                })
+                .fold(0.0, f64::max)
+        })
+        .fold(0.0, f64::max);
+    eprintln!(
+        "ball centre: lowest y = {lowest:.4} m, last y = {:.4} m moving {last_speed:.3} m/s; \
+         hoop deflection {deflection:.2e} m",
+        ys.last().unwrap()
+    );
+    // Touching the rim puts the centre at y ≈ 0.08 m; through the hole it would pass y = 0.
+    assert!(lowest > 0.04, "the ball went into the hole: y = {lowest}");
+    assert!(
+        *ys.last().unwrap() < centre0[1] - 0.05 && last_speed < 0.1,
+        "the ball must land and rest: y = {ys:?}"
+    );
+    assert!(
+        deflection > 0.0 && deflection < m.barrier.dhat,
+        "hoop deflection {deflection:e} m"
+    );
+}

@@ -365,6 +365,30 @@ fn regions_velocities_and_spin() {
         "MAX_COORDINATE",
     );
     fails(
+        "sphere_inner_ge_outer",
+        &region("{ sphere = { center = [0.5, 0.0, 0.0], radius = 0.1, inner_radius = 0.1 } }"),
+        "objects[0].regions[0].region.sphere.inner_radius",
+        "[0, radius",
+    );
+    fails(
+        "sphere_inner_negative",
+        &region("{ sphere = { center = [0.5, 0.0, 0.0], radius = 0.1, inner_radius = -0.01 } }"),
+        "objects[0].regions[0].region.sphere.inner_radius",
+        "[0, radius",
+    );
+    fails(
+        "sphere_radius0",
+        &region("{ sphere = { center = [0.5, 0.0, 0.0], radius = 0.0 } }"),
+        "objects[0].regions[0].region.sphere.radius",
+        "> 0",
+    );
+    fails(
+        "sphere_center_nan",
+        &region("{ sphere = { center = [nan, 0.0, 0.0], radius = 0.1 } }"),
+        "objects[0].regions[0].region.sphere.center",
+        "finite",
+    );
+    fails(
         "velocity_nan",
         &edit(
             "density = 1000.0 }",

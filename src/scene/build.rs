@@ -15,7 +15,9 @@ use crate::problem::{
 };
 use crate::solver::admm::{ContactParams, ContactVariant, ProxKind};
 use crate::solver::jgs2::{Safeguard, SubspaceOptions};
-use crate::solver::multilevel::{LagRefresh, MultilevelParams, MultilevelStop, Preconditioner};
+use crate::solver::multilevel::{
+    LagRefresh, MultilevelParams, MultilevelStop, Preconditioner, Rescue,
+};
 use crate::solver::qn::{QnMode, MAX_HISTORY, PAPER_ITERATIONS};
 use crate::solver::{HessianFilter, StopRule};
 use nalgebra::Vector3;
@@ -61,7 +63,7 @@ pub struct RunConfig {
     /// DOT subdomains (`[solver] subdomains`; default the thread count, 1 for lbfgs-h).
     pub subdomains: Option<usize>,
     /// Multilevel options (`[solver]` keys `handles`, `n_cg`, `jump_factor`, `lag_refresh`,
-    /// `subspace_stop`, `smoother`; the stop rule and iteration cap are filled in by the runner).
+    /// `subspace_stop`, `smoother`, `rescue_after`, `subspace_solve`; the stop rule and iteration cap are filled in by the runner).
     pub multilevel: MultilevelParams,
     /// Newton's eigenvalue filter (`[solver] eigen_filter`; `None`: not given, clamp).
     pub eigen_filter: Option<HessianFilter>,
@@ -1438,6 +1440,11 @@ pub(crate) enum Region {
         offset: f64,
         half: f64,
     },
+    Sphere {
+        c: Vector3<f64>,
+        r_in: f64,
+        r_out: f64,
+    },
 }
 
 impl Region {
@@ -1445,6 +1452,10 @@ impl Region {
         match self {
             Region::Box { min, max } => (0..3).all(|k| p[k] >= min[k] && p[k] <= max[k]),
             Region::Slab { n, offset, half } => (n.dot(&Vector3::from(*p)) - offset).abs() <= *half,
+            Region::Sphere { c, r_in, r_out } => {
+                let d = (Vector3::from(*p) - c).norm();
+                d >= *r_in && d <= *r_out
+            }
         }
     }
 }
@@ -1479,6 +1490,26 @@ fn region(cx: &Ctx, key: &str, r: &RegionSpec) -> Result<Region> {
                 half: thickness / 2.0,
             })
         }
+        RegionSpec::Sphere {
+            center,
+            radius,
+            inner_radius,
+        } => {
+            cx.point(&format!("{key}.sphere.center"), center)?;
+            cx.positive(&format!("{key}.sphere.radius"), *radius, " m")?;
+            cx.finite(&format!("{key}.sphere.inner_radius"), &[*inner_radius])?;
+            if *inner_radius < 0.0 || inner_radius >= radius {
+                return Err(cx.err(
+                    format!("{key}.sphere.inner_radius"),
+                    format!("must be in [0, radius = {radius}) m, got {inner_radius}"),
+                ));
+            }
+            Ok(Region::Sphere {
+                c: Vector3::from(*center),
+                r_in: *inner_radius,
+                r_out: *radius,
+            })
+        }
     }
 }
 
@@ -1493,6 +1524,8 @@ fn multilevel_params(cx: &Ctx, s: &SolverSpec, solver: &str) -> Result<Multileve
         ("solver.lag_refresh", s.lag_refresh.is_some()),
         ("solver.subspace_stop", s.subspace_stop.is_some()),
         ("solver.smoother", s.smoother.is_some()),
+        ("solver.rescue_after", s.rescue_after.is_some()),
+        ("solver.subspace_solve", s.subspace_solve.is_some()),
     ];
     if solver != "multilevel" {
         if let Some((key, _)) = given.iter().find(|(_, g)| *g) {
@@ -1547,6 +1580,24 @@ fn multilevel_params(cx: &Ctx, s: &SolverSpec, solver: &str) -> Result<Multileve
                 ))
             }
         };
+    }
+    if let Some(name) = s.subspace_solve.as_deref() {
+        p.subspace_direct = match name {
+            "pcg" => false,
+            "direct" => true,
+            other => {
+                return Err(cx.err(
+                    "solver.subspace_solve",
+                    format!("unknown solve `{other}` (expected pcg or direct)"),
+                ))
+            }
+        };
+    }
+    if let Some(k) = s.rescue_after {
+        p.rescue = (k > 0).then(|| Rescue {
+            after: k,
+            ..Rescue::default()
+        });
     }
     Ok(p)
 }

@@ -189,6 +189,16 @@ pub struct SolverSpec {
     /// subspace as `--solver jgs2` does).
     #[serde(default)]
     pub smoother: Option<String>,
+    /// Multilevel: Newton iterations of a step after which its remaining iterations run as
+    /// Newton-PCG (Hessian fresh each iteration, full-space PCG to relative 1e-4), default 10;
+    /// 0 turns the rescue off (the paper's loop to the iteration cap).
+    #[serde(default)]
+    pub rescue_after: Option<usize>,
+    /// Multilevel: how the affine and SMS levels are solved: `pcg` (default, the paper's:
+    /// block-Jacobi PCG to relative 1e-4) or `direct` (a dense Cholesky of the assembled
+    /// Galerkin matrix, levels up to 1,200 DOFs; CPU path).
+    #[serde(default)]
+    pub subspace_solve: Option<String>,
 }
 
 impl SolverSpec {
@@ -242,6 +252,8 @@ impl Default for SolverSpec {
             lag_refresh: None,
             subspace_stop: None,
             smoother: None,
+            rescue_after: None,
+            subspace_solve: None,
         }
     }
 }
@@ -502,8 +514,10 @@ pub struct RegionMaterialSpec {
     pub material: MaterialSpec,
 }
 
-/// A region of space: `{ box = { min, max } }` or `{ slab = { normal, offset, thickness } }`
-/// (points with |normal·x − offset| ≤ thickness/2).
+/// A region of space: `{ box = { min, max } }`, `{ slab = { normal, offset, thickness } }`
+/// (points with |normal·x − offset| ≤ thickness/2) or `{ sphere = { center, radius,
+/// inner_radius } }` (points with inner_radius ≤ |x − center| ≤ radius: a ball, or with
+/// `inner_radius` > 0 a spherical shell).
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum RegionSpec {
@@ -522,6 +536,16 @@ pub enum RegionSpec {
         offset: f64,
         /// Slab thickness, m.
         thickness: f64,
+    },
+    /// Ball or spherical shell.
+    Sphere {
+        /// Centre, m.
+        center: [f64; 3],
+        /// Outer radius, m.
+        radius: f64,
+        /// Inner radius, m (default 0: the whole ball).
+        #[serde(default)]
+        inner_radius: f64,
     },
 }
 

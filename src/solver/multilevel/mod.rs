@@ -95,6 +95,36 @@
 //! - **Handles.** Default one per 500 vertices (the paper's 375–500 on its large scenes), at
 //!   least `min(16, n/4)`, at most 400 ([`params::default_handles`]); `[solver] handles`.
 //!
+//! - **Stall rescue** (jello's, beyond the paper; [`Rescue`], `[solver] rescue_after`, default
+//!   10, 0 = off). A step still unconverged after `after` Newton iterations finishes as
+//!   Newton-PCG: the Hessian refreshed every iteration, the levels skipped, the full-space
+//!   Jacobi PCG from zero to relative 1e-4 (capped at 10,000). Why: on `contact_hetero` (a
+//!   1e8 Pa shell around a 1e5 Pa core landing on a clamped 1e10 Pa hoop) the paper's loop
+//!   took the impact step to the 100-iteration cap (residual 2.2e-5 against ε = 1e-7 in a
+//!   whole run; 2.6e-3 from Newton's state after two steps, with 400 iterations still 2.5e-6):
+//!   its directions, inexact on the stiff parts, keep hitting the CCD filter (line-search
+//!   steps of 1e-5–1e-3 for dozens of iterations). Raising N_cg to 40 or 200, refreshing the
+//!   lag every iteration, 64 handles or jump factor 1 did not converge it either; N_cg = 1,000
+//!   with the lag refreshed every iteration (nearly Newton) did, in 37. The rescue skips the
+//!   levels: warm-started at their direction and stopped relative to its residual, the PCG
+//!   did no better on that step (the levels' cubature direction was far off). Measured, whole
+//!   runs (`jello run --solver multilevel --backend cpu`, release; total Newton iterations,
+//!   converged steps):
+//!
+//!   | rescue_after | contact_hetero (30 steps) | contact_hoop (60) | contact_stack (50) |
+//!   |---|---|---|---|
+//!   | off (the paper's loop) | 282, 29/30 | 491, 60/60 | 193, 50/50 |
+//!   | 10 (default) | 221, 30/30 | 487, 60/60 | 193, 50/50 |
+//!   | 15 | 244, 30/30 | 487, 60/60 | 193, 50/50 |
+//!   | 30 | 242, 30/30 | 486, 60/60 | 193, 50/50 |
+//!
+//!   From Newton's state after two steps the impact step converged with the rescue after 0
+//!   (Newton-PCG throughout), 5, 10, 15 and 20 iterations (56, 80, 46, 35, 99 iterations) but
+//!   not after 30 or 50 (100-iteration cap): once the early inexact iterations have crept,
+//!   α ~ 1e-4 at a time, into a close-contact configuration, even Newton-PCG to 1e-8 from
+//!   there oscillates (residual 1e-5 → 1e-2 with full steps) — the step is non-convex (IPC
+//!   barrier, friction) and the path matters. Hence the early default. Newton with the
+//!   Cholesky takes that step in 43 iterations.
 //! - **JGS2 as the full-space preconditioner** (beyond the paper, issue 13;
 //!   `MultilevelParams::smoother = Preconditioner::Jgs2`, `[solver] smoother = "jgs2"`, also
 //!   for Newton-PCG). The map `r ↦ d` of one plain JGS2 Jacobi step for the gradient `−r`
@@ -143,6 +173,53 @@
 //! on the shared 2-core VM): `contact_hoop` 60/60 steps converged in 491 Newton iterations
 //! (Newton: 482) and 53.5 s (Newton's Cholesky: 19.1 s); the first 15 steps of
 //! `contact_balls`, `contact_cup` and `contact_twist` all converged (125, 86, 32 iterations).
+//!
+//! # Heterogeneous contact (issue 13's speed bench)
+//! `benches/multilevel_hetero.rs` on `assets/scenes/contact_hetero.toml`: a ball (r = 0.1 m)
+//! with a 1e5 Pa core inside a 2 cm, 1e8 Pa shell, thrown down at 3 m/s onto a hoop of
+//! 1e10 Pa clamped on its outer cylinder, friction μ = 0.5, h = 0.01 s, CN 1e-7; the ball lands
+//! on the rim on step 3 and comes to rest there. Ball resolution 26: 19,827 vertices, 105,744
+//! tets; 40 handles, 3,245 cubature samples, N_cg 20; precompute 425 s (cubature 322 s,
+//! partition 100 s, geodesics 0.7 s, weights 2.3 s; 258 + 2 bytes per vertex; cached after the
+//! first run, as `jello precompute` does). Release build, rayon on the 2-core VM, nothing else
+//! running; 30 steps, both solvers in one run of the binary (a second, identical run gave
+//! 222.6 s / 301.0 s, 1.35×):
+//!
+//! | solver | total s | ms/step mean (max) | Newton its | CG (affine + SMS + full) | unconverged |
+//! |---|---|---|---|---|---|
+//! | Newton, sparse Cholesky | 215.7 | 7,189 (116,300) | 115 | — | 0 |
+//! | multilevel (default: rescue after 10) | 289.2 | 9,642 (72,813) | 174 | 66,647 (2,045 + 25,138 + 39,464) | 0 |
+//!
+//! **Finding: 1.34× slower than Newton's Cholesky, not the paper's 7–13× faster.** Per
+//! iteration the two cost about the same here (1.66 s multilevel, 1.88 s Newton): at 105k tets
+//! on this geometry faer's supernodal Cholesky factors in ~1.5 s, not the surface²-growing
+//! cost the `ipc` bench's hoop shows, and the multilevel iteration spends its time in the SMS
+//! solve, whose block-Jacobi PCG hits its 200-iteration cap on every iteration once the ball
+//! touches (25,138 SMS CG over 174 iterations; each is a lift, a full-space H·v and a
+//! restriction). The multilevel loop then needs more iterations: 11 / 16 / 11 on steps 2, 4 and
+//! 5 against Newton's 3 / 10 / 3 (the inexact direction); on the impact step it needs fewer
+//! (36 against 62; 72.8 s against 116.3 s) because the rescue's Newton-PCG took over after 10.
+//! The trajectories stay within 7.55e-3 of the bounding-box diagonal of Newton's over the 30
+//! steps (the paper's per-step figure is 1%; here it is accumulated over the run). Without the
+//! rescue (the paper's loop; an earlier run, stopped after 3 steps): step 2 took 34 iterations
+//! (36.0 s) and the impact step ended unconverged at the 100-iteration cap (164 s).
+//! At 487 vertices (ball resolution 6, 30 steps, one run): Newton 2.0 s, 96 iterations;
+//! multilevel 8.1 s (3.98×), 221 iterations, 0 unconverged; on the device path (same run,
+//! Mesa lavapipe — a software adapter, correctness only) 221 iterations, 0 unconverged, within
+//! 4.9e-4 of the diagonal of Newton's trajectory (the f64 path: 6.5e-4), 208 s; on its CPU
+//! twins 234 iterations, 0 unconverged. No hardware GPU was lent to this task: the GPU
+//! backend's speed on this bench is unmeasured.
+//!
+//! **Direct subspace solves** ([`MultilevelParams::subspace_direct`], `[solver] subspace_solve
+//! = "direct"`, beyond the paper): each level's Galerkin matrix assembled from H's terms
+//! ([`HessianOperator::galerkin_matrix`], checked against the dense `UᵀHU` in
+//! `tests/multilevel.rs`) and factored densely, in place of the SMS PCG that hits its cap.
+//! Measured on the same 105k-tet run: slower — 3.2 s per iteration against 1.3–1.7 s over the
+//! first 5 steps (250 s against 129 s; the row was stopped there), the serial assembly
+//! (one pass over every base entry, cubature element and contact stencil per pair of covering
+//! handles) costing more than the 200 PCG iterations it replaces; at 487 and 2,341 vertices it
+//! is even with the PCG (7.3 s vs 7.6 s, 24.4 s vs 23.4 s over 30 steps) with 10% and 5% fewer
+//! Newton iterations. Off by default.
 //!
 //! # On the device (issue 13's GPU backend)
 //! `--backend gpu` computes each Newton direction on the device
@@ -233,17 +310,14 @@
 //! affine restriction shows in a profile.
 //!
 //! # Next steps
-//! - Conditioning of the SMS level under contact: its PCG takes 100–180 iterations per solve
-//!   once the barrier engages (block Jacobi alone; fewer with the coarse space, see above);
-//!   candidates are a sparse assembled UᵀHU (blocks couple only where supports overlap)
-//!   factored per iteration, or a contact-aware coarse space. Then the 100k-tet
-//!   heterogeneous bench of the issue.
+//! - The SMS level's conditioning under contact: its block-Jacobi PCG hits the 200-iteration cap
+//!   on every iteration of the 105k-tet heterogeneous bench. A parallel, blocked assembly of
+//!   the Galerkin matrix (the direct solve's cost today) or a contact-aware coarse space.
 //! - The rest of the GPU backend (see "On the device" above): the coarse matrix's products,
 //!   and the gradient, step filter and line-search energies on the device so that H's terms
-//!   need not cross the bus each iteration.
-//! - JGS2 as the smoother in place of Jacobi PCG.
-//! - The benches of issue 13 beyond the stiffness sweep: the heterogeneous ~100k-tet hoop
-//!   scene against Newton's Cholesky over 30 steps, on the CPU and the GPU.
+//!   need not cross the bus each iteration; the heterogeneous bench on a hardware GPU.
+//! - The stiffness sweep on larger balls (the paper's 61k vertices), where its crossover is
+//!   reported; and why the JGS2 smoother stagnates from E = 1e7 (see above).
 
 pub mod cache;
 pub mod device;
@@ -257,8 +331,10 @@ pub use levels::{Level, LevelArrays};
 pub use operator::{
     invert_blocks, pack_blocks, BsrArrays, DeviceTerms, ElementTerm, HessianOperator,
 };
-pub use params::{default_handles, LagRefresh, MultilevelParams, MultilevelStop, Preconditioner};
-pub use solver::{MultilevelSolver, MultilevelStats};
+pub use params::{
+    default_handles, LagRefresh, MultilevelParams, MultilevelStop, Preconditioner, Rescue,
+};
+pub use solver::{MultilevelSolver, MultilevelStats, SUBSPACE_DIRECT_MAX_DIM};
 
 use crate::error::Result;
 use crate::problem::Model;

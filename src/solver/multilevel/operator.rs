@@ -217,6 +217,40 @@ impl HessianOperator<'_> {
         });
         out
     }
+
+    /// The whole Galerkin matrix `Uᵀ H U` of `level`, dense row-major `dim × dim`, from the
+    /// terms of H directly as [`Self::galerkin_diagonal`] sums its blocks: for each coupling
+    /// `K_ab` and each pair of handles `h` covering `a` and `g` covering `b`,
+    /// `φ_ah φ_bg (K_ab ⊗ f_a f_bᵀ)` into block `(h, g)`. For small subspaces (its cost is
+    /// one pass over H's terms times the handle pairs per coupling, and `dim²` memory).
+    pub fn galerkin_matrix(&self, level: &Level) -> Vec<f64> {
+        let dim = level.dim();
+        let mut out = vec![0.0; dim * dim];
+        self.for_each_block(&mut |a, b, k| {
+            if level.is_pinned(a) || level.is_pinned(b) {
+                return;
+            }
+            for (h, wa, fa) in level.covering(a) {
+                for (g, wb, fb) in level.covering(b) {
+                    let w = wa * wb;
+                    for (i, row) in k.iter().enumerate() {
+                        for (j, &kij) in row.iter().enumerate() {
+                            if kij == 0.0 {
+                                continue;
+                            }
+                            for (c, &fac) in fa.iter().enumerate() {
+                                let r = (12 * h + 4 * i + c) * dim + 12 * g + 4 * j;
+                                for (o, &fbd) in out[r..r + 4].iter_mut().zip(&fb) {
+                                    *o += w * kij * fac * fbd;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        });
+        out
+    }
 }
 
 /// Inverts each 12×12 block by Cholesky; a block that is not SPD (a handle covering only

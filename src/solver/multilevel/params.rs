@@ -118,6 +118,40 @@ pub struct MultilevelParams {
     /// Preconditioner of the full-space PCG (default [`Preconditioner::Jacobi`], the
     /// paper's).
     pub smoother: Preconditioner,
+    /// Stall rescue (jello's, not the paper's; default [`Rescue::default`]): a step still
+    /// unconverged after this many Newton iterations continues as Newton-PCG — the Hessian
+    /// refreshed every iteration and the full-space PCG (warm-started at the levels' direction)
+    /// run to relative [`Rescue::tolerance`] instead of N_cg iterations. `None`: the paper's
+    /// loop to the iteration cap.
+    pub rescue: Option<Rescue>,
+    /// Solve each subspace level exactly by a dense Cholesky of its assembled Galerkin matrix
+    /// instead of block-Jacobi PCG to [`Self::subspace_tolerance`] (beyond the paper; levels
+    /// up to [`super::SUBSPACE_DIRECT_MAX_DIM`] DOFs, larger ones keep the PCG;
+    /// CPU path only). Default false.
+    pub subspace_direct: bool,
+}
+
+/// When and how the multilevel loop stops trusting its inexact directions (see
+/// [`MultilevelParams::rescue`] and the module docs' "Stall rescue").
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rescue {
+    /// Newton iterations of a step before the rescue starts (default 10).
+    pub after: usize,
+    /// Relative residual of the rescue's full-space PCG (default 1e-4, the paper's IPC-PCG
+    /// baseline's).
+    pub tolerance: f64,
+    /// Iteration cap of the rescue's full-space PCG (default 10,000).
+    pub max_cg: usize,
+}
+
+impl Default for Rescue {
+    fn default() -> Self {
+        Rescue {
+            after: 10,
+            tolerance: 1e-4,
+            max_cg: 10_000,
+        }
+    }
 }
 
 impl Default for MultilevelParams {
@@ -136,6 +170,8 @@ impl Default for MultilevelParams {
             cubature: CubatureTargets::Weights,
             sms_coarse: true,
             smoother: Preconditioner::Jacobi,
+            rescue: Some(Rescue::default()),
+            subspace_direct: false,
         }
     }
 }
@@ -152,6 +188,7 @@ impl MultilevelParams {
             n_cg: Some(max_cg),
             full_tolerance: tolerance,
             lag: LagRefresh::Iteration,
+            rescue: None,
             ..MultilevelParams::default()
         }
     }

@@ -40,6 +40,8 @@ pub struct MultilevelStats {
     /// Iterations whose composed direction was not a descent direction and were replaced by
     /// the full-space PCG from zero (a descent direction by construction).
     pub descent_fallbacks: usize,
+    /// Newton iterations run under the stall rescue ([`super::Rescue`]).
+    pub rescued: usize,
 }
 
 impl MultilevelStats {
@@ -175,6 +177,13 @@ impl MultilevelSolver {
                     .into(),
             ));
         }
+        if self.params.subspace_direct {
+            return Err(JelloError::Invalid(
+                "solver.subspace_solve: direct runs on the CPU path only (the device solves \
+                 the levels by block-Jacobi PCG)"
+                    .into(),
+            ));
+        }
         let pinned: Vec<bool> = self.fixed.iter().step_by(3).copied().collect();
         self.device = Some(DeviceDirection::new(
             device,
@@ -258,6 +267,19 @@ impl MultilevelSolver {
             let Some(level) = level else { continue };
             let mut b = vec![0.0; level.dim()];
             level.restrict(&r, &mut b);
+            let mut q = vec![0.0; level.dim()];
+            if self.params.subspace_direct && level.dim() <= SUBSPACE_DIRECT_MAX_DIM {
+                if let Some(sol) = galerkin_direct(h, level, &b) {
+                    q = sol;
+                    level.lift(&q, &mut u);
+                    h.apply(&u, &mut hu);
+                    for k in 0..n {
+                        d[k] += u[k];
+                        r[k] -= hu[k];
+                    }
+                    continue;
+                }
+            }
             let inv = invert_blocks(&h.galerkin_diagonal(level));
             let mut galerkin = |q: &[f64], out: &mut [f64]| {
                 level.lift(q, &mut u);
@@ -270,7 +292,6 @@ impl MultilevelSolver {
                 (Some(c), 1) => c.factor(&mut galerkin, level.dim()),
                 _ => None,
             };
-            let mut q = vec![0.0; level.dim()];
             let out = pcg(
                 &mut galerkin,
                 &|r: &[f64], z: &mut [f64]| {
@@ -416,6 +437,78 @@ fn block_apply(inv: &[[f64; 144]], r: &[f64], z: &mut [f64]) {
     }
 }
 
+/// Largest subspace (DOFs) that [`MultilevelParams::subspace_direct`] solves densely: 100
+/// handles (a dense Cholesky of 1,200² in well under a second); larger levels keep the PCG.
+pub const SUBSPACE_DIRECT_MAX_DIM: usize = 1_200;
+
+/// `Uᵀ H U q = b` by a dense Cholesky of the assembled Galerkin matrix
+/// ([`HessianOperator::galerkin_matrix`]); rows of handles that cover only pinned vertices
+/// (all zero) get a unit diagonal. `None` when the matrix is not SPD (the caller falls back to
+/// the PCG).
+fn galerkin_direct(h: &HessianOperator, level: &Level, b: &[f64]) -> Option<Vec<f64>> {
+    let dim = level.dim();
+    let mut g = nalgebra::DMatrix::<f64>::from_row_slice(dim, dim, &h.galerkin_matrix(level));
+    for i in 0..dim {
+        if g[(i, i)] == 0.0 {
+            g[(i, i)] = 1.0;
+        }
+    }
+    let chol = g.cholesky()?;
+    Some(
+        chol.solve(&nalgebra::DVector::from_column_slice(b))
+            .as_slice()
+            .to_vec(),
+    )
+}
+
+/// The full-space smoother of one Newton iteration: PCG on the lagged (or, under the rescue,
+/// fresh) Hessian with its preconditioner, tolerance and cap.
+struct Smoother<'a> {
+    h_lag: &'a HessianOperator<'a>,
+    precond: &'a dyn Fn(&[f64], &mut [f64]),
+    beta: Beta,
+    tolerance: f64,
+    cap: usize,
+}
+
+impl Smoother<'_> {
+    /// `H_l d = rhs` from `d = 0` — a descent direction by construction — on the device when
+    /// one is attached (its H uploaded this iteration), else in f64; counts its iterations.
+    fn solve_from_zero(
+        &self,
+        device: Option<&mut DeviceDirection>,
+        rhs: &[f64],
+        stats: &mut MultilevelStats,
+    ) -> Result<Vec<f64>> {
+        if let Some(dd) = device {
+            let out = dd.solve(
+                rhs,
+                false,
+                [None, None],
+                None,
+                0.0,
+                0,
+                self.cap,
+                self.tolerance,
+            )?;
+            stats.full_cg += out.counts[2];
+            return Ok(out.d);
+        }
+        let mut d = vec![0.0; rhs.len()];
+        let out = pcg_with(
+            &mut |v: &[f64], o: &mut [f64]| self.h_lag.apply(v, o),
+            self.precond,
+            rhs,
+            &mut d,
+            self.tolerance,
+            self.cap,
+            self.beta,
+        );
+        stats.full_cg += out.iterations;
+        Ok(d)
+    }
+}
+
 fn check_params(p: &MultilevelParams) -> Result<()> {
     let bad = |key: &str, msg: String| Err(JelloError::Invalid(format!("solver.{key}: {msg}")));
     if p.n_cg == Some(0) {
@@ -449,6 +542,17 @@ fn check_params(p: &MultilevelParams) -> Result<()> {
             return bad(
                 "lag_refresh",
                 format!("adaptive rule needs window ≥ 1, min_gap ≥ 1, threshold in (0, 1]; got {window}, {min_gap}, {threshold}"),
+            );
+        }
+    }
+    if let Some(r) = p.rescue {
+        if !(r.tolerance.is_finite() && r.tolerance > 0.0 && r.tolerance < 1.0) || r.max_cg == 0 {
+            return bad(
+                "rescue",
+                format!(
+                    "needs tolerance in (0, 1) and max_cg ≥ 1; got {} and {}",
+                    r.tolerance, r.max_cg
+                ),
             );
         }
     }
@@ -533,6 +637,16 @@ impl StepSolver for MultilevelSolver {
                 break;
             }
             iterations += 1;
+            // Past the rescue's threshold the smoother becomes a converged PCG on the fresh
+            // Hessian: the step finishes as Newton-PCG, warm-started by the levels.
+            let rescue = self.params.rescue.filter(|r| iterations > r.after);
+            let (cg_tolerance, cg_cap) = match rescue {
+                Some(r) => (r.tolerance, r.max_cg.max(self.n_cg)),
+                None => (self.params.full_tolerance, self.n_cg),
+            };
+            if rescue.is_some() {
+                self.stats.rescued += 1;
+            }
             // Hessian terms at x: per-vertex/pair terms and contact fresh, the elastic part
             // lagged for the smoother and cubature-weighted (fresh) for the subspace levels.
             let t0 = Instant::now();
@@ -543,11 +657,12 @@ impl StepSolver for MultilevelSolver {
             } else {
                 Vec::new()
             };
-            let refresh = match self.params.lag {
-                LagRefresh::Iteration => true,
-                LagRefresh::Step => iterations == 1,
-                LagRefresh::Adaptive { .. } => iterations == 1 || refresh_due,
-            };
+            let refresh = rescue.is_some()
+                || match self.params.lag {
+                    LagRefresh::Iteration => true,
+                    LagRefresh::Step => iterations == 1,
+                    LagRefresh::Adaptive { .. } => iterations == 1 || refresh_due,
+                };
             if refresh {
                 self.refresh_lag(elastic, &problem.model.mesh.tets, x);
                 last_refresh = iterations;
@@ -558,7 +673,11 @@ impl StepSolver for MultilevelSolver {
             for (f, l) in full.values_mut().iter_mut().zip(self.elastic_lag.values()) {
                 *f += l;
             }
-            let cub = if self.affine.is_some() || self.sms.is_some() {
+            // Under the rescue the levels are skipped: their direction, from the cubature
+            // Hessian, can be far off on a stalled step, and a PCG warm-started there and stopped
+            // relative to its (large) initial residual is no better than it.
+            let levels = rescue.is_none() && (self.affine.is_some() || self.sms.is_some());
+            let cub = if levels {
                 self.cubature_terms(problem.model, x)
             } else {
                 Vec::new()
@@ -612,7 +731,21 @@ impl StepSolver for MultilevelSolver {
                     }
                 }
             };
-            let (d_s, mut d) = if let Some(dd) = self.device.as_mut() {
+            let smoother = Smoother {
+                h_lag: &h_lag,
+                precond: &precond,
+                beta,
+                tolerance: cg_tolerance,
+                cap: cg_cap,
+            };
+            let (d_s, mut d) = if !levels {
+                // Newton-PCG: the smoother from zero on the (fresh, under the rescue) Hessian.
+                if let Some(dd) = self.device.as_mut() {
+                    dd.upload(&h_sub, &h_lag)?;
+                }
+                let d = smoother.solve_from_zero(self.device.as_mut(), &rhs, &mut self.stats)?;
+                (vec![0.0; n], d)
+            } else if let Some(dd) = self.device.as_mut() {
                 // The direction on the device (f32): H uploaded, levels and smoother there. The
                 // SMS level's coarse correction is host f64 (its small Cholesky, and `RᵀGR`
                 // from 12 Galerkin products per object as on the CPU path), added to the
@@ -652,8 +785,8 @@ impl StepSolver for MultilevelSolver {
                         .map(|f| f as &mut super::device::HostCorrection),
                     self.params.subspace_tolerance,
                     self.params.subspace_max_iterations,
-                    self.n_cg,
-                    self.params.full_tolerance,
+                    cg_cap,
+                    cg_tolerance,
                 )?;
                 self.stats.affine_cg += out.counts[0];
                 self.stats.sms_cg += out.counts[1];
@@ -671,46 +804,21 @@ impl StepSolver for MultilevelSolver {
                     &precond,
                     &rhs,
                     &mut d,
-                    self.params.full_tolerance,
-                    self.n_cg,
+                    cg_tolerance,
+                    cg_cap,
                     beta,
                 );
                 self.stats.full_cg += out.iterations;
                 (d_s, d)
             };
             let mut g_dot_d = dot(&g, &d);
-            let mut used_subspace = self.affine.is_some() || self.sms.is_some();
+            let mut used_subspace = levels;
             if g_dot_d.is_nan() || g_dot_d >= 0.0 {
                 // The levels use the cubature Hessian, the smoother the lagged one: their
                 // composition is not guaranteed to descend. PCG from zero on one SPD operator is.
                 self.stats.descent_fallbacks += 1;
                 used_subspace = false;
-                if let Some(dd) = self.device.as_mut() {
-                    let out = dd.solve(
-                        &rhs,
-                        false,
-                        [None, None],
-                        None,
-                        0.0,
-                        0,
-                        self.n_cg,
-                        self.params.full_tolerance,
-                    )?;
-                    self.stats.full_cg += out.counts[2];
-                    d = out.d;
-                } else {
-                    d.fill(0.0);
-                    let out = pcg_with(
-                        &mut |v: &[f64], o: &mut [f64]| h_lag.apply(v, o),
-                        &precond,
-                        &rhs,
-                        &mut d,
-                        self.params.full_tolerance,
-                        self.n_cg,
-                        beta,
-                    );
-                    self.stats.full_cg += out.iterations;
-                }
+                d = smoother.solve_from_zero(self.device.as_mut(), &rhs, &mut self.stats)?;
                 g_dot_d = dot(&g, &d);
             }
             timings.solve_ms += ms(t0);
