@@ -22,26 +22,6 @@ fn state_after(built: &BuiltScene, steps: usize) -> State {
     common::state_after(built, steps)
 }
 
-/// Newton with the direct solve to CN 1e-10 from `state` (at most 200 iterations): the
-/// reference a multilevel step is measured against.
-fn newton_reference(m: &Model, state: &State, h: f64) -> Vec<f64> {
-    let problem = StepProblem::new(m, state, h);
-    let mut x = Vec::new();
-    let r = NewtonSolver::new(
-        m,
-        NewtonParams {
-            stop: StopRule::Cn { eps: 1e-10 },
-            max_iterations: 200,
-            ..NewtonParams::default()
-        },
-    )
-    .unwrap()
-    .step(&problem, m, &mut x, false)
-    .unwrap();
-    assert!(r.converged, "Newton reference at {:e}", r.residual);
-    x
-}
-
 /// The rest bounding box's diagonal, m.
 fn diagonal(m: &Model) -> f64 {
     let (lo, hi) = m.mesh.bounding_box().unwrap();
@@ -397,7 +377,7 @@ fn the_stall_rescue_converges_the_heterogeneous_impact_step() {
     let m = &built.model;
     let h = built.config.h;
     let state = state_after(&built, 2);
-    let reference = newton_reference(m, &state, h);
+    let reference = common::newton_reference(m, &state, h);
     let mut ml = multilevel(
         m,
         MultilevelParams {
@@ -485,7 +465,7 @@ fn paper_stop_rule_lands_within_one_percent_of_newton_on_a_contact_step() {
     let m = &built.model;
     let h = built.config.h;
     let state = state_after(&built, 12);
-    let reference = newton_reference(m, &state, h);
+    let reference = common::newton_reference(m, &state, h);
     let problem = StepProblem::new(m, &state, h);
     let pairs = problem.contact_hessian_blocks(&state.x).len();
     let mut ml = multilevel(

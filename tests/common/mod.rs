@@ -183,13 +183,39 @@ pub fn pin_where(
 /// The bundled scenes with IPC contact between objects (`[contact] ipc = true`): they run on
 /// solver newton only (the others refuse them), so the solver-against-Newton tests leave them
 /// out and tests/contact_scenes.rs runs them.
-pub const IPC_SCENES: [&str; 5] = [
+pub const IPC_SCENES: [&str; 6] = [
     "contact_balls.toml",
     "contact_cup.toml",
+    "contact_hetero.toml",
     "contact_hoop.toml",
     "contact_stack.toml",
     "contact_twist.toml",
 ];
+
+/// Newton with the direct solve to CN 1e-10 from `state` (at most 200 iterations): the
+/// reference a multilevel step is measured against.
+pub fn newton_reference(
+    m: &jello::problem::Model,
+    state: &jello::problem::State,
+    h: f64,
+) -> Vec<f64> {
+    use jello::solver::StepSolver;
+    let problem = jello::problem::StepProblem::new(m, state, h);
+    let mut x = Vec::new();
+    let r = jello::solver::NewtonSolver::new(
+        m,
+        jello::solver::NewtonParams {
+            stop: jello::solver::StopRule::Cn { eps: 1e-10 },
+            max_iterations: 200,
+            ..jello::solver::NewtonParams::default()
+        },
+    )
+    .unwrap()
+    .step(&problem, m, &mut x, false)
+    .unwrap();
+    assert!(r.converged, "Newton reference at {:e}", r.residual);
+    x
+}
 
 /// Asserts that `covered` names exactly the scenes bundled in assets/scenes (a new scene must
 /// be added to the test that calls this).
