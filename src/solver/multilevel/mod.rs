@@ -214,7 +214,7 @@
 //! = "direct"`, beyond the paper): each level's Galerkin matrix assembled from H's terms
 //! ([`HessianOperator::galerkin_matrix`], checked against the dense `UᵀHU` in
 //! `tests/multilevel.rs`) and factored densely, in place of the SMS PCG that hits its cap.
-//! Measured on the same 105k-tet run: slower — 3.2 s per iteration against 1.3–1.7 s over the
+//! Measured on the same 105k-tet run: slower — 3.2 s per iteration against 1.7 s over the
 //! first 5 steps (250 s against 129 s; the row was stopped there), the serial assembly
 //! (one pass over every base entry, cubature element and contact stencil per pair of covering
 //! handles) costing more than the 200 PCG iterations it replaces; at 487 and 2,341 vertices it
