@@ -191,10 +191,10 @@
 //! | multilevel (default: rescue after 10) | 289.2 | 9,642 (72,813) | 174 | 66,647 (2,045 + 25,138 + 39,464) | 0 |
 //!
 //! **Finding: 1.34× slower than Newton's Cholesky, not the paper's 7–13× faster.** Per
-//! iteration the two cost about the same here (1.66 s multilevel, 1.88 s Newton): at 105k tets
-//! on this geometry faer's supernodal Cholesky factors in ~1.5 s, not the surface²-growing
-//! cost the `ipc` bench's hoop shows, and the multilevel iteration spends its time in the SMS
-//! solve, whose block-Jacobi PCG hits its 200-iteration cap on every iteration once the ball
+//! iteration the two cost about the same here (1.66 s multilevel, 1.88 s Newton, assembly and
+//! factorisation included; the `ipc` bench's hoop at the same size factors in ~2.0 s per
+//! iteration — its factor time grows as surface faces^2.74, so the crossover lies beyond the
+//! sizes measured here), and the multilevel iteration spends its time in the SMS solve, whose block-Jacobi PCG hits its 200-iteration cap on every iteration once the ball
 //! touches (25,138 SMS CG over 174 iterations; each is a lift, a full-space H·v and a
 //! restriction). The multilevel loop then needs more iterations: 11 / 16 / 11 on steps 2, 4 and
 //! 5 against Newton's 3 / 10 / 3 (the inexact direction); on the impact step it needs fewer
