@@ -2,7 +2,8 @@
 //! a plane (assets/scenes/drop.toml, Neo-Hookean, ν = 0.4) with Young's modulus E from 1e6 to
 //! 1e10 Pa; the step on which the ball first touches the ground (a vertex within d̂), solved
 //! to the scene's CN rule from the same state by
-//! - multilevel (affine + SMS levels, N_cg Jacobi-PCG iterations, the paper's defaults),
+//! - multilevel (affine + SMS levels, N_cg Jacobi-PCG iterations, the paper's defaults; jello's
+//!   stall rescue off, as when the tables below were measured),
 //! - Newton with Jacobi PCG (the same loop with no subspace level and the PCG on the current
 //!   Hessian to relative 1e-4, the paper's "IPC-PCG"),
 //! - Newton with the sparse Cholesky (jello's reference),
@@ -214,6 +215,9 @@ fn main() {
             handles: env_opt("JELLO_BENCH_ML_HANDLES"),
             n_cg: env_opt("JELLO_BENCH_ML_NCG"),
             sms_coarse: std::env::var("JELLO_BENCH_ML_NO_COARSE").is_err(),
+            // The paper's loop: jello's stall rescue (on by default) would turn every
+            // iteration past the tenth into Newton-PCG and blur the comparison.
+            rescue: None,
             ..MultilevelParams::default()
         };
         let (ml, _) = build_solver(m, ml_params, None).unwrap();

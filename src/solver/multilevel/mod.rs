@@ -169,10 +169,11 @@
 //! on a 4,913-vertex ball at ε = 1e-8 the first-contact step takes 7,369 / 5,388 / 64 CG iterations at
 //! E = 1e6 / 1e8 / 1e10 Pa (Jacobi-PCG Newton: 2,249 / 1,103 / 163), 37 / 33 / 1 Newton
 //! iterations (Newton: 21 / 12 / 1): the SMS solves dominate (6,592 of the 7,369).
-//! Whole runs (`jello run --solver multilevel --backend cpu`, the scenes' own ε, dev profile
-//! on the shared 2-core VM): `contact_hoop` 60/60 steps converged in 491 Newton iterations
-//! (Newton: 482) and 53.5 s (Newton's Cholesky: 19.1 s); the first 15 steps of
-//! `contact_balls`, `contact_cup` and `contact_twist` all converged (125, 86, 32 iterations).
+//! Whole runs (`jello run --solver multilevel --backend cpu`, the scenes' own ε, release build
+//! on the shared 2-core VM, with the default stall rescue): `contact_hoop` 60/60 steps
+//! converged in 487 Newton iterations (Newton: 482) and 15.0 s (Newton's Cholesky: 9.2 s); the
+//! first 15 steps of `contact_balls`, `contact_cup` and `contact_twist` all converged (125, 84,
+//! 32 iterations; the paper's loop without the rescue: 491 on the hoop, 86 on the cup).
 //!
 //! # Heterogeneous contact (issue 13's speed bench)
 //! `benches/multilevel_hetero.rs` on `assets/scenes/contact_hetero.toml`: a ball (r = 0.1 m)

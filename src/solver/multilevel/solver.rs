@@ -254,8 +254,9 @@ impl MultilevelSolver {
 
     /// The subspace direction `d_s` for right-hand side `rhs` (= −∇E, pinned entries 0): each
     /// level in turn (affine, then SMS) solves its Galerkin system `UᵀHU q = Uᵀr` by
-    /// block-Jacobi PCG to the subspace tolerance and updates `r ← r − H U q`. Returns `d_s`
-    /// and the CG iterations per level (affine, SMS).
+    /// block-Jacobi PCG to the subspace tolerance (or, with
+    /// [`MultilevelParams::subspace_direct`], a dense Cholesky) and updates `r ← r − H U q`.
+    /// Returns `d_s` and the CG iterations per level (affine, SMS; 0 for a direct solve).
     pub fn subspace_direction(&self, h: &HessianOperator, rhs: &[f64]) -> (Vec<f64>, [usize; 2]) {
         let n = rhs.len();
         let mut d = vec![0.0; n];
@@ -267,45 +268,17 @@ impl MultilevelSolver {
             let Some(level) = level else { continue };
             let mut b = vec![0.0; level.dim()];
             level.restrict(&r, &mut b);
-            let mut q = vec![0.0; level.dim()];
-            if self.params.subspace_direct && level.dim() <= SUBSPACE_DIRECT_MAX_DIM {
-                if let Some(sol) = galerkin_direct(h, level, &b) {
-                    q = sol;
-                    level.lift(&q, &mut u);
-                    h.apply(&u, &mut hu);
-                    for k in 0..n {
-                        d[k] += u[k];
-                        r[k] -= hu[k];
-                    }
-                    continue;
+            let direct = (self.params.subspace_direct && level.dim() <= SUBSPACE_DIRECT_MAX_DIM)
+                .then(|| galerkin_direct(h, level, &b))
+                .flatten();
+            let q = match direct {
+                Some(q) => q,
+                None => {
+                    let (q, iterations) = self.level_pcg(h, level, slot, &b, &mut u, &mut hu);
+                    counts[slot] = iterations;
+                    q
                 }
-            }
-            let inv = invert_blocks(&h.galerkin_diagonal(level));
-            let mut galerkin = |q: &[f64], out: &mut [f64]| {
-                level.lift(q, &mut u);
-                h.apply(&u, &mut hu);
-                level.restrict(&hu, out);
             };
-            // The SMS level's preconditioner: block Jacobi, plus (by default) the additive
-            // coarse correction on the objects' affine motions embedded in the SMS DOFs.
-            let coarse = match (&self.sms_coarse, slot) {
-                (Some(c), 1) => c.factor(&mut galerkin, level.dim()),
-                _ => None,
-            };
-            let out = pcg(
-                &mut galerkin,
-                &|r: &[f64], z: &mut [f64]| {
-                    block_apply(&inv, r, z);
-                    if let Some((c, chol)) = &coarse {
-                        c.add_correction(chol, r, z);
-                    }
-                },
-                &b,
-                &mut q,
-                self.params.subspace_tolerance,
-                self.params.subspace_max_iterations,
-            );
-            counts[slot] = out.iterations;
             level.lift(&q, &mut u);
             h.apply(&u, &mut hu);
             for k in 0..n {
@@ -314,6 +287,47 @@ impl MultilevelSolver {
             }
         }
         (d, counts)
+    }
+
+    /// The level's block-Jacobi PCG (plus, at the SMS level, the affine coarse correction) on
+    /// `Uᵀ H U q = b` to [`MultilevelParams::subspace_tolerance`]; `(q, iterations)`. `u`, `hu`:
+    /// full-space scratch.
+    fn level_pcg(
+        &self,
+        h: &HessianOperator,
+        level: &Level,
+        slot: usize,
+        b: &[f64],
+        u: &mut [f64],
+        hu: &mut [f64],
+    ) -> (Vec<f64>, usize) {
+        let inv = invert_blocks(&h.galerkin_diagonal(level));
+        let mut galerkin = |q: &[f64], out: &mut [f64]| {
+            level.lift(q, u);
+            h.apply(u, hu);
+            level.restrict(hu, out);
+        };
+        // The SMS level's preconditioner: block Jacobi, plus (by default) the additive
+        // coarse correction on the objects' affine motions embedded in the SMS DOFs.
+        let coarse = match (&self.sms_coarse, slot) {
+            (Some(c), 1) => c.factor(&mut galerkin, level.dim()),
+            _ => None,
+        };
+        let mut q = vec![0.0; level.dim()];
+        let out = pcg(
+            &mut galerkin,
+            &|r: &[f64], z: &mut [f64]| {
+                block_apply(&inv, r, z);
+                if let Some((c, chol)) = &coarse {
+                    c.add_correction(chol, r, z);
+                }
+            },
+            b,
+            &mut q,
+            self.params.subspace_tolerance,
+            self.params.subspace_max_iterations,
+        );
+        (q, out.iterations)
     }
 
     fn refresh_lag(&mut self, elastic: &dyn ElasticTerms, tets: &[[u32; 4]], x: &[f64]) {
@@ -637,8 +651,8 @@ impl StepSolver for MultilevelSolver {
                 break;
             }
             iterations += 1;
-            // Past the rescue's threshold the smoother becomes a converged PCG on the fresh
-            // Hessian: the step finishes as Newton-PCG, warm-started by the levels.
+            // Past the rescue's threshold the step finishes as Newton-PCG: the Hessian fresh,
+            // the levels skipped, the full-space PCG from zero to the rescue's tolerance.
             let rescue = self.params.rescue.filter(|r| iterations > r.after);
             let (cg_tolerance, cg_cap) = match rescue {
                 Some(r) => (r.tolerance, r.max_cg.max(self.n_cg)),
@@ -813,7 +827,8 @@ impl StepSolver for MultilevelSolver {
             };
             let mut g_dot_d = dot(&g, &d);
             let mut used_subspace = levels;
-            if g_dot_d.is_nan() || g_dot_d >= 0.0 {
+            // Without the levels `d` already is the PCG from zero: rerunning it cannot help.
+            if levels && (g_dot_d.is_nan() || g_dot_d >= 0.0) {
                 // The levels use the cubature Hessian, the smoother the lagged one: their
                 // composition is not guaranteed to descend. PCG from zero on one SPD operator is.
                 self.stats.descent_fallbacks += 1;
