@@ -168,13 +168,19 @@ fn main() {
                 let st = s.lock().unwrap().last_stats();
                 [st.affine_cg, st.sms_cg, st.full_cg]
             });
+            let t = &r.timings;
             eprintln!(
-                "{name} step {}/{steps}: {} its{}, CG {:?}, {:.0} ms",
+                "{name} step {}/{steps}: {} its{}, CG {:?}, {:.0} ms (assembly {:.0}, factor {:.0}, \
+                 solve {:.0}, line search {:.0})",
                 k + 1,
                 r.iterations,
                 if r.converged { "" } else { " (NOT converged)" },
                 cg,
-                r.wall_ms
+                r.wall_ms,
+                t.assembly_ms,
+                t.factor_ms,
+                t.solve_ms,
+                t.line_search_ms
             );
             run.wall_ms.push(r.wall_ms);
             run.iterations.push(r.iterations);

@@ -9,8 +9,8 @@ use jello::problem::{Model, State, StepProblem};
 use jello::scene::{BuiltScene, Scene};
 use jello::sim::Simulation;
 use jello::solver::multilevel::{
-    build_solver, HessianOperator, LagRefresh, Level, MultilevelParams, MultilevelSolver,
-    MultilevelStop, Rescue,
+    build_solver, BsrLayout, HessianOperator, LagRefresh, Level, MultilevelParams,
+    MultilevelSolver, MultilevelStop, Rescue,
 };
 use jello::solver::{NewtonParams, NewtonSolver, StepSolver, StopRule};
 use jello_precompute::sms::{AffineBasis, HANDLE_DOFS};
@@ -190,6 +190,18 @@ fn matrix_free_galerkin_product_equals_dense_reference() {
             contact: &contact,
             fixed: &fixed,
         };
+        // The solver's levels use the base without its zeros: the same operator, bit for bit.
+        let compact = base.without_zeros();
+        assert!(
+            compact.pattern().nnz() < base.pattern().nnz() / 4,
+            "{name}: the per-vertex base fills {} of {} pattern entries",
+            compact.pattern().nnz(),
+            base.pattern().nnz()
+        );
+        let op_compact = HessianOperator {
+            base: &compact,
+            ..op
+        };
         let h = dense_reference(&problem, m, &x, &cub, &samples_of, &contact);
         let n = 3 * m.num_vertices();
         let affine = AffineBasis::new(&m.mesh.positions, &m.mesh.tets).unwrap();
@@ -268,7 +280,27 @@ fn matrix_free_galerkin_product_equals_dense_reference() {
                 worst_block = worst_block.max(rel(b, &want));
             }
             // The assembled Galerkin matrix (MultilevelParams::subspace_direct's).
-            let whole = rel(&op.galerkin_matrix(level), &g);
+            let assembled = op.galerkin_matrix(level);
+            let whole = rel(&assembled, &g);
+            let bits =
+                |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+            let mut got_compact = vec![0.0; dim];
+            op_compact.apply(&w, &mut y);
+            level.restrict(&y, &mut got_compact);
+            assert!(
+                bits(&got, &got_compact),
+                "{name} {}: product without zeros",
+                level.name
+            );
+            assert!(
+                bits(&assembled, &op_compact.galerkin_matrix(level))
+                    && bits(
+                        &blocks.concat(),
+                        &op_compact.galerkin_diagonal(level).concat()
+                    ),
+                "{name} {}: Galerkin matrix or blocks without zeros",
+                level.name
+            );
             eprintln!(
                 "{name} {}: {} handles, UᵀHU q error {e:.1e}, worst diagonal block \
                  {worst_block:.1e}, assembled matrix {whole:.1e}",
@@ -284,6 +316,65 @@ fn matrix_free_galerkin_product_equals_dense_reference() {
             );
         }
     }
+}
+
+/// The device's block rows of a symmetric matrix ([`BsrLayout`], kept once per pattern and
+/// refilled per iteration) hold exactly the dense matrix's 3×3 blocks, rounded once to f32:
+/// every stored block, no other non-zero, columns increasing; a second matrix on the same
+/// pattern through the same layout likewise, and `fits` tells a copy of the pattern apart.
+#[test]
+fn block_rows_from_a_kept_layout_equal_the_dense_matrix() {
+    let mut rng = common::rng("block_rows_from_a_kept_layout_equal_the_dense_matrix");
+    let built = common::bundled_scene("contact_stack.toml");
+    let m = &built.model;
+    let layout = jello::problem::HessianLayout::new(m).unwrap();
+    let mut a = layout.zeros();
+    let kept = BsrLayout::new(a.pattern()).unwrap();
+    let n = a.n();
+    for round in 0..2 {
+        for v in a.values_mut() {
+            *v = rng.random_range(-1.0..1.0);
+        }
+        assert!(kept.fits(&a));
+        let rows = kept.arrays(&a);
+        let dense = a.to_dense();
+        let mut seen = vec![false; (n / 3) * (n / 3)];
+        for rv in 0..n / 3 {
+            let (lo, hi) = (rows.row_ptr[rv] as usize, rows.row_ptr[rv + 1] as usize);
+            assert!(
+                rows.cols[lo..hi].windows(2).all(|w| w[0] < w[1]),
+                "row {rv} unsorted"
+            );
+            for b in lo..hi {
+                let cv = rows.cols[b] as usize;
+                seen[rv * (n / 3) + cv] = true;
+                for i in 0..3 {
+                    for j in 0..3 {
+                        let want = dense[(3 * cv + j) * n + 3 * rv + i] as f32;
+                        let got = rows.blocks[b].cols[j][i];
+                        assert_eq!(
+                            got, want,
+                            "round {round}: block ({rv}, {cv}) entry ({i}, {j})"
+                        );
+                    }
+                }
+            }
+        }
+        for r in 0..n {
+            for c in 0..n {
+                if dense[c * n + r] != 0.0 {
+                    assert!(
+                        seen[(r / 3) * (n / 3) + c / 3],
+                        "entry ({r}, {c}) has no block"
+                    );
+                }
+            }
+        }
+    }
+    assert!(
+        !kept.fits(&a.without_zeros()),
+        "a layout fits only its own pattern"
+    );
 }
 
 /// With the lagged Hessian rebuilt every iteration and the full-space PCG run to relative

@@ -560,6 +560,10 @@ pub fn tet_dofs(tets: &[[u32; 4]]) -> Vec<usize> {
     out
 }
 
+/// Stored entries from which [`SymSparse::mul_vec`] runs in parallel (below, a task costs more
+/// than the product).
+pub const PARALLEL_MUL_NNZ: usize = 1 << 16;
+
 /// Symmetric sparse matrix: shared pattern + upper-triangular values.
 #[derive(Clone, Debug)]
 pub struct SymSparse {
@@ -739,11 +743,103 @@ impl SymSparse {
         }
     }
 
-    /// `y = A x`.
+    /// The same matrix on a pattern of its non-zero entries and the whole diagonal (which a
+    /// pattern always holds): for a matrix that fills few entries of a wide pattern — the
+    /// per-vertex terms of a Hessian on the elastic pattern — every product and traversal
+    /// then costs what is non-zero. Products are equal bit for bit for finite inputs.
+    pub fn without_zeros(&self) -> SymSparse {
+        let p = &self.pattern;
+        let mut col_ptr = Vec::with_capacity(p.n + 1);
+        let mut row_idx = Vec::new();
+        let mut values = Vec::new();
+        col_ptr.push(0);
+        for c in 0..p.n {
+            for k in p.col_ptr[c]..p.col_ptr[c + 1] {
+                let r = p.row_idx[k];
+                if r == c || self.values[k] != 0.0 {
+                    row_idx.push(r);
+                    values.push(self.values[k]);
+                }
+            }
+            col_ptr.push(row_idx.len());
+        }
+        SymSparse {
+            pattern: Arc::new(SymmetricPattern {
+                n: p.n,
+                col_ptr,
+                row_idx,
+            }),
+            values,
+        }
+    }
+
+    /// `y = A x`. Large matrices (≥ [`PARALLEL_MUL_NNZ`] stored entries) run in parallel:
+    /// the columns split into one contiguous range per rayon thread (at most 4, balanced by
+    /// entries), each scattered into its own vector as below, and the vectors summed. The
+    /// result then differs from the sequential one by round-off (the sum's order depends on
+    /// the thread count; fixed for a given count).
     pub fn mul_vec(&self, x: &[f64], y: &mut [f64]) {
         let p = &self.pattern;
+        let parts = rayon::current_num_threads().clamp(1, 4);
+        if p.nnz() >= PARALLEL_MUL_NNZ && parts > 1 {
+            self.mul_vec_split(x, y, parts);
+            return;
+        }
+        self.mul_cols(0..p.n, x, y);
+    }
+
+    /// [`Self::mul_vec`] over `parts` column ranges of (about) equal entry counts, in parallel.
+    fn mul_vec_split(&self, x: &[f64], y: &mut [f64], parts: usize) {
+        use rayon::prelude::*;
+        let p = &self.pattern;
+        let nnz = p.nnz();
+        let mut bounds = vec![0usize];
+        for i in 1..parts {
+            let target = i * nnz / parts;
+            bounds.push(p.col_ptr.partition_point(|&k| k < target).min(p.n));
+        }
+        bounds.push(p.n);
+        thread_local! {
+            // The calling thread's scratch vectors, kept between products (a PCG calls this
+            // thousands of times on one size); a nested call on the same thread allocates.
+            static SCRATCH: std::cell::RefCell<Vec<Vec<f64>>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let mut run = |extra: &mut Vec<Vec<f64>>| {
+            extra.resize_with(parts - 1, Vec::new);
+            for e in extra.iter_mut() {
+                e.resize(p.n, 0.0);
+            }
+            // Range 0 scatters into y itself, the others into their own vectors.
+            rayon::join(
+                || self.mul_cols(bounds[0]..bounds[1], x, y),
+                || {
+                    extra.par_iter_mut().enumerate().for_each(|(i, yp)| {
+                        self.mul_cols(bounds[i + 1]..bounds[i + 2], x, yp);
+                    })
+                },
+            );
+            // Entries per task of the final sum: enough to amortise it.
+            const CHUNK: usize = 4096;
+            y.par_chunks_mut(CHUNK).enumerate().for_each(|(c, ys)| {
+                for (o, yi) in ys.iter_mut().enumerate() {
+                    for e in extra.iter() {
+                        *yi += e[c * CHUNK + o];
+                    }
+                }
+            });
+        };
+        SCRATCH.with(|s| match s.try_borrow_mut() {
+            Ok(mut kept) => run(&mut kept),
+            Err(_) => run(&mut Vec::new()),
+        });
+    }
+
+    /// `y = A[:, cols] x[cols]` with its mirror: the sequential scatter of the stored entries
+    /// of columns `cols` into `y` (zeroed first).
+    fn mul_cols(&self, cols: std::ops::Range<usize>, x: &[f64], y: &mut [f64]) {
+        let p = &self.pattern;
         y.fill(0.0);
-        for c in 0..p.n {
+        for c in cols {
             let xc = x[c];
             let mut acc = 0.0;
             for k in p.col_ptr[c]..p.col_ptr[c + 1] {

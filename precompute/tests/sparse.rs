@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use jello_precompute::sparse::{
     pack_upper_blocks, packed_blocks, tet_dofs, BlockGatherMap, GatherMap, ScatterMap, SymSparse,
-    SymmetricPattern,
+    SymmetricPattern, PARALLEL_MUL_NNZ,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -105,4 +105,134 @@ fn block_gather_refuses_a_pattern_without_node_blocks() {
     let tets: [[u32; 4]; 0] = [];
     let err = BlockGatherMap::new(&pat, &tets, None).unwrap_err();
     assert!(err.to_string().contains("3×3 blocks"), "{err}");
+}
+
+/// A matrix that fills a few entries of a wide pattern (a random diagonal plus random
+/// off-diagonal entries, some of them exact zeros, as a per-vertex Hessian term on the elastic
+/// pattern): `without_zeros` keeps the whole diagonal and exactly the non-zero off-diagonal
+/// entries, and its product and dense copy equal the original's bit for bit.
+#[test]
+fn without_zeros_keeps_the_diagonal_and_the_nonzeros_and_the_product() {
+    let seed: u64 = rand::rng().random();
+    println!("seed {seed}");
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let (pos, tets) = common::box_grid(4, 3, 3, 0.1);
+    let nv = pos.len();
+    let pat = Arc::new(SymmetricPattern::from_elements(nv, 3, &tets).unwrap());
+    let mut m = SymSparse::zeros(pat.clone());
+    let (cp, ri) = (pat.col_ptr(), pat.row_idx());
+    let mut expected_nnz = 0;
+    for c in 0..pat.n() {
+        for (k, &r) in ri.iter().enumerate().take(cp[c + 1]).skip(cp[c]) {
+            // Some diagonal entries zero too: the diagonal stays whatever its value.
+            let fill = if r == c { 0.8 } else { 0.05 };
+            if rng.random_bool(fill) {
+                m.values_mut()[k] = rng.random_range(-2.0..2.0);
+            }
+            if r == c || m.values()[k] != 0.0 {
+                expected_nnz += 1;
+            }
+        }
+    }
+    let c = m.without_zeros();
+    assert_eq!(c.n(), m.n());
+    assert_eq!(c.pattern().nnz(), expected_nnz);
+    assert!(
+        expected_nnz < pat.nnz() / 4,
+        "the test matrix is not sparse in its pattern"
+    );
+    for i in 0..m.n() {
+        assert!(c.pattern().find(i, i).is_some(), "diagonal {i} dropped");
+    }
+    assert_eq!(c.values().len(), expected_nnz);
+    let (d0, d1) = (m.to_dense(), c.to_dense());
+    assert!(d0.iter().zip(&d1).all(|(a, b)| a.to_bits() == b.to_bits()));
+    let x: Vec<f64> = (0..m.n()).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let (mut y0, mut y1) = (vec![0.0; m.n()], vec![0.0; m.n()]);
+    m.mul_vec(&x, &mut y0);
+    c.mul_vec(&x, &mut y1);
+    assert!(
+        y0.iter().zip(&y1).all(|(a, b)| a.to_bits() == b.to_bits()),
+        "products differ"
+    );
+}
+
+/// A product large enough to run in parallel ([`PARALLEL_MUL_NNZ`]) on 1, 2, 3 and 4 rayon
+/// threads against the sequential column scatter over the upper triangle (written out here):
+/// one thread is the same bit for bit; more threads, whose column ranges are summed at the end,
+/// agree entry by entry within 4·ε·(|A||x|)ᵢ (a few reordered additions); the same matrix after
+/// `without_zeros` gives the same product.
+#[test]
+fn parallel_product_equals_the_sequential_scatter() {
+    let seed: u64 = rand::rng().random();
+    println!("seed {seed}");
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let (pos, tets) = common::box_grid(12, 12, 12, 0.1);
+    let pat = Arc::new(SymmetricPattern::from_elements(pos.len(), 3, &tets).unwrap());
+    assert!(
+        pat.nnz() >= PARALLEL_MUL_NNZ,
+        "{} entries: not the parallel path",
+        pat.nnz()
+    );
+    let mut a = SymSparse::zeros(pat.clone());
+    for v in a.values_mut() {
+        *v = rng.random_range(-1.0..1.0);
+    }
+    // A third of the entries zero, so `without_zeros` has something to drop.
+    for (k, v) in a.values_mut().iter_mut().enumerate() {
+        if k % 3 == 0 {
+            *v = 0.0;
+        }
+    }
+    let n = a.n();
+    let x: Vec<f64> = (0..n).map(|_| rng.random_range(-1.0..1.0)).collect();
+    // The sequential reference: each stored (r, c) adds to y[r] and, off the diagonal, y[c].
+    let (cp, ri) = (pat.col_ptr(), pat.row_idx());
+    let mut want = vec![0.0; n];
+    let mut abs = vec![0.0; n];
+    for c in 0..n {
+        let mut acc = 0.0;
+        for (&r, &v) in ri[cp[c]..cp[c + 1]]
+            .iter()
+            .zip(&a.values()[cp[c]..cp[c + 1]])
+        {
+            abs[r] += (v * x[c]).abs();
+            if r == c {
+                acc += v * x[c];
+            } else {
+                abs[c] += (v * x[r]).abs();
+                want[r] += v * x[c];
+                acc += v * x[r];
+            }
+        }
+        want[c] += acc;
+    }
+    let compact = a.without_zeros();
+    for threads in 1..=4 {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        for (what, m) in [("full", &a), ("without zeros", &compact)] {
+            let mut got = vec![f64::NAN; n];
+            pool.install(|| m.mul_vec(&x, &mut got));
+            if threads == 1 {
+                assert!(
+                    got.iter()
+                        .zip(&want)
+                        .all(|(p, q)| p.to_bits() == q.to_bits()),
+                    "{what}, 1 thread: not the sequential product"
+                );
+            }
+            for i in 0..n {
+                let bound = 4.0 * f64::EPSILON * abs[i];
+                assert!(
+                    (got[i] - want[i]).abs() <= bound,
+                    "{what}, {threads} threads, row {i}: {} vs {} (bound {bound:e})",
+                    got[i],
+                    want[i]
+                );
+            }
+        }
+    }
 }

@@ -17,7 +17,7 @@
 //! (`dev_combine`/`dev_dots` with [`COMBINE_VEC4`]).
 
 use super::levels::{Level, LevelArrays};
-use super::operator::{BsrArrays, DeviceTerms};
+use super::operator::{BsrArrays, BsrLayout, DeviceTerms};
 use crate::gpu::twins::backend::{dev_groups, COMBINE_DOT, COMBINE_SET, COMBINE_VEC4, SLOT_NONE};
 use crate::gpu::twins::multilevel::ML_HANDLE_VEC4;
 use crate::gpu::{
@@ -673,6 +673,9 @@ pub struct DeviceDirection {
     u: Buf<GpuVec4>,
     hu: Buf<GpuVec4>,
     h: Option<Uploaded>,
+    /// The block layout of the last lagged Hessian's pattern (the elastic pattern: the same
+    /// for the whole run), so its conversion to block rows is one pass per iteration.
+    lag_layout: Option<BsrLayout>,
 }
 
 impl DeviceDirection {
@@ -705,6 +708,7 @@ impl DeviceDirection {
             nv,
             pinned: pinned.to_vec(),
             h: None,
+            lag_layout: None,
             dev,
         })
     }
@@ -726,6 +730,15 @@ impl DeviceDirection {
             old.lag.free(&mut self.dev);
             old.jacobi.free(&mut self.dev);
         }
+        let lag_rows = match &self.lag_layout {
+            Some(l) if l.fits(h_lag.base) => l.arrays(h_lag.base),
+            _ => {
+                let l = BsrLayout::new(h_lag.base.pattern())?;
+                let rows = l.arrays(h_lag.base);
+                self.lag_layout = Some(l);
+                rows
+            }
+        };
         let dev = &mut self.dev;
         let sub = DeviceOperator::new(
             dev,
@@ -735,7 +748,7 @@ impl DeviceDirection {
         )?;
         let lag = DeviceOperator::new(
             dev,
-            &BsrArrays::from_sym(h_lag.base)?,
+            &lag_rows,
             &DeviceTerms::new(h_lag.elements, h_lag.contact, self.nv),
             &self.pinned,
         )?;

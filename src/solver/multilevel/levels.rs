@@ -49,6 +49,13 @@ pub struct Level {
     handle_vertex: Vec<u32>,
     handle_weight: Vec<f64>,
     pinned: Vec<bool>,
+    /// Per `vertex_handle` entry: the weighted frame `φ_vh·[x̄_v − o_h; 1]`, for the lift.
+    vertex_wf: Vec<[f64; 4]>,
+    /// Per handle, over its free vertices only: the vertex and its weighted frame, for the
+    /// restriction (pinned vertices restrict to nothing, so they are left out once here).
+    handle_free: Vec<(u32, [f64; 4])>,
+    /// Per-handle offsets into `handle_free` (`m + 1`).
+    handle_free_ptr: Vec<usize>,
 }
 
 fn frame(x: [f64; 3], o: [f64; 3]) -> [f64; 4] {
@@ -69,7 +76,11 @@ impl Level {
             handle_vertex: basis.handle_vertex.clone(),
             handle_weight: basis.handle_weight.clone(),
             pinned: pinned.to_vec(),
+            vertex_wf: Vec::new(),
+            handle_free: Vec::new(),
+            handle_free_ptr: Vec::new(),
         }
+        .with_frames()
     }
 
     /// The affine level of `basis`: one handle per object, φ ≡ 1.
@@ -102,7 +113,44 @@ impl Level {
             handle_vertex,
             handle_weight: vec![1.0; n],
             pinned: pinned.to_vec(),
+            vertex_wf: Vec::new(),
+            handle_free: Vec::new(),
+            handle_free_ptr: Vec::new(),
         }
+        .with_frames()
+    }
+
+    /// Fills the weighted-frame lists the lift and the restriction read (computed once: they
+    /// depend on rest positions, weights and pins only).
+    fn with_frames(mut self) -> Self {
+        let n = self.rest.len();
+        let mut vertex_wf = Vec::with_capacity(self.vertex_handle.len());
+        for v in 0..n {
+            for k in self.vertex_ptr[v]..self.vertex_ptr[v + 1] {
+                let (h, w) = (self.vertex_handle[k] as usize, self.vertex_weight[k]);
+                vertex_wf.push(frame(self.rest[v], self.origin[h]).map(|c| w * c));
+            }
+        }
+        let mut handle_free = Vec::with_capacity(self.handle_vertex.len());
+        let mut handle_free_ptr = Vec::with_capacity(self.n_handles() + 1);
+        handle_free_ptr.push(0);
+        for h in 0..self.n_handles() {
+            for k in self.handle_ptr[h]..self.handle_ptr[h + 1] {
+                let v = self.handle_vertex[k];
+                if !self.pinned[v as usize] {
+                    let w = self.handle_weight[k];
+                    handle_free.push((
+                        v,
+                        frame(self.rest[v as usize], self.origin[h]).map(|c| w * c),
+                    ));
+                }
+            }
+            handle_free_ptr.push(handle_free.len());
+        }
+        self.vertex_wf = vertex_wf;
+        self.handle_free = handle_free;
+        self.handle_free_ptr = handle_free_ptr;
+        self
     }
 
     /// Handle count.
@@ -163,13 +211,7 @@ impl Level {
         let wf = |v: usize, h: usize, w: f64| -> GpuVec4 {
             frame(self.rest[v], self.origin[h]).map(|c| (w * c) as f32)
         };
-        let n = self.rest.len();
-        let mut vertex_frame = Vec::with_capacity(self.vertex_handle.len());
-        for v in 0..n {
-            for k in self.vertex_ptr[v]..self.vertex_ptr[v + 1] {
-                vertex_frame.push(wf(v, self.vertex_handle[k] as usize, self.vertex_weight[k]));
-            }
-        }
+        let vertex_frame = self.vertex_wf.iter().map(|f| f.map(|c| c as f32)).collect();
         let mut handle_frame = Vec::with_capacity(self.handle_vertex.len());
         for h in 0..self.n_handles() {
             for k in self.handle_ptr[h]..self.handle_ptr[h + 1] {
@@ -189,40 +231,50 @@ impl Level {
     /// Lift `u = P U q` (m): `q` has [`Self::dim`] entries, `u` has `3n`; pinned vertices
     /// get 0. Gathers per vertex.
     pub fn lift(&self, q: &[f64], u: &mut [f64]) {
-        u.par_chunks_mut(3).enumerate().for_each(|(v, uv)| {
-            uv.fill(0.0);
-            if self.pinned[v] {
-                return;
-            }
-            for (h, w, f) in self.covering(v) {
-                let qh = &q[HANDLE_DOFS * h..][..HANDLE_DOFS];
-                for r in 0..3 {
-                    uv[r] += w * (0..4).map(|c| qh[4 * r + c] * f[c]).sum::<f64>();
+        // Vertices per task: enough to amortise it, few enough to balance.
+        const VERTICES: usize = 512;
+        u.par_chunks_mut(3 * VERTICES)
+            .enumerate()
+            .for_each(|(t, chunk)| {
+                for (o, uv) in chunk.chunks_exact_mut(3).enumerate() {
+                    let v = t * VERTICES + o;
+                    let mut acc = [0.0f64; 3];
+                    if !self.pinned[v] {
+                        for k in self.vertex_ptr[v]..self.vertex_ptr[v + 1] {
+                            let h = self.vertex_handle[k] as usize;
+                            let qh = &q[HANDLE_DOFS * h..][..HANDLE_DOFS];
+                            let f = &self.vertex_wf[k];
+                            for (r, a) in acc.iter_mut().enumerate() {
+                                *a += qh[4 * r] * f[0]
+                                    + qh[4 * r + 1] * f[1]
+                                    + qh[4 * r + 2] * f[2]
+                                    + qh[4 * r + 3] * f[3];
+                            }
+                        }
+                    }
+                    uv.copy_from_slice(&acc);
                 }
-            }
-        });
+            });
     }
 
-    /// Restrict `q = Uᵀ P y`, the exact adjoint of [`Self::lift`]. Gathers per handle.
+    /// Restrict `q = Uᵀ P y`, the adjoint of [`Self::lift`]. Gathers per handle.
     pub fn restrict(&self, y: &[f64], q: &mut [f64]) {
         q.par_chunks_mut(HANDLE_DOFS)
             .enumerate()
             .for_each(|(h, qh)| {
-                qh.fill(0.0);
-                for k in self.handle_ptr[h]..self.handle_ptr[h + 1] {
-                    let v = self.handle_vertex[k] as usize;
-                    if self.pinned[v] {
-                        continue;
-                    }
-                    let w = self.handle_weight[k];
-                    let f = frame(self.rest[v], self.origin[h]);
+                // Accumulated in registers, written once.
+                let mut acc = [0.0f64; HANDLE_DOFS];
+                for (v, f) in
+                    &self.handle_free[self.handle_free_ptr[h]..self.handle_free_ptr[h + 1]]
+                {
+                    let yv = &y[3 * *v as usize..][..3];
                     for r in 0..3 {
-                        let wy = w * y[3 * v + r];
                         for c in 0..4 {
-                            qh[4 * r + c] += wy * f[c];
+                            acc[4 * r + c] += yv[r] * f[c];
                         }
                     }
                 }
+                qh.copy_from_slice(&acc);
             });
     }
 }

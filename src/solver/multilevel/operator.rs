@@ -17,9 +17,10 @@
 use super::levels::Level;
 use crate::gpu::{GpuMat3, GpuVec4};
 use crate::{JelloError, Result};
-use jello_precompute::sparse::SymSparse;
+use jello_precompute::sparse::{SymSparse, SymmetricPattern};
 use nalgebra::{SMatrix, SVector};
 use rayon::prelude::*;
+use std::sync::Arc;
 
 /// A visitor of one 3×3 coupling `(va, vb, K_ab)`.
 type BlockVisitor<'f> = dyn FnMut(usize, usize, &[[f64; 3]; 3]) + 'f;
@@ -146,7 +147,7 @@ impl HessianOperator<'_> {
             }
             for k in cp[c]..cp[c + 1] {
                 let r = ri[k];
-                if fixed[r] {
+                if fixed[r] || vals[k] == 0.0 {
                     continue;
                 }
                 let mut b = [[0.0; 3]; 3];
@@ -326,48 +327,9 @@ impl BsrArrays {
     /// The block rows of `m` (upper-triangular CSC of a symmetric `3n × 3n` matrix, e.g. H's
     /// base term): entry `(r, c)` and, off the diagonal, its mirror go into block
     /// `(r/3, c/3)`. Errors when `m`'s order is not a multiple of 3 or the blocks exceed u32.
+    /// A caller converting many matrices on one pattern keeps a [`BsrLayout`] instead.
     pub fn from_sym(m: &SymSparse) -> Result<Self> {
-        let n3 = m.n();
-        if !n3.is_multiple_of(3) {
-            return Err(JelloError::Invalid(format!(
-                "block rows: matrix order {n3} is not a multiple of 3"
-            )));
-        }
-        let nv = n3 / 3;
-        let p = m.pattern();
-        let (cp, ri, vals) = (p.col_ptr(), p.row_idx(), m.values());
-        let mut rows: Vec<std::collections::BTreeMap<u32, [[f64; 3]; 3]>> =
-            vec![Default::default(); nv];
-        for c in 0..n3 {
-            for k in cp[c]..cp[c + 1] {
-                let r = ri[k];
-                rows[r / 3].entry((c / 3) as u32).or_default()[r % 3][c % 3] += vals[k];
-                if r != c {
-                    rows[c / 3].entry((r / 3) as u32).or_default()[c % 3][r % 3] += vals[k];
-                }
-            }
-        }
-        let total: usize = rows.iter().map(|r| r.len()).sum();
-        if total > u32::MAX as usize {
-            return Err(JelloError::Invalid(format!(
-                "block rows: {total} blocks do not fit the device's u32 offsets"
-            )));
-        }
-        let mut out = BsrArrays {
-            row_ptr: Vec::with_capacity(nv + 1),
-            cols: Vec::with_capacity(total),
-            blocks: Vec::with_capacity(total),
-        };
-        out.row_ptr.push(0);
-        for row in rows {
-            for (c, b) in row {
-                out.cols.push(c);
-                out.blocks
-                    .push(GpuMat3::from_rows(b.map(|r| r.map(|x| x as f32))));
-            }
-            out.row_ptr.push(out.cols.len() as u32);
-        }
-        Ok(out)
+        Ok(BsrLayout::new(m.pattern())?.arrays(m))
     }
 
     /// The block-diagonal matrix `diag(values)` (one 3×3 diagonal block per vertex; `values`
@@ -387,6 +349,114 @@ impl BsrArrays {
                         [0.0, 0.0, d[2] as f32],
                     ])
                 })
+                .collect(),
+        }
+    }
+}
+
+/// Where each entry of a symmetric sparse pattern lands in the block rows of [`BsrArrays`]:
+/// built once per pattern (the elastic pattern of the lagged Hessian is the same for a whole
+/// run), so converting a matrix's values is one pass over them with no search or map.
+pub struct BsrLayout {
+    pattern: Arc<SymmetricPattern>,
+    row_ptr: Vec<u32>,
+    cols: Vec<u32>,
+    /// Per stored entry `k` at `(r, c)`: the block `(r/3, c/3)` and, off the diagonal, the
+    /// mirror block `(c/3, r/3)` (`u32::MAX` on the diagonal).
+    at: Vec<[u32; 2]>,
+}
+
+impl BsrLayout {
+    /// The layout of `pattern` (see [`BsrArrays::from_sym`] for the errors).
+    pub fn new(pattern: &Arc<SymmetricPattern>) -> Result<Self> {
+        let n3 = pattern.n();
+        if !n3.is_multiple_of(3) {
+            return Err(JelloError::Invalid(format!(
+                "block rows: matrix order {n3} is not a multiple of 3"
+            )));
+        }
+        let nv = n3 / 3;
+        let (cp, ri) = (pattern.col_ptr(), pattern.row_idx());
+        let mut rows: Vec<Vec<u32>> = vec![Vec::new(); nv];
+        for c in 0..n3 {
+            for &r in &ri[cp[c]..cp[c + 1]] {
+                rows[r / 3].push((c / 3) as u32);
+                rows[c / 3].push((r / 3) as u32);
+            }
+        }
+        for row in &mut rows {
+            row.sort_unstable();
+            row.dedup();
+        }
+        let total: usize = rows.iter().map(Vec::len).sum();
+        if total > u32::MAX as usize {
+            return Err(JelloError::Invalid(format!(
+                "block rows: {total} blocks do not fit the device's u32 offsets"
+            )));
+        }
+        let mut row_ptr = Vec::with_capacity(nv + 1);
+        row_ptr.push(0u32);
+        let mut cols = Vec::with_capacity(total);
+        for row in &rows {
+            cols.extend_from_slice(row);
+            row_ptr.push(cols.len() as u32);
+        }
+        let block = |rv: usize, cv: usize| -> u32 {
+            let (lo, hi) = (row_ptr[rv] as usize, row_ptr[rv + 1] as usize);
+            // Present by construction: every entry put its column into its row above.
+            lo as u32 + cols[lo..hi].binary_search(&(cv as u32)).unwrap_or(0) as u32
+        };
+        let mut at = Vec::with_capacity(pattern.nnz());
+        for c in 0..n3 {
+            for &r in &ri[cp[c]..cp[c + 1]] {
+                let mirror = if r == c {
+                    u32::MAX
+                } else {
+                    block(c / 3, r / 3)
+                };
+                at.push([block(r / 3, c / 3), mirror]);
+            }
+        }
+        Ok(BsrLayout {
+            pattern: pattern.clone(),
+            row_ptr,
+            cols,
+            at,
+        })
+    }
+
+    /// Whether `m` is on this layout's pattern (the same shared pattern, not an equal copy).
+    pub fn fits(&self, m: &SymSparse) -> bool {
+        Arc::ptr_eq(&self.pattern, m.pattern())
+    }
+
+    /// `m`'s block rows; `m` must be on this layout's pattern ([`Self::fits`]; panics on a
+    /// pattern with another entry count).
+    pub fn arrays(&self, m: &SymSparse) -> BsrArrays {
+        assert_eq!(
+            m.values().len(),
+            self.at.len(),
+            "block layout of another pattern"
+        );
+        let (cp, ri) = (self.pattern.col_ptr(), self.pattern.row_idx());
+        let mut acc = vec![[[0.0f64; 3]; 3]; self.cols.len()];
+        let vals = m.values();
+        for c in 0..self.pattern.n() {
+            for k in cp[c]..cp[c + 1] {
+                let r = ri[k];
+                let [b, mirror] = self.at[k];
+                acc[b as usize][r % 3][c % 3] += vals[k];
+                if mirror != u32::MAX {
+                    acc[mirror as usize][c % 3][r % 3] += vals[k];
+                }
+            }
+        }
+        BsrArrays {
+            row_ptr: self.row_ptr.clone(),
+            cols: self.cols.clone(),
+            blocks: acc
+                .iter()
+                .map(|b| GpuMat3::from_rows(b.map(|r| r.map(|x| x as f32))))
                 .collect(),
         }
     }
