@@ -183,31 +183,50 @@
 //! tets; 40 handles, 3,245 cubature samples, N_cg 20; precompute 425 s (cubature 322 s,
 //! partition 100 s, geodesics 0.7 s, weights 2.3 s; 258 + 2 bytes per vertex; cached after the
 //! first run, as `jello precompute` does). Release build, rayon on the 2-core VM, nothing else
-//! running; 30 steps, both solvers in one run of the binary (a second, identical run gave
-//! 222.6 s / 301.0 s, 1.35×):
+//! running; 30 steps, both solvers in one run of the binary:
 //!
 //! | solver | total s | ms/step mean (max) | Newton its | CG (affine + SMS + full) | unconverged |
 //! |---|---|---|---|---|---|
-//! | Newton, sparse Cholesky | 215.7 | 7,189 (116,300) | 115 | — | 0 |
-//! | multilevel (default: rescue after 10) | 289.2 | 9,642 (72,813) | 174 | 66,647 (2,045 + 25,138 + 39,464) | 0 |
+//! | Newton, sparse Cholesky | 185.1 | 6,170 (103,259) | 115 | — | 0 |
+//! | multilevel (default: rescue after 10) | 107.9 | 3,597 (38,716) | 173 | 68,064 (2,000 + 24,866 + 41,198) | 0 |
 //!
-//! **Finding: 1.34× slower than Newton's Cholesky, not the paper's 7–13× faster.** Per
-//! iteration the two cost about the same here (1.66 s multilevel, 1.88 s Newton, assembly and
-//! factorisation included; the `ipc` bench's hoop at the same size factors in ~2.0 s per
-//! iteration — its factor time grows as surface faces^2.74, so the crossover lies beyond the
-//! sizes measured here), and the multilevel iteration spends its time in the SMS solve, whose block-Jacobi PCG hits its 200-iteration cap on every iteration once the ball
-//! touches (25,138 SMS CG over 174 iterations; each is a lift, a full-space H·v and a
-//! restriction). The multilevel loop then needs more iterations: 11 / 16 / 11 on steps 2, 4 and
-//! 5 against Newton's 3 / 10 / 3 (the inexact direction); on the impact step it needs fewer
-//! (36 against 62; 72.8 s against 116.3 s) because the rescue's Newton-PCG took over after 10.
-//! The trajectories stay within 7.55e-3 of the bounding-box diagonal of Newton's over the 30
-//! steps (the paper's per-step figure is 1%; here it is accumulated over the run). Without the
-//! rescue (the paper's loop; an earlier run, stopped after 3 steps): step 2 took 34 iterations
-//! (36.0 s) and the impact step ended unconverged at the 100-iteration cap (164 s).
-//! At 487 vertices (ball resolution 6, 30 steps, one run): Newton 2.0 s, 96 iterations;
-//! multilevel 8.1 s (3.98×), 221 iterations, 0 unconverged; on the device path (same run,
-//! Mesa lavapipe — a software adapter, correctness only) 221 iterations, 0 unconverged, within
-//! 4.9e-4 of the diagonal of Newton's trajectory (the f64 path: 6.5e-4), 208 s; on its CPU
+//! **Finding: 1.72× faster than Newton's Cholesky (0.58× its time), not the paper's 7–13×.**
+//! Per iteration: 0.62 s multilevel (solve 90.7 s of the 107.9: the SMS PCG still hits its
+//! 200-iteration cap on every contact iteration, 24,866 SMS CG over 173 iterations), 1.61 s
+//! Newton (its factorisation 94 of the 103 s of the impact step). The multilevel loop needs
+//! more iterations (11 / 15 / 12 on steps 2, 4, 5 against Newton's 3 / 10 / 3: the inexact
+//! direction) and fewer on the impact step (36 against 62; 38.7 s against 103.3 s), where the
+//! rescue's Newton-PCG takes over after 10. The trajectories stay within 7.56e-3 of the
+//! bounding-box diagonal of Newton's over the 30 steps (the paper's per-step figure is 1%;
+//! here it is accumulated over the run). Without the rescue (the paper's loop; an earlier run,
+//! stopped after 3 steps): step 2 took 34 iterations and the impact step ended unconverged at
+//! the 100-iteration cap.
+//!
+//! **What made it faster** (same machine, same binary layout, one run each): the first
+//! measurement of this bench gave multilevel 234.1 s against Newton's 181.5 s (1.29× slower;
+//! an earlier day's run 289.2 / 215.7 s). Three changes, none to the algorithm:
+//! - the levels' Hessian base (inertia, pins and obstacle pairs: per-vertex terms) was stored
+//!   on the whole elastic pattern, so each Galerkin product's H·v, and each Galerkin block
+//!   assembly, walked ~1.4M stored zeros for 59k non-zeros; the levels now take it without its
+//!   zeros ([`jello_precompute::sparse::SymSparse::without_zeros`]; the same operator bit for
+//!   bit, `tests/multilevel.rs`);
+//! - [`jello_precompute::sparse::SymSparse::mul_vec`] runs large products on all threads (one
+//!   contiguous column range per thread, its own output vector, summed). A scratch timing on a
+//!   28³-vertex box grid's elastic pattern (66k DOFs, 1.43M stored entries, 200 products):
+//!   1.44 → 0.93 ms per product; gathering each row over its column and a transposed index of
+//!   the upper triangle instead took 2.28 ms, slower than the sequential 1.57 (twice the index
+//!   traffic). The smoother's and the rescue's full-space CG iterations went from ~2.1 to
+//!   ~1.25 ms. Newton-PCG, QN and the PD solvers use the same product. With the first change,
+//!   first 5 steps: 102.2 s → 62.1 s (with the row-gather product instead: 95.7 s);
+//! - the lift and the restriction read per-entry weighted frames computed once
+//!   ([`Level`]), the restriction skips pinned vertices by construction and accumulates in
+//!   registers: first 5 steps 62.1 s → 57.8 s.
+//!
+//! At 487 vertices (ball resolution 6, 30 steps, one run, measured before these changes):
+//! Newton 2.0 s, 96 iterations; multilevel 8.1 s (3.98×), 221 iterations, 0 unconverged; on
+//! the device path (same run, Mesa lavapipe — a software adapter, correctness only) 221
+//! iterations, 0 unconverged, within 4.9e-4 of the diagonal of Newton's trajectory (the f64
+//! path: 6.5e-4), 208 s; on its CPU
 //! twins 234 iterations, 0 unconverged. No hardware GPU was lent to this task: the GPU
 //! backend's speed on this bench is unmeasured.
 //!
@@ -215,11 +234,13 @@
 //! = "direct"`, beyond the paper): each level's Galerkin matrix assembled from H's terms
 //! ([`HessianOperator::galerkin_matrix`], checked against the dense `UᵀHU` in
 //! `tests/multilevel.rs`) and factored densely, in place of the SMS PCG that hits its cap.
-//! Measured on the same 105k-tet run: slower — 3.2 s per iteration against 1.7 s over the
-//! first 5 steps (250 s against 129 s; the row was stopped there), the serial assembly
-//! (one pass over every base entry, cubature element and contact stencil per pair of covering
-//! handles) costing more than the 200 PCG iterations it replaces; at 487 and 2,341 vertices it
-//! is even with the PCG (7.3 s vs 7.6 s, 24.4 s vs 23.4 s over 30 steps) with 10% and 5% fewer
+//! Measured on the same 105k-tet run, first 5 steps: 62.4 s against the PCG levels' 57.8 s
+//! (76 and 75 iterations; without the impact step 18.2 s against 18.8 s) — even. Before the
+//! levels' base lost its zeros (above) the assembly walked every stored zero of the elastic
+//! pattern for each pair of covering handles and the direct row took 250 s against 129 s. The
+//! assembly is still serial (one pass over the cubature elements and contact stencils per
+//! pair of covering handles); at 487 and 2,341 vertices it is even with the PCG (7.3 s vs
+//! 7.6 s, 24.4 s vs 23.4 s over 30 steps, measured before these changes) with 10% and 5% fewer
 //! Newton iterations. Off by default.
 //!
 //! # On the device (issue 13's GPU backend)
@@ -231,7 +252,10 @@
 //! uploads the two Hessians and `−g` each iteration, and the device runs the affine and SMS
 //! block-Jacobi PCGs (Galerkin products lift → H·x → restrict, every vector update and dot
 //! product on the device), the residual update `r ← r − H U q` and the N_cg Jacobi-PCG smoother,
-//! and hands back `d` and `d_s` (32·n bytes). The descent fallback reruns the smoother from zero
+//! and hands back `d` and `d_s` (32·n bytes). The lagged Hessian's block-row layout
+//! ([`BsrLayout`]: where each stored entry and its mirror land) is built once for the run's
+//! elastic pattern and refilled per iteration in one pass; the levels' base, without its zeros,
+//! is a few blocks per row. The descent fallback reruns the smoother from zero
 //! there. The SMS level's affine coarse correction stays host f64 (`RᵀGR` from 12 host Galerkin
 //! products per object, as on the CPU path, and its small Cholesky): each SMS PCG iteration
 //! reads the residual (one subspace vector), solves on the host and adds the correction to the
@@ -312,8 +336,9 @@
 //!
 //! # Next steps
 //! - The SMS level's conditioning under contact: its block-Jacobi PCG hits the 200-iteration cap
-//!   on every iteration of the 105k-tet heterogeneous bench. A parallel, blocked assembly of
-//!   the Galerkin matrix (the direct solve's cost today) or a contact-aware coarse space.
+//!   on every iteration of the 105k-tet heterogeneous bench. A parallel assembly of the
+//!   Galerkin matrix (the direct solve is even with the PCG there now, its assembly serial) or
+//!   a contact-aware coarse space.
 //! - The rest of the GPU backend (see "On the device" above): the coarse matrix's products,
 //!   and the gradient, step filter and line-search energies on the device so that H's terms
 //!   need not cross the bus each iteration; the heterogeneous bench on a hardware GPU.
@@ -330,7 +355,7 @@ mod solver;
 pub use cache::{element_youngs, load_or_build_sms, sms_options, SmsOrigin};
 pub use levels::{Level, LevelArrays};
 pub use operator::{
-    invert_blocks, pack_blocks, BsrArrays, DeviceTerms, ElementTerm, HessianOperator,
+    invert_blocks, pack_blocks, BsrArrays, BsrLayout, DeviceTerms, ElementTerm, HessianOperator,
 };
 pub use params::{
     default_handles, LagRefresh, MultilevelParams, MultilevelStop, Preconditioner, Rescue,
