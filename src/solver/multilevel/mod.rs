@@ -171,7 +171,8 @@
 //! iterations (Newton: 21 / 12 / 1): the SMS solves dominate (6,592 of the 7,369).
 //! Whole runs (`jello run --solver multilevel --backend cpu`, the scenes' own ε, release build
 //! on the shared 2-core VM, with the default stall rescue): `contact_hoop` 60/60 steps
-//! converged in 487 Newton iterations (Newton: 482) and 15.0 s (Newton's Cholesky: 9.2 s); the
+//! converged in 487 Newton iterations (Newton: 482) and 8.1 s (Newton's Cholesky: 5.9 s; 15.0
+//! and 9.2 s on an earlier day, before the product changes below); the
 //! first 15 steps of `contact_balls`, `contact_cup` and `contact_twist` all converged (125, 84,
 //! 32 iterations; the paper's loop without the rescue: 491 on the hoop, 86 on the cup).
 //!
@@ -211,11 +212,13 @@
 //!   zeros ([`jello_precompute::sparse::SymSparse::without_zeros`]; the same operator bit for
 //!   bit, `tests/multilevel.rs`);
 //! - [`jello_precompute::sparse::SymSparse::mul_vec`] runs large products on all threads (one
-//!   contiguous column range per thread, its own output vector, summed). A scratch timing on a
-//!   28³-vertex box grid's elastic pattern (66k DOFs, 1.43M stored entries, 200 products):
-//!   1.44 → 0.93 ms per product; gathering each row over its column and a transposed index of
-//!   the upper triangle instead took 2.28 ms, slower than the sequential 1.57 (twice the index
-//!   traffic). The smoother's and the rescue's full-space CG iterations went from ~2.1 to
+//!   contiguous column range per thread, its own output vector, summed). `cargo bench --bench
+//!   sparse_product` (a 27³-cell box grid's elastic pattern: 65,856 DOFs, 1.43M stored
+//!   entries, 200 products): 1.92 → 1.04 ms and 2.14 → 1.42 ms per product in two runs (1.86×
+//!   and 1.51×; the 2-core VM's timings vary by run), the two within 2.8e-16 of the largest entry.
+//!   Gathering each row over its column and a transposed index of the upper triangle instead
+//!   (a scratch version, not kept) was slower than sequential: twice the index traffic. The
+//!   smoother's and the rescue's full-space CG iterations went from ~2.1 to
 //!   ~1.25 ms. Newton-PCG, QN and the PD solvers use the same product. With the first change,
 //!   first 5 steps: 102.2 s → 62.1 s (with the row-gather product instead: 95.7 s);
 //! - the lift and the restriction read per-entry weighted frames computed once
