@@ -23,19 +23,22 @@ mod contact_common;
 use common::kernels::{nan_f, nan_m, nan_v4, run_both, Data};
 use contact_common::{ee_distance_sq, pt_distance_sq, rand_perp, rand_point, rand_unit, V3};
 use jello::contact::barrier::pair_barrier;
+use jello::contact::ccd::PairKind;
 use jello::contact::distance::{
     edge_edge, edge_edge_distance, edge_edge_type, point_triangle, point_triangle_distance,
     point_triangle_type, SecondOrder,
 };
+use jello::contact::friction::{f0, FrictionPair, FrictionSet};
 use jello::contact::mollifier::{edge_edge_mollifier, mollified, mollifier_threshold};
+use jello::gpu::twins::friction::{self, FRICTION_GRADIENT};
 use jello::gpu::twins::ipc::{
     self, ee_code, ee_type_of, pt_code, pt_feature, IPC_GATHER_HESSIAN, IPC_GRADIENT, IPC_HESSIAN,
     IPC_PROJECT, PARALLEL_SIN2_F32,
 };
 use jello::gpu::twins::sym12;
-use jello::gpu::{GpuMat3, GpuPair, GpuVec4, Kernel, Params, VertexCsr};
+use jello::gpu::{GpuFrictionPair, GpuMat3, GpuPair, GpuVec4, Kernel, Params, VertexCsr};
 use jello::problem::surface_contact::project_psd;
-use nalgebra::SMatrix;
+use nalgebra::{SMatrix, SVector};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::f64::consts::PI;
@@ -1192,4 +1195,227 @@ fn ipc_bad_input_is_an_error() {
     assert!(ipc::ipc_gather(&gh, &pg, &[0.0], &[0, 1], &[0], &[3], &mut gv, &mut hd).is_err());
     // Pairs naming vertices past the CSR's count.
     assert!(VertexCsr::from_pairs(&[GpuPair::point_triangle(0, [1, 2, 9])], 5).is_err());
+}
+
+// ---------------------------------------------------------------- friction
+
+/// Mollifier width ε_v·h (m): ε_v = 1e-3 m/s over h = 1/100 s.
+const FRICTION_EPS: f64 = 1e-5;
+
+/// A random lagged friction pair over the model vertices `v` at stencil positions `st`
+/// (either kind; μλ from a random μ and barrier slope).
+fn friction_pair(rng: &mut ChaCha8Rng, v: [u32; 4], st: &[V3; 4]) -> FrictionPair {
+    let kind = if rng.random_bool(0.5) {
+        PairKind::PointTriangle
+    } else {
+        PairKind::EdgeEdge
+    };
+    let dist_sq = rng.random_range(1e-8..1e-4);
+    let slope = -rng.random_range(1.0..1e3);
+    let mu = rng.random_range(0.05..1.0);
+    FrictionPair::lag(kind, v, st, mu, slope, dist_sq).expect("separated stencil")
+}
+
+/// Step displacements whose tangential part spans the mollifier's regimes: sticking (≪ ε),
+/// either side of ε, sliding (≫ ε).
+fn friction_motion(rng: &mut ChaCha8Rng) -> V3 {
+    let scale = [1e-3, 0.3, 0.9, 1.1, 3.0, 100.0][rng.random_range(0..6)] * FRICTION_EPS;
+    rand_unit(rng) * scale * rng.random_range(0.5..1.0)
+}
+
+/// `ipc_friction` (twin and GPU) against `FrictionSet`'s f64 energy and gradient, pair by
+/// pair on disjoint stencils, then summed per vertex by `ipc_gather` on stencils that share
+/// vertices.
+#[test]
+fn ipc_friction_matches_f64_friction_set() {
+    let mut rng = common::rng("ipc_friction_matches_f64_friction_set");
+    let eps = FRICTION_EPS;
+    for shared in [false, true] {
+        let np = 1500;
+        let nv = if shared { 400 } else { 4 * np };
+        // Positions of order 1 m, away from 0 (f32 differences of nearby values are exact).
+        let x_prev32: Vec<GpuVec4> = (0..nv)
+            .map(|_| {
+                let p = rand_point(&mut rng, 1.0) + V3::new(2.0, 2.0, 2.0);
+                [p.x as f32, p.y as f32, p.z as f32, 0.0]
+            })
+            .collect();
+        let x32: Vec<GpuVec4> = x_prev32
+            .iter()
+            .map(|p| {
+                let d = friction_motion(&mut rng);
+                [p[0] + d.x as f32, p[1] + d.y as f32, p[2] + d.z as f32, 0.0]
+            })
+            .collect();
+        let flat = |a: &[GpuVec4]| -> Vec<f64> {
+            a.iter()
+                .flat_map(|p| p[..3].iter().map(|&c| c as f64))
+                .collect()
+        };
+        let (x64, xp64) = (flat(&x32), flat(&x_prev32));
+        let pairs: Vec<FrictionPair> = (0..np)
+            .map(|i| {
+                let v: [u32; 4] = if shared {
+                    let mut v = [0u32; 4];
+                    for k in 0..4 {
+                        v[k] = loop {
+                            let c = rng.random_range(0..nv as u32);
+                            if !v[..k].contains(&c) {
+                                break c;
+                            }
+                        };
+                    }
+                    v
+                } else {
+                    [0, 1, 2, 3].map(|k| (4 * i + k) as u32)
+                };
+                // Lagged at a nearby random configuration (the frame only has to be some
+                // orthonormal tangent pair and closest-point weights).
+                let st = v.map(|_| rand_point(&mut rng, 0.1));
+                friction_pair(&mut rng, v, &st)
+            })
+            .collect();
+        let set = FrictionSet {
+            pairs: pairs.clone(),
+            eps,
+            obstacle_motion: Vec::new(),
+        };
+        let gpairs: Vec<GpuFrictionPair> = pairs
+            .iter()
+            .map(|p| GpuFrictionPair::new(p.ids, p))
+            .collect();
+        let params = Params::new().u0(FRICTION_GRADIENT).f0(eps as f32);
+        let data = vec![
+            Data::V(x32.clone()),
+            Data::V(x_prev32.clone()),
+            Data::FP(gpairs.clone()),
+            nan_f(np),
+            nan_v4(4 * np),
+        ];
+        let (cpu, gpu) = run_both(Kernel::IpcFriction, &data, params, np as u32);
+        let label = if shared {
+            "shared stencils"
+        } else {
+            "disjoint stencils"
+        };
+        // Per pair, the f64 potential at the same (f32-rounded) positions.
+        let mut e64 = Vec::with_capacity(np);
+        let mut g64 = Vec::with_capacity(48 * np);
+        let mut bound_e = Vec::with_capacity(np);
+        let mut regimes = [0usize; 2];
+        for p in &pairs {
+            let mut dx = SVector::<f64, 12>::zeros();
+            let mut cond = 0.0;
+            for (k, &v) in p.ids.iter().enumerate() {
+                for c in 0..3 {
+                    dx[3 * k + c] = x64[3 * v as usize + c] - xp64[3 * v as usize + c];
+                }
+                let tk = p.tangent.fixed_view::<2, 3>(0, 3 * k).norm();
+                cond += tk * dx.fixed_rows::<3>(3 * k).norm();
+            }
+            let d = p.potential(&dx, eps);
+            let y = p.relative(&dx).norm();
+            regimes[usize::from(y >= eps)] += 1;
+            // u's absolute error ~ε_f32·Σ|Tₖ||Δxₖ| (the dot products; Δx is exact): the energy
+            // moves by s·f₁ ≤ s times it, plus f₀'s own rounding.
+            bound_e.push(8.0 * EPS * (cond + f0(y, eps)) / f0(y, eps));
+            e64.push(d.value);
+            g64.extend(d.grad.iter().copied());
+        }
+        assert!(
+            regimes[0] > np / 10 && regimes[1] > np / 10,
+            "both mollifier regimes are exercised: {regimes:?}"
+        );
+        // Energies per pair: relative error within the conditioned bound, each pair.
+        let mut worst = 0.0f64;
+        for (i, ((&e, &r), &b)) in cpu[3].iter().zip(&e64).zip(&bound_e).enumerate() {
+            let err = (e as f64 - r).abs() / r;
+            worst = worst.max(err);
+            assert!(err <= b, "pair {i} energy {e} vs {r} ({err:.2e} > {b:.2e})");
+        }
+        eprintln!(
+            "ipc_friction twin vs f64 ({label}): worst energy relative error {worst:.2e}, regimes (sticking, sliding) {regimes:?}"
+        );
+        // Gradients, in the global relative norm (per pair the same conditioning).
+        let g12: Vec<f32> = cpu[4]
+            .chunks(4)
+            .flat_map(|v| {
+                assert_eq!(v[3], 0.0, "w = 0");
+                v[..3].to_vec()
+            })
+            .collect();
+        let e = rel(&g12, &g64, 0.0, "ipc_friction gradient twin vs f64");
+        eprintln!(
+            "ipc_friction gradient twin vs f64 ({label}): relative error {e:.2e} (tolerance 1e-6)"
+        );
+        assert!(e <= 1e-6, "gradient relative error {e:.2e}");
+        if let Some(g) = &gpu {
+            // Same formula, one rounding order (FMA contraction on some drivers).
+            common::assert_close(
+                &g[3],
+                &cpu[3],
+                1e-6,
+                &format!("ipc_friction energy gpu vs twin ({label})"),
+            );
+            common::assert_close(
+                &g[4],
+                &cpu[4],
+                1e-6,
+                &format!("ipc_friction gradient gpu vs twin ({label})"),
+            );
+        }
+        // Per vertex: ipc_gather over the pairs' CSR against FrictionSet::add_gradient, and the
+        // energies' sum against FrictionSet::energy.
+        let stencils: Vec<GpuPair> = pairs
+            .iter()
+            .map(|p| GpuPair::point_triangle(p.ids[0], [p.ids[1], p.ids[2], p.ids[3]]))
+            .collect();
+        let csr = VertexCsr::from_pairs(&stencils, nv).unwrap();
+        let gdata = vec![
+            Data::V(cpu[4].chunks(4).map(|v| [v[0], v[1], v[2], v[3]]).collect()),
+            nan_f(1),
+            Data::U(csr.offsets.clone()),
+            Data::U(csr.tets.clone()),
+            Data::U(csr.local.clone()),
+            Data::V(vec![[0.0; 4]; nv]),
+            nan_m(1),
+        ];
+        let (gc, gg) = run_both(Kernel::IpcGather, &gdata, Params::new(), nv as u32);
+        let mut gv64 = vec![0.0; 3 * nv];
+        let e_set = set.add_gradient(&x64, &xp64, &mut gv64);
+        assert!((set.energy(&x64, &xp64) - e_set).abs() <= 1e-12 * e_set);
+        let gv: Vec<f32> = gc[5].chunks(4).flat_map(|v| v[..3].to_vec()).collect();
+        let e = rel(&gv, &gv64, 0.0, "friction gradient gathered vs FrictionSet");
+        eprintln!("friction gradient gathered vs FrictionSet ({label}): relative error {e:.2e} (tolerance 1e-6)");
+        assert!(e <= 1e-6, "gathered gradient relative error {e:.2e}");
+        let sum: f64 = cpu[3].iter().map(|&e| e as f64).sum();
+        let e = (sum - e_set).abs() / e_set;
+        eprintln!("friction energy {e_set:.6e} J ({label}): twin sum relative error {e:.2e}");
+        assert!(e <= 1e-6);
+        if let Some(g) = gg {
+            common::assert_close(&g[5], &gc[5], 1e-6, "ipc_gather of friction gpu vs twin");
+        }
+    }
+}
+
+/// The friction kernel's bad input: a vertex past either position array, a short output.
+#[test]
+fn ipc_friction_bad_input_is_an_error() {
+    let mut rng = common::rng("ipc_friction_bad_input_is_an_error");
+    let st = [0, 1, 2, 3].map(|_| rand_point(&mut rng, 1.0));
+    let fp = friction_pair(&mut rng, [0, 1, 2, 3], &st);
+    let x = vec![[0.0f32; 4]; 4];
+    let p = Params::new().u0(FRICTION_GRADIENT).f0(1e-5);
+    let p = Params { n: 1, ..p };
+    let (mut e, mut g) = ([0.0f32], [[0.0f32; 4]; 4]);
+    let ok = GpuFrictionPair::new([0, 1, 2, 3], &fp);
+    assert!(friction::ipc_friction(&p, &x, &x, &[ok], &mut e, &mut g).is_ok());
+    let past = GpuFrictionPair::new([0, 1, 2, 4], &fp);
+    assert!(friction::ipc_friction(&p, &x, &x, &[past], &mut e, &mut g).is_err());
+    assert!(friction::ipc_friction(&p, &x, &x[..3], &[ok], &mut e, &mut g).is_err());
+    let mut g1 = [[0.0f32; 4]; 3];
+    assert!(friction::ipc_friction(&p, &x, &x, &[ok], &mut e, &mut g1).is_err());
+    // Without the gradient flag the gradient buffer is not needed.
+    let p0 = Params { u0: 0, ..p };
+    assert!(friction::ipc_friction(&p0, &x, &x, &[ok], &mut e, &mut g1).is_ok());
 }

@@ -3,8 +3,8 @@
 //! the twin's argument order; a test checks the table against naga's reflection of the shader.
 
 use super::layout::{
-    ElemParams, GpuContact, GpuLocalSystem, GpuMat3, GpuPair, GpuTet, GpuTreeNode, GpuVec4,
-    GpuVertexInfo, Params,
+    ElemParams, GpuContact, GpuFrictionPair, GpuLocalSystem, GpuMat3, GpuPair, GpuTet, GpuTreeNode,
+    GpuVec4, GpuVertexInfo, Params,
 };
 use super::shaders;
 use super::twins;
@@ -109,6 +109,9 @@ pub enum Kernel {
     /// Per-vertex gather of the pair gradients (added to `g`) and, with flag 1, of the pair
     /// Hessians' diagonal blocks (added to `hdiag`) over the vertex→(pair, slot) CSR.
     IpcGather,
+    /// Per lagged friction pair: μλ·f₀(‖u‖) and (flag 1) its per-pair gradient in
+    /// [`Kernel::IpcPairs`]' layout, for [`Kernel::IpcGather`] (ε_v·h in f0).
+    IpcFriction,
     // ---- multilevel solver (`twins::multilevel`; issue 13) ----
     /// Lift `u = P U q` of a subspace vector, gathered per vertex over its (handle, weighted
     /// frame) CSR; zero on pinned vertices.
@@ -130,7 +133,7 @@ pub enum Kernel {
 
 impl Kernel {
     /// All kernels, in table order.
-    pub const ALL: [Kernel; 46] = [
+    pub const ALL: [Kernel; 47] = [
         Kernel::Axpy,
         Kernel::Scale,
         Kernel::ReduceSum,
@@ -175,6 +178,7 @@ impl Kernel {
         // ---- IPC contact pairs ----
         Kernel::IpcPairs,
         Kernel::IpcGather,
+        Kernel::IpcFriction,
         // ---- multilevel solver ----
         Kernel::MlLift,
         Kernel::MlRestrict,
@@ -279,9 +283,10 @@ const VI: usize = size_of::<GpuVertexInfo>();
 const LS: usize = size_of::<GpuLocalSystem>();
 const TN: usize = size_of::<GpuTreeNode>();
 const PR: usize = size_of::<GpuPair>();
+const FP: usize = size_of::<GpuFrictionPair>();
 
 /// The kernel table, indexed by [`Kernel::index`].
-pub static KERNELS: [KernelDesc; 46] = [
+pub static KERNELS: [KernelDesc; 47] = [
     KernelDesc {
         kernel: Kernel::Axpy,
         name: "axpy",
@@ -1032,6 +1037,24 @@ pub static KERNELS: [KernelDesc; 46] = [
                 b.rw(6),
             )
         },
+    },
+    KernelDesc {
+        kernel: Kernel::IpcFriction,
+        name: "ipc_friction",
+        bindings: &[
+            b("x", R, V4, Len::Any),
+            b("x_prev", R, V4, Len::Any),
+            b("pairs", R, FP, Len::PerItem(1)),
+            b("energy", W, F, Len::PerItem(1)),
+            b(
+                "grad",
+                W,
+                V4,
+                Len::PerItemIf(4, twins::friction::FRICTION_GRADIENT),
+            ),
+        ],
+        items_per_group: 64,
+        cpu: |p, b| twins::friction::ipc_friction(p, b.ro(0), b.ro(1), b.ro(2), b.rw(3), b.rw(4)),
     },
     // ---- multilevel solver ----
     KernelDesc {

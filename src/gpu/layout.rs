@@ -251,6 +251,45 @@ impl GpuPair {
     }
 }
 
+/// One lagged IPC friction pair for `ipc_friction` (WGSL `FrictionPair`, 160 bytes): the
+/// stencil, μλ and the lagged tangent map T = PᵀΓ (2×12, [`crate::contact::FrictionPair`])
+/// stored per stencil vertex k as `t[2k]` = row 0 of T's 3-column block k and `t[2k + 1]` =
+/// row 1 (w lanes 0), so that u = Σₖ (t[2k]·Δxₖ, t[2k+1]·Δxₖ).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct GpuFrictionPair {
+    /// The four vertex indices into the position arrays the kernel reads.
+    pub v: [u32; 4],
+    /// μλ (N): the friction coefficient times the lagged normal force.
+    pub s: f32,
+    /// Padding to the 16-byte alignment of `t` (kept 0).
+    pub pad: [u32; 3],
+    /// T per stencil vertex, rows interleaved (dimensionless).
+    pub t: [[f32; 4]; 8],
+}
+
+impl GpuFrictionPair {
+    /// The f32 copy of a lagged pair `p` whose stencil is at device vertices `v`.
+    pub fn new(v: [u32; 4], p: &crate::contact::friction::FrictionPair) -> Self {
+        let t = std::array::from_fn(|i| {
+            let (k, r) = (i / 2, i % 2);
+            [0, 1, 2, 3].map(|c| {
+                if c < 3 {
+                    p.tangent[(r, 3 * k + c)] as f32
+                } else {
+                    0.0
+                }
+            })
+        });
+        GpuFrictionPair {
+            v,
+            s: (p.mu * p.lambda) as f32,
+            pad: [0; 3],
+            t,
+        }
+    }
+}
+
 /// A cluster-tree node of the JGS2 far field: `(start, end, left, right)` — members
 /// `perm[start..end]`, children ids or `u32::MAX` for a leaf (WGSL `vec4<u32>`).
 pub type GpuTreeNode = [u32; 4];
@@ -264,3 +303,4 @@ const _: () = assert!(std::mem::size_of::<GpuContact>() == 32);
 const _: () = assert!(std::mem::size_of::<GpuVertexInfo>() == 8);
 const _: () = assert!(std::mem::size_of::<GpuLocalSystem>() == 128);
 const _: () = assert!(std::mem::size_of::<GpuPair>() == 32);
+const _: () = assert!(std::mem::size_of::<GpuFrictionPair>() == 160);

@@ -64,8 +64,8 @@ pub use device::{Buf, BufferId, Device, Plan, ReduceOp};
 pub use evaluator::{element_records, ElasticEvaluator, ElasticRest, EvalFlags, Evaluation};
 pub use kernel::Kernel;
 pub use layout::{
-    ElemParams, GpuContact, GpuLocalSystem, GpuMat3, GpuPair, GpuTet, GpuTreeNode, GpuVec4,
-    GpuVertexInfo, Params,
+    ElemParams, GpuContact, GpuFrictionPair, GpuLocalSystem, GpuMat3, GpuPair, GpuTet, GpuTreeNode,
+    GpuVec4, GpuVertexInfo, Params,
 };
 pub use wgpu_device::{GpuDevice, DEFAULT_READBACK_TIMEOUT};
 

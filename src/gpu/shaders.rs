@@ -70,6 +70,10 @@ static FILES: &[(&str, &str)] = &[
     ("hess_vec", include_str!("../../shaders/hess_vec.wgsl")),
     ("inertia", include_str!("../../shaders/inertia.wgsl")),
     // ---- IPC contact pairs ----
+    (
+        "ipc_friction",
+        include_str!("../../shaders/ipc_friction.wgsl"),
+    ),
     ("ipc_gather", include_str!("../../shaders/ipc_gather.wgsl")),
     ("ipc_pairs", include_str!("../../shaders/ipc_pairs.wgsl")),
     ("jgs2_apply", include_str!("../../shaders/jgs2_apply.wgsl")),

@@ -2,8 +2,8 @@
 //! dispatch one kernel on a device, read every buffer back as f32 words.
 
 use jello::gpu::{
-    Buf, BufferId, Device, ElemParams, GpuContact, GpuLocalSystem, GpuMat3, GpuPair, GpuVec4,
-    GpuVertexInfo, Kernel, Params,
+    Buf, BufferId, Device, ElemParams, GpuContact, GpuFrictionPair, GpuLocalSystem, GpuMat3,
+    GpuPair, GpuVec4, GpuVertexInfo, Kernel, Params,
 };
 
 /// Input or output buffer contents for [`run_on`] (outputs are given NaN-filled, so unwritten
@@ -20,6 +20,7 @@ pub enum Data {
     I(Vec<GpuVertexInfo>),
     S(Vec<GpuLocalSystem>),
     P(Vec<GpuPair>),
+    FP(Vec<GpuFrictionPair>),
 }
 
 impl Data {
@@ -65,6 +66,7 @@ pub fn run_on(
             Data::I(v) => up(dev, v),
             Data::S(v) => up(dev, v),
             Data::P(v) => up(dev, v),
+            Data::FP(v) => up(dev, v),
         })
         .collect();
     let ids: Vec<_> = handles.iter().map(|h| h.0).collect();

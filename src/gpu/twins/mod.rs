@@ -10,6 +10,7 @@
 pub mod admm;
 pub mod backend;
 mod element;
+pub mod friction;
 mod gather;
 pub mod hmatrix;
 pub mod ipc;

@@ -1,0 +1,59 @@
+// IPC lagged friction, one invocation per lagged pair i < n (the pairs are lagged on the host:
+// crate::contact::friction). Δxₖ = x[vₖ] − x_prev[vₖ] (m); u = Σₖ (t[2k]·Δxₖ, t[2k+1]·Δxₖ)
+// (m); y = ‖u‖; ε = f0 (m, ε_v·h); s = μλ (N):
+//   energy[i] = s·f₀(y)                                   (J)
+//   u0 & 1: grad[4i + k].xyz = s·(f₁(y)/y)·(u.x·t[2k] + u.y·t[2k+1])   (N, w = 0)
+// f₀ and f₁/y as IPC's C¹ mollifier. The gradient's layout is ipc_pairs', so ipc_gather sums
+// it per vertex. Formulas and precision: the twin src/gpu/twins/friction.rs.
+#import params
+
+struct FrictionPair {
+    v: vec4<u32>,
+    s: f32,
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
+    t: array<vec4<f32>, 8>,
+}
+
+@group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> x_prev: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> pairs: array<FrictionPair>;
+@group(0) @binding(3) var<storage, read_write> energy: array<f32>;
+@group(0) @binding(4) var<storage, read_write> grad: array<vec4<f32>>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let i = linear_group(wid) * 64u + lid.x;
+    if i >= P.n {
+        return;
+    }
+    let pr = pairs[i];
+    var ux = 0.0;
+    var uy = 0.0;
+    for (var k = 0u; k < 4u; k++) {
+        let v = pr.v[k];
+        let dx = x[v].xyz - x_prev[v].xyz;
+        ux += dot(pr.t[2u * k].xyz, dx);
+        uy += dot(pr.t[2u * k + 1u].xyz, dx);
+    }
+    let y = sqrt(ux * ux + uy * uy);
+    let eps = P.f0;
+    var f0: f32;
+    var ratio: f32;
+    if y >= eps {
+        f0 = y;
+        ratio = 1.0 / y;
+    } else {
+        let q = y / eps;
+        f0 = eps * (q * q - q * q * q / 3.0 + 1.0 / 3.0);
+        ratio = (2.0 - q) / eps;
+    }
+    energy[i] = pr.s * f0;
+    if (P.u0 & 1u) != 0u {
+        let c = pr.s * ratio;
+        for (var k = 0u; k < 4u; k++) {
+            grad[4u * i + k] = vec4<f32>((pr.t[2u * k].xyz * ux + pr.t[2u * k + 1u].xyz * uy) * c, 0.0);
+        }
+    }
+}
