@@ -1,6 +1,7 @@
 // IPC lagged friction, one invocation per lagged pair i < n (the pairs are lagged on the host:
-// crate::contact::friction). Δxₖ = x[vₖ] − x_prev[vₖ] (m); u = Σₖ (t[2k]·Δxₖ, t[2k+1]·Δxₖ)
-// (m); y = ‖u‖; ε = f0 (m, ε_v·h); s = μλ (N):
+// crate::contact::friction). Δxₖ = dx[vₖ] (m, the step displacement x − x̂ of vertex vₖ, kept
+// as its own field: a difference of rounded f32 positions would lose the sticking regime);
+// u = Σₖ (t[2k]·Δxₖ, t[2k+1]·Δxₖ) (m); y = ‖u‖; ε = f0 (m, ε_v·h); s = μλ (N):
 //   energy[i] = s·f₀(y)                                   (J)
 //   u0 & 1: grad[4i + k].xyz = s·(f₁(y)/y)·(u.x·t[2k] + u.y·t[2k+1])   (N, w = 0)
 // f₀ and f₁/y as IPC's C¹ mollifier. The gradient's layout is ipc_pairs', so ipc_gather sums
@@ -16,11 +17,10 @@ struct FrictionPair {
     t: array<vec4<f32>, 8>,
 }
 
-@group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> x_prev: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> pairs: array<FrictionPair>;
-@group(0) @binding(3) var<storage, read_write> energy: array<f32>;
-@group(0) @binding(4) var<storage, read_write> grad: array<vec4<f32>>;
+@group(0) @binding(0) var<storage, read> dx: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> pairs: array<FrictionPair>;
+@group(0) @binding(2) var<storage, read_write> energy: array<f32>;
+@group(0) @binding(3) var<storage, read_write> grad: array<vec4<f32>>;
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -32,10 +32,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     var ux = 0.0;
     var uy = 0.0;
     for (var k = 0u; k < 4u; k++) {
-        let v = pr.v[k];
-        let dx = x[v].xyz - x_prev[v].xyz;
-        ux += dot(pr.t[2u * k].xyz, dx);
-        uy += dot(pr.t[2u * k + 1u].xyz, dx);
+        let d = dx[pr.v[k]].xyz;
+        ux += dot(pr.t[2u * k].xyz, d);
+        uy += dot(pr.t[2u * k + 1u].xyz, d);
     }
     let y = sqrt(ux * ux + uy * uy);
     let eps = P.f0;

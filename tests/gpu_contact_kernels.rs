@@ -1233,26 +1233,18 @@ fn ipc_friction_matches_f64_friction_set() {
     for shared in [false, true] {
         let np = 1500;
         let nv = if shared { 400 } else { 4 * np };
-        // Positions of order 1 m, away from 0 (f32 differences of nearby values are exact).
-        let x_prev32: Vec<GpuVec4> = (0..nv)
+        // The kernel reads step displacements (f32); the f64 reference takes them from x̂ = 0.
+        let dx32: Vec<GpuVec4> = (0..nv)
             .map(|_| {
-                let p = rand_point(&mut rng, 1.0) + V3::new(2.0, 2.0, 2.0);
-                [p.x as f32, p.y as f32, p.z as f32, 0.0]
-            })
-            .collect();
-        let x32: Vec<GpuVec4> = x_prev32
-            .iter()
-            .map(|p| {
                 let d = friction_motion(&mut rng);
-                [p[0] + d.x as f32, p[1] + d.y as f32, p[2] + d.z as f32, 0.0]
+                [d.x as f32, d.y as f32, d.z as f32, 0.0]
             })
             .collect();
-        let flat = |a: &[GpuVec4]| -> Vec<f64> {
-            a.iter()
-                .flat_map(|p| p[..3].iter().map(|&c| c as f64))
-                .collect()
-        };
-        let (x64, xp64) = (flat(&x32), flat(&x_prev32));
+        let x64: Vec<f64> = dx32
+            .iter()
+            .flat_map(|p| p[..3].iter().map(|&c| c as f64))
+            .collect();
+        let xp64 = vec![0.0; x64.len()];
         let pairs: Vec<FrictionPair> = (0..np)
             .map(|i| {
                 let v: [u32; 4] = if shared {
@@ -1286,8 +1278,7 @@ fn ipc_friction_matches_f64_friction_set() {
             .collect();
         let params = Params::new().u0(FRICTION_GRADIENT).f0(eps as f32);
         let data = vec![
-            Data::V(x32.clone()),
-            Data::V(x_prev32.clone()),
+            Data::V(dx32.clone()),
             Data::FP(gpairs.clone()),
             nan_f(np),
             nan_v4(4 * np),
@@ -1303,6 +1294,7 @@ fn ipc_friction_matches_f64_friction_set() {
         let mut g64 = Vec::with_capacity(48 * np);
         let mut bound_e = Vec::with_capacity(np);
         let mut regimes = [0usize; 2];
+        let (ie, ig) = (2, 3);
         for p in &pairs {
             let mut dx = SVector::<f64, 12>::zeros();
             let mut cond = 0.0;
@@ -1328,7 +1320,7 @@ fn ipc_friction_matches_f64_friction_set() {
         );
         // Energies per pair: relative error within the conditioned bound, each pair.
         let mut worst = 0.0f64;
-        for (i, ((&e, &r), &b)) in cpu[3].iter().zip(&e64).zip(&bound_e).enumerate() {
+        for (i, ((&e, &r), &b)) in cpu[ie].iter().zip(&e64).zip(&bound_e).enumerate() {
             let err = (e as f64 - r).abs() / r;
             worst = worst.max(err);
             assert!(err <= b, "pair {i} energy {e} vs {r} ({err:.2e} > {b:.2e})");
@@ -1337,7 +1329,7 @@ fn ipc_friction_matches_f64_friction_set() {
             "ipc_friction twin vs f64 ({label}): worst energy relative error {worst:.2e}, regimes (sticking, sliding) {regimes:?}"
         );
         // Gradients, in the global relative norm (per pair the same conditioning).
-        let g12: Vec<f32> = cpu[4]
+        let g12: Vec<f32> = cpu[ig]
             .chunks(4)
             .flat_map(|v| {
                 assert_eq!(v[3], 0.0, "w = 0");
@@ -1352,14 +1344,14 @@ fn ipc_friction_matches_f64_friction_set() {
         if let Some(g) = &gpu {
             // Same formula, one rounding order (FMA contraction on some drivers).
             common::assert_close(
-                &g[3],
-                &cpu[3],
+                &g[ie],
+                &cpu[ie],
                 1e-6,
                 &format!("ipc_friction energy gpu vs twin ({label})"),
             );
             common::assert_close(
-                &g[4],
-                &cpu[4],
+                &g[ig],
+                &cpu[ig],
                 1e-6,
                 &format!("ipc_friction gradient gpu vs twin ({label})"),
             );
@@ -1372,7 +1364,12 @@ fn ipc_friction_matches_f64_friction_set() {
             .collect();
         let csr = VertexCsr::from_pairs(&stencils, nv).unwrap();
         let gdata = vec![
-            Data::V(cpu[4].chunks(4).map(|v| [v[0], v[1], v[2], v[3]]).collect()),
+            Data::V(
+                cpu[ig]
+                    .chunks(4)
+                    .map(|v| [v[0], v[1], v[2], v[3]])
+                    .collect(),
+            ),
             nan_f(1),
             Data::U(csr.offsets.clone()),
             Data::U(csr.tets.clone()),
@@ -1388,7 +1385,7 @@ fn ipc_friction_matches_f64_friction_set() {
         let e = rel(&gv, &gv64, 0.0, "friction gradient gathered vs FrictionSet");
         eprintln!("friction gradient gathered vs FrictionSet ({label}): relative error {e:.2e} (tolerance 1e-6)");
         assert!(e <= 1e-6, "gathered gradient relative error {e:.2e}");
-        let sum: f64 = cpu[3].iter().map(|&e| e as f64).sum();
+        let sum: f64 = cpu[ie].iter().map(|&e| e as f64).sum();
         let e = (sum - e_set).abs() / e_set;
         eprintln!("friction energy {e_set:.6e} J ({label}): twin sum relative error {e:.2e}");
         assert!(e <= 1e-6);
@@ -1404,18 +1401,18 @@ fn ipc_friction_bad_input_is_an_error() {
     let mut rng = common::rng("ipc_friction_bad_input_is_an_error");
     let st = [0, 1, 2, 3].map(|_| rand_point(&mut rng, 1.0));
     let fp = friction_pair(&mut rng, [0, 1, 2, 3], &st);
-    let x = vec![[0.0f32; 4]; 4];
+    let dx = vec![[0.0f32; 4]; 4];
     let p = Params::new().u0(FRICTION_GRADIENT).f0(1e-5);
     let p = Params { n: 1, ..p };
     let (mut e, mut g) = ([0.0f32], [[0.0f32; 4]; 4]);
     let ok = GpuFrictionPair::new([0, 1, 2, 3], &fp);
-    assert!(friction::ipc_friction(&p, &x, &x, &[ok], &mut e, &mut g).is_ok());
+    assert!(friction::ipc_friction(&p, &dx, &[ok], &mut e, &mut g).is_ok());
     let past = GpuFrictionPair::new([0, 1, 2, 4], &fp);
-    assert!(friction::ipc_friction(&p, &x, &x, &[past], &mut e, &mut g).is_err());
-    assert!(friction::ipc_friction(&p, &x, &x[..3], &[ok], &mut e, &mut g).is_err());
+    assert!(friction::ipc_friction(&p, &dx, &[past], &mut e, &mut g).is_err());
+    assert!(friction::ipc_friction(&p, &dx[..3], &[ok], &mut e, &mut g).is_err());
     let mut g1 = [[0.0f32; 4]; 3];
-    assert!(friction::ipc_friction(&p, &x, &x, &[ok], &mut e, &mut g1).is_err());
+    assert!(friction::ipc_friction(&p, &dx, &[ok], &mut e, &mut g1).is_err());
     // Without the gradient flag the gradient buffer is not needed.
     let p0 = Params { u0: 0, ..p };
-    assert!(friction::ipc_friction(&p0, &x, &x, &[ok], &mut e, &mut g1).is_ok());
+    assert!(friction::ipc_friction(&p0, &dx, &[ok], &mut e, &mut g1).is_ok());
 }

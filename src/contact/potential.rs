@@ -179,6 +179,15 @@ impl IpcContact {
             .collect())
     }
 
+    /// Every pair that may come closer than d̂ somewhere on the straight path from `xs` to
+    /// `xs + dxs` (positions from [`Self::positions`], m): the broad phase's boxes grown by d̂/2
+    /// and swept over the move, a superset of [`Self::active_pairs`] at every point of the
+    /// path — the list a line search along `dxs` can evaluate all its trials on. Deterministic
+    /// order.
+    pub fn swept_candidates(&self, xs: &[[f64; 3]], dxs: &[[f64; 3]]) -> Result<Vec<ContactPair>> {
+        self.candidate_pairs(xs, Some(dxs), self.dhat)
+    }
+
     /// m·b(d) of one pair at κ = 1 (m⁴; +∞ when its distance is 0).
     pub fn pair_value(&self, p: &ContactPair, xs: &[[f64; 3]]) -> f64 {
         let d = distance_sq(p, xs);

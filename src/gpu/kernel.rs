@@ -1042,8 +1042,7 @@ pub static KERNELS: [KernelDesc; 47] = [
         kernel: Kernel::IpcFriction,
         name: "ipc_friction",
         bindings: &[
-            b("x", R, V4, Len::Any),
-            b("x_prev", R, V4, Len::Any),
+            b("dx", R, V4, Len::Any),
             b("pairs", R, FP, Len::PerItem(1)),
             b("energy", W, F, Len::PerItem(1)),
             b(
@@ -1054,7 +1053,7 @@ pub static KERNELS: [KernelDesc; 47] = [
             ),
         ],
         items_per_group: 64,
-        cpu: |p, b| twins::friction::ipc_friction(p, b.ro(0), b.ro(1), b.ro(2), b.rw(3), b.rw(4)),
+        cpu: |p, b| twins::friction::ipc_friction(p, b.ro(0), b.ro(1), b.rw(2), b.rw(3)),
     },
     // ---- multilevel solver ----
     KernelDesc {

@@ -252,9 +252,9 @@ impl GpuPair {
 }
 
 /// One lagged IPC friction pair for `ipc_friction` (WGSL `FrictionPair`, 160 bytes): the
-/// stencil, μλ and the lagged tangent map T = PᵀΓ (2×12, [`crate::contact::FrictionPair`])
+/// stencil, μλ and the lagged tangent map T = PᵀΓ (2×12, [`crate::contact::friction::FrictionPair`])
 /// stored per stencil vertex k as `t[2k]` = row 0 of T's 3-column block k and `t[2k + 1]` =
-/// row 1 (w lanes 0), so that u = Σₖ (t[2k]·Δxₖ, t[2k+1]·Δxₖ).
+/// row 1 (w lanes 0), so that u = Σₖ (`t[2k]`·Δxₖ, `t[2k+1]`·Δxₖ).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct GpuFrictionPair {

@@ -1124,6 +1124,13 @@ impl<'a> StepProblem<'a> {
 
     /// D(x_start), J: the lagged friction potential at the step's initial guess (0 before
     /// [`Self::lag_friction`]).
+    /// The friction lagged for the current solve ([`Self::lag_friction`]) and its energy at
+    /// [`Self::x_start`] (J); `None` before the first lagging or without friction. Friction's
+    /// step displacement is measured from [`Self::x_hat`].
+    pub fn lagged_friction(&self) -> Option<std::sync::Arc<(FrictionSet, f64)>> {
+        self.friction.get()
+    }
+
     fn friction_start(&self) -> f64 {
         self.friction.get().map_or(0.0, |f| f.1)
     }

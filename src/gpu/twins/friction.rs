@@ -3,11 +3,11 @@
 //!
 //! # `ipc_friction` (one invocation per lagged pair)
 //! For pair i (a [`GpuFrictionPair`]: stencil v, s = μλ in N, the lagged 2×12 tangent map T
-//! stored per vertex) and the step displacements Δxₖ = x[vₖ] − x_prev[vₖ] (m):
-//! u = Σₖ (t[2k]·Δxₖ, t[2k+1]·Δxₖ) ∈ ℝ² (m, summed in k order), y = ‖u‖, and with the
+//! stored per vertex) and the step displacements Δxₖ = `dx[vₖ]` (m):
+//! u = Σₖ (`t[2k]`·Δxₖ, `t[2k+1]`·Δxₖ) ∈ ℝ² (m, summed in k order), y = ‖u‖, and with the
 //! mollifier width ε = ε_v·h = `Params::f0` (m):
 //! * `energy[i]` = s·f₀(y) (J), f₀(y) = −y³/(3ε²) + y²/ε + ε/3 below ε and y above;
-//! * with [`FRICTION_GRADIENT`] in u0, `grad[4i + k].xyz` = s·(f₁(y)/y)·(u.x·t[2k] + u.y·t[2k+1])
+//! * with [`FRICTION_GRADIENT`] in u0, `grad[4i + k].xyz` = s·(f₁(y)/y)·(u.x·`t[2k]` + u.y·`t[2k+1]`)
 //!   (N, w = 0), f₁(y)/y = 2/ε − y/ε² below ε and 1/y above — the per-pair layout of
 //!   `ipc_pairs`' gradient, so `ipc_gather` sums it per vertex over the same
 //!   [`crate::gpu::VertexCsr::from_pairs`] CSR.
@@ -16,15 +16,19 @@
 //! Hessians from the host (`StepProblem::contact_hessian_blocks`), and the line search needs
 //! only energies.
 //!
-//! **Obstacle vertices.** The kernel reads x and x_prev at the same indices: an obstacle
-//! vertex's x_prev is its position at the step's end minus its scripted motion over the step,
-//! the counterpart of [`crate::contact::friction::FrictionSet::obstacle_motion`].
+//! **Why displacements, not positions.** The kernel reads the step displacement x − x̂ per
+//! vertex (an obstacle vertex's: its scripted motion over the step,
+//! [`crate::contact::friction::FrictionSet::obstacle_motion`]), kept by the host or a device
+//! solver as its own f32 field. A difference of two f32 positions carries ε_f32·|x| of absolute
+//! error (6e-8 m at 1 m from the origin) against a mollifier width ε_v·h of ~1e-5 m: measured on
+//! the bundled cube stack's landing step (`tests/gpu_multilevel.rs`), positions moved sticking
+//! pairs' forces by up to 6%; from displacements the error is relative to |Δx|.
 //!
-//! **Precision.** u is a sum of four dot products of differences of positions (each rounded
-//! once): with Δx of size ~D its error is ~ε_f32·D (absolute), relative to y when the pair
-//! slides (y ≳ D) and not otherwise — a sticking pair (y ≪ ε) still has energy s·(ε/3 + O(y²/ε))
-//! to ε_f32 relative. Measured against the f64 [`FrictionSet`](crate::contact::friction::FrictionSet)
-//! in `tests/gpu_contact_kernels.rs`.
+//! **Precision.** u is a sum of four dot products of f32 displacements: with Δx of size ~D its
+//! error is ~ε_f32·D (absolute), relative to y when the pair slides (y ≳ D) and not otherwise —
+//! a sticking pair (y ≪ ε) still has energy s·(ε/3 + O(y²/ε)) to ε_f32 relative. Measured
+//! against the f64 [`FrictionSet`](crate::contact::friction::FrictionSet) in
+//! `tests/gpu_contact_kernels.rs`.
 
 use super::need;
 use crate::gpu::{GpuFrictionPair, GpuVec4, Params};
@@ -54,8 +58,7 @@ pub fn mollifier_f0_ratio(y: f32, eps: f32) -> (f32, f32) {
 /// [`FRICTION_GRADIENT`] `grad[4i + k]` (N, w = 0). f0 = ε_v·h (m), u0 = flags.
 pub fn ipc_friction(
     p: &Params,
-    x: &[GpuVec4],
-    x_prev: &[GpuVec4],
+    dx: &[GpuVec4],
     pairs: &[GpuFrictionPair],
     energy: &mut [f32],
     grad: &mut [GpuVec4],
@@ -67,7 +70,7 @@ pub fn ipc_friction(
     if want_g {
         need(grad.len(), 4 * n, "ipc_friction grad")?;
     }
-    let nx = x.len().min(x_prev.len());
+    let nx = dx.len();
     if let Some((i, pr)) = pairs[..n]
         .iter()
         .enumerate()
@@ -92,10 +95,9 @@ pub fn ipc_friction(
             let pr = &pairs[i];
             let (mut ux, mut uy) = (0.0f32, 0.0f32);
             for k in 0..4 {
-                let v = pr.v[k] as usize;
-                let dx = v3(&x[v]) - v3(&x_prev[v]);
-                ux += v3(&pr.t[2 * k]).dot(dx);
-                uy += v3(&pr.t[2 * k + 1]).dot(dx);
+                let d = v3(&dx[pr.v[k] as usize]);
+                ux += v3(&pr.t[2 * k]).dot(d);
+                uy += v3(&pr.t[2 * k + 1]).dot(d);
             }
             let y = (ux * ux + uy * uy).sqrt();
             let (f0, ratio) = mollifier_f0_ratio(y, eps);
