@@ -24,7 +24,9 @@
 //! `JELLO_BENCH_ML_TARGETS=affine` (cubature fitted to φ·(x − o) too),
 //! `JELLO_BENCH_ML_LAG` (`iteration` or `step`; default the adaptive rule),
 //! `JELLO_BENCH_ML_HANDLES` and `JELLO_BENCH_ML_NCG` (overrides), `JELLO_BENCH_ML_NO_COARSE`
-//! (block Jacobi alone in the SMS solve, the paper's preconditioner).
+//! (block Jacobi alone in the SMS solve, the paper's preconditioner), `JELLO_BENCH_ML_NO_JGS2`
+//! (leave out the two JGS2 rows and their precompute: they stagnate from E = 1e7, minutes per
+//! step on larger balls).
 //!
 //! Measured with `--profile dev` (jello at opt-level 1, its dependencies — faer's Cholesky
 //! included — at 3) on the 2-core VM shared with other builds: the wall times are indicative
@@ -251,45 +253,51 @@ fn main() {
             None,
         )
         .unwrap();
-        // The JGS2 subspace for the JGS2-preconditioned rows (the `--solver jgs2` default
-        // options, built at the steady inertia weight as the runner does), timed apart.
-        let t0 = Instant::now();
-        let (sub, _, _) = load_or_build(
-            m,
-            m.integrator.steady_h(h),
-            &SubspaceOptions::default(),
-            None,
-        )
-        .unwrap();
-        let jgs2_ms = t0.elapsed().as_secs_f64() * 1e3;
-        eprintln!(
-            "E = {e:e}: JGS2 precompute {jgs2_ms:.0} ms ({:.0} B/vertex)",
-            sub.stats.bytes_per_vertex
-        );
-        let (mut ml_jgs2, _) = build_solver(
-            m,
-            MultilevelParams {
-                smoother: Preconditioner::Jgs2,
-                ..ml_params
-            },
-            None,
-        )
-        .unwrap();
-        let sub = std::sync::Arc::new(sub);
-        ml_jgs2.set_jgs2_subspace(m, sub.clone()).unwrap();
-        let (mut pcg_jgs2, _) = build_solver(
-            m,
-            MultilevelParams {
-                stop,
-                smoother: Preconditioner::Jgs2,
-                // Capped: where the JGS2 map stagnates (see the module docs) an uncapped
-                // solve runs for minutes.
-                ..MultilevelParams::newton_pcg(1e-4, 2_000)
-            },
-            None,
-        )
-        .unwrap();
-        pcg_jgs2.set_jgs2_subspace(m, sub).unwrap();
+        let jgs2_rows = std::env::var("JELLO_BENCH_ML_NO_JGS2").is_err();
+        let (ml_jgs2, pcg_jgs2) = if jgs2_rows {
+            // The JGS2 subspace for the JGS2-preconditioned rows (the `--solver jgs2` default
+            // options, built at the steady inertia weight as the runner does), timed apart.
+            let t0 = Instant::now();
+            let (sub, _, _) = load_or_build(
+                m,
+                m.integrator.steady_h(h),
+                &SubspaceOptions::default(),
+                None,
+            )
+            .unwrap();
+            let jgs2_ms = t0.elapsed().as_secs_f64() * 1e3;
+            eprintln!(
+                "E = {e:e}: JGS2 precompute {jgs2_ms:.0} ms ({:.0} B/vertex)",
+                sub.stats.bytes_per_vertex
+            );
+            let (mut ml_jgs2, _) = build_solver(
+                m,
+                MultilevelParams {
+                    smoother: Preconditioner::Jgs2,
+                    ..ml_params
+                },
+                None,
+            )
+            .unwrap();
+            let sub = std::sync::Arc::new(sub);
+            ml_jgs2.set_jgs2_subspace(m, sub.clone()).unwrap();
+            let (mut pcg_jgs2, _) = build_solver(
+                m,
+                MultilevelParams {
+                    stop,
+                    smoother: Preconditioner::Jgs2,
+                    // Capped: where the JGS2 map stagnates (see the module docs) an uncapped
+                    // solve runs for minutes.
+                    ..MultilevelParams::newton_pcg(1e-4, 2_000)
+                },
+                None,
+            )
+            .unwrap();
+            pcg_jgs2.set_jgs2_subspace(m, sub).unwrap();
+            (Some(ml_jgs2), Some(pcg_jgs2))
+        } else {
+            (None, None)
+        };
         let mut newton = NewtonSolver::new(
             m,
             NewtonParams {
@@ -306,12 +314,12 @@ fn main() {
             (name.to_string(), r, t0.elapsed().as_secs_f64() * 1e3)
         };
         let mut rows = Vec::new();
-        for (name, mut s) in [
-            ("multilevel", ml),
-            ("multilevel-jgs2", ml_jgs2),
-            ("newton-jacobi-pcg", pcg),
-            ("newton-jgs2-pcg", pcg_jgs2),
-        ] {
+        let mut solvers = vec![("multilevel", ml), ("newton-jacobi-pcg", pcg)];
+        if let (Some(a), Some(b)) = (ml_jgs2, pcg_jgs2) {
+            solvers.insert(1, ("multilevel-jgs2", a));
+            solvers.push(("newton-jgs2-pcg", b));
+        }
+        for (name, mut s) in solvers {
             let (name, r, wall) = row(name, &mut s);
             let st = s.last_stats();
             let cg = format!(
