@@ -6,6 +6,8 @@ use super::geodesic::HeatGeodesic;
 use super::mesh;
 use crate::rng::SplitMix64;
 use crate::{PrecomputeError, Result};
+use rayon::prelude::*;
+use std::collections::HashMap;
 
 /// Options of the partitioning. Defaults follow the paper where it gives a value.
 #[derive(Clone, Debug)]
@@ -68,14 +70,75 @@ pub(crate) struct Ctx<'a> {
     pub component: &'a [u32],
 }
 
-/// Nearest-centre labels and distances.
-fn assign(geo: &HeatGeodesic, centres: &[usize], n: usize) -> Result<(Vec<u32>, Vec<f64>)> {
-    let mut label = vec![u32::MAX; n];
-    let mut best = vec![f64::INFINITY; n];
-    let mut d = vec![0.0; n];
-    for (c, &s) in centres.iter().enumerate() {
+/// Geodesic distance fields by source vertex, kept while their source is a centre. Lloyd
+/// moves few centres once it settles, `assign` runs up to three times per iteration on the
+/// same centres, and the seeding already computed the first fields: each field is computed
+/// once per source instead of once per call. Missing fields are computed in parallel (one
+/// heat and one Poisson solve each on the shared factors). A field depends only on its
+/// source, so the labels are those of recomputing every field, bit for bit.
+pub(crate) struct Fields<'g> {
+    geo: &'g HeatGeodesic,
+    map: HashMap<usize, Vec<f64>>,
+    /// Fields computed so far (distance solves).
+    pub(crate) computed: usize,
+}
+
+impl<'g> Fields<'g> {
+    pub(crate) fn new(geo: &'g HeatGeodesic) -> Self {
+        Fields {
+            geo,
+            map: HashMap::new(),
+            computed: 0,
+        }
+    }
+
+    /// The field of `s` (0 at `s` itself), computed now.
+    fn compute(geo: &HeatGeodesic, s: usize) -> Result<Vec<f64>> {
+        let mut d = vec![0.0; geo.n()];
         geo.distance(s, &mut d)?;
         d[s] = 0.0;
+        Ok(d)
+    }
+
+    /// Keeps the fields of `centres` only and computes the missing ones.
+    pub(crate) fn prepare(&mut self, centres: &[usize]) -> Result<()> {
+        self.map.retain(|s, _| centres.contains(s));
+        let mut missing: Vec<usize> = centres
+            .iter()
+            .copied()
+            .filter(|s| !self.map.contains_key(s))
+            .collect();
+        missing.sort_unstable();
+        missing.dedup();
+        let geo = self.geo;
+        let fields: Vec<Result<Vec<f64>>> =
+            missing.par_iter().map(|&s| Self::compute(geo, s)).collect();
+        for (s, f) in missing.into_iter().zip(fields) {
+            self.map.insert(s, f?);
+            self.computed += 1;
+        }
+        Ok(())
+    }
+
+    /// The field of `s` (after [`Self::prepare`] with `s` among the centres, or computed and
+    /// stored now).
+    pub(crate) fn get(&mut self, s: usize) -> Result<&[f64]> {
+        if !self.map.contains_key(&s) {
+            let d = Self::compute(self.geo, s)?;
+            self.map.insert(s, d);
+            self.computed += 1;
+        }
+        Ok(&self.map[&s])
+    }
+}
+
+/// Nearest-centre labels.
+fn assign(fields: &mut Fields, centres: &[usize], n: usize) -> Result<Vec<u32>> {
+    fields.prepare(centres)?;
+    let mut label = vec![u32::MAX; n];
+    let mut best = vec![f64::INFINITY; n];
+    for (c, &s) in centres.iter().enumerate() {
+        let d = fields.get(s)?;
         for v in 0..n {
             // Strict `<` (first centre wins ties) keeps the result deterministic; the
             // centre itself always wins its own vertex (distance 0, set above, and other
@@ -86,10 +149,7 @@ fn assign(geo: &HeatGeodesic, centres: &[usize], n: usize) -> Result<(Vec<u32>, 
             }
         }
     }
-    for b in &mut best {
-        *b = b.max(0.0);
-    }
-    Ok((label, best))
+    Ok(label)
 }
 
 /// Volume centroid of each cluster snapped to the nearest vertex of the cluster, preferring
@@ -148,7 +208,7 @@ fn only_in_component(ctx: &Ctx, centres: &[usize]) -> Vec<bool> {
 /// kmeans++ (Arthur & Vassilvitskii) with the geodesic: each new seed is drawn with
 /// probability ∝ vertex volume · D², D the distance to the nearest seed so far. A vertex of a
 /// mesh component that has no seed yet (D = ∞) is taken first, so every object gets one.
-fn seed(geo: &HeatGeodesic, ctx: &Ctx, m: usize, rng: &mut SplitMix64) -> Result<Vec<usize>> {
+fn seed(fields: &mut Fields, ctx: &Ctx, m: usize, rng: &mut SplitMix64) -> Result<Vec<usize>> {
     let n = ctx.x.len();
     let total: f64 = ctx.vvol.iter().sum();
     let pick = |w: &dyn Fn(usize) -> f64, sum: f64, rng: &mut SplitMix64| {
@@ -169,11 +229,9 @@ fn seed(geo: &HeatGeodesic, ctx: &Ctx, m: usize, rng: &mut SplitMix64) -> Result
     let first = pick(&|v| ctx.vvol[v], total, rng);
     let mut centres = vec![first];
     let mut dmin = vec![f64::INFINITY; n];
-    let mut d = vec![0.0; n];
     while centres.len() < m {
         let s = *centres.last().unwrap_or(&first);
-        geo.distance(s, &mut d)?;
-        d[s] = 0.0;
+        let d = fields.get(s)?;
         for v in 0..n {
             dmin[v] = dmin[v].min(d[v]);
         }
@@ -207,8 +265,9 @@ pub(crate) fn kmeans(
     let k = opts.k;
     let m0 = ((opts.oversample.max(1.0) * k as f64).ceil() as usize).clamp(k, n);
     let mut rng = SplitMix64::new(opts.seed ^ 0x5EED_5EED_5EED_5EED);
-    let mut centres = seed(geo, ctx, m0, &mut rng)?;
-    let (mut label, _) = assign(geo, &centres, n)?;
+    let mut fields = Fields::new(geo);
+    let mut centres = seed(&mut fields, ctx, m0, &mut rng)?;
+    let mut label = assign(&mut fields, &centres, n)?;
     let mut iters = 0;
     for it in 1..=opts.max_iters {
         iters = it;
@@ -217,12 +276,12 @@ pub(crate) fn kmeans(
             pruned = prune(ctx, &mut centres, &label, opts.prune_ratio, k);
         }
         if pruned {
-            label = assign(geo, &centres, n)?.0;
+            label = assign(&mut fields, &centres, n)?;
         }
         let new = centroids(ctx, &label, centres.len());
         let moved = new != centres;
         centres = new;
-        label = assign(geo, &centres, n)?.0;
+        label = assign(&mut fields, &centres, n)?;
         if !moved && !pruned {
             if centres.len() == k {
                 break;
@@ -232,7 +291,7 @@ pub(crate) fn kmeans(
             if !drop_smallest(ctx, &mut centres, &label) {
                 break;
             }
-            label = assign(geo, &centres, n)?.0;
+            label = assign(&mut fields, &centres, n)?;
         }
     }
     // Still over-sampled after the iteration budget: drop the smallest clusters one by one.
@@ -240,9 +299,9 @@ pub(crate) fn kmeans(
         if !drop_smallest(ctx, &mut centres, &label) {
             break;
         }
-        label = assign(geo, &centres, n)?.0;
+        label = assign(&mut fields, &centres, n)?;
         centres = centroids(ctx, &label, centres.len());
-        label = assign(geo, &centres, n)?.0;
+        label = assign(&mut fields, &centres, n)?;
     }
     let repaired = repair_connectivity(ctx, &mut label, centres.len());
     // Drop partitions left empty, renumber densely.
@@ -475,5 +534,99 @@ mod tests {
         assert_eq!(runs, distinct, "labels {label:?} not contiguous");
         // Partition 0's main piece is {4, 5} (volume 6): it must still be labelled 0.
         assert_eq!(&label[4..6], &[0, 0]);
+    }
+
+    /// A Kuhn-split box of `nx × ny × nz` unit cells of side `dx` (positively oriented).
+    fn kuhn_box(nx: usize, ny: usize, nz: usize, dx: f64) -> (Vec<[f64; 3]>, Vec<[u32; 4]>) {
+        let id = |i: usize, j: usize, k: usize| (i + (nx + 1) * (j + (ny + 1) * k)) as u32;
+        let mut x = Vec::new();
+        for k in 0..=nz {
+            for j in 0..=ny {
+                for i in 0..=nx {
+                    x.push([i as f64 * dx, j as f64 * dx, k as f64 * dx]);
+                }
+            }
+        }
+        let mut tets = Vec::new();
+        for k in 0..nz {
+            for j in 0..ny {
+                for i in 0..nx {
+                    for p in [
+                        [0, 1, 2],
+                        [0, 2, 1],
+                        [1, 0, 2],
+                        [1, 2, 0],
+                        [2, 0, 1],
+                        [2, 1, 0],
+                    ] {
+                        let mut c = [0usize; 3];
+                        let mut t = [id(i, j, k); 4];
+                        for (s, &axis) in p.iter().enumerate() {
+                            c[axis] += 1;
+                            t[s + 1] = id(i + c[0], j + c[1], k + c[2]);
+                        }
+                        let q = |a: u32| x[a as usize];
+                        let e = |a: u32| mesh::sub(q(a), q(t[0]));
+                        if mesh::dot(e(t[1]), mesh::cross(e(t[2]), e(t[3]))) < 0.0 {
+                            t.swap(2, 3);
+                        }
+                        tets.push(t);
+                    }
+                }
+            }
+        }
+        (x, tets)
+    }
+
+    /// The field cache returns, for every centre, the field a fresh solve gives (bit for bit),
+    /// computes each source once while it stays a centre, and drops the fields of centres
+    /// that left.
+    #[test]
+    fn fields_are_fresh_solves_computed_once_per_centre() {
+        let (x, tets) = kuhn_box(8, 3, 3, 0.1);
+        let geo = HeatGeodesic::new(&x, &tets, &vec![1.0; tets.len()]).unwrap();
+        let n = x.len();
+        let fresh = |s: usize| {
+            let mut d = vec![0.0; n];
+            geo.distance(s, &mut d).unwrap();
+            d[s] = 0.0;
+            d
+        };
+        let mut fields = Fields::new(&geo);
+        let a = [3, 40, 77, 120];
+        let b = [40, 120, 9, 143];
+        fields.prepare(&a).unwrap();
+        assert_eq!(fields.computed, 4);
+        fields.prepare(&a).unwrap();
+        assert_eq!(
+            fields.computed, 4,
+            "the same centres again: nothing to solve"
+        );
+        fields.prepare(&b).unwrap();
+        assert_eq!(fields.computed, 6, "two new centres, two kept");
+        assert_eq!(
+            fields.map.len(),
+            4,
+            "the fields of centres 3 and 77 are dropped"
+        );
+        for s in b {
+            assert!(
+                fields.get(s).unwrap() == fresh(s).as_slice(),
+                "field of {s} differs from a fresh solve"
+            );
+        }
+        assert_eq!(fields.computed, 6);
+        // The labels of `assign` are the nearest centre by the fresh fields.
+        let label = assign(&mut fields, &b, n).unwrap();
+        let f: Vec<Vec<f64>> = b.iter().map(|&s| fresh(s)).collect();
+        for v in 0..n {
+            let l = label[v] as usize;
+            for (c, fc) in f.iter().enumerate() {
+                assert!(
+                    f[l][v] <= fc[v],
+                    "vertex {v}: centre {c} is nearer than {l}"
+                );
+            }
+        }
     }
 }
