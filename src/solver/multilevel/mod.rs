@@ -169,6 +169,12 @@
 //! on a 4,913-vertex ball at ε = 1e-8 the first-contact step takes 7,369 / 5,388 / 64 CG iterations at
 //! E = 1e6 / 1e8 / 1e10 Pa (Jacobi-PCG Newton: 2,249 / 1,103 / 163), 37 / 33 / 1 Newton
 //! iterations (Newton: 21 / 12 / 1): the SMS solves dominate (6,592 of the 7,369).
+//! On larger balls (15,625 and 35,937 vertices, release; the paper's Fig. 14 metric, CG per
+//! Newton solve): multilevel 57–198 per solve, flat in E (the paper: 100–200); Jacobi
+//! Newton-PCG 170–339, growing with size and mildly with E — not the paper's ~10,000 at
+//! 1e10 — so Newton-PCG is 1.5–2.3× faster at 1e6 and 1e8 and multilevel 2.5–3.2× faster at
+//! 1e10 (a one-iteration step). Tables and the diagnosis (a solid ball, not the paper's
+//! shell) in the bench's header.
 //! Whole runs (`jello run --solver multilevel --backend cpu`, the scenes' own ε, release build
 //! on the shared 2-core VM, with the default stall rescue): `contact_hoop` 60/60 steps
 //! converged in 487 Newton iterations (Newton: 482) and 8.1 s (Newton's Cholesky: 5.9 s; 15.0
@@ -355,8 +361,9 @@
 //! - The rest of the GPU backend (see "On the device" above): the coarse matrix's products,
 //!   and the gradient, step filter and line-search energies on the device so that H's terms
 //!   need not cross the bus each iteration; the heterogeneous bench on a hardware GPU.
-//! - The stiffness sweep on larger balls (the paper's 61k vertices), where its crossover is
-//!   reported; and why the JGS2 smoother stagnates from E = 1e7 (see above).
+//! - The stiffness sweep on a hollow ball (the paper's basketball is a shell; on solid balls
+//!   up to 36k vertices Jacobi Newton-PCG does not blow up, see the bench's header); and why
+//!   the JGS2 smoother stagnates from E = 1e7 (see above).
 
 pub mod cache;
 pub mod device;
