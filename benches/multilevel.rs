@@ -24,7 +24,9 @@
 //! `JELLO_BENCH_ML_TARGETS=affine` (cubature fitted to φ·(x − o) too),
 //! `JELLO_BENCH_ML_LAG` (`iteration` or `step`; default the adaptive rule),
 //! `JELLO_BENCH_ML_HANDLES` and `JELLO_BENCH_ML_NCG` (overrides), `JELLO_BENCH_ML_NO_COARSE`
-//! (block Jacobi alone in the SMS solve, the paper's preconditioner), `JELLO_BENCH_ML_NO_JGS2`
+//! (block Jacobi alone in the SMS solve, the paper's preconditioner), `JELLO_BENCH_ML_HOLLOW`
+//! (f in (0, 1): a shell, the ball without the tets whose centroid is within f·r of its
+//! centre), `JELLO_BENCH_ML_NO_JGS2`
 //! (leave out the two JGS2 rows and their precompute: they stagnate from E = 1e7, minutes per
 //! step on larger balls).
 //!
@@ -158,10 +160,68 @@ use jello_precompute::sms::CubatureTargets;
 use std::path::Path;
 use std::time::Instant;
 
+/// The bundled ball (centre (0, 0.3, 0), r = 0.1 m) at `resolution` with every tet whose
+/// centroid lies within `fraction`·r of the centre removed — a shell (the paper's basketball
+/// is one) — written as a TetGen pair under the target directory for the scene to load.
+fn hollow_ball_file(resolution: usize, fraction: f64) -> std::path::PathBuf {
+    let (c, r) = ([0.0, 0.3, 0.0], 0.1);
+    let full = jello::mesh::ball(c, r, resolution);
+    let kept: Vec<[u32; 4]> = full
+        .tets
+        .iter()
+        .copied()
+        .filter(|t| {
+            let g: Vec<f64> = (0..3)
+                .map(|k| {
+                    t.iter()
+                        .map(|&v| full.positions[v as usize][k])
+                        .sum::<f64>()
+                        / 4.0
+                        - c[k]
+                })
+                .collect();
+            (g[0] * g[0] + g[1] * g[1] + g[2] * g[2]).sqrt() >= fraction * r
+        })
+        .collect();
+    let mut index = vec![u32::MAX; full.positions.len()];
+    let mut positions = Vec::new();
+    let tets = kept
+        .iter()
+        .map(|t| {
+            t.map(|v| {
+                if index[v as usize] == u32::MAX {
+                    index[v as usize] = positions.len() as u32;
+                    positions.push(full.positions[v as usize]);
+                }
+                index[v as usize]
+            })
+        })
+        .collect();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-cache");
+    std::fs::create_dir_all(&dir).expect("bench cache directory");
+    let path = dir.join(format!("hollow-ball-{resolution}-{fraction}.node"));
+    jello::mesh::write_mesh(&path, &jello::mesh::TetMesh { positions, tets }).expect("write");
+    path
+}
+
 fn drop_scene(e: f64, resolution: usize, speed: f64) -> BuiltScene {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenes/drop.toml");
-    let text = std::fs::read_to_string(&path)
-        .expect("drop.toml")
+    let mut text = std::fs::read_to_string(&path).expect("drop.toml");
+    if let Some(f) = std::env::var("JELLO_BENCH_ML_HOLLOW")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+    {
+        let file = hollow_ball_file(resolution, f);
+        text = text.replace(
+            "mesh = { generator = \"ball\", center = [0.0, 0.3, 0.0], radius = 0.1, resolution = 8 }",
+            &format!("mesh = {{ file = {:?} }}", file.display().to_string()),
+        );
+        assert!(
+            text.contains("hollow-ball"),
+            "drop.toml's mesh line changed"
+        );
+    }
+    let text = text
         .replace("youngs_modulus = 5e4", &format!("youngs_modulus = {e:e}"))
         .replace("resolution = 8", &format!("resolution = {resolution}"))
         .replace(

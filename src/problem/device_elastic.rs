@@ -139,7 +139,8 @@ impl ElasticTerms for DeviceElastic {
     }
 }
 
-fn centroid(p: &[[f64; 3]]) -> [f64; 3] {
+/// The mean of the points `p` (m): the origin the device paths keep f32 positions relative to.
+pub(crate) fn centroid(p: &[[f64; 3]]) -> [f64; 3] {
     let n = p.len().max(1) as f64;
     let mut c = [0.0; 3];
     for q in p {

@@ -12,6 +12,7 @@
 
 mod char_norm;
 mod device_elastic;
+pub(crate) use device_elastic::centroid;
 mod diagnose;
 mod geometry;
 mod hessian;

@@ -151,7 +151,7 @@ impl DeviceContact {
         let n_model = model.num_vertices();
         let xs = problem.contact_positions(ipc, &problem.x_hat);
         let n_coll = xs.len();
-        let origin = centroid(&model.mesh.positions);
+        let origin = crate::problem::centroid(&model.mesh.positions);
         let gpairs: Vec<GpuPair> = pairs
             .iter()
             .map(|p| match p.kind {
@@ -364,15 +364,4 @@ fn rel(p: &[f64; 3], origin: &[f64; 3]) -> GpuVec4 {
         (p[2] - origin[2]) as f32,
         0.0,
     ]
-}
-
-fn centroid(p: &[[f64; 3]]) -> [f64; 3] {
-    let n = p.len().max(1) as f64;
-    let mut c = [0.0; 3];
-    for q in p {
-        for k in 0..3 {
-            c[k] += q[k] / n;
-        }
-    }
-    c
 }
