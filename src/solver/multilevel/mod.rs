@@ -189,9 +189,12 @@
 //! with a 1e5 Pa core inside a 2 cm, 1e8 Pa shell, thrown down at 3 m/s onto a hoop of
 //! 1e10 Pa clamped on its outer cylinder, friction μ = 0.5, h = 0.01 s, CN 1e-7; the ball lands
 //! on the rim on step 3 and comes to rest there. Ball resolution 26: 19,827 vertices, 105,744
-//! tets; 40 handles, 3,245 cubature samples, N_cg 20; precompute 425 s (cubature 322 s,
-//! partition 100 s, geodesics 0.7 s, weights 2.3 s; 258 + 2 bytes per vertex; cached after the
-//! first run, as `jello precompute` does). Release build, rayon on the 2-core VM, nothing else
+//! tets; 40 handles, 3,245 cubature samples, N_cg 20; precompute 311 s with the K-means field
+//! cache (cubature 290 s, partition 18 s, geodesics 0.5 s, weights 1.9 s; `jello precompute`
+//! on the scene at resolution 26; before the cache 425 s, partition 100 s; 258 + 2 bytes per
+//! vertex; cached after the first run, as `jello precompute` does). The cubature is now 93% of
+//! it and runs nearly serially (user time 334 s for 311 s of wall time on 2 cores): one
+//! partition's fit dominates the parallel loop over partitions. Release build, rayon on the 2-core VM, nothing else
 //! running; 30 steps, both solvers in one run of the binary:
 //!
 //! | solver | total s | ms/step mean (max) | Newton its | CG (affine + SMS + full) | unconverged |
