@@ -193,8 +193,8 @@
 //! cache (cubature 290 s, partition 18 s, geodesics 0.5 s, weights 1.9 s; `jello precompute`
 //! on the scene at resolution 26; before the cache 425 s, partition 100 s; 258 + 2 bytes per
 //! vertex; cached after the first run, as `jello precompute` does). The cubature is now 93% of
-//! it and runs nearly serially (user time 334 s for 311 s of wall time on 2 cores): one
-//! partition's fit dominates the parallel loop over partitions. Release build, rayon on the 2-core VM, nothing else
+//! it and runs nearly serially (user time 334 s for 311 s of wall time on 2 cores), so a few
+//! partitions' fits likely dominate its parallel loop over partitions (not yet profiled). Release build, rayon on the 2-core VM, nothing else
 //! running; 30 steps, both solvers in one run of the binary:
 //!
 //! | solver | total s | ms/step mean (max) | Newton its | CG (affine + SMS + full) | unconverged |
