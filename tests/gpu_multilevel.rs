@@ -1412,8 +1412,8 @@ fn device_contact_energies_and_gradient_match_the_f64_potential() {
                 norm(&g64.iter().zip(&gb).map(|(a, b)| a - b).collect::<Vec<_>>())
             );
             let mut g = vec![0.0; x.len()];
-            let e = dc.evaluate(&mut dev, ipc, &x, Some(&mut g)).unwrap();
-            let e_only = dc.evaluate(&mut dev, ipc, &x, None).unwrap();
+            let e = dc.evaluate(&mut dev, &x, Some(&mut g)).unwrap();
+            let e_only = dc.evaluate(&mut dev, &x, None).unwrap();
             assert_eq!(
                 e, e_only,
                 "{name}: the energies do not depend on the gradient flag"

@@ -76,15 +76,15 @@ pub(crate) struct Ctx<'a> {
 /// once per source instead of once per call. Missing fields are computed in parallel (one
 /// heat and one Poisson solve each on the shared factors). A field depends only on its
 /// source, so the labels are those of recomputing every field, bit for bit.
-pub(crate) struct Fields<'g> {
+struct Fields<'g> {
     geo: &'g HeatGeodesic,
     map: HashMap<usize, Vec<f64>>,
     /// Fields computed so far (distance solves).
-    pub(crate) computed: usize,
+    computed: usize,
 }
 
 impl<'g> Fields<'g> {
-    pub(crate) fn new(geo: &'g HeatGeodesic) -> Self {
+    fn new(geo: &'g HeatGeodesic) -> Self {
         Fields {
             geo,
             map: HashMap::new(),
@@ -101,7 +101,7 @@ impl<'g> Fields<'g> {
     }
 
     /// Keeps the fields of `centres` only and computes the missing ones.
-    pub(crate) fn prepare(&mut self, centres: &[usize]) -> Result<()> {
+    fn prepare(&mut self, centres: &[usize]) -> Result<()> {
         self.map.retain(|s, _| centres.contains(s));
         let mut missing: Vec<usize> = centres
             .iter()
@@ -122,7 +122,7 @@ impl<'g> Fields<'g> {
 
     /// The field of `s` (after [`Self::prepare`] with `s` among the centres, or computed and
     /// stored now).
-    pub(crate) fn get(&mut self, s: usize) -> Result<&[f64]> {
+    fn get(&mut self, s: usize) -> Result<&[f64]> {
         if !self.map.contains_key(&s) {
             let d = Self::compute(self.geo, s)?;
             self.map.insert(s, d);
@@ -141,7 +141,7 @@ fn assign(fields: &mut Fields, centres: &[usize], n: usize) -> Result<Vec<u32>> 
         let d = fields.get(s)?;
         for v in 0..n {
             // Strict `<` (first centre wins ties) keeps the result deterministic; the
-            // centre itself always wins its own vertex (distance 0, set above, and other
+            // centre itself always wins its own vertex (distance 0, set by `Fields`, and other
             // centres reach it at ≥ 0 with ties broken by index: centres are distinct).
             if d[v] < best[v] || (v == s) {
                 best[v] = if v == s { -1.0 } else { d[v] };

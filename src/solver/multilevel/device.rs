@@ -27,7 +27,7 @@ use crate::solver::pcg::PcgOutcome;
 use crate::Result;
 
 /// A buffer of at least one element (the device refuses empty ones): `data`, or one default.
-fn upload_nonempty<T: bytemuck::Pod + Default>(
+pub(super) fn upload_nonempty<T: bytemuck::Pod + Default>(
     dev: &mut Device,
     label: &str,
     data: &[T],

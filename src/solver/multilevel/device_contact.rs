@@ -21,6 +21,7 @@
 //! **Sums.** Per-pair energies are read back (4 bytes per pair) and summed in f64 on the host;
 //! a pair at d² ≤ 0 reports [`IPC_SENTINEL`] and makes the barrier +∞, as the f64 potential's.
 
+use super::device::upload_nonempty;
 use crate::contact::friction::FrictionSet;
 use crate::contact::{ContactPair, IpcContact};
 use crate::error::{JelloError, Result};
@@ -62,18 +63,13 @@ impl<T: bytemuck::Pod + Default> PairTerm<T> {
         nx: usize,
     ) -> Result<Self> {
         let csr = VertexCsr::new(stencils, nx)?;
-        let one = |v: Vec<u32>| if v.is_empty() { vec![0] } else { v };
         let n = list.len();
         Ok(PairTerm {
             n,
-            list: if n == 0 {
-                dev.upload(label, &[T::default()])?
-            } else {
-                dev.upload(label, list)?
-            },
+            list: upload_nonempty(dev, label, list)?,
             offsets: dev.upload("contact csr offsets", &csr.offsets)?,
-            csr_pairs: dev.upload("contact csr pairs", &one(csr.tets))?,
-            csr_slot: dev.upload("contact csr slots", &one(csr.local))?,
+            csr_pairs: upload_nonempty(dev, "contact csr pairs", &csr.tets)?,
+            csr_slot: upload_nonempty(dev, "contact csr slots", &csr.local)?,
             energy: dev.alloc("contact pair energy", n.max(1))?,
             grad: dev.alloc("contact pair gradient", 4 * n.max(1))?,
         })
@@ -116,6 +112,8 @@ impl<T: bytemuck::Pod + Default> PairTerm<T> {
 
 /// The barrier and lagged friction of one step on a device (module docs).
 pub struct DeviceContact {
+    /// The model's contact (pairs' ids, obstacle positions).
+    ipc: Arc<IpcContact>,
     n_model: usize,
     n_coll: usize,
     origin: [f64; 3],
@@ -146,11 +144,12 @@ impl DeviceContact {
     /// friction lagged at present ([`StepProblem::lagged_friction`]). Errors when the model
     /// has no IPC contact.
     pub fn new(dev: &mut Device, problem: &StepProblem, pairs: &[ContactPair]) -> Result<Self> {
-        let ipc = contact_of(problem)?;
+        let ipc = problem.model.contact.clone().ok_or_else(|| {
+            JelloError::Solver("device contact: the model has no IPC contact".into())
+        })?;
         let model = problem.model;
         let n_model = model.num_vertices();
-        let xs = problem.contact_positions(ipc, &problem.x_hat);
-        let n_coll = xs.len();
+        let n_coll = ipc.mesh.num_vertices();
         let origin = crate::problem::centroid(&model.mesh.positions);
         let gpairs: Vec<GpuPair> = pairs
             .iter()
@@ -181,11 +180,12 @@ impl DeviceContact {
         let friction = PairTerm::new(dev, "friction pairs", &fpairs, &fstencils, n_coll)?;
         let n = pairs.len().max(1);
         Ok(DeviceContact {
+            dhat_sq: ipc.dhat_sq() as f32,
+            ipc,
             n_model,
             n_coll,
             origin,
             kappa: problem.kappa() as f32,
-            dhat_sq: ipc.dhat_sq() as f32,
             eps: eps as f32,
             x: dev.alloc("contact positions", n_coll.max(1))?,
             dx: dev.alloc("contact step displacements", n_coll.max(1))?,
@@ -212,7 +212,6 @@ impl DeviceContact {
     pub fn evaluate(
         &mut self,
         dev: &mut Device,
-        ipc: &IpcContact,
         x: &[f64],
         gradient: Option<&mut [f64]>,
     ) -> Result<ContactEnergy> {
@@ -224,8 +223,8 @@ impl DeviceContact {
             )));
         }
         let xs = match &self.obstacles_at_end {
-            Some(o) => ipc.positions_with(x, o),
-            None => ipc.positions(x),
+            Some(o) => self.ipc.positions_with(x, o),
+            None => self.ipc.positions(x),
         };
         if xs.len() != self.n_coll {
             return Err(JelloError::Solver(format!(
@@ -346,14 +345,6 @@ impl DeviceContact {
         dev.free(self.dummy_hdiag);
         dev.free(self.g);
     }
-}
-
-fn contact_of<'a>(problem: &'a StepProblem) -> Result<&'a IpcContact> {
-    problem
-        .model
-        .contact
-        .as_deref()
-        .ok_or_else(|| JelloError::Solver("device contact: the model has no IPC contact".into()))
 }
 
 /// `p − origin` as an f32 vec4 (w = 0), the difference in f64 first.
