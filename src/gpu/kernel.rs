@@ -93,6 +93,8 @@ pub enum Kernel {
     DevVertexGradient,
     /// Per-group partials of dᵀH d over stored element Hessians and per-vertex 3×3 blocks.
     DevCurvature,
+    /// Per-group first-order effect of rounding the coordinates terms read: Σ |f|·|p|.
+    DevRounding,
     // ---- ADMM-PD (`crate::solver::backend::AdmmBackend`) ----
     /// ADMM local step per element: F from x, z-step (PD or hyperelastic prox), dual update,
     /// and the corner forces of Σ w²Dᵀ(z − ū) and DᵀW²(zⁿ⁺¹ − zⁿ) (or the step's reset).
@@ -133,7 +135,7 @@ pub enum Kernel {
 
 impl Kernel {
     /// All kernels, in table order.
-    pub const ALL: [Kernel; 47] = [
+    pub const ALL: [Kernel; 48] = [
         Kernel::Axpy,
         Kernel::Scale,
         Kernel::ReduceSum,
@@ -171,6 +173,7 @@ impl Kernel {
         Kernel::DevVertexEnergy,
         Kernel::DevVertexGradient,
         Kernel::DevCurvature,
+        Kernel::DevRounding,
         // ---- ADMM-PD ----
         Kernel::AdmmLocal,
         Kernel::AdmmGather,
@@ -286,7 +289,7 @@ const PR: usize = size_of::<GpuPair>();
 const FP: usize = size_of::<GpuFrictionPair>();
 
 /// The kernel table, indexed by [`Kernel::index`].
-pub static KERNELS: [KernelDesc; 47] = [
+pub static KERNELS: [KernelDesc; 48] = [
     KernelDesc {
         kernel: Kernel::Axpy,
         name: "axpy",
@@ -909,6 +912,18 @@ pub static KERNELS: [KernelDesc; 47] = [
         ],
         items_per_group: twins::backend::DEV_GROUP as u32,
         cpu: |p, b| twins::backend::dev_curvature(p, b.ro(0), b.ro(1), b.ro(2), b.ro(3), b.rw(4)),
+    },
+    KernelDesc {
+        kernel: Kernel::DevRounding,
+        name: "dev_rounding",
+        bindings: &[
+            b("forces", R, V4, Len::PerItem(4)),
+            b("coords", R, V4, Len::Any),
+            b("stencils", R, T4, Len::PerItem(1)),
+            b("out", W, F, Len::Any),
+        ],
+        items_per_group: twins::backend::DEV_GROUP as u32,
+        cpu: |p, b| twins::backend::dev_rounding(p, b.ro(0), b.ro(1), b.ro(2), b.rw(3)),
     },
     KernelDesc {
         kernel: Kernel::AdmmLocal,

@@ -42,6 +42,10 @@ static FILES: &[(&str, &str)] = &[
         include_str!("../../shaders/dev_element_energy.wgsl"),
     ),
     (
+        "dev_rounding",
+        include_str!("../../shaders/dev_rounding.wgsl"),
+    ),
+    (
         "dev_step_bound",
         include_str!("../../shaders/dev_step_bound.wgsl"),
     ),

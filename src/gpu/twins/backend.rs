@@ -434,6 +434,50 @@ pub fn dev_element_energy(
     Ok(())
 }
 
+/// Twin of `dev_rounding.wgsl`: per group g of [`DEV_GROUP`] terms t < n,
+/// `out[u1 + g] = Σ_t Σ_c Σ_k |forces[4t + c].k|·|coords[stencils[t][c]].k|` (J before the
+/// host's 2⁻²⁴). A stencil index past `coords` is an error here (the kernel skips it).
+pub fn dev_rounding(
+    p: &Params,
+    forces: &[GpuVec4],
+    coords: &[GpuVec4],
+    stencils: &[GpuTet],
+    out: &mut [f32],
+) -> Result<()> {
+    let n = p.n as usize;
+    need(forces.len(), 4 * n, "dev_rounding forces")?;
+    need(stencils.len(), n, "dev_rounding stencils")?;
+    let off = p.u1 as usize;
+    need(out.len(), off + dev_groups(n), "dev_rounding out")?;
+    if let Some((t, s)) = stencils[..n]
+        .iter()
+        .enumerate()
+        .find(|(_, s)| s.iter().any(|&i| i as usize >= coords.len()))
+    {
+        return Err(JelloError::Invalid(format!(
+            "dev_rounding: term {t} = {s:?} indexes past {} coordinates",
+            coords.len()
+        )));
+    }
+    let sums = per_group(
+        n,
+        |t| {
+            let mut acc = 0.0f32;
+            for (c, &i) in stencils[t].iter().enumerate() {
+                let f = &forces[4 * t + c];
+                let q = &coords[i as usize];
+                acc += f[0].abs() * q[0].abs() + f[1].abs() * q[1].abs() + f[2].abs() * q[2].abs();
+            }
+            [acc, 0.0, 0.0]
+        },
+        |a, b| a + b,
+    );
+    for (g, s) in sums.iter().enumerate() {
+        out[off + g] = s[0];
+    }
+    Ok(())
+}
+
 /// Twin of `dev_vertex_energy.wgsl`.
 #[allow(clippy::too_many_arguments)]
 pub fn dev_vertex_energy(
