@@ -15,7 +15,8 @@
 //! Galerkin matrices — `MultilevelParams::subspace_direct` —, `multilevel-gpu` runs the
 //! multilevel direction on a wgpu adapter —
 //! [`jello::solver::multilevel::MultilevelSolver::attach_device`] — and `multilevel-twins` on
-//! the device path's CPU twins), `JELLO_BENCH_HET_MAX_ITERATIONS` (the multilevel Newton
+//! the device path's CPU twins; a `-hostls` suffix on either keeps the line search's energies
+//! f64 on the host — `MultilevelParams::device_line_search` off), `JELLO_BENCH_HET_MAX_ITERATIONS` (the multilevel Newton
 //! cap, default the solver's 100).
 //!
 //! Measured: see the tables in `src/solver/multilevel/mod.rs` ("Heterogeneous contact").
@@ -67,6 +68,9 @@ struct Run {
     unconverged: Vec<usize>,
     /// (affine, SMS, full) CG iterations per step.
     cg: Vec<[usize; 3]>,
+    /// Line-search time, ms, and trials decided on the device and on the host, summed.
+    ls_ms: f64,
+    ls_trials: [usize; 2],
     /// Positions at the end of each step.
     frames: Vec<Vec<f64>>,
     setup_ms: f64,
@@ -108,10 +112,16 @@ fn main() {
                 )
                 .expect("newton"),
             ),
-            "multilevel" | "multilevel-direct" | "multilevel-gpu" | "multilevel-twins" => {
+            "multilevel"
+            | "multilevel-direct"
+            | "multilevel-gpu"
+            | "multilevel-twins"
+            | "multilevel-gpu-hostls"
+            | "multilevel-twins-hostls" => {
                 let mut params = MultilevelParams {
                     stop: MultilevelStop::Shared(built.config.stop),
                     subspace_direct: name == "multilevel-direct",
+                    device_line_search: !name.ends_with("-hostls"),
                     ..MultilevelParams::default()
                 };
                 if let Some(n) = env("JELLO_BENCH_HET_MAX_ITERATIONS").and_then(|s| s.parse().ok())
@@ -140,7 +150,7 @@ fn main() {
                         b.stats.cubature_bytes as f64 / m.num_vertices() as f64,
                     );
                 }
-                match name {
+                match name.trim_end_matches("-hostls") {
                     "multilevel-gpu" => {
                         let d = Device::new(Backend::Gpu).expect("a wgpu adapter");
                         eprintln!("{name}: adapter {}", d.info());
@@ -164,10 +174,14 @@ fn main() {
             Simulation::new(m.clone(), m.initial_state(&built.velocity), h, solver).unwrap();
         for k in 0..steps {
             let r = sim.step(false).expect("step");
-            let cg = shared.as_ref().map_or([0; 3], |s| {
-                let st = s.lock().unwrap().last_stats();
-                [st.affine_cg, st.sms_cg, st.full_cg]
-            });
+            let st = shared
+                .as_ref()
+                .map(|s| s.lock().unwrap().last_stats())
+                .unwrap_or_default();
+            let cg = [st.affine_cg, st.sms_cg, st.full_cg];
+            run.ls_trials[0] += st.ls_device_trials;
+            run.ls_trials[1] += st.ls_host_trials;
+            run.ls_ms += r.timings.line_search_ms;
             let t = &r.timings;
             eprintln!(
                 "{name} step {}/{steps}: {} its{}, CG {:?}, {:.0} ms (assembly {:.0}, factor {:.0}, \
@@ -199,9 +213,9 @@ fn main() {
         m.mesh.num_tets()
     );
     println!(
-        "| solver | setup ms | ms/step (mean) | ms/step (max) | total s | Newton its | CG (affine + SMS + full) | unconverged steps | max deviation from Newton / diag | time vs Newton |"
+        "| solver | setup ms | ms/step (mean) | ms/step (max) | total s | Newton its | CG (affine + SMS + full) | line search s | LS trials device / host | unconverged steps | max deviation from Newton / diag | time vs Newton |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in &runs {
         let total: f64 = r.wall_ms.iter().sum();
         let max = r.wall_ms.iter().cloned().fold(0.0, f64::max);
@@ -246,7 +260,7 @@ fn main() {
             )
         };
         println!(
-            "| {} | {:.0} | {:.0} | {:.0} | {:.1} | {its} | {} ({} + {} + {}) | {unconverged} | {dev} | {ratio} |",
+            "| {} | {:.0} | {:.0} | {:.0} | {:.1} | {its} | {} ({} + {} + {}) | {:.1} | {} / {} | {unconverged} | {dev} | {ratio} |",
             r.name,
             r.setup_ms,
             total / r.wall_ms.len().max(1) as f64,
@@ -256,6 +270,9 @@ fn main() {
             cg[0],
             cg[1],
             cg[2],
+            r.ls_ms / 1e3,
+            r.ls_trials[0],
+            r.ls_trials[1],
         );
     }
 }

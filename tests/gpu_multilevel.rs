@@ -1251,14 +1251,17 @@ fn device_direction_converges_on_a_contact_step() {
         let dist = common::m_dist(m, &x, &reference);
         let bound = common::residual_bound(&problem, m, &x);
         eprintln!(
-            "{name}: converged {} in {} iterations (CG affine {} / SMS {} / full {}, {} fallbacks), \
-             residual {:.2e}, ‖x − x*‖_M = {dist:.2e} (bound {bound:.2e}), max vertex distance {:.2e} m",
+            "{name}: converged {} in {} iterations (CG affine {} / SMS {} / full {}, {} fallbacks; \
+             line-search trials {} on the device, {} on the host), residual {:.2e}, \
+             ‖x − x*‖_M = {dist:.2e} (bound {bound:.2e}), max vertex distance {:.2e} m",
             r.converged,
             r.iterations,
             st.affine_cg,
             st.sms_cg,
             st.full_cg,
             st.descent_fallbacks,
+            st.ls_device_trials,
+            st.ls_host_trials,
             r.residual,
             common::max_dist(&x, &reference)
         );
@@ -1404,13 +1407,7 @@ fn device_contact_energies_and_gradient_match_the_f64_potential() {
             assert!(active.len() <= np, "the swept list holds the active pairs");
             let mut g64 = vec![0.0; x.len()];
             let barrier64 = kappa * ipc.add_gradient(&active, &xs, kappa, &mut g64);
-            let gb = g64.clone();
             let friction64 = lagged.0.add_gradient(&x, &problem.x_hat, &mut g64);
-            eprintln!(
-                "DIAG |gb| {:.3e} |gf| {:.3e}",
-                norm(&gb),
-                norm(&g64.iter().zip(&gb).map(|(a, b)| a - b).collect::<Vec<_>>())
-            );
             let mut g = vec![0.0; x.len()];
             let e = dc.evaluate(&mut dev, &x, Some(&mut g)).unwrap();
             let e_only = dc.evaluate(&mut dev, &x, None).unwrap();
@@ -1420,18 +1417,6 @@ fn device_contact_energies_and_gradient_match_the_f64_potential() {
             );
             let rb = (e.barrier - barrier64).abs() / barrier64.abs().max(f64::MIN_POSITIVE);
             let rf = (e.friction - friction64).abs() / friction64;
-            let diff: Vec<f64> = g.iter().zip(&g64).map(|(a, b)| a - b).collect();
-            let worst = (0..diff.len() / 3)
-                .max_by(|&a, &b| {
-                    norm(&diff[3 * a..3 * a + 3]).total_cmp(&norm(&diff[3 * b..3 * b + 3]))
-                })
-                .unwrap();
-            eprintln!(
-                "DIAG worst vertex {worst}: dev {:?} f64 {:?} barrier-part {:?}",
-                &g[3 * worst..3 * worst + 3],
-                &g64[3 * worst..3 * worst + 3],
-                &gb[3 * worst..3 * worst + 3]
-            );
             let rg = norm(&g.iter().zip(&g64).map(|(a, b)| a - b).collect::<Vec<_>>()) / norm(&g64);
             eprintln!(
                 "{name} α = {alpha}: {} active of {np} candidates, {nf} friction pairs; barrier \
@@ -1444,5 +1429,211 @@ fn device_contact_energies_and_gradient_match_the_f64_potential() {
             assert!(rb <= 1e-4 && rf <= 1e-4 && rg <= 1e-4, "{name} α = {alpha}");
         }
         dc.free(&mut dev);
+    }
+}
+
+/// The multilevel line search's device energies ([`DeviceEnergy`]): E(x_t) − E(x) from the
+/// kernels against the f64 potential's [`StepProblem::energy_difference`], on a contact step of
+/// `contact_stack.toml` (IPC, friction) and on the impact step of `contact_hetero.toml`
+/// (moduli 1e5–1e10 Pa, IPC, friction), and on `drop.toml` at impact (no IPC: the ground's
+/// barrier is host f64), from the step's start and from halfway to Newton's
+/// solution, at trials from 1e-6 to 1 of the way there. The error must stay within the bound
+/// the evaluator reports (its `slack`), which the solver's Armijo test trusts to decide on the
+/// device; the printed ratio error / bound shows how much room the bound leaves.
+#[test]
+fn device_line_search_energy_is_within_its_bound() {
+    use jello::gpu::Device;
+    use jello::solver::multilevel::device_energy::{device_backtracking, DeviceEnergy};
+    let mut devs = vec![Device::cpu()];
+    devs.extend(common::gpu_device());
+    let (drop, drop_state) = common::drop_at_impact();
+    let cases = [
+        (
+            "contact_stack.toml",
+            common::bundled_scene("contact_stack.toml"),
+            Some(12),
+        ),
+        (
+            "contact_hetero.toml",
+            common::bundled_scene("contact_hetero.toml"),
+            Some(3),
+        ),
+        ("drop.toml at impact", drop, None),
+    ];
+    for (scene, built, steps) in cases {
+        let m = &built.model;
+        let h = built.config.h;
+        let state = match steps {
+            Some(k) => common::state_after(&built, k),
+            None => drop_state.clone(),
+        };
+        let x_star = common::newton_reference(m, &state, h);
+        let problem = StepProblem::new(m, &state, h);
+        problem.begin_contact_step(m);
+        let x0 = problem.x_start.clone();
+        for dev in devs.iter_mut() {
+            let name = dev.info().to_string();
+            let mut de = DeviceEnergy::new(dev, m).unwrap();
+            let mut worst: f64 = 0.0;
+            for from in [0.0, 0.5] {
+                let x: Vec<f64> = x0
+                    .iter()
+                    .zip(&x_star)
+                    .map(|(a, b)| a + from * (b - a))
+                    .collect();
+                let d: Vec<f64> = x.iter().zip(&x_star).map(|(a, b)| b - a).collect();
+                de.begin(dev, &problem, &x, &d, 1.0).unwrap();
+                for alpha in [1.0, 0.5, 1e-1, 1e-2, 1e-3, 1e-4, 1e-6] {
+                    let xt: Vec<f64> = x.iter().zip(&d).map(|(a, b)| a + alpha * b).collect();
+                    let want = problem.energy_difference(m, &x, &xt);
+                    let got = de.difference(dev, &problem, &xt).unwrap();
+                    let err = (got.value - want).abs();
+                    eprintln!(
+                        "{scene} {name} from {from} α = {alpha:.0e}: ΔE f64 {want:.6e} J, \
+                         device {:.6e} J, error {err:.2e} J, bound {:.2e} J ({:.2})",
+                        got.value,
+                        got.slack,
+                        err / got.slack
+                    );
+                    assert!(
+                        want.is_finite(),
+                        "{scene}: the path to Newton's solution is feasible"
+                    );
+                    assert!(
+                        err <= got.slack,
+                        "{scene} {name} from {from} α = {alpha}: error {err:e} J over the bound {:e} J",
+                        got.slack
+                    );
+                    worst = worst.max(err / got.slack);
+                    if from == 0.0 && alpha == 1.0 {
+                        // The full step's decrease must be far above the bound, or the device
+                        // could never decide a Newton step's first trial.
+                        assert!(
+                            got.slack < 0.05 * want.abs(),
+                            "{scene} {name}: bound {:e} J against ΔE = {want:e} J",
+                            got.slack
+                        );
+                    }
+                }
+            }
+            eprintln!("{scene} {name}: largest error / bound {worst:.3}");
+            // The search itself: from the start along the way to Newton's solution and along
+            // 4× and 16× that (the filter and the halvings then choose α), and from 1e-5 of
+            // the way short of it (a decrease below the device's bound: the host decides), the
+            // device search accepts the α the f64 search accepts.
+            let near: Vec<f64> = x0
+                .iter()
+                .zip(&x_star)
+                .map(|(a, b)| b + 1e-5 * (a - b))
+                .collect();
+            for (from, scale) in [(&x0, 1.0), (&x0, 4.0), (&x0, 16.0), (&near, 1.0)] {
+                let mut g = vec![0.0; from.len()];
+                let e0 = problem.energy_change(m, from);
+                problem.gradient(m, from, &mut g);
+                let d: Vec<f64> = from
+                    .iter()
+                    .zip(&x_star)
+                    .map(|(a, b)| scale * (b - a))
+                    .collect();
+                let gd: f64 = g.iter().zip(&d).map(|(a, b)| a * b).sum();
+                let mut xn = Vec::new();
+                let want = jello::solver::backtracking(&problem, m, from, &d, e0, gd, &mut xn);
+                let got =
+                    device_backtracking(&mut de, dev, &problem, m, from, &d, e0, true, gd, &mut xn)
+                        .unwrap();
+                let close = std::ptr::eq(from, &near);
+                eprintln!(
+                    "{scene} {name} search {} along {scale}·(x* − x): f64 α = {} in {} trials, \
+                     device α = {} ({} trials on the device, {} on the host)",
+                    if close { "near x*" } else { "from the start" },
+                    want.alpha,
+                    want.trials,
+                    got.result.alpha,
+                    got.device_trials,
+                    got.host_trials
+                );
+                assert!(want.accepted && got.result.accepted);
+                assert_eq!(got.result.alpha, want.alpha, "{scene} {name} ×{scale}");
+                if close {
+                    assert!(
+                        got.host_trials > 0,
+                        "{scene} {name}: near x* the host decides"
+                    );
+                }
+                assert!(
+                    (got.result.energy - want.energy).abs() <= 1e-3 * want.energy.abs(),
+                    "{scene} {name} ×{scale}: energy {} against {}",
+                    got.result.energy,
+                    want.energy
+                );
+            }
+            de.free(dev);
+        }
+    }
+}
+
+/// `dev_rounding` (per group of 256 terms, Σ_t Σ_c Σ_k |f|·|p| over the terms' corner forces
+/// and the coordinates their stencils read; the line search's round-off bound) against an f64
+/// evaluation, twin and GPU, on random forces, coordinates and stencils, written at an offset
+/// into a NaN-poisoned output. All terms are ≥ 0, so the f32 sums (12 products per corner set,
+/// an 8-level tree) err by at most ~25·2⁻²⁴ relative; tolerance 1e-5.
+#[test]
+fn dev_rounding_matches_f64() {
+    let mut rng = common::rng("dev_rounding_matches_f64");
+    let nc: usize = 500 + rng.random_range(0..500);
+    let n: usize = 1000 + rng.random_range(0..2000);
+    let groups = n.div_ceil(256);
+    let off: usize = 3 + rng.random_range(0..5);
+    let r = |rng: &mut ChaCha8Rng| rng.random_range(-1.0f32..1.0);
+    let forces: Vec<GpuVec4> = (0..4 * n)
+        .map(|_| {
+            [
+                1e3 * r(&mut rng),
+                r(&mut rng),
+                1e-3 * r(&mut rng),
+                r(&mut rng),
+            ]
+        })
+        .collect();
+    let coords: Vec<GpuVec4> = (0..nc)
+        .map(|_| [r(&mut rng), 0.1 * r(&mut rng), r(&mut rng), 7.0])
+        .collect();
+    let stencils: Vec<[u32; 4]> = (0..n)
+        .map(|_| std::array::from_fn(|_| rng.random_range(0..nc as u32)))
+        .collect();
+    let mut want = vec![0.0f64; groups];
+    for (t, s) in stencils.iter().enumerate() {
+        for (c, &v) in s.iter().enumerate() {
+            for k in 0..3 {
+                want[t / 256] +=
+                    (forces[4 * t + c][k] as f64).abs() * (coords[v as usize][k] as f64).abs();
+            }
+        }
+    }
+    let data = [
+        Data::V(forces),
+        Data::V(coords),
+        Data::T(stencils),
+        common::kernels::nan_f(off + groups),
+    ];
+    let params = Params {
+        u1: off as u32,
+        ..Params::default()
+    };
+    let (cpu, gpu) = run_both(Kernel::DevRounding, &data, params, n as u32);
+    for (name, out) in [("twin", Some(&cpu)), ("gpu", gpu.as_ref())] {
+        let Some(out) = out else { continue };
+        let got = &out[3][off..off + groups];
+        let err = got
+            .iter()
+            .zip(&want)
+            .map(|(&g, &w)| (g as f64 - w).abs() / w)
+            .fold(0.0, f64::max);
+        eprintln!("dev_rounding {name}: {groups} groups, largest relative error {err:.2e}");
+        assert!(err <= 1e-5, "{name}: {err:e}");
+        assert!(
+            out[3][..off].iter().all(|v| v.is_nan()),
+            "{name}: wrote below its offset"
+        );
     }
 }

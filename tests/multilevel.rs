@@ -615,6 +615,14 @@ fn bad_options_are_one_line_naming_the_key() {
             "name = \"newton\"\nsubspace_solve = \"direct\"",
             "solver.subspace_solve",
         ),
+        (
+            "name = \"multilevel\"\nline_search = \"gpu\"",
+            "solver.line_search",
+        ),
+        (
+            "name = \"newton\"\nline_search = \"host\"",
+            "solver.line_search",
+        ),
         ("name = \"qn\"\nn_cg = 8", "solver.n_cg"),
         ("name = \"multilevel\"\nhandle_count = 8", "handle_count"),
     ] {
@@ -630,9 +638,10 @@ fn bad_options_are_one_line_naming_the_key() {
     }
 }
 
-/// `[solver] rescue_after` and `subspace_solve` reach the parameters: a count sets the
-/// threshold (the rescue's other settings stay the defaults), 0 turns the rescue off, absent
-/// keeps the default; `direct` / `pcg` set `subspace_direct`.
+/// `[solver] rescue_after`, `subspace_solve` and `line_search` reach the parameters: a count
+/// sets the threshold (the rescue's other settings stay the defaults), 0 turns the rescue off,
+/// absent keeps the default; `direct` / `pcg` set `subspace_direct`; `device` / `host` set
+/// `device_line_search`.
 #[test]
 fn the_rescue_after_and_subspace_solve_keys_reach_the_params() {
     let path = common::bundled_scene_path("contact_stack.toml");
@@ -660,6 +669,17 @@ fn the_rescue_after_and_subspace_solve_keys_reach_the_params() {
             "{extra:?}"
         );
         assert!(!built.config.multilevel.subspace_direct);
+    }
+    for (value, device) in [("device", true), ("host", false)] {
+        let t = text.replace(
+            "name = \"newton\"",
+            &format!("name = \"multilevel\"\nline_search = \"{value}\""),
+        );
+        let built = Scene::parse(&path, &t).unwrap().build().unwrap();
+        assert_eq!(
+            jello::runner::multilevel_params(&built.config).device_line_search,
+            device
+        );
     }
     for (value, direct) in [("direct", true), ("pcg", false)] {
         let t = text.replace(

@@ -850,7 +850,7 @@ impl<'a> StepProblem<'a> {
     /// The inertia (and load) part of E(x_b) − E(x_a), J, vertex by vertex:
     /// ½m·w·(x_b − x_a)·(x_b + x_a − 2x̃) − f·(x_b − x_a). It never forms ½m·w|x − x̃|², whose
     /// constant part (½‖h²g‖²_M: ~5e10 J for a 1 m beam at h = 1e4 s) would swamp the change.
-    fn inertia_difference(&self, xa: &[f64], xb: &[f64]) -> f64 {
+    pub fn inertia_difference(&self, xa: &[f64], xb: &[f64]) -> f64 {
         let w = self.inertia;
         let mut e = 0.0;
         for (v, m) in self.model.mass.iter().enumerate() {
@@ -1276,8 +1276,8 @@ impl<'a> StepProblem<'a> {
     }
 
     /// Obstacle barrier energy, J (+∞ if any vertex is on or inside an obstacle, or a surface
-    /// primitive touches a sphere or box).
-    fn obstacle_barrier_energy(&self, x: &[f64]) -> f64 {
+    /// primitive touches a sphere or box). IPC contact between meshes is not included.
+    pub fn obstacle_barrier_energy(&self, x: &[f64]) -> f64 {
         if self.model.obstacles.is_empty() {
             return 0.0;
         }

@@ -386,8 +386,9 @@ pub fn setup(built: &BuiltScene, backend: Backend, cache_dir: Option<&Path>) -> 
 ///   backend cannot run (static solves, spheres or boxes) use the CPU.
 /// - `multilevel`: with `--backend gpu` (not `auto`) its Newton direction — the levels'
 ///   block-Jacobi PCGs and the Jacobi-PCG smoother — runs on the device in f32
-///   ([`crate::solver::multilevel::MultilevelSolver::attach_device`]); gradients, Hessian terms,
-///   step filter and line search stay f64 on the CPU.
+///   ([`crate::solver::multilevel::MultilevelSolver::attach_device`]) and so do the line
+///   search's energies (decided in f64 on the host where f32 cannot tell); gradients, Hessian
+///   terms and the step filter stay f64 on the CPU.
 /// - `admm`: the same loop on the device backend (f32 local steps and residuals, the
 ///   prefactored x-step in f64 on the CPU) or the f64 CPU backend; what ADMM refuses
 ///   (obstacles, static solves) is an error on either.
@@ -547,8 +548,8 @@ pub fn setup_on(
         );
     }
     if choice.backend == Backend::Gpu && config.solver == "multilevel" {
-        // The Newton direction (levels and smoother) on the device; gradients, Hessian terms and
-        // the line search stay f64 on the host.
+        // The Newton direction (levels and smoother) and the line search's energies on the
+        // device; gradients, Hessian terms and the step filter stay f64 on the host.
         match Device::new(Backend::Gpu) {
             Err(e) if strict => return Err(e),
             Err(e) => fall_back(&mut choice, e.to_string()),

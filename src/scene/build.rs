@@ -63,7 +63,7 @@ pub struct RunConfig {
     /// DOT subdomains (`[solver] subdomains`; default the thread count, 1 for lbfgs-h).
     pub subdomains: Option<usize>,
     /// Multilevel options (`[solver]` keys `handles`, `n_cg`, `jump_factor`, `lag_refresh`,
-    /// `subspace_stop`, `smoother`, `rescue_after`, `subspace_solve`; the stop rule and iteration cap are filled in by the runner).
+    /// `subspace_stop`, `smoother`, `rescue_after`, `subspace_solve`, `line_search`; the stop rule and iteration cap are filled in by the runner).
     pub multilevel: MultilevelParams,
     /// Newton's eigenvalue filter (`[solver] eigen_filter`; `None`: not given, clamp).
     pub eigen_filter: Option<HessianFilter>,
@@ -1526,6 +1526,7 @@ fn multilevel_params(cx: &Ctx, s: &SolverSpec, solver: &str) -> Result<Multileve
         ("solver.smoother", s.smoother.is_some()),
         ("solver.rescue_after", s.rescue_after.is_some()),
         ("solver.subspace_solve", s.subspace_solve.is_some()),
+        ("solver.line_search", s.line_search.is_some()),
     ];
     if solver != "multilevel" {
         if let Some((key, _)) = given.iter().find(|(_, g)| *g) {
@@ -1589,6 +1590,18 @@ fn multilevel_params(cx: &Ctx, s: &SolverSpec, solver: &str) -> Result<Multileve
                 return Err(cx.err(
                     "solver.subspace_solve",
                     format!("unknown solve `{other}` (expected pcg or direct)"),
+                ))
+            }
+        };
+    }
+    if let Some(name) = s.line_search.as_deref() {
+        p.device_line_search = match name {
+            "device" => true,
+            "host" => false,
+            other => {
+                return Err(cx.err(
+                    "solver.line_search",
+                    format!("unknown place `{other}` (expected device or host)"),
                 ))
             }
         };

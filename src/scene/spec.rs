@@ -199,6 +199,9 @@ pub struct SolverSpec {
     /// Galerkin matrix, levels up to 1,200 DOFs; CPU path).
     #[serde(default)]
     pub subspace_solve: Option<String>,
+    /// Multilevel: where the line search's energies are evaluated with `--backend gpu`
+    /// (`device`, default; `host`).
+    pub line_search: Option<String>,
 }
 
 impl SolverSpec {
@@ -254,6 +257,7 @@ impl Default for SolverSpec {
             smoother: None,
             rescue_after: None,
             subspace_solve: None,
+            line_search: None,
         }
     }
 }

@@ -13,6 +13,8 @@ pub struct LineSearchResult {
     pub energy: f64,
     /// Whether sufficient decrease was met.
     pub accepted: bool,
+    /// Trial points evaluated.
+    pub trials: usize,
 }
 
 /// Armijo backtracking from `x` along `dx`: starts at the filter's limit, halves until
@@ -37,6 +39,7 @@ pub fn backtracking(
 ) -> LineSearchResult {
     let mut alpha = problem.step_limit(x, dx);
     x_new.resize(x.len(), 0.0);
+    let mut trials = 0;
     for _ in 0..40 {
         if alpha <= 0.0 {
             break;
@@ -44,6 +47,7 @@ pub fn backtracking(
         for k in 0..x.len() {
             x_new[k] = x[k] + alpha * dx[k];
         }
+        trials += 1;
         let e = problem.energy_change(elastic, x_new);
         // The slack absorbs round-off near convergence, where the decrease is below the last
         // digits of the summed terms.
@@ -53,6 +57,7 @@ pub fn backtracking(
                 alpha,
                 energy: e,
                 accepted: true,
+                trials,
             };
         }
         alpha *= 0.5;
@@ -61,5 +66,6 @@ pub fn backtracking(
         alpha: 0.0,
         energy: e0,
         accepted: false,
+        trials,
     }
 }

@@ -718,6 +718,11 @@ impl DeviceDirection {
         &self.dev
     }
 
+    /// The device, for other work of the solver on it (the line search's energies).
+    pub fn device_mut(&mut self) -> &mut Device {
+        &mut self.dev
+    }
+
     /// Uploads this iteration's `h_sub` (levels) and `h_lag` (smoother; its inverse diagonal is
     /// the Jacobi preconditioner), replacing the last ones.
     pub fn upload(

@@ -1,9 +1,9 @@
 //! IPC contact of a step on a [`Device`]: the barrier κ·Σ m·b(d²) over a candidate pair list
 //! (`ipc_pairs`) and the lagged friction Σ μλ·f₀(‖u‖) (`ipc_friction`), with their gradient
 //! summed per model vertex (`ipc_gather`, one pass per term over host-built CSRs) — the contact
-//! half of the multilevel solver's device gradient and line-search energies (issue 13). The
-//! solver's loop does not call it yet: [`DeviceContact`] is checked term by term against the
-//! f64 [`StepProblem`] in `tests/gpu_multilevel.rs`.
+//! half of the multilevel solver's device gradient and line-search energies (issue 13; the
+//! line search uses it through [`super::device_energy`]). [`DeviceContact`] is checked term by
+//! term against the f64 [`StepProblem`] in `tests/gpu_multilevel.rs`.
 //!
 //! **Data.** Positions are the collision routines' array ([`StepProblem::contact_positions`]:
 //! model vertices, then obstacle vertices where the step has them), as f32 relative to the
@@ -22,13 +22,16 @@
 //! a pair at d² ≤ 0 reports [`IPC_SENTINEL`] and makes the barrier +∞, as the f64 potential's.
 
 use super::device::upload_nonempty;
+use super::device_energy::ROUNDING_UNIT;
 use crate::contact::friction::FrictionSet;
 use crate::contact::{ContactPair, IpcContact};
 use crate::error::{JelloError, Result};
+use crate::gpu::twins::backend::dev_groups;
 use crate::gpu::twins::friction::FRICTION_GRADIENT;
 use crate::gpu::twins::ipc::{IPC_GRADIENT, IPC_SENTINEL};
 use crate::gpu::{
-    Buf, Device, GpuFrictionPair, GpuMat3, GpuPair, GpuVec4, Kernel, Params, Plan, VertexCsr,
+    Buf, Device, GpuFrictionPair, GpuMat3, GpuPair, GpuTet, GpuVec4, Kernel, Params, Plan,
+    VertexCsr,
 };
 use crate::problem::StepProblem;
 use std::sync::Arc;
@@ -40,12 +43,21 @@ pub struct ContactEnergy {
     pub barrier: f64,
     /// Σ μλ·f₀(‖u‖) over the lagged friction pairs.
     pub friction: f64,
+    /// With [`DeviceContact::evaluate_bounded`]: the first-order effect on both of rounding
+    /// their inputs to f32 (J): Σ_pairs Σ_corners Σ_k |f_k|·|p_k|·2⁻²⁴ over the pairs' corner
+    /// forces f and the coordinates p they read (positions relative to the centroid for the
+    /// barrier, step displacements for friction; `dev_rounding`). 0 otherwise.
+    pub rounding: f64,
 }
 
 /// One term's pairs on the device: the list, the vertex→(pair, slot) CSR over the collision
 /// positions, and per-pair outputs.
 struct PairTerm<T> {
     n: usize,
+    /// Each pair's collision vertices (for `dev_rounding`).
+    stencils: Buf<GpuTet>,
+    /// `dev_rounding`'s per-group partials.
+    rounding: Buf<f32>,
     list: Buf<T>,
     offsets: Buf<u32>,
     csr_pairs: Buf<u32>,
@@ -66,6 +78,8 @@ impl<T: bytemuck::Pod + Default> PairTerm<T> {
         let n = list.len();
         Ok(PairTerm {
             n,
+            stencils: upload_nonempty(dev, "contact stencils", stencils)?,
+            rounding: dev.alloc("contact rounding partials", dev_groups(n).max(1))?,
             list: upload_nonempty(dev, label, list)?,
             offsets: dev.upload("contact csr offsets", &csr.offsets)?,
             csr_pairs: upload_nonempty(dev, "contact csr pairs", &csr.tets)?,
@@ -76,12 +90,36 @@ impl<T: bytemuck::Pod + Default> PairTerm<T> {
     }
 
     fn free(self, dev: &mut Device) {
+        dev.free(self.stencils);
+        dev.free(self.rounding);
         dev.free(self.list);
         dev.free(self.offsets);
         dev.free(self.csr_pairs);
         dev.free(self.csr_slot);
         dev.free(self.energy);
         dev.free(self.grad);
+    }
+
+    /// Records `dev_rounding` over the per-pair forces of the last gradient pass and the
+    /// coordinates `coords` the pairs read.
+    fn record_rounding(&self, plan: &mut Plan, coords: &Buf<GpuVec4>) {
+        plan.dispatch(
+            Kernel::DevRounding,
+            &[
+                self.grad.id(),
+                coords.id(),
+                self.stencils.id(),
+                self.rounding.id(),
+            ],
+            Params::new(),
+            self.n as u32,
+        );
+    }
+
+    /// The sum of the `dev_rounding` partials (J, the 2⁻²⁴ applied).
+    fn read_rounding(&self, dev: &mut Device) -> Result<f64> {
+        let p = dev.read_range(&self.rounding, 0..dev_groups(self.n))?;
+        Ok(p.iter().map(|&v| v as f64).sum::<f64>() * ROUNDING_UNIT)
     }
 
     /// Records `g[v] += Σ grad[4·pair + slot]` over the model's `rows` vertices (`unused`: the
@@ -215,6 +253,23 @@ impl DeviceContact {
         x: &[f64],
         gradient: Option<&mut [f64]>,
     ) -> Result<ContactEnergy> {
+        self.run(dev, x, gradient, false)
+    }
+
+    /// The energies at `x` as [`Self::evaluate`] without the gradient, and their rounding
+    /// bound ([`ContactEnergy::rounding`]; the per-pair forces are computed for it on the
+    /// device, and only per-group partials come back).
+    pub fn evaluate_bounded(&mut self, dev: &mut Device, x: &[f64]) -> Result<ContactEnergy> {
+        self.run(dev, x, None, true)
+    }
+
+    fn run(
+        &mut self,
+        dev: &mut Device,
+        x: &[f64],
+        gradient: Option<&mut [f64]>,
+        bounded: bool,
+    ) -> Result<ContactEnergy> {
         if x.len() != 3 * self.n_model {
             return Err(JelloError::Solver(format!(
                 "device contact: {} coordinates for {} vertices",
@@ -251,9 +306,10 @@ impl DeviceContact {
                 .collect();
             dev.write(&self.dx, 0, &dx)?;
         }
-        let want_g = gradient.is_some();
+        let gather = gradient.is_some();
+        let want_g = gather || bounded;
         let mut plan = Plan::new();
-        if want_g {
+        if gather {
             dev.write(&self.g, 0, &vec![[0.0f32; 4]; self.n_model])?;
         }
         if self.barrier.n > 0 {
@@ -276,7 +332,10 @@ impl DeviceContact {
                 },
                 self.barrier.n as u32,
             );
-            if want_g {
+            if bounded {
+                self.barrier.record_rounding(&mut plan, &self.x);
+            }
+            if gather {
                 self.barrier.gather(
                     &mut plan,
                     (&self.dummy_hess, &self.dummy_hdiag),
@@ -299,7 +358,10 @@ impl DeviceContact {
                     .f0(self.eps),
                 self.friction.n as u32,
             );
-            if want_g {
+            if bounded {
+                self.friction.record_rounding(&mut plan, &self.dx);
+            }
+            if gather {
                 self.friction.gather(
                     &mut plan,
                     (&self.dummy_hess, &self.dummy_hdiag),
@@ -321,6 +383,14 @@ impl DeviceContact {
         if self.friction.n > 0 {
             let e = dev.read_range(&self.friction.energy, 0..self.friction.n)?;
             out.friction = e.iter().map(|&v| v as f64).sum();
+        }
+        if bounded {
+            if self.barrier.n > 0 {
+                out.rounding += self.barrier.read_rounding(dev)?;
+            }
+            if self.friction.n > 0 {
+                out.rounding += self.friction.read_rounding(dev)?;
+            }
         }
         if let Some(g) = gradient {
             let gv = dev.read_range(&self.g, 0..self.n_model)?;

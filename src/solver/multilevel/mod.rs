@@ -262,8 +262,8 @@
 //! ([`MultilevelSolver::attach_device`], [`device::DeviceDirection`]): the host keeps the f64
 //! gradient, the Hessian terms (per-vertex/pair base, lagged elastic Hessian, cubature element
 //! Hessians, contact stencils, all assembled as on the CPU path), the 12×12 Galerkin block
-//! diagonals and their inverses, the CCD/inversion step filter and the Armijo line search; it
-//! uploads the two Hessians and `−g` each iteration, and the device runs the affine and SMS
+//! diagonals and their inverses and the CCD/inversion step filter (the line search's energies
+//! are on the device too, below); it uploads the two Hessians and `−g` each iteration, and the device runs the affine and SMS
 //! block-Jacobi PCGs (Galerkin products lift → H·x → restrict, every vector update and dot
 //! product on the device), the residual update `r ← r − H U q` and the N_cg Jacobi-PCG smoother,
 //! and hands back `d` and `d_s` (32·n bytes). The lagged Hessian's block-row layout
@@ -338,8 +338,7 @@
 //! 2.9e-9 m of the CPU run's.
 //!
 //! Next on the device: `RᵀGR`'s Galerkin products on the device (they are host f64 today), then
-//! the gradient, step filter and line-search energies on the `dev_*` kernels
-//! (the device backend's `PotentialBackend`), so that H's terms are assembled where they are
+//! the gradient and step filter, so that H's terms are assembled where they are
 //! used instead of uploaded each
 //! iteration (today: the base and lagged BSR, 48 bytes a block, and 576 bytes per cubature
 //! sample and contact stencil). `ml_restrict` gives each handle one workgroup: right for the SMS
@@ -355,8 +354,47 @@
 //! were off by up to 6%) and their gradient gathered per vertex (`ipc_gather`). On the cube
 //! stack's landing step (3,276 candidates, 814 friction pairs) it matches the f64 potential to
 //! 4.9e-6 (barrier), 1.2e-7 (friction) and 1.1e-5 (gradient) on the twins, lavapipe and
-//! llvmpipe-GL. The loop does not call it yet: the elastic and inertia terms, and a line search
-//! whose f32 energy differences resolve the decrease near convergence, come next.
+//! llvmpipe-GL.
+//!
+//! **The line search on the device** ([`device_energy`], on by default with a device;
+//! `[solver] line_search = "host"` keeps it f64). Each trial's E(x_t) − E(x) is formed from
+//! the `elastic` + `dev_element_energy` element differences and `DeviceContact`'s barrier and
+//! friction on the swept candidates, with inertia and the obstacle barriers in f64 on the host
+//! (a few flops per vertex). The Armijo test is decided on the device's value when it clears
+//! the threshold by more than its round-off bound, and in f64 otherwise — so the accepted α is
+//! always the one the f64 search accepts. The bound had to be built from the inputs' rounding,
+//! not from the energies' size: the energies keep f32 precision relative to themselves (they
+//! are evaluated in σ − 1), but positions rounded at the body's scale move a stiff element's
+//! energy by |force|·|position|·2⁻²⁴ — on `contact_hetero` (1e10 Pa hoop) 100× more than
+//! 2⁻²⁴·Ψ. So `dev_rounding` sums Σ|f|·|p| over the element and pair corner forces at both
+//! points, and the slack is twice that plus 1e-6 of the magnitudes. Measured
+//! (`device_line_search_energy_is_within_its_bound`, trials 1e-6…1 of a Newton step): error /
+//! bound at most 0.026 (cube stack), 0.004 (`contact_hetero`), 0.007 (drop at impact) on the
+//! twins and lavapipe; the device and f64 searches accept the same α from the start, along 4×
+//! and 16× overshoots, and 1e-5 short of Newton's solution (where the host decides). Without
+//! the rounding term (a bound from the magnitudes alone) one trial of `contact_hetero`'s impact
+//! step was wrongly rejected: an f32 pair at distance 0 where f64 had 1e-8 m — such a trial now
+//! goes to the host.
+//!
+//! Measured on `contact_hetero` at ball resolution 12 (2,341 vertices, 10,656 tets, 30 steps;
+//! `JELLO_BENCH_HET_RESOLUTION=12 JELLO_BENCH_HET_SOLVERS=multilevel-twins,\
+//! multilevel-twins-hostls,multilevel-gpu,multilevel-gpu-hostls cargo bench --bench
+//! multilevel_hetero`, one run, 16 cores):
+//!
+//! | direction on | line search | Newton its | CG | LS trials device / host | LS time | total |
+//! |---|---|---|---|---|---|---|
+//! | twins | device | 172 | 99,381 | 171 / 211 | 3.3 s | 29.9 s |
+//! | twins | host f64 | 172 | 99,381 | 0 / 382 | 1.0 s | 32.0 s |
+//! | lavapipe | device | 238 | 35,680 | 489 / 320 | 9.2 s | 66.6 s |
+//! | lavapipe | host f64 | 238 | 35,680 | 0 / 809 | 1.9 s | 57.6 s |
+//!
+//! The same iterations and CG counts with the line search on either side: every α is the f64
+//! search's. 45–60% of the trials are decided on the device; the rest are the converging
+//! iterations' trials, whose decrease is below what f32 positions can resolve. On these
+//! software adapters the device trials cost more than the host's f64 ones (8.6 ms against
+//! 2.6 ms per trial on the twins: the elastic pass with corner forces, the rounding sums, the
+//! swept candidate list and friction pairs uploaded per search); whether a hardware GPU turns
+//! that around is not measured (no device was lent to this work).
 //!
 //! # Next steps
 //! - The SMS level's conditioning under contact: its block-Jacobi PCG hits the 200-iteration cap
@@ -364,8 +402,8 @@
 //!   Galerkin matrix (the direct solve is even with the PCG there now, its assembly serial) or
 //!   a contact-aware coarse space.
 //! - The rest of the GPU backend (see "On the device" above): the coarse matrix's products,
-//!   and the gradient, step filter and line-search energies on the device so that H's terms
-//!   need not cross the bus each iteration; the heterogeneous bench on a hardware GPU.
+//!   and the gradient and step filter on the device so that H's terms need not cross the bus
+//!   each iteration; the heterogeneous bench on a hardware GPU.
 //! - The stiffness sweep on thinner shells (r/t of a basketball, ~40, needs a finer mesh or a
 //!   shell generator) to see whether the ratio reaches the paper's 40×; and why the JGS2
 //!   smoother stagnates from E = 1e7 (see above).
@@ -373,6 +411,7 @@
 pub mod cache;
 pub mod device;
 pub mod device_contact;
+pub mod device_energy;
 pub mod levels;
 pub mod operator;
 pub mod params;

@@ -129,6 +129,11 @@ pub struct MultilevelParams {
     /// up to [`super::SUBSPACE_DIRECT_MAX_DIM`] DOFs, larger ones keep the PCG;
     /// CPU path only). Default false.
     pub subspace_direct: bool,
+    /// With a device attached ([`super::MultilevelSolver::attach_device`]): evaluate the line
+    /// search's trials on it ([`super::device_energy`]), deciding the Armijo test there when
+    /// the device's change clears the threshold by more than its round-off bound and in f64
+    /// on the host otherwise. `false`: every trial in f64 on the host. Default true.
+    pub device_line_search: bool,
 }
 
 /// When and how the multilevel loop stops trusting its inexact directions (see
@@ -172,6 +177,7 @@ impl Default for MultilevelParams {
             smoother: Preconditioner::Jacobi,
             rescue: Some(Rescue::default()),
             subspace_direct: false,
+            device_line_search: true,
         }
     }
 }

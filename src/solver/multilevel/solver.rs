@@ -2,6 +2,7 @@
 //! the choices it makes.
 
 use super::device::DeviceDirection;
+use super::device_energy::{device_backtracking, DeviceEnergy};
 use super::levels::Level;
 use super::operator::{invert_blocks, ElementTerm, HessianOperator};
 use super::params::{LagRefresh, MultilevelParams, MultilevelStop, Preconditioner};
@@ -42,6 +43,12 @@ pub struct MultilevelStats {
     pub descent_fallbacks: usize,
     /// Newton iterations run under the stall rescue ([`super::Rescue`]).
     pub rescued: usize,
+    /// Line-search trials decided on the device's energy change
+    /// ([`super::device_energy::device_backtracking`]).
+    pub ls_device_trials: usize,
+    /// Line-search trials decided in f64 on the host: every trial on the CPU path; with the
+    /// device, those whose device change was within its round-off bound of the threshold.
+    pub ls_host_trials: usize,
 }
 
 impl MultilevelStats {
@@ -76,6 +83,9 @@ pub struct MultilevelSolver {
     stats: MultilevelStats,
     /// Where the direction is computed when not on the CPU ([`Self::attach_device`]).
     device: Option<DeviceDirection>,
+    /// The line search's energies on `device` ([`MultilevelParams::device_line_search`];
+    /// built at the first step).
+    device_energy: Option<DeviceEnergy>,
     /// The JGS2 preconditioner of the full-space PCG ([`Preconditioner::Jgs2`];
     /// [`Self::set_jgs2_subspace`]).
     jgs2: Option<Jgs2Preconditioner>,
@@ -158,13 +168,16 @@ impl MultilevelSolver {
             elem: Vec::new(),
             stats: MultilevelStats::default(),
             device: None,
+            device_energy: None,
             jgs2: None,
         })
     }
 
     /// Computes each Newton direction (the levels' PCGs and the smoother) on `device` from now
-    /// on, in f32 (`--backend gpu`; the CPU twins with [`Device::cpu`]); gradients, Hessian
-    /// terms, the step filter and the line search stay f64 on the host, and so does the SMS
+    /// on, in f32 (`--backend gpu`; the CPU twins with [`Device::cpu`]), and with
+    /// [`MultilevelParams::device_line_search`] the line search's energies
+    /// ([`super::device_energy`]); gradients, Hessian terms and the step filter stay f64 on
+    /// the host, and so does the SMS
     /// level's affine coarse correction (a small dense Cholesky, added to the device's block
     /// Jacobi once per PCG iteration: one subspace vector each way).
     ///
@@ -185,6 +198,9 @@ impl MultilevelSolver {
             ));
         }
         let pinned: Vec<bool> = self.fixed.iter().step_by(3).copied().collect();
+        if let (Some(old), Some(e)) = (self.device.as_mut(), self.device_energy.take()) {
+            e.free(old.device_mut());
+        }
         self.device = Some(DeviceDirection::new(
             device,
             [self.affine.as_ref(), self.sms.as_ref()],
@@ -609,6 +625,15 @@ impl StepSolver for MultilevelSolver {
             return Err(JelloError::Solver(problem.diagnose_non_finite(elastic, x)));
         }
         let mut change = 0.0;
+        // Whether `change` is the f64 potential's value (a device line search's is not).
+        let mut change_exact = true;
+        if self.params.device_line_search {
+            if let Some(dd) = self.device.as_mut() {
+                if self.device_energy.is_none() {
+                    self.device_energy = Some(DeviceEnergy::new(dd.device_mut(), problem.model)?);
+                }
+            }
+        }
         let mut residual = problem.model.char_norm.residual(&g);
         let mut records = trace.then(Vec::new);
         if let Some(r) = records.as_mut() {
@@ -642,6 +667,7 @@ impl StepSolver for MultilevelSolver {
                 passes_left -= 1;
                 if problem.lag_friction(x) > 0 {
                     change = problem.energy_change(elastic, x);
+                    change_exact = true;
                     energy = problem.gradient(elastic, x, &mut g);
                     residual = problem.model.char_norm.residual(&g);
                     converged = matches!(stop, MultilevelStop::Shared(StopRule::Cn { eps }) if residual < eps);
@@ -846,7 +872,33 @@ impl StepSolver for MultilevelSolver {
                 break;
             }
             let t0 = Instant::now();
-            let ls = backtracking(problem, elastic, x, &d, change, g_dot_d, &mut x_new);
+            let ls = match (self.device.as_mut(), self.device_energy.as_mut()) {
+                (Some(dd), Some(de)) if self.params.device_line_search => {
+                    let out = device_backtracking(
+                        de,
+                        dd.device_mut(),
+                        problem,
+                        elastic,
+                        x,
+                        &d,
+                        change,
+                        change_exact,
+                        g_dot_d,
+                        &mut x_new,
+                    )?;
+                    self.stats.ls_device_trials += out.device_trials;
+                    self.stats.ls_host_trials += out.host_trials;
+                    if out.result.accepted {
+                        change_exact = out.exact;
+                    }
+                    out.result
+                }
+                _ => {
+                    let r = backtracking(problem, elastic, x, &d, change, g_dot_d, &mut x_new);
+                    self.stats.ls_host_trials += r.trials;
+                    r
+                }
+            };
             timings.line_search_ms += ms(t0);
             if !ls.accepted {
                 converged = iterations == 1 && start_converged;
@@ -881,6 +933,7 @@ impl StepSolver for MultilevelSolver {
             change = ls.energy;
             if contact && problem.raise_contact_stiffness(x, &mut min_gap_sq) {
                 change = problem.energy_change(elastic, x);
+                change_exact = true;
             }
             let t0 = Instant::now();
             energy = problem.gradient(elastic, x, &mut g);
