@@ -189,12 +189,19 @@
 //! with a 1e5 Pa core inside a 2 cm, 1e8 Pa shell, thrown down at 3 m/s onto a hoop of
 //! 1e10 Pa clamped on its outer cylinder, friction μ = 0.5, h = 0.01 s, CN 1e-7; the ball lands
 //! on the rim on step 3 and comes to rest there. Ball resolution 26: 19,827 vertices, 105,744
-//! tets; 40 handles, 3,245 cubature samples, N_cg 20; precompute 311 s with the K-means field
-//! cache (cubature 290 s, partition 18 s, geodesics 0.5 s, weights 1.9 s; `jello precompute`
-//! on the scene at resolution 26; before the cache 425 s, partition 100 s; 258 + 2 bytes per
-//! vertex; cached after the first run, as `jello precompute` does). The cubature is now 93% of
-//! it and runs nearly serially (user time 334 s for 311 s of wall time on 2 cores), so a few
-//! partitions' fits likely dominate its parallel loop over partitions (not yet profiled). Release build, rayon on the 2-core VM, nothing else
+//! tets; 40 handles, 3,245 cubature samples, N_cg 20; precompute 41 s (`jello precompute` on
+//! the scene at resolution 26: geodesics 0.6 s, partition 19.4 s, weights 1.9 s, cubature
+//! 19.0 s; 258 + 2 bytes per vertex; cached after the first run, as `jello precompute` does).
+//! It was 425 s, then 322 s with the K-means field cache (partition 100 → 22 s); the cubature's
+//! 298 s were one partition — 29,012 elements (of 105,744), covered by 37 handles, 741
+//! moment targets — whose fit ran alone while the other 39 took under 10 s together. Profiled
+//! (`perf`): the NNLS formed the p × p Gram matrix of every candidate set and refactored the
+//! passive set per iteration (p up to 4,576 columns, 571 positive weights), and nalgebra's
+//! unblocked SVD orthonormalised the targets. Now [`jello_precompute::nnls::nnls_from`] works
+//! on the columns, grows and downdates the passive set's Cholesky factor, and starts each
+//! sampling round from the last round's weights (298 → 57.6 s), and faer's SVD gives the
+//! orthonormal targets directly as V (57.6 → 19.0 s); the same 3,245 samples, fit error
+//! 1.3e-13 (before 1.2e-13). Release build, rayon on the 2-core VM, nothing else
 //! running; 30 steps, both solvers in one run of the binary:
 //!
 //! | solver | total s | ms/step mean (max) | Newton its | CG (affine + SMS + full) | unconverged |
@@ -379,7 +386,7 @@
 //! Measured on `contact_hetero` at ball resolution 12 (2,341 vertices, 10,656 tets, 30 steps;
 //! `JELLO_BENCH_HET_RESOLUTION=12 JELLO_BENCH_HET_SOLVERS=multilevel-twins,\
 //! multilevel-twins-hostls,multilevel-gpu,multilevel-gpu-hostls cargo bench --bench
-//! multilevel_hetero`, one run, 16 cores):
+//! multilevel_hetero`, one run, the 2-core VM):
 //!
 //! | direction on | line search | Newton its | CG | LS trials device / host | LS time | total |
 //! |---|---|---|---|---|---|---|
