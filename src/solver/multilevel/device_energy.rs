@@ -442,5 +442,6 @@ pub fn device_backtracking(
         }
         alpha *= 0.5;
     }
+    out.result.trials = out.device_trials + out.host_trials;
     Ok(out)
 }
