@@ -418,7 +418,7 @@ impl DeviceContact {
 }
 
 /// `p − origin` as an f32 vec4 (w = 0), the difference in f64 first.
-fn rel(p: &[f64; 3], origin: &[f64; 3]) -> GpuVec4 {
+pub(super) fn rel(p: &[f64; 3], origin: &[f64; 3]) -> GpuVec4 {
     [
         (p[0] - origin[0]) as f32,
         (p[1] - origin[1]) as f32,

@@ -102,17 +102,10 @@ struct Base {
     contact: Option<(DeviceContact, ContactEnergy)>,
 }
 
-/// `p − origin` as f32 (difference in f64 first).
+/// The flat positions `x` (m) relative to `origin` as f32 vec4s.
 fn rel(x: &[f64], origin: [f64; 3]) -> Vec<GpuVec4> {
     x.chunks_exact(3)
-        .map(|p| {
-            [
-                (p[0] - origin[0]) as f32,
-                (p[1] - origin[1]) as f32,
-                (p[2] - origin[2]) as f32,
-                0.0,
-            ]
-        })
+        .map(|p| super::device_contact::rel(&[p[0], p[1], p[2]], &origin))
         .collect()
 }
 

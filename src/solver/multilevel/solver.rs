@@ -629,6 +629,10 @@ impl StepSolver for MultilevelSolver {
         let mut change_exact = true;
         if self.params.device_line_search {
             if let Some(dd) = self.device.as_mut() {
+                // Built for the model's mesh at the first step (rebuilt if handed another).
+                if let Some(old) = self.device_energy.take_if(|e| !e.fits(problem.model)) {
+                    old.free(dd.device_mut());
+                }
                 if self.device_energy.is_none() {
                     self.device_energy = Some(DeviceEnergy::new(dd.device_mut(), problem.model)?);
                 }
