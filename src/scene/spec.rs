@@ -201,6 +201,7 @@ pub struct SolverSpec {
     pub subspace_solve: Option<String>,
     /// Multilevel: where the line search's energies are evaluated with `--backend gpu`
     /// (`device`, default; `host`).
+    #[serde(default)]
     pub line_search: Option<String>,
 }
 

@@ -487,8 +487,14 @@ pub(crate) fn check_k(k: usize, n: usize, n_components: usize) -> Result<()> {
     Ok(())
 }
 
+/// The integration tests' fixtures (the Kuhn-split box grid), shared with the unit tests.
+#[cfg(test)]
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
 #[cfg(test)]
 mod tests {
+    use super::common;
     use super::*;
 
     /// A path 0–1–…–7 labelled [0 0 1 1 0 0 1 1]: both partitions come in two pieces. After
@@ -536,54 +542,12 @@ mod tests {
         assert_eq!(&label[4..6], &[0, 0]);
     }
 
-    /// A Kuhn-split box of `nx × ny × nz` unit cells of side `dx` (positively oriented).
-    fn kuhn_box(nx: usize, ny: usize, nz: usize, dx: f64) -> (Vec<[f64; 3]>, Vec<[u32; 4]>) {
-        let id = |i: usize, j: usize, k: usize| (i + (nx + 1) * (j + (ny + 1) * k)) as u32;
-        let mut x = Vec::new();
-        for k in 0..=nz {
-            for j in 0..=ny {
-                for i in 0..=nx {
-                    x.push([i as f64 * dx, j as f64 * dx, k as f64 * dx]);
-                }
-            }
-        }
-        let mut tets = Vec::new();
-        for k in 0..nz {
-            for j in 0..ny {
-                for i in 0..nx {
-                    for p in [
-                        [0, 1, 2],
-                        [0, 2, 1],
-                        [1, 0, 2],
-                        [1, 2, 0],
-                        [2, 0, 1],
-                        [2, 1, 0],
-                    ] {
-                        let mut c = [0usize; 3];
-                        let mut t = [id(i, j, k); 4];
-                        for (s, &axis) in p.iter().enumerate() {
-                            c[axis] += 1;
-                            t[s + 1] = id(i + c[0], j + c[1], k + c[2]);
-                        }
-                        let q = |a: u32| x[a as usize];
-                        let e = |a: u32| mesh::sub(q(a), q(t[0]));
-                        if mesh::dot(e(t[1]), mesh::cross(e(t[2]), e(t[3]))) < 0.0 {
-                            t.swap(2, 3);
-                        }
-                        tets.push(t);
-                    }
-                }
-            }
-        }
-        (x, tets)
-    }
-
     /// The field cache returns, for every centre, the field a fresh solve gives (bit for bit),
     /// computes each source once while it stays a centre, and drops the fields of centres
     /// that left.
     #[test]
     fn fields_are_fresh_solves_computed_once_per_centre() {
-        let (x, tets) = kuhn_box(8, 3, 3, 0.1);
+        let (x, tets) = common::box_grid(8, 3, 3, 0.1);
         let geo = HeatGeodesic::new(&x, &tets, &vec![1.0; tets.len()]).unwrap();
         let n = x.len();
         let fresh = |s: usize| {
