@@ -3,7 +3,7 @@
 //! corner forces), the scatter an `admm_gather` over the vertex→element CSR (no atomics), the
 //! residuals per-group partials in the readback buffer summed in f64 on the host.
 
-use super::{vec4, DeviceBackend, DeviceScalar, DeviceVector};
+use super::{DeviceBackend, DeviceScalar, DeviceVector};
 use crate::error::{JelloError, Result};
 use crate::gpu::twins::admm::{ADMM_PROX_HYPERELASTIC, ADMM_PROX_PD, ADMM_RESET};
 use crate::gpu::{Buf, GpuMat3, GpuVec4, Kernel, Params};
@@ -37,16 +37,16 @@ impl DeviceBackend {
             Kernel::AdmmLocal,
             &[
                 self.x[self.cur].id(),
-                self.tets.id(),
-                self.dm_inv.id(),
-                self.elem.id(),
+                self.m.tets.id(),
+                self.m.dm_inv.id(),
+                self.m.elem.id(),
                 w2,
                 z.id(),
                 u.id(),
                 corner,
             ],
             Params::new().u0(mode),
-            self.ne as u32,
+            self.m.ne as u32,
         );
         Ok(())
     }
@@ -56,21 +56,21 @@ impl AdmmBackend for DeviceBackend {
     type Field = Buf<GpuMat3>;
 
     fn field(&mut self, label: &str) -> Result<Buf<GpuMat3>> {
-        self.dev.alloc(label, self.ne)
+        self.dev.alloc(label, self.m.ne)
     }
 
     fn admm_setup(&mut self, model: &Model, w2: &[f64], prox: ProxKind) -> Result<()> {
-        if w2.len() != self.ne || model.mesh.num_tets() != self.ne {
+        if w2.len() != self.m.ne || model.mesh.num_tets() != self.m.ne {
             return Err(JelloError::Solver(format!(
                 "admm_setup: {} weights for {} elements",
                 w2.len(),
-                self.ne
+                self.m.ne
             )));
         }
         let w: Vec<f32> = w2.iter().map(|&v| v as f32).collect();
         let a = DeviceAdmm {
             w2: self.dev.upload("admm w^2", &w)?,
-            corner: self.dev.alloc("admm corner forces", 8 * self.ne)?,
+            corner: self.dev.alloc("admm corner forces", 8 * self.m.ne)?,
             mode: match prox {
                 ProxKind::Pd => ADMM_PROX_PD,
                 ProxKind::Hyperelastic => ADMM_PROX_HYPERELASTIC,
@@ -98,10 +98,10 @@ impl AdmmBackend for DeviceBackend {
             Kernel::AdmmGather,
             &[
                 corner,
-                self.offsets.id(),
-                self.csr_tets.id(),
-                self.csr_local.id(),
-                self.vinfo.id(),
+                self.m.offsets.id(),
+                self.m.csr_tets.id(),
+                self.m.csr_local.id(),
+                self.m.vinfo.id(),
                 rhs.id(),
                 self.readback.id(),
             ],
@@ -109,7 +109,7 @@ impl AdmmBackend for DeviceBackend {
                 u1: (self.regions.admm + self.regions.ge) as u32,
                 ..Params::default()
             },
-            self.nv as u32,
+            self.m.nv as u32,
         );
         Ok(LocalScalars {
             dual: DeviceScalar::Dual,
@@ -134,11 +134,10 @@ impl AdmmBackend for DeviceBackend {
         let t1 = Instant::now();
         step(&mut buf, x)?;
         let host = t1.elapsed().as_secs_f64() * 1e3;
-        let o = self.origin;
-        let xs: Vec<GpuVec4> = x.chunks_exact(3).map(|p| vec4(p, o)).collect();
+        let xs = self.m.relative(x);
         self.dev.write(&self.x[self.cur], 0, &xs)?;
         self.solves.calls += 1;
-        self.solves.bytes += 2 * 16 * self.nv;
+        self.solves.bytes += 2 * 16 * self.m.nv;
         self.solves.host_ms += host;
         self.solves.transfer_ms += t0.elapsed().as_secs_f64() * 1e3 - host;
         Ok(())
@@ -150,8 +149,8 @@ impl AdmmBackend for DeviceBackend {
             Kernel::AdmmPrimal,
             &[
                 self.x[self.cur].id(),
-                self.tets.id(),
-                self.dm_inv.id(),
+                self.m.tets.id(),
+                self.m.dm_inv.id(),
                 w2,
                 z.id(),
                 self.readback.id(),
@@ -160,7 +159,7 @@ impl AdmmBackend for DeviceBackend {
                 u1: self.regions.admm as u32,
                 ..Params::default()
             },
-            self.ne as u32,
+            self.m.ne as u32,
         );
         Ok(DeviceScalar::Primal)
     }
