@@ -5,7 +5,8 @@
    it names resolve as they do for the bundled scenes) and run with
    `jello run SCENE --steps 1 --backend cpu --out TMP`. Snippets that are not whole scenes are
    marked ```toml,fragment and skipped.
-2. Every relative link in the book (and in README.md) points to an existing file.
+2. Every relative link and {{#include}} in the book (and every relative link in README.md)
+   points to an existing file.
 3. SUMMARY.md lists existing pages, and every page under docs/src is listed.
 
 Usage (from anywhere): python3 docs/check.py [--links-only]
@@ -25,6 +26,7 @@ SRC = os.path.join(DOCS, "src")
 SCENES = os.path.join(ROOT, "assets", "scenes")
 
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})(.*)$")
+INCLUDE = re.compile(r"\{\{#(?:include|rustdoc_include)\s+([^}\s:]+)")
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)|!\[[^\]]*\]\(([^)\s]+)\)")
 
 
@@ -108,6 +110,11 @@ def check_links(failures):
     files = list(pages()) + [os.path.join(ROOT, "README.md")]
     for page in files:
         for n, text in prose_lines(page):
+            for m in INCLUDE.finditer(text):
+                checked += 1
+                full = os.path.normpath(os.path.join(os.path.dirname(page), m.group(1)))
+                if not os.path.isfile(full):
+                    failures.append(f"{rel(page)}:{n}: include of a missing file: {m.group(1)}")
             for m in LINK.finditer(text):
                 target = m.group(1) or m.group(2)
                 if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
