@@ -4,10 +4,11 @@
 //! Variant => twin [length rule per storage binding] (group ITEMS)?;
 //! ```
 //!
-//! * `Variant` — the public [`Kernel`] variant; its shader is `shaders/<variant in snake_case>.wgsl`.
+//! * `Variant` — the public [`Kernel`] variant; its shader is `shaders/<name>.wgsl`, `name` the
+//!   variant in snake_case.
 //! * `twin` — its CPU twin, a path in [`twins`], taking `(&Params, bindings in binding order)`.
 //! * `[...]` — the one thing the WGSL cannot say: how many elements each storage binding needs for
-//!   a dispatch over `n` items ([`Len`]), checked by [`super::validate`] before every dispatch:
+//!   a dispatch over `n` items ([`Len`]), checked by `validate` before every dispatch:
 //!   `N` = n, `n(k)` = k·n, `N_PLUS_1` = n + 1 (CSR offsets), `n_if(k, FLAG)` = k·n when
 //!   `Params::u0 & FLAG` (else ≥ 1), `PARTIALS` = the block reductions' partials, `ANY` =
 //!   data-dependent (gathered-from arrays, CSR columns), checked by the twin.
