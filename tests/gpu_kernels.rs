@@ -137,10 +137,14 @@ fn vec4s(x: &[f64]) -> Vec<GpuVec4> {
 
 // ---------------------------------------------------------------- table
 
+/// The generated table against an independent run-time reflection of the embedded, preprocessed
+/// WGSL (naga via wgpu): catches a code generator that misreads naga, and a generated table out
+/// of step with this checkout's shaders.
 #[test]
 fn kernel_table_matches_naga_reflection() {
     use jello::gpu::kernel::{Access, KERNELS};
-    use jello::gpu::shaders::{self, BindingKind};
+    use jello::gpu::shaders;
+    use wgpu::naga;
     assert_eq!(KERNELS.len(), Kernel::ALL.len());
     // Every shaders/*.wgsl is embedded and in the table.
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("shaders");
@@ -155,34 +159,77 @@ fn kernel_table_matches_naga_reflection() {
         })
         .collect();
     files.sort();
-    let mut embedded: Vec<String> = shaders::names().map(String::from).collect();
-    embedded.sort();
-    assert_eq!(
-        files, embedded,
-        "src/gpu/shaders.rs must list every shaders/*.wgsl"
-    );
+    let embedded: Vec<String> = shaders::names().map(String::from).collect();
+    assert_eq!(files, embedded, "every shaders/*.wgsl is embedded, sorted");
     let mut in_table: Vec<String> = KERNELS.iter().map(|d| d.name.to_string()).collect();
     in_table.sort();
     assert_eq!(in_table, embedded, "every shader has a kernel-table entry");
     for (i, d) in KERNELS.iter().enumerate() {
         assert_eq!(d.kernel.index(), i, "table order");
-        let s = shaders::reflect(d.name).unwrap_or_else(|e| panic!("{}: {e}", d.name));
-        assert_eq!(s.entry, "main");
-        let storage: Vec<_> = s.bindings.iter().filter(|b| b.group == 0).collect();
-        assert_eq!(storage.len(), d.bindings.len(), "{}: binding count", d.name);
-        for (k, (sb, bd)) in storage.iter().zip(d.bindings).enumerate() {
-            assert_eq!(sb.binding, k as u32, "{}: bindings must be 0..n", d.name);
-            let want = match bd.access {
-                Access::Read => BindingKind::StorageRead,
-                Access::ReadWrite => BindingKind::StorageReadWrite,
-            };
-            assert_eq!(sb.kind, want, "{}: access of `{}`", d.name, bd.name);
+        assert_eq!(Kernel::ALL[i], d.kernel, "ALL order");
+        // The variant is the file stem in CamelCase.
+        let camel: String = d
+            .name
+            .split('_')
+            .map(|w| w[..1].to_uppercase() + &w[1..])
+            .collect();
+        assert_eq!(format!("{:?}", d.kernel), camel);
+        let src = d.source();
+        assert!(!src.contains("#import"), "{}: preprocessed", d.name);
+        let module = naga::front::wgsl::parse_str(src).unwrap_or_else(|e| {
+            panic!("{}: {}", d.name, e.emit_to_string(src));
+        });
+        naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::default(),
+        )
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{}: {}", d.name, e.emit_to_string(src)));
+        let eps: Vec<_> = module
+            .entry_points
+            .iter()
+            .filter(|e| e.stage == naga::ShaderStage::Compute)
+            .collect();
+        assert_eq!(eps.len(), 1, "{}: one compute entry point", d.name);
+        assert_eq!(eps[0].name, "main");
+        assert_eq!(eps[0].workgroup_size, d.workgroup_size, "{}", d.name);
+        let mut storage = Vec::new();
+        let mut uniforms = Vec::new();
+        for (_, gv) in module.global_variables.iter() {
+            let Some(rb) = &gv.binding else { continue };
+            match gv.space {
+                naga::AddressSpace::Storage { access } => {
+                    assert_eq!(rb.group, 0, "{}: storage in group 0", d.name);
+                    let naga::TypeInner::Array { stride, .. } = module.types[gv.ty].inner else {
+                        panic!("{}: storage binding {} is not an array", d.name, rb.binding);
+                    };
+                    let rw = access.contains(naga::StorageAccess::STORE);
+                    storage.push((rb.binding, gv.name.clone().unwrap(), rw, stride));
+                }
+                naga::AddressSpace::Uniform => uniforms.push((rb.group, rb.binding)),
+                _ => panic!("{}: unexpected resource", d.name),
+            }
         }
-        let uniforms: Vec<_> = s.bindings.iter().filter(|b| b.group == 1).collect();
-        assert!(
-            uniforms.len() == 1
-                && uniforms[0].binding == 0
-                && uniforms[0].kind == BindingKind::Uniform,
+        storage.sort();
+        assert_eq!(storage.len(), d.bindings.len(), "{}: binding count", d.name);
+        for (k, ((binding, name, rw, stride), bd)) in storage.iter().zip(d.bindings).enumerate() {
+            assert_eq!(*binding, k as u32, "{}: bindings must be 0..n", d.name);
+            assert_eq!(name, bd.name, "{}: binding {k}", d.name);
+            assert_eq!(
+                *rw,
+                bd.access == Access::ReadWrite,
+                "{}: access of `{name}`",
+                d.name
+            );
+            assert_eq!(
+                *stride, bd.elem_bytes,
+                "{}: element size of `{name}`",
+                d.name
+            );
+        }
+        assert_eq!(
+            uniforms,
+            [(1, 0)],
             "{}: params at group 1 binding 0",
             d.name
         );
@@ -191,7 +238,7 @@ fn kernel_table_matches_naga_reflection() {
             "{}: Limits::default() allows 8 storage buffers",
             d.name
         );
-        let wg = s.workgroup_size[0] * s.workgroup_size[1] * s.workgroup_size[2];
+        let wg: u32 = d.workgroup_size.iter().product();
         assert!(wg <= 256, "{}: ≤ 256 invocations", d.name);
         // One item per invocation, four (the block reductions), or one per workgroup (kernels
         // whose workgroup cooperates on one item, e.g. `ml_restrict`'s handle).
