@@ -6,7 +6,7 @@ use super::adapter::{Backend, DeviceInfo};
 use super::cpu_device::CpuDevice;
 use super::kernel::{self, Kernel};
 use super::layout::Params;
-use super::twins::REDUCE_BLOCK;
+use super::abi::REDUCE_BLOCK;
 use super::wgpu_device::GpuDevice;
 use crate::{JelloError, Result};
 use bytemuck::Pod;

@@ -10,7 +10,7 @@ use super::csr::VertexCsr;
 use super::device::{Buf, Device, Plan};
 use super::kernel::Kernel;
 use super::layout::{ElemParams, GpuMat3, GpuTet, GpuVec4, Params};
-use super::twins::{ELASTIC_ABS, ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT, REDUCE_BLOCK};
+use super::abi::{ELASTIC_ABS, ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT, REDUCE_BLOCK};
 use super::{DeviceInfo, GpuModel};
 use crate::material::{ElementRest, Material};
 use crate::{JelloError, Result};

@@ -35,16 +35,17 @@
 //! lavapipe and the twins. DOT adds, once per step, the element Hessians at x_start read
 //! back for the host's subdomain factors (576 bytes per element, from the `elastic` kernel)
 //! and the per-vertex inertia and barrier blocks written for `dev_curvature` (48 bytes per
-//! vertex); its quadratic start's dᵀHd then stays on the device. Per ADMM iteration ([`crate::solver::backend::AdmmBackend`],
-//! `device/admm.rs`): the right-hand side read and the new positions written (16·n bytes
-//! each) and one read of the readback buffer; see `src/solver/admm/mod.rs` for the figures.
+//! vertex); its quadratic start's dᵀHd then stays on the device. Per ADMM iteration (ADMM's
+//! extension of this backend, `src/solver/admm/device.rs`): the right-hand side read and the
+//! new positions written (16·n bytes each) and one read of the readback buffer; see
+//! `src/solver/admm/mod.rs` for the figures.
 
 use super::{Backend, Coef, Combine, Dots, GradientScalars, Point, PotentialBackend, TrialScalars};
 use crate::error::{JelloError, Result};
-use crate::gpu::twins::backend::{
-    dev_groups, COMBINE_DOT, COMBINE_SET, ENERGY_REFERENCE, ENERGY_STRICT, SLOT_NONE,
+use crate::gpu::abi::{
+    dev_groups, COMBINE_DOT, COMBINE_SET, ELASTIC_ABS, ELASTIC_GRADIENT, ELASTIC_HESSIAN,
+    ELASTIC_PROJECT, ENERGY_REFERENCE, ENERGY_STRICT, SLOT_NONE,
 };
-use crate::gpu::twins::{ELASTIC_ABS, ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT};
 use crate::gpu::{
     element_records, Buf, Device, ElasticRest, ElemParams, GpuContact, GpuMat3, GpuTet, GpuVec4,
     GpuVertexInfo, Kernel, Params, Plan, VertexCsr,
@@ -53,7 +54,7 @@ use crate::material::EigenFilter;
 use crate::problem::{ElasticTerms, Model, Obstacle, StepProblem};
 use std::time::Instant;
 
-mod admm;
+mod ext;
 
 /// Scalar slots of the device scalar buffer.
 pub const MAX_SLOTS: usize = 1000;
@@ -118,8 +119,8 @@ struct Regions {
     len: usize,
 }
 
-/// Bus traffic and host time of [`Backend::host_solve`] calls and ADMM x-steps
-/// ([`crate::solver::backend::AdmmBackend::admm_global`]).
+/// Bus traffic and host time of [`Backend::host_solve`] calls and ADMM x-steps (ADMM's
+/// `admm_global`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct HostSolveStats {
     /// Calls.
@@ -176,8 +177,8 @@ pub struct DeviceBackend {
     magnitude: f64,
     pending_magnitude: bool,
     solves: HostSolveStats,
-    /// ADMM's constants, once set up ([`crate::solver::backend::AdmmBackend`]).
-    admm: Option<Box<admm::DeviceAdmm>>,
+    /// A solver's own state on this backend (module `ext`).
+    ext: ext::Extension,
     /// The element Hessians at x_start and the per-vertex blocks, once asked for
     /// ([`PotentialBackend::start_element_hessians`]).
     start: Option<Box<StartHessian>>,
@@ -296,7 +297,7 @@ impl DeviceBackend {
             magnitude: 0.0,
             pending_magnitude: false,
             solves: HostSolveStats::default(),
-            admm: None,
+            ext: None,
             start: None,
             start_valid: false,
             dev: d,
@@ -744,7 +745,7 @@ impl PotentialBackend for DeviceBackend {
         self.dev.write(&self.x_tilde, 0, &xt)?;
         self.dev.write(&self.contacts[0], 0, &cs)?;
         self.inertia = problem.inertia as f32;
-        self.barrier_w = (1.0 / (problem.h * problem.h)) as f32;
+        self.barrier_w = problem.inv_h2() as f32;
         self.kappa = problem.model.barrier.kappa as f32;
         self.dhat = problem.model.barrier.dhat as f32;
         self.strict = problem.strict_inversion;
@@ -953,7 +954,7 @@ impl PotentialBackend for DeviceBackend {
         let nc = self.obstacles.len();
         let model = problem.model;
         let dhat = model.barrier.dhat;
-        let ih2 = 1.0 / (problem.h * problem.h);
+        let ih2 = problem.inv_h2();
         for v in 0..self.nv {
             if problem.fixed[3 * v] {
                 continue;

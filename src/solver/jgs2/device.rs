@@ -102,13 +102,11 @@ use super::solver::{plain_step_fits, Jgs2Params, Safeguard, Variant};
 use super::subspace::Jgs2Subspace;
 use crate::error::{JelloError, Result};
 use crate::gpu::layout::{GpuContact, GpuLocalSystem, GpuTreeNode, GpuVertexInfo};
-use crate::gpu::twins::jgs2::{
-    DOTS_STRIDE, FAR_HMATRIX, FAR_LINEAR, JGS2_DOTS_GD_ONLY, NODE_STRIDE, NO_CHILD, ROTATION_KEEP,
-    SOLVE_PRIMARY, SOLVE_WITH_FALLBACK, ZERO_BLOCK,
-};
-use crate::gpu::twins::{
-    ELASTIC_EXACT_SNH, ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT, ELASTIC_STRICT,
-    ELASTIC_STRICT_SENTINEL, REDUCE_BLOCK,
+use crate::gpu::abi::{
+    DOTS_STRIDE, ELASTIC_EXACT_SNH, ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT,
+    ELASTIC_STRICT, ELASTIC_STRICT_SENTINEL, FAR_HMATRIX, FAR_LINEAR, JGS2_DOTS_GD_ONLY,
+    NODE_STRIDE, NO_CHILD, REDUCE_BLOCK, ROTATION_KEEP, SOLVE_PRIMARY, SOLVE_WITH_FALLBACK,
+    ZERO_BLOCK,
 };
 use crate::gpu::{
     element_records, Buf, BufferId, Device, DeviceInfo, ElasticRest, ElemParams, GpuMat3, GpuTet,
@@ -320,7 +318,7 @@ fn pack_hmatrix(
     far: &super::subspace::HFarField,
     nv: usize,
 ) -> Result<PackedHMatrix> {
-    use crate::gpu::twins::hmatrix::{HM_HEADER, HM_NODE_WORDS, HM_NONE, HM_PAIR_WORDS};
+    use crate::gpu::abi::{HM_HEADER, HM_NODE_WORDS, HM_NONE, HM_PAIR_WORDS};
     let h = &far.matrix;
     let nn = tree.len();
     let bad = |m: String| JelloError::Solver(format!("JGS2 H-matrix: {m}"));
@@ -1539,7 +1537,7 @@ impl DeviceJgs2 {
         // Inertia weight 1/ĥ² and the barrier's 1/h² (κ·m/h²): equal under implicit Euler,
         // not under BDF2 (crate::problem::integrator).
         self.ih2 = problem.inertia as f32;
-        self.barrier_ih2 = (1.0 / (problem.h * problem.h)) as f32;
+        self.barrier_ih2 = problem.inv_h2() as f32;
         self.kappa = model.barrier.kappa as f32;
         self.dhat = model.barrier.dhat as f32;
         self.strict_floor = if problem.strict_inversion {
@@ -1733,12 +1731,8 @@ impl StepSolver for DeviceJgs2 {
             e1.is_finite() && e1 <= s0.energy + 1e-4 * alpha * slope + slack
         };
         loop {
-            converged = match self.params.stop {
-                StopRule::Cn { eps } => s.residual < eps,
-                StopRule::Dx { tol } => max_dx / self.extent < tol,
-            };
-            // At least one iteration per step (as the reference, see `StopRule`).
-            if (converged && iterations > 0) || iterations >= self.params.max_iterations {
+            converged = self.params.stop.met(s.residual, max_dx / self.extent);
+            if StopRule::stop_now(converged, iterations, self.params.max_iterations) {
                 break;
             }
             iterations += 1;

@@ -1,14 +1,15 @@
 //! [`AdmmBackend`] in f64 on the CPU: fields are `Vec<Matrix3<f64>>`, the proxes are
-//! [`crate::solver::admm::prox`]'s (and a caller's [`CustomProx`]), the scatter adds element
-//! by element in element order.
+//! [`super::prox`]'s (and a caller's [`CustomProx`]), the scatter adds element by element in
+//! element order. The state (fields, constants, custom prox) lives in the backend's extension
+//! slot.
 
-use super::{CpuBackend, CpuScalar, CpuVector};
+use super::backend::{AdmmBackend, GlobalStep, LocalScalars};
+use super::prox::{prox_hyperelastic_within, prox_pd_within};
+use super::{CustomProx, ProxKind};
 use crate::error::{JelloError, Result};
 use crate::material::{pk1, Material};
 use crate::problem::{ElasticTerms, Model, StepProblem, StrainLimit};
-use crate::solver::admm::prox::{prox_hyperelastic_within, prox_pd_within};
-use crate::solver::admm::{CustomProx, ProxKind};
-use crate::solver::backend::admm::{AdmmBackend, GlobalStep, LocalScalars};
+use crate::solver::backend::{Backend, CpuBackend, CpuScalar, CpuVector, Point};
 use nalgebra::{Matrix3, Vector3};
 use rayon::prelude::*;
 
@@ -27,12 +28,21 @@ struct Element {
     limit: Option<StrainLimit>,
 }
 
+/// ADMM's state on the CPU backend (its extension slot).
+#[derive(Default)]
+struct CpuAdmm {
+    /// Per-element 3×3 fields ([`CpuField`]), F form.
+    fields: Vec<Vec<Matrix3<f64>>>,
+    custom: Option<CustomProx>,
+    /// Constants and output slots, once `admm_setup` ran.
+    setup: Option<Setup>,
+}
+
 /// ADMM's constants and output slots on the CPU backend.
-pub(super) struct CpuAdmm {
+struct Setup {
     elements: Vec<Element>,
     tets: Vec<[u32; 4]>,
     prox: ProxKind,
-    custom: Option<CustomProx>,
     /// Slots: dual, primal, residual, energy change.
     out: [CpuScalar; 4],
     /// Per strain-limited element, the limit's force after the last z-step (F form, J):
@@ -41,17 +51,7 @@ pub(super) struct CpuAdmm {
     limit_forces: Vec<(usize, Matrix3<f64>)>,
 }
 
-impl std::fmt::Debug for CpuAdmm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CpuAdmm")
-            .field("elements", &self.elements.len())
-            .field("prox", &self.prox)
-            .field("custom", &self.custom.is_some())
-            .finish()
-    }
-}
-
-impl CpuAdmm {
+impl Setup {
     /// F of every element at positions `x` (3n, m).
     fn deformation(&self, x: &[f64]) -> Vec<Matrix3<f64>> {
         (0..self.tets.len())
@@ -85,7 +85,7 @@ impl CpuAdmm {
     }
 }
 
-impl CpuAdmm {
+impl Setup {
     /// g ← g + Σ_e D_eᵀν_e over the strain-limited elements, pinned DOFs left at zero: the
     /// KKT residual of the limited problem (∇E alone does not vanish where a limit holds an
     /// element: at a solution ∇E = −Σ Dᵀν). A no-op without limits.
@@ -105,23 +105,46 @@ impl CpuAdmm {
     }
 }
 
+/// The ADMM state in `b`'s extension slot (made empty on first use).
+fn state(b: &mut CpuBackend) -> &mut CpuAdmm {
+    let slot = b.extension_mut();
+    if !slot.as_deref().is_some_and(|e| e.is::<CpuAdmm>()) {
+        *slot = Some(Box::<CpuAdmm>::default());
+    }
+    slot.as_deref_mut()
+        .and_then(|e| e.downcast_mut())
+        .expect("set above")
+}
+
+/// Runs `f` on `b` and its ADMM state, the state taken out of the slot meanwhile (so that `f`
+/// can use both) and put back after.
+fn with_state<R>(b: &mut CpuBackend, f: impl FnOnce(&mut CpuBackend, &mut CpuAdmm) -> R) -> R {
+    let mut a = std::mem::take(state(b));
+    let r = f(b, &mut a);
+    *state(b) = a;
+    r
+}
+
+/// The ADMM state of `b`, if it has one.
+fn state_ref(b: &CpuBackend) -> Option<&CpuAdmm> {
+    b.extension().as_deref().and_then(|e| e.downcast_ref())
+}
+
+/// The constants of `a`, or the error for a backend `admm_setup` did not run on.
+fn setup_of(a: Option<&CpuAdmm>) -> Result<&Setup> {
+    a.and_then(|a| a.setup.as_ref())
+        .ok_or_else(|| JelloError::Solver("cpu backend: admm_setup was not called".into()))
+}
+
 impl CpuBackend {
     /// Replaces ADMM's z-step by `prox` (f64 CPU only: the device has no custom proxes).
     pub fn set_custom_prox(&mut self, prox: Option<CustomProx>) {
-        if let Some(a) = self.admm.as_mut() {
-            a.custom = prox;
-        }
+        state(self).custom = prox;
     }
 
     /// A field's values.
     pub fn field_values(&self, f: CpuField) -> &[Matrix3<f64>] {
-        &self.fields[f.0]
-    }
-
-    fn admm_state(&self) -> Result<&CpuAdmm> {
-        self.admm
-            .as_deref()
-            .ok_or_else(|| JelloError::Solver("cpu backend: admm_setup was not called".into()))
+        state_ref(self).map_or(&[], |a| &a.fields[f.0])
     }
 }
 
@@ -129,8 +152,9 @@ impl AdmmBackend for CpuBackend {
     type Field = CpuField;
 
     fn field(&mut self, _label: &str) -> Result<CpuField> {
-        self.fields.push(Vec::new());
-        Ok(CpuField(self.fields.len() - 1))
+        let a = state(self);
+        a.fields.push(Vec::new());
+        Ok(CpuField(a.fields.len() - 1))
     }
 
     fn admm_setup(&mut self, model: &Model, w2: &[f64], prox: ProxKind) -> Result<()> {
@@ -150,33 +174,28 @@ impl AdmmBackend for CpuBackend {
                 limit: model.strain_limit(e),
             })
             .collect();
-        let out = std::array::from_fn(|_| {
-            self.scalars.push(0.0);
-            CpuScalar(self.scalars.len() - 1)
-        });
-        for f in &mut self.fields {
+        let out = [self.scalar()?, self.scalar()?, self.scalar()?, self.scalar()?];
+        let a = state(self);
+        for f in &mut a.fields {
             *f = vec![Matrix3::zeros(); ne];
         }
-        let custom = self.admm.take().and_then(|a| a.custom);
-        self.admm = Some(Box::new(CpuAdmm {
+        a.setup = Some(Setup {
             elements,
             tets: model.mesh.tets.clone(),
             prox,
-            custom,
             out,
             limit_forces: Vec::new(),
-        }));
+        });
         Ok(())
     }
 
     fn admm_reset(&mut self, z: CpuField, u: CpuField) -> Result<()> {
-        if let Some(a) = self.admm.as_mut() {
-            a.limit_forces.clear();
-        }
-        let fx = self.admm_state()?.deformation(&self.x[self.cur]);
+        let fx = setup_of(state_ref(self))?.deformation(self.positions(Point::Current));
+        let a = state(self);
+        a.setup.as_mut().expect("checked").limit_forces.clear();
         let ne = fx.len();
-        self.fields[u.0] = vec![Matrix3::zeros(); ne];
-        self.fields[z.0] = fx;
+        a.fields[u.0] = vec![Matrix3::zeros(); ne];
+        a.fields[z.0] = fx;
         Ok(())
     }
 
@@ -187,20 +206,20 @@ impl AdmmBackend for CpuBackend {
         u: CpuField,
         rhs: CpuVector,
     ) -> Result<LocalScalars<CpuScalar>> {
-        let a = self
-            .admm
-            .take()
-            .ok_or_else(|| JelloError::Solver("cpu backend: admm_setup was not called".into()))?;
-        let fx = a.deformation(&self.x[self.cur]);
-        let z_prev = std::mem::take(&mut self.fields[z.0]);
-        let (zn, un): (Vec<_>, Vec<_>) = self.fields[u.0]
+        setup_of(state_ref(self))?;
+        with_state(self, |b, a| {
+        let s = a.setup.as_mut().expect("checked");
+        let fx = s.deformation(b.positions(Point::Current));
+        let z_prev = std::mem::take(&mut a.fields[z.0]);
+        let custom = a.custom.as_ref();
+        let (zn, un): (Vec<_>, Vec<_>) = a.fields[u.0]
             .par_iter()
             .enumerate()
             .map(|(e, u)| {
-                let el = &a.elements[e];
+                let el = &s.elements[e];
                 let v = fx[e] + u;
-                let z = match a.prox {
-                    _ if a.custom.is_some() => a.custom.as_ref().expect("some")(e, &v, el.w2),
+                let z = match s.prox {
+                    _ if custom.is_some() => custom.expect("some")(e, &v, el.w2),
                     ProxKind::Pd => prox_pd_within(&el.material, el.volume, &v, el.w2, el.limit)
                         .expect("PD form checked in AdmmSolver::new"),
                     ProxKind::Hyperelastic => {
@@ -211,28 +230,27 @@ impl AdmmBackend for CpuBackend {
             })
             .unzip();
         // Dual residual s = DᵀW²(zⁿ⁺¹ − zⁿ) on the free vertices.
-        let mut sv = vec![0.0; self.n];
-        a.scatter(|e| zn[e] - z_prev[e], &mut sv);
+        let mut sv = vec![0.0; b.positions(Point::Current).len()];
+        s.scatter(|e| zn[e] - z_prev[e], &mut sv);
         for (s, &f) in sv.iter_mut().zip(&problem.fixed) {
             if f {
                 *s = 0.0;
             }
         }
-        self.scalars[a.out[0].0] = sv.iter().map(|s| s * s).sum::<f64>().sqrt();
-        a.scatter(|e| zn[e] - un[e], &mut self.vectors[rhs.0]);
-        let mut a = a;
-        a.limit_forces.clear();
-        for (e, el) in a.elements.iter().enumerate() {
+        let dual = s.out[0];
+        b.set_scalar(dual, sv.iter().map(|s| s * s).sum::<f64>().sqrt());
+        s.scatter(|e| zn[e] - un[e], b.values_mut(rhs));
+        s.limit_forces.clear();
+        for (e, el) in s.elements.iter().enumerate() {
             if el.limit.is_some() {
                 let p = pk1(&el.material, &zn[e]) * el.volume;
-                a.limit_forces.push((e, un[e] * el.w2 - p));
+                s.limit_forces.push((e, un[e] * el.w2 - p));
             }
         }
-        self.fields[z.0] = zn;
-        self.fields[u.0] = un;
-        let dual = a.out[0];
-        self.admm = Some(a);
+        a.fields[z.0] = zn;
+        a.fields[u.0] = un;
         Ok(LocalScalars { dual })
+        })
     }
 
     fn admm_global(
@@ -241,24 +259,25 @@ impl AdmmBackend for CpuBackend {
         x: &mut [f64],
         step: &mut GlobalStep<'_>,
     ) -> Result<()> {
-        let mut buf = self.vectors[rhs.0].clone();
+        let mut buf = self.values(rhs).to_vec();
         step(&mut buf, x)?;
-        self.x[self.cur].copy_from_slice(x);
+        self.set_positions(x);
         Ok(())
     }
 
     fn admm_primal(&mut self, z: CpuField) -> Result<CpuScalar> {
-        let a = self.admm_state()?;
-        let fx = a.deformation(&self.x[self.cur]);
+        let a = state_ref(self);
+        let s = setup_of(a)?;
+        let fx = s.deformation(self.positions(Point::Current));
         let r = fx
             .iter()
-            .zip(&self.fields[z.0])
-            .zip(&a.elements)
+            .zip(&a.expect("checked").fields[z.0])
+            .zip(&s.elements)
             .map(|((f, z), el)| el.w2 * (f - z).norm_squared())
             .sum::<f64>()
             .sqrt();
-        let slot = a.out[1];
-        self.scalars[slot.0] = r;
+        let slot = s.out[1];
+        self.set_scalar(slot, r);
         Ok(slot)
     }
 
@@ -268,19 +287,20 @@ impl AdmmBackend for CpuBackend {
         elastic: &dyn ElasticTerms,
         g: CpuVector,
     ) -> Result<(CpuScalar, CpuScalar)> {
-        let [_, _, res, ch] = self.admm_state()?.out;
-        let c = self.cur;
-        let (e, change) = problem.gradient_and_change(elastic, &self.x[c], &mut self.vectors[g.0]);
-        if let Some(a) = self.admm.as_deref() {
-            a.add_limit_forces(&mut self.vectors[g.0], &problem.fixed);
-        }
-        self.energy_at[c] = e;
-        self.scalars[res.0] = problem.model.char_norm.residual(&self.vectors[g.0]);
-        self.scalars[ch.0] = change;
-        Ok((res, ch))
+        setup_of(state_ref(self))?;
+        with_state(self, |b, a| {
+            let s = a.setup.as_ref().expect("checked");
+            let [_, _, res, ch] = s.out;
+            let change = b.gradient_and_change_at_current(problem, elastic, g);
+            s.add_limit_forces(b.values_mut(g), &problem.fixed);
+            let r = problem.model.char_norm.residual(b.values(g));
+            b.set_scalar(res, r);
+            b.set_scalar(ch, change);
+            Ok((res, ch))
+        })
     }
 
     fn read_field(&mut self, f: CpuField) -> Result<Vec<Matrix3<f64>>> {
-        Ok(self.fields[f.0].clone())
+        Ok(self.field_values(f).to_vec())
     }
 }
