@@ -11,7 +11,7 @@ use crate::{JelloError, Result};
 use glam::{Mat3, Vec3};
 use rayon::prelude::*;
 
-pub use crate::gpu::abi::{ADMM_RESET, ADMM_PROX_PD, ADMM_PROX_HYPERELASTIC};
+pub use crate::gpu::abi::{ADMM_PROX_HYPERELASTIC, ADMM_PROX_PD, ADMM_RESET};
 /// Items per workgroup of `admm_gather` and `admm_primal` (their partials are per 256).
 pub const ADMM_GROUP: usize = 256;
 /// Items per workgroup of `admm_local`.

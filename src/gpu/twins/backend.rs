@@ -11,7 +11,10 @@ use crate::{JelloError, Result};
 use glam::Vec3;
 use rayon::prelude::*;
 
-pub use crate::gpu::abi::{DEV_GROUP, SLOT_NONE, COMBINE_SET, COMBINE_DOT, COMBINE_VEC4, ENERGY_REFERENCE, ENERGY_STRICT, dev_groups};
+pub use crate::gpu::abi::{
+    dev_groups, COMBINE_DOT, COMBINE_SET, COMBINE_VEC4, DEV_GROUP, ENERGY_REFERENCE, ENERGY_STRICT,
+    SLOT_NONE,
+};
 
 fn v3(p: &GpuVec4) -> Vec3 {
     Vec3::new(p[0], p[1], p[2])

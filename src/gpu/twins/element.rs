@@ -8,7 +8,10 @@ use crate::{JelloError, Result};
 use glam::{Mat3, Vec3};
 use rayon::prelude::*;
 
-pub use crate::gpu::abi::{ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT, ELASTIC_STRICT, ELASTIC_ABS, ELASTIC_EXACT_SNH, ELASTIC_STRICT_SENTINEL};
+pub use crate::gpu::abi::{
+    ELASTIC_ABS, ELASTIC_EXACT_SNH, ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT,
+    ELASTIC_STRICT, ELASTIC_STRICT_SENTINEL,
+};
 
 const INV_SQRT2: f32 = std::f32::consts::FRAC_1_SQRT_2;
 

@@ -36,7 +36,7 @@ use crate::{JelloError, Result};
 use glam::Vec3;
 use rayon::prelude::*;
 
-pub use crate::gpu::abi::{FRICTION_GRADIENT};
+pub use crate::gpu::abi::FRICTION_GRADIENT;
 
 fn v3(p: &GpuVec4) -> Vec3 {
     Vec3::new(p[0], p[1], p[2])

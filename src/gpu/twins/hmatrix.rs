@@ -25,7 +25,7 @@ use crate::gpu::layout::{GpuVec4, Params};
 use crate::{JelloError, Result};
 use rayon::prelude::*;
 
-pub use crate::gpu::abi::{HM_HEADER, HM_NODE_WORDS, HM_PAIR_WORDS, HM_NONE};
+pub use crate::gpu::abi::{HM_HEADER, HM_NODE_WORDS, HM_NONE, HM_PAIR_WORDS};
 
 fn invalid(msg: String) -> JelloError {
     JelloError::Invalid(msg)

@@ -91,7 +91,9 @@ use crate::{JelloError, Result};
 use glam::Vec3;
 use rayon::prelude::*;
 
-pub use crate::gpu::abi::{IPC_GRADIENT, IPC_HESSIAN, IPC_PROJECT, IPC_GATHER_HESSIAN, IPC_SENTINEL};
+pub use crate::gpu::abi::{
+    IPC_GATHER_HESSIAN, IPC_GRADIENT, IPC_HESSIAN, IPC_PROJECT, IPC_SENTINEL,
+};
 /// sin²θ below which two edges count as parallel in f32 (module docs).
 pub const PARALLEL_SIN2_F32: f32 = f32::EPSILON;
 /// Degenerate-length threshold of the classifications (the f64 code's 1e-300 has no f32 value;

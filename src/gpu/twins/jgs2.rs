@@ -18,7 +18,10 @@ use crate::{JelloError, Result};
 use glam::{Mat3, Vec3};
 use rayon::prelude::*;
 
-pub use crate::gpu::abi::{ZERO_BLOCK, NO_CHILD, ROTATION_KEEP, NODE_STRIDE, FAR_LINEAR, FAR_HMATRIX, DOTS_STRIDE, SOLVE_WITH_FALLBACK, SOLVE_PRIMARY, SOLVE_FALLBACK, JGS2_DOTS_GD_ONLY};
+pub use crate::gpu::abi::{
+    DOTS_STRIDE, FAR_HMATRIX, FAR_LINEAR, JGS2_DOTS_GD_ONLY, NODE_STRIDE, NO_CHILD, ROTATION_KEEP,
+    SOLVE_FALLBACK, SOLVE_PRIMARY, SOLVE_WITH_FALLBACK, ZERO_BLOCK,
+};
 /// The far-sample count bits of a `jgs2_system` blob's fourth header word.
 const FAR_COUNT: u32 = FAR_HMATRIX - 1;
 

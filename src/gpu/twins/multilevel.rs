@@ -28,7 +28,7 @@ use rayon::prelude::*;
 
 /// Invocations per workgroup of `ml_restrict` (one workgroup per handle).
 pub const ML_RESTRICT_GROUP: usize = 64;
-pub use crate::gpu::abi::{ML_HANDLE_VEC4, ML_BLOCK_VEC4};
+pub use crate::gpu::abi::{ML_BLOCK_VEC4, ML_HANDLE_VEC4};
 
 /// `dot(a, b)` in WGSL's component order.
 fn dot4(a: &GpuVec4, b: &GpuVec4) -> f32 {

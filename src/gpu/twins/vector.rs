@@ -5,8 +5,8 @@ use crate::gpu::Params;
 use crate::Result;
 use rayon::prelude::*;
 
-use crate::gpu::abi::{REDUCE_ITEMS as ITEMS, REDUCE_THREADS as WG};
 pub use crate::gpu::abi::REDUCE_BLOCK;
+use crate::gpu::abi::{REDUCE_ITEMS as ITEMS, REDUCE_THREADS as WG};
 
 /// `y[i] = f0·x[i] + y[i]`, i < n.
 pub fn axpy(p: &Params, x: &[f32], y: &mut [f32]) -> Result<()> {

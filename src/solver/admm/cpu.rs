@@ -174,7 +174,12 @@ impl AdmmBackend for CpuBackend {
                 limit: model.strain_limit(e),
             })
             .collect();
-        let out = [self.scalar()?, self.scalar()?, self.scalar()?, self.scalar()?];
+        let out = [
+            self.scalar()?,
+            self.scalar()?,
+            self.scalar()?,
+            self.scalar()?,
+        ];
         let a = state(self);
         for f in &mut a.fields {
             *f = vec![Matrix3::zeros(); ne];
@@ -208,48 +213,50 @@ impl AdmmBackend for CpuBackend {
     ) -> Result<LocalScalars<CpuScalar>> {
         setup_of(state_ref(self))?;
         with_state(self, |b, a| {
-        let s = a.setup.as_mut().expect("checked");
-        let fx = s.deformation(b.positions(Point::Current));
-        let z_prev = std::mem::take(&mut a.fields[z.0]);
-        let custom = a.custom.as_ref();
-        let (zn, un): (Vec<_>, Vec<_>) = a.fields[u.0]
-            .par_iter()
-            .enumerate()
-            .map(|(e, u)| {
-                let el = &s.elements[e];
-                let v = fx[e] + u;
-                let z = match s.prox {
-                    _ if custom.is_some() => custom.expect("some")(e, &v, el.w2),
-                    ProxKind::Pd => prox_pd_within(&el.material, el.volume, &v, el.w2, el.limit)
-                        .expect("PD form checked in AdmmSolver::new"),
-                    ProxKind::Hyperelastic => {
-                        prox_hyperelastic_within(&el.material, el.volume, &v, el.w2, el.limit)
-                    }
-                };
-                (z, v - z)
-            })
-            .unzip();
-        // Dual residual s = DᵀW²(zⁿ⁺¹ − zⁿ) on the free vertices.
-        let mut sv = vec![0.0; b.positions(Point::Current).len()];
-        s.scatter(|e| zn[e] - z_prev[e], &mut sv);
-        for (s, &f) in sv.iter_mut().zip(&problem.fixed) {
-            if f {
-                *s = 0.0;
+            let s = a.setup.as_mut().expect("checked");
+            let fx = s.deformation(b.positions(Point::Current));
+            let z_prev = std::mem::take(&mut a.fields[z.0]);
+            let custom = a.custom.as_ref();
+            let (zn, un): (Vec<_>, Vec<_>) = a.fields[u.0]
+                .par_iter()
+                .enumerate()
+                .map(|(e, u)| {
+                    let el = &s.elements[e];
+                    let v = fx[e] + u;
+                    let z = match s.prox {
+                        _ if custom.is_some() => custom.expect("some")(e, &v, el.w2),
+                        ProxKind::Pd => {
+                            prox_pd_within(&el.material, el.volume, &v, el.w2, el.limit)
+                                .expect("PD form checked in AdmmSolver::new")
+                        }
+                        ProxKind::Hyperelastic => {
+                            prox_hyperelastic_within(&el.material, el.volume, &v, el.w2, el.limit)
+                        }
+                    };
+                    (z, v - z)
+                })
+                .unzip();
+            // Dual residual s = DᵀW²(zⁿ⁺¹ − zⁿ) on the free vertices.
+            let mut sv = vec![0.0; b.positions(Point::Current).len()];
+            s.scatter(|e| zn[e] - z_prev[e], &mut sv);
+            for (s, &f) in sv.iter_mut().zip(&problem.fixed) {
+                if f {
+                    *s = 0.0;
+                }
             }
-        }
-        let dual = s.out[0];
-        b.set_scalar(dual, sv.iter().map(|s| s * s).sum::<f64>().sqrt());
-        s.scatter(|e| zn[e] - un[e], b.values_mut(rhs));
-        s.limit_forces.clear();
-        for (e, el) in s.elements.iter().enumerate() {
-            if el.limit.is_some() {
-                let p = pk1(&el.material, &zn[e]) * el.volume;
-                s.limit_forces.push((e, un[e] * el.w2 - p));
+            let dual = s.out[0];
+            b.set_scalar(dual, sv.iter().map(|s| s * s).sum::<f64>().sqrt());
+            s.scatter(|e| zn[e] - un[e], b.values_mut(rhs));
+            s.limit_forces.clear();
+            for (e, el) in s.elements.iter().enumerate() {
+                if el.limit.is_some() {
+                    let p = pk1(&el.material, &zn[e]) * el.volume;
+                    s.limit_forces.push((e, un[e] * el.w2 - p));
+                }
             }
-        }
-        a.fields[z.0] = zn;
-        a.fields[u.0] = un;
-        Ok(LocalScalars { dual })
+            a.fields[z.0] = zn;
+            a.fields[u.0] = un;
+            Ok(LocalScalars { dual })
         })
     }
 

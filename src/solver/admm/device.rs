@@ -31,7 +31,12 @@ fn admm_state(b: &DeviceBackend) -> Result<&DeviceAdmm> {
         .ok_or_else(|| JelloError::Solver("device backend: admm_setup was not called".into()))
 }
 
-fn rec_admm_local(b: &mut DeviceBackend, z: Buf<GpuMat3>, u: Buf<GpuMat3>, mode: u32) -> Result<()> {
+fn rec_admm_local(
+    b: &mut DeviceBackend,
+    z: Buf<GpuMat3>,
+    u: Buf<GpuMat3>,
+    mode: u32,
+) -> Result<()> {
     let a = admm_state(b)?;
     let (w2, corner) = (a.w2.id(), a.corner.id());
     let m = b.mesh_buffers();

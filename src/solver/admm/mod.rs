@@ -220,7 +220,7 @@ mod solver;
 
 pub use backend::{AdmmBackend, GlobalStep, LocalScalars};
 pub use contact::{ContactParams, ContactSolve, ContactSolver, ContactTotals, ContactVariant};
+pub use cpu::CpuField;
 pub use params::{AdmmMode, AdmmParams};
 pub use prox::ProxKind;
-pub use cpu::CpuField;
 pub use solver::{AdmmIteration, AdmmSolver, CustomProx, LocalState};

@@ -1,12 +1,12 @@
 //! The ADMM-PD loop (Algorithm 1, local step first), written once over [`AdmmBackend`].
 
+use super::backend::AdmmBackend;
 use super::contact::{kkt_gradient, ContactInput, ContactSolver};
 use super::params::AdmmParams;
 use super::prox::{pd_refusal, ProxKind};
 use crate::error::{JelloError, Result};
 use crate::material::MaterialModel;
 use crate::problem::{ElasticReference, ElasticTerms, Model, StepProblem};
-use super::backend::AdmmBackend;
 use crate::solver::backend::CpuBackend;
 use crate::solver::pd::GlobalSystem;
 use crate::solver::qn::QnMode;

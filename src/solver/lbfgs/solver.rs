@@ -4,8 +4,8 @@ use super::{InitialInverse, LbfgsParams};
 use crate::error::{JelloError, Result};
 use crate::problem::{ElasticTerms, StepProblem};
 use crate::solver::backend::{Coef, Combine, Dots, Point, PotentialBackend};
-use crate::solver::QnMode;
 use crate::solver::report::ms;
+use crate::solver::QnMode;
 use crate::solver::{IterationRecord, StepReport, StepSolver, StepTimings, StopRule};
 use std::time::Instant;
 

@@ -61,7 +61,8 @@ impl<B: PotentialBackend> InitialInverse<B> for PdInverse {
         let nv = problem.model.num_vertices();
         let pinned: Vec<bool> = (0..nv).map(|v| problem.fixed[3 * v]).collect();
         self.contact_set.clear();
-        self.system.prepare(problem.model, &pinned, problem.mass_weight())
+        self.system
+            .prepare(problem.model, &pinned, problem.mass_weight())
     }
 
     fn begin_iteration(&mut self) {
