@@ -6,11 +6,11 @@
 //! computed in f64 (so it keeps f32 *relative* precision even when x ≈ x̃). Element energies are
 //! reduced on the device into per-1024-element partials, which are summed in f64 on the host.
 
-use super::abi::{ELASTIC_ABS, ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT, REDUCE_BLOCK};
-use super::csr::VertexCsr;
 use super::device::{Buf, Device, Plan};
 use super::kernel::Kernel;
-use super::layout::{ElemParams, GpuMat3, GpuTet, GpuVec4, Params};
+use super::layout::{ElemParams, GpuMat3, GpuVec4, Params};
+use super::model::{relative_one, DeviceModel};
+use super::abi::{ELASTIC_ABS, ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT, REDUCE_BLOCK};
 use super::{DeviceInfo, GpuModel};
 use crate::material::{ElementRest, Material};
 use crate::{JelloError, Result};
@@ -36,20 +36,13 @@ impl<'a> ElasticRest<'a> {
     /// The elastic part of a [`Model`](crate::problem::Model): its tets, rest data, materials and
     /// lumped masses, with the rest centroid as origin.
     pub fn from_model(model: &'a crate::problem::Model) -> Self {
-        let n = model.mesh.num_vertices();
-        let mut c = [0.0; 3];
-        for p in &model.mesh.positions {
-            for k in 0..3 {
-                c[k] += p[k];
-            }
-        }
         ElasticRest {
-            num_vertices: n,
+            num_vertices: model.mesh.num_vertices(),
             tets: &model.mesh.tets,
             rest: &model.rest,
             materials: &model.materials,
             masses: &model.mass,
-            origin: c.map(|v| v / n.max(1) as f64),
+            origin: crate::problem::centroid(&model.mesh.positions),
         }
     }
 }
@@ -128,19 +121,13 @@ pub struct Evaluation {
 /// Evaluates the incremental potential on a [`Device`] (GPU or CPU twins).
 pub struct ElasticEvaluator {
     device: Device,
-    nv: usize,
-    ne: usize,
-    origin: [f64; 3],
+    /// The body's mesh data on `device`.
+    model: DeviceModel,
     x: Buf<GpuVec4>,
     dx: Buf<GpuVec4>,
     zeros: Buf<GpuVec4>,
-    tets: Buf<GpuTet>,
-    dm_inv: Buf<GpuMat3>,
-    elem: Buf<ElemParams>,
+    /// Lumped masses as the `inertia` kernel takes them (kg).
     mass: Buf<f32>,
-    offsets: Buf<u32>,
-    csr_tets: Buf<u32>,
-    csr_local: Buf<u32>,
     energy: Buf<f32>,
     elem_grad: Buf<GpuVec4>,
     vgrad: Buf<GpuVec4>,
@@ -154,40 +141,14 @@ pub struct ElasticEvaluator {
 impl ElasticEvaluator {
     /// Uploads the rest data. Errors on inconsistent lengths, bad indices or non-finite data.
     pub fn new(mut device: Device, rest: &ElasticRest<'_>) -> Result<Self> {
-        let ne = rest.tets.len();
-        let nv = rest.num_vertices;
-        if rest.rest.len() != ne || rest.materials.len() != ne {
-            return Err(JelloError::Invalid(format!(
-                "evaluator: {ne} tets but {} rest records and {} materials",
-                rest.rest.len(),
-                rest.materials.len()
-            )));
-        }
-        if rest.masses.len() != nv {
-            return Err(JelloError::Invalid(format!(
-                "evaluator: {nv} vertices but {} masses",
-                rest.masses.len()
-            )));
-        }
-        if ne > u32::MAX as usize / 4 || nv > u32::MAX as usize {
-            return Err(JelloError::Invalid(
-                "evaluator: mesh too large for u32 indices".into(),
-            ));
-        }
-        let csr = VertexCsr::new(rest.tets, nv)?;
-        let (dm, ep) = element_records(rest.rest, rest.materials)?;
-        let masses: Vec<f32> = rest.masses.iter().map(|&m| m as f32).collect();
         let d = &mut device;
+        let model = DeviceModel::from_rest(d, rest)?;
+        let (ne, nv) = (model.ne, model.nv);
+        let masses: Vec<f32> = rest.masses.iter().map(|&m| m as f32).collect();
         let x = d.alloc::<GpuVec4>("positions", nv)?;
         let dx = d.alloc::<GpuVec4>("x - x_tilde", nv)?;
         let zeros = d.alloc::<GpuVec4>("zeros", nv)?;
-        let tets = d.upload::<GpuTet>("tets", rest.tets)?;
-        let dm_inv = d.upload("Dm^-1", &dm)?;
-        let elem = d.upload("element params", &ep)?;
         let mass = d.upload("masses", &masses)?;
-        let offsets = d.upload("csr offsets", &csr.offsets)?;
-        let csr_tets = d.upload("csr tets", &csr.tets)?;
-        let csr_local = d.upload("csr local", &csr.local)?;
         let energy = d.alloc::<f32>("element energy", ne)?;
         let elem_grad = d.alloc::<GpuVec4>("element gradients", 4 * ne)?;
         let vgrad = d.alloc::<GpuVec4>("vertex gradient", nv)?;
@@ -197,19 +158,11 @@ impl ElasticEvaluator {
         let dummy = d.alloc::<f32>("unused binding", 4)?;
         Ok(ElasticEvaluator {
             device,
-            nv,
-            ne,
-            origin: rest.origin,
+            model,
             x,
             dx,
             zeros,
-            tets,
-            dm_inv,
-            elem,
             mass,
-            offsets,
-            csr_tets,
-            csr_local,
             energy,
             elem_grad,
             vgrad,
@@ -231,7 +184,7 @@ impl ElasticEvaluator {
     }
     /// The reference point positions are stored relative to (m).
     pub fn origin(&self) -> [f64; 3] {
-        self.origin
+        self.model.origin
     }
     /// The GPU position buffer (None on the CPU backend): `array<vec4<f32>>`, 16-byte stride,
     /// xyz = position − [`origin`](Self::origin) in metres as of the last `evaluate`/`upload`,
@@ -243,8 +196,8 @@ impl ElasticEvaluator {
 
     /// Uploads positions `x` (3n, m) relative to the origin.
     pub fn upload_positions(&mut self, x: &[f64]) -> Result<()> {
-        let o = self.origin;
-        let v = to_vec4(x, self.nv, "x", |i, k| x[3 * i + k] - o[k])?;
+        check_flat(x, self.model.nv, "x")?;
+        let v = self.model.relative(x);
         self.device.write(&self.x, 0, &v)
     }
 
@@ -268,12 +221,16 @@ impl ElasticEvaluator {
             ));
         }
         self.upload_positions(x)?;
-        let dxv = to_vec4(x_tilde, self.nv, "x_tilde", |i, k| {
-            x[3 * i + k] - x_tilde[3 * i + k]
-        })?;
+        check_flat(x_tilde, self.model.nv, "x_tilde")?;
+        // x − x̃ in f64, then rounded: the inertia term keeps f32 relative precision near x̃.
+        let dxv: Vec<GpuVec4> = x
+            .chunks_exact(3)
+            .zip(x_tilde.chunks_exact(3))
+            .map(|(p, q)| relative_one([p[0], p[1], p[2]], [q[0], q[1], q[2]]))
+            .collect();
         self.device.write(&self.dx, 0, &dxv)?;
-        let ne = self.ne as u32;
-        let nv = self.nv as u32;
+        let m = &self.model;
+        let (ne, nv) = (m.ne as u32, m.nv as u32);
         // Energy-only evaluations (line searches) skip the element gradients and their gather;
         // the inertia kernel then adds into a gradient buffer nobody reads.
         let want_grad = flags.gradient || flags.hessian;
@@ -290,7 +247,7 @@ impl ElasticEvaluator {
             if self.hess.is_none() {
                 self.hess = Some(
                     self.device
-                        .alloc::<f32>("element hessians", 144 * self.ne)?,
+                        .alloc::<f32>("element hessians", 144 * self.model.ne)?,
                 );
             }
         }
@@ -303,9 +260,9 @@ impl ElasticEvaluator {
             Kernel::Elastic,
             &[
                 self.x.id(),
-                self.tets.id(),
-                self.dm_inv.id(),
-                self.elem.id(),
+                m.tets.id(),
+                m.dm_inv.id(),
+                m.elem.id(),
                 self.energy.id(),
                 self.elem_grad.id(),
                 hess_id,
@@ -318,9 +275,9 @@ impl ElasticEvaluator {
                 Kernel::GatherGradient,
                 &[
                     self.elem_grad.id(),
-                    self.offsets.id(),
-                    self.csr_tets.id(),
-                    self.csr_local.id(),
+                    m.offsets.id(),
+                    m.csr_tets.id(),
+                    m.csr_local.id(),
                     self.vgrad.id(),
                 ],
                 Params::new(),
@@ -343,7 +300,7 @@ impl ElasticEvaluator {
             if self.hdiag.is_none() {
                 self.hdiag = Some(
                     self.device
-                        .alloc::<GpuMat3>("vertex hessian diagonal", self.nv)?,
+                        .alloc::<GpuMat3>("vertex hessian diagonal", self.model.nv)?,
                 );
             }
             let (hb, db) = (
@@ -354,9 +311,9 @@ impl ElasticEvaluator {
                 Kernel::GatherHessianDiag,
                 &[
                     hb.id(),
-                    self.offsets.id(),
-                    self.csr_tets.id(),
-                    self.csr_local.id(),
+                    m.offsets.id(),
+                    m.csr_tets.id(),
+                    m.csr_local.id(),
                     db.id(),
                 ],
                 Params::new(),
@@ -364,7 +321,7 @@ impl ElasticEvaluator {
             );
         }
         // First reduction pass only: partials are summed in f64 on the host.
-        let pe = self.ne.div_ceil(REDUCE_BLOCK).max(1);
+        let pe = self.model.ne.div_ceil(REDUCE_BLOCK).max(1);
         plan.dispatch(
             Kernel::ReduceSum,
             &[self.energy.id(), self.partials.id()],
@@ -449,13 +406,8 @@ pub fn element_records(
     Ok((dm, ep))
 }
 
-/// Packs a 3n f64 array into vec4 f32 with `f(i, k)` giving component k of vertex i.
-fn to_vec4(
-    a: &[f64],
-    nv: usize,
-    what: &str,
-    f: impl Fn(usize, usize) -> f64,
-) -> Result<Vec<GpuVec4>> {
+/// Checks that `a` holds 3 × `nv` finite values, naming it `what` otherwise.
+fn check_flat(a: &[f64], nv: usize, what: &str) -> Result<()> {
     if a.len() != 3 * nv {
         return Err(JelloError::Invalid(format!(
             "{what} has {} values, expected 3 × {nv}",
@@ -465,7 +417,5 @@ fn to_vec4(
     if let Some(i) = a.iter().position(|v| !v.is_finite()) {
         return Err(JelloError::Invalid(format!("{what}[{i}] is not finite")));
     }
-    Ok((0..nv)
-        .map(|i| [f(i, 0) as f32, f(i, 1) as f32, f(i, 2) as f32, 0.0])
-        .collect())
+    Ok(())
 }

@@ -52,6 +52,7 @@ mod device;
 mod evaluator;
 pub mod kernel;
 pub mod layout;
+pub mod model;
 pub mod shaders;
 pub mod twins;
 mod wgpu_device;
@@ -68,6 +69,7 @@ pub use layout::{
     ElemParams, GpuContact, GpuFrictionPair, GpuLocalSystem, GpuMat3, GpuPair, GpuTet, GpuTreeNode,
     GpuVec4, GpuVertexInfo, Params,
 };
+pub use model::{DeviceModel, StepConstants};
 pub use wgpu_device::{GpuDevice, DEFAULT_READBACK_TIMEOUT};
 
 /// Material model ids understood by the `elastic` kernel (the `model` field of [`ElemParams`]).

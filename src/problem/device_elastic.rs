@@ -28,18 +28,7 @@ impl DeviceElastic {
 
     /// Uploads `model`'s rest data to an existing device (e.g. one adopted from a host).
     pub fn on_device(model: &Model, device: Device) -> Result<Self> {
-        let origin = centroid(&model.mesh.positions);
-        let eval = ElasticEvaluator::new(
-            device,
-            &ElasticRest {
-                num_vertices: model.num_vertices(),
-                tets: &model.mesh.tets,
-                rest: &model.rest,
-                materials: &model.materials,
-                masses: &model.mass,
-                origin,
-            },
-        )?;
+        let eval = ElasticEvaluator::new(device, &ElasticRest::from_model(model))?;
         let name = eval.info().to_string();
         Ok(DeviceElastic {
             model: model.clone(),
@@ -141,14 +130,13 @@ impl ElasticTerms for DeviceElastic {
 
 /// The mean of the points `p` (m): the origin the device paths keep f32 positions relative to.
 pub(crate) fn centroid(p: &[[f64; 3]]) -> [f64; 3] {
-    let n = p.len().max(1) as f64;
     let mut c = [0.0; 3];
     for q in p {
         for k in 0..3 {
-            c[k] += q[k] / n;
+            c[k] += q[k];
         }
     }
-    c
+    c.map(|v| v / p.len().max(1) as f64)
 }
 
 /// Shared ownership lets a host keep a handle (for the position buffer) while the simulation

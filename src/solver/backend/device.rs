@@ -46,10 +46,7 @@ use crate::gpu::abi::{
     dev_groups, COMBINE_DOT, COMBINE_SET, ELASTIC_ABS, ELASTIC_GRADIENT, ELASTIC_HESSIAN,
     ELASTIC_PROJECT, ENERGY_REFERENCE, ENERGY_STRICT, SLOT_NONE,
 };
-use crate::gpu::{
-    element_records, Buf, Device, ElasticRest, ElemParams, GpuContact, GpuMat3, GpuTet, GpuVec4,
-    GpuVertexInfo, Kernel, Params, Plan, VertexCsr,
-};
+use crate::gpu::{Buf, Device, DeviceModel, GpuContact, GpuMat3, GpuVec4, Kernel, Params, Plan};
 use crate::material::EigenFilter;
 use crate::problem::{ElasticTerms, Model, Obstacle, StepProblem};
 use std::time::Instant;
@@ -139,25 +136,12 @@ pub struct HostSolveStats {
 /// See the module docs.
 pub struct DeviceBackend {
     dev: Device,
-    nv: usize,
-    ne: usize,
-    origin: [f64; 3],
-    char_scale: f64,
-    obstacles: Vec<Obstacle>,
-    tets: Buf<GpuTet>,
-    dm_inv: Buf<GpuMat3>,
-    elem: Buf<ElemParams>,
-    offsets: Buf<u32>,
-    csr_tets: Buf<u32>,
-    csr_local: Buf<u32>,
-    vinfo: Buf<GpuVertexInfo>,
-    inv_c: Buf<f32>,
+    /// The body's mesh data and step start on `dev`.
+    pub(crate) m: DeviceModel,
     hess: Buf<f32>,
     x: [Buf<GpuVec4>; 2],
     contacts: [Buf<GpuContact>; 2],
     cur: usize,
-    x_start: Buf<GpuVec4>,
-    x_tilde: Buf<GpuVec4>,
     energy: Buf<f32>,
     eref: Buf<f32>,
     egrad: Buf<GpuVec4>,
@@ -169,11 +153,6 @@ pub struct DeviceBackend {
     readback: Buf<f32>,
     regions: Regions,
     plan: Plan,
-    inertia: f32,
-    barrier_w: f32,
-    kappa: f32,
-    dhat: f32,
-    strict: bool,
     magnitude: f64,
     pending_magnitude: bool,
     solves: HostSolveStats,
@@ -197,48 +176,13 @@ struct StartHessian {
     host: Vec<[f64; 144]>,
 }
 
-fn vec4(x: &[f64], o: [f64; 3]) -> GpuVec4 {
-    [
-        (x[0] - o[0]) as f32,
-        (x[1] - o[1]) as f32,
-        (x[2] - o[2]) as f32,
-        0.0,
-    ]
-}
-
-fn nonempty(mut v: Vec<u32>) -> Vec<u32> {
-    if v.is_empty() {
-        v.push(0);
-    }
-    v
-}
-
 impl DeviceBackend {
     /// Uploads `model`'s static data to `device`.
     pub fn new(device: Device, model: &Model) -> Result<Self> {
         let mut d = device;
-        let nv = model.num_vertices();
-        let ne = model.mesh.num_tets();
-        if nv == 0 || ne == 0 || ne > (u32::MAX / 4) as usize {
-            return Err(JelloError::Invalid(format!(
-                "device backend: a mesh of {nv} vertices and {ne} tets cannot be uploaded"
-            )));
-        }
-        let origin = ElasticRest::from_model(model).origin;
-        let csr = VertexCsr::new(&model.mesh.tets, nv)?;
-        let (dm, ep) = element_records(&model.rest, &model.materials)?;
-        let vinfo: Vec<GpuVertexInfo> = (0..nv)
-            .map(|v| GpuVertexInfo {
-                mass: model.mass[v] as f32,
-                free: (!model.pinned[v]) as u32,
-            })
-            .collect();
-        let inv_c: Vec<f32> = if model.char_norm.inv_c.len() == nv {
-            model.char_norm.inv_c.iter().map(|&w| w as f32).collect()
-        } else {
-            vec![1.0; nv]
-        };
-        let nc = model.obstacles.len().max(1);
+        let m = DeviceModel::new(&mut d, model)?;
+        let (nv, ne) = (m.nv, m.ne);
+        let nc = m.contacts_per_vertex();
         let (ge, gv) = (dev_groups(ne), dev_groups(nv));
         let elem_off = MAX_SLOTS;
         let regions = Regions {
@@ -252,19 +196,6 @@ impl DeviceBackend {
             len: elem_off + 3 * ge + 4 * gv,
         };
         let mut s = DeviceBackend {
-            nv,
-            ne,
-            origin,
-            char_scale: model.char_norm.scale,
-            obstacles: model.obstacles.clone(),
-            tets: d.upload("tets", &model.mesh.tets)?,
-            dm_inv: d.upload("Dm^-1", &dm)?,
-            elem: d.upload("element params", &ep)?,
-            offsets: d.upload("csr offsets", &csr.offsets)?,
-            csr_tets: d.upload("csr tets", &nonempty(csr.tets))?,
-            csr_local: d.upload("csr local", &nonempty(csr.local))?,
-            vinfo: d.upload("vertex info", &vinfo)?,
-            inv_c: d.upload("residual weights", &inv_c)?,
             hess: d.alloc("unused Hessians", 1)?,
             x: [d.alloc("positions", nv)?, d.alloc("trial positions", nv)?],
             contacts: [
@@ -272,8 +203,6 @@ impl DeviceBackend {
                 d.alloc("trial contact records", nc * nv)?,
             ],
             cur: 0,
-            x_start: d.alloc("step start", nv)?,
-            x_tilde: d.alloc("inertial target", nv)?,
             energy: d.alloc("element energies", ne)?,
             eref: d.alloc("element energies at the start", ne)?,
             egrad: d.alloc("element gradients", 4 * ne)?,
@@ -289,17 +218,13 @@ impl DeviceBackend {
             readback: d.alloc("readback", regions.len)?,
             regions,
             plan: Plan::new(),
-            inertia: 0.0,
-            barrier_w: 0.0,
-            kappa: model.barrier.kappa as f32,
-            dhat: model.barrier.dhat as f32,
-            strict: false,
             magnitude: 0.0,
             pending_magnitude: false,
             solves: HostSolveStats::default(),
             ext: None,
             start: None,
             start_valid: false,
+            m,
             dev: d,
         };
         s.bound_slot = s.alloc_slot()?;
@@ -313,7 +238,7 @@ impl DeviceBackend {
 
     /// The point positions on the device are relative to (the rest centroid), m.
     pub fn origin(&self) -> [f64; 3] {
-        self.origin
+        self.m.origin
     }
 
     /// Bus traffic and host time of the host solves so far.
@@ -362,15 +287,15 @@ impl DeviceBackend {
             Kernel::Elastic,
             &[
                 self.x[p].id(),
-                self.tets.id(),
-                self.dm_inv.id(),
-                self.elem.id(),
+                self.m.tets.id(),
+                self.m.dm_inv.id(),
+                self.m.elem.id(),
                 self.energy.id(),
                 self.egrad.id(),
                 self.hess.id(),
             ],
             Params::new().u0(if gradient { ELASTIC_GRADIENT } else { 0 }),
-            self.ne as u32,
+            self.m.ne as u32,
         );
     }
 
@@ -378,10 +303,10 @@ impl DeviceBackend {
         Params {
             u0,
             u1: u1 as u32,
-            f0: self.inertia,
-            f1: self.kappa,
-            f2: self.dhat,
-            f3: self.barrier_w,
+            f0: self.m.step.inertia,
+            f1: self.m.step.kappa,
+            f2: self.m.step.dhat,
+            f3: self.m.step.barrier_ih2,
             ..Params::default()
         }
     }
@@ -394,7 +319,7 @@ impl DeviceBackend {
         self.rec_elastic(p, gradient);
         let mode = if reference {
             ENERGY_REFERENCE
-        } else if self.strict {
+        } else if self.m.step.strict {
             ENERGY_STRICT
         } else {
             0
@@ -406,8 +331,8 @@ impl DeviceBackend {
                 self.eref.id(),
                 self.x[from].id(),
                 self.x[p].id(),
-                self.tets.id(),
-                self.elem.id(),
+                self.m.tets.id(),
+                self.m.elem.id(),
                 self.readback.id(),
             ],
             Params {
@@ -415,7 +340,7 @@ impl DeviceBackend {
                 u1: self.regions.elem as u32,
                 ..Params::default()
             },
-            self.ne as u32,
+            self.m.ne as u32,
         );
         let params = self.vertex_params(
             if reference { ENERGY_REFERENCE } else { 0 },
@@ -425,15 +350,15 @@ impl DeviceBackend {
             Kernel::DevVertexEnergy,
             &[
                 self.x[p].id(),
-                self.x_start.id(),
-                self.x_tilde.id(),
-                self.vinfo.id(),
+                self.m.x_start.id(),
+                self.m.x_tilde.id(),
+                self.m.vinfo.id(),
                 self.contacts[p].id(),
                 self.vref.id(),
                 self.readback.id(),
             ],
             params,
-            self.nv as u32,
+            self.m.nv as u32,
         );
     }
 
@@ -444,28 +369,28 @@ impl DeviceBackend {
             Kernel::GatherGradient,
             &[
                 self.egrad.id(),
-                self.offsets.id(),
-                self.csr_tets.id(),
-                self.csr_local.id(),
+                self.m.offsets.id(),
+                self.m.csr_tets.id(),
+                self.m.csr_local.id(),
                 g.id(),
             ],
             Params::new(),
-            self.nv as u32,
+            self.m.nv as u32,
         );
         let params = self.vertex_params(0, self.regions.res);
         self.plan.dispatch(
             Kernel::DevVertexGradient,
             &[
                 self.x[p].id(),
-                self.x_tilde.id(),
-                self.vinfo.id(),
+                self.m.x_tilde.id(),
+                self.m.vinfo.id(),
                 self.contacts[p].id(),
-                self.inv_c.id(),
+                self.m.res_weight.id(),
                 g.id(),
                 self.readback.id(),
             ],
             params,
-            self.nv as u32,
+            self.m.nv as u32,
         );
         DeviceScalar::Residual
     }
@@ -476,14 +401,14 @@ impl DeviceBackend {
     /// Within d̂ of a half-space the returned f64 position is moved along the normal so its
     /// distance is the record's — a change of the order of the position's f32 rounding.
     fn reconcile_contacts(&mut self, problem: &StepProblem, x: &mut [f64]) -> Result<()> {
-        if self.obstacles.is_empty() {
+        if self.m.obstacles.is_empty() {
             return Ok(());
         }
         let cs = self.dev.read(&self.contacts[self.cur])?;
-        let nc = self.obstacles.len();
+        let nc = self.m.obstacles.len();
         let dhat = problem.model.barrier.dhat;
-        for v in 0..self.nv {
-            for (o, ob) in self.obstacles.iter().enumerate() {
+        for v in 0..self.m.nv {
+            for (o, ob) in self.m.obstacles.iter().enumerate() {
                 let c = &cs[v * nc + o];
                 let Obstacle::HalfSpace { normal, offset } = ob else {
                     continue;
@@ -521,8 +446,8 @@ impl DeviceBackend {
             DeviceScalar::Dual => sum(r.admm + r.ge, r.gv).max(0.0).sqrt(),
             DeviceScalar::Residual => {
                 let norm = sum(r.res, r.gv).max(0.0).sqrt();
-                if self.char_scale > 0.0 {
-                    norm / self.char_scale
+                if self.m.char_scale > 0.0 {
+                    norm / self.m.char_scale
                 } else {
                     norm
                 }
@@ -544,7 +469,7 @@ impl Backend for DeviceBackend {
     }
 
     fn vector(&mut self, label: &str) -> Result<DeviceVector> {
-        self.dev.alloc(label, self.nv)
+        self.dev.alloc(label, self.m.nv)
     }
 
     fn scalar(&mut self) -> Result<DeviceScalar> {
@@ -583,11 +508,15 @@ impl Backend for DeviceBackend {
                 f1: coef.ratio as f32,
                 ..Params::default()
             },
-            self.nv as u32,
+            self.m.nv as u32,
         );
         if let Some((_, slot)) = out {
-            self.plan
-                .sum(&self.part[0], dev_groups(self.nv) as u32, &self.scal, slot);
+            self.plan.sum(
+                &self.part[0],
+                dev_groups(self.m.nv) as u32,
+                &self.scal,
+                slot,
+            );
         }
         Ok(())
     }
@@ -614,9 +543,9 @@ impl Backend for DeviceBackend {
                 self.part[2].id(),
             ],
             Params::new(),
-            self.nv as u32,
+            self.m.nv as u32,
         );
-        let g = dev_groups(self.nv) as u32;
+        let g = dev_groups(self.m.nv) as u32;
         for (k, s) in slots.iter().enumerate() {
             if let Some(i) = s {
                 self.plan.sum(&self.part[k], g, &self.scal, *i);
@@ -668,7 +597,7 @@ impl Backend for DeviceBackend {
             .collect();
         self.dev.write(&r, 0, &rv)?;
         self.solves.calls += 1;
-        self.solves.bytes += 2 * 16 * self.nv;
+        self.solves.bytes += 2 * 16 * self.m.nv;
         self.solves.host_ms += host;
         self.solves.transfer_ms += t0.elapsed().as_secs_f64() * 1e3 - host;
         Ok(())
@@ -683,7 +612,7 @@ impl Backend for DeviceBackend {
 impl PotentialBackend for DeviceBackend {
     fn check(&self, problem: &StepProblem) -> Result<()> {
         let model = problem.model;
-        if model.num_vertices() != self.nv || model.mesh.num_tets() != self.ne {
+        if model.num_vertices() != self.m.nv || model.mesh.num_tets() != self.m.ne {
             return Err(JelloError::Solver(
                 "device backend: the problem's model is not the one it was built for".into(),
             ));
@@ -707,48 +636,12 @@ impl PotentialBackend for DeviceBackend {
 
     fn begin_step(&mut self, problem: &StepProblem, _elastic: &dyn ElasticTerms) -> Result<()> {
         self.check(problem)?;
-        if let Some(k) = problem
-            .x_start
-            .iter()
-            .chain(&problem.x_tilde)
-            .position(|v| !v.is_finite())
-        {
-            return Err(JelloError::Invalid(format!(
-                "device backend: non-finite start or inertial target at DOF {k}"
-            )));
-        }
         // Writes go to the queue: nothing recorded may still be waiting behind them.
         self.flush()?;
-        let o = self.origin;
-        let xs: Vec<GpuVec4> = problem
-            .x_start
-            .chunks_exact(3)
-            .map(|p| vec4(p, o))
-            .collect();
-        let xt: Vec<GpuVec4> = problem
-            .x_tilde
-            .chunks_exact(3)
-            .map(|p| vec4(p, o))
-            .collect();
-        let mut cs = Vec::with_capacity(self.nv * self.obstacles.len().max(1));
-        for p in problem.x_start.chunks_exact(3) {
-            if self.obstacles.is_empty() {
-                cs.push(GpuContact::none());
-            }
-            for ob in &self.obstacles {
-                cs.push(GpuContact::at(ob, [p[0], p[1], p[2]]));
-            }
-        }
         self.cur = 0;
-        self.dev.write(&self.x[0], 0, &xs)?;
-        self.dev.write(&self.x_start, 0, &xs)?;
-        self.dev.write(&self.x_tilde, 0, &xt)?;
-        self.dev.write(&self.contacts[0], 0, &cs)?;
-        self.inertia = problem.inertia as f32;
-        self.barrier_w = problem.inv_h2() as f32;
-        self.kappa = problem.model.barrier.kappa as f32;
-        self.dhat = problem.model.barrier.dhat as f32;
-        self.strict = problem.strict_inversion;
+        let (x0, c0) = (self.x[0], self.contacts[0]);
+        self.m
+            .begin_step(&mut self.dev, problem, &x0, &c0, "device backend")?;
         self.rec_energies(0, 0, true, false);
         self.pending_magnitude = true;
         self.start_valid = false;
@@ -774,11 +667,11 @@ impl PotentialBackend for DeviceBackend {
             Kernel::DevStepBound,
             &[d.id(), self.contacts[self.cur].id(), self.part[0].id()],
             Params::new(),
-            self.nv as u32,
+            self.m.nv as u32,
         );
         self.plan.max_abs(
             &self.part[0],
-            dev_groups(self.nv) as u32,
+            dev_groups(self.m.nv) as u32,
             &self.scal,
             self.bound_slot,
         );
@@ -819,7 +712,7 @@ impl PotentialBackend for DeviceBackend {
                 f0: scale as f32,
                 ..Params::default()
             },
-            self.nv as u32,
+            self.m.nv as u32,
         );
         self.rec_energies(t, c, false, gradient.is_some());
         let residual = gradient.map(|g| self.rec_gradient_tail(t, g));
@@ -849,12 +742,12 @@ impl PotentialBackend for DeviceBackend {
             EigenFilter::Abs => ELASTIC_ABS,
         };
         if self.start.is_none() {
-            let groups = dev_groups(self.ne.max(self.nv));
+            let groups = dev_groups(self.m.ne.max(self.m.nv));
             self.start = Some(Box::new(StartHessian {
                 hess: self
                     .dev
-                    .alloc("element Hessians at the start", 144 * self.ne)?,
-                kv: self.dev.alloc("vertex blocks at the start", self.nv)?,
+                    .alloc("element Hessians at the start", 144 * self.m.ne)?,
+                kv: self.dev.alloc("vertex blocks at the start", self.m.nv)?,
                 part: self.dev.alloc("curvature partials", groups)?,
                 host: Vec::new(),
             }));
@@ -863,16 +756,16 @@ impl PotentialBackend for DeviceBackend {
         self.plan.dispatch(
             Kernel::Elastic,
             &[
-                self.x_start.id(),
-                self.tets.id(),
-                self.dm_inv.id(),
-                self.elem.id(),
+                self.m.x_start.id(),
+                self.m.tets.id(),
+                self.m.dm_inv.id(),
+                self.m.elem.id(),
                 self.energy.id(),
                 self.egrad.id(),
                 st.hess.id(),
             ],
             Params::new().u0(ELASTIC_HESSIAN | mode),
-            self.ne as u32,
+            self.m.ne as u32,
         );
         // The read below waits for the plan. The pass rewrites `energy` with the start's
         // element energies, the values the reference pass recorded before it already took.
@@ -887,7 +780,7 @@ impl PotentialBackend for DeviceBackend {
             }
             h
         }));
-        let kv: Vec<GpuMat3> = (0..self.nv)
+        let kv: Vec<GpuMat3> = (0..self.m.nv)
             .map(|v| {
                 let k = problem.vertex_block(&problem.x_start, v);
                 GpuMat3::from_rows(std::array::from_fn(|r| {
@@ -915,19 +808,19 @@ impl PotentialBackend for DeviceBackend {
                 ))
             }
         };
-        let n = self.ne.max(self.nv);
+        let n = self.m.ne.max(self.m.nv);
         self.plan.dispatch(
             Kernel::DevCurvature,
             &[
                 st.hess.id(),
-                self.tets.id(),
+                self.m.tets.id(),
                 d.id(),
                 st.kv.id(),
                 st.part.id(),
             ],
             Params {
-                u0: self.ne as u32,
-                u1: self.nv as u32,
+                u0: self.m.ne as u32,
+                u1: self.m.nv as u32,
                 ..Params::default()
             },
             n as u32,
@@ -946,16 +839,16 @@ impl PotentialBackend for DeviceBackend {
         // f32 relative precision: the positions do not resolve the 1e-8 m gaps of a vertex
         // pressed against the ground, where the barrier's curvature is largest.
         out.clear();
-        if self.obstacles.is_empty() {
+        if self.m.obstacles.is_empty() {
             return Ok(());
         }
         self.flush()?;
         let cs = self.dev.read(&self.contacts[self.cur])?;
-        let nc = self.obstacles.len();
+        let nc = self.m.obstacles.len();
         let model = problem.model;
         let dhat = model.barrier.dhat;
         let ih2 = problem.inv_h2();
-        for v in 0..self.nv {
+        for v in 0..self.m.nv {
             if problem.fixed[3 * v] {
                 continue;
             }
@@ -996,7 +889,7 @@ impl PotentialBackend for DeviceBackend {
         x.clear();
         x.extend(xv.iter().flat_map(|p| (0..3).map(move |k| p[k] as f64)));
         for (k, xi) in x.iter_mut().enumerate() {
-            *xi += self.origin[k % 3];
+            *xi += self.m.origin[k % 3];
         }
         self.reconcile_contacts(problem, x)?;
         // The report's energies in f64 from the returned positions (the device's own are f32).

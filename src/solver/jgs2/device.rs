@@ -101,16 +101,17 @@
 use super::solver::{plain_step_fits, Jgs2Params, Safeguard, Variant};
 use super::subspace::Jgs2Subspace;
 use crate::error::{JelloError, Result};
+use crate::gpu::layout::{GpuContact, GpuLocalSystem, GpuTreeNode};
+use crate::gpu::model::{relative_one, upload_nonempty};
 use crate::gpu::abi::{
     DOTS_STRIDE, ELASTIC_EXACT_SNH, ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT,
     ELASTIC_STRICT, ELASTIC_STRICT_SENTINEL, FAR_HMATRIX, FAR_LINEAR, JGS2_DOTS_GD_ONLY,
     NODE_STRIDE, NO_CHILD, REDUCE_BLOCK, ROTATION_KEEP, SOLVE_PRIMARY, SOLVE_WITH_FALLBACK,
     ZERO_BLOCK,
 };
-use crate::gpu::layout::{GpuContact, GpuLocalSystem, GpuTreeNode, GpuVertexInfo};
 use crate::gpu::{
-    element_records, Buf, BufferId, Device, DeviceInfo, ElasticRest, ElemParams, GpuMat3, GpuTet,
-    GpuVec4, Kernel, Params, Plan, SurfaceCsr, VertexCsr,
+    Buf, BufferId, Device, DeviceInfo, DeviceModel, GpuMat3, GpuTet, GpuVec4, Kernel, Params, Plan,
+    SurfaceCsr,
 };
 use crate::mesh::{colour_vertices, VertexTets};
 use crate::problem::{ElasticTerms, Model, Obstacle, StepProblem};
@@ -448,23 +449,13 @@ pub struct DeviceJgs2 {
     params: Jgs2Params,
     has_subspace: bool,
     dev: Device,
-    nv: usize,
-    ne: usize,
-    origin: [f64; 3],
+    /// The body's mesh data, step start and step constants on `dev`.
+    m: DeviceModel,
     extent: f64,
-    char_scale: f64,
     num_colours: usize,
     // Static data.
-    tets: Buf<GpuTet>,
-    dm_inv: Buf<GpuMat3>,
-    elem: Buf<ElemParams>,
-    offsets: Buf<u32>,
-    csr_tets: Buf<u32>,
-    csr_local: Buf<u32>,
+    /// Vertex → (tet, corner) CSR packed as `tet·4 + corner` ([`VertexTets::packed`]).
     packed: Buf<u32>,
-    vinfo: Buf<GpuVertexInfo>,
-    /// Per-vertex weights 1/c_v of the characteristic norm.
-    res_weight: Buf<f32>,
     lists: Buf<u32>,
     blob: Option<Buf<u32>>,
     nodes: Option<Buf<GpuTreeNode>>,
@@ -487,12 +478,8 @@ pub struct DeviceJgs2 {
     // State and scratch.
     /// Current and trial positions (ping-pong) and the Gauss–Seidel scratch copy.
     x: [Buf<GpuVec4>; 3],
-    /// The step's start x_start (the vertex energies are relative to it).
-    x_start: Buf<GpuVec4>,
     contacts: [Buf<GpuContact>; 3],
     sweep_dxn: Buf<f32>,
-    obstacles: Vec<Obstacle>,
-    x_tilde: Buf<GpuVec4>,
     energy: Buf<f32>,
     egrad: Buf<GpuVec4>,
     hess: Buf<f32>,
@@ -513,12 +500,6 @@ pub struct DeviceJgs2 {
     free: Span,
     colours: Vec<Colour>,
     levels: Vec<Span>,
-    /// The step's inertia weight 1/ĥ², 1/s² ([`StepProblem::inertia`]).
-    ih2: f32,
-    /// The barrier weight's 1/h², 1/s² (κ·m/h² with the real step: not ih2 under BDF2).
-    barrier_ih2: f32,
-    kappa: f32,
-    dhat: f32,
     /// The step's strict-inversion floor on J (`None`: not strict).
     strict_floor: Option<f32>,
     /// The element pass's flags this step: [`ALL_FLAGS`], plus [`ELASTIC_EXACT_SNH`] under
@@ -526,15 +507,6 @@ pub struct DeviceJgs2 {
     elem_flags: u32,
     /// The device energy at x_start (elastic + barrier), subtracted from every sample's, J.
     e_ref: f64,
-}
-
-fn vec4(x: [f64; 3], o: [f64; 3]) -> GpuVec4 {
-    [
-        (x[0] - o[0]) as f32,
-        (x[1] - o[1]) as f32,
-        (x[2] - o[2]) as f32,
-        0.0,
-    ]
 }
 
 fn span(lists: &mut Vec<u32>, items: impl IntoIterator<Item = u32>) -> Span {
@@ -608,30 +580,11 @@ impl DeviceJgs2 {
             )));
         }
         let mut dev = device;
-        let nv = model.num_vertices();
-        let ne = model.mesh.num_tets();
-        if ne > (u32::MAX / 4) as usize {
-            return Err(JelloError::Invalid("mesh too large for u32 indices".into()));
-        }
-        // Positions are stored relative to the rest centroid, as the evaluator does.
-        let origin = ElasticRest::from_model(model).origin;
-        let csr = VertexCsr::new(&model.mesh.tets, nv)?;
+        let m = DeviceModel::new(&mut dev, model)?;
+        let (nv, ne) = (m.nv, m.ne);
         let vt = VertexTets::new(&model.mesh);
         let packed = vt.packed();
-        let (dm, ep) = element_records(&model.rest, &model.materials)?;
-        let vinfo: Vec<GpuVertexInfo> = (0..nv)
-            .map(|v| GpuVertexInfo {
-                mass: model.mass[v] as f32,
-                free: (!model.pinned[v]) as u32,
-            })
-            .collect();
-        let nc = model.obstacles.len().max(1);
-        // The characteristic norm weighs each vertex's force by 1/c_v (its material's ‖C‖).
-        let res_weight: Vec<f32> = if model.char_norm.inv_c.len() == nv {
-            model.char_norm.inv_c.iter().map(|&w| w as f32).collect()
-        } else {
-            vec![1.0; nv]
-        };
+        let nc = m.contacts_per_vertex();
         // Lists: free vertices, per colour its free vertices and touched elements, tree levels.
         let mut lists = Vec::new();
         let free = span(
@@ -706,7 +659,7 @@ impl DeviceJgs2 {
             let rest: Vec<GpuVec4> = sub
                 .rest
                 .iter()
-                .map(|r| vec4([r.x, r.y, r.z], [0.0; 3]))
+                .map(|r| relative_one([r.x, r.y, r.z], [0.0; 3]))
                 .collect();
             if rest.len() != nv {
                 return Err(JelloError::Solver(format!(
@@ -754,21 +707,9 @@ impl DeviceJgs2 {
         let s = DeviceJgs2 {
             params,
             has_subspace: jgs2,
-            nv,
-            ne,
-            origin,
             extent: model.largest_extent(),
-            char_scale: model.char_norm.scale,
             num_colours: colouring.num_colours(),
-            tets: d.upload("tets", &model.mesh.tets)?,
-            dm_inv: d.upload("Dm^-1", &dm)?,
-            elem: d.upload("element params", &ep)?,
-            offsets: d.upload("csr offsets", &csr.offsets)?,
-            csr_tets: d.upload("csr tets", &nonempty(csr.tets))?,
-            csr_local: d.upload("csr local", &nonempty(csr.local))?,
-            packed: d.upload("csr packed", &nonempty(packed))?,
-            vinfo: d.upload("vertex info", &vinfo)?,
-            res_weight: d.upload("residual weights", &res_weight)?,
+            packed: upload_nonempty(d, "csr packed", &packed)?,
             lists: d.upload("vertex and element lists", &lists)?,
             blob: blob_buf,
             nodes: nodes_buf,
@@ -779,7 +720,6 @@ impl DeviceJgs2 {
             tris: d.upload("surface triangles", &surface.tris)?,
             bounded,
             surface_reach: longest_surface_edge(model),
-            x_start: d.alloc("start positions", nv.max(1))?,
             x: [
                 d.alloc("positions", nv.max(1))?,
                 d.alloc("trial positions", nv.max(1))?,
@@ -791,8 +731,6 @@ impl DeviceJgs2 {
                 d.alloc("sweep contact records", nc * nv.max(1))?,
             ],
             sweep_dxn: d.alloc("sweep vertex moves", nv.max(1))?,
-            obstacles: model.obstacles.clone(),
-            x_tilde: d.alloc("x_tilde", nv.max(1))?,
             energy: d.alloc("element energies", ne.max(1))?,
             egrad: d.alloc("element gradients", 4 * ne.max(1))?,
             hess: d.alloc("element Hessians", 144 * ne.max(1))?,
@@ -829,14 +767,11 @@ impl DeviceJgs2 {
             free,
             colours,
             levels,
-            ih2: 1.0,
-            barrier_ih2: 1.0,
-            kappa: model.barrier.kappa as f32,
-            dhat: model.barrier.dhat as f32,
             strict_floor: None,
             elem_flags: ALL_FLAGS,
             e_ref: 0.0,
             thickness: (SURFACE_THICKNESS * model.barrier.dhat) as f32,
+            m,
             dev,
         };
         Ok(s)
@@ -852,7 +787,7 @@ impl DeviceJgs2 {
     }
     /// The point positions on the device are relative to (the rest centroid), m.
     pub fn origin(&self) -> [f64; 3] {
-        self.origin
+        self.m.origin
     }
     /// Number of vertex colours (Gauss–Seidel sweeps per iteration, pinned-only colours
     /// included as in [`Jgs2Solver::num_colours`](super::Jgs2Solver::num_colours)).
@@ -889,29 +824,29 @@ impl DeviceJgs2 {
             Kernel::Elastic,
             &[
                 self.x[xb].id(),
-                self.tets.id(),
-                self.dm_inv.id(),
-                self.elem.id(),
+                self.m.tets.id(),
+                self.m.dm_inv.id(),
+                self.m.elem.id(),
                 self.energy.id(),
                 self.egrad.id(),
                 self.hess.id(),
             ],
             params,
-            self.ne as u32,
+            self.m.ne as u32,
         );
     }
 
     /// Gathered gradient + vertex terms (inertia, half-space barrier, mask) at x[xb], then the
     /// surface barrier against spheres and boxes.
     fn rec_vertex(&self, p: &mut Plan, xb: usize) {
-        let nv = self.nv as u32;
+        let nv = self.m.nv as u32;
         p.dispatch(
             Kernel::GatherGradient,
             &[
                 self.egrad.id(),
-                self.offsets.id(),
-                self.csr_tets.id(),
-                self.csr_local.id(),
+                self.m.offsets.id(),
+                self.m.csr_tets.id(),
+                self.m.csr_local.id(),
                 self.g.id(),
             ],
             Params::new(),
@@ -921,19 +856,19 @@ impl DeviceJgs2 {
             Kernel::Jgs2VertexTerms,
             &[
                 self.x[xb].id(),
-                self.x_tilde.id(),
-                self.x_start.id(),
-                self.vinfo.id(),
+                self.m.x_tilde.id(),
+                self.m.x_start.id(),
+                self.m.vinfo.id(),
                 self.contacts[xb].id(),
                 self.g.id(),
                 self.venergy.id(),
                 self.hbar.id(),
             ],
             Params {
-                f0: self.ih2,
-                f1: self.kappa,
-                f2: self.dhat,
-                f3: self.barrier_ih2,
+                f0: self.m.step.inertia,
+                f1: self.m.step.kappa,
+                f2: self.m.step.dhat,
+                f3: self.m.step.barrier_ih2,
                 ..Params::default()
             },
             nv,
@@ -945,15 +880,15 @@ impl DeviceJgs2 {
                     self.contacts[xb].id(),
                     self.vfaces.id(),
                     self.tris.id(),
-                    self.vinfo.id(),
+                    self.m.vinfo.id(),
                     self.g.id(),
                     self.venergy.id(),
                     self.hbar.id(),
                 ],
                 Params {
-                    f1: self.kappa,
-                    f2: self.dhat,
-                    f3: self.barrier_ih2,
+                    f1: self.m.step.kappa,
+                    f2: self.m.step.dhat,
+                    f3: self.m.step.barrier_ih2,
                     ..Params::default()
                 },
                 nv,
@@ -978,24 +913,29 @@ impl DeviceJgs2 {
         if rotate {
             p.dispatch(
                 Kernel::DeformationGradient,
-                &[self.x[xb].id(), self.tets.id(), self.dm_inv.id(), fm.id()],
+                &[
+                    self.x[xb].id(),
+                    self.m.tets.id(),
+                    self.m.dm_inv.id(),
+                    fm.id(),
+                ],
                 Params::new(),
-                self.ne as u32,
+                self.m.ne as u32,
             );
         }
         p.dispatch(
             Kernel::Jgs2Rotation,
             &[
                 fm.id(),
-                self.elem.id(),
-                self.offsets.id(),
-                self.csr_tets.id(),
+                self.m.elem.id(),
+                self.m.offsets.id(),
+                self.m.csr_tets.id(),
                 self.g.id(),
                 rot.id(),
                 frame.id(),
             ],
             Params::new().u0(if rotate { 0 } else { ROTATION_KEEP }),
-            self.nv as u32,
+            self.m.nv as u32,
         );
         if let Some(hm) = &self.hm {
             // The H-matrix field replaces the node fits: no far sample reads the tree sums.
@@ -1013,7 +953,7 @@ impl DeviceJgs2 {
                     frame.id(),
                 ],
                 Params {
-                    u0: self.nv as u32,
+                    u0: self.m.nv as u32,
                     u1: l.off,
                     ..Params::default()
                 },
@@ -1071,9 +1011,9 @@ impl DeviceJgs2 {
                 self.sys.id(),
             ],
             Params {
-                u0: self.nv as u32,
+                u0: self.m.nv as u32,
                 u1: list.off,
-                f0: self.ih2,
+                f0: self.m.step.inertia,
                 ..Params::default()
             },
             list.len,
@@ -1086,16 +1026,16 @@ impl DeviceJgs2 {
             Kernel::VbdSystem,
             &[
                 self.lists.id(),
-                self.vinfo.id(),
+                self.m.vinfo.id(),
                 self.g.id(),
                 self.hess.id(),
-                self.offsets.id(),
+                self.m.offsets.id(),
                 self.packed.id(),
                 self.sys.id(),
             ],
             Params {
                 u1: list.off,
-                f0: self.ih2,
+                f0: self.m.step.inertia,
                 ..Params::default()
             },
             list.len,
@@ -1161,9 +1101,9 @@ impl DeviceJgs2 {
                 Kernel::ElasticList,
                 &[
                     self.x[xb].id(),
-                    self.tets.id(),
-                    self.dm_inv.id(),
-                    self.elem.id(),
+                    self.m.tets.id(),
+                    self.m.dm_inv.id(),
+                    self.m.elem.id(),
                     self.lists.id(),
                     self.energy.id(),
                     self.egrad.id(),
@@ -1183,23 +1123,23 @@ impl DeviceJgs2 {
     /// Dot products into the readback: with `hvp`, the three Hessian-vector products first and
     /// all 13 dots; else only g·g.
     fn rec_dots(&self, p: &mut Plan, hvp: bool) {
-        let nv = self.nv as u32;
+        let nv = self.m.nv as u32;
         let nd = if hvp {
             p.dispatch(
                 Kernel::HessVec,
                 &[
                     self.hess.id(),
-                    self.tets.id(),
-                    self.offsets.id(),
+                    self.m.tets.id(),
+                    self.m.offsets.id(),
                     self.packed.id(),
-                    self.vinfo.id(),
+                    self.m.vinfo.id(),
                     self.hbar.id(),
                     self.dirs.id(),
                     self.hd.id(),
                 ],
                 Params {
                     u0: 3,
-                    f0: self.ih2,
+                    f0: self.m.step.inertia,
                     ..Params::default()
                 },
                 nv,
@@ -1225,18 +1165,24 @@ impl DeviceJgs2 {
                 self.g.id(),
                 self.dirs.id(),
                 self.hd.id(),
-                self.res_weight.id(),
+                self.m.res_weight.id(),
                 self.readback.id(),
             ],
             Params::new().u0(u0),
-            self.nv as u32,
+            self.m.nv as u32,
         );
     }
 
     /// Energy partials (elements, vertices) and the per-vertex move maximum into the readback.
     fn rec_energy(&self, p: &mut Plan) {
         self.rec_energy_partials(p);
-        self.rec_into_readback(p, Kernel::ReduceMaxAbs, self.dxn.id(), self.nv, self.rb.dx);
+        self.rec_into_readback(
+            p,
+            Kernel::ReduceMaxAbs,
+            self.dxn.id(),
+            self.m.nv,
+            self.rb.dx,
+        );
     }
 
     /// The element and vertex energy partials into the readback.
@@ -1245,14 +1191,14 @@ impl DeviceJgs2 {
             p,
             Kernel::ReduceSum,
             self.energy.id(),
-            self.ne,
+            self.m.ne,
             self.rb.e_elem,
         );
         self.rec_into_readback(
             p,
             Kernel::ReduceSum,
             self.venergy.id(),
-            self.nv,
+            self.m.nv,
             self.rb.e_vert,
         );
     }
@@ -1281,14 +1227,20 @@ impl DeviceJgs2 {
     fn rec_eval_guarded(&self, p: &mut Plan, xb: usize, model: bool) {
         // The per-vertex moves of this iteration (the trial's) are reduced before a sweep
         // overwrites anything.
-        self.rec_into_readback(p, Kernel::ReduceMaxAbs, self.dxn.id(), self.nv, self.rb.dx);
+        self.rec_into_readback(
+            p,
+            Kernel::ReduceMaxAbs,
+            self.dxn.id(),
+            self.m.nv,
+            self.rb.dx,
+        );
         self.rec_state(p, xb);
         match self.params.variant {
             Variant::Jacobi => {
                 self.rec_local(p, xb, self.free, true);
             }
             Variant::GaussSeidel => {
-                p.copy(&self.x[xb], 0, &self.x[SCRATCH], 0, self.nv);
+                p.copy(&self.x[xb], 0, &self.x[SCRATCH], 0, self.m.nv);
                 p.copy(
                     &self.contacts[xb],
                     0,
@@ -1327,7 +1279,7 @@ impl DeviceJgs2 {
                 f2: coef[2] as f32,
                 ..Params::default()
             },
-            self.nv as u32,
+            self.m.nv as u32,
         );
         if self.bounded {
             p.dispatch(
@@ -1343,12 +1295,12 @@ impl DeviceJgs2 {
                     f3: self.thickness,
                     ..Params::default()
                 },
-                self.nv as u32,
+                self.m.nv as u32,
             );
         }
         p.max_abs(
             &self.bound,
-            self.nv as u32,
+            self.m.nv as u32,
             &self.readback,
             self.rb.alpha as u32,
         );
@@ -1372,7 +1324,7 @@ impl DeviceJgs2 {
                 f0: scale as f32,
                 ..Params::default()
             },
-            self.nv as u32,
+            self.m.nv as u32,
         );
     }
 
@@ -1432,8 +1384,8 @@ impl DeviceJgs2 {
             .any(|&v| v >= 0.5 * ELASTIC_STRICT_SENTINEL);
         let energy = sum(rb.e_elem, rb.n_elem) + sum(rb.e_vert, rb.n_vert);
         Ok(Sample {
-            residual: if self.char_scale > 0.0 {
-                norm / self.char_scale
+            residual: if self.m.char_scale > 0.0 {
+                norm / self.m.char_scale
             } else {
                 norm
             },
@@ -1494,52 +1446,12 @@ impl DeviceJgs2 {
 
     fn upload_step(&mut self, problem: &StepProblem) -> Result<()> {
         let model = problem.model;
-        if model.num_vertices() != self.nv || model.mesh.num_tets() != self.ne {
-            return Err(JelloError::Solver(
-                "DeviceJgs2: the problem's model is not the one it was built for".into(),
-            ));
-        }
-        if let Some(k) = problem
-            .x_start
-            .iter()
-            .chain(&problem.x_tilde)
-            .position(|v| !v.is_finite())
-        {
-            return Err(JelloError::Invalid(format!(
-                "DeviceJgs2: non-finite start or inertial target at DOF {k}"
-            )));
-        }
-        let o = self.origin;
-        let at = |a: &[f64], v: usize| [a[3 * v], a[3 * v + 1], a[3 * v + 2]];
-        let xs: Vec<GpuVec4> = (0..self.nv)
-            .map(|v| vec4(at(&problem.x_start, v), o))
-            .collect();
-        let xt: Vec<GpuVec4> = (0..self.nv)
-            .map(|v| vec4(at(&problem.x_tilde, v), o))
-            .collect();
-        self.dev.write(&self.x[0], 0, &xs)?;
-        self.dev.write(&self.x_start, 0, &xs)?;
-        // Contact records in f64 at the start (obstacle-relative: precise near contact).
-        let mut cs = Vec::with_capacity(self.nv * self.obstacles.len().max(1));
-        for v in 0..self.nv {
-            if self.obstacles.is_empty() {
-                cs.push(GpuContact::none());
-            }
-            for o in &self.obstacles {
-                cs.push(GpuContact::at(o, at(&problem.x_start, v)));
-            }
-        }
-        self.dev.write(&self.contacts[0], 0, &cs)?;
-        self.dev.write(&self.x_tilde, 0, &xt)?;
+        let (x0, c0) = (self.x[0], self.contacts[0]);
+        self.m
+            .begin_step(&mut self.dev, problem, &x0, &c0, "DeviceJgs2")?;
         self.dev
-            .write(&self.dirs, 0, &vec![[0.0f32; 4]; 3 * self.nv])?;
-        self.dev.write(&self.dxn, 0, &vec![0.0f32; self.nv])?;
-        // Inertia weight 1/ĥ² and the barrier's 1/h² (κ·m/h²): equal under implicit Euler,
-        // not under BDF2 (crate::problem::integrator).
-        self.ih2 = problem.inertia as f32;
-        self.barrier_ih2 = problem.inv_h2() as f32;
-        self.kappa = model.barrier.kappa as f32;
-        self.dhat = model.barrier.dhat as f32;
+            .write(&self.dirs, 0, &vec![[0.0f32; 4]; 3 * self.m.nv])?;
+        self.dev.write(&self.dxn, 0, &vec![0.0f32; self.m.nv])?;
         self.strict_floor = if problem.strict_inversion {
             strict_floor(model, &problem.x_start)
         } else {
@@ -1593,16 +1505,16 @@ impl DeviceJgs2 {
     /// move is of the order of the f32 position resolution, and the position buffer keeps the
     /// f32 iterate.
     fn rebuild_from_records(&self, x: &mut [f64], records: &[GpuContact]) {
-        let nc = self.obstacles.len();
-        if nc == 0 || records.len() < nc * self.nv {
+        let nc = self.m.obstacles.len();
+        if nc == 0 || records.len() < nc * self.m.nv {
             return;
         }
-        let dhat = self.dhat as f64;
-        for v in 0..self.nv {
+        let dhat = self.m.step.dhat as f64;
+        for v in 0..self.m.nv {
             let mut best: Option<(usize, f64)> = None;
             for (o, c) in records[v * nc..v * nc + nc].iter().enumerate() {
                 let d = crate::gpu::twins::jgs2::contact_distance(c).d as f64;
-                let reach = if self.obstacles[o].is_bounded() {
+                let reach = if self.m.obstacles[o].is_bounded() {
                     dhat + self.surface_reach
                 } else {
                     dhat
@@ -1614,7 +1526,7 @@ impl DeviceJgs2 {
             let Some((o, d)) = best else { continue };
             let c = &records[v * nc + o];
             let p = &mut x[3 * v..3 * v + 3];
-            match &self.obstacles[o] {
+            match &self.m.obstacles[o] {
                 Obstacle::HalfSpace { normal, offset } => {
                     let now = (0..3).map(|k| normal[k] * p[k]).sum::<f64>() - offset;
                     for k in 0..3 {
@@ -1644,13 +1556,6 @@ impl DeviceJgs2 {
             }
         }
     }
-}
-
-fn nonempty(mut v: Vec<u32>) -> Vec<u32> {
-    if v.is_empty() {
-        v.push(0);
-    }
-    v
 }
 
 impl StepSolver for DeviceJgs2 {
@@ -1847,7 +1752,7 @@ impl StepSolver for DeviceJgs2 {
                 });
             }
         }
-        let contact_records = if self.obstacles.is_empty() {
+        let contact_records = if self.m.obstacles.is_empty() {
             Vec::new()
         } else {
             self.dev.read(&self.contacts[cur])?
@@ -1855,18 +1760,18 @@ impl StepSolver for DeviceJgs2 {
         if cur == 1 {
             // Keep the result in the position buffer hosts draw from.
             let mut p = Plan::new();
-            p.copy(&self.x[1], 0, &self.x[0], 0, self.nv);
+            p.copy(&self.x[1], 0, &self.x[0], 0, self.m.nv);
             self.dev.submit(&p)?;
         }
         let xv = self.dev.read(&self.x[0])?;
         x.clear();
         x.extend(
             xv.iter()
-                .take(self.nv)
+                .take(self.m.nv)
                 .flat_map(|p| (0..3).map(move |k| p[k] as f64)),
         );
         for (k, xi) in x.iter_mut().enumerate() {
-            *xi += self.origin[k % 3];
+            *xi += self.m.origin[k % 3];
         }
         self.rebuild_from_records(x, &contact_records);
         if x.iter().any(|v| !v.is_finite()) {

@@ -18,6 +18,7 @@
 
 use super::levels::{Level, LevelArrays};
 use super::operator::{BsrArrays, BsrLayout, DeviceTerms};
+pub(super) use crate::gpu::model::upload_nonempty;
 use crate::gpu::abi::{
     dev_groups, COMBINE_DOT, COMBINE_SET, COMBINE_VEC4, ML_HANDLE_VEC4, SLOT_NONE,
 };
@@ -26,19 +27,6 @@ use crate::gpu::{
 };
 use crate::solver::pcg::PcgOutcome;
 use crate::Result;
-
-/// A buffer of at least one element (the device refuses empty ones): `data`, or one default.
-pub(super) fn upload_nonempty<T: bytemuck::Pod + Default>(
-    dev: &mut Device,
-    label: &str,
-    data: &[T],
-) -> Result<Buf<T>> {
-    if data.is_empty() {
-        dev.upload(label, &[T::default()])
-    } else {
-        dev.upload(label, data)
-    }
-}
 
 /// The per-vertex pin flags as the kernels read them (`free` only; mass unused here).
 pub fn vertex_info(pinned: &[bool]) -> Vec<GpuVertexInfo> {

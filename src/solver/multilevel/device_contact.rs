@@ -26,6 +26,7 @@ use super::device_energy::ROUNDING_UNIT;
 use crate::contact::friction::FrictionSet;
 use crate::contact::{ContactPair, IpcContact};
 use crate::error::{JelloError, Result};
+use crate::gpu::model::relative_one;
 use crate::gpu::abi::{dev_groups, FRICTION_GRADIENT, IPC_GRADIENT, IPC_SENTINEL};
 use crate::gpu::{
     Buf, Device, GpuFrictionPair, GpuMat3, GpuPair, GpuTet, GpuVec4, Kernel, Params, Plan,
@@ -286,7 +287,7 @@ impl DeviceContact {
                 self.n_coll
             )));
         }
-        let pos: Vec<GpuVec4> = xs.iter().map(|p| rel(p, &self.origin)).collect();
+        let pos: Vec<GpuVec4> = xs.iter().map(|p| relative_one(*p, self.origin)).collect();
         dev.write(&self.x, 0, &pos)?;
         if self.friction.n > 0 {
             let dx: Vec<GpuVec4> = (0..self.n_coll)
@@ -413,14 +414,4 @@ impl DeviceContact {
         dev.free(self.dummy_hdiag);
         dev.free(self.g);
     }
-}
-
-/// `p − origin` as an f32 vec4 (w = 0), the difference in f64 first.
-pub(super) fn rel(p: &[f64; 3], origin: &[f64; 3]) -> GpuVec4 {
-    [
-        (p[0] - origin[0]) as f32,
-        (p[1] - origin[1]) as f32,
-        (p[2] - origin[2]) as f32,
-        0.0,
-    ]
 }

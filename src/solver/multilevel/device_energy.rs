@@ -37,7 +37,7 @@
 use super::device_contact::{ContactEnergy, DeviceContact};
 use crate::error::{JelloError, Result};
 use crate::gpu::abi::{dev_groups, ELASTIC_GRADIENT, ENERGY_REFERENCE};
-use crate::gpu::{element_records, Buf, Device, ElemParams, GpuMat3, GpuTet, GpuVec4, Kernel};
+use crate::gpu::{Buf, Device, DeviceModel, GpuVec4, Kernel};
 use crate::gpu::{Params, Plan};
 use crate::problem::{ElasticTerms, Model, StepProblem};
 use crate::solver::LineSearchResult;
@@ -68,12 +68,8 @@ pub struct DeviceDifference {
 
 /// The line-search energies of a multilevel step on a device (module docs).
 pub struct DeviceEnergy {
-    nv: usize,
-    ne: usize,
-    origin: [f64; 3],
-    tets: Buf<GpuTet>,
-    dm_inv: Buf<GpuMat3>,
-    elem: Buf<ElemParams>,
+    /// The body's mesh data on the device.
+    model: DeviceModel,
     /// Positions: the base, then each trial (m, relative to `origin`).
     x_base: Buf<GpuVec4>,
     x: Buf<GpuVec4>,
@@ -101,31 +97,13 @@ struct Base {
     contact: Option<(DeviceContact, ContactEnergy)>,
 }
 
-/// The flat positions `x` (m) relative to `origin` as f32 vec4s.
-fn rel(x: &[f64], origin: [f64; 3]) -> Vec<GpuVec4> {
-    x.chunks_exact(3)
-        .map(|p| super::device_contact::rel(&[p[0], p[1], p[2]], &origin))
-        .collect()
-}
-
 impl DeviceEnergy {
     /// Uploads `model`'s elements to `dev`.
     pub fn new(dev: &mut Device, model: &Model) -> Result<Self> {
-        let nv = model.num_vertices();
-        let ne = model.mesh.num_tets();
-        if nv == 0 || ne == 0 {
-            return Err(JelloError::Invalid(format!(
-                "multilevel device energy: a mesh of {nv} vertices and {ne} tets"
-            )));
-        }
-        let (dm, ep) = element_records(&model.rest, &model.materials)?;
+        let m = DeviceModel::new(dev, model)?;
+        let (nv, ne) = (m.nv, m.ne);
         Ok(DeviceEnergy {
-            nv,
-            ne,
-            origin: crate::problem::centroid(&model.mesh.positions),
-            tets: dev.upload("line-search tets", &model.mesh.tets)?,
-            dm_inv: dev.upload("line-search Dm^-1", &dm)?,
-            elem: dev.upload("line-search element params", &ep)?,
+            model: m,
             x_base: dev.alloc("line-search base", nv)?,
             x: dev.alloc("line-search trial", nv)?,
             energy: dev.alloc("line-search element energy", ne)?,
@@ -139,7 +117,7 @@ impl DeviceEnergy {
 
     /// Whether this evaluator was built for `model`'s mesh size.
     pub fn fits(&self, model: &Model) -> bool {
-        self.nv == model.num_vertices() && self.ne == model.mesh.num_tets()
+        self.model.fits(model)
     }
 
     /// Records, at `x`: the `elastic` kernel with the corner forces, `dev_element_energy` in
@@ -149,15 +127,15 @@ impl DeviceEnergy {
             Kernel::Elastic,
             &[
                 x.id(),
-                self.tets.id(),
-                self.dm_inv.id(),
-                self.elem.id(),
+                self.model.tets.id(),
+                self.model.dm_inv.id(),
+                self.model.elem.id(),
                 self.energy.id(),
                 self.egrad.id(),
                 self.unused_hess.id(),
             ],
             Params::new().u0(ELASTIC_GRADIENT),
-            self.ne as u32,
+            self.model.ne as u32,
         );
         plan.dispatch(
             Kernel::DevElementEnergy,
@@ -166,28 +144,33 @@ impl DeviceEnergy {
                 self.eref.id(),
                 self.x_base.id(),
                 x.id(),
-                self.tets.id(),
-                self.elem.id(),
+                self.model.tets.id(),
+                self.model.elem.id(),
                 self.partials.id(),
             ],
             Params::new().u0(mode),
-            self.ne as u32,
+            self.model.ne as u32,
         );
         plan.dispatch(
             Kernel::DevRounding,
-            &[self.egrad.id(), x.id(), self.tets.id(), self.partials.id()],
+            &[
+                self.egrad.id(),
+                x.id(),
+                self.model.tets.id(),
+                self.partials.id(),
+            ],
             Params {
-                u1: 2 * dev_groups(self.ne) as u32,
+                u1: 2 * dev_groups(self.model.ne) as u32,
                 ..Params::new()
             },
-            self.ne as u32,
+            self.model.ne as u32,
         );
     }
 
     /// The element sums of the last pass: Σ of the energy partials (J) and the rounding bound
     /// (J), in f64.
     fn read_sums(&self, dev: &mut Device) -> Result<(f64, f64)> {
-        let ge = dev_groups(self.ne);
+        let ge = dev_groups(self.model.ne);
         let p = dev.read_range(&self.partials, 0..3 * ge)?;
         let sum = |r: &[f32]| r.iter().map(|&v| v as f64).sum::<f64>();
         Ok((sum(&p[..ge]), sum(&p[2 * ge..]) * ROUNDING_UNIT))
@@ -205,12 +188,12 @@ impl DeviceEnergy {
         d: &[f64],
         alpha_max: f64,
     ) -> Result<()> {
-        if x.len() != 3 * self.nv || d.len() != x.len() {
+        if x.len() != 3 * self.model.nv || d.len() != x.len() {
             return Err(JelloError::Solver(format!(
                 "multilevel device energy: {} / {} coordinates for {} vertices",
                 x.len(),
                 d.len(),
-                self.nv
+                self.model.nv
             )));
         }
         if let Some(old) = self.base.take() {
@@ -218,7 +201,7 @@ impl DeviceEnergy {
                 c.free(dev);
             }
         }
-        dev.write(&self.x_base, 0, &rel(x, self.origin))?;
+        dev.write(&self.x_base, 0, &self.model.relative(x))?;
         let mut plan = Plan::new();
         self.record_elements(&mut plan, &self.x_base, ENERGY_REFERENCE);
         dev.submit(&plan)?;
@@ -268,7 +251,7 @@ impl DeviceEnergy {
             return Err(JelloError::Solver(format!(
                 "multilevel device energy: {} coordinates for {} vertices",
                 x_t.len(),
-                self.nv
+                self.model.nv
             )));
         }
         let obstacle = problem.obstacle_barrier_energy(x_t);
@@ -291,7 +274,7 @@ impl DeviceEnergy {
                 + at_base.friction.abs();
             rounding += at.rounding;
         }
-        dev.write(&self.x, 0, &rel(x_t, self.origin))?;
+        dev.write(&self.x, 0, &self.model.relative(x_t))?;
         let mut plan = Plan::new();
         self.record_elements(&mut plan, &self.x, 0);
         dev.submit(&plan)?;
@@ -327,9 +310,7 @@ impl DeviceEnergy {
         {
             c.free(dev);
         }
-        dev.free(self.tets);
-        dev.free(self.dm_inv);
-        dev.free(self.elem);
+        self.model.free(dev);
         dev.free(self.x_base);
         dev.free(self.x);
         dev.free(self.energy);

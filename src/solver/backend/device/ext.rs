@@ -5,9 +5,9 @@
 //! and its device implementation (`src/solver/admm/device.rs`) are written on these, so the backend
 //! names no solver.
 
-use super::{vec4, DeviceBackend, DeviceScalar, DeviceVector, HostSolveStats};
+use super::{DeviceBackend, DeviceScalar, DeviceVector, HostSolveStats};
 use crate::error::Result;
-use crate::gpu::{BufferId, Device, GpuVec4, Kernel, Params};
+use crate::gpu::{BufferId, Device, Kernel, Params};
 use std::any::Any;
 
 /// The extension slot's type: a solver's state on a backend.
@@ -52,25 +52,25 @@ impl DeviceBackend {
 
     /// Number of elements.
     pub(crate) fn num_elements(&self) -> usize {
-        self.ne
+        self.m.ne
     }
 
     /// Number of vertices.
     pub(crate) fn num_vertices(&self) -> usize {
-        self.nv
+        self.m.nv
     }
 
     /// The buffers a solver's element and vertex kernels read.
     pub(crate) fn mesh_buffers(&self) -> MeshBuffers {
         MeshBuffers {
             x: self.x[self.cur].id(),
-            tets: self.tets.id(),
-            dm_inv: self.dm_inv.id(),
-            elem: self.elem.id(),
-            offsets: self.offsets.id(),
-            csr_tets: self.csr_tets.id(),
-            csr_local: self.csr_local.id(),
-            vinfo: self.vinfo.id(),
+            tets: self.m.tets.id(),
+            dm_inv: self.m.dm_inv.id(),
+            elem: self.m.elem.id(),
+            offsets: self.m.offsets.id(),
+            csr_tets: self.m.csr_tets.id(),
+            csr_local: self.m.csr_local.id(),
+            vinfo: self.m.vinfo.id(),
             readback: self.readback.id(),
         }
     }
@@ -100,8 +100,7 @@ impl DeviceBackend {
 
     /// Writes host positions (3n f64, m) as the current point.
     pub(crate) fn write_positions(&mut self, x: &[f64]) -> Result<()> {
-        let o = self.origin;
-        let xs: Vec<GpuVec4> = x.chunks_exact(3).map(|p| vec4(p, o)).collect();
+        let xs = self.m.relative(x);
         self.dev.write(&self.x[self.cur], 0, &xs)
     }
 

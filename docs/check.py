@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Checks the book in docs/src (python3, standard library only).
+
+1. Every ```toml snippet is a complete scene: it is written into assets/scenes/ (so the paths
+   it names resolve as they do for the bundled scenes) and run with
+   `jello run SCENE --steps 1 --backend cpu --out TMP`. Snippets that are not whole scenes are
+   marked ```toml,fragment and skipped.
+2. Every relative link and {{#include}} in the book (and every relative link in README.md)
+   points to an existing file.
+3. SUMMARY.md lists existing pages, and every page under docs/src is listed.
+
+Usage (from anywhere): python3 docs/check.py [--links-only]
+The binary is $JELLO_BIN (default target/debug/jello, relative to the repository root).
+Exit status 0 when everything passes; otherwise one line per failure, naming the page and line.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+DOCS = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(DOCS)
+SRC = os.path.join(DOCS, "src")
+SCENES = os.path.join(ROOT, "assets", "scenes")
+
+FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})(.*)$")
+INCLUDE = re.compile(r"\{\{#(?:include|rustdoc_include)\s+([^}\s:]+)")
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)|!\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def pages():
+    for d, _, files in os.walk(SRC):
+        for f in sorted(files):
+            if f.endswith(".md"):
+                yield os.path.join(d, f)
+
+
+def rel(p):
+    return os.path.relpath(p, ROOT)
+
+
+def code_blocks(path):
+    """(info string, first line number of the body, body) of every fenced block."""
+    with open(path, encoding="utf-8") as fh:
+        lines = fh.read().split("\n")
+    i = 0
+    while i < len(lines):
+        m = FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        fence, info = m.group(2), m.group(3).strip()
+        body, j = [], i + 1
+        while j < len(lines) and not lines[j].strip().startswith(fence):
+            body.append(lines[j])
+            j += 1
+        yield info, i + 2, "\n".join(body) + "\n"
+        i = j + 1
+
+
+def prose_lines(path):
+    """(line number, text) of the lines outside fenced code blocks, inline code removed."""
+    with open(path, encoding="utf-8") as fh:
+        lines = fh.read().split("\n")
+    fence = None
+    for n, line in enumerate(lines, 1):
+        m = FENCE.match(line)
+        if m and (fence is None or line.strip().startswith(fence)):
+            fence = None if fence else m.group(2)
+            continue
+        if fence is None:
+            yield n, re.sub(r"`[^`]*`", "", line)
+
+
+def check_snippets(jello, failures):
+    ran = 0
+    for page in pages():
+        for info, line, body in code_blocks(page):
+            parts = [p.strip() for p in info.split(",")]
+            if not parts or parts[0] != "toml" or "fragment" in parts[1:]:
+                continue
+            ran += 1
+            where = f"{rel(page)}:{line}"
+            fd, scene = tempfile.mkstemp(prefix=".doccheck-", suffix=".toml", dir=SCENES)
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                    fh.write(body)
+                with tempfile.TemporaryDirectory(prefix="jello-doccheck-") as out:
+                    cmd = [jello, "run", scene, "--steps", "1", "--backend", "cpu",
+                           "--out", os.path.join(out, "run")]
+                    try:
+                        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
+                                           timeout=600)
+                    except subprocess.TimeoutExpired:
+                        failures.append(f"{where}: scene snippet: jello run timed out")
+                        continue
+                    if p.returncode != 0:
+                        msg = (p.stderr.strip().splitlines() or ["(no output)"])[-1]
+                        msg = msg.replace(os.path.basename(scene), "<snippet>")
+                        failures.append(f"{where}: scene snippet: exit {p.returncode}: {msg}")
+            finally:
+                os.unlink(scene)
+    return ran
+
+
+def check_links(failures):
+    checked = 0
+    files = list(pages()) + [os.path.join(ROOT, "README.md")]
+    for page in files:
+        for n, text in prose_lines(page):
+            for m in INCLUDE.finditer(text):
+                checked += 1
+                full = os.path.normpath(os.path.join(os.path.dirname(page), m.group(1)))
+                if not os.path.isfile(full):
+                    failures.append(f"{rel(page)}:{n}: include of a missing file: {m.group(1)}")
+            for m in LINK.finditer(text):
+                target = m.group(1) or m.group(2)
+                if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+                    continue
+                path = target.split("#", 1)[0]
+                checked += 1
+                full = os.path.normpath(os.path.join(os.path.dirname(page), path))
+                if not os.path.exists(full):
+                    failures.append(f"{rel(page)}:{n}: link to a missing file: {target}")
+    return checked
+
+
+def check_summary(failures):
+    summary = os.path.join(SRC, "SUMMARY.md")
+    listed = set()
+    with open(summary, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            for m in re.finditer(r"\[[^\]]+\]\(([^)]*)\)", line):
+                target = m.group(1)
+                if not target:
+                    continue  # a draft chapter
+                full = os.path.normpath(os.path.join(SRC, target))
+                if not os.path.isfile(full):
+                    failures.append(f"docs/src/SUMMARY.md:{n}: no such page: {target}")
+                if full in listed:
+                    failures.append(f"docs/src/SUMMARY.md:{n}: listed twice: {target}")
+                listed.add(full)
+            if line.strip() and not re.match(r"^\s*(#|- \[|\[|---)", line):
+                failures.append(f"docs/src/SUMMARY.md:{n}: not a heading, link or separator")
+    for page in pages():
+        if os.path.basename(page) != "SUMMARY.md" and page not in listed:
+            failures.append(f"{rel(page)}: not listed in SUMMARY.md")
+
+
+def main():
+    failures = []
+    check_summary(failures)
+    links = check_links(failures)
+    ran = 0
+    if "--links-only" not in sys.argv[1:]:
+        jello = os.environ.get("JELLO_BIN", os.path.join("target", "debug", "jello"))
+        jello = os.path.join(ROOT, jello) if not os.path.isabs(jello) else jello
+        if not os.access(jello, os.X_OK):
+            print(f"docs/check.py: no jello binary at {jello} (build it or set JELLO_BIN)")
+            return 1
+        ran = check_snippets(jello, failures)
+    for f in failures:
+        print(f)
+    print(f"docs/check.py: {ran} scene snippets run, {links} links checked, "
+          f"{len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
