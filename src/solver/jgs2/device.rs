@@ -101,14 +101,14 @@
 use super::solver::{plain_step_fits, Jgs2Params, Safeguard, Variant};
 use super::subspace::Jgs2Subspace;
 use crate::error::{JelloError, Result};
-use crate::gpu::layout::{GpuContact, GpuLocalSystem, GpuTreeNode};
-use crate::gpu::model::{relative_one, upload_nonempty};
 use crate::gpu::abi::{
     DOTS_STRIDE, ELASTIC_EXACT_SNH, ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT,
     ELASTIC_STRICT, ELASTIC_STRICT_SENTINEL, FAR_HMATRIX, FAR_LINEAR, JGS2_DOTS_GD_ONLY,
     NODE_STRIDE, NO_CHILD, REDUCE_BLOCK, ROTATION_KEEP, SOLVE_PRIMARY, SOLVE_WITH_FALLBACK,
     ZERO_BLOCK,
 };
+use crate::gpu::layout::{GpuContact, GpuLocalSystem, GpuTreeNode};
+use crate::gpu::model::{relative_one, upload_nonempty};
 use crate::gpu::{
     Buf, BufferId, Device, DeviceInfo, DeviceModel, GpuMat3, GpuTet, GpuVec4, Kernel, Params, Plan,
     SurfaceCsr,
