@@ -761,7 +761,7 @@ fn admm_split() {
         mode: QnMode::Fixed(10),
         ..AdmmParams::default()
     };
-    fn run<B: jello::solver::backend::AdmmBackend>(
+    fn run<B: jello::solver::admm::AdmmBackend>(
         model: &Model,
         s: &mut AdmmSolver<B>,
         h: f64,

@@ -1,4 +1,4 @@
-//! ADMM-PD on the device backend (`jello::solver::backend::AdmmBackend` for `DeviceBackend`):
+//! ADMM-PD on the device backend (`jello::solver::admm::AdmmBackend` for `DeviceBackend`):
 //! every `admm_*` kernel against its CPU twin on the GPU (fresh random inputs, seed printed;
 //! outputs poisoned with NaN so unwritten entries show) and the twin against an f64
 //! evaluation of the same formula (the f64 CPU proxes of `jello::solver::admm::prox`); ADMM on

@@ -2,11 +2,11 @@
 //! reductions and recorded plans, implemented by a wgpu backend ([`GpuDevice`]) and a CPU
 //! backend ([`CpuDevice`], the kernels' Rust twins).
 
+use super::abi::REDUCE_BLOCK;
 use super::adapter::{Backend, DeviceInfo};
 use super::cpu_device::CpuDevice;
 use super::kernel::{self, Kernel};
 use super::layout::Params;
-use super::twins::REDUCE_BLOCK;
 use super::wgpu_device::GpuDevice;
 use crate::{JelloError, Result};
 use bytemuck::Pod;

@@ -6,11 +6,11 @@
 //! computed in f64 (so it keeps f32 *relative* precision even when x ≈ x̃). Element energies are
 //! reduced on the device into per-1024-element partials, which are summed in f64 on the host.
 
+use super::abi::{ELASTIC_ABS, ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT, REDUCE_BLOCK};
 use super::device::{Buf, Device, Plan};
 use super::kernel::Kernel;
 use super::layout::{ElemParams, GpuMat3, GpuVec4, Params};
 use super::model::{relative_one, DeviceModel};
-use super::twins::{ELASTIC_ABS, ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT, REDUCE_BLOCK};
 use super::{DeviceInfo, GpuModel};
 use crate::material::{ElementRest, Material};
 use crate::{JelloError, Result};

@@ -45,6 +45,7 @@
 //! ε·L and the f64 path (`crate::contact`) is the reference below; their candidates come from the
 //! CPU broad phase (`crate::contact::broad`), which stays on the CPU.
 
+pub mod abi;
 mod adapter;
 mod cpu_device;
 mod csr;

@@ -954,12 +954,7 @@ impl<'a> StepProblem<'a> {
         let ipc = self.model.contact.as_ref()?;
         let n = self.model.mass.len().max(1) as f64;
         let mean_mass = self.model.mass.iter().sum::<f64>() / n;
-        let w = if self.inertia > 0.0 {
-            self.inertia
-        } else {
-            1.0 / (self.h * self.h)
-        };
-        Some(ipc.stiffness_bounds(mean_mass * w))
+        Some(ipc.stiffness_bounds(mean_mass * self.mass_weight()))
     }
 
     /// κ before [`Self::init_contact_stiffness`]: the fixed κ if the scene sets one, else κ_min.
@@ -1205,10 +1200,31 @@ impl<'a> StepProblem<'a> {
         Ok(())
     }
 
-    /// κ·m_v/h² with the real step h, not 1/ĥ²: the barrier is a force potential of the ODE,
-    /// which BDF2 discretises without changing it (see [`super::integrator`]).
-    fn barrier_weight(&self, v: usize) -> f64 {
+    /// 1/h², 1/s², with the real step h (a static increment's pseudo-time step), not 1/ĥ²:
+    /// what the obstacle barrier's weight scales with ([`Self::barrier_weight`] is κ·m_v times
+    /// it). Every solver and backend takes it from here (a device converts it to f32 where it
+    /// uploads it).
+    pub fn inv_h2(&self) -> f64 {
+        1.0 / (self.h * self.h)
+    }
+
+    /// The obstacle barrier's weight at vertex `v`, κ·m_v/h² (κ's units times kg/s²), with the
+    /// real step h, not 1/ĥ²: the barrier is a force potential of the ODE, which BDF2
+    /// discretises without changing it (see [`super::integrator`]).
+    pub fn barrier_weight(&self, v: usize) -> f64 {
         self.model.barrier.kappa * self.model.mass[v] / (self.h * self.h)
+    }
+
+    /// The mass weight of a step's quadratic terms, 1/s²: the inertia weight [`Self::inertia`]
+    /// in a dynamic step, 1/h² of the pseudo-time step in a static increment (which has no
+    /// inertia: this keeps a matrix built on it definite where no pin holds a body, and gives
+    /// κ's bounds a mass scale).
+    pub fn mass_weight(&self) -> f64 {
+        if self.inertia > 0.0 {
+            self.inertia
+        } else {
+            self.inv_h2()
+        }
     }
 
     /// The spheres and boxes of the model with their bounds grown by `margin` (m).

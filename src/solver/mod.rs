@@ -34,7 +34,7 @@ pub use filter::{trust_ratio, FilterState, HessianFilter, TRUST_RATIO_TOLERANCE}
 pub use line_search::{backtracking, LineSearchResult};
 pub use newton::{NewtonParams, NewtonSolver};
 pub use report::{IterationRecord, StepReport, StepTimings};
-pub use stop::StopRule;
+pub use stop::{QnMode, StopRule};
 
 use crate::error::Result;
 use crate::problem::{ElasticTerms, StepProblem};

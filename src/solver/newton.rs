@@ -171,12 +171,9 @@ impl StepSolver for NewtonSolver {
         let mut converged;
         let mut iterations = 0;
         let mut last_dx_ratio = f64::INFINITY;
-        let start_converged = matches!(self.params.stop, StopRule::Cn { eps } if residual < eps);
+        let start_converged = self.params.stop.met(residual, f64::INFINITY);
         loop {
-            converged = match self.params.stop {
-                StopRule::Cn { eps } => residual < eps,
-                StopRule::Dx { tol } => last_dx_ratio < tol,
-            };
+            converged = self.params.stop.met(residual, last_dx_ratio);
             if converged && iterations > 0 && passes_left > 0 {
                 // Another lagging pass: friction's normal forces and frames from this solution.
                 passes_left -= 1;
@@ -185,11 +182,10 @@ impl StepSolver for NewtonSolver {
                     energy = problem.gradient(elastic, x, &mut g);
                     residual = problem.model.char_norm.residual(&g);
                     // Dx needs a step under the new potential; CN can stop at once.
-                    converged = matches!(self.params.stop, StopRule::Cn { eps } if residual < eps);
+                    converged = self.params.stop.met(residual, f64::INFINITY);
                 }
             }
-            // At least one iteration per step (see `StopRule`).
-            if (converged && iterations > 0) || iterations >= self.params.max_iterations {
+            if StopRule::stop_now(converged, iterations, self.params.max_iterations) {
                 break;
             }
             iterations += 1;

@@ -33,6 +33,25 @@ impl Default for StopRule {
 }
 
 impl StopRule {
+    /// Whether the rule holds at a point with characteristic-norm residual `residual` reached
+    /// by an iteration whose largest vertex move was `move_ratio` times the scene's largest
+    /// extent. Pass `f64::INFINITY` where no iteration led to the point (the step's start, or
+    /// a point whose potential just changed, as when friction is lagged anew): there only
+    /// [`StopRule::Cn`] can hold.
+    pub fn met(&self, residual: f64, move_ratio: f64) -> bool {
+        match *self {
+            StopRule::Cn { eps } => residual < eps,
+            StopRule::Dx { tol } => move_ratio < tol,
+        }
+    }
+
+    /// Whether a loop stops before its next iteration, having done `iterations` of at most
+    /// `cap`: the rule is `met` and at least one iteration was taken (see the type docs), or
+    /// the cap is reached.
+    pub fn stop_now(met: bool, iterations: usize, cap: usize) -> bool {
+        (met && iterations > 0) || iterations >= cap
+    }
+
     /// Short name, as accepted by `--stop`.
     pub fn name(&self) -> &'static str {
         match self {
@@ -40,4 +59,17 @@ impl StopRule {
             StopRule::Dx { .. } => "dx",
         }
     }
+}
+
+/// How an iterative step decides it is done: by the stop rule, or after a fixed count. Shared
+/// by the L-BFGS loop and the solvers built on it (QN, DOT) and by ADMM, so that the generic
+/// loop in [`crate::solver::lbfgs`] depends on no solver built on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QnMode {
+    /// jello's shared stop rule (the solver's `stop`, `--stop cn|dx`) with an iteration cap
+    /// (its `max_iterations`) — the default, and what every comparison uses.
+    Rule,
+    /// The paper's fixed iteration count per step (Table I: 10). The step reports
+    /// `converged` as the stop rule's verdict on where it ended.
+    Fixed(usize),
 }

@@ -73,7 +73,7 @@ impl DeviceModel {
         dev.write(contacts, 0, &self.contact_records(&problem.x_start))?;
         self.step = StepConstants {
             inertia: problem.inertia as f32,
-            barrier_ih2: (1.0 / (problem.h * problem.h)) as f32,
+            barrier_ih2: problem.inv_h2() as f32,
             kappa: model.barrier.kappa as f32,
             dhat: model.barrier.dhat as f32,
             strict: problem.strict_inversion,

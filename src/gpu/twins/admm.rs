@@ -1,5 +1,5 @@
 //! Twins of the ADMM-PD kernels (`shaders/admm_*.wgsl`, used by the device implementation of
-//! `crate::solver::backend::AdmmBackend`) and of their shared z-steps
+//! `crate::solver::admm::AdmmBackend`) and of their shared z-steps
 //! (`shaders/shared/admm_prox.wgsl`), f32, operation for operation.
 
 use super::linalg::{self, svd3, sym_eig3};
@@ -11,12 +11,7 @@ use crate::{JelloError, Result};
 use glam::{Mat3, Vec3};
 use rayon::prelude::*;
 
-/// `admm_local` mode (u0): z = F(x), ū = 0.
-pub const ADMM_RESET: u32 = 0;
-/// `admm_local` mode: the PD projection z-step.
-pub const ADMM_PROX_PD: u32 = 1;
-/// `admm_local` mode: the hyperelastic z-step.
-pub const ADMM_PROX_HYPERELASTIC: u32 = 2;
+pub use crate::gpu::abi::{ADMM_PROX_HYPERELASTIC, ADMM_PROX_PD, ADMM_RESET};
 /// Items per workgroup of `admm_gather` and `admm_primal` (their partials are per 256).
 pub const ADMM_GROUP: usize = 256;
 /// Items per workgroup of `admm_local`.

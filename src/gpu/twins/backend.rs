@@ -11,26 +11,10 @@ use crate::{JelloError, Result};
 use glam::Vec3;
 use rayon::prelude::*;
 
-/// Items (vertices or elements) per workgroup of the `dev_*` kernels.
-pub const DEV_GROUP: usize = 256;
-/// `dev_combine` slot value meaning "no slot".
-pub const SLOT_NONE: u32 = 1023;
-/// `dev_combine` flag (u1 >> 10): y = c·x instead of y += c·x.
-pub const COMBINE_SET: u32 = 1;
-/// `dev_combine` flag (u1 >> 10): also the per-group partial dot z·y.
-pub const COMBINE_DOT: u32 = 2;
-/// `dev_combine` flag (u1 >> 10), and `dev_dots` u0 bit 0: all four lanes of each vec4 (the
-/// multilevel solver's subspace vectors, three full vec4s per handle) instead of xyz.
-pub const COMBINE_VEC4: u32 = 4;
-/// `dev_element_energy` / `dev_vertex_energy` mode (u0 bit 0): the reference pass.
-pub const ENERGY_REFERENCE: u32 = 1;
-/// `dev_element_energy` flag (u0 bit 1): the strict inversion floor.
-pub const ENERGY_STRICT: u32 = 2;
-
-/// Workgroups over `n` items.
-pub fn dev_groups(n: usize) -> usize {
-    n.div_ceil(DEV_GROUP)
-}
+pub use crate::gpu::abi::{
+    dev_groups, COMBINE_DOT, COMBINE_SET, COMBINE_VEC4, DEV_GROUP, ENERGY_REFERENCE, ENERGY_STRICT,
+    SLOT_NONE,
+};
 
 fn v3(p: &GpuVec4) -> Vec3 {
     Vec3::new(p[0], p[1], p[2])

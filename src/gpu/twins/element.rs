@@ -8,25 +8,10 @@ use crate::{JelloError, Result};
 use glam::{Mat3, Vec3};
 use rayon::prelude::*;
 
-/// `elastic` flag (Params::u0): write the gradient.
-pub const ELASTIC_GRADIENT: u32 = 1;
-/// `elastic` flag: write the 12×12 Hessian.
-pub const ELASTIC_HESSIAN: u32 = 2;
-/// `elastic` flag: project the Hessian to PSD (clamp the 9 ∂P/∂F eigenvalues at 0).
-pub const ELASTIC_PROJECT: u32 = 4;
-/// `elastic` flag: strict inversion — an element whose J = det F is below `Params::f0` gets the
-/// energy [`ELASTIC_STRICT_SENTINEL`] (gradient and Hessian as usual).
-pub const ELASTIC_STRICT: u32 = 8;
-/// `elastic` flag: the absolute-value eigenvalue filter (|λ| for the 9 ∂P/∂F eigenvalues,
-/// [`crate::material::EigenFilter::Abs`]); overrides [`ELASTIC_PROJECT`].
-pub const ELASTIC_ABS: u32 = 16;
-/// `elastic` flag: the two stable Neo-Hookeans keep their exact (unfiltered) Hessian, whose
-/// diagonal 3×3 blocks are PSD at every F ([`crate::material::stress_and_exact_block`]): what
-/// plain VBD reads. Overrides [`ELASTIC_PROJECT`] and [`ELASTIC_ABS`] for those models only.
-pub const ELASTIC_EXACT_SNH: u32 = 32;
-/// The energy (J) [`ELASTIC_STRICT`] writes for an element below the floor: hosts read energy
-/// sums of half of it or more as +∞.
-pub const ELASTIC_STRICT_SENTINEL: f32 = 1e30;
+pub use crate::gpu::abi::{
+    ELASTIC_ABS, ELASTIC_EXACT_SNH, ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT,
+    ELASTIC_STRICT, ELASTIC_STRICT_SENTINEL,
+};
 
 const INV_SQRT2: f32 = std::f32::consts::FRAC_1_SQRT_2;
 

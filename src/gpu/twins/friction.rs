@@ -36,8 +36,7 @@ use crate::{JelloError, Result};
 use glam::Vec3;
 use rayon::prelude::*;
 
-/// `ipc_friction` flag (u0): write the per-pair gradient.
-pub const FRICTION_GRADIENT: u32 = 1;
+pub use crate::gpu::abi::FRICTION_GRADIENT;
 
 fn v3(p: &GpuVec4) -> Vec3 {
     Vec3::new(p[0], p[1], p[2])

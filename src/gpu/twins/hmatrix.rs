@@ -25,14 +25,7 @@ use crate::gpu::layout::{GpuVec4, Params};
 use crate::{JelloError, Result};
 use rayon::prelude::*;
 
-/// Words of the `hm` blob's header.
-pub const HM_HEADER: usize = 8;
-/// Words per node record of the `hm` blob.
-pub const HM_NODE_WORDS: usize = 10;
-/// Words per far block and per near pair record.
-pub const HM_PAIR_WORDS: usize = 3;
-/// "No node" (the root's parent).
-pub const HM_NONE: u32 = u32::MAX;
+pub use crate::gpu::abi::{HM_HEADER, HM_NODE_WORDS, HM_NONE, HM_PAIR_WORDS};
 
 fn invalid(msg: String) -> JelloError {
     JelloError::Invalid(msg)

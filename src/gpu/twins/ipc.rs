@@ -91,18 +91,9 @@ use crate::{JelloError, Result};
 use glam::Vec3;
 use rayon::prelude::*;
 
-/// `ipc_pairs` flag (u0): write the gradient.
-pub const IPC_GRADIENT: u32 = 1;
-/// `ipc_pairs` flag: write the 12×12 Hessian (144 f32 per pair, row-major, dofs vertex-major
-/// in the pair's vertex order — the `elastic` kernel's layout).
-pub const IPC_HESSIAN: u32 = 2;
-/// `ipc_pairs` flag: project the Hessian to PSD ([`super::sym12`]).
-pub const IPC_PROJECT: u32 = 4;
-/// `ipc_gather` flag (u0): also gather the Hessians' diagonal blocks into `hdiag`.
-pub const IPC_GATHER_HESSIAN: u32 = 1;
-/// The energy of a pair at d² ≤ 0 (J): hosts read energy sums of half of it or more as +∞
-/// (as `ELASTIC_STRICT_SENTINEL`).
-pub const IPC_SENTINEL: f32 = 1e30;
+pub use crate::gpu::abi::{
+    IPC_GATHER_HESSIAN, IPC_GRADIENT, IPC_HESSIAN, IPC_PROJECT, IPC_SENTINEL,
+};
 /// sin²θ below which two edges count as parallel in f32 (module docs).
 pub const PARALLEL_SIN2_F32: f32 = f32::EPSILON;
 /// Degenerate-length threshold of the classifications (the f64 code's 1e-300 has no f32 value;

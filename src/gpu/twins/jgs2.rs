@@ -18,24 +18,12 @@ use crate::{JelloError, Result};
 use glam::{Mat3, Vec3};
 use rayon::prelude::*;
 
-/// `jgs2_system` blob: the word marking a zero 3×3 block in an incident entry.
-pub const ZERO_BLOCK: u32 = u32::MAX;
-/// `jgs2_tree_sum`: the child id of a leaf node.
-pub const NO_CHILD: u32 = u32::MAX;
-/// `jgs2_rotation` flag (u0): keep the rotations, refresh only the rest-frame gradients.
-pub const ROTATION_KEEP: u32 = 1;
-/// `frame` entries per cluster-tree node: the gradient sum G_c, then its first moments
-/// N_c\[x\], N_c\[y\], N_c\[z\] in the rest offsets.
-pub const NODE_STRIDE: usize = 4;
-/// Top bit of a `jgs2_system` blob's far-sample count: the samples carry 27 slope words.
-pub const FAR_LINEAR: u32 = 1 << 31;
-/// Bit 30 of a `jgs2_system` blob's far-sample count: after the far samples one word holds the
-/// `frame` index of the vertex's H-matrix far sum (`jgs2_hm_backward`).
-pub const FAR_HMATRIX: u32 = 1 << 30;
+pub use crate::gpu::abi::{
+    DOTS_STRIDE, FAR_HMATRIX, FAR_LINEAR, JGS2_DOTS_GD_ONLY, NODE_STRIDE, NO_CHILD, ROTATION_KEEP,
+    SOLVE_FALLBACK, SOLVE_PRIMARY, SOLVE_WITH_FALLBACK, ZERO_BLOCK,
+};
 /// The far-sample count bits of a `jgs2_system` blob's fourth header word.
 const FAR_COUNT: u32 = FAR_HMATRIX - 1;
-/// Words per `jgs2_dots` block partial (13 used).
-pub const DOTS_STRIDE: usize = 16;
 
 fn v3(p: &GpuVec4) -> Vec3 {
     Vec3::new(p[0], p[1], p[2])
@@ -774,13 +762,6 @@ pub fn vbd_system(
     Ok(())
 }
 
-/// `vertex_solve` modes (`Params::u0 & 3`).
-pub const SOLVE_WITH_FALLBACK: u32 = 0;
-/// Primary system only.
-pub const SOLVE_PRIMARY: u32 = 1;
-/// Fallback system only.
-pub const SOLVE_FALLBACK: u32 = 2;
-
 /// Twin of `vertex_solve.wgsl`: per listed vertex the Cholesky solve (with fallback per mode),
 /// the obstacle filter (the vertex's time of impact, then its surface triangles' with it moving
 /// alone, keeping the separation `Params::f3`: [`super::surface::vertex_face_step`]), written
@@ -893,9 +874,6 @@ pub fn hess_vec(
     }
     Ok(())
 }
-
-/// `jgs2_dots`'s flag in u0 (beside the direction count): the g·d_p only, no Hessian products.
-pub const JGS2_DOTS_GD_ONLY: u32 = 0x100;
 
 /// Twin of `jgs2_dots.wgsl`: block partials of Σ|g|²w², g·d_p and d_p·hd_q (see the shader).
 pub fn jgs2_dots(

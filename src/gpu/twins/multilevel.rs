@@ -28,10 +28,7 @@ use rayon::prelude::*;
 
 /// Invocations per workgroup of `ml_restrict` (one workgroup per handle).
 pub const ML_RESTRICT_GROUP: usize = 64;
-/// vec4s per handle in a subspace vector (the three rows of `[A | t]`).
-pub const ML_HANDLE_VEC4: usize = 3;
-/// vec4s per handle in the packed 12×12 blocks (row-major, three per row).
-pub const ML_BLOCK_VEC4: usize = 36;
+pub use crate::gpu::abi::{ML_BLOCK_VEC4, ML_HANDLE_VEC4};
 
 /// `dot(a, b)` in WGSL's component order.
 fn dot4(a: &GpuVec4, b: &GpuVec4) -> f32 {

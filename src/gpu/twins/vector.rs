@@ -5,12 +5,8 @@ use crate::gpu::Params;
 use crate::Result;
 use rayon::prelude::*;
 
-/// Threads per reduction workgroup.
-const WG: usize = 256;
-/// Items per reduction thread.
-const ITEMS: usize = 4;
-/// Items reduced by one workgroup (one partial): 1024.
-pub const REDUCE_BLOCK: usize = WG * ITEMS;
+pub use crate::gpu::abi::REDUCE_BLOCK;
+use crate::gpu::abi::{REDUCE_ITEMS as ITEMS, REDUCE_THREADS as WG};
 
 /// `y[i] = f0·x[i] + y[i]`, i < n.
 pub fn axpy(p: &Params, x: &[f32], y: &mut [f32]) -> Result<()> {

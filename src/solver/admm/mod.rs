@@ -1,5 +1,5 @@
 //! ADMM-PD (Overby, Brown, Li, Narain 2017, "ADMM ⊇ Projective Dynamics"): `--solver admm`,
-//! one loop ([`AdmmSolver`], generic over [`crate::solver::backend::AdmmBackend`]) in f64 on
+//! one loop ([`AdmmSolver`], generic over [`crate::solver::admm::AdmmBackend`]) in f64 on
 //! the CPU and in f32 on a device (a GPU or the WGSL kernels' CPU twins).
 //!
 //! The step's objective E(x) = ½‖x − x̃‖²_M/h² + Σ_e U_e(D_e x) is split on z = Dx with ρ = 1
@@ -90,7 +90,7 @@
 //!   every obstacle. See that module for the choices.
 //!
 //! # Device
-//! The loop is written once over [`crate::solver::backend::AdmmBackend`] (the second solver on
+//! The loop is written once over [`crate::solver::admm::AdmmBackend`] (the second solver on
 //! the backend traits after QN; `ARCHITECTURE.md`): per-element 3×3 fields for z and ū, the
 //! local step, the scatter Σ w²Dᵀ(·), the residuals, and the x-step's bridge to one host f64
 //! routine. [`crate::solver::backend::CpuBackend`] runs it in f64 with this module's
@@ -210,12 +210,17 @@
 //!   stop rule against QN's gradient per trial: twist (525 vertices, 1,920 tets) 5.8 ms for
 //!   both, stiff_soft (189, 480) 1.2 against 0.9 ms.
 
+mod backend;
 pub mod contact;
+mod cpu;
+mod device;
 mod params;
 pub mod prox;
 mod solver;
 
+pub use backend::{AdmmBackend, GlobalStep, LocalScalars};
 pub use contact::{ContactParams, ContactSolve, ContactSolver, ContactTotals, ContactVariant};
+pub use cpu::CpuField;
 pub use params::{AdmmMode, AdmmParams};
 pub use prox::ProxKind;
 pub use solver::{AdmmIteration, AdmmSolver, CustomProx, LocalState};

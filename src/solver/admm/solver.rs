@@ -1,12 +1,13 @@
 //! The ADMM-PD loop (Algorithm 1, local step first), written once over [`AdmmBackend`].
 
+use super::backend::AdmmBackend;
 use super::contact::{kkt_gradient, ContactInput, ContactSolver};
 use super::params::AdmmParams;
 use super::prox::{pd_refusal, ProxKind};
 use crate::error::{JelloError, Result};
 use crate::material::MaterialModel;
 use crate::problem::{ElasticReference, ElasticTerms, Model, StepProblem};
-use crate::solver::backend::{AdmmBackend, CpuBackend};
+use crate::solver::backend::CpuBackend;
 use crate::solver::pd::GlobalSystem;
 use crate::solver::qn::QnMode;
 use crate::solver::report::ms;
@@ -218,10 +219,7 @@ impl<B: AdmmBackend> AdmmSolver<B> {
         if self.contact.as_ref().is_some_and(|c| !c.feasible(dhat)) {
             return false;
         }
-        match self.params.stop {
-            StopRule::Cn { eps } => residual < eps,
-            StopRule::Dx { tol } => last_move / self.extent < tol,
-        }
+        self.params.stop.met(residual, last_move / self.extent)
     }
 }
 
@@ -392,10 +390,11 @@ impl<B: AdmmBackend> StepSolver for AdmmSolver<B> {
         loop {
             let done = match self.params.mode {
                 QnMode::Fixed(n) => iterations >= n,
-                QnMode::Rule => {
-                    (iterations > 0 && self.rule_met(residual, last_move, dhat))
-                        || iterations >= self.params.max_iterations
-                }
+                QnMode::Rule => StopRule::stop_now(
+                    self.rule_met(residual, last_move, dhat),
+                    iterations,
+                    self.params.max_iterations,
+                ),
             };
             if done {
                 break;

@@ -7,10 +7,7 @@ use crate::material::EigenFilter;
 use crate::problem::{ElasticTerms, StepProblem};
 use crate::solver::report::max_vertex_norm;
 use rayon::prelude::*;
-
-mod admm;
-
-pub use admm::CpuField;
+use std::any::Any;
 
 /// Handle to a [`CpuBackend`] vector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,10 +30,8 @@ pub struct CpuBackend {
     /// E at the last gradient of each point (the report's energy).
     energy_at: [f64; 2],
     n: usize,
-    /// Per-element 3×3 fields ([`crate::solver::backend::AdmmBackend`]).
-    fields: Vec<Vec<nalgebra::Matrix3<f64>>>,
-    /// ADMM's constants, once set up.
-    admm: Option<Box<admm::CpuAdmm>>,
+    /// A solver's own state on this backend ([`Self::extension`]).
+    ext: Option<Box<dyn Any + Send + Sync>>,
     /// Element Hessians at x_start ([`PotentialBackend::start_element_hessians`]) and whether
     /// they belong to the current step.
     start_hess: Vec<[f64; 144]>,
@@ -63,6 +58,46 @@ impl CpuBackend {
             Point::Current => &self.x[self.cur],
             Point::Trial => &self.x[1 - self.cur],
         }
+    }
+
+    /// The extension slot: state a solver's own extension of this backend keeps here (ADMM's
+    /// fields and constants), typed by that solver — the backend does not know it.
+    pub(crate) fn extension(&self) -> &Option<Box<dyn Any + Send + Sync>> {
+        &self.ext
+    }
+
+    /// The extension slot, mutable.
+    pub(crate) fn extension_mut(&mut self) -> &mut Option<Box<dyn Any + Send + Sync>> {
+        &mut self.ext
+    }
+
+    /// The values of a vector, mutable (3n, interleaved).
+    pub(crate) fn values_mut(&mut self, v: CpuVector) -> &mut [f64] {
+        &mut self.vectors[v.0]
+    }
+
+    /// Sets a scalar's value.
+    pub(crate) fn set_scalar(&mut self, s: CpuScalar, value: f64) {
+        self.scalars[s.0] = value;
+    }
+
+    /// Makes `x` (3n, m) the current point.
+    pub(crate) fn set_positions(&mut self, x: &[f64]) {
+        self.x[self.cur].copy_from_slice(x);
+    }
+
+    /// ∇E at the current point into `g` (its E kept for the step's report); returns
+    /// E − E(x_start), J.
+    pub(crate) fn gradient_and_change_at_current(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        g: CpuVector,
+    ) -> f64 {
+        let c = self.cur;
+        let (e, change) = problem.gradient_and_change(elastic, &self.x[c], &mut self.vectors[g.0]);
+        self.energy_at[c] = e;
+        change
     }
 
     fn outputs(&mut self) -> [CpuScalar; 6] {

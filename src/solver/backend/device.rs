@@ -35,22 +35,23 @@
 //! lavapipe and the twins. DOT adds, once per step, the element Hessians at x_start read
 //! back for the host's subdomain factors (576 bytes per element, from the `elastic` kernel)
 //! and the per-vertex inertia and barrier blocks written for `dev_curvature` (48 bytes per
-//! vertex); its quadratic start's dᵀHd then stays on the device. Per ADMM iteration ([`crate::solver::backend::AdmmBackend`],
-//! `device/admm.rs`): the right-hand side read and the new positions written (16·n bytes
-//! each) and one read of the readback buffer; see `src/solver/admm/mod.rs` for the figures.
+//! vertex); its quadratic start's dᵀHd then stays on the device. Per ADMM iteration (ADMM's
+//! extension of this backend, `src/solver/admm/device.rs`): the right-hand side read and the
+//! new positions written (16·n bytes each) and one read of the readback buffer; see
+//! `src/solver/admm/mod.rs` for the figures.
 
 use super::{Backend, Coef, Combine, Dots, GradientScalars, Point, PotentialBackend, TrialScalars};
 use crate::error::{JelloError, Result};
-use crate::gpu::twins::backend::{
-    dev_groups, COMBINE_DOT, COMBINE_SET, ENERGY_REFERENCE, ENERGY_STRICT, SLOT_NONE,
+use crate::gpu::abi::{
+    dev_groups, COMBINE_DOT, COMBINE_SET, ELASTIC_ABS, ELASTIC_GRADIENT, ELASTIC_HESSIAN,
+    ELASTIC_PROJECT, ENERGY_REFERENCE, ENERGY_STRICT, SLOT_NONE,
 };
-use crate::gpu::twins::{ELASTIC_ABS, ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT};
 use crate::gpu::{Buf, Device, DeviceModel, GpuContact, GpuMat3, GpuVec4, Kernel, Params, Plan};
 use crate::material::EigenFilter;
 use crate::problem::{ElasticTerms, Model, Obstacle, StepProblem};
 use std::time::Instant;
 
-mod admm;
+mod ext;
 
 /// Scalar slots of the device scalar buffer.
 pub const MAX_SLOTS: usize = 1000;
@@ -115,8 +116,8 @@ struct Regions {
     len: usize,
 }
 
-/// Bus traffic and host time of [`Backend::host_solve`] calls and ADMM x-steps
-/// ([`crate::solver::backend::AdmmBackend::admm_global`]).
+/// Bus traffic and host time of [`Backend::host_solve`] calls and ADMM x-steps (ADMM's
+/// `admm_global`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct HostSolveStats {
     /// Calls.
@@ -155,8 +156,8 @@ pub struct DeviceBackend {
     magnitude: f64,
     pending_magnitude: bool,
     solves: HostSolveStats,
-    /// ADMM's constants, once set up ([`crate::solver::backend::AdmmBackend`]).
-    admm: Option<Box<admm::DeviceAdmm>>,
+    /// A solver's own state on this backend (module `ext`).
+    ext: ext::Extension,
     /// The element Hessians at x_start and the per-vertex blocks, once asked for
     /// ([`PotentialBackend::start_element_hessians`]).
     start: Option<Box<StartHessian>>,
@@ -220,7 +221,7 @@ impl DeviceBackend {
             magnitude: 0.0,
             pending_magnitude: false,
             solves: HostSolveStats::default(),
-            admm: None,
+            ext: None,
             start: None,
             start_valid: false,
             m,
@@ -846,7 +847,7 @@ impl PotentialBackend for DeviceBackend {
         let nc = self.m.obstacles.len();
         let model = problem.model;
         let dhat = model.barrier.dhat;
-        let ih2 = 1.0 / (problem.h * problem.h);
+        let ih2 = problem.inv_h2();
         for v in 0..self.m.nv {
             if problem.fixed[3 * v] {
                 continue;

@@ -38,12 +38,10 @@
 //! the same pass as the vector update it follows, energies and speculative gradients in one
 //! plan) without the solver knowing.
 
-pub mod admm;
 mod cpu;
 mod device;
 
-pub use admm::{AdmmBackend, GlobalStep, LocalScalars};
-pub use cpu::{CpuBackend, CpuField, CpuScalar, CpuVector};
+pub use cpu::{CpuBackend, CpuScalar, CpuVector};
 pub use device::{
     DeviceBackend, DeviceScalar, DeviceVector, HostSolveStats, DEVICE_ENERGY_SLACK, MAX_SLOTS,
 };

@@ -101,16 +101,14 @@
 use super::solver::{plain_step_fits, Jgs2Params, Safeguard, Variant};
 use super::subspace::Jgs2Subspace;
 use crate::error::{JelloError, Result};
+use crate::gpu::abi::{
+    DOTS_STRIDE, ELASTIC_EXACT_SNH, ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT,
+    ELASTIC_STRICT, ELASTIC_STRICT_SENTINEL, FAR_HMATRIX, FAR_LINEAR, JGS2_DOTS_GD_ONLY,
+    NODE_STRIDE, NO_CHILD, REDUCE_BLOCK, ROTATION_KEEP, SOLVE_PRIMARY, SOLVE_WITH_FALLBACK,
+    ZERO_BLOCK,
+};
 use crate::gpu::layout::{GpuContact, GpuLocalSystem, GpuTreeNode};
 use crate::gpu::model::{relative_one, upload_nonempty};
-use crate::gpu::twins::jgs2::{
-    DOTS_STRIDE, FAR_HMATRIX, FAR_LINEAR, JGS2_DOTS_GD_ONLY, NODE_STRIDE, NO_CHILD, ROTATION_KEEP,
-    SOLVE_PRIMARY, SOLVE_WITH_FALLBACK, ZERO_BLOCK,
-};
-use crate::gpu::twins::{
-    ELASTIC_EXACT_SNH, ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT, ELASTIC_STRICT,
-    ELASTIC_STRICT_SENTINEL, REDUCE_BLOCK,
-};
 use crate::gpu::{
     Buf, BufferId, Device, DeviceInfo, DeviceModel, GpuMat3, GpuTet, GpuVec4, Kernel, Params, Plan,
     SurfaceCsr,
@@ -321,7 +319,7 @@ fn pack_hmatrix(
     far: &super::subspace::HFarField,
     nv: usize,
 ) -> Result<PackedHMatrix> {
-    use crate::gpu::twins::hmatrix::{HM_HEADER, HM_NODE_WORDS, HM_NONE, HM_PAIR_WORDS};
+    use crate::gpu::abi::{HM_HEADER, HM_NODE_WORDS, HM_NONE, HM_PAIR_WORDS};
     let h = &far.matrix;
     let nn = tree.len();
     let bad = |m: String| JelloError::Solver(format!("JGS2 H-matrix: {m}"));
@@ -1638,12 +1636,8 @@ impl StepSolver for DeviceJgs2 {
             e1.is_finite() && e1 <= s0.energy + 1e-4 * alpha * slope + slack
         };
         loop {
-            converged = match self.params.stop {
-                StopRule::Cn { eps } => s.residual < eps,
-                StopRule::Dx { tol } => max_dx / self.extent < tol,
-            };
-            // At least one iteration per step (as the reference, see `StopRule`).
-            if (converged && iterations > 0) || iterations >= self.params.max_iterations {
+            converged = self.params.stop.met(s.residual, max_dx / self.extent);
+            if StopRule::stop_now(converged, iterations, self.params.max_iterations) {
                 break;
             }
             iterations += 1;

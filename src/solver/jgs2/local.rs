@@ -141,7 +141,7 @@ fn barrier_gradient(
         let de = o.distance(p);
         if de.d < dhat {
             let (_, db, _) = barrier_derivatives(de.d, dhat);
-            g += de.grad * (model.barrier.kappa * model.mass[v] / (problem.h * problem.h) * db);
+            g += de.grad * (problem.barrier_weight(v) * db);
         }
     }
     g + problem.face_barrier_at_vertex(x, v).0
@@ -485,7 +485,7 @@ pub fn barrier_hessian(problem: &StepProblem, x: &[f64], i: usize) -> Matrix3<f6
         let de = o.distance(&p);
         if de.d < dhat {
             let (_, db, ddb) = barrier_derivatives(de.d, dhat);
-            let wv = model.barrier.kappa * model.mass[i] / (problem.h * problem.h);
+            let wv = problem.barrier_weight(i);
             a += de.grad * de.grad.transpose() * (wv * ddb);
             // As in the Newton Hessian: b'∇²d is kept only when it is PSD (b' < 0 inside d̂,
             // so for the convex obstacles here it is dropped).

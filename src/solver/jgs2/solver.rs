@@ -671,12 +671,8 @@ impl StepSolver for Jgs2Solver {
         let mut model_on = self.params.safeguard == Safeguard::Always;
         let mut e_cur: Option<f64> = None;
         loop {
-            converged = match self.params.stop {
-                StopRule::Cn { eps } => residual < eps,
-                StopRule::Dx { tol } => max_dx / self.extent < tol,
-            };
-            // At least one iteration per step (see `StopRule`).
-            if (converged && iterations > 0) || iterations >= self.params.max_iterations {
+            converged = self.params.stop.met(residual, max_dx / self.extent);
+            if StopRule::stop_now(converged, iterations, self.params.max_iterations) {
                 break;
             }
             iterations += 1;

@@ -32,7 +32,7 @@ pub use solver::{LbfgsIteration, LbfgsPhases, LbfgsSolver};
 use crate::error::{JelloError, Result};
 use crate::problem::{ElasticTerms, StepProblem};
 use crate::solver::backend::PotentialBackend;
-use crate::solver::qn::QnMode;
+use crate::solver::QnMode;
 use crate::solver::StopRule;
 
 /// The largest history a solver may ask for (each pair holds two n × 3 vectors).

@@ -4,8 +4,8 @@ use super::{InitialInverse, LbfgsParams};
 use crate::error::{JelloError, Result};
 use crate::problem::{ElasticTerms, StepProblem};
 use crate::solver::backend::{Coef, Combine, Dots, Point, PotentialBackend};
-use crate::solver::qn::QnMode;
 use crate::solver::report::ms;
+use crate::solver::QnMode;
 use crate::solver::{IterationRecord, StepReport, StepSolver, StepTimings, StopRule};
 use std::time::Instant;
 
@@ -303,10 +303,7 @@ impl<B: PotentialBackend, H: InitialInverse<B>> LbfgsSolver<B, H> {
 
     /// Whether the stop rule holds for `residual` and the last iteration's largest move.
     fn rule_met(&self, residual: f64, last_move: f64) -> bool {
-        match self.params.stop {
-            StopRule::Cn { eps } => residual < eps,
-            StopRule::Dx { tol } => last_move / self.extent < tol,
-        }
+        self.params.stop.met(residual, last_move / self.extent)
     }
 }
 
@@ -355,8 +352,7 @@ impl<B: PotentialBackend, H: InitialInverse<B>> StepSolver for LbfgsSolver<B, H>
                 problem.diagnose_non_finite(elastic, &problem.x_start)
             )));
         }
-        let start_met = matches!(self.params.stop, StopRule::Cn { .. })
-            && self.rule_met(residual0, f64::INFINITY);
+        let start_met = self.params.stop.met(residual0, f64::INFINITY);
         let mut residual = residual0;
         let mut change = 0.0;
         let mut last_move = f64::INFINITY;
@@ -375,8 +371,7 @@ impl<B: PotentialBackend, H: InitialInverse<B>> StepSolver for LbfgsSolver<B, H>
             let met = self.rule_met(residual, last_move);
             let done = match self.params.mode {
                 QnMode::Fixed(n) => iterations >= n,
-                // At least one iteration per step (see `StopRule`).
-                QnMode::Rule => (met && iterations > 0) || iterations >= self.params.max_iterations,
+                QnMode::Rule => StopRule::stop_now(met, iterations, self.params.max_iterations),
             };
             if done {
                 break;

@@ -18,9 +18,10 @@
 
 use super::levels::{Level, LevelArrays};
 use super::operator::{BsrArrays, BsrLayout, DeviceTerms};
+use crate::gpu::abi::{
+    dev_groups, COMBINE_DOT, COMBINE_SET, COMBINE_VEC4, ML_HANDLE_VEC4, SLOT_NONE,
+};
 pub(super) use crate::gpu::model::upload_nonempty;
-use crate::gpu::twins::backend::{dev_groups, COMBINE_DOT, COMBINE_SET, COMBINE_VEC4, SLOT_NONE};
-use crate::gpu::twins::multilevel::ML_HANDLE_VEC4;
 use crate::gpu::{
     Buf, Device, GpuMat3, GpuTet, GpuVec4, GpuVertexInfo, Kernel, Params, Plan, VertexCsr,
 };

@@ -26,10 +26,8 @@ use super::device_energy::ROUNDING_UNIT;
 use crate::contact::friction::FrictionSet;
 use crate::contact::{ContactPair, IpcContact};
 use crate::error::{JelloError, Result};
+use crate::gpu::abi::{dev_groups, FRICTION_GRADIENT, IPC_GRADIENT, IPC_SENTINEL};
 use crate::gpu::model::relative_one;
-use crate::gpu::twins::backend::dev_groups;
-use crate::gpu::twins::friction::FRICTION_GRADIENT;
-use crate::gpu::twins::ipc::{IPC_GRADIENT, IPC_SENTINEL};
 use crate::gpu::{
     Buf, Device, GpuFrictionPair, GpuMat3, GpuPair, GpuTet, GpuVec4, Kernel, Params, Plan,
     VertexCsr,

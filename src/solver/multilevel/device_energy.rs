@@ -36,8 +36,7 @@
 
 use super::device_contact::{ContactEnergy, DeviceContact};
 use crate::error::{JelloError, Result};
-use crate::gpu::twins::backend::{dev_groups, ENERGY_REFERENCE};
-use crate::gpu::twins::ELASTIC_GRADIENT;
+use crate::gpu::abi::{dev_groups, ELASTIC_GRADIENT, ENERGY_REFERENCE};
 use crate::gpu::{Buf, Device, DeviceModel, GpuVec4, Kernel};
 use crate::gpu::{Params, Plan};
 use crate::problem::{ElasticTerms, Model, StepProblem};

@@ -61,6 +61,18 @@ pub enum MultilevelStop {
     },
 }
 
+impl MultilevelStop {
+    /// Whether the rule holds: the shared rule's [`StopRule::met`] at `residual` and
+    /// `dx_ratio`, or the subspace rule's `ds_ratio` (‖d_s‖∞ / (h · diagonal), 1/s) below its
+    /// tolerance. Pass `f64::INFINITY` for the ratios where no iteration led to the point.
+    pub fn met(&self, residual: f64, dx_ratio: f64, ds_ratio: f64) -> bool {
+        match *self {
+            MultilevelStop::Shared(rule) => rule.met(residual, dx_ratio),
+            MultilevelStop::Subspace { tol } => ds_ratio < tol,
+        }
+    }
+}
+
 /// Preconditioner of the full-space PCG (the smoother, and Newton-PCG's only solve).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Preconditioner {

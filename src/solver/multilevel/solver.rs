@@ -649,8 +649,7 @@ impl StepSolver for MultilevelSolver {
             });
         }
         let stop = self.params.stop;
-        let start_converged =
-            matches!(stop, MultilevelStop::Shared(StopRule::Cn { eps }) if residual < eps);
+        let start_converged = stop.met(residual, f64::INFINITY, f64::INFINITY);
         let mut converged;
         let mut iterations = 0;
         let mut last_dx_ratio = f64::INFINITY;
@@ -662,11 +661,7 @@ impl StepSolver for MultilevelSolver {
         let mut full = self.layout.zeros();
         let h_step = if problem.h > 0.0 { problem.h } else { 1.0 };
         loop {
-            converged = match stop {
-                MultilevelStop::Shared(StopRule::Cn { eps }) => residual < eps,
-                MultilevelStop::Shared(StopRule::Dx { tol }) => last_dx_ratio < tol,
-                MultilevelStop::Subspace { tol } => last_ds_ratio < tol,
-            };
+            converged = stop.met(residual, last_dx_ratio, last_ds_ratio);
             if converged && iterations > 0 && passes_left > 0 {
                 passes_left -= 1;
                 if problem.lag_friction(x) > 0 {
@@ -674,10 +669,10 @@ impl StepSolver for MultilevelSolver {
                     change_exact = true;
                     energy = problem.gradient(elastic, x, &mut g);
                     residual = problem.model.char_norm.residual(&g);
-                    converged = matches!(stop, MultilevelStop::Shared(StopRule::Cn { eps }) if residual < eps);
+                    converged = stop.met(residual, f64::INFINITY, f64::INFINITY);
                 }
             }
-            if (converged && iterations > 0) || iterations >= self.params.max_iterations {
+            if StopRule::stop_now(converged, iterations, self.params.max_iterations) {
                 break;
             }
             iterations += 1;

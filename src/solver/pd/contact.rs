@@ -49,7 +49,7 @@ pub fn contact_terms(problem: &StepProblem, x: &[f64], out: &mut Vec<ContactTerm
         return;
     }
     let dhat = model.barrier.dhat;
-    let ih2 = 1.0 / (problem.h * problem.h);
+    let ih2 = problem.inv_h2();
     for v in 0..model.num_vertices() {
         if problem.fixed[3 * v] {
             continue;

@@ -60,13 +60,9 @@ impl<B: PotentialBackend> InitialInverse<B> for PdInverse {
         // preconditions, the objective is unchanged).
         let nv = problem.model.num_vertices();
         let pinned: Vec<bool> = (0..nv).map(|v| problem.fixed[3 * v]).collect();
-        let mass_weight = if problem.inertia > 0.0 {
-            problem.inertia
-        } else {
-            1.0 / (problem.h * problem.h)
-        };
         self.contact_set.clear();
-        self.system.prepare(problem.model, &pinned, mass_weight)
+        self.system
+            .prepare(problem.model, &pinned, problem.mass_weight())
     }
 
     fn begin_iteration(&mut self) {

@@ -4,16 +4,7 @@ use crate::solver::lbfgs::LbfgsParams;
 use crate::solver::pd::GlobalOptions;
 use crate::solver::StopRule;
 
-/// How a QN step decides it is done.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum QnMode {
-    /// jello's shared stop rule ([`QnParams::stop`], `--stop cn|dx`) with an iteration cap
-    /// ([`QnParams::max_iterations`]) — the default, and what every comparison uses.
-    Rule,
-    /// The paper's fixed iteration count per step (Table I: 10). The step reports
-    /// `converged` as the stop rule's verdict on where it ended.
-    Fixed(usize),
-}
+pub use crate::solver::stop::QnMode;
 
 /// Parameters of [`super::QnSolver`].
 #[derive(Clone, Copy, Debug)]

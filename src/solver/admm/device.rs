@@ -1,20 +1,21 @@
 //! [`AdmmBackend`] in f32 on a device: fields are `mat3x3<f32>` buffers, the local step is one
 //! `admm_local` dispatch (one element per invocation: F, the z-step, the dual update and the
 //! corner forces), the scatter an `admm_gather` over the vertex→element CSR (no atomics), the
-//! residuals per-group partials in the readback buffer summed in f64 on the host.
+//! residuals per-group partials in the readback buffer's solver regions, summed in f64 on the
+//! host. The state lives in the backend's extension slot.
 
-use super::{DeviceBackend, DeviceScalar, DeviceVector};
+use super::backend::{AdmmBackend, GlobalStep, LocalScalars};
+use super::ProxKind;
 use crate::error::{JelloError, Result};
-use crate::gpu::twins::admm::{ADMM_PROX_HYPERELASTIC, ADMM_PROX_PD, ADMM_RESET};
+use crate::gpu::abi::{ADMM_PROX_HYPERELASTIC, ADMM_PROX_PD, ADMM_RESET};
 use crate::gpu::{Buf, GpuMat3, GpuVec4, Kernel, Params};
 use crate::problem::{ElasticTerms, Model, StepProblem};
-use crate::solver::admm::ProxKind;
-use crate::solver::backend::admm::{AdmmBackend, GlobalStep, LocalScalars};
+use crate::solver::backend::{DeviceBackend, DeviceScalar, DeviceVector};
 use nalgebra::Matrix3;
 use std::time::Instant;
 
 /// ADMM's per-element constants and scratch on the device.
-pub(super) struct DeviceAdmm {
+struct DeviceAdmm {
     /// w_e² (J).
     w2: Buf<f32>,
     /// Corner forces of the last local step: 8 per element (4 right-hand side, 4 dual).
@@ -23,65 +24,62 @@ pub(super) struct DeviceAdmm {
     mode: u32,
 }
 
-impl DeviceBackend {
-    fn admm_state(&self) -> Result<&DeviceAdmm> {
-        self.admm
-            .as_deref()
-            .ok_or_else(|| JelloError::Solver("device backend: admm_setup was not called".into()))
-    }
+fn admm_state(b: &DeviceBackend) -> Result<&DeviceAdmm> {
+    b.extension()
+        .as_deref()
+        .and_then(|e| e.downcast_ref())
+        .ok_or_else(|| JelloError::Solver("device backend: admm_setup was not called".into()))
+}
 
-    fn rec_admm_local(&mut self, z: Buf<GpuMat3>, u: Buf<GpuMat3>, mode: u32) -> Result<()> {
-        let a = self.admm_state()?;
-        let (w2, corner) = (a.w2.id(), a.corner.id());
-        self.plan.dispatch(
-            Kernel::AdmmLocal,
-            &[
-                self.x[self.cur].id(),
-                self.m.tets.id(),
-                self.m.dm_inv.id(),
-                self.m.elem.id(),
-                w2,
-                z.id(),
-                u.id(),
-                corner,
-            ],
-            Params::new().u0(mode),
-            self.m.ne as u32,
-        );
-        Ok(())
-    }
+fn rec_admm_local(
+    b: &mut DeviceBackend,
+    z: Buf<GpuMat3>,
+    u: Buf<GpuMat3>,
+    mode: u32,
+) -> Result<()> {
+    let a = admm_state(b)?;
+    let (w2, corner) = (a.w2.id(), a.corner.id());
+    let m = b.mesh_buffers();
+    b.record(
+        Kernel::AdmmLocal,
+        &[m.x, m.tets, m.dm_inv, m.elem, w2, z.id(), u.id(), corner],
+        Params::new().u0(mode),
+        b.num_elements() as u32,
+    );
+    Ok(())
 }
 
 impl AdmmBackend for DeviceBackend {
     type Field = Buf<GpuMat3>;
 
     fn field(&mut self, label: &str) -> Result<Buf<GpuMat3>> {
-        self.dev.alloc(label, self.m.ne)
+        let ne = self.num_elements();
+        self.device_mut().alloc(label, ne)
     }
 
     fn admm_setup(&mut self, model: &Model, w2: &[f64], prox: ProxKind) -> Result<()> {
-        if w2.len() != self.m.ne || model.mesh.num_tets() != self.m.ne {
+        let ne = self.num_elements();
+        if w2.len() != ne || model.mesh.num_tets() != ne {
             return Err(JelloError::Solver(format!(
-                "admm_setup: {} weights for {} elements",
-                w2.len(),
-                self.m.ne
+                "admm_setup: {} weights for {ne} elements",
+                w2.len()
             )));
         }
         let w: Vec<f32> = w2.iter().map(|&v| v as f32).collect();
         let a = DeviceAdmm {
-            w2: self.dev.upload("admm w^2", &w)?,
-            corner: self.dev.alloc("admm corner forces", 8 * self.m.ne)?,
+            w2: self.device_mut().upload("admm w^2", &w)?,
+            corner: self.device_mut().alloc("admm corner forces", 8 * ne)?,
             mode: match prox {
                 ProxKind::Pd => ADMM_PROX_PD,
                 ProxKind::Hyperelastic => ADMM_PROX_HYPERELASTIC,
             },
         };
-        self.admm = Some(Box::new(a));
+        *self.extension_mut() = Some(Box::new(a));
         Ok(())
     }
 
     fn admm_reset(&mut self, z: Buf<GpuMat3>, u: Buf<GpuMat3>) -> Result<()> {
-        self.rec_admm_local(z, u, ADMM_RESET)
+        rec_admm_local(self, z, u, ADMM_RESET)
     }
 
     fn admm_local(
@@ -91,25 +89,27 @@ impl AdmmBackend for DeviceBackend {
         u: Buf<GpuMat3>,
         rhs: DeviceVector,
     ) -> Result<LocalScalars<DeviceScalar>> {
-        let mode = self.admm_state()?.mode;
-        self.rec_admm_local(z, u, mode)?;
-        let corner = self.admm_state()?.corner.id();
-        self.plan.dispatch(
+        let mode = admm_state(self)?.mode;
+        rec_admm_local(self, z, u, mode)?;
+        let corner = admm_state(self)?.corner.id();
+        let m = self.mesh_buffers();
+        let (_, dual) = self.solver_regions();
+        self.record(
             Kernel::AdmmGather,
             &[
                 corner,
-                self.m.offsets.id(),
-                self.m.csr_tets.id(),
-                self.m.csr_local.id(),
-                self.m.vinfo.id(),
+                m.offsets,
+                m.csr_tets,
+                m.csr_local,
+                m.vinfo,
                 rhs.id(),
-                self.readback.id(),
+                m.readback,
             ],
             Params {
-                u1: (self.regions.admm + self.regions.ge) as u32,
+                u1: dual as u32,
                 ..Params::default()
             },
-            self.m.nv as u32,
+            self.num_vertices() as u32,
         );
         Ok(LocalScalars {
             dual: DeviceScalar::Dual,
@@ -123,10 +123,9 @@ impl AdmmBackend for DeviceBackend {
         step: &mut GlobalStep<'_>,
     ) -> Result<()> {
         let t0 = Instant::now();
-        self.flush()?;
-        self.dev.wait_idle()?;
-        self.solves.wait_ms += t0.elapsed().as_secs_f64() * 1e3;
-        let rv = self.dev.read(&rhs)?;
+        self.submit_and_wait()?;
+        self.host_solve_stats_mut().wait_ms += t0.elapsed().as_secs_f64() * 1e3;
+        let rv = self.device_mut().read(&rhs)?;
         let mut buf: Vec<f64> = rv
             .iter()
             .flat_map(|p| [p[0] as f64, p[1] as f64, p[2] as f64])
@@ -134,32 +133,28 @@ impl AdmmBackend for DeviceBackend {
         let t1 = Instant::now();
         step(&mut buf, x)?;
         let host = t1.elapsed().as_secs_f64() * 1e3;
-        let xs = self.m.relative(x);
-        self.dev.write(&self.x[self.cur], 0, &xs)?;
-        self.solves.calls += 1;
-        self.solves.bytes += 2 * 16 * self.m.nv;
-        self.solves.host_ms += host;
-        self.solves.transfer_ms += t0.elapsed().as_secs_f64() * 1e3 - host;
+        self.write_positions(x)?;
+        let nv = self.num_vertices();
+        let solves = self.host_solve_stats_mut();
+        solves.calls += 1;
+        solves.bytes += 2 * 16 * nv;
+        solves.host_ms += host;
+        solves.transfer_ms += t0.elapsed().as_secs_f64() * 1e3 - host;
         Ok(())
     }
 
     fn admm_primal(&mut self, z: Buf<GpuMat3>) -> Result<DeviceScalar> {
-        let w2 = self.admm_state()?.w2.id();
-        self.plan.dispatch(
+        let w2 = admm_state(self)?.w2.id();
+        let m = self.mesh_buffers();
+        let (primal, _) = self.solver_regions();
+        self.record(
             Kernel::AdmmPrimal,
-            &[
-                self.x[self.cur].id(),
-                self.m.tets.id(),
-                self.m.dm_inv.id(),
-                w2,
-                z.id(),
-                self.readback.id(),
-            ],
+            &[m.x, m.tets, m.dm_inv, w2, z.id(), m.readback],
             Params {
-                u1: self.regions.admm as u32,
+                u1: primal as u32,
                 ..Params::default()
             },
-            self.m.ne as u32,
+            self.num_elements() as u32,
         );
         Ok(DeviceScalar::Primal)
     }
@@ -170,17 +165,15 @@ impl AdmmBackend for DeviceBackend {
         _elastic: &dyn ElasticTerms,
         g: DeviceVector,
     ) -> Result<(DeviceScalar, DeviceScalar)> {
-        let c = self.cur;
         // One element pass for the energy change (against the step start's references) and
         // the element gradients.
-        self.rec_energies(c, c, false, true);
-        let res = self.rec_gradient_tail(c, g);
+        let res = self.record_gradient_and_change(g);
         Ok((res, DeviceScalar::Energy))
     }
 
     fn read_field(&mut self, f: Buf<GpuMat3>) -> Result<Vec<Matrix3<f64>>> {
-        self.flush()?;
-        let v = self.dev.read(&f)?;
+        self.submit()?;
+        let v = self.device_mut().read(&f)?;
         Ok(v.iter()
             .map(|m| Matrix3::from_fn(|r, c| m.get(r, c) as f64))
             .collect())

@@ -1,13 +1,14 @@
 //! What ADMM-PD needs from a backend beyond [`PotentialBackend`]: per-element 3×3 fields (z and
 //! the scaled dual ū, as deformation gradients), the local step, the scatter Σ_e w_e² D_eᵀ(·)
 //! into a per-vertex vector, the primal and dual residuals, and the x-step's bridge to a host
-//! f64 routine. [`crate::solver::admm::AdmmSolver`] is written once over it; the f64 CPU
-//! implementation is in `cpu/admm.rs`, the f32 device one (kernels `admm_*`) in `device/admm.rs`.
+//! f64 routine. [`super::AdmmSolver`] is written once over it; the f64 CPU implementation is
+//! in `cpu.rs`, the f32 device one (kernels `admm_*`) in `device.rs`, both on the backends'
+//! crate-visible parts (the backends know no solver).
 
-use super::PotentialBackend;
+use super::ProxKind;
 use crate::error::Result;
 use crate::problem::{ElasticTerms, Model, StepProblem};
-use crate::solver::admm::ProxKind;
+use crate::solver::backend::PotentialBackend;
 use nalgebra::Matrix3;
 
 /// The x-step routine a backend hands the right-hand side to: `(rhs, x)` with rhs the
