@@ -934,9 +934,10 @@ fn spawn_worker(current: &Path, env: &[(&str, &str)]) -> std::process::Child {
     let mem_mb = env_u64("JELLO_FUZZ_MEM_MB").unwrap_or(512);
     // The worker's path in this test crate (`fuzz_inputs::fuzz_worker`: module_path! less the
     // crate's name).
-    let worker = module_path!()
-        .split_once("::")
-        .map_or_else(|| "fuzz_worker".to_string(), |(_, m)| format!("{m}::fuzz_worker"));
+    let worker = module_path!().split_once("::").map_or_else(
+        || "fuzz_worker".to_string(),
+        |(_, m)| format!("{m}::fuzz_worker"),
+    );
     let args = [
         "--exact",
         worker.as_str(),
