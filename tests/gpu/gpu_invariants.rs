@@ -1,0 +1,266 @@
+//! The physical invariants on the device (`DeviceJgs2`, f32 kernels on the GPU and on their CPU
+//! twins), checked in f64 on the returned positions (`Model::check_state`): the strict inversion
+//! filter keeps every element positive in a violent impact, the surface of a body stays out of a
+//! sphere smaller than its triangles, and a box (whose pairs the device lacks) is refused.
+//!
+//! A GPU test FAILS when no adapter is found unless `JELLO_SKIP_GPU_TESTS=1` (the CPU-twin half
+//! still runs).
+//!
+//!   WGPU_BACKEND=vulkan cargo test --test gpu gpu_invariants::   (Mesa lavapipe)
+
+use crate::common;
+
+use jello::gpu::Device;
+use jello::problem::{Model, State, StepProblem};
+use jello::scene::{BuiltScene, Scene};
+use jello::solver::jgs2::{
+    build_subspace, DeviceJgs2, Jgs2Params, Jgs2Solver, Jgs2Subspace, Safeguard, SubspaceOptions,
+    Variant,
+};
+use jello::solver::{StepReport, StepSolver};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Serialises this file's GPU work (Mesa's GL stack slows concurrent devices down).
+fn gpu_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn built(text: &str) -> BuiltScene {
+    Scene::parse(Path::new("test.toml"), text)
+        .unwrap()
+        .build()
+        .unwrap()
+}
+
+/// The CPU twins, and the GPU when there is one (see `common::gpu_device`); a constructor per
+/// device, since every solver owns its device.
+type MakeDevice = fn() -> Device;
+
+fn devices() -> Vec<(&'static str, MakeDevice)> {
+    let mut d: Vec<(&'static str, MakeDevice)> = vec![("cpu twins", Device::cpu)];
+    if common::gpu_device().is_some() {
+        d.push(("gpu", || {
+            common::gpu_device().expect("adapter found a moment ago")
+        }));
+    }
+    d
+}
+
+/// VBD (Gauss–Seidel, no safeguard) and safeguarded JGS2 Jacobi, capped at `cap` iterations.
+fn solvers(cap: usize) -> [(&'static str, Jgs2Params, bool); 2] {
+    let vbd = Jgs2Params {
+        max_iterations: cap,
+        variant: Variant::GaussSeidel,
+        safeguard: Safeguard::Off,
+        ..Default::default()
+    };
+    let jgs2 = Jgs2Params {
+        max_iterations: cap,
+        ..Default::default()
+    };
+    [("vbd", vbd, false), ("jgs2", jgs2, true)]
+}
+
+fn solver(
+    m: &Model,
+    dev: Option<Device>,
+    params: Jgs2Params,
+    sub: Option<Arc<Jgs2Subspace>>,
+) -> Box<dyn StepSolver> {
+    match (dev, sub) {
+        (Some(d), s) => Box::new(DeviceJgs2::new(d, m, params, s).unwrap()),
+        (None, Some(s)) => Box::new(Jgs2Solver::jgs2(m, params, s).unwrap()),
+        (None, None) => Box::new(Jgs2Solver::vbd(m, params)),
+    }
+}
+
+/// One step from `st` (strict or not); returns the report and moves `st` on.
+fn advance(
+    m: &Model,
+    s: &mut dyn StepSolver,
+    st: &mut State,
+    h: f64,
+    strict: bool,
+) -> (StepReport, Vec<f64>) {
+    let mut p = StepProblem::new(m, st, h);
+    p.strict_inversion = strict;
+    let mut x = Vec::new();
+    let r = s.step(&p, m, &mut x, false).unwrap();
+    let v = x.iter().zip(&st.x).map(|(a, b)| (a - b) / h).collect();
+    *st = State::new(x.clone(), v, st.t + h);
+    (r, x)
+}
+
+// ---------------------------------------------------------------- (a) strict inversion
+
+/// A stable Neo-Hookean ball thrown at the ground at 30 m/s (tests/invariants.rs's scene,
+/// slower): the second step squashes it flat.
+const THROWN: &str = r#"
+[simulation]
+h = 0.01
+steps = 2
+[[objects]]
+name = "ball"
+mesh = { generator = "ball", center = [0.0, 0.12, 0.0], radius = 0.1, resolution = 6 }
+material = { model = "stable_neo_hookean", youngs_modulus = 5e4, poisson_ratio = 0.4, density = 1000.0 }
+velocity = [0.0, -30.0, 0.0]
+[[obstacles]]
+type = "ground"
+"#;
+
+#[test]
+fn strict_device_solves_keep_every_element_positive() {
+    let _gpu = gpu_lock();
+    let b = built(THROWN);
+    let m = &b.model;
+    let sub = Arc::new(build_subspace(m, 0.01, &SubspaceOptions::node_fits()).unwrap());
+    for (dname, dev) in devices() {
+        for (name, params, jgs2) in solvers(200) {
+            let s = jgs2.then(|| sub.clone());
+            let mut line = format!("{dname} {name}:");
+            let mut inverted_plain = 0;
+            for strict in [false, true] {
+                let mut solver = solver(m, Some(dev()), params, s.clone());
+                let mut st = m.initial_state(&b.velocity);
+                for step in 0..2 {
+                    let (r, x) = advance(m, solver.as_mut(), &mut st, 0.01, strict);
+                    let c = m.check_state(&x);
+                    if strict {
+                        // Every element positive in f64, and the state feasible (finite E).
+                        assert_eq!(
+                            c.total_inverted(),
+                            0,
+                            "{dname} {name} strict step {step}: min J {:e}",
+                            c.min_j
+                        );
+                        assert!(c.min_j > 0.0);
+                        assert!(
+                            r.energy.is_finite(),
+                            "{dname} {name} strict step {step}: f64 energy {}",
+                            r.energy
+                        );
+                    } else {
+                        inverted_plain += c.total_inverted();
+                    }
+                    line += &format!(
+                        " {}step {step}: {} it, min J {:.1e}, inverted {};",
+                        if strict { "strict " } else { "" },
+                        r.iterations,
+                        c.min_j,
+                        c.total_inverted()
+                    );
+                }
+            }
+            eprintln!("{line}");
+            // Without the filter this impact inverts elements: the strict run is a real test.
+            assert!(
+                inverted_plain > 0,
+                "{dname} {name}: the impact must invert elements without the strict filter"
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------- (b) obstacles
+
+/// A coarse ball (surface edges of 5–9 cm) falling at 1 m/s onto a sphere of 5 mm radius, off
+/// the mesh's symmetry planes so it meets a triangle between vertices.
+const ON_SPHERE: &str = r#"
+[simulation]
+h = 0.01
+steps = 4
+gravity = [0.0, -9.81, 0.0]
+[[objects]]
+name = "ball"
+mesh = { generator = "ball", center = [0.0, 0.112, 0.0], radius = 0.1, resolution = 4 }
+material = { model = "stable_neo_hookean", youngs_modulus = 1e5, poisson_ratio = 0.4, density = 1000.0 }
+velocity = [0.0, -1.0, 0.0]
+[[obstacles]]
+type = "sphere"
+center = [0.013, 0.0, 0.017]
+radius = 0.005
+"#;
+
+#[test]
+fn device_surface_stays_out_of_a_small_sphere() {
+    let _gpu = gpu_lock();
+    let b = built(ON_SPHERE);
+    let m = &b.model;
+    let sphere = &m.obstacles[0];
+    let h = 0.01;
+    // The sphere fits between the vertices: no vertex comes within 1 cm of it on the way down,
+    // so a vertex-only contact would let the ball fall through it.
+    let start = m.initial_state(&b.velocity);
+    let vertex_gap = (0..m.num_vertices())
+        .map(|v| {
+            let p = nalgebra::Vector3::from_column_slice(&start.x[3 * v..3 * v + 3]);
+            sphere.distance(&p).d
+        })
+        .fold(f64::INFINITY, f64::min);
+    let sub = Arc::new(build_subspace(m, h, &SubspaceOptions::node_fits()).unwrap());
+    for (dname, dev) in devices() {
+        for (name, params, jgs2) in solvers(300) {
+            let mut solver = solver(m, Some(dev()), params, jgs2.then(|| sub.clone()));
+            let mut st = m.initial_state(&b.velocity);
+            let mut closest = f64::INFINITY;
+            for step in 0..4 {
+                let (r, x) = advance(m, solver.as_mut(), &mut st, h, false);
+                let c = m.check_state(&x);
+                assert_eq!(
+                    c.total_penetrations(),
+                    0,
+                    "{dname} {name} step {step}: the surface entered the sphere"
+                );
+                assert!(r.energy.is_finite(), "{dname} {name} step {step}");
+                let gap = m
+                    .surface
+                    .triangles
+                    .iter()
+                    .map(|t| {
+                        sphere.triangle_distance(&t.map(|v| {
+                            nalgebra::Vector3::from_column_slice(
+                                &x[3 * v as usize..3 * v as usize + 3],
+                            )
+                        }))
+                    })
+                    .fold(f64::INFINITY, f64::min);
+                closest = closest.min(gap);
+            }
+            eprintln!(
+                "{dname} {name}: closest vertex at the start {vertex_gap:.3e} m, closest \
+                 triangle over 4 steps {closest:.3e} m (d̂ {:.1e} m)",
+                m.barrier.dhat
+            );
+            // The ball reached the sphere (it covers ~4.8 cm in 4 steps, its closest vertex starts
+            // ~2 cm away) and the barrier held it off.
+            assert!(closest > 0.0 && closest < m.barrier.dhat, "{dname} {name}");
+        }
+    }
+    assert!(
+        vertex_gap > 0.01,
+        "the case must need the surface: {vertex_gap:e} m"
+    );
+}
+
+#[test]
+fn device_refuses_boxes_and_names_them() {
+    let text = ON_SPHERE.replace(
+        "type = \"sphere\"\ncenter = [0.013, 0.0, 0.017]\nradius = 0.005",
+        "type = \"box\"\nmin = [-0.3, -0.1, -0.3]\nmax = [0.3, 0.0, 0.3]",
+    );
+    let b = built(&text);
+    assert!(matches!(
+        b.model.obstacles[0],
+        jello::problem::Obstacle::Box { .. }
+    ));
+    let Err(e) = DeviceJgs2::new(Device::cpu(), &b.model, Jgs2Params::default(), None) else {
+        panic!("a box scene must be refused on the device");
+    };
+    let msg = e.to_string();
+    assert!(
+        msg.contains("obstacle 0 is a box") && !msg.contains('\n'),
+        "{msg}"
+    );
+}
