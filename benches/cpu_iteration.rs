@@ -59,7 +59,7 @@
 //! form, no SVD), this machine quiet, against a28be3c in the same session: VBD 39.3 / 21.6 →
 //! 6.15 / 3.73 ms at 1 / 2 threads, JGS2 79.3 / 41.0 → 80.0 / 39.4 ms (JGS2 / VBD 10.6 at 2
 //! threads; the passes table says why); residual after 50 VBD iterations 1.486054863185863e-6.
-//! The README's "Benchmarks" section holds the current tables.
+//! `docs/src/benchmarks/cpu-speed.md` holds the current tables.
 
 use jello::mesh::VertexTets;
 use jello::problem::{ElasticTerms, Model, StepProblem};

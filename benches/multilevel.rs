@@ -90,7 +90,7 @@
 //! 2,000-iteration solve ends far above 1e-4) and neither JGS2 row converges in 100 Newton
 //! iterations; the same from 1e8 to 1e10. So on this sweep JGS2 does not beat Jacobi in wall time anywhere, and in work
 //! only on the softest ball; why the map degrades with stiffness here (the same map converges
-//! on the soft bundled drop, `tests/jgs2_pcg.rs`) is open — candidates are its asymmetry
+//! on the soft bundled drop, `tests/cpu/jgs2_pcg.rs`) is open — candidates are its asymmetry
 //! growing with the contact-induced deformation (current incident Hessians against the
 //! rest-shape far field) and the far field's ε = 1e-3 error amplified by the stiffer
 //! elasticity.

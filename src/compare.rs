@@ -10,7 +10,7 @@ use std::path::Path;
 
 /// Default bound on the per-step max vertex deviation, as a fraction of the rest bounding-box
 /// diagonal. f32 kernels against the f64 reference, both stopped at the same characteristic-norm
-/// tolerance, stay orders of magnitude below it on the bundled scenes (see tests/gpu_compare.rs).
+/// tolerance, stay orders of magnitude below it on the bundled scenes (see tests/gpu/gpu_compare.rs).
 pub const DEFAULT_MAX_DEVIATION: f64 = 1e-3;
 
 /// One step of a comparison.

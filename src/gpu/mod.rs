@@ -38,7 +38,7 @@
 //! # Precision
 //! Kernels are f32. Energies are evaluated in e = σ − 1 without first-order cancellation, so
 //! energy differences near rest keep f32 relative precision; the evaluator sums per-block energy
-//! partials in f64. GPU results match the f32 twins to ~1e-6 relative (see tests/gpu_kernels.rs)
+//! partials in f64. GPU results match the f32 twins to ~1e-6 relative (see tests/gpu/gpu_kernels.rs)
 //! and the f64 reference (`crate::material`) to ~1e-6 on well-conditioned elements. The IPC
 //! contact-pair kernels (`ipc_pairs`, `ipc_gather`; [`twins::ipc`]) resolve a pair's squared
 //! distance to ~ε·L/d relative (L the pair's size): f32 is accurate for pairs well above

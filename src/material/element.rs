@@ -182,7 +182,7 @@ fn element_eval<T: RealField + Copy>(
 /// assembly, JGS2's element pass). Four independent SVD eigen-solves fill the core's
 /// square-root and division units (two SSE2 vectors, or one AVX2 one) where one element's
 /// chain left them waiting: measured in `cargo bench --bench newton`'s assembly phases
-/// (README, issue 15 part 6).
+/// (`docs/src/benchmarks/cpu-speed.md`, issue 15 part 6).
 pub const ELEMENT_LANES: usize = 4;
 
 /// [`element_hessian_filtered`] of `L` tets at once (materials, rest data and corner positions

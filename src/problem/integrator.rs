@@ -22,7 +22,7 @@
 //! which is ∇E(x^{n+1}) = 0 for E(x) = ½‖x − x̃‖²_M / ĥ² + Ψ(x) + B(x): the implicit-Euler
 //! potential with h → ĥ in the inertia term and the target x̃ above (external forces scale with
 //! ĥ² exactly as gravity does). After the solve v^{n+1} = (x^{n+1} − x̂)/ĥ. Second order; its
-//! numerical damping is O(h³) per unit time against implicit Euler's O(h) (`tests/bdf2.rs`
+//! numerical damping is O(h³) per unit time against implicit Euler's O(h) (`tests/cpu/bdf2.rs`
 //! measures both).
 //!
 //! The first step has no xⁿ⁻¹: it is an implicit-Euler step (what IPC does), and every later

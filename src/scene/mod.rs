@@ -4,7 +4,7 @@
 //! per-region overrides, an initial velocity), pins with kinematic scripts, obstacles, gravity,
 //! the time step, the number of steps, the solver and its parameters, and output options.
 //! Every invalid value is reported as `FILE: key `dotted.key`: reason`. See
-//! `assets/scenes/README.md` for the format with units and defaults.
+//! `docs/src/scene-format.md` for the format with units and defaults.
 
 mod build;
 mod spec;

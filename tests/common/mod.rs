@@ -182,7 +182,7 @@ pub fn pin_where(
 
 /// The bundled scenes with IPC contact between objects (`[contact] ipc = true`): they run on
 /// solver newton only (the others refuse them), so the solver-against-Newton tests leave them
-/// out and tests/contact_scenes.rs runs them.
+/// out and tests/cpu/contact_scenes.rs runs them.
 pub const IPC_SCENES: [&str; 6] = [
     "contact_balls.toml",
     "contact_cup.toml",

@@ -2,7 +2,7 @@
 //! quadratic energy (T3), the z-step's optimality w²ū = ∇U(z) for every prox and material
 //! (T5), a solution that does not depend on w (T6), one factorisation per run, convergence to
 //! Newton's solution on the bundled scenes (or an honest stall; with contact, within d̂ of
-//! Newton's barrier solution — `tests/admm_contact.rs` tests contact itself), and one-line
+//! Newton's barrier solution — `tests/cpu/admm_contact.rs` tests contact itself), and one-line
 //! refusals of bad options and static solves.
 
 use crate::common;
@@ -359,7 +359,7 @@ fn pd_and_hyperelastic_proxes_agree_on_arap() {
 }
 
 /// The characteristic-norm residual of `x` and its M⁻¹-norm gradient bound 2h²‖∇E‖_{M⁻¹}
-/// on ‖x − x*‖_M (see `tests/qn.rs`).
+/// on ‖x − x*‖_M (see `tests/cpu/qn.rs`).
 fn gradient_bound(problem: &StepProblem, m: &Model, x: &[f64]) -> (f64, f64) {
     let mut g = vec![0.0; x.len()];
     problem.gradient(m, x, &mut g);
@@ -501,7 +501,7 @@ fn converges_to_newtons_solution_on_the_bundled_scenes() {
         ("drop.toml", Some(16)),
     ];
     // twist_stretch_squash.toml (the armadillo, on ../shared) is left out: too slow for this
-    // comparison; tests/scenes_tss.rs covers it (it loads, and its first step converges).
+    // comparison; tests/cpu/scenes_tss.rs covers it (it loads, and its first step converges).
     common::assert_covers_bundled_scenes(
         table
             .iter()
@@ -756,7 +756,7 @@ fn bad_options_and_static_solves_are_one_line_errors() {
         .to_string();
     eprintln!("pd on neo_hookean: {msg}");
     assert!(msg.contains("solver.prox") && msg.contains("neo") && !msg.contains('\n'));
-    // Obstacles run (module contact; `tests/admm_contact.rs`).
+    // Obstacles run (module contact; `tests/cpu/admm_contact.rs`).
     let path = write_scene("obstacle", "admm", true, "");
     let built = Scene::load(&path).unwrap().build().unwrap();
     let (_, stats) = jello::runner::run(&path, built, &run_opts(), |_, _| {}).unwrap();
@@ -822,7 +822,7 @@ fn cli_runs_drop_and_twist_and_setup_takes_the_gpu() {
         adapter: None,
         reason: "test".into(),
     };
-    // ADMM runs on the device backend now (tests/gpu_admm.rs): a GPU request either runs
+    // ADMM runs on the device backend now (tests/gpu/gpu_admm.rs): a GPU request either runs
     // there (an adapter exists) or is one line naming why not; `auto` falls back to the CPU
     // only when no device can be had.
     match jello::runner::setup_on(&built, gpu(Backend::Gpu), None) {

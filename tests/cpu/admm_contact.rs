@@ -269,7 +269,7 @@ fn t13_resting_ball_uzawa_pgs_and_newton_agree() {
             );
             assert!(r.converged, "{variant:?}: {}", r.residual);
             assert!(active > 0);
-            // The KKT residual's bound 2h²‖g‖_{M⁻¹} on ‖x − x*‖_M (as `tests/admm.rs` T6).
+            // The KKT residual's bound 2h²‖g‖_{M⁻¹} on ‖x − x*‖_M (as `tests/cpu/admm.rs` T6).
             let mut g = vec![0.0; x.len()];
             let reference = m.elastic_reference(&problem.x_start);
             kkt_gradient(&problem, &m, &reference, c.forces(), &x, &mut g);

@@ -502,8 +502,8 @@ fn the_scene_key_defaults_to_implicit_euler_and_refuses_unknown_values() {
 /// the bundled drop scene's first 30 steps, impact included: Newton with its element work on
 /// the GPU (the device backend takes the inertia weight 1/ĥ² and the barrier's 1/h²
 /// separately) and JGS2 entirely on the GPU (`DeviceJgs2`: f0 = 1/ĥ², f3 = 1/h² in its vertex
-/// and face kernels). Bounds as tests/gpu_compare.rs (Newton, 1e-5 of the diagonal) and
-/// tests/gpu_compare_jgs2.rs (JGS2 on drop, 1e-2: both runs stop just under ε and the impact
+/// and face kernels). Bounds as tests/gpu/gpu_compare.rs (Newton, 1e-5 of the diagonal) and
+/// tests/gpu/gpu_compare_jgs2.rs (JGS2 on drop, 1e-2: both runs stop just under ε and the impact
 /// amplifies the difference). A GPU test: it FAILS without an adapter unless
 /// JELLO_SKIP_GPU_TESTS=1.
 #[test]

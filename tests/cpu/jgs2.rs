@@ -971,7 +971,7 @@ fn hmatrix_far_field_converges_to_exact_rows() {
 }
 
 /// The device solver takes an H-matrix subspace (its runs against the f64 solver are in
-/// tests/gpu_jgs2.rs) and refuses one whose arrays do not fit its tree with an error naming the
+/// tests/gpu/gpu_jgs2.rs) and refuses one whose arrays do not fit its tree with an error naming the
 /// H-matrix, never a panic or an out-of-bounds read on the device.
 #[test]
 fn device_solver_takes_an_hmatrix_subspace_and_refuses_a_broken_one() {

@@ -307,7 +307,7 @@ fn rotating_the_initial_state_and_gravity_rotates_the_iterates() {
 /// Ψ + B is convex along the segment to the minimiser x* (near a dynamic step's solution the
 /// inertia dominates) ‖x − x*‖_M ≤ h²‖∇E(x)‖_{M⁻¹}. The assertion allows twice that, with
 /// ∇E evaluated in f64 at QN's result. (The ε of the characteristic norm is loose in force
-/// terms — on `cantilever.toml` ε = 1e-5 is 88% of the beam's weight, see the README — so the
+/// terms — on `cantilever.toml` ε = 1e-5 is 88% of the beam's weight, see `docs/src/stop-rule.md` — so the
 /// distances at ε are far larger than Newton's own, which converges quadratically past ε.)
 #[test]
 fn converges_to_newtons_solution_on_every_bundled_scene() {
@@ -320,7 +320,7 @@ fn converges_to_newtons_solution_on_every_bundled_scene() {
         ("drop.toml", 12),
     ];
     // twist_stretch_squash.toml (the armadillo, on ../shared) is left out: too slow for this
-    // comparison; tests/scenes_tss.rs covers it (it loads, and its first step converges).
+    // comparison; tests/cpu/scenes_tss.rs covers it (it loads, and its first step converges).
     common::assert_covers_bundled_scenes(
         table
             .iter()

@@ -283,7 +283,7 @@ fn resumes_bit_for_bit(dir: &Path, scene: &Path, history: bool) {
 
 /// The device solvers (Newton's element work on the GPU; JGS2/VBD entirely on it, f32):
 /// straight vs half + resume, where `--backend auto` on the resume continues on the
-/// checkpoint's GPU. Bound: the per-step deviation bound of tests/gpu_compare.rs (1e-5 of the
+/// checkpoint's GPU. Bound: the per-step deviation bound of tests/gpu/gpu_compare.rs (1e-5 of the
 /// bounding-box diagonal). A GPU test: it FAILS without an adapter unless
 /// JELLO_SKIP_GPU_TESTS=1.
 #[test]

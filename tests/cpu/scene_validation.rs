@@ -1,7 +1,7 @@
 //! Every scene value is validated before any work starts: one case per class of bad value
 //! (non-finite, out of range, zero direction, overflowing size, degenerate transform, duplicate
 //! pins, keys that do not apply), each a one-line error naming the scene file and the dotted
-//! key. Library level (`Scene::parse` + `build`); tests/cli_errors.rs checks the binary's exit.
+//! key. Library level (`Scene::parse` + `build`); tests/cli/cli_errors.rs checks the binary's exit.
 
 use crate::common;
 

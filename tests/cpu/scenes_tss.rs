@@ -244,7 +244,7 @@ fn tss_bar_follows_its_keyframes_and_converges_every_step() {
 /// The bundled armadillo TSS (when ../shared is present): it loads with the peers' framing (box
 /// minimum at the origin, largest extent 1 m), both handles select vertices at the two ends, its
 /// scripts are keyframed, and its first step converges to CN ε = 1e-5 with Newton. The full
-/// 120-step run is too slow for the test suite (measured figures: the README).
+/// 120-step run is too slow for the test suite (measured figures: `docs/src/scenes.md`).
 #[test]
 fn bundled_tss_scene_loads_and_steps() {
     let path =

@@ -95,7 +95,7 @@ fn advance(
 
 // ---------------------------------------------------------------- (a) strict inversion
 
-/// A stable Neo-Hookean ball thrown at the ground at 30 m/s (tests/invariants.rs's scene,
+/// A stable Neo-Hookean ball thrown at the ground at 30 m/s (tests/cpu/invariants.rs's scene,
 /// slower): the second step squashes it flat.
 const THROWN: &str = r#"
 [simulation]

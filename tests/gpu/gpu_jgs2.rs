@@ -662,7 +662,7 @@ fn vertex_solve_matches_on_gpu() {
         (tw::SOLVE_PRIMARY, 1),
         (tw::SOLVE_FALLBACK, 2),
     ] {
-        // No surface triangles here (the surface filter: tests/gpu_surface.rs).
+        // No surface triangles here (the surface filter: tests/gpu/gpu_surface.rs).
         let surface = SurfaceCsr::empty(nv);
         let data = [
             D::U(lists.clone()),
@@ -1077,7 +1077,7 @@ fn elastic_list_matches_elastic_and_gpu() {
         }
     }
     if let Some(gp) = gpu {
-        // Tolerances of tests/gpu_kernels.rs `elastic_matches_twin_on_gpu` (same formulas).
+        // Tolerances of tests/gpu/gpu_kernels.rs `elastic_matches_twin_on_gpu` (same formulas).
         compare_written(&cpu[5], &gp[5], 1, 1e-5, "elastic_list energy gpu vs cpu");
         compare_written(
             &cpu[6],
@@ -2653,7 +2653,7 @@ fn hmatrix_twins_refuse_corrupt_blobs_without_panicking() {
 }
 
 /// Issue 17's cut safeguard on the device (CPU twins and GPU) against the f64 rule, on the
-/// clamped beam of `tests/jgs2.rs` thrown gently (every plain step fits: the device keeps
+/// clamped beam of `tests/cpu/jgs2.rs` thrown gently (every plain step fits: the device keeps
 /// them all, as the reference) and violently (the plain iteration diverges: the device's
 /// plain trial is rejected, it re-evaluates the iterate and takes model steps to convergence):
 /// iterations within the slack of the other device tests, positions within 1e-4 of the

@@ -21,14 +21,14 @@
 //! [`crate::contact::friction::FrictionSet::obstacle_motion`]), kept by the host or a device
 //! solver as its own f32 field. A difference of two f32 positions carries ε_f32·|x| of absolute
 //! error (6e-8 m at 1 m from the origin) against a mollifier width ε_v·h of ~1e-5 m: measured on
-//! the bundled cube stack's landing step (`tests/gpu_multilevel.rs`), positions moved sticking
+//! the bundled cube stack's landing step (`tests/gpu/gpu_multilevel.rs`), positions moved sticking
 //! pairs' forces by up to 6%; from displacements the error is relative to |Δx|.
 //!
 //! **Precision.** u is a sum of four dot products of f32 displacements: with Δx of size ~D its
 //! error is ~ε_f32·D (absolute), relative to y when the pair slides (y ≳ D) and not otherwise —
 //! a sticking pair (y ≪ ε) still has energy s·(ε/3 + O(y²/ε)) to ε_f32 relative. Measured
 //! against the f64 [`FrictionSet`](crate::contact::friction::FrictionSet) in
-//! `tests/gpu_contact_kernels.rs`.
+//! `tests/gpu/gpu_contact_kernels.rs`.
 
 use super::need;
 use crate::gpu::{GpuFrictionPair, GpuVec4, Params};

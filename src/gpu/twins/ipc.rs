@@ -60,7 +60,7 @@
 //! Hessian off by 4·10⁴ times the f64 one's norm); the mollifier fades such pairs
 //! (m ≈ 2·10³·sin²θ), and a host that needs them exact evaluates them in f64.
 //!
-//! Measured against the f64 code (`tests/gpu_contact_kernels.rs`, 2,400 random and adversarial
+//! Measured against the f64 code (`tests/gpu/gpu_contact_kernels.rs`, 2,400 random and adversarial
 //! pairs per seed, seeds 1–150): over pairs of condition κ = κ_d·κ_b·κ_m ≤ 100, relative errors
 //! ≤ 1.3·10⁻⁷ (d²), 3.5·10⁻⁷ (energy, gradient) and 5.5·10⁻⁷ (Hessians) in the global norm;
 //! every pair's d² within 2.0·ε·κ_d and its energy, gradient and Hessians within 5.8·ε·κ. The

@@ -7,7 +7,7 @@
 //! zero. Both halves of the matrix are written with the same value, so it stays exactly
 //! symmetric.
 //!
-//! **Sweeps.** Measured (`tests/gpu_contact_kernels.rs`, `sym12_projection_matches_f64`, seeds
+//! **Sweeps.** Measured (`tests/gpu/gpu_contact_kernels.rs`, `sym12_projection_matches_f64`, seeds
 //! 1–150, 100 matrices per spectrum type): the projection error reaches f32 rounding
 //! (≤ 8.0·10⁻⁷ ‖A‖) after 7 sweeps for eigenvalues spread over 12 decades with mixed signs, for a
 //! rank-6 stencil (zero rows, as a point–point pair) and for barrier-like spectra (one large

@@ -92,7 +92,7 @@ fn format_of(path: &Path) -> Result<Format> {
 /// [`crate::limits::MAX_MESH_FILE_BYTES`] (a directory, a FIFO, a device) is refused before it is
 /// opened. Negatively oriented tets are reoriented, unreferenced vertices kept, 10-node tets read
 /// by their corners and lower-dimensional elements skipped; all are reported in `warnings` (the
-/// element rule is in the docs of `mesh/io/elements.rs` and the README's scene section).
+/// element rule is in the docs of `mesh/io/elements.rs` and the book's scene format, `docs/src/scene-format.md#mesh-files`).
 pub fn read_mesh(path: &Path) -> Result<LoadedMesh> {
     let format = format_of(path)?;
     if format == Format::TetGen {

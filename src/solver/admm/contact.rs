@@ -10,7 +10,7 @@
 //! ```
 //!
 //! on the same factor of A ([`GlobalSystem`]: nothing is ever refactored for contact; the
-//! factorisation counter stays put — `tests/admm_contact.rs`). λ_i is the normal force on
+//! factorisation counter stays put — `tests/cpu/admm_contact.rs`). λ_i is the normal force on
 //! vertex v_i, N; Cᵀλ puts λ_i n_i on that vertex.
 //!
 //! **Rows** ([`detect`]): at the current iterate x, every free vertex within the band

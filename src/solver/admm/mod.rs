@@ -22,7 +22,7 @@
 //! right-hand sides per solve) and its right-hand side is b = M x̃/h² + Σ w_e² D_eᵀ(z_e − ū_e),
 //! the paper's (44). Default w_e² = V_e k_e, k_e the least-squares fit of the material's 1-D
 //! stress curve on [0.5, 1.5] (the digest's suggestion "k_i = V_i κ"; for ARAP k = 2μ, i.e.
-//! w² is PD's weight, with which ADMM *is* PD on affine constraint sets — `tests/admm.rs` T1).
+//! w² is PD's weight, with which ADMM *is* PD on affine constraint sets — `tests/cpu/admm.rs` T1).
 //! `[solver] weight_scale` multiplies every w_e² (the paper's Fig. 10/11 sweeps: w = ½√k is
 //! `weight_scale = 0.25`); it changes the rate, not the solution (T6).
 //! The factor is made once per run (per pin set and h), never per step or iteration
@@ -48,10 +48,10 @@
 //! solution, no second weight to tune (the paper's Fig. 5: too large a constraint weight starves
 //! the other forces), and the matrix and its factor are unchanged. The projection is on the
 //! signed SVD, so σ ≥ lo > 0 also keeps z uninverted. z holds the limits after every z-step
-//! (`tests/admm_strain.rs`: violation ≤ 2e-15 over six iterations of a stretched bar); x is
+//! (`tests/cpu/admm_strain.rs`: violation ≤ 2e-15 over six iterations of a stretched bar); x is
 //! infeasible until convergence (as in the paper). At a solution ∇E = −Σ D_eᵀν_e with
 //! ν_e = w²ū_e − V_e P(z_e) the limit's force, so the stop rule measures ∇E + Σ D_eᵀν_e over the
-//! limited elements (the KKT residual; without limits it is ∇E). Measured (`tests/admm_strain.rs`,
+//! limited elements (the KKT residual; without limits it is ∇E). Measured (`tests/cpu/admm_strain.rs`,
 //! a 0.5 m stable Neo-Hookean bar, E = 2e4 Pa, hanging from its top, h = 20 ms, 8 steps of free
 //! fall, ε = 1e-5): unlimited σ ∈ [0.90, 1.31] in 83 iterations; limited to [0.95, 1.05]
 //! σ(x) ∈ [0.984, 1.051] in 208 iterations, every step converged. Other solvers refuse a model
@@ -117,7 +117,7 @@
 //! host keeps the f64 output of the last x-step. Per iteration the bus carries the right-hand
 //! side (16·n bytes) and the positions (16·n bytes) plus one read of the scalar/partials buffer (~4 KB: the primal and dual
 //! partials, and under the stop rule the true gradient's residual and energy change);
-//! everything else stays on the device. Measured (`tests/gpu_admm.rs`
+//! everything else stays on the device. Measured (`tests/gpu/gpu_admm.rs`
 //! `admm_bus_traffic_per_iteration`, debug profile, 20 fixed iterations per step, 2 shared
 //! cores): twist (525 vertices, 16.8 KB per iteration) on lavapipe (Vulkan) 4.7–4.8 ms per
 //! iteration, of which the transfers are 0.15–0.17 ms (3.3–3.5%) and the host solve 0.14 ms
@@ -142,13 +142,13 @@
 //! f64 work on every iterate; moving them behind the device would read x back per iteration):
 //! a GPU request with obstacles is one line, `auto` runs it on the CPU.
 //!
-//! # Measured (f64, 2 cores; `tests/admm.rs` prints its figures)
+//! # Measured (f64, 2 cores; `tests/cpu/admm.rs` prints its figures)
 //! - T1: on linear elasticity with λ = 0 (the affine PD energy), six ADMM iterations equal six
 //!   PD local/global iterates to 9e-16 m, with either prox. T3: on U = ½k‖F − C‖² with w² = k
 //!   the x-step is exact after one iteration and the z and ū errors fall by 0.50000000 per
 //!   iteration. T5: ‖w²ū − V P(z)‖ ≤ 1e-12 · w²(1 + ‖z‖ + ‖ū‖) for every material (3 PD, 7
 //!   hyperelastic cases) at weight scales 1 and 0.25.
-//! - One step from the bundled scenes' Newton trajectories (`tests/admm.rs`): to ε = 1e-5
+//! - One step from the bundled scenes' Newton trajectories (`tests/cpu/admm.rs`): to ε = 1e-5
 //!   twist takes 2 iterations (‖x − x_Newton‖_M = 4.9e-5, its gradient bound 1.1e-2),
 //!   stiff_soft 9 (1.7e-4 / 1.7e-2); to 1e-7 cantilever 40, twist 19, stiff_soft 38. Past
 //!   that the rate is linear — twist: residual 5.9e-7 after 10 iterations, 1.7e-8 after 30,
@@ -174,7 +174,7 @@
 //!   fixed point with r ≠ 0): the likely cause is a z-step whose φ is nonconvex at small τ
 //!   (two minima the iterates alternate between); larger τ = w²/V convexifies it. Adaptive
 //!   weights are not in the paper and are left open.
-//! - Contact (`benches/solvers.rs` case `admm_contact`, `tests/admm_contact.rs`; 2 cores
+//! - Contact (`benches/solvers.rs` case `admm_contact`, `tests/cpu/admm_contact.rs`; 2 cores
 //!   shared with other builds, so wall times are rough): `drop.toml` (80 steps, ε = 1e-5)
 //!   converges every step with either solve in 785 ADMM iterations (9.8 per step; Newton 274)
 //!   and one factorisation; Uzawa averages 3.8 CG iterations and 4.9 factor

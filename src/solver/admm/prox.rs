@@ -4,7 +4,7 @@
 //! F = Σ_a x_a ∇N_aᵀ, the transpose of the PD operator's D_e x).
 //!
 //! Optimality of the prox is P(z) V_e = w² (v − z): with ū = v − z (Algorithm 1's dual update)
-//! that is the paper's Eq. 24, w²ū = ∇U(z) — `tests/admm.rs` checks it after every z-step.
+//! that is the paper's Eq. 24, w²ū = ∇U(z) — `tests/cpu/admm.rs` checks it after every z-step.
 //!
 //! # Backends
 //! - [`ProxKind::Pd`] — the PD projection (Overby et al. Eqs. 32–33) for energies of PD form

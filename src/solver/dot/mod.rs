@@ -20,7 +20,7 @@
 //! ```
 //!
 //! With s = 1, D₁ = H⁻¹: LBFGS-H, the paper's other baseline, and the first direction from
-//! x_start is exactly projected Newton's (`tests/dot.rs`). The penalty of the paper's
+//! x_start is exactly projected Newton's (`tests/cpu/dot.rs`). The penalty of the paper's
 //! derivation lives only in D₁: E and ∇E are the true ones over one copy of every vertex, so
 //! no interface gap can open and a converged step is Newton's step.
 //!
@@ -38,7 +38,7 @@
 //! the host with the factors: on the device they would move n̂ ≥ n copies instead of n values
 //! per iteration, and the solves need the f64 factors anyway.
 //!
-//! Measured on lavapipe at ε = 1e-6 (`tests/gpu_dot.rs`, 50 steps, s = 3): moving the element
+//! Measured on lavapipe at ε = 1e-6 (`tests/gpu/gpu_dot.rs`, 50 steps, s = 3): moving the element
 //! Hessians and the curvature onto the device changes the device run's iteration counts only
 //! where f32 round-off decides the last digits of the residual — stiff_soft 642 → 733
 //! iterations (the f64 run: 559), drop 929 → 1,886 because one step (48, the ball at rest
@@ -117,7 +117,7 @@
 //! 1.23 (s = 2) and LBFGS-H 1.05 — DOT's first trial, at −pᵀg / pᵀH(xᵗ)p, is usually accepted,
 //! QN's α = 1 is halved about every other iteration — and on 114k QN's iteration costs 778 ms
 //! against DOT's 311. Checks that DOT itself is faithful: its s = 1 direction is projected
-//! Newton's (`tests/dot.rs`, 1e-14), its iterations track LBFGS-H's (31.0 / 26.6, 32.6 / 34.6,
+//! Newton's (`tests/cpu/dot.rs`, 1e-14), its iterations track LBFGS-H's (31.0 / 26.6, 32.6 / 34.6,
 //! 150 / 155; the paper: "matching LBFGS-H"), and they grow sublinearly with s (the sweep
 //! below). What the hard regime shows instead is that a Hessian taken at the step's start is a
 //! weak model when a step turns the handles by 9° and inverts hundreds of elements: DOT and
@@ -150,7 +150,7 @@
 //! ([`crate::solver::pd::PinCarry`]) a second cause hid this one: the initial guess moved the
 //! pinned vertices and left their free neighbours behind (hard armadillo: 54, 11 and 11
 //! elements inverted at x_start in steps 1–3; now 0); a neo-Hookean column shoved or tipped
-//! faster than that could not even start (`tests/pin_carry.rs`). Scenes like these belong under
+//! faster than that could not even start (`tests/cpu/pin_carry.rs`). Scenes like these belong under
 //! `inversion = "allow"` (the paper's setting) or on a material with an inversion barrier.
 
 mod cache;

@@ -9,7 +9,7 @@
 //!   the rest of the mesh follows harmonically under H̄ = K̄ + M/h²), co-rotated by per-vertex
 //!   rotations (Eq. 14). Galerkin: A_i = U_iᵀHU_i, r_i = U_iᵀg. At rest with the whole
 //!   subspace, A_i is the Schur complement and one Jacobi sweep is the Newton step (§4.2;
-//!   tested in `tests/jgs2.rs`, also for the current Hessian).
+//!   tested in `tests/cpu/jgs2.rs`, also for the current Hessian).
 //!
 //! How the dense U_i is made cheap (the paper's cubature, Eqs. 17–18, and where we depart from
 //! it; numbers in the issue note and in `jello-precompute`'s `jgs2` module docs):
@@ -104,7 +104,7 @@
 //! Against Newton (`cargo bench --bench convergence`, iterations per step, CPU f64):
 //! - ARAP cantilever sagging at h = 1/100 s (the paper's Fig. 2 setting), ε = 1e-8: with every
 //!   subspace row kept JGS2 matches the paper, 2.4 vs Newton's 2.0 (1.2×; asserted ≤ 1.5× in
-//!   `tests/jgs2.rs`). The compressed far field costs iterations at this tight tolerance; with
+//!   `tests/cpu/jgs2.rs`). The compressed far field costs iterations at this tight tolerance; with
 //!   first-order fits: far tolerance 0.05 6.4, 0.02 (default) 4.6, 0.01 3.6, 0.005 2.8, at 6.1,
 //!   10.4, 16.1 and 22.5 KB/vertex, exact rows 2.4 at 39.0 KB/vertex on this 1,025-vertex beam
 //!   (node means: 7.4, 4.6, 3.8, 2.8 at 21.6, 28.9, 33.7, 36.9 KB); exact rows grow as N², so
@@ -117,7 +117,7 @@
 //!   Hessian factored once per step needs 23×, 54× and over 47×: JGS2 beats a fixed
 //!   linearisation by 5–7×. Rebuilding the subspaces every step from the Hessian at the step's
 //!   start (`jgs2-relin` in the bench, [`build_subspace_at`] + [`Jgs2Solver::linearised_at`];
-//!   its first iteration is Newton's step to 5e-15, `tests/jgs2.rs`) gives 14.8 and 11.6
+//!   its first iteration is Newton's step to 5e-15, `tests/cpu/jgs2.rs`) gives 14.8 and 11.6
 //!   (2.6×, 3.4×; node means), and with uncompressed rows 12.5 and 15 over 2 steps against
 //!   Newton's 7 and 5: the gap is the Hessian's change *within* a step, which Newton
 //!   refactors and JGS2 follows only through rotations and incident elements — not the
@@ -219,7 +219,7 @@
 //! column over the node's blocks, and per tree position the near rows plus `Σ Q_c v_c` up the
 //! tree and `S_i y_i − ĝ_i` — whose per-vertex sums the system kernel adds where the CPU adds
 //! `TreeFrame::far`). Measured on lavapipe (correctness only, no speed claim) on a clamped
-//! ARAP beam of 12×2×2 cells at ε 1e-3 (`tests/gpu_jgs2.rs`): the twins' far sums against the
+//! ARAP beam of 12×2×2 cells at ε 1e-3 (`tests/gpu/gpu_jgs2.rs`): the twins' far sums against the
 //! f64 `hmatrix_far_field` 2.4e-7 relative (norm over all vertices), GPU against twins 0 (bit
 //! equal on lavapipe); three steps of a swinging beam take 3 / 3 / 3 iterations on the f64
 //! solver, the twins and the GPU alike (safeguarded Jacobi and Gauss–Seidel; plain Jacobi

@@ -13,7 +13,7 @@
 //! step filter, the inversion limit, the safeguard's model minimiser and line search — makes
 //! it nonlinear and is left out: a Krylov method needs the same operator at every iteration.
 //! At rest with exact subspace rows `A_i` is the Schur complement `Ū_iᵀH̄Ū_i` and the map is
-//! `H̄⁻¹` exactly (one Jacobi step is the Newton step, `tests/jgs2.rs`). Away from rest it is
+//! `H̄⁻¹` exactly (one Jacobi step is the Newton step, `tests/cpu/jgs2.rs`). Away from rest it is
 //! not symmetric — `A_i` carries the incident elements' current Hessians and `R_i`'s
 //! co-rotation while the far sums use the rest-shape rows, and the compressed far field
 //! (node fits, H-matrix) is not symmetric either — so it is used in the flexible PCG

@@ -389,7 +389,7 @@ impl Jgs2Solver {
     /// ([`crate::material::stress_and_exact_block`]), so plain VBD now takes the true local
     /// Newton step with it instead of the corner of the projected element Hessian (which is
     /// larger by the clamped flip/twist modes' |λ|; 50-iteration residual on armadillo_18k
-    /// 1.4863e-6 → 1.4861e-6; README "Benchmarks" for the times). The cached route
+    /// 1.4863e-6 → 1.4861e-6; `docs/src/benchmarks/cpu-speed.md` for the times). The cached route
     /// ([`Self::gauss_seidel_sweep`]: safeguarded or Jacobi VBD, JGS2's fallback) keeps the
     /// projected blocks, because the same cached Hessians feed the safeguard's curvature.
     fn vbd_sweep(&mut self, problem: &StepProblem, x: &mut [f64], g: &mut [f64]) {
@@ -450,7 +450,7 @@ impl Jgs2Solver {
         let model = problem.model;
         // Rotations once per sweep, at the sweep's start (the paper's R^k): refreshing them per
         // colour let early colours' large moves re-rotate later colours' subspaces, and the
-        // sweep took 63 instead of 29 iterations on a stiff beam (tests/jgs2.rs).
+        // sweep took 63 instead of 29 iterations on a stiff beam (tests/cpu/jgs2.rs).
         let rot = self.subspace.is_some().then(|| self.frames(model, x));
         for c in 0..self.colour_free.len() {
             let group = self.colour_free[c].clone();

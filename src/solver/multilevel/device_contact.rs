@@ -3,7 +3,7 @@
 //! summed per model vertex (`ipc_gather`, one pass per term over host-built CSRs) — the contact
 //! half of the multilevel solver's device gradient and line-search energies (issue 13; the
 //! line search uses it through [`super::device_energy`]). [`DeviceContact`] is checked term by
-//! term against the f64 [`StepProblem`] in `tests/gpu_multilevel.rs`.
+//! term against the f64 [`StepProblem`] in `tests/gpu/gpu_multilevel.rs`.
 //!
 //! **Data.** Positions are the collision routines' array ([`StepProblem::contact_positions`]:
 //! model vertices, then obstacle vertices where the step has them), as f32 relative to the

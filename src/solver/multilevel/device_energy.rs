@@ -27,7 +27,7 @@
 //! the slack is `ROUNDING_FACTOR`·(R(x) + R(x_t)) + `ELASTIC_REL`·(Σ|Ψ_e(x)| + Σ|Ψ_e(x_t)|) +
 //! `CONTACT_REL`·(B + D at both points). Checked against the f64 potential on soft and stiff
 //! balls in contact, at trials from 1e-6 to 1 of a Newton step, with the ratio error / bound
-//! printed (`tests/gpu_multilevel.rs`, `device_line_search_energy_is_within_its_bound`).
+//! printed (`tests/gpu/gpu_multilevel.rs`, `device_line_search_energy_is_within_its_bound`).
 //!
 //! **What crosses the bus** per trial: the positions (16 bytes per vertex, twice with IPC
 //! contact: the elements' and the collision array), and back the per-group partials (three

@@ -39,7 +39,7 @@
 //! - **Full-space residual.** Alg. 1 forms the smoother's right-hand side with the cubature
 //!   H (`r = −g − H d_s`); here the smoother is PCG on `H_l d = −g` started at `d_s`, i.e. its
 //!   right-hand side is `−g − H_l d_s`. The smoother then converges to the Newton direction
-//!   of H_l whatever the levels did (`tests/multilevel.rs`: with N_cg large and
+//!   of H_l whatever the levels did (`tests/cpu/multilevel.rs`: with N_cg large and
 //!   `lag_refresh = iteration` one step equals the direct-solve Newton step), and the levels
 //!   act as a multiplicative coarse correction of the same system.
 //! - **Descent safeguard.** The levels use the cubature H, the smoother H_l: the composed
@@ -131,7 +131,7 @@
 //!   ([`crate::solver::jgs2::Jgs2Preconditioner`]), frozen at the Newton iterate (element
 //!   Hessians, rotations and every `A_i` factored once per Newton iteration; no step filter,
 //!   safeguard or line search, which are not linear), on the JGS2 subspace `--solver jgs2`
-//!   builds and caches. It is `H̄⁻¹` at rest with exact rows (`tests/jgs2_pcg.rs`: the map
+//!   builds and caches. It is `H̄⁻¹` at rest with exact rows (`tests/cpu/jgs2_pcg.rs`: the map
 //!   within 1.1e-14 of the direct solve, PCG in 1 iteration against Jacobi's 114), but not
 //!   symmetric away from rest (co-rotation, current incident Hessians in `A_i`, the
 //!   compressed far field), so it runs in flexible PCG (Polak–Ribière β,
@@ -144,7 +144,7 @@
 //!   body: measured, flexible PCG on the stack's landing step (friction lagged) stagnated at
 //!   relative residual ~1 after 300 iterations, and on the drop three steps into the ground at
 //!   2.3 (rhs −g; Jacobi-PCG 51 and 39 iterations to 1e-4). With it, the drop step converges
-//!   (26 vs Jacobi's 39 to 1e-4; `tests/jgs2_pcg.rs` asserts fewer in total to 1e-6), but on
+//!   (26 vs Jacobi's 39 to 1e-4; `tests/cpu/jgs2_pcg.rs` asserts fewer in total to 1e-6), but on
 //!   the stack (IPC, no friction) it needs 126 against Jacobi's 57, and with friction it still
 //!   stagnates (0.007 after 300): the IPC scenes are not its ground.
 //!   Measured in the stiffness sweep (`benches/multilevel.rs`, its table; dev profile, shared
@@ -159,7 +159,7 @@
 //!   on the device path (`attach_device` refuses it).
 //!
 //! # Measured
-//! `tests/multilevel.rs`: UᵀHU applied matrix-free equals the dense Galerkin product within
+//! `tests/cpu/multilevel.rs`: UᵀHU applied matrix-free equals the dense Galerkin product within
 //! 4e-15 relative (both levels, a pinned cantilever and the stack in contact), its 12×12
 //! blocks within 8e-15; with the smoother run to 1e-13 and `lag_refresh = iteration` one
 //! iteration lands within 2e-16 m of the direct-solve Newton step; under the paper's stop
@@ -243,7 +243,7 @@
 //!   on the whole elastic pattern, so each Galerkin product's H·v, and each Galerkin block
 //!   assembly, walked ~1.4M stored zeros for 59k non-zeros; the levels now take it without its
 //!   zeros ([`jello_precompute::sparse::SymSparse::without_zeros`]; the same operator bit for
-//!   bit, `tests/multilevel.rs`);
+//!   bit, `tests/cpu/multilevel.rs`);
 //! - [`jello_precompute::sparse::SymSparse::mul_vec`] runs large products on all threads (one
 //!   contiguous column range per thread, its own output vector, summed). `cargo bench --bench
 //!   sparse_product` (a 27³-cell box grid's elastic pattern: 65,856 DOFs, 1.43M stored
@@ -269,7 +269,7 @@
 //! **Direct subspace solves** ([`MultilevelParams::subspace_direct`], `[solver] subspace_solve
 //! = "direct"`, beyond the paper): each level's Galerkin matrix assembled from H's terms
 //! ([`HessianOperator::galerkin_matrix`], checked against the dense `UᵀHU` in
-//! `tests/multilevel.rs`) and factored densely, in place of the SMS PCG that hits its cap.
+//! `tests/cpu/multilevel.rs`) and factored densely, in place of the SMS PCG that hits its cap.
 //! Measured on the same 105k-tet run, first 5 steps: 62.4 s against the PCG levels' 57.8 s
 //! (76 and 75 iterations; without the impact step 18.2 s against 18.8 s) — even. Before the
 //! levels' base lost its zeros (above) the assembly walked every stored zero of the elastic
@@ -325,7 +325,7 @@
 //! f64 level's 12-DOF layout read as f32 words. The host arrays come from
 //! [`Level::device_arrays`] — each list entry carries `φ_vh·[x̄_v − o_h; 1]` computed in f64 and
 //! rounded once, so frames keep f32 relative precision wherever the scene sits — and
-//! [`pack_blocks`]. `tests/gpu_multilevel.rs` checks each kernel on the GPU against its twin and
+//! [`pack_blocks`]. `tests/gpu/gpu_multilevel.rs` checks each kernel on the GPU against its twin and
 //! each twin against the f64 routine ([`Level::lift`], [`Level::restrict`], the product with
 //! [`invert_blocks`]' blocks, [`HessianOperator::apply`]) on a 625-vertex pinned
 //! beam's SMS basis (6 handles, rows of 149–248 vertices) and its affine level (one row of

@@ -15,7 +15,7 @@
 //! ladder (h/2, h/4, h/8) factor once each and a run that returns to h refactors nothing.
 //! A changed pin set, time step or material rebuilds A; nothing else does
 //! ([`GlobalSystem::factorizations`] counts numeric factorisations, [`GlobalSystem::analyses`]
-//! symbolic ones; `tests/pd.rs`).
+//! symbolic ones; `tests/cpu/pd.rs`).
 //!
 //! The solve takes the three coordinates as the three columns of one n_free × 3 right-hand
 //! side (one pass of triangular solves), sequentially (see [`GlobalSystem::solve`]).

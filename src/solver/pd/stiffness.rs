@@ -10,7 +10,7 @@
 //! ([`crate::material::sigma_derivatives`], [`crate::material::pk1`] for linear elasticity),
 //! so every model — and any model added later — gets its k with no per-model code; f is smooth
 //! on [0.5, 1.5] for every jello model, so the rule is exact to round-off (the closed forms
-//! below agree to 1e-13, `tests/pd.rs`).
+//! below agree to 1e-13, `tests/cpu/pd.rs`).
 //!
 //! # jello's μ, λ and k
 //! Each model is written with its own parameters (see [`crate::material::Material`]); in terms

@@ -18,7 +18,7 @@
 //!
 //! With m = 0 the direction is −A⁻¹∇E: for PD energies (ARAP, corotated with λ = 0) one
 //! iteration from x is exactly the PD local/global step x* = A⁻¹(Σ w_e D_eᵀ p_e + M x̃/h²)
-//! (`tests/qn.rs` checks it to 1e-10). Obstacles enter E and ∇E only, never A (the paper's
+//! (`tests/cpu/qn.rs` checks it to 1e-10). Obstacles enter E and ∇E only, never A (the paper's
 //! rule): their barrier makes a direction's energy rise near contact, the line search backs
 //! off, and the step filter ([`crate::problem::StepProblem::step_limit`] on the CPU; the
 //! vertex time-of-impact filter on a device) keeps every vertex — and every surface triangle,
