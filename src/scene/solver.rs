@@ -36,7 +36,7 @@ macro_rules! choice {
 
         impl $name {
             /// Every value, in scene-file order.
-            pub const ALL: &'static [$name] = &[$($name::$v),+];
+            pub const ALL: &[$name] = &[$($name::$v),+];
 
             /// The scene-file name.
             pub fn name(self) -> &'static str {
