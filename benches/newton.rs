@@ -23,7 +23,7 @@ use jello::problem::{
     pack_element_hessians, BarrierParams, Body, HessianLayout, Model, Pin, Script, StepProblem,
 };
 use jello::scene::Scene;
-use jello::sim::Simulation;
+use jello::sim::{SimOptions, Simulation};
 use jello::solver::{HessianFilter, NewtonParams, NewtonSolver, StepTimings, StopRule};
 use jello_precompute::cholesky::{Ordering, SparseCholesky};
 use jello_precompute::sparse::{tet_dofs, GatherMap, ScatterMap};
@@ -88,10 +88,12 @@ fn bench_run(
     let factor_nnz = solver.factor_nnz();
     let (vertices, tets) = (model.num_vertices(), model.mesh.num_tets());
     let state = model.initial_state(vel);
-    let mut sim = Simulation::new(model, state, h, Box::new(solver)).expect("simulation");
-    if statics {
-        sim = sim.into_static(steps).expect("static solve");
-    }
+    let options = SimOptions {
+        static_increments: statics.then_some(steps),
+        ..SimOptions::default()
+    };
+    let mut sim =
+        Simulation::with_options(model, state, h, Box::new(solver), options).expect("simulation");
     let mut row = Row {
         case: case.into(),
         ordering: ordering_name(params.ordering),

@@ -13,7 +13,7 @@ use jello::problem::DeviceElastic;
 use jello::render::{Camera, GroundPlane, SurfaceDraw, SurfaceRenderer, UpAxis};
 use jello::runner::make_solver;
 use jello::scene::Scene;
-use jello::sim::Simulation;
+use jello::sim::{SimOptions, Simulation};
 use std::sync::Arc;
 use wgpu::util::DeviceExt;
 
@@ -44,8 +44,12 @@ fn main() -> Result<()> {
     let elastic = Arc::new(DeviceElastic::on_device(&built.model, jdev)?);
     let solver = make_solver(&built.config, &built.model, None)?;
     let state = built.model.initial_state(&built.velocity);
-    let mut sim = Simulation::new(built.model.clone(), state, built.config.h, solver)?;
-    sim.set_elastic_backend(Box::new(elastic.clone()));
+    let options = SimOptions {
+        elastic: Some(Box::new(elastic.clone())),
+        ..SimOptions::default()
+    };
+    let mut sim =
+        Simulation::with_options(built.model.clone(), state, built.config.h, solver, options)?;
     for step in 1..=steps {
         let r = sim.step(false)?;
         if step % 10 == 0 {

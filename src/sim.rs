@@ -15,6 +15,22 @@ use std::time::Instant;
 /// element positive at the full step (after the strict retry at the full step).
 pub const FORBID_SUBSTEPS: [usize; 3] = [2, 4, 8];
 
+/// What a [`Simulation`] is built with besides its model, state, time step and solver
+/// ([`Simulation::with_options`]); the default is a dynamic run on the solver alone.
+#[derive(Default)]
+pub struct SimOptions {
+    /// `Some(n)`: a static solve in `n` ≥ 1 load increments — step k applies k/n of the loads,
+    /// with no inertia ([`StepProblem::new_static`]); the state's velocities are zeroed.
+    pub static_increments: Option<usize>,
+    /// The solver for the strict retries of `inversion = "forbid"` (the strict solve and its
+    /// substeps): the f64 reference of a solver whose own iteration cannot keep every element
+    /// above the strict floor — the device JGS2/VBD, whose f32 kernels have no such filter.
+    /// Ordinary steps still run on the primary solver. `None`: the primary solver.
+    pub strict_solver: Option<Box<dyn StepSolver>>,
+    /// Evaluates Ψ on another backend (e.g. the GPU); `None` uses the f64 CPU reference.
+    pub elastic: Option<Box<dyn ElasticTerms + Send>>,
+}
+
 /// A running simulation.
 pub struct Simulation {
     /// The model (mesh, materials, pins, obstacles).
@@ -30,7 +46,7 @@ pub struct Simulation {
     pub static_increments: Option<usize>,
     solver: Box<dyn StepSolver>,
     /// Runs the strict retries of `inversion = "forbid"` in place of `solver` when that has no
-    /// strict filter of its own (the device JGS2/VBD: [`Self::set_strict_solver`]).
+    /// strict filter of its own (the device JGS2/VBD: [`SimOptions::strict_solver`]).
     strict_solver: Option<Box<dyn StepSolver>>,
     /// Evaluates Ψ on another backend (e.g. the GPU); `None` uses the f64 CPU reference.
     elastic: Option<Box<dyn ElasticTerms + Send>>,
@@ -49,34 +65,48 @@ struct Attempt {
 }
 
 impl Simulation {
-    /// A simulation starting from `state`.
+    /// A simulation starting from `state`, with the defaults of [`SimOptions`].
     pub fn new(model: Model, state: State, h: f64, solver: Box<dyn StepSolver>) -> Result<Self> {
+        Self::with_options(model, state, h, solver, SimOptions::default())
+    }
+
+    /// A simulation starting from `state` with `options`: a static solve, a strict solver, an
+    /// elastic backend. These are fixed for the simulation's life.
+    pub fn with_options(
+        model: Model,
+        mut state: State,
+        h: f64,
+        solver: Box<dyn StepSolver>,
+        options: SimOptions,
+    ) -> Result<Self> {
         if !(h.is_finite() && h > 0.0) {
             return Err(JelloError::Invalid(format!(
                 "time step h must be > 0 s, got {h}"
             )));
+        }
+        if let Some(increments) = options.static_increments {
+            if increments == 0 {
+                return Err(JelloError::Invalid(
+                    "a static solve needs at least one load increment".into(),
+                ));
+            }
+            // No inertia: a static solve starts at rest, with no history.
+            state.v.iter_mut().for_each(|v| *v = 0.0);
+            state.history = None;
         }
         Ok(Simulation {
             model,
             state,
             h,
             steps: 0,
-            static_increments: None,
+            static_increments: options.static_increments,
             solver,
-            elastic: None,
+            elastic: options.elastic,
             carry: PinCarry::new(),
             pin_carry: true,
             x_buf: Vec::new(),
-            strict_solver: None,
+            strict_solver: options.strict_solver,
         })
-    }
-
-    /// Sets the solver for the strict retries of `inversion = "forbid"` (the strict solve and
-    /// its substeps): the f64 reference of a solver whose own iteration cannot keep every
-    /// element above the strict floor — the device JGS2/VBD, whose f32 kernels have no such
-    /// filter. Ordinary steps still run on the primary solver.
-    pub fn set_strict_solver(&mut self, solver: Box<dyn StepSolver>) {
-        self.strict_solver = Some(solver);
     }
 
     /// Whether a step whose moving pins invert their neighbours at the default initial guess
@@ -136,24 +166,6 @@ impl Simulation {
     pub fn pin_targets(&self, pin: usize, t: f64) -> Option<Vec<[f64; 3]>> {
         let p = self.model.pins.get(pin)?;
         Some(p.start.iter().map(|&p0| p.script.position(p0, t)).collect())
-    }
-
-    /// Makes this a static solve in `increments` load increments (velocities are zeroed).
-    pub fn into_static(mut self, increments: usize) -> Result<Self> {
-        if increments == 0 {
-            return Err(JelloError::Invalid(
-                "a static solve needs at least one load increment".into(),
-            ));
-        }
-        self.static_increments = Some(increments);
-        self.state.v.iter_mut().for_each(|v| *v = 0.0);
-        self.state.history = None;
-        Ok(self)
-    }
-
-    /// Routes elastic-energy evaluation through `elastic` (e.g. a GPU evaluator).
-    pub fn set_elastic_backend(&mut self, elastic: Box<dyn ElasticTerms + Send>) {
-        self.elastic = Some(elastic);
     }
 
     /// Name of the backend evaluating Ψ.

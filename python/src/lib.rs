@@ -174,7 +174,7 @@ impl PyScene {
     /// The scene's solver name.
     #[getter]
     fn solver(&self) -> String {
-        self.built.config.solver.clone()
+        self.built.config.solver.name().to_string()
     }
     /// Vertices of all objects together.
     #[getter]
@@ -433,14 +433,8 @@ impl PySimulation {
             .map_err(|e: Error| invalid(format!("backend: {e}")))?;
         let mut built = scene.built.clone();
         if let Some(s) = solver {
-            let s = s.to_ascii_lowercase();
-            if !jello::scene::SOLVERS.contains(&s.as_str()) {
-                return Err(invalid(format!(
-                    "solver: unknown solver `{s}` (expected one of: {})",
-                    jello::scene::SOLVERS.join(", ")
-                )));
-            }
-            built.config.solver = s;
+            built.config.solver = jello::scene::SolverKind::parse(s)
+                .map_err(|e| invalid(format!("solver: {e}")))?;
         }
         // The CLI's cache folder (subspaces, partitions) next to a scene file; none for text.
         let cache_dir = match scene.path.file_name() {

@@ -6,6 +6,7 @@ use crate::gpu::BackendChoice;
 use crate::output::RunIdentity;
 use crate::problem::Model;
 use crate::scene::RunConfig;
+use crate::solver::jgs2::Variant;
 use crate::solver::StopRule;
 use jello_precompute::artifact::fnv1a64;
 use std::path::Path;
@@ -71,14 +72,22 @@ pub fn identity(config: &RunConfig, scene_key: String, choice: &BackendChoice) -
     let (stop, tolerance) = stop_rule(config.stop);
     RunIdentity {
         scene_key,
-        solver: config.solver.clone(),
-        variant: config.variant.clone(),
+        solver: config.solver.name().into(),
+        variant: config.variant.map(|v| variant_name(v).into()),
         stop: stop.into(),
         tolerance: format!("{tolerance:?}"),
         max_iterations: config.max_iterations,
         h: format!("{:?}", config.h),
         backend: choice.kind().into(),
         adapter: choice.adapter.as_ref().map(|a| a.to_string()),
+    }
+}
+
+/// A sweep's scene-file name (`jacobi`, `gs`).
+pub fn variant_name(v: Variant) -> &'static str {
+    match v {
+        Variant::Jacobi => "jacobi",
+        Variant::GaussSeidel => "gs",
     }
 }
 

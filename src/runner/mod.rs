@@ -21,6 +21,7 @@
 //! ([`RunOptions::cancel`], checked between steps) finishes the current step's writes, writes a
 //! frame and checkpoint of that step, and marks the run `interrupted`.
 
+pub mod capabilities;
 mod identity;
 mod outputs;
 mod residual;

@@ -1,5 +1,6 @@
 //! Validating a scene and building the model from it.
 
+use super::solver::*;
 use super::spec::*;
 use super::Scene;
 use crate::contact::ObstacleMesh;
@@ -14,30 +15,13 @@ use crate::problem::{
     Script, StrainLimit, INTEGRATORS,
 };
 use crate::solver::admm::{ContactParams, ContactVariant, ProxKind};
-use crate::solver::jgs2::{Safeguard, SubspaceOptions};
+use crate::solver::jgs2::{Safeguard, SubspaceOptions, Variant};
 use crate::solver::multilevel::{
     LagRefresh, MultilevelParams, MultilevelStop, Preconditioner, Rescue,
 };
 use crate::solver::qn::{QnMode, MAX_HISTORY, PAPER_ITERATIONS};
 use crate::solver::{HessianFilter, StopRule};
 use nalgebra::Vector3;
-
-/// The solvers a scene may name.
-pub const SOLVERS: [&str; 8] = [
-    "newton",
-    "jgs2",
-    "vbd",
-    "qn",
-    "admm",
-    "dot",
-    "lbfgs-h",
-    "multilevel",
-];
-
-/// The solvers that take `[solver] eigen_filter` (the others build no element Hessian to
-/// filter). DOT and LBFGS-H build theirs once per step, so they take clamp or abs, not the
-/// per-iteration adaptive rule.
-pub const FILTER_SOLVERS: [&str; 3] = ["newton", "dot", "lbfgs-h"];
 
 /// Run settings taken from the scene (the CLI may override them).
 #[derive(Clone, Debug)]
@@ -46,14 +30,15 @@ pub struct RunConfig {
     pub h: f64,
     /// Number of steps.
     pub steps: usize,
-    /// Solver name (one of [`SOLVERS`]).
-    pub solver: String,
+    /// The solver (`--solver` may override the scene's).
+    pub solver: SolverKind,
     /// Stop rule.
     pub stop: StopRule,
     /// Iteration cap per step, if set.
     pub max_iterations: Option<usize>,
-    /// Solver variant (`jacobi` / `gs`), if set.
-    pub variant: Option<String>,
+    /// JGS2/VBD sweep (`[solver] variant`, `--variant`), if set; else Jacobi for JGS2,
+    /// Gauss–Seidel for VBD.
+    pub variant: Option<Variant>,
     /// JGS2/VBD safeguard (`[solver] safeguard`), if set; else `Cut` for JGS2, `Off` for VBD.
     pub safeguard: Option<Safeguard>,
     /// JGS2 subspace options (far-field tolerance and fit order from `[solver]`).
@@ -409,12 +394,6 @@ impl Scene {
         };
         if let Some(sd) = config.subdomains {
             let ne = model.mesh.num_tets();
-            if config.solver != "dot" {
-                return Err(cx.err(
-                    "solver.subdomains",
-                    format!("applies only to solver dot, not {}", config.solver),
-                ));
-            }
             if sd == 0 || sd > ne {
                 return Err(cx.err(
                     "solver.subdomains",
@@ -431,7 +410,7 @@ impl Scene {
                 ));
             }
         }
-        if limited && config.solver != "admm" {
+        if limited && config.solver != SolverKind::Admm {
             let key = s
                 .objects
                 .iter()
@@ -471,128 +450,112 @@ impl Scene {
 
     fn run_config(&self, cx: &Ctx) -> Result<RunConfig> {
         let s = &self.spec;
-        let solver = s.solver.name.to_ascii_lowercase();
-        if !SOLVERS.contains(&solver.as_str()) {
-            return Err(cx.err(
-                "solver.name",
-                format!(
-                    "unknown solver `{}` (expected one of: {})",
-                    s.solver.name,
-                    SOLVERS.join(", ")
-                ),
-            ));
-        }
+        let spec = &s.solver;
+        let common = &spec.common;
+        let solver = spec.kind();
         // Both tolerances are checked whichever rule is chosen: a bad value is a mistake even
         // where it would go unused (the CLI's --stop may pick the other rule).
-        let tolerance = s
-            .solver
+        let tolerance = common
             .tolerance
             .unwrap_or(SolverSpec::default_tolerance(s.contact.ipc));
         cx.positive("solver.tolerance", tolerance, "")?;
-        cx.positive("solver.dx_tolerance", s.solver.dx_tolerance, "")?;
-        let stop = match s.solver.stop.as_str() {
-            "cn" => StopRule::Cn { eps: tolerance },
-            "dx" => StopRule::Dx {
-                tol: s.solver.dx_tolerance,
+        cx.positive("solver.dx_tolerance", common.dx_tolerance, "")?;
+        let stop = match common.stop {
+            StopKind::Cn => StopRule::Cn { eps: tolerance },
+            StopKind::Dx => StopRule::Dx {
+                tol: common.dx_tolerance,
             },
-            other => {
-                return Err(cx.err(
-                    "solver.stop",
-                    format!("unknown stop rule `{other}` (expected cn or dx)"),
-                ))
-            }
         };
-        if let Some(v) = &s.solver.variant {
-            if v != "jacobi" && v != "gs" {
-                return Err(cx.err(
-                    "solver.variant",
-                    format!("unknown variant `{v}` (expected jacobi or gs)"),
-                ));
-            }
-        }
-        let safeguard = match s.solver.safeguard.as_deref() {
-            None => None,
-            Some("cut") => Some(Safeguard::Cut),
-            Some("always") => Some(Safeguard::Always),
-            Some("off") => Some(Safeguard::Off),
-            Some(other) => {
-                return Err(cx.err(
-                    "solver.safeguard",
-                    format!("unknown safeguard `{other}` (expected cut, always or off)"),
-                ))
-            }
-        };
-        if s.solver.max_iterations == Some(0) {
+        if common.max_iterations == Some(0) {
             return Err(cx.err("solver.max_iterations", "must be ≥ 1"));
         }
-        let mut subspace = SubspaceOptions::default();
-        if let Some(t) = s.solver.far_tolerance {
-            if !(t.is_finite() && t >= 0.0) {
-                return Err(cx.err(
-                    "solver.far_tolerance",
-                    format!("must be finite and ≥ 0, got {t}"),
-                ));
-            }
-            subspace.precompute.far_tolerance = t;
-        }
-        if let Some(o) = s.solver.far_order {
-            if o > 1 {
-                return Err(cx.err(
-                    "solver.far_order",
-                    format!("must be 0 (node means) or 1 (linear fits), got {o}"),
-                ));
-            }
-            subspace.precompute.far_order = o;
-        }
-        // Node-fit keys choose node fits (the default far field is the H-matrix).
-        if s.solver.far_tolerance.is_some() || s.solver.far_order.is_some() {
-            if s.solver.far_hmatrix_eps.is_some() {
-                return Err(cx.err(
-                    "solver.far_hmatrix_eps",
-                    "the H-matrix far field has no far_tolerance or far_order (those are \
-                     node-fit keys): give one kind",
-                ));
-            }
-            subspace.precompute.far_hmatrix = None;
-        }
-        if let Some(eps) = s.solver.far_hmatrix_eps {
-            if !(eps.is_finite() && eps > 0.0) {
-                return Err(cx.err(
-                    "solver.far_hmatrix_eps",
-                    format!("must be finite and > 0, got {eps}"),
-                ));
-            }
-            subspace.precompute.far_hmatrix = Some(jello_precompute::hmatrix::HMatrixOptions {
-                eps,
-                ..Default::default()
-            });
-        }
-        let qn_history = s.solver.history.unwrap_or(5);
-        if qn_history > MAX_HISTORY {
-            return Err(cx.err(
-                "solver.history",
-                format!("must be an integer in 0..={MAX_HISTORY}, got {qn_history}"),
-            ));
-        }
-        let eigen_filter = match s.solver.eigen_filter.as_deref() {
-            None => None,
-            Some(name) => Some(HessianFilter::from_name(name).ok_or_else(|| {
-                cx.err(
-                    "solver.eigen_filter",
-                    format!("unknown filter `{name}` (expected clamp, abs or adaptive)"),
-                )
-            })?),
+        let mut config = RunConfig {
+            h: s.simulation.h,
+            steps: s.simulation.steps,
+            solver,
+            stop,
+            max_iterations: common.max_iterations,
+            variant: None,
+            safeguard: None,
+            subspace: subspace_options(cx, &spec.options.far_field())?,
+            qn_history: 5,
+            subdomains: None,
+            multilevel: MultilevelParams::default(),
+            eigen_filter: None,
+            qn_mode: QnMode::Rule,
+            admm_prox: ProxKind::Hyperelastic,
+            admm_weight_scale: 1.0,
+            admm_contact: ContactParams::default(),
+            output: s.output.clone(),
+            static_solve: s.simulation.static_solve,
         };
-        if eigen_filter.is_some() && !FILTER_SOLVERS.contains(&solver.as_str()) {
-            return Err(cx.err(
-                "solver.eigen_filter",
-                format!(
-                    "applies only to solver {} (this scene's solver is {solver})",
-                    FILTER_SOLVERS.join(", ")
-                ),
-            ));
+        let c = &mut config;
+        match &spec.options {
+            SolverOptions::Newton(o) => c.eigen_filter = o.eigen_filter.map(Into::into),
+            SolverOptions::Jgs2(o) => {
+                c.variant = o.variant.map(Into::into);
+                c.safeguard = o.safeguard.map(Into::into);
+            }
+            SolverOptions::Vbd(o) => {
+                c.variant = o.variant.map(Into::into);
+                c.safeguard = o.safeguard.map(Into::into);
+            }
+            SolverOptions::Qn(o) => {
+                c.qn_history = history(cx, o.history)?;
+                c.qn_mode = mode(cx, o.mode, o.iterations)?;
+            }
+            SolverOptions::Dot(o) => {
+                c.qn_history = history(cx, o.history)?;
+                c.qn_mode = mode(cx, o.mode, o.iterations)?;
+                c.eigen_filter = o.eigen_filter.map(Into::into);
+                c.subdomains = o.subdomains;
+            }
+            SolverOptions::LbfgsH(o) => {
+                c.qn_history = history(cx, o.history)?;
+                c.qn_mode = mode(cx, o.mode, o.iterations)?;
+                c.eigen_filter = o.eigen_filter.map(Into::into);
+            }
+            SolverOptions::Admm(o) => {
+                c.qn_mode = mode(cx, o.mode, o.iterations)?;
+                c.admm_prox = match o.prox {
+                    Some(ProxChoice::Pd) => ProxKind::Pd,
+                    _ => ProxKind::Hyperelastic,
+                };
+                c.admm_weight_scale = o.weight_scale.unwrap_or(1.0);
+                if !(c.admm_weight_scale.is_finite() && c.admm_weight_scale > 0.0) {
+                    return Err(cx.err(
+                        "solver.weight_scale",
+                        format!("must be finite and > 0, got {}", c.admm_weight_scale),
+                    ));
+                }
+                let contact = &mut c.admm_contact;
+                if let Some(v) = o.contact {
+                    contact.variant = match v {
+                        ContactSolve::Uzawa => ContactVariant::Uzawa,
+                        ContactSolve::Pgs => ContactVariant::Pgs,
+                    };
+                }
+                if let Some(n) = o.contact_iterations {
+                    contact.iterations = n;
+                }
+                if let Some(t) = o.contact_tolerance {
+                    contact.tolerance = t;
+                }
+                if let Some(w) = o.sor {
+                    contact.sor = w;
+                }
+                if let Some(mu) = o.friction {
+                    contact.friction = mu;
+                }
+                if let Some(why) = contact.check() {
+                    // `check` names the key first: "solver.<key> must …".
+                    let (key, msg) = why.split_once(' ').unwrap_or((&why, ""));
+                    return Err(cx.err(key, msg));
+                }
+            }
+            SolverOptions::Multilevel(o) => c.multilevel = multilevel_params(cx, o)?,
         }
-        if eigen_filter == Some(HessianFilter::Adaptive) && solver != "newton" {
+        if c.eigen_filter == Some(HessianFilter::Adaptive) && solver != SolverKind::Newton {
             return Err(cx.err(
                 "solver.eigen_filter",
                 format!(
@@ -601,73 +564,6 @@ impl Scene {
                 ),
             ));
         }
-        let qn_mode = match s.solver.mode.as_deref() {
-            None | Some("rule") => {
-                if s.solver.iterations.is_some() {
-                    return Err(cx.err(
-                        "solver.iterations",
-                        "applies only to mode = \"fixed\" (the stop rule decides otherwise)",
-                    ));
-                }
-                QnMode::Rule
-            }
-            Some("fixed") => {
-                let n = s.solver.iterations.unwrap_or(PAPER_ITERATIONS);
-                if n == 0 {
-                    return Err(cx.err("solver.iterations", "must be ≥ 1"));
-                }
-                QnMode::Fixed(n)
-            }
-            Some(other) => {
-                return Err(cx.err(
-                    "solver.mode",
-                    format!("unknown mode `{other}` (expected rule or fixed)"),
-                ))
-            }
-        };
-        let admm_prox = match s.solver.prox.as_deref() {
-            None => ProxKind::Hyperelastic,
-            Some(p) => ProxKind::from_name(p).ok_or_else(|| {
-                cx.err(
-                    "solver.prox",
-                    format!("unknown prox `{p}` (expected hyperelastic or pd)"),
-                )
-            })?,
-        };
-        let admm_weight_scale = s.solver.weight_scale.unwrap_or(1.0);
-        if !(admm_weight_scale.is_finite() && admm_weight_scale > 0.0) {
-            return Err(cx.err(
-                "solver.weight_scale",
-                format!("must be finite and > 0, got {admm_weight_scale}"),
-            ));
-        }
-        let mut admm_contact = ContactParams::default();
-        if let Some(c) = s.solver.contact.as_deref() {
-            admm_contact.variant = ContactVariant::from_name(c).ok_or_else(|| {
-                cx.err(
-                    "solver.contact",
-                    format!("unknown contact solve `{c}` (expected uzawa or pgs)"),
-                )
-            })?;
-        }
-        if let Some(n) = s.solver.contact_iterations {
-            admm_contact.iterations = n;
-        }
-        if let Some(t) = s.solver.contact_tolerance {
-            admm_contact.tolerance = t;
-        }
-        if let Some(w) = s.solver.sor {
-            admm_contact.sor = w;
-        }
-        if let Some(mu) = s.solver.friction {
-            admm_contact.friction = mu;
-        }
-        if let Some(why) = admm_contact.check() {
-            // `check` names the key first: "solver.<key> must …".
-            let (key, msg) = why.split_once(' ').unwrap_or((&why, ""));
-            return Err(cx.err(key, msg));
-        }
-        let multilevel = multilevel_params(cx, &s.solver, &solver)?;
         if s.output.every == 0 {
             return Err(cx.err("output.every", "must be ≥ 1"));
         }
@@ -680,26 +576,7 @@ impl Scene {
         {
             return Err(cx.err("output.png_size", "each side must be in 1..=8192 pixels"));
         }
-        Ok(RunConfig {
-            h: s.simulation.h,
-            steps: s.simulation.steps,
-            solver,
-            stop,
-            max_iterations: s.solver.max_iterations,
-            variant: s.solver.variant.clone(),
-            safeguard,
-            subspace,
-            qn_history,
-            subdomains: s.solver.subdomains,
-            multilevel,
-            eigen_filter,
-            qn_mode,
-            admm_prox,
-            admm_weight_scale,
-            admm_contact,
-            output: s.output.clone(),
-            static_solve: s.simulation.static_solve,
-        })
+        Ok(config)
     }
 
     fn object_mesh(
@@ -1513,30 +1390,88 @@ fn region(cx: &Ctx, key: &str, r: &RegionSpec) -> Result<Region> {
     }
 }
 
-/// The multilevel solver's `[solver]` keys: each applies only to solver multilevel and is
-/// range-checked here (the handle count against the mesh where the model is built).
-fn multilevel_params(cx: &Ctx, s: &SolverSpec, solver: &str) -> Result<MultilevelParams> {
-    let mut p = MultilevelParams::default();
-    let given = [
-        ("solver.handles", s.handles.is_some()),
-        ("solver.n_cg", s.n_cg.is_some()),
-        ("solver.jump_factor", s.jump_factor.is_some()),
-        ("solver.lag_refresh", s.lag_refresh.is_some()),
-        ("solver.subspace_stop", s.subspace_stop.is_some()),
-        ("solver.smoother", s.smoother.is_some()),
-        ("solver.rescue_after", s.rescue_after.is_some()),
-        ("solver.subspace_solve", s.subspace_solve.is_some()),
-        ("solver.line_search", s.line_search.is_some()),
-    ];
-    if solver != "multilevel" {
-        if let Some((key, _)) = given.iter().find(|(_, g)| *g) {
+/// The JGS2 subspace options of the far-field keys (node fits when `far_tolerance` or
+/// `far_order` is given, else the H-matrix, with `far_hmatrix_eps` when given).
+fn subspace_options(cx: &Ctx, f: &FarFieldSpec) -> Result<SubspaceOptions> {
+    let mut subspace = SubspaceOptions::default();
+    if let Some(t) = f.far_tolerance {
+        if !(t.is_finite() && t >= 0.0) {
             return Err(cx.err(
-                *key,
-                format!("applies only to solver multilevel, not {solver}"),
+                "solver.far_tolerance",
+                format!("must be finite and ≥ 0, got {t}"),
             ));
         }
-        return Ok(p);
+        subspace.precompute.far_tolerance = t;
     }
+    if let Some(o) = f.far_order {
+        if o > 1 {
+            return Err(cx.err(
+                "solver.far_order",
+                format!("must be 0 (node means) or 1 (linear fits), got {o}"),
+            ));
+        }
+        subspace.precompute.far_order = o;
+    }
+    // Node-fit keys choose node fits (the default far field is the H-matrix).
+    if f.far_tolerance.is_some() || f.far_order.is_some() {
+        if f.far_hmatrix_eps.is_some() {
+            return Err(cx.err(
+                "solver.far_hmatrix_eps",
+                "the H-matrix far field has no far_tolerance or far_order (those are \
+                 node-fit keys): give one kind",
+            ));
+        }
+        subspace.precompute.far_hmatrix = None;
+    }
+    if let Some(eps) = f.far_hmatrix_eps {
+        if !(eps.is_finite() && eps > 0.0) {
+            return Err(cx.err(
+                "solver.far_hmatrix_eps",
+                format!("must be finite and > 0, got {eps}"),
+            ));
+        }
+        subspace.precompute.far_hmatrix = Some(jello_precompute::hmatrix::HMatrixOptions {
+            eps,
+            ..Default::default()
+        });
+    }
+    Ok(subspace)
+}
+
+/// The L-BFGS history m (default 5), an integer in 0..=[`MAX_HISTORY`].
+fn history(cx: &Ctx, m: Option<usize>) -> Result<usize> {
+    let m = m.unwrap_or(5);
+    if m > MAX_HISTORY {
+        return Err(cx.err(
+            "solver.history",
+            format!("must be an integer in 0..={MAX_HISTORY}, got {m}"),
+        ));
+    }
+    Ok(m)
+}
+
+/// The stopping mode of `mode` and `iterations` (default the stop rule; `fixed` defaults to
+/// [`PAPER_ITERATIONS`]).
+fn mode(cx: &Ctx, mode: Option<ModeKind>, iterations: Option<usize>) -> Result<QnMode> {
+    match mode.unwrap_or(ModeKind::Rule) {
+        ModeKind::Rule => match iterations {
+            Some(_) => Err(cx.err(
+                "solver.iterations",
+                "applies only to mode = \"fixed\" (the stop rule decides otherwise)",
+            )),
+            None => Ok(QnMode::Rule),
+        },
+        ModeKind::Fixed => match iterations.unwrap_or(PAPER_ITERATIONS) {
+            0 => Err(cx.err("solver.iterations", "must be ≥ 1")),
+            n => Ok(QnMode::Fixed(n)),
+        },
+    }
+}
+
+/// The multilevel solver's keys, range-checked (the handle count against the mesh where the
+/// model is built).
+fn multilevel_params(cx: &Ctx, s: &MultilevelSpec) -> Result<MultilevelParams> {
+    let mut p = MultilevelParams::default();
     if let Some(k) = s.handles {
         if k == 0 {
             return Err(cx.err("solver.handles", "must be ≥ 1"));
@@ -1553,58 +1488,28 @@ fn multilevel_params(cx: &Ctx, s: &SolverSpec, solver: &str) -> Result<Multileve
         cx.positive("solver.jump_factor", c, "")?;
         p.jump_factor = c;
     }
-    if let Some(name) = s.lag_refresh.as_deref() {
-        p.lag = match name {
-            "adaptive" => LagRefresh::default(),
-            "iteration" => LagRefresh::Iteration,
-            "step" => LagRefresh::Step,
-            other => {
-                return Err(cx.err(
-                    "solver.lag_refresh",
-                    format!("unknown rule `{other}` (expected adaptive, iteration or step)"),
-                ))
-            }
+    if let Some(lag) = s.lag_refresh {
+        p.lag = match lag {
+            LagRefreshKind::Adaptive => LagRefresh::default(),
+            LagRefreshKind::Iteration => LagRefresh::Iteration,
+            LagRefreshKind::Step => LagRefresh::Step,
         };
     }
     if let Some(t) = s.subspace_stop {
         cx.positive("solver.subspace_stop", t, " 1/s")?;
         p.stop = MultilevelStop::Subspace { tol: t };
     }
-    if let Some(name) = s.smoother.as_deref() {
-        p.smoother = match name {
-            "jacobi" => Preconditioner::Jacobi,
-            "jgs2" => Preconditioner::Jgs2,
-            other => {
-                return Err(cx.err(
-                    "solver.smoother",
-                    format!("unknown preconditioner `{other}` (expected jacobi or jgs2)"),
-                ))
-            }
+    if let Some(sm) = s.smoother {
+        p.smoother = match sm {
+            SmootherKind::Jacobi => Preconditioner::Jacobi,
+            SmootherKind::Jgs2 => Preconditioner::Jgs2,
         };
     }
-    if let Some(name) = s.subspace_solve.as_deref() {
-        p.subspace_direct = match name {
-            "pcg" => false,
-            "direct" => true,
-            other => {
-                return Err(cx.err(
-                    "solver.subspace_solve",
-                    format!("unknown solve `{other}` (expected pcg or direct)"),
-                ))
-            }
-        };
+    if let Some(solve) = s.subspace_solve {
+        p.subspace_direct = solve == SubspaceSolve::Direct;
     }
-    if let Some(name) = s.line_search.as_deref() {
-        p.device_line_search = match name {
-            "device" => true,
-            "host" => false,
-            other => {
-                return Err(cx.err(
-                    "solver.line_search",
-                    format!("unknown place `{other}` (expected device or host)"),
-                ))
-            }
-        };
+    if let Some(place) = s.line_search {
+        p.device_line_search = place == LineSearchPlace::Device;
     }
     if let Some(k) = s.rescue_after {
         p.rescue = (k > 0).then(|| Rescue {

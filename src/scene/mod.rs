@@ -7,9 +7,11 @@
 //! `docs/src/scene-format.md` for the format with units and defaults.
 
 mod build;
+mod solver;
 mod spec;
 
-pub use build::{ball_max_resolution, BuiltScene, RunConfig, FILTER_SOLVERS, SOLVERS};
+pub use build::{ball_max_resolution, BuiltScene, RunConfig};
+pub use solver::*;
 pub use spec::*;
 
 use crate::error::{JelloError, Result};
@@ -62,6 +64,12 @@ impl Scene {
                     .and_then(|name| key_named_within(text, s.clone(), name))
                     .or_else(|| key_at(text, s.start))
             });
+            // A table read in two passes (`[solver]`) names the key itself: the error's span is
+            // the whole table's, so the line is the named key's.
+            if let Some((named, _)) = msg.strip_prefix("key `").and_then(|m| m.split_once('`')) {
+                let line = key_line(text, named).unwrap_or(line);
+                return JelloError::parse(path, line, msg);
+            }
             let msg = match key {
                 Some(k) => format!("key `{k}`: {msg}"),
                 None => msg,
@@ -120,6 +128,26 @@ fn key_at(text: &str, pos: usize) -> Option<String> {
     let doc = DeTable::parse(text).ok()?;
     let mut path = String::new();
     search(doc.get_ref(), pos, &mut path).then_some(path)
+}
+
+/// The 1-based line of the key at dotted path `path` (tables only, e.g. `solver.history`), or
+/// `None` if `text` is not valid TOML or there is no such key.
+fn key_line(text: &str, path: &str) -> Option<usize> {
+    use toml::de::{DeTable, DeValue};
+    let doc = DeTable::parse(text).ok()?;
+    let mut table = doc.get_ref();
+    let mut parts = path.split('.').peekable();
+    while let Some(part) = parts.next() {
+        let (k, v) = table.iter().find(|(k, _)| k.get_ref() == part)?;
+        if parts.peek().is_none() {
+            return Some(text[..k.span().start.min(text.len())].matches('\n').count() + 1);
+        }
+        match v.get_ref() {
+            DeValue::Table(t) => table = t,
+            _ => return None,
+        }
+    }
+    None
 }
 
 /// The dotted key path of the first key named `name` whose own span lies inside `span`, or

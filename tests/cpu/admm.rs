@@ -815,7 +815,7 @@ fn cli_runs_drop_and_twist_and_setup_takes_the_gpu() {
 
     use jello::gpu::{Backend, BackendChoice};
     let mut built = scene("twist.toml");
-    built.config.solver = "admm".into();
+    built.config.solver = "admm".parse().unwrap();
     let gpu = |requested| BackendChoice {
         requested,
         backend: Backend::Gpu,
@@ -841,7 +841,7 @@ fn cli_runs_drop_and_twist_and_setup_takes_the_gpu() {
     assert_eq!(s.sim.solver_name(), "admm");
     // Obstacles: contact is f64 CPU work — one line under a GPU request, the CPU under auto.
     let mut drop = scene("drop.toml");
-    drop.config.solver = "admm".into();
+    drop.config.solver = "admm".parse().unwrap();
     let msg = jello::runner::setup_on(&drop, gpu(Backend::Gpu), None)
         .err()
         .unwrap()

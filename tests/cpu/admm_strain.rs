@@ -347,7 +347,7 @@ fn bad_strain_limits_are_one_line_errors() {
     let built = Scene::load(&path).unwrap().build().unwrap();
     assert!(!built.model.strain_limits.is_empty());
     let mut other = built.clone();
-    other.config.solver = "jgs2".into();
+    other.config.solver = "jgs2".parse().unwrap();
     let msg = jello::runner::setup(&other, jello::gpu::Backend::Cpu, None)
         .err()
         .expect("jgs2 with strain limits accepted")

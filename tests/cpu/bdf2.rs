@@ -8,7 +8,7 @@ use crate::common;
 
 use jello::problem::{Integrator, Model, State};
 use jello::scene::{BuiltScene, Scene};
-use jello::sim::Simulation;
+use jello::sim::{SimOptions, Simulation};
 use jello::solver::{NewtonParams, NewtonSolver, StopRule};
 use std::path::Path;
 
@@ -326,7 +326,23 @@ fn bdf2_damps_a_free_swing_far_less_than_implicit_euler() {
     // The static equilibrium under gravity: a static solve in one increment.
     let built = cantilever("implicit_euler", h);
     let model = built.model.clone();
-    let mut stat = newton_sim(&built).into_static(1).unwrap();
+    let m = &built.model;
+    let solver = NewtonSolver::new(
+        m,
+        NewtonParams {
+            stop: built.config.stop,
+            ..NewtonParams::default()
+        },
+    )
+    .unwrap();
+    let options = SimOptions {
+        static_increments: Some(1),
+        ..SimOptions::default()
+    };
+    let state = m.initial_state(&built.velocity);
+    let mut stat =
+        Simulation::with_options(m.clone(), state, built.config.h, Box::new(solver), options)
+            .unwrap();
     assert!(stat.step(false).unwrap().converged);
     let e_eq = total_energy(&model, &stat.state);
     let e0 = total_energy(&model, &model.initial_state(&built.velocity));
@@ -518,7 +534,7 @@ fn bdf2_on_the_gpu_matches_the_cpu() {
     for (solver, bound) in [("newton", 1e-5), ("jgs2", 1e-2)] {
         let mut built = Scene::parse(&path, &text).unwrap().build().unwrap();
         assert_eq!(built.model.integrator, Integrator::Bdf2);
-        built.config.solver = solver.into();
+        built.config.solver = solver.parse().unwrap();
         let report = jello::compare::compare(&path, &built, 30).unwrap();
         let (it_cpu, it_gpu) = report.steps.iter().fold((0, 0), |a, s| {
             (a.0 + s.iterations_cpu, a.1 + s.iterations_gpu)

@@ -220,7 +220,7 @@ fn contact_scene_errors_name_the_key_and_the_objects() {
         .build()
         .unwrap();
     let mut config = built.config.clone();
-    config.solver = "qn".into();
+    config.solver = "qn".parse().unwrap();
     let e = jello::runner::make_solver(&config, &built.model, None)
         .map(|_| ())
         .unwrap_err()

@@ -16,7 +16,7 @@ fn built(text: &str) -> BuiltScene {
 
 fn sim(b: &BuiltScene, solver: &str) -> Simulation {
     let mut b = b.clone();
-    b.config.solver = solver.into();
+    b.config.solver = solver.parse().unwrap();
     jello::runner::setup(&b, jello::gpu::Backend::Cpu, None)
         .unwrap()
         .sim

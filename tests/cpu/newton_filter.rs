@@ -424,7 +424,7 @@ fn eigen_filter_key_is_validated() {
         );
     }
     let mut built = build("override", "eigen_filter = \"adaptive\"\n").unwrap();
-    built.config.solver = "qn".into();
+    built.config.solver = "qn".parse().unwrap();
     let e = jello::runner::setup(&built, jello::gpu::Backend::Cpu, None)
         .err()
         .expect("a qn override with eigen_filter was accepted")

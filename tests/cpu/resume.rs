@@ -82,7 +82,7 @@ fn go(
     cancel_after: Option<usize>,
 ) -> jello::Result<(Simulation, RunStats)> {
     let mut built = Scene::load(scene)?.build()?;
-    built.config.solver = solver.into();
+    built.config.solver = solver.parse().unwrap();
     built.config.steps = steps;
     let cancel = Arc::new(AtomicBool::new(false));
     let opts = RunOptions {

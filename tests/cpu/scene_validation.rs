@@ -791,8 +791,168 @@ fn quasi_newton_options() {
         let built = Scene::parse(&scene_path("qn_ok"), &qn(ok))
             .and_then(|s| s.build())
             .unwrap_or_else(|e| panic!("{ok}: {e}"));
-        assert_eq!(built.config.solver, "qn");
+        assert_eq!(built.config.solver.name(), "qn");
     }
+}
+
+/// `[solver]` is one variant per solver: a key of another solver is refused naming the key
+/// and the solvers that take it, an unknown key naming it, each on the key's own line.
+#[test]
+fn solver_keys_belong_to_their_solver() {
+    let solver = |extra: &str| plus(&format!("[solver]\n{extra}"));
+    // The key's line: BASE, a blank line, `[solver]`, `name`, then the key.
+    let key_line = BASE.lines().count() + 4;
+    for (name, text, key, needle) in [
+        (
+            "newton_variant",
+            "name = \"newton\"\nvariant = \"gs\"\n",
+            "variant",
+            "jgs2, vbd",
+        ),
+        (
+            "qn_safeguard",
+            "name = \"qn\"\nsafeguard = \"cut\"\n",
+            "safeguard",
+            "jgs2, vbd",
+        ),
+        (
+            "vbd_far",
+            "name = \"vbd\"\nfar_order = 0\n",
+            "far_order",
+            "jgs2, multilevel",
+        ),
+        (
+            "newton_prox",
+            "name = \"newton\"\nprox = \"pd\"\n",
+            "prox",
+            "admm",
+        ),
+        (
+            "admm_history",
+            "name = \"admm\"\nhistory = 3\n",
+            "history",
+            "qn, dot, lbfgs-h",
+        ),
+        (
+            "jgs2_mode",
+            "name = \"jgs2\"\nmode = \"fixed\"\n",
+            "mode",
+            "qn, admm, dot, lbfgs-h",
+        ),
+        (
+            "lbfgs_subdomains",
+            "name = \"lbfgs-h\"\nsubdomains = 2\n",
+            "subdomains",
+            "dot",
+        ),
+    ] {
+        let e = fails(name, &solver(text), &format!("solver.{key}"), needle);
+        let solver_name = text.split('"').nth(1).unwrap();
+        assert!(e.contains(&format!("not {solver_name}")), "{name}: {e}");
+        assert!(
+            e.contains(&format!(":{key_line}:")),
+            "{name}: not on line {key_line}: {e}"
+        );
+    }
+    let e = fails(
+        "unknown_key",
+        &solver("name = \"dot\"\nsubdomain = 2\n"),
+        "solver.subdomain",
+        "unknown field `subdomain`",
+    );
+    assert!(
+        e.contains("subdomains") && e.contains(&format!(":{key_line}:")),
+        "{e}"
+    );
+    // The default solver (newton) without a name line: the key is on line BASE + 3.
+    let e = fails(
+        "default_newton",
+        &solver("history = 5\n"),
+        "solver.history",
+        "not newton",
+    );
+    assert!(e.contains(&format!(":{}:", key_line - 1)), "{e}");
+}
+
+/// Every string-valued `[solver]` key is a typed enum: a bad value is refused naming the key,
+/// the value and the allowed values.
+#[test]
+fn solver_string_keys_list_their_values() {
+    for (name, solver, key, value, allowed) in [
+        ("stop", "newton", "stop", "dy", "cn or dx"),
+        ("variant", "jgs2", "variant", "red-black", "jacobi or gs"),
+        (
+            "safeguard",
+            "vbd",
+            "safeguard",
+            "never",
+            "cut, always or off",
+        ),
+        (
+            "filter",
+            "dot",
+            "eigen_filter",
+            "projected",
+            "clamp, abs or adaptive",
+        ),
+        ("mode", "admm", "mode", "adaptive", "rule or fixed"),
+        ("prox", "admm", "prox", "proj", "hyperelastic or pd"),
+        ("contact", "admm", "contact", "lcp", "uzawa or pgs"),
+        (
+            "lag",
+            "multilevel",
+            "lag_refresh",
+            "never",
+            "adaptive, iteration or step",
+        ),
+        (
+            "smoother",
+            "multilevel",
+            "smoother",
+            "ilu",
+            "jacobi or jgs2",
+        ),
+        (
+            "subspace_solve",
+            "multilevel",
+            "subspace_solve",
+            "lu",
+            "pcg or direct",
+        ),
+        (
+            "line_search",
+            "multilevel",
+            "line_search",
+            "gpu",
+            "device or host",
+        ),
+    ] {
+        let text = plus(&format!(
+            "[solver]\nname = \"{solver}\"\n{key} = \"{value}\"\n"
+        ));
+        let e = fails(name, &text, &format!("solver.{key}"), allowed);
+        assert!(e.contains(&format!("`{value}`")), "{name}: {e}");
+    }
+    // Values are exact (lower case); solver names ignore case, as `--solver` does.
+    fails(
+        "stop_case",
+        &plus("[solver]\nstop = \"CN\"\n"),
+        "solver.stop",
+        "cn or dx",
+    );
+    let built = Scene::parse(
+        &scene_path("name_case"),
+        &plus("[solver]\nname = \"LBFGS-H\"\n"),
+    )
+    .and_then(|s| s.build())
+    .unwrap();
+    assert_eq!(built.config.solver, jello::scene::SolverKind::LbfgsH);
+    fails(
+        "name_type",
+        &plus("[solver]\nname = 3\n"),
+        "solver.name",
+        "string",
+    );
 }
 
 /// A UTF-8 byte-order mark before the scene text is accepted, like editors write it.

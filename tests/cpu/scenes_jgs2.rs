@@ -37,8 +37,9 @@ fn run(
     check: impl Fn(usize, &Simulation),
 ) -> (Vec<usize>, Vec<Vec<f64>>) {
     let (_, mut built) = scene(name);
-    built.config.solver = solver.into();
-    built.config.variant = variant.map(str::to_owned);
+    built.config.solver = solver.parse().unwrap();
+    built.config.variant =
+        variant.map(|v| jello::scene::SweepVariant::from_name(v).unwrap().into());
     built.config.max_iterations = Some(if solver == "vbd" { 20_000 } else { 500 });
     let s = make_solver(&built.config, &built.model, Some(cache)).unwrap();
     let state = built.model.initial_state(&built.velocity);
@@ -173,7 +174,7 @@ fn vbd_converges_but_needs_many_more_iterations_than_jgs2_on_the_cantilever() {
 
 /// `[solver] safeguard` reaches the run configuration (JGS2 and VBD read it in
 /// `make_solver`); absent, the configuration leaves the solver's default (cut for JGS2, off
-/// for VBD).
+/// for VBD). A solver without a safeguard (the scene's newton) refuses the key, naming it.
 #[test]
 fn the_safeguard_scene_key_reaches_the_run_config() {
     use jello::solver::jgs2::Safeguard;
@@ -182,17 +183,26 @@ fn the_safeguard_scene_key_reaches_the_run_config() {
     assert!(!text.contains("safeguard"));
     let built = Scene::parse(&path, &text).unwrap().build().unwrap();
     assert_eq!(built.config.safeguard, None);
-    for (name, mode) in [
-        ("cut", Safeguard::Cut),
-        ("always", Safeguard::Always),
-        ("off", Safeguard::Off),
-    ] {
-        let with = if text.contains("[solver]") {
-            text.replace("[solver]", &format!("[solver]\nsafeguard = \"{name}\""))
-        } else {
-            format!("{text}\n[solver]\nsafeguard = \"{name}\"\n")
-        };
-        let built = Scene::parse(&path, &with).unwrap().build().unwrap();
-        assert_eq!(built.config.safeguard, Some(mode), "{name}");
+    let newton = "name = \"newton\"";
+    assert!(text.contains(newton), "the scene's solver moved");
+    for solver in ["jgs2", "vbd"] {
+        for (name, mode) in [
+            ("cut", Safeguard::Cut),
+            ("always", Safeguard::Always),
+            ("off", Safeguard::Off),
+        ] {
+            let with = text.replace(
+                newton,
+                &format!("name = \"{solver}\"\nsafeguard = \"{name}\""),
+            );
+            let built = Scene::parse(&path, &with).unwrap().build().unwrap();
+            assert_eq!(built.config.safeguard, Some(mode), "{solver} {name}");
+        }
     }
+    let misplaced = text.replace(newton, &format!("{newton}\nsafeguard = \"cut\""));
+    let e = Scene::parse(&path, &misplaced).unwrap_err().to_string();
+    assert!(
+        e.contains("`solver.safeguard`") && e.contains("jgs2, vbd") && !e.contains('\n'),
+        "{e}"
+    );
 }

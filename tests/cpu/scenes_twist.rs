@@ -32,7 +32,7 @@ fn section_angle(rest: &[[f64; 3]], x: &[f64], x_section: f64) -> f64 {
 fn twist_scene_converges_every_step() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenes/twist.toml");
     let built = Scene::load(&path).unwrap().build().unwrap();
-    assert_eq!(built.config.solver, "newton");
+    assert_eq!(built.config.solver.name(), "newton");
     assert_eq!(built.config.stop, StopRule::Cn { eps: 1e-5 });
     let steps = built.config.steps;
     let h = built.config.h;

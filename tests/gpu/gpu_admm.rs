@@ -447,7 +447,7 @@ fn admm_gpu_matches_cpu_over_50_steps() {
     for name in ["twist.toml", "cantilever.toml", "stiff_soft.toml"] {
         let (path, mut built) = scene(name);
         assert!(built.model.obstacles.is_empty(), "{name}");
-        built.config.solver = "admm".into();
+        built.config.solver = "admm".parse().unwrap();
         let t0 = std::time::Instant::now();
         let report = jello::compare::compare(&path, &built, 50).unwrap();
         let its: (usize, usize) = report.steps.iter().fold((0, 0), |a, s| {
@@ -585,7 +585,7 @@ fn admm_bus_traffic_per_iteration() {
 #[test]
 fn a_static_solve_on_the_gpu_is_one_line() {
     let (_, mut built) = scene("twist.toml");
-    built.config.solver = "admm".into();
+    built.config.solver = "admm".parse().unwrap();
     built.config.static_solve = true;
     let choice = jello::gpu::BackendChoice {
         requested: jello::gpu::Backend::Gpu,

@@ -47,8 +47,9 @@ fn check_with(
         .join("assets/scenes")
         .join(scene);
     let mut built = Scene::load(&path).unwrap().build().unwrap();
-    built.config.solver = solver.into();
-    built.config.variant = variant.map(str::to_owned);
+    built.config.solver = solver.parse().unwrap();
+    built.config.variant =
+        variant.map(|v| jello::scene::SweepVariant::from_name(v).unwrap().into());
     built.config.safeguard = safeguard;
     let report = jello::compare::compare(&path, &built, steps).unwrap();
     let (mut it_cpu, mut it_gpu) = (0, 0);
@@ -134,7 +135,7 @@ fn jgs2_drop_gpu_matches_cpu_and_stays_above_the_ground() {
     }
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenes/drop.toml");
     let mut built = Scene::load(&path).unwrap().build().unwrap();
-    built.config.solver = "jgs2".into();
+    built.config.solver = "jgs2".parse().unwrap();
     let mut s = setup(&built, Backend::Gpu, None).unwrap();
     assert!(s.adapter.is_some());
     for step in 1..=30 {

@@ -72,7 +72,7 @@ fn dot_gpu_matches_cpu_over_50_steps() {
     for name in names {
         let path = common::bundled_scene_path(name);
         let mut built = common::bundled_scene(name);
-        built.config.solver = "dot".into();
+        built.config.solver = "dot".parse().unwrap();
         built.config.subdomains = Some(3);
         built.config.stop = jello::solver::StopRule::Cn { eps: 1e-6 };
         common::assert_compare_within_default(name, &path, &built, 50);

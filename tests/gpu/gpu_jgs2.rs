@@ -2258,7 +2258,7 @@ type = "ground"
             .unwrap()
             .build()
             .unwrap();
-        built.config.solver = solver.into();
+        built.config.solver = solver.parse().unwrap();
         let mut with = jello::runner::setup(&built, jello::gpu::Backend::Gpu, None)
             .unwrap()
             .sim;

@@ -1323,7 +1323,7 @@ fn device_direction_converges_on_a_contact_step() {
 fn backend_gpu_selects_the_device_direction_and_auto_keeps_the_cpu() {
     use jello::gpu::{Backend, BackendChoice};
     let mut built = common::bundled_scene("contact_stack.toml");
-    built.config.solver = "multilevel".into();
+    built.config.solver = "multilevel".parse().unwrap();
     let gpu = |requested| BackendChoice {
         requested,
         backend: Backend::Gpu,

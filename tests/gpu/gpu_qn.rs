@@ -637,7 +637,7 @@ fn qn_gpu_matches_cpu_over_50_steps() {
         "drop.toml",
     ] {
         let (path, mut built) = scene(name);
-        built.config.solver = "qn".into();
+        built.config.solver = "qn".parse().unwrap();
         common::assert_compare_within_default(name, &path, &built, 50);
     }
 }

@@ -92,7 +92,7 @@
 //! of the element's J (`strict_volume_floor`); the device's single floor is weaker per move but
 //! holds for every iterate. J is evaluated in f32 (resolving ~1e-6): an element flatter than
 //! that at x_start is not reliably protected — which is why the runner gives a device
-//! simulation the f64 reference for forbid's strict retries (`Simulation::set_strict_solver`);
+//! simulation the f64 reference for forbid's strict retries (`SimOptions::strict_solver`);
 //! this floor serves embedders who call the device solver directly.
 //!
 //! Static increments ([`StepProblem::new_static`]) are not supported on the device (the runner
