@@ -28,7 +28,10 @@
 //! (b''∇d∇dᵀ; its ∇²d = 0).
 //!
 //! The gradient is the exact derivative of the discrete map *at an exact stationary point*:
-//! a step stopped at residual ε carries an O(ε) relative error. The tape solves to
+//! a step stopped at residual ε carries an O(ε) relative error. (Finite differences of the
+//! forward pass measure something slightly different, the derivative of Newton's last iterate
+//! as a function of the inputs, which is off by about the error of the iterate before it; a
+//! comparison needs the forward solved a step of Newton beyond where ε alone would stop.) The tape solves to
 //! [`RecordOptions::tolerance`] (default 1e-10) and refuses, or flags, steps that did not
 //! reach it ([`Unconverged`]). Things held fixed within a step: the set of active barrier
 //! pairs (a vertex entering or leaving d̂ between the forward pass and a perturbed one is a
