@@ -147,7 +147,7 @@ impl Tape {
         let s = number + 1;
         let keep = match self.options.checkpointing {
             Checkpointing::All => true,
-            Checkpointing::Every(k) => s % k == 0,
+            Checkpointing::Every(k) => s.is_multiple_of(k),
             Checkpointing::Binomial(_) => false,
         };
         if keep {
