@@ -10,6 +10,7 @@
 //! per step a [`problem::StepProblem`] (the incremental potential) → a [`solver`] → a
 //! [`solver::StepReport`].
 
+pub mod adjoint;
 pub mod compare;
 pub mod contact;
 pub mod error;

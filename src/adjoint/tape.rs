@@ -1,0 +1,252 @@
+//! A recorded run: the model, the kept states, each step's convergence and its extra forces.
+
+use super::options::{Checkpointing, RecordOptions};
+use crate::error::{JelloError, Result};
+use crate::problem::{History, Model, State, StepProblem, StepScheme};
+use crate::solver::{NewtonParams, NewtonSolver, StepSolver, StopRule};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// How one recorded step ended.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepRecord {
+    /// Whether Newton met the characteristic-norm tolerance.
+    pub converged: bool,
+    /// The final characteristic-norm residual (dimensionless).
+    pub residual: f64,
+    /// Newton iterations.
+    pub iterations: usize,
+}
+
+/// A run recorded for differentiation ([`Self::backward`](super::Tape::backward)): implicit
+/// Euler or BDF2 steps of a fixed model solved by the f64 Newton reference to
+/// [`RecordOptions::tolerance`], with the states kept as [`RecordOptions::checkpointing`] says.
+pub struct Tape {
+    pub(super) model: Model,
+    pub(super) h: f64,
+    pub(super) options: RecordOptions,
+    solver: NewtonSolver,
+    /// Kept states by step number (0 = the initial state).
+    pub(super) kept: BTreeMap<usize, State>,
+    /// The latest state.
+    current: State,
+    /// Per step s (from state s to s + 1).
+    pub(super) records: Vec<StepRecord>,
+    /// Per step s, the extra per-vertex external forces (N, 3n) acting during it, if any.
+    pub(super) forces: Vec<Option<Arc<Vec<f64>>>>,
+    /// Wall time of the recorded steps, ms.
+    pub(super) forward_ms: f64,
+}
+
+impl Tape {
+    /// Starts a recording at `state` with time step `h` (s). Refuses, in one line, what the
+    /// adjoint does not differentiate: IPC contact between meshes, sphere and box obstacles
+    /// (their surface-pair barriers), strain limits; and a non-positive h or tolerance, a
+    /// state of the wrong size, `Every(0)`.
+    pub fn new(model: Model, state: State, h: f64, options: RecordOptions) -> Result<Self> {
+        let bad = |m: String| Err(JelloError::Invalid(format!("adjoint: {m}")));
+        if !(h.is_finite() && h > 0.0) {
+            return bad(format!("time step h must be > 0 s, got {h}"));
+        }
+        if !(options.tolerance.is_finite() && options.tolerance > 0.0) {
+            return bad(format!("tolerance must be > 0, got {}", options.tolerance));
+        }
+        if options.checkpointing == Checkpointing::Every(0) {
+            return bad("checkpointing Every(k) needs k ≥ 1".into());
+        }
+        let n = 3 * model.num_vertices();
+        if state.x.len() != n || state.v.len() != n {
+            return bad(format!(
+                "the state holds {} positions and {} velocities, the model {n} DOFs",
+                state.x.len(),
+                state.v.len()
+            ));
+        }
+        if model.contact.is_some() {
+            return bad("IPC contact between meshes is not differentiated yet".into());
+        }
+        if model.obstacles.iter().any(|o| o.is_bounded()) {
+            return bad("sphere and box obstacles are not differentiated (half-spaces are)".into());
+        }
+        if !model.strain_limits.is_empty() {
+            return bad("strain limits are not differentiated".into());
+        }
+        let params = NewtonParams {
+            stop: StopRule::Cn {
+                eps: options.tolerance,
+            },
+            max_iterations: options.max_iterations,
+            ..NewtonParams::default()
+        };
+        let solver = NewtonSolver::new(&model, params)?;
+        let mut kept = BTreeMap::new();
+        kept.insert(0, state.clone());
+        Ok(Tape {
+            model,
+            h,
+            options,
+            solver,
+            kept,
+            current: state,
+            records: Vec::new(),
+            forces: Vec::new(),
+            forward_ms: 0.0,
+        })
+    }
+
+    /// Records `steps` steps from `state` ([`Self::new`], then [`Self::step`] with no extra
+    /// forces).
+    pub fn record(
+        model: Model,
+        state: State,
+        h: f64,
+        steps: usize,
+        options: RecordOptions,
+    ) -> Result<Self> {
+        let mut tape = Tape::new(model, state, h, options)?;
+        for _ in 0..steps {
+            tape.step(None)?;
+        }
+        Ok(tape)
+    }
+
+    /// Solves and records one step, with `forces` (N, one per DOF, 3n) added to the model's
+    /// own during it. A step that does not converge is recorded (the backward pass refuses or
+    /// flags it, [`super::Unconverged`]); a non-finite state or bad force array is an error.
+    pub fn step(&mut self, forces: Option<&[f64]>) -> Result<StepRecord> {
+        let n = self.current.x.len();
+        let forces = match forces {
+            Some(f) if f.len() != n => {
+                return Err(JelloError::Invalid(format!(
+                    "adjoint: {} force entries for {n} DOFs",
+                    f.len()
+                )))
+            }
+            Some(f) if f.iter().any(|v| !v.is_finite()) => {
+                return Err(JelloError::Invalid(
+                    "adjoint: the step's forces must be finite".into(),
+                ))
+            }
+            Some(f) => Some(Arc::new(f.to_vec())),
+            None => None,
+        };
+        let t0 = Instant::now();
+        let number = self.records.len();
+        let (next, record) = advance(
+            &mut self.solver,
+            &self.model,
+            &self.current,
+            self.h,
+            forces.as_deref().map(|f| f.as_slice()),
+            number + 1,
+        )?;
+        self.forward_ms += t0.elapsed().as_secs_f64() * 1e3;
+        self.records.push(record);
+        self.forces.push(forces);
+        let s = number + 1;
+        let keep = match self.options.checkpointing {
+            Checkpointing::All => true,
+            Checkpointing::Every(k) => s.is_multiple_of(k),
+            Checkpointing::Binomial(_) => false,
+        };
+        if keep {
+            self.kept.insert(s, next.clone());
+        }
+        self.current = next;
+        Ok(record)
+    }
+
+    /// Steps recorded.
+    pub fn steps(&self) -> usize {
+        self.records.len()
+    }
+
+    /// How each recorded step ended.
+    pub fn records(&self) -> &[StepRecord] {
+        &self.records
+    }
+
+    /// The latest state.
+    pub fn state(&self) -> &State {
+        &self.current
+    }
+
+    /// The model the run was recorded with.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// Wall time of the recorded steps, ms.
+    pub fn forward_ms(&self) -> f64 {
+        self.forward_ms
+    }
+
+    /// Recomputes the state after step `s` from `start` (state s), as the forward pass did.
+    pub(super) fn recompute(&mut self, start: &State, s: usize) -> Result<State> {
+        let forces = self.forces[s].clone();
+        let (next, _) = advance(
+            &mut self.solver,
+            &self.model,
+            start,
+            self.h,
+            forces.as_deref().map(|f| f.as_slice()),
+            s + 1,
+        )?;
+        Ok(next)
+    }
+}
+
+/// One step from `state`: the model's step problem (plus `forces`: x̃_v += ĥ² f_v/m_v on free
+/// vertices) solved by `solver`; the new state carries the integrator's velocity and history.
+fn advance(
+    solver: &mut NewtonSolver,
+    model: &Model,
+    state: &State,
+    h: f64,
+    forces: Option<&[f64]>,
+    number: usize,
+) -> Result<(State, StepRecord)> {
+    let mut problem = StepProblem::new(model, state, h);
+    let fail = |why: String| {
+        JelloError::Solver(format!(
+            "adjoint: step {number} (t = {:.6} s): {why}",
+            state.t
+        ))
+    };
+    if let Some(f) = forces {
+        let hh = problem.h_hat;
+        for (k, fk) in f.iter().enumerate() {
+            if !problem.fixed[k] {
+                problem.x_tilde[k] += hh * hh * fk / model.mass[k / 3];
+            }
+        }
+    }
+    if !problem.start_is_finite(model) {
+        return Err(fail(problem.diagnose_non_finite(model, &problem.x_start)));
+    }
+    let mut x = Vec::new();
+    let report = solver.step(&problem, model, &mut x, false)?;
+    if x.iter().any(|v| !v.is_finite()) {
+        return Err(fail("the solver returned a non-finite state".into()));
+    }
+    let mut v = vec![0.0; x.len()];
+    StepScheme::new(model, state, h).velocity_into(&x, &mut v);
+    let next = State {
+        x,
+        v,
+        t: state.t + h,
+        history: model.integrator.keeps_history().then(|| History {
+            x: state.x.clone(),
+            v: state.v.clone(),
+        }),
+    };
+    Ok((
+        next,
+        StepRecord {
+            converged: report.converged,
+            residual: report.residual,
+            iterations: report.iterations,
+        },
+    ))
+}
