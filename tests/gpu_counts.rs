@@ -18,7 +18,9 @@ use jello::material::{Material, MaterialModel};
 use jello::mesh::box_grid;
 use jello::problem::{Model, Script, StepProblem};
 use jello::solver::backend::DeviceBackend;
-use jello::solver::jgs2::{build_subspace, DeviceJgs2, Jgs2Params, Safeguard, SubspaceOptions, Variant};
+use jello::solver::jgs2::{
+    build_subspace, DeviceJgs2, Jgs2Params, Safeguard, SubspaceOptions, Variant,
+};
 use jello::solver::qn::{QnMode, QnParams, QnSolver};
 use jello::solver::{StepSolver, StopRule};
 use std::mem::size_of;
@@ -43,7 +45,14 @@ fn bar() -> Model {
             omega: 0.5,
         },
     );
-    one_body(mesh, mat, [0.0, -9.81, 0.0], vec![fixed, twist], vec![], 1e-3)
+    one_body(
+        mesh,
+        mat,
+        [0.0, -9.81, 0.0],
+        vec![fixed, twist],
+        vec![],
+        1e-3,
+    )
 }
 
 /// Bytes an iteration cannot avoid: positions read and written once (vec4 f32) and every
@@ -55,7 +64,13 @@ fn compulsory(m: &Model) -> u64 {
 
 /// One step with exactly `n` iterations on a fresh JGS2/VBD device solver; its counters, and the
 /// solver's colour count.
-fn jgs2_step(m: &Model, n: usize, variant: Variant, safeguard: Safeguard, subspace: bool) -> Option<(DeviceCounters, usize)> {
+fn jgs2_step(
+    m: &Model,
+    n: usize,
+    variant: Variant,
+    safeguard: Safeguard,
+    subspace: bool,
+) -> Option<(DeviceCounters, usize)> {
     let dev = gpu_device()?;
     let counters = dev.counter_handle();
     let params = Jgs2Params {
@@ -64,10 +79,14 @@ fn jgs2_step(m: &Model, n: usize, variant: Variant, safeguard: Safeguard, subspa
         variant,
         safeguard,
     };
-    let sub = subspace.then(|| Arc::new(build_subspace(m, H, &SubspaceOptions::default()).unwrap()));
+    let sub =
+        subspace.then(|| Arc::new(build_subspace(m, H, &SubspaceOptions::default()).unwrap()));
     if let Some(s) = &sub {
         // The plain JGS2 count below assumes the H-matrix far field (3 dispatches per frame).
-        assert!(s.far_hmatrix.is_some(), "the default subspace has the H-matrix far field");
+        assert!(
+            s.far_hmatrix.is_some(),
+            "the default subspace has the H-matrix far field"
+        );
     }
     let mut solver = DeviceJgs2::new(dev, m, params, sub).unwrap();
     let colours = solver.num_colours();
@@ -218,8 +237,14 @@ fn qn_counts() {
     );
     assert!(solves >= N2 - N1, "one host solve per iteration at least");
     assert!(trials >= N2 - N1, "one trial per iteration at least");
-    assert!((solves + trials) as u64 <= syncs, "{solves} + {trials} > {syncs}");
-    assert!(syncs <= (3 * solves + trials) as u64, "{syncs} > 3·{solves} + {trials}");
+    assert!(
+        (solves + trials) as u64 <= syncs,
+        "{solves} + {trials} > {syncs}"
+    );
+    assert!(
+        syncs <= (3 * solves + trials) as u64,
+        "{syncs} > 3·{solves} + {trials}"
+    );
     let per_solve = 16 * m.num_vertices() as u64;
     assert!(b.readback_bytes - a.readback_bytes >= solves as u64 * per_solve);
     assert!(b.upload_bytes - a.upload_bytes >= solves as u64 * per_solve);
