@@ -1,7 +1,7 @@
 //! The CPU backend: buffers are word vectors, dispatches run the kernels' Rust twins.
 
 use super::adapter::DeviceInfo;
-use super::device::{BackendImpl, BufferId, Scratch, Step};
+use super::device::{BackendImpl, BufferId, CounterHandle, Scratch, Step};
 use super::kernel::{Access, Bindings};
 use crate::{JelloError, Result};
 use std::ops::Range;
@@ -17,6 +17,7 @@ pub struct CpuDevice {
     info: DeviceInfo,
     bufs: Vec<Option<CpuBuf>>,
     pub(crate) scratch: Scratch,
+    pub(crate) counters: CounterHandle,
 }
 
 impl Default for CpuDevice {
@@ -32,6 +33,7 @@ impl CpuDevice {
             info: DeviceInfo::cpu(),
             bufs: Vec::new(),
             scratch: Scratch::default(),
+            counters: CounterHandle::default(),
         }
     }
     fn get(&self, id: BufferId) -> Result<&CpuBuf> {

@@ -13,6 +13,7 @@ use bytemuck::Pod;
 use std::marker::PhantomData;
 use std::mem::size_of;
 use std::ops::Range;
+use std::sync::{Arc, Mutex};
 
 /// Opaque id of a device buffer (untyped; what `dispatch` takes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -62,6 +63,166 @@ pub enum ReduceOp {
     Dot,
     /// max |aᵢ|.
     MaxAbs,
+}
+
+/// Work one kernel did, summed over its dispatches (see [`DeviceCounters::kernels`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelCount {
+    /// Dispatches of the kernel (reduction passes count one each).
+    pub dispatches: u64,
+    /// Bytes its bindings read, estimated as in [`DeviceCounters::kernel_read_bytes`].
+    pub read_bytes: u64,
+    /// Bytes its writable bindings wrote, estimated as in [`DeviceCounters::kernel_write_bytes`].
+    pub write_bytes: u64,
+}
+
+/// What a device did since it was created (or since [`Device::reset_counters`]): dispatches,
+/// submits, host synchronisations and the bytes that crossed the bus or that the kernels moved.
+/// Always on: counting costs a few integer additions per dispatch, write or read.
+///
+/// Host synchronisations are the points where the host waits for the device: every readback
+/// ([`Device::read`], [`Device::read_range`], the scalar reductions [`Device::dot`] & co., which
+/// read one float) and every [`Device::wait_idle`]. On the CPU backend nothing waits, but the
+/// same calls are counted, so a solver's sync count is the same on both backends.
+///
+/// Kernel bytes are an estimate from the kernel table ([`super::kernel::KERNELS`]): for each
+/// binding the elements its length rule says a dispatch over `n` items touches (`k·n` for
+/// `PerItem(k)`, `k·n + 1` for CSR offsets, the partials for reduction outputs, the whole buffer
+/// for `Any`, the data-dependent gathers), capped at the bound buffer's length, times the
+/// element size. Every binding is counted as read once; a `ReadWrite` binding is also counted as
+/// written once — the table does not distinguish write-only outputs, so a pure output is
+/// counted as read and written (an upper bound). Gathers through `Any` bindings count the whole
+/// buffer once (what a cache that holds it would move; a kernel re-reading through a cache
+/// that does not moves more).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeviceCounters {
+    /// Kernel dispatches (each reduction pass is one).
+    pub dispatches: u64,
+    /// Device-side buffer copies recorded in plans.
+    pub copies: u64,
+    /// Plans submitted with at least one step (one queue submission each on the GPU).
+    pub submits: u64,
+    /// Host synchronisations: readbacks and `wait_idle` calls.
+    pub syncs: u64,
+    /// Bytes written host → device ([`Device::write`], [`Device::upload`]).
+    pub upload_bytes: u64,
+    /// Bytes read device → host (readbacks).
+    pub readback_bytes: u64,
+    /// Bytes the kernels' bindings read (estimate; see the type's docs).
+    pub kernel_read_bytes: u64,
+    /// Bytes the kernels' writable bindings wrote (estimate; see the type's docs).
+    pub kernel_write_bytes: u64,
+    /// Bytes moved by device-side copies (each byte read once and written once: 2× the size).
+    pub copy_bytes: u64,
+    /// Bytes of the per-dispatch parameter blocks uploaded with each submit (wgpu backend only:
+    /// one uniform block per dispatch at the adapter's offset alignment; zero on the CPU).
+    pub param_bytes: u64,
+    /// Per kernel, indexed by [`Kernel::index`] (grown on demand; kernels never dispatched are
+    /// zero or absent).
+    pub kernels: Vec<KernelCount>,
+}
+
+impl DeviceCounters {
+    /// Bytes the kernels and copies moved on the device (reads + writes).
+    pub fn device_bytes(&self) -> u64 {
+        self.kernel_read_bytes + self.kernel_write_bytes + self.copy_bytes
+    }
+    /// Bytes that crossed the bus (uploads, parameter blocks and readbacks).
+    pub fn bus_bytes(&self) -> u64 {
+        self.upload_bytes + self.param_bytes + self.readback_bytes
+    }
+    /// `self − earlier`: what happened between two snapshots (`earlier` taken first).
+    pub fn since(&self, earlier: &DeviceCounters) -> DeviceCounters {
+        let kernels = (0..self.kernels.len())
+            .map(|i| {
+                let a = self.kernels[i];
+                let b = earlier.kernels.get(i).copied().unwrap_or_default();
+                KernelCount {
+                    dispatches: a.dispatches - b.dispatches,
+                    read_bytes: a.read_bytes - b.read_bytes,
+                    write_bytes: a.write_bytes - b.write_bytes,
+                }
+            })
+            .collect();
+        DeviceCounters {
+            dispatches: self.dispatches - earlier.dispatches,
+            copies: self.copies - earlier.copies,
+            submits: self.submits - earlier.submits,
+            syncs: self.syncs - earlier.syncs,
+            upload_bytes: self.upload_bytes - earlier.upload_bytes,
+            readback_bytes: self.readback_bytes - earlier.readback_bytes,
+            kernel_read_bytes: self.kernel_read_bytes - earlier.kernel_read_bytes,
+            kernel_write_bytes: self.kernel_write_bytes - earlier.kernel_write_bytes,
+            copy_bytes: self.copy_bytes - earlier.copy_bytes,
+            param_bytes: self.param_bytes - earlier.param_bytes,
+            kernels,
+        }
+    }
+    /// The kernels that were dispatched, with their counts, in table order.
+    pub fn kernel_counts(&self) -> impl Iterator<Item = (Kernel, KernelCount)> + '_ {
+        self.kernels
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.dispatches > 0)
+            .filter_map(|(i, c)| Kernel::ALL.get(i).map(|k| (*k, *c)))
+    }
+    fn count_dispatch(&mut self, kernel: Kernel, read: u64, write: u64) {
+        self.dispatches += 1;
+        self.kernel_read_bytes += read;
+        self.kernel_write_bytes += write;
+        let i = kernel.index();
+        if self.kernels.len() <= i {
+            self.kernels.resize(i + 1, KernelCount::default());
+        }
+        let k = &mut self.kernels[i];
+        k.dispatches += 1;
+        k.read_bytes += read;
+        k.write_bytes += write;
+    }
+}
+
+/// A shared handle on a device's counters ([`Device::counter_handle`]): taken before the device
+/// is handed to a solver that owns it, it still reads the counters while the solver runs.
+#[derive(Clone, Debug, Default)]
+pub struct CounterHandle(Arc<Mutex<DeviceCounters>>);
+
+impl CounterHandle {
+    /// A snapshot of the counters now.
+    pub fn snapshot(&self) -> DeviceCounters {
+        self.0.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+    /// Zeroes the counters.
+    pub fn reset(&self) {
+        if let Ok(mut c) = self.0.lock() {
+            *c = DeviceCounters::default();
+        }
+    }
+    /// Applies `f` to the counters (one uncontended lock: what keeps counting always on).
+    pub(crate) fn add(&self, f: impl FnOnce(&mut DeviceCounters)) {
+        if let Ok(mut c) = self.0.lock() {
+            f(&mut c);
+        }
+    }
+}
+
+/// Elements a binding with length rule `len` touches in a dispatch over `n` items (`u0` the
+/// dispatch's flags), at most `buf_len`.
+fn touched(len: kernel::Len, n: u32, u0: u32, buf_len: usize) -> u64 {
+    let n = n as u64;
+    let want = match len {
+        kernel::Len::Any => buf_len as u64,
+        kernel::Len::PerItem(k) => k as u64 * n,
+        kernel::Len::PerItemPlusOne(k) => k as u64 * n + 1,
+        kernel::Len::PerItemIf(k, flag) => {
+            if u0 & flag != 0 {
+                k as u64 * n
+            } else {
+                0
+            }
+        }
+        kernel::Len::Partials => n.div_ceil(REDUCE_BLOCK as u64).max(1),
+    };
+    want.min(buf_len as u64)
 }
 
 #[derive(Clone, Debug)]
@@ -280,6 +441,23 @@ impl Device {
             Device::Cpu(c) => c,
         }
     }
+    /// The handle on this device's counters (shared: it keeps reading them after the device
+    /// moves into a solver).
+    pub fn counter_handle(&self) -> CounterHandle {
+        match self {
+            Device::Gpu(g) => g.counters.clone(),
+            Device::Cpu(c) => c.counters.clone(),
+        }
+    }
+    /// A snapshot of what this device did since it was created or last reset (see
+    /// [`DeviceCounters`]); take two and [`DeviceCounters::since`] for an interval.
+    pub fn counters(&self) -> DeviceCounters {
+        self.counter_handle().snapshot()
+    }
+    /// Zeroes the counters.
+    pub fn reset_counters(&mut self) {
+        self.counter_handle().reset();
+    }
     fn scratch(&mut self) -> &mut Scratch {
         match self {
             Device::Gpu(g) => &mut g.scratch,
@@ -343,7 +521,10 @@ impl Device {
             buf.id,
             (start * size_of::<T>()) as u64,
             bytemuck::cast_slice(data),
-        )
+        )?;
+        let n = size_of_val(data) as u64;
+        self.counter_handle().add(|c| c.upload_bytes += n);
+        Ok(())
     }
     /// Reads the whole buffer back (waits for the GPU, with a timeout).
     pub fn read<T: Pod>(&mut self, buf: &Buf<T>) -> Result<Vec<T>> {
@@ -364,6 +545,11 @@ impl Device {
         let bytes = self
             .imp_mut()
             .read_bytes(buf.id, range.start as u64 * s..range.end as u64 * s)?;
+        let n = bytes.len() as u64;
+        self.counter_handle().add(|c| {
+            c.syncs += 1;
+            c.readback_bytes += n;
+        });
         Ok(bytemuck::pod_collect_to_vec(&bytes))
     }
     /// Runs one kernel now (a one-dispatch plan).
@@ -382,11 +568,55 @@ impl Device {
     /// Returns without waiting for the GPU; reads wait.
     pub fn submit(&mut self, plan: &Plan) -> Result<()> {
         let steps = self.resolve(plan)?;
-        self.imp_mut().run(&steps)
+        self.imp_mut().run(&steps)?;
+        self.count(&steps);
+        Ok(())
     }
     /// Waits until all submitted work has finished (timeout → error).
     pub fn wait_idle(&mut self) -> Result<()> {
-        self.imp_mut().wait_idle()
+        self.imp_mut().wait_idle()?;
+        self.counter_handle().add(|c| c.syncs += 1);
+        Ok(())
+    }
+    /// Adds a submitted plan's steps to the counters.
+    fn count(&mut self, steps: &[Step]) {
+        if steps.is_empty() {
+            return;
+        }
+        let mut per = Vec::with_capacity(steps.len());
+        let (mut copies, mut copy_bytes) = (0, 0);
+        for s in steps {
+            match s {
+                Step::Dispatch {
+                    kernel,
+                    bufs,
+                    params,
+                } => {
+                    let (mut read, mut write) = (0, 0);
+                    for (bd, id) in kernel.desc().bindings.iter().zip(bufs) {
+                        let len = self.imp().meta(*id).map_or(0, |(_, l)| l);
+                        let b = touched(bd.len, params.n, params.u0, len) * bd.elem_bytes as u64;
+                        read += b;
+                        if bd.access == kernel::Access::ReadWrite {
+                            write += b;
+                        }
+                    }
+                    per.push((*kernel, read, write));
+                }
+                Step::Copy { bytes, .. } => {
+                    copies += 1;
+                    copy_bytes += 2 * bytes;
+                }
+            }
+        }
+        self.counter_handle().add(|c| {
+            c.submits += 1;
+            c.copies += copies;
+            c.copy_bytes += copy_bytes;
+            for (kernel, read, write) in per {
+                c.count_dispatch(kernel, read, write);
+            }
+        });
     }
     /// Σ a[0..n], as f32 computed on the device.
     pub fn sum(&mut self, a: &Buf<f32>, n: u32) -> Result<f32> {

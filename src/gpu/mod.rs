@@ -64,7 +64,9 @@ pub use adapter::{
 };
 pub use cpu_device::CpuDevice;
 pub use csr::{SurfaceCsr, VertexCsr};
-pub use device::{Buf, BufferId, Device, Plan, ReduceOp};
+pub use device::{
+    Buf, BufferId, CounterHandle, Device, DeviceCounters, KernelCount, Plan, ReduceOp,
+};
 pub use evaluator::{element_records, ElasticEvaluator, ElasticRest, EvalFlags, Evaluation};
 pub use kernel::Kernel;
 pub use layout::{

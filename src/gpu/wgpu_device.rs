@@ -11,7 +11,7 @@
 //! also become `JelloError::Gpu`, never a hang or a panic.
 
 use super::adapter::{self, DeviceInfo};
-use super::device::{BackendImpl, BufferId, Scratch, Step};
+use super::device::{BackendImpl, BufferId, CounterHandle, Scratch, Step};
 use super::kernel::{Access, Kernel};
 use super::layout::Params;
 use crate::{JelloError, Result};
@@ -50,6 +50,7 @@ pub struct GpuDevice {
     lost: Arc<Mutex<Option<String>>>,
     readback_timeout: Duration,
     pub(crate) scratch: Scratch,
+    pub(crate) counters: CounterHandle,
 }
 
 fn gpu_err(what: &str, e: impl std::fmt::Display) -> JelloError {
@@ -190,6 +191,7 @@ impl GpuDevice {
             lost: Arc::new(Mutex::new(None)),
             readback_timeout: DEFAULT_READBACK_TIMEOUT,
             scratch: Scratch::default(),
+            counters: CounterHandle::default(),
         })
     }
 
@@ -530,6 +532,9 @@ impl BackendImpl for GpuDevice {
         if !param_bytes.is_empty() {
             self.ensure_params(param_bytes.len() as u64)?;
         }
+        // The parameter blocks cross the bus with the submit (counted here: the CPU has none).
+        let pb = param_bytes.len() as u64;
+        self.counters.add(|c| c.param_bytes += pb);
         let this = &*self;
         this.scoped("submitting a plan", |s| {
             if let Some((pb, _, _)) = &s.params_buf {
