@@ -101,7 +101,7 @@ pub struct Gradients {
 /// stable Neo-Hookeans' offset α = 1 + cμ/λ enters P only through λ(J − α) = λ(J − 1) − cμ, and
 /// the energy's constant shifts drop out of P), so P = μ P_μ + λ P_λ and each is the difference
 /// of two stress evaluations at doubled parameters divided by the parameter — exact up to
-/// round-off, not a finite difference (`tests/adjoint.rs` and the unit test below check the
+/// round-off, not a finite difference (`tests/cpu/adjoint.rs` and the unit test below check the
 /// linearity). λ = 0 (ARAP ignores it) gives P_λ = 0.
 pub fn stress_parameter_derivatives(
     m: &Material,

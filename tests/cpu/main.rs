@@ -10,6 +10,7 @@ mod common;
 #[path = "../contact_common/mod.rs"]
 mod contact_common;
 
+mod adjoint;
 mod admm;
 mod admm_contact;
 mod admm_strain;

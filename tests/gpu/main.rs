@@ -15,6 +15,7 @@ mod gpu_admm;
 mod gpu_compare;
 mod gpu_compare_jgs2;
 mod gpu_contact_kernels;
+mod gpu_counts;
 mod gpu_dot;
 mod gpu_invariants;
 mod gpu_jgs2;

@@ -8,9 +8,9 @@
 //! step's setup (uploads, the start's evaluation) and final readback cancel.
 //!
 //! GPU test: FAILS without an adapter. Software Vulkan:
-//!   WGPU_BACKEND=vulkan cargo test --test gpu_counts
+//!   WGPU_BACKEND=vulkan cargo test --test gpu gpu_counts::
 
-mod common;
+use crate::common;
 
 use common::{gpu_device, one_body, pin_where};
 use jello::gpu::{DeviceCounters, ElemParams, GpuMat3, GpuTet};
