@@ -45,9 +45,11 @@
 use jello::gpu::{Backend, CounterHandle, Device, DeviceCounters, Kernel, Params, Plan};
 use jello::material::{Material, MaterialModel};
 use jello::mesh::box_grid;
-use jello::problem::{BarrierParams, Body, DeviceElastic, Model, Pin, Script, StepProblem};
+use jello::problem::{
+    BarrierParams, Body, DeviceElastic, ElasticTerms, Model, Pin, Script, StepProblem,
+};
 use jello::scene::Scene;
-use jello::sim::Simulation;
+use jello::sim::{SimOptions, Simulation};
 use jello::solver::admm::{AdmmParams, AdmmSolver};
 use jello::solver::backend::{CpuBackend, DeviceBackend, HostSolveStats};
 use jello::solver::dot::{DotParams, DotSolver};
@@ -382,10 +384,17 @@ fn build(
             )))
         }
     };
-    let mut sim = Simulation::new(m.clone(), m.initial_state(&case.velocity), case.h, boxed)?;
-    if let Some(e) = elastic {
-        sim.set_elastic_backend(Box::new(e));
-    }
+    let options = SimOptions {
+        elastic: elastic.map(|e| Box::new(e) as Box<dyn ElasticTerms + Send>),
+        ..SimOptions::default()
+    };
+    let sim = Simulation::with_options(
+        m.clone(),
+        m.initial_state(&case.velocity),
+        case.h,
+        boxed,
+        options,
+    )?;
     Ok(Built {
         sim,
         counters,

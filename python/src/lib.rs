@@ -433,8 +433,8 @@ impl PySimulation {
             .map_err(|e: Error| invalid(format!("backend: {e}")))?;
         let mut built = scene.built.clone();
         if let Some(s) = solver {
-            built.config.solver = jello::scene::SolverKind::parse(s)
-                .map_err(|e| invalid(format!("solver: {e}")))?;
+            built.config.solver =
+                jello::scene::SolverKind::parse(s).map_err(|e| invalid(format!("solver: {e}")))?;
         }
         // The CLI's cache folder (subspaces, partitions) next to a scene file; none for text.
         let cache_dir = match scene.path.file_name() {
