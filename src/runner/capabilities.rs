@@ -13,6 +13,7 @@
 use crate::gpu::Backend;
 use crate::problem::Model;
 use crate::scene::{RunConfig, SolverKind};
+use crate::solver::jgs2::DeviceJgs2;
 use crate::solver::HessianFilter;
 
 /// What runs on the device for `kind` with a GPU backend (f32 kernels), and what stays f64 on
@@ -117,7 +118,7 @@ pub fn device_blocker(config: &RunConfig, model: &Model, requested: Backend) -> 
                 "a static solve with {kind} runs on the CPU backend"
             ))
         }
-        SolverKind::Jgs2 | SolverKind::Vbd => None,
+        SolverKind::Jgs2 | SolverKind::Vbd => DeviceJgs2::unsupported(model),
         // Spheres and boxes act through surface primitive pairs, not on the device yet.
         SolverKind::Qn | SolverKind::Dot | SolverKind::LbfgsH => {
             model.obstacles.iter().any(|o| o.is_bounded()).then(|| {

@@ -560,6 +560,20 @@ impl DeviceJgs2 {
             .transpose()
     }
 
+    /// Why the device path cannot run `model`, if it cannot (what [`Self::new`] refuses, and
+    /// what `runner::capabilities` reports before a device or a subspace is built): box
+    /// obstacles act through corner–triangle and edge–edge pairs only the CPU backend has.
+    pub fn unsupported(model: &Model) -> Option<String> {
+        let i = model
+            .obstacles
+            .iter()
+            .position(|o| matches!(o, Obstacle::Box { .. }))?;
+        Some(format!(
+            "obstacle {i} is a box: box contact (corner–triangle and edge–edge pairs) runs on \
+             the CPU backend only"
+        ))
+    }
+
     /// Uploads `model` (and the subspace: JGS2; `None`: VBD) to `device`. Errors when the
     /// subspace does not match the model or a buffer exceeds the device's storage-binding limit
     /// (the error names the buffer).
@@ -569,15 +583,8 @@ impl DeviceJgs2 {
         params: Jgs2Params,
         subspace: Option<Arc<Jgs2Subspace>>,
     ) -> Result<Self> {
-        if let Some(i) = model
-            .obstacles
-            .iter()
-            .position(|o| matches!(o, Obstacle::Box { .. }))
-        {
-            return Err(JelloError::Invalid(format!(
-                "obstacle {i} is a box: box contact (corner–triangle and edge–edge pairs) runs \
-                 on the CPU backend only"
-            )));
+        if let Some(why) = Self::unsupported(model) {
+            return Err(JelloError::Invalid(why));
         }
         let mut dev = device;
         let m = DeviceModel::new(&mut dev, model)?;
