@@ -76,6 +76,9 @@
 //! `armadillo_114k`: the base case on the 28,310-vertex armadillo (about 5 minutes of JGS2
 //! precompute on 2 cores).
 
+#[path = "common/kicked_armadillo.rs"]
+mod kicked_armadillo;
+
 use jello::output::plot::{write_plot, PlotSpec, Series};
 use jello::problem::Model;
 use jello::scene::Scene;
@@ -155,31 +158,7 @@ fn armadillo(mesh: &str, stiffness: f64, kick: f64, name: &'static str) -> Optio
     let label = mesh;
     let mesh = shared_mesh(&format!("{mesh}.node"))?;
     let e = 1e5 * stiffness;
-    // y is up (feet at y = -0.5, hands at x = ±0.42, y ≈ 0.3). The left hand (x < 0) is
-    // pinned; the right foot (x > 0, y < -0.44) is kicked along +z for 20 ms, then released.
-    let scene = format!(
-        r#"
-[simulation]
-h = 0.01
-steps = 1
-gravity = [0.0, -9.81, 0.0]
-
-[[objects]]
-name = "armadillo"
-mesh = {{ file = "{}" }}
-material = {{ model = "stable_neo_hookean", youngs_modulus = {e:e}, poisson_ratio = 0.4, density = 1000.0 }}
-
-[[pins]]
-region = {{ box = {{ min = [-1.0, -1.0, -1.0], max = [-0.37, 1.0, 1.0] }} }}
-
-[[forces]]
-region = {{ box = {{ min = [0.0, -1.0, -1.0], max = [1.0, -0.44, 1.0] }} }}
-force = [0.0, 0.0, {kick}]
-start = 0.0
-end = 0.02
-"#,
-        mesh.display()
-    );
+    let scene = kicked_armadillo::scene(&mesh, e, kick);
     Some(Case {
         name,
         about: format!(

@@ -42,6 +42,9 @@
 //! On a software adapter (lavapipe) the f32 kernels run on the CPU: its times say nothing about
 //! a GPU's; the counts and bytes are the adapter-independent part of the model.
 
+#[path = "common/kicked_armadillo.rs"]
+mod kicked_armadillo;
+
 use jello::gpu::{Backend, CounterHandle, Device, DeviceCounters, Kernel, Params, Plan};
 use jello::material::{Material, MaterialModel};
 use jello::mesh::box_grid;
@@ -181,29 +184,7 @@ fn armadillo(dir: &Path, mesh: &str, notes: &mut Vec<String>) -> Option<Case> {
         notes.push(format!("{mesh}: {} not found, skipped", path.display()));
         return None;
     }
-    let scene = format!(
-        r#"
-[simulation]
-h = 0.01
-steps = 1
-gravity = [0.0, -9.81, 0.0]
-
-[[objects]]
-name = "armadillo"
-mesh = {{ file = "{}" }}
-material = {{ model = "stable_neo_hookean", youngs_modulus = 1e5, poisson_ratio = 0.4, density = 1000.0 }}
-
-[[pins]]
-region = {{ box = {{ min = [-1.0, -1.0, -1.0], max = [-0.37, 1.0, 1.0] }} }}
-
-[[forces]]
-region = {{ box = {{ min = [0.0, -1.0, -1.0], max = [1.0, -0.44, 1.0] }} }}
-force = [0.0, 0.0, 3000.0]
-start = 0.0
-end = 0.02
-"#,
-        path.display()
-    );
+    let scene = kicked_armadillo::scene(&path, 1e5, 3000.0);
     let built = match Scene::parse(Path::new("armadillo.toml"), &scene).and_then(|s| s.build()) {
         Ok(b) => b,
         Err(e) => {

@@ -71,6 +71,9 @@
 //! | hard TSS armadillo_18k | 1,510 (16.3), 77 | 487 (26.6), 87 | 437 (31.0), 84 | 647 (41.2), 29 |
 //! | hard TSS bunny_20k | 3,392 (25.6), 99 | 839 (34.6), 110 | 572 (32.6), 107 | 679 (36.9), 36 |
 
+#[path = "common/kicked_armadillo.rs"]
+mod kicked_armadillo;
+
 use jello::gpu::{Backend, Device};
 use jello::material::{Material, MaterialModel};
 use jello::mesh::box_grid;
@@ -442,29 +445,7 @@ fn armadillo_mesh(name: &str) -> Option<Case> {
         println!("  ({name} not in ../shared/meshes: skipped)");
         return None;
     }
-    let scene = format!(
-        r#"
-[simulation]
-h = 0.01
-steps = 1
-gravity = [0.0, -9.81, 0.0]
-
-[[objects]]
-name = "armadillo"
-mesh = {{ file = "{}" }}
-material = {{ model = "stable_neo_hookean", youngs_modulus = 1e5, poisson_ratio = 0.4, density = 1000.0 }}
-
-[[pins]]
-region = {{ box = {{ min = [-1.0, -1.0, -1.0], max = [-0.37, 1.0, 1.0] }} }}
-
-[[forces]]
-region = {{ box = {{ min = [0.0, -1.0, -1.0], max = [1.0, -0.44, 1.0] }} }}
-force = [0.0, 0.0, 3000.0]
-start = 0.0
-end = 0.02
-"#,
-        mesh.display()
-    );
+    let scene = kicked_armadillo::scene(&mesh, 1e5, 3000.0);
     let built = Scene::parse(Path::new("armadillo.toml"), &scene)
         .expect("scene")
         .build()
