@@ -33,7 +33,7 @@ mod stop;
 pub use filter::{trust_ratio, FilterState, HessianFilter, TRUST_RATIO_TOLERANCE};
 pub use line_search::{backtracking, LineSearchResult};
 pub use newton::{NewtonParams, NewtonSolver};
-pub use report::{IterationRecord, StepReport, StepTimings};
+pub use report::{IterationRecord, StepReport, StepTimings, StepWork};
 pub use stop::{QnMode, StopRule};
 
 use crate::error::Result;

@@ -295,6 +295,7 @@ impl StepSolver for NewtonSolver {
             energy_change: change,
             wall_ms: ms(start),
             timings,
+            work: Default::default(),
             trace: records,
             ..StepReport::default()
         })

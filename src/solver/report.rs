@@ -42,6 +42,29 @@ pub struct StepTimings {
     pub line_search_ms: f64,
 }
 
+/// Work a step's inner solvers did, summed over the step's iterations (retries and substeps
+/// included): what a user reads to see where a solver spends its time beyond the outer iteration
+/// count. Each solver fills the fields that apply to it and leaves the others at their defaults.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct StepWork {
+    /// Conjugate-gradient iterations per level, finest first: one entry for Newton-PCG, one per
+    /// level for the multilevel solver; empty when no CG ran.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cg_iterations: Vec<usize>,
+    /// Line-search trials (energy evaluations at a trial point) over the step; 0 when the solver
+    /// has no line search.
+    pub line_search_trials: usize,
+    /// Numeric refactorisations of a global matrix over the step (ADMM's penalty updates,
+    /// Newton's factorisations); 0 when none.
+    pub refactorisations: usize,
+    /// ADMM: primal residual ‖W(Dx − z)‖ at the step's last iteration, √J.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub primal: Option<f64>,
+    /// ADMM: dual residual ‖DᵀW²(zⁿ⁺¹ − zⁿ)‖ at the step's last iteration, N.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dual: Option<f64>,
+}
+
 /// The outcome of one time step.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct StepReport {
@@ -76,6 +99,8 @@ pub struct StepReport {
     pub wall_ms: f64,
     /// Time split.
     pub timings: StepTimings,
+    /// Inner-solver work (CG iterations, line-search trials, refactorisations, ADMM residuals).
+    pub work: StepWork,
     /// Per-iteration records (with `--trace`); entry 0 is the initial guess.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<Vec<IterationRecord>>,

@@ -510,6 +510,7 @@ impl<B: AdmmBackend> StepSolver for AdmmSolver<B> {
             energy_change,
             wall_ms: ms(start),
             timings,
+            work: Default::default(),
             trace: records,
             ..StepReport::default()
         })

@@ -1795,6 +1795,7 @@ impl StepSolver for DeviceJgs2 {
             energy_change: problem.energy_change(elastic, x),
             wall_ms: ms(start),
             timings,
+            work: Default::default(),
             trace: records,
             ..StepReport::default()
         })

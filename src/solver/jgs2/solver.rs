@@ -780,6 +780,7 @@ impl StepSolver for Jgs2Solver {
             energy_change: energy_of(x),
             wall_ms: ms(start),
             timings,
+            work: Default::default(),
             trace: records,
             ..StepReport::default()
         })

@@ -640,6 +640,7 @@ impl<B: PotentialBackend, H: InitialInverse<B>> StepSolver for LbfgsSolver<B, H>
             energy_change,
             wall_ms: ms(start),
             timings,
+            work: Default::default(),
             trace: records,
             ..StepReport::default()
         })

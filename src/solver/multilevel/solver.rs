@@ -956,6 +956,7 @@ impl StepSolver for MultilevelSolver {
             energy_change: change,
             wall_ms: ms(start),
             timings,
+            work: Default::default(),
             trace: records,
             ..StepReport::default()
         })
