@@ -32,7 +32,9 @@
 //!
 //! Files: [`params`] (options and defaults), [`levels`] (the affine and SMS prolongations),
 //! [`operator`] (H·v, its diagonal and the Galerkin block diagonal), [`cache`] (the SMS
-//! precompute, cached as `sms-KEY.bin`), `solver.rs` (the loop); the PCG is
+//! precompute, cached as `sms-KEY.bin`), `solver.rs` (the solver and its direction, the inner
+//! solve of the Newton-type outer loop in `solver/newton/outer.rs`, shared with projected
+//! Newton: κ, friction passes, stop test, line search, trace); the PCG is
 //! [`crate::solver::pcg`], shared.
 //!
 //! # Choices the paper leaves open (with the reason, and the measured effect where measured)

@@ -1,5 +1,8 @@
-//! The multilevel inexact-Newton loop (f64, CPU). See the module docs for the algorithm and
-//! the choices it makes.
+//! The multilevel solver's inexact-Newton direction (levels, then the smoother; f64 on the CPU
+//! or f32 on a device), its stop rule and lag refresh: the [`InnerSolve`] of the Newton-type
+//! outer loop it shares with projected Newton. See the module docs for the algorithm and the
+//! choices it makes. Its work goes to [`StepWork::cg_iterations`] per level, finest first
+//! (full space, SMS, affine).
 
 use super::device::DeviceDirection;
 use super::device_energy::{device_backtracking, DeviceEnergy};
@@ -10,9 +13,12 @@ use crate::error::{JelloError, Result};
 use crate::material::{element_hessian_filtered, EigenFilter};
 use crate::problem::{ElasticTerms, HessianLayout, Model, StepProblem};
 use crate::solver::jgs2::{FrozenJgs2, Jgs2Preconditioner, Jgs2Subspace};
+use crate::solver::newton::{newton_loop, InnerSolve, Iterate};
 use crate::solver::pcg::{dot, pcg, pcg_with, Beta};
 use crate::solver::report::{max_vertex_norm, ms};
-use crate::solver::{backtracking, IterationRecord, StepReport, StepSolver, StepTimings, StopRule};
+use crate::solver::{
+    backtracking, LineSearchResult, StepReport, StepSolver, StepTimings, StepWork,
+};
 use jello_precompute::sms::{AffineBasis, SmsBasis, HANDLE_DOFS};
 use jello_precompute::sparse::SymSparse;
 use nalgebra::Vector3;
@@ -89,6 +95,8 @@ pub struct MultilevelSolver {
     /// The JGS2 preconditioner of the full-space PCG ([`Preconditioner::Jgs2`];
     /// [`Self::set_jgs2_subspace`]).
     jgs2: Option<Jgs2Preconditioner>,
+    /// The state of the step in progress.
+    step_state: StepState,
 }
 
 impl MultilevelSolver {
@@ -154,6 +162,7 @@ impl MultilevelSolver {
             .unwrap_or(1.0);
         Ok(MultilevelSolver {
             params,
+            step_state: StepState::new(&layout),
             elastic_lag: layout.zeros(),
             layout,
             affine,
@@ -225,6 +234,19 @@ impl MultilevelSolver {
     /// Work counts of the last step.
     pub fn last_stats(&self) -> MultilevelStats {
         self.stats
+    }
+
+    /// CG iterations of the last step per level, finest first: the full-space smoother, then
+    /// the SMS and the affine level where the solver has them (0 for a level solved directly).
+    fn cg_per_level(&self) -> Vec<usize> {
+        let mut counts = vec![self.stats.full_cg];
+        if self.sms.is_some() {
+            counts.push(self.stats.sms_cg);
+        }
+        if self.affine.is_some() {
+            counts.push(self.stats.affine_cg);
+        }
+        counts
     }
 
     /// Full-space PCG iterations per Newton iteration.
@@ -606,27 +628,58 @@ impl StepSolver for MultilevelSolver {
         x: &mut Vec<f64>,
         trace: bool,
     ) -> Result<StepReport> {
-        let start = Instant::now();
-        let mut timings = StepTimings::default();
-        self.stats = MultilevelStats::default();
-        let n = problem.x_start.len();
-        x.clear();
-        x.extend_from_slice(&problem.x_start);
-        let contact = problem.model.contact.is_some();
-        // κ and friction exactly as Newton sets them (see `NewtonSolver::step`).
-        let mut passes_left = problem.begin_contact_step(problem.model);
-        let mut min_gap_sq = f64::INFINITY;
-        let mut g = vec![0.0; n];
-        let mut x_new = Vec::with_capacity(n);
-        let t0 = Instant::now();
-        let mut energy = problem.gradient(elastic, x, &mut g);
-        timings.assembly_ms += ms(t0);
-        if !energy.is_finite() || g.iter().any(|v| !v.is_finite()) {
-            return Err(JelloError::Solver(problem.diagnose_non_finite(elastic, x)));
+        newton_loop(self, problem, elastic, x, trace)
+    }
+}
+
+/// The multilevel solver's state within one step.
+struct StepState {
+    /// Whether the adaptive rule asks for a lag refresh at the next iteration.
+    refresh_due: bool,
+    /// The iteration of the last lag refresh.
+    last_refresh: usize,
+    /// The last line-search step lengths, for [`LagRefresh::Adaptive`].
+    alphas: VecDeque<f64>,
+    /// Per-vertex and pair terms on the elastic pattern (inertia, pins, obstacles).
+    nonelastic: SymSparse,
+    /// `nonelastic` plus the lagged elastic Hessian: the smoother's matrix.
+    full: SymSparse,
+    /// The current iteration's number within the step.
+    iteration: usize,
+    /// Largest per-vertex norm of the last direction's subspace part (of the direction when
+    /// the levels did not take part), m.
+    ds_norm: f64,
+    /// The paper's stop ratio of the last accepted step, 1/s.
+    last_ds_ratio: f64,
+}
+
+impl StepState {
+    /// The state at a step's start.
+    fn new(layout: &HessianLayout) -> Self {
+        StepState {
+            refresh_due: true,
+            last_refresh: 0,
+            iteration: 0,
+            alphas: VecDeque::new(),
+            nonelastic: layout.zeros(),
+            full: layout.zeros(),
+            ds_norm: f64::INFINITY,
+            last_ds_ratio: f64::INFINITY,
         }
-        let mut change = 0.0;
-        // Whether `change` is the f64 potential's value (a device line search's is not).
-        let mut change_exact = true;
+    }
+}
+
+impl InnerSolve for MultilevelSolver {
+    fn max_iterations(&self) -> usize {
+        self.params.max_iterations
+    }
+
+    fn extent(&self) -> f64 {
+        self.extent
+    }
+
+    fn begin_step(&mut self, problem: &StepProblem) -> Result<()> {
+        self.stats = MultilevelStats::default();
         if self.params.device_line_search {
             if let Some(dd) = self.device.as_mut() {
                 // Built for the model's mesh at the first step (rebuilt if handed another).
@@ -638,328 +691,317 @@ impl StepSolver for MultilevelSolver {
                 }
             }
         }
-        let mut residual = problem.model.char_norm.residual(&g);
-        let mut records = trace.then(Vec::new);
-        if let Some(r) = records.as_mut() {
-            r.push(IterationRecord {
-                residual,
-                energy: change,
-                alpha: 0.0,
-                ..IterationRecord::default()
-            });
+        self.step_state = StepState::new(&self.layout);
+        Ok(())
+    }
+
+    fn stop_met(&self, residual: f64, moved: Option<f64>) -> bool {
+        match moved {
+            Some(dx) => self
+                .params
+                .stop
+                .met(residual, dx, self.step_state.last_ds_ratio),
+            None => self.params.stop.met(residual, f64::INFINITY, f64::INFINITY),
         }
-        let stop = self.params.stop;
-        let start_converged = stop.met(residual, f64::INFINITY, f64::INFINITY);
-        let mut converged;
-        let mut iterations = 0;
-        let mut last_dx_ratio = f64::INFINITY;
-        let mut last_ds_ratio = f64::INFINITY;
-        let mut refresh_due = true;
-        let mut last_refresh = 0;
-        let mut alphas: VecDeque<f64> = VecDeque::new();
-        let mut nonelastic = self.layout.zeros();
-        let mut full = self.layout.zeros();
-        let h_step = if problem.h > 0.0 { problem.h } else { 1.0 };
-        loop {
-            converged = stop.met(residual, last_dx_ratio, last_ds_ratio);
-            if converged && iterations > 0 && passes_left > 0 {
-                passes_left -= 1;
-                if problem.lag_friction(x) > 0 {
-                    change = problem.energy_change(elastic, x);
-                    change_exact = true;
-                    energy = problem.gradient(elastic, x, &mut g);
-                    residual = problem.model.char_norm.residual(&g);
-                    converged = stop.met(residual, f64::INFINITY, f64::INFINITY);
+    }
+
+    /// The levels' and the smoother's direction (see the module docs), on the device when one
+    /// is attached; falls back to the smoother from zero when the composition does not descend.
+    fn direction(
+        &mut self,
+        at: &Iterate,
+        d_out: &mut Vec<f64>,
+        timings: &mut StepTimings,
+        _work: &mut StepWork,
+    ) -> Result<Option<f64>> {
+        let (problem, elastic, x, g, iterations) =
+            (at.problem, at.elastic, at.x, at.g, at.iteration);
+        let n = x.len();
+        let contact = problem.model.contact.is_some();
+        self.step_state.iteration = iterations;
+        // Past the rescue's threshold the step finishes as Newton-PCG: the Hessian fresh,
+        // the levels skipped, the full-space PCG from zero to the rescue's tolerance.
+        let rescue = self.params.rescue.filter(|r| iterations > r.after);
+        let (cg_tolerance, cg_cap) = match rescue {
+            Some(r) => (r.tolerance, r.max_cg.max(self.n_cg)),
+            None => (self.params.full_tolerance, self.n_cg),
+        };
+        if rescue.is_some() {
+            self.stats.rescued += 1;
+        }
+        // Hessian terms at x: per-vertex/pair terms and contact fresh, the elastic part
+        // lagged for the smoother and cubature-weighted (fresh) for the subspace levels.
+        let t0 = Instant::now();
+        self.step_state.nonelastic.clear();
+        problem.add_vertex_hessian(&self.layout, x, &mut self.step_state.nonelastic);
+        let blocks = if contact {
+            problem.contact_hessian_blocks(x)
+        } else {
+            Vec::new()
+        };
+        let refresh = rescue.is_some()
+            || match self.params.lag {
+                LagRefresh::Iteration => true,
+                LagRefresh::Step => iterations == 1,
+                LagRefresh::Adaptive { .. } => iterations == 1 || self.step_state.refresh_due,
+            };
+        if refresh {
+            self.refresh_lag(elastic, &problem.model.mesh.tets, x);
+            self.step_state.last_refresh = iterations;
+            self.step_state.refresh_due = false;
+            self.step_state.alphas.clear();
+        }
+        self.step_state
+            .full
+            .values_mut()
+            .copy_from_slice(self.step_state.nonelastic.values());
+        for (f, l) in self
+            .step_state
+            .full
+            .values_mut()
+            .iter_mut()
+            .zip(self.elastic_lag.values())
+        {
+            *f += l;
+        }
+        // Under the rescue the levels are skipped: their direction, from the cubature
+        // Hessian, can be far off on a stalled step, and a PCG warm-started there and stopped
+        // relative to its (large) initial residual is no better than it.
+        let levels = rescue.is_none() && (self.affine.is_some() || self.sms.is_some());
+        let cub = if levels {
+            self.cubature_terms(problem.model, x)
+        } else {
+            Vec::new()
+        };
+        // The levels' base holds per-vertex terms only (inertia, pins, obstacle pairs) on
+        // the elastic pattern: dropping its zeros makes each Galerkin product's H·v and
+        // each Galerkin block assembly cost what is there, not the pattern's width.
+        let sub_base = self.step_state.nonelastic.without_zeros();
+        timings.assembly_ms += ms(t0);
+        let t0 = Instant::now();
+        let h_sub = HessianOperator {
+            base: &sub_base,
+            elements: &cub,
+            contact: &blocks,
+            fixed: &self.fixed,
+        };
+        let h_lag = HessianOperator {
+            base: &self.step_state.full,
+            elements: &[],
+            contact: &blocks,
+            fixed: &self.fixed,
+        };
+        let rhs: Vec<f64> = g
+            .iter()
+            .zip(&self.fixed)
+            .map(|(&gk, &f)| if f { 0.0 } else { -gk })
+            .collect();
+        // The full-space preconditioner: Jacobi (classical PCG), or the JGS2 map frozen at
+        // x (flexible PCG: it is not exactly symmetric away from rest).
+        let frozen: Option<FrozenJgs2> = match (self.params.smoother, self.jgs2.as_mut()) {
+            (Preconditioner::Jacobi, _) => None,
+            (Preconditioner::Jgs2, Some(p)) => Some(p.freeze(problem, x, &blocks)),
+            (Preconditioner::Jgs2, None) => {
+                return Err(JelloError::Solver(
+                    "multilevel: smoother jgs2 needs a JGS2 subspace (set_jgs2_subspace)".into(),
+                ))
+            }
+        };
+        let diag = if frozen.is_none() {
+            h_lag.diagonal()
+        } else {
+            Vec::new()
+        };
+        let beta = if frozen.is_some() {
+            Beta::PolakRibiere
+        } else {
+            Beta::FletcherReeves
+        };
+        let precond = |r: &[f64], z: &mut [f64]| match &frozen {
+            Some(f) => f.apply(r, z),
+            None => {
+                for k in 0..r.len() {
+                    z[k] = r[k] / diag[k];
                 }
             }
-            if StopRule::stop_now(converged, iterations, self.params.max_iterations) {
-                break;
-            }
-            iterations += 1;
-            // Past the rescue's threshold the step finishes as Newton-PCG: the Hessian fresh,
-            // the levels skipped, the full-space PCG from zero to the rescue's tolerance.
-            let rescue = self.params.rescue.filter(|r| iterations > r.after);
-            let (cg_tolerance, cg_cap) = match rescue {
-                Some(r) => (r.tolerance, r.max_cg.max(self.n_cg)),
-                None => (self.params.full_tolerance, self.n_cg),
-            };
-            if rescue.is_some() {
-                self.stats.rescued += 1;
-            }
-            // Hessian terms at x: per-vertex/pair terms and contact fresh, the elastic part
-            // lagged for the smoother and cubature-weighted (fresh) for the subspace levels.
-            let t0 = Instant::now();
-            nonelastic.clear();
-            problem.add_vertex_hessian(&self.layout, x, &mut nonelastic);
-            let blocks = if contact {
-                problem.contact_hessian_blocks(x)
-            } else {
-                Vec::new()
-            };
-            let refresh = rescue.is_some()
-                || match self.params.lag {
-                    LagRefresh::Iteration => true,
-                    LagRefresh::Step => iterations == 1,
-                    LagRefresh::Adaptive { .. } => iterations == 1 || refresh_due,
-                };
-            if refresh {
-                self.refresh_lag(elastic, &problem.model.mesh.tets, x);
-                last_refresh = iterations;
-                refresh_due = false;
-                alphas.clear();
-            }
-            full.values_mut().copy_from_slice(nonelastic.values());
-            for (f, l) in full.values_mut().iter_mut().zip(self.elastic_lag.values()) {
-                *f += l;
-            }
-            // Under the rescue the levels are skipped: their direction, from the cubature
-            // Hessian, can be far off on a stalled step, and a PCG warm-started there and stopped
-            // relative to its (large) initial residual is no better than it.
-            let levels = rescue.is_none() && (self.affine.is_some() || self.sms.is_some());
-            let cub = if levels {
-                self.cubature_terms(problem.model, x)
-            } else {
-                Vec::new()
-            };
-            // The levels' base holds per-vertex terms only (inertia, pins, obstacle pairs) on
-            // the elastic pattern: dropping its zeros makes each Galerkin product's H·v and
-            // each Galerkin block assembly cost what is there, not the pattern's width.
-            let sub_base = nonelastic.without_zeros();
-            timings.assembly_ms += ms(t0);
-            let t0 = Instant::now();
-            let h_sub = HessianOperator {
-                base: &sub_base,
-                elements: &cub,
-                contact: &blocks,
-                fixed: &self.fixed,
-            };
-            let h_lag = HessianOperator {
-                base: &full,
-                elements: &[],
-                contact: &blocks,
-                fixed: &self.fixed,
-            };
-            let rhs: Vec<f64> = g
-                .iter()
-                .zip(&self.fixed)
-                .map(|(&gk, &f)| if f { 0.0 } else { -gk })
-                .collect();
-            // The full-space preconditioner: Jacobi (classical PCG), or the JGS2 map frozen at
-            // x (flexible PCG: it is not exactly symmetric away from rest).
-            let frozen: Option<FrozenJgs2> = match (self.params.smoother, self.jgs2.as_mut()) {
-                (Preconditioner::Jacobi, _) => None,
-                (Preconditioner::Jgs2, Some(p)) => Some(p.freeze(problem, x, &blocks)),
-                (Preconditioner::Jgs2, None) => {
-                    return Err(JelloError::Solver(
-                        "multilevel: smoother jgs2 needs a JGS2 subspace (set_jgs2_subspace)"
-                            .into(),
-                    ))
-                }
-            };
-            let diag = if frozen.is_none() {
-                h_lag.diagonal()
-            } else {
-                Vec::new()
-            };
-            let beta = if frozen.is_some() {
-                Beta::PolakRibiere
-            } else {
-                Beta::FletcherReeves
-            };
-            let precond = |r: &[f64], z: &mut [f64]| match &frozen {
-                Some(f) => f.apply(r, z),
-                None => {
-                    for k in 0..r.len() {
-                        z[k] = r[k] / diag[k];
-                    }
-                }
-            };
-            let smoother = Smoother {
-                h_lag: &h_lag,
-                precond: &precond,
-                beta,
-                tolerance: cg_tolerance,
-                cap: cg_cap,
-            };
-            let (d_s, mut d) = if !levels {
-                // Newton-PCG: the smoother from zero on the (fresh, under the rescue) Hessian.
-                if let Some(dd) = self.device.as_mut() {
-                    dd.upload(&h_sub, &h_lag)?;
-                }
-                let d = smoother.solve_from_zero(self.device.as_mut(), &rhs, &mut self.stats)?;
-                (vec![0.0; n], d)
-            } else if let Some(dd) = self.device.as_mut() {
-                // The direction on the device (f32): H uploaded, levels and smoother there. The
-                // SMS level's coarse correction is host f64 (its small Cholesky, and `RᵀGR`
-                // from 12 Galerkin products per object as on the CPU path), added to the
-                // device's block Jacobi once per PCG iteration.
+        };
+        let smoother = Smoother {
+            h_lag: &h_lag,
+            precond: &precond,
+            beta,
+            tolerance: cg_tolerance,
+            cap: cg_cap,
+        };
+        let (d_s, mut d) = if !levels {
+            // Newton-PCG: the smoother from zero on the (fresh, under the rescue) Hessian.
+            if let Some(dd) = self.device.as_mut() {
                 dd.upload(&h_sub, &h_lag)?;
-                let inv = [&self.affine, &self.sms].map(|l| {
-                    l.as_ref()
-                        .map(|l| invert_blocks(&h_sub.galerkin_diagonal(l)))
-                });
-                let coarse = match (&self.sms_coarse, &self.sms) {
-                    (Some(c), Some(level)) => {
-                        let (mut u, mut hu) = (vec![0.0; n], vec![0.0; n]);
-                        c.factor(
-                            &mut |q: &[f64], out: &mut [f64]| {
-                                level.lift(q, &mut u);
-                                h_sub.apply(&u, &mut hu);
-                                level.restrict(&hu, out);
-                            },
-                            level.dim(),
-                        )
-                    }
-                    _ => None,
-                };
-                let mut correction = coarse.as_ref().map(|(c, chol)| {
-                    move |r: &[f64]| -> Result<Vec<f64>> {
-                        let mut z = vec![0.0; r.len()];
-                        c.add_correction(chol, r, &mut z);
-                        Ok(z)
-                    }
-                });
-                let out = dd.solve(
-                    &rhs,
-                    true,
-                    [inv[0].as_deref(), inv[1].as_deref()],
-                    correction
-                        .as_mut()
-                        .map(|f| f as &mut super::device::HostCorrection),
-                    self.params.subspace_tolerance,
-                    self.params.subspace_max_iterations,
-                    cg_cap,
-                    cg_tolerance,
+            }
+            let d = smoother.solve_from_zero(self.device.as_mut(), &rhs, &mut self.stats)?;
+            (vec![0.0; n], d)
+        } else if let Some(dd) = self.device.as_mut() {
+            // The direction on the device (f32): H uploaded, levels and smoother there. The
+            // SMS level's coarse correction is host f64 (its small Cholesky, and `RᵀGR`
+            // from 12 Galerkin products per object as on the CPU path), added to the
+            // device's block Jacobi once per PCG iteration.
+            dd.upload(&h_sub, &h_lag)?;
+            let inv = [&self.affine, &self.sms].map(|l| {
+                l.as_ref()
+                    .map(|l| invert_blocks(&h_sub.galerkin_diagonal(l)))
+            });
+            let coarse = match (&self.sms_coarse, &self.sms) {
+                (Some(c), Some(level)) => {
+                    let (mut u, mut hu) = (vec![0.0; n], vec![0.0; n]);
+                    c.factor(
+                        &mut |q: &[f64], out: &mut [f64]| {
+                            level.lift(q, &mut u);
+                            h_sub.apply(&u, &mut hu);
+                            level.restrict(&hu, out);
+                        },
+                        level.dim(),
+                    )
+                }
+                _ => None,
+            };
+            let mut correction = coarse.as_ref().map(|(c, chol)| {
+                move |r: &[f64]| -> Result<Vec<f64>> {
+                    let mut z = vec![0.0; r.len()];
+                    c.add_correction(chol, r, &mut z);
+                    Ok(z)
+                }
+            });
+            let out = dd.solve(
+                &rhs,
+                true,
+                [inv[0].as_deref(), inv[1].as_deref()],
+                correction
+                    .as_mut()
+                    .map(|f| f as &mut super::device::HostCorrection),
+                self.params.subspace_tolerance,
+                self.params.subspace_max_iterations,
+                cg_cap,
+                cg_tolerance,
+            )?;
+            self.stats.affine_cg += out.counts[0];
+            self.stats.sms_cg += out.counts[1];
+            self.stats.full_cg += out.counts[2];
+            (out.d_s, out.d)
+        } else {
+            let (d_s, counts) = self.subspace_direction(&h_sub, &rhs);
+            self.stats.affine_cg += counts[0];
+            self.stats.sms_cg += counts[1];
+            // Full-space smoother: Jacobi PCG on H_lag d = −g warm-started at d_s, i.e.
+            // the correction d_f of H_lag d_f = −g − H_lag d_s (see the module docs).
+            let mut d = d_s.clone();
+            let out = pcg_with(
+                &mut |v: &[f64], o: &mut [f64]| h_lag.apply(v, o),
+                &precond,
+                &rhs,
+                &mut d,
+                cg_tolerance,
+                cg_cap,
+                beta,
+            );
+            self.stats.full_cg += out.iterations;
+            (d_s, d)
+        };
+        let mut g_dot_d = dot(g, &d);
+        let mut used_subspace = levels;
+        // Without the levels `d` already is the PCG from zero: rerunning it cannot help.
+        if levels && (g_dot_d.is_nan() || g_dot_d >= 0.0) {
+            // The levels use the cubature Hessian, the smoother the lagged one: their
+            // composition is not guaranteed to descend. PCG from zero on one SPD operator is.
+            self.stats.descent_fallbacks += 1;
+            used_subspace = false;
+            d = smoother.solve_from_zero(self.device.as_mut(), &rhs, &mut self.stats)?;
+            g_dot_d = dot(g, &d);
+        }
+        timings.solve_ms += ms(t0);
+        self.step_state.ds_norm = if used_subspace {
+            max_vertex_norm(&d_s)
+        } else {
+            max_vertex_norm(&d)
+        };
+        *d_out = d;
+        Ok((!(g_dot_d.is_nan() || g_dot_d >= 0.0)).then_some(g_dot_d))
+    }
+
+    fn line_search(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        x: &[f64],
+        d: &[f64],
+        change: f64,
+        change_exact: &mut bool,
+        g_dot_d: f64,
+        x_new: &mut Vec<f64>,
+    ) -> Result<LineSearchResult> {
+        Ok(match (self.device.as_mut(), self.device_energy.as_mut()) {
+            (Some(dd), Some(de)) if self.params.device_line_search => {
+                let out = device_backtracking(
+                    de,
+                    dd.device_mut(),
+                    problem,
+                    elastic,
+                    x,
+                    d,
+                    change,
+                    *change_exact,
+                    g_dot_d,
+                    x_new,
                 )?;
-                self.stats.affine_cg += out.counts[0];
-                self.stats.sms_cg += out.counts[1];
-                self.stats.full_cg += out.counts[2];
-                (out.d_s, out.d)
-            } else {
-                let (d_s, counts) = self.subspace_direction(&h_sub, &rhs);
-                self.stats.affine_cg += counts[0];
-                self.stats.sms_cg += counts[1];
-                // Full-space smoother: Jacobi PCG on H_lag d = −g warm-started at d_s, i.e.
-                // the correction d_f of H_lag d_f = −g − H_lag d_s (see the module docs).
-                let mut d = d_s.clone();
-                let out = pcg_with(
-                    &mut |v: &[f64], o: &mut [f64]| h_lag.apply(v, o),
-                    &precond,
-                    &rhs,
-                    &mut d,
-                    cg_tolerance,
-                    cg_cap,
-                    beta,
-                );
-                self.stats.full_cg += out.iterations;
-                (d_s, d)
-            };
-            let mut g_dot_d = dot(&g, &d);
-            let mut used_subspace = levels;
-            // Without the levels `d` already is the PCG from zero: rerunning it cannot help.
-            if levels && (g_dot_d.is_nan() || g_dot_d >= 0.0) {
-                // The levels use the cubature Hessian, the smoother the lagged one: their
-                // composition is not guaranteed to descend. PCG from zero on one SPD operator is.
-                self.stats.descent_fallbacks += 1;
-                used_subspace = false;
-                d = smoother.solve_from_zero(self.device.as_mut(), &rhs, &mut self.stats)?;
-                g_dot_d = dot(&g, &d);
-            }
-            timings.solve_ms += ms(t0);
-            if g_dot_d.is_nan() || g_dot_d >= 0.0 {
-                converged = iterations == 1 && start_converged;
-                break;
-            }
-            let t0 = Instant::now();
-            let ls = match (self.device.as_mut(), self.device_energy.as_mut()) {
-                (Some(dd), Some(de)) if self.params.device_line_search => {
-                    let out = device_backtracking(
-                        de,
-                        dd.device_mut(),
-                        problem,
-                        elastic,
-                        x,
-                        &d,
-                        change,
-                        change_exact,
-                        g_dot_d,
-                        &mut x_new,
-                    )?;
-                    self.stats.ls_device_trials += out.device_trials;
-                    self.stats.ls_host_trials += out.host_trials;
-                    if out.result.accepted {
-                        change_exact = out.exact;
-                    }
-                    out.result
+                self.stats.ls_device_trials += out.device_trials;
+                self.stats.ls_host_trials += out.host_trials;
+                if out.result.accepted {
+                    *change_exact = out.exact;
                 }
-                _ => {
-                    let r = backtracking(problem, elastic, x, &d, change, g_dot_d, &mut x_new);
-                    self.stats.ls_host_trials += r.trials;
-                    r
-                }
-            };
-            timings.line_search_ms += ms(t0);
-            if !ls.accepted {
-                converged = iterations == 1 && start_converged;
-                break;
+                out.result
             }
-            if let LagRefresh::Adaptive {
-                window,
-                threshold,
-                min_gap,
-            } = self.params.lag
+            _ => {
+                let r = backtracking(problem, elastic, x, d, change, g_dot_d, x_new);
+                self.stats.ls_host_trials += r.trials;
+                r
+            }
+        })
+    }
+
+    fn accepted(
+        &mut self,
+        problem: &StepProblem,
+        _x: &[f64],
+        _d: &[f64],
+        _g_dot_d: f64,
+        _e0: f64,
+        ls: &LineSearchResult,
+        _timings: &mut StepTimings,
+    ) {
+        let st = &mut self.step_state;
+        if let LagRefresh::Adaptive {
+            window,
+            threshold,
+            min_gap,
+        } = self.params.lag
+        {
+            st.alphas.push_back(ls.alpha);
+            if st.alphas.len() > window {
+                st.alphas.pop_front();
+            }
+            let mean = st.alphas.iter().sum::<f64>() / st.alphas.len() as f64;
+            if st.alphas.len() == window
+                && mean < threshold
+                && st.iteration + 1 - st.last_refresh >= min_gap
             {
-                alphas.push_back(ls.alpha);
-                if alphas.len() > window {
-                    alphas.pop_front();
-                }
-                let mean = alphas.iter().sum::<f64>() / alphas.len() as f64;
-                if alphas.len() == window
-                    && mean < threshold
-                    && iterations + 1 - last_refresh >= min_gap
-                {
-                    refresh_due = true;
-                }
-            }
-            last_dx_ratio = max_vertex_norm(&d) * ls.alpha / self.extent;
-            let ds_norm = if used_subspace {
-                max_vertex_norm(&d_s)
-            } else {
-                max_vertex_norm(&d)
-            };
-            last_ds_ratio = ds_norm / (h_step * self.diagonal);
-            std::mem::swap(x, &mut x_new);
-            change = ls.energy;
-            if contact && problem.raise_contact_stiffness(x, &mut min_gap_sq) {
-                change = problem.energy_change(elastic, x);
-                change_exact = true;
-            }
-            let t0 = Instant::now();
-            energy = problem.gradient(elastic, x, &mut g);
-            timings.assembly_ms += ms(t0);
-            residual = problem.model.char_norm.residual(&g);
-            if let Some(r) = records.as_mut() {
-                r.push(IterationRecord {
-                    residual,
-                    energy: change,
-                    alpha: ls.alpha,
-                    ..IterationRecord::default()
-                });
+                st.refresh_due = true;
             }
         }
+        let h_step = if problem.h > 0.0 { problem.h } else { 1.0 };
+        st.last_ds_ratio = st.ds_norm / (h_step * self.diagonal);
+    }
+
+    fn finish(&mut self, iterations: usize, work: &mut StepWork) {
         self.stats.iterations = iterations;
-        Ok(StepReport {
-            iterations,
-            converged,
-            residual,
-            energy,
-            energy_change: change,
-            wall_ms: ms(start),
-            timings,
-            work: Default::default(),
-            trace: records,
-            ..StepReport::default()
-        })
+        work.cg_iterations = self.cg_per_level();
     }
 }
 
