@@ -1267,6 +1267,18 @@ fn device_direction_converges_on_a_contact_step() {
         );
         assert!(r.converged, "{name}: ended at residual {:e}", r.residual);
         assert!(dist <= bound, "{name}: {dist:e} > {bound:e}");
+        // The step's work, device or not: CG per level finest first, every trial counted.
+        assert_eq!(
+            r.work.cg_iterations,
+            vec![st.full_cg, st.sms_cg, st.affine_cg],
+            "{name}"
+        );
+        assert_eq!(
+            r.work.line_search_trials,
+            st.ls_device_trials + st.ls_host_trials,
+            "{name}"
+        );
+        assert!(r.work.line_search_trials >= r.iterations, "{name}");
         (x, bound, st)
     };
     let (x_cpu, b_cpu, st_cpu) = run(None, params);
