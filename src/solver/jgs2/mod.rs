@@ -275,12 +275,17 @@
 //! [`Jgs2Solver`] is the f64 CPU reference; [`DeviceJgs2`] runs the same iteration over the
 //! device API (f32 WGSL kernels on the GPU, or their CPU twins).
 
+mod backend;
+mod cpu;
 mod device;
 mod local;
 mod precond;
 mod solver;
 mod subspace;
 
+pub use backend::{
+    model_coefficients, Jgs2Backend, Jgs2Sample, Jgs2Setup, Jgs2StepFlags, Jgs2Trial, Next,
+};
 pub use device::{DeviceJgs2, PackedHMatrix};
 pub use local::{
     barrier_hessian, element_gradient_pass, element_pass, hess_vec, hmatrix_far_field, jgs2_matrix,
