@@ -1,53 +1,68 @@
-//! What JGS2 / VBD need from a backend beyond [`PotentialBackend`]: the per-vertex local
-//! systems and their sweeps (Jacobi, coloured Gauss–Seidel), the safeguard's directions with
-//! their Hessian products and dot products, trials along a combination of those directions,
-//! and acceptance. [`super::Jgs2Solver`] is written once over it — one step, one quadratic-model
-//! minimiser ([`model_coefficients`]), one safeguard, one stop test; the f64 CPU implementation
-//! is in `cpu.rs` (its state in [`crate::solver::backend::CpuBackend`]'s extension slot).
+//! What JGS2 / VBD need from a backend: the per-vertex local systems and their sweeps (Jacobi,
+//! coloured Gauss–Seidel), the safeguard's directions with their Hessian products and dot
+//! products, trials along a combination of those directions, and acceptance.
+//! [`super::Jgs2Solver`] is written once over [`Jgs2Backend`] — one step, one stop test, one
+//! quadratic-model minimiser ([`model_coefficients`]), one safeguard and backtracking. Its
+//! implementations: [`crate::solver::backend::CpuBackend`] in f64 (`cpu.rs`, the reference,
+//! its state in the backend's extension slot, its points the backend's current and trial
+//! points) and [`super::DeviceJgs2Backend`] in f32 (`device.rs`, on its own `Device` and
+//! `DeviceModel`).
+//!
+//! # Why not a sub-trait of `PotentialBackend` (yet)
+//! The loop needs nothing of [`crate::solver::backend::PotentialBackend`] beyond starting a
+//! step, the energy comparison's allowance and reading the result, which are methods here
+//! ([`Jgs2Backend::jgs2_begin`], [`Jgs2Backend::jgs2_slack`], [`Jgs2Backend::jgs2_finish`]; the
+//! CPU implementation forwards them to its `PotentialBackend` methods). Without the supertrait
+//! the device's JGS2 engine runs under the same loop now, before it moves onto
+//! `DeviceBackend` (whose point pair, slot buffer and energy rule it does not share yet: it
+//! keeps obstacle-relative contact records, a Gauss–Seidel scratch point and its own
+//! readback). When it does, `impl Jgs2Backend for DeviceBackend` replaces
+//! `DeviceJgs2Backend` and the supertrait can be added without touching the loop.
 //!
 //! # Why the methods are this coarse
 //! Every method is one evaluation of a point and returns its scalars on the host
 //! ([`Jgs2Sample`], [`Jgs2Trial`]): on a device each is one plan and one readback, and a trial
 //! evaluates speculatively at the trial point what the next iteration needs there (`next`:
 //! the primary direction, or the model's three directions with their Hessian products and
-//! dots), so an accepted trial — the usual case — costs no second sync. The f64 backend runs
-//! when called: it evaluates a trial's energy only and the rest at [`Jgs2Backend::jgs2_accept`].
-//! The split is the device solver's (`DeviceJgs2`: one readback per iteration plain, 1.75 per
-//! iteration safeguarded on the lavapipe count in `tests/gpu/gpu_counts.rs`), so a device
-//! implementation of this trait keeps that cost.
+//! dots), so an accepted trial — the usual case — costs no second sync (lavapipe counts in
+//! `tests/gpu/gpu_counts.rs`: one readback per plain iteration, 1.75 per safeguarded one). The
+//! f64 backend runs when called: it evaluates a trial's energy only and the rest at
+//! [`Jgs2Backend::jgs2_accept`].
 //!
 //! What the backends cannot share is said here, not hidden in the loop:
 //! - [`Jgs2Backend::jgs2_strict_per_vertex`]: the f64 backend limits every vertex's move so each
 //!   incident element stays above its strict floor (`keep_oriented`) and bounds the combined
-//!   step by the f64 inversion filter (`StepProblem::max_step`); a backend that answers `false`
-//!   instead rejects trials with an element below the floor through their energy, so the loop
-//!   forces the safeguard on under `strict_inversion`;
+//!   step by the f64 inversion filter (`StepProblem::max_step`); the device answers `false` and
+//!   rejects trials with an element below one floor through a sentinel energy instead, so the
+//!   loop forces the safeguard on under `strict_inversion`;
 //! - [`Jgs2Backend::jgs2_eigen_cutoff`]: the model minimiser's relative eigenvalue cut-off, as
 //!   fine as the backend's dots resolve (f64 1e-10, f32 1e-6);
-//! - the energy comparison's round-off allowance is [`PotentialBackend::energy_slack`] at the
-//!   current iterate (the f64 backend's grows with the iterate's distance from the start).
+//! - [`Jgs2Backend::jgs2_slack`]: the energy comparison's round-off allowance (f64:
+//!   `StepProblem::energy_slack`, per-element energy differences; f32: 1e-6 of the summed
+//!   terms' magnitude).
 //!
 //! # Where contact goes (the next issue: IPC in JGS2/VBD)
 //! Barrier and friction act on the per-vertex local systems: each contacting vertex's gradient
-//! term enters the assembled gradient g the sample's residual and every local right-hand side
-//! read, and its PSD 3×3 block enters that vertex's A_i — both inside the implementation's local
-//! solve (CPU: `vbd_system`/`jgs2_system`/`vbd_local_system` through `StepProblem`, as the
-//! obstacle barriers do today), and the block also in the safeguard's Hessian products. The
-//! per-vertex step bound from CCD belongs with today's per-vertex obstacle filter (`filter` in
-//! `cpu.rs`, applied to every local step), and the whole-step bound with
-//! [`Jgs2Trial::bound`] (the f64 backend's `StepProblem::max_step`). None of this changes the
-//! loop or this trait's signature: the active pairs are the backend's per-step state, set up
-//! at [`PotentialBackend::begin_step`].
+//! term enters the assembled gradient g that the sample's residual and every local right-hand
+//! side read, and its PSD 3×3 block enters that vertex's A_i — both inside the
+//! implementation's local solve (CPU: `vbd_system`/`jgs2_system`/`vbd_local_system` through
+//! `StepProblem`, as the obstacle barriers do today; device: the `vertex_terms` and
+//! `face_terms` kernels' per-vertex gradient and barrier Hessian), and the block also in the
+//! safeguard's Hessian products. The per-vertex step bound from CCD belongs with today's
+//! per-vertex obstacle filter (`filter` in `cpu.rs`, the device's `vertex_solve`), applied to
+//! every local step, and the whole-step bound with [`Jgs2Trial::bound`] (the f64 backend's
+//! `StepProblem::max_step`, the device's combine bound). None of this changes the loop or this
+//! trait's signatures: the active pairs are the backend's per-step state, set up at
+//! [`Jgs2Backend::jgs2_begin`].
 
 use super::solver::Variant;
 use super::subspace::Jgs2Subspace;
 use crate::error::Result;
-use crate::problem::{ElasticTerms, Model, StepProblem};
-use crate::solver::backend::PotentialBackend;
+use crate::problem::{ElasticTerms, StepProblem};
 use nalgebra::Matrix3;
 use std::sync::Arc;
 
-/// What a JGS2 / VBD solver sets up on its backend once, when it is built.
+/// What a JGS2 / VBD solver sets up on the f64 backend once, when it is built.
 #[derive(Clone, Debug)]
 pub struct Jgs2Setup {
     /// Sweep order.
@@ -109,14 +124,10 @@ pub struct Jgs2Trial {
 }
 
 /// JGS2 / VBD's per-vertex work on a backend (see the module docs). Call order per step:
-/// [`PotentialBackend::begin_step`], [`Self::jgs2_begin`], then per iteration either
-/// [`Self::jgs2_plain`] or trials ([`Self::jgs2_trial`], possibly after
-/// [`Self::jgs2_evaluate`]) and [`Self::jgs2_accept`]; finally
-/// [`PotentialBackend::finish_step`].
-pub trait Jgs2Backend: PotentialBackend {
-    /// Uploads the mesh's colouring, the subspaces and the sweep order. Once, when the solver is
-    /// built.
-    fn jgs2_setup(&mut self, model: &Model, setup: Jgs2Setup) -> Result<()>;
+/// [`Self::jgs2_begin`], then per iteration either [`Self::jgs2_plain`] or trials
+/// ([`Self::jgs2_trial`], possibly after [`Self::jgs2_evaluate`]) and [`Self::jgs2_accept`];
+/// finally [`Self::jgs2_finish`].
+pub trait Jgs2Backend {
     /// Number of vertex colours (Gauss–Seidel sweeps per iteration).
     fn jgs2_num_colours(&self) -> usize;
     /// Whether every local step and trial keeps each element above its strict floor under
@@ -124,7 +135,8 @@ pub trait Jgs2Backend: PotentialBackend {
     fn jgs2_strict_per_vertex(&self) -> bool;
     /// The model minimiser's relative eigenvalue cut-off.
     fn jgs2_eigen_cutoff(&self) -> f64;
-    /// Evaluates the step's start (after [`PotentialBackend::begin_step`]) for `next`.
+    /// Starts a step: current ← `problem.x_start` (on a device: the step's upload), evaluated
+    /// for `next`.
     fn jgs2_begin(
         &mut self,
         problem: &StepProblem,
@@ -166,6 +178,17 @@ pub trait Jgs2Backend: PotentialBackend {
         problem: &StepProblem,
         elastic: &dyn ElasticTerms,
     ) -> Result<Jgs2Sample>;
+    /// Round-off allowance (J) of an energy comparison near the energy change `e` (J) of the
+    /// current point (f64: [`StepProblem::energy_slack`]; f32: a fraction of the summed terms'
+    /// magnitude).
+    fn jgs2_slack(&self, problem: &StepProblem, elastic: &dyn ElasticTerms, e: f64) -> f64;
+    /// The current point into `x` (3n, m, f64).
+    fn jgs2_finish(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        x: &mut Vec<f64>,
+    ) -> Result<()>;
 }
 
 /// Coefficients c minimising gᵀ(Σ c_k d_k) + ½ (Σ c_k d_k)ᵀ H (Σ c_k d_k) over the present

@@ -142,11 +142,6 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
 }
 
 impl Jgs2Backend for CpuBackend {
-    fn jgs2_setup(&mut self, model: &Model, s: Jgs2Setup) -> Result<()> {
-        setup(self, model, s);
-        Ok(())
-    }
-
     fn jgs2_num_colours(&self) -> usize {
         state_ref(self).map_or(0, |s| s.num_colours)
     }
@@ -166,6 +161,7 @@ impl Jgs2Backend for CpuBackend {
         flags: Jgs2StepFlags,
         next: Next,
     ) -> Result<Jgs2Sample> {
+        self.begin_step(problem, elastic)?;
         with_state(self, |b, s| {
             let n = problem.x_start.len();
             s.flags = flags;
@@ -307,6 +303,19 @@ impl Jgs2Backend for CpuBackend {
             let max_move = max_vertex_norm(&s.prev);
             Ok(s.sample(problem, x, next, Some(energy), max_move))
         })
+    }
+
+    fn jgs2_slack(&self, problem: &StepProblem, elastic: &dyn ElasticTerms, e: f64) -> f64 {
+        self.energy_slack(problem, elastic, e)
+    }
+
+    fn jgs2_finish(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        x: &mut Vec<f64>,
+    ) -> Result<()> {
+        self.finish_step(problem, elastic, 0.0, x).map(|_| ())
     }
 }
 

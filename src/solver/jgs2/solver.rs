@@ -127,12 +127,7 @@ impl Jgs2Solver<CpuBackend> {
             origin,
         };
         super::cpu::setup(&mut backend, model, setup);
-        Jgs2Solver {
-            params,
-            backend,
-            has_subspace,
-            extent: model.largest_extent(),
-        }
+        Jgs2Solver::from_backend(model, backend, params, has_subspace)
     }
 
     /// Declares that the subspace was built at the deformed positions `x`
@@ -157,31 +152,19 @@ fn check_subspace(model: &Model, subspace: &Jgs2Subspace) -> Result<()> {
 }
 
 impl<B: Jgs2Backend> Jgs2Solver<B> {
-    /// JGS2 (with `subspace`) or VBD (without) on `backend`.
-    pub fn with_backend(
+    /// The solver over `backend`, already set up for `model`.
+    pub(super) fn from_backend(
         model: &Model,
-        mut backend: B,
+        backend: B,
         params: Jgs2Params,
-        subspace: Option<Arc<Jgs2Subspace>>,
-    ) -> Result<Self> {
-        if let Some(s) = &subspace {
-            check_subspace(model, s)?;
-        }
-        let has_subspace = subspace.is_some();
-        backend.jgs2_setup(
-            model,
-            Jgs2Setup {
-                variant: params.variant,
-                subspace,
-                origin: None,
-            },
-        )?;
-        Ok(Jgs2Solver {
+        has_subspace: bool,
+    ) -> Self {
+        Jgs2Solver {
             params,
             backend,
             has_subspace,
             extent: model.largest_extent(),
-        })
+        }
     }
 
     /// Number of vertex colours (Gauss–Seidel sweeps per iteration).
@@ -270,7 +253,6 @@ impl<B: Jgs2Backend> StepSolver for Jgs2Solver<B> {
             (true, true) => Next::Model,
         };
         let t0 = Instant::now();
-        b.begin_step(problem, elastic)?;
         let flags = Jgs2StepFlags {
             safeguard,
             energy: safeguard || trace,
@@ -305,7 +287,7 @@ impl<B: Jgs2Backend> StepSolver for Jgs2Solver<B> {
                 let slope = s.gd[0];
                 if slope < 0.0 && slope.is_finite() {
                     let t = b.jgs2_trial(problem, elastic, [1.0, 0.0, 0.0], 1.0, Next::Primary)?;
-                    let slack = b.energy_slack(problem, elastic, s.energy);
+                    let slack = b.jgs2_slack(problem, elastic, s.energy);
                     if plain_step_fits(s.energy, t.energy, t.bound, slope, slack) {
                         plain_kept = true;
                         alpha_it = t.bound;
@@ -337,7 +319,7 @@ impl<B: Jgs2Backend> StepSolver for Jgs2Solver<B> {
                 if descent {
                     let tl = Instant::now();
                     let e0 = s.energy;
-                    let slack = b.energy_slack(problem, elastic, e0);
+                    let slack = b.jgs2_slack(problem, elastic, e0);
                     let mut tries = 1;
                     while !(t.energy.is_finite()
                         && t.energy <= e0 + 1e-4 * (scale * t.bound) * slope + slack)
@@ -380,7 +362,13 @@ impl<B: Jgs2Backend> StepSolver for Jgs2Solver<B> {
                 });
             }
         }
-        b.finish_step(problem, elastic, s.energy, x)?;
+        b.jgs2_finish(problem, elastic, x)?;
+        if x.iter().any(|v| !v.is_finite()) {
+            return Err(JelloError::Solver(format!(
+                "{} diverged (non-finite positions)",
+                solver_name(self.has_subspace, self.params.variant)
+            )));
+        }
         Ok(StepReport {
             iterations,
             converged,
