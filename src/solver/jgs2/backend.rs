@@ -162,7 +162,6 @@ pub trait Jgs2Backend {
     /// trial ← current + scale·bound·Σ_k coef_k d_k over the present directions, bound the step
     /// filter's for Σ_k coef_k d_k (computed once per coefficients), and the trial's energy; a
     /// device evaluates there speculatively what `next` asks for.
-    #[allow(clippy::too_many_arguments)]
     fn jgs2_trial(
         &mut self,
         problem: &StepProblem,
