@@ -81,6 +81,17 @@ impl CpuBackend {
         self.scalars[s.0] = value;
     }
 
+    /// The current and trial positions (3n each, m), mutable: for a solver extension that
+    /// moves the points itself.
+    pub(crate) fn points_mut(&mut self) -> (&mut Vec<f64>, &mut Vec<f64>) {
+        let (a, b) = self.x.split_at_mut(1);
+        if self.cur == 0 {
+            (&mut a[0], &mut b[0])
+        } else {
+            (&mut b[0], &mut a[0])
+        }
+    }
+
     /// Makes `x` (3n, m) the current point.
     pub(crate) fn set_positions(&mut self, x: &[f64]) {
         self.x[self.cur].copy_from_slice(x);

@@ -53,6 +53,12 @@
 //! corner–triangle, edge–edge with a mollifier over a vertex-to-edge adjacency), not yet ported.
 //!
 //! # One iteration
+//! The loop is [`Jgs2Solver`]'s, the same as the f64 reference's; [`DeviceJgs2Backend`]
+//! implements its [`Jgs2Backend`] methods as one plan and one readback each:
+//! `jgs2_begin`/`jgs2_evaluate` the state (and what `next` asks for) at x[cur], `jgs2_trial`
+//! the combine (once per coefficients), the trial and the speculative evaluation below,
+//! `jgs2_accept` only flips the ping-pong index (its readback is the trial's), `jgs2_plain` the
+//! plain plans below.
 //! * Safeguarded (default for JGS2): one plan — combine the step from the model's coefficients,
 //!   bound it by the obstacles (`jgs2_combine`, `jgs2_face_bound` + a max reduction), trial
 //!   positions (`jgs2_trial`), and, speculatively at the trial, the element pass, gradient, the
@@ -98,7 +104,8 @@
 //! Static increments ([`StepProblem::new_static`]) are not supported on the device (the runner
 //! falls back to the CPU).
 
-use super::solver::{plain_step_fits, Jgs2Params, Safeguard, Variant};
+use super::backend::{Jgs2Backend, Jgs2Sample, Jgs2StepFlags, Jgs2Trial, Next};
+use super::solver::{Jgs2Params, Jgs2Solver, Variant};
 use super::subspace::Jgs2Subspace;
 use crate::error::{JelloError, Result};
 use crate::gpu::abi::{
@@ -115,10 +122,7 @@ use crate::gpu::{
 };
 use crate::mesh::{colour_vertices, VertexTets};
 use crate::problem::{ElasticTerms, Model, Obstacle, StepProblem};
-use crate::solver::report::ms;
-use crate::solver::{IterationRecord, StepReport, StepSolver, StepTimings, StopRule};
 use std::sync::Arc;
-use std::time::Instant;
 
 /// See [`DeviceJgs2::ENERGY_SLACK`].
 const ENERGY_SLACK: f64 = 1e-6;
@@ -444,14 +448,17 @@ struct HmBufs {
     far_base: u32,
 }
 
-/// JGS2 (with a subspace) or VBD (without) on a [`Device`]; see the module docs.
-pub struct DeviceJgs2 {
-    params: Jgs2Params,
+/// JGS2 (with a subspace) or VBD (without) on a [`Device`], the solver.
+pub type DeviceJgs2 = Jgs2Solver<DeviceJgs2Backend>;
+
+/// [`Jgs2Backend`] on its own [`Device`] and [`DeviceModel`] (f32); see the module docs.
+/// Built by [`DeviceJgs2::new`].
+pub struct DeviceJgs2Backend {
+    variant: Variant,
     has_subspace: bool,
     dev: Device,
     /// The body's mesh data, step start and step constants on `dev`.
     m: DeviceModel,
-    extent: f64,
     num_colours: usize,
     // Static data.
     /// Vertex → (tet, corner) CSR packed as `tet·4 + corner` ([`VertexTets::packed`]).
@@ -507,6 +514,14 @@ pub struct DeviceJgs2 {
     elem_flags: u32,
     /// The device energy at x_start (elastic + barrier), subtracted from every sample's, J.
     e_ref: f64,
+    /// Which of `x` holds the current point (the other the trial).
+    cur: usize,
+    /// The current point's readback.
+    s: Sample,
+    /// The last trial's readback and what it evaluated.
+    pending: Option<(Sample, Next)>,
+    /// The coefficients `step` holds from x[cur] and their bound (1/the readback's), if any.
+    combined: Option<([f64; 3], f64)>,
 }
 
 fn span(lists: &mut Vec<u32>, items: impl IntoIterator<Item = u32>) -> Span {
@@ -518,7 +533,7 @@ fn span(lists: &mut Vec<u32>, items: impl IntoIterator<Item = u32>) -> Span {
     }
 }
 
-impl DeviceJgs2 {
+impl Jgs2Solver<DeviceJgs2Backend> {
     /// Relative energy allowance of the line search: a trial is accepted when
     /// E₁ ≤ E₀ + 1e-4·α·slope + `ENERGY_SLACK`·(|E₀| + M₀), with E the energy change since the
     /// step's start and M₀ = Σ |block partial| of the element and vertex energies at the current
@@ -583,7 +598,45 @@ impl DeviceJgs2 {
         params: Jgs2Params,
         subspace: Option<Arc<Jgs2Subspace>>,
     ) -> Result<Self> {
-        if let Some(why) = Self::unsupported(model) {
+        let has_subspace = subspace.is_some();
+        let backend = DeviceJgs2Backend::new(device, model, params.variant, subspace)?;
+        Ok(Jgs2Solver::from_backend(
+            model,
+            backend,
+            params,
+            has_subspace,
+        ))
+    }
+
+    /// The device (GPU or CPU twins).
+    pub fn device(&self) -> &Device {
+        self.backend().device()
+    }
+    /// Which adapter (or the CPU) runs the iterations.
+    pub fn info(&self) -> &DeviceInfo {
+        self.backend().info()
+    }
+    /// The point positions on the device are relative to (the rest centroid), m.
+    pub fn origin(&self) -> [f64; 3] {
+        self.backend().origin()
+    }
+    /// The GPU position buffer (`None` on the CPU twins): `array<vec4<f32>>`, 16-byte stride,
+    /// xyz = position − [`origin`](Self::origin) in metres, w = 0, usage STORAGE | VERTEX |
+    /// COPY_SRC | COPY_DST. After [`crate::solver::StepSolver::step`] it holds the step's result.
+    pub fn positions_buffer(&self) -> Option<&wgpu::Buffer> {
+        self.backend().positions_buffer()
+    }
+}
+
+impl DeviceJgs2Backend {
+    /// See [`DeviceJgs2::new`].
+    fn new(
+        device: Device,
+        model: &Model,
+        variant: Variant,
+        subspace: Option<Arc<Jgs2Subspace>>,
+    ) -> Result<Self> {
+        if let Some(why) = DeviceJgs2::unsupported(model) {
             return Err(JelloError::Invalid(why));
         }
         let mut dev = device;
@@ -711,10 +764,9 @@ impl DeviceJgs2 {
         let n_nodes = subspace.as_ref().map_or(0, |s| s.tree.len());
         let has_hm = hm.is_some();
         let d = &mut dev;
-        let s = DeviceJgs2 {
-            params,
+        let s = DeviceJgs2Backend {
+            variant,
             has_subspace: jgs2,
-            extent: model.largest_extent(),
             num_colours: colouring.num_colours(),
             packed: upload_nonempty(d, "csr packed", &packed)?,
             lists: d.upload("vertex and element lists", &lists)?,
@@ -777,6 +829,10 @@ impl DeviceJgs2 {
             strict_floor: None,
             elem_flags: ALL_FLAGS,
             e_ref: 0.0,
+            cur: 0,
+            s: Sample::default(),
+            pending: None,
+            combined: None,
             thickness: (SURFACE_THICKNESS * model.barrier.dhat) as f32,
             m,
             dev,
@@ -796,14 +852,7 @@ impl DeviceJgs2 {
     pub fn origin(&self) -> [f64; 3] {
         self.m.origin
     }
-    /// Number of vertex colours (Gauss–Seidel sweeps per iteration, pinned-only colours
-    /// included as in [`Jgs2Solver::num_colours`](super::Jgs2Solver::num_colours)).
-    pub fn num_colours(&self) -> usize {
-        self.num_colours
-    }
-    /// The GPU position buffer (`None` on the CPU twins): `array<vec4<f32>>`, 16-byte stride,
-    /// xyz = position − [`origin`](Self::origin) in metres, w = 0, usage STORAGE | VERTEX |
-    /// COPY_SRC | COPY_DST. After [`StepSolver::step`] it holds the step's result.
+    /// The GPU position buffer (see [`DeviceJgs2::positions_buffer`]).
     pub fn positions_buffer(&self) -> Option<&wgpu::Buffer> {
         self.dev.as_gpu()?.buffer(self.x[0].id())
     }
@@ -1221,15 +1270,10 @@ impl DeviceJgs2 {
         );
     }
 
-    /// Everything at x[xb] a safeguarded iteration needs: the state, the primary direction
-    /// (Jacobi: the JGS2/VBD local steps; Gauss–Seidel: a sweep from x[xb] on the scratch
-    /// copy), the VBD direction, Hessian-vector products, dots, energy.
-    fn rec_eval_safeguarded(&self, p: &mut Plan, xb: usize) {
-        self.rec_eval_guarded(p, xb, true);
-    }
-
-    /// What a guarded iteration needs at x[xb]: with `model` everything of
-    /// [`Self::rec_eval_safeguarded`], without it what the cut safeguard's plain trial needs
+    /// What a guarded iteration needs at x[xb]: with `model` everything a safeguarded
+    /// iteration needs (the state, the primary direction — Jacobi: the JGS2/VBD local steps;
+    /// Gauss–Seidel: a sweep from x[xb] on the scratch copy —, the VBD direction,
+    /// Hessian-vector products, dots, energy), without it what the cut safeguard's plain trial needs
     /// (state, primary direction, ‖g‖² and g·δ, energy).
     fn rec_eval_guarded(&self, p: &mut Plan, xb: usize, model: bool) {
         // The per-vertex moves of this iteration (the trial's) are reduced before a sweep
@@ -1242,7 +1286,7 @@ impl DeviceJgs2 {
             self.rb.dx,
         );
         self.rec_state(p, xb);
-        match self.params.variant {
+        match self.variant {
             Variant::Jacobi => {
                 self.rec_local(p, xb, self.free, true);
             }
@@ -1410,47 +1454,6 @@ impl DeviceJgs2 {
         })
     }
 
-    /// Coefficients minimising the quadratic model over the directions of
-    /// [`Self::model_slots`], from the dots — the f64 reference's `model_minimiser`: directions
-    /// scaled to unit H-norm, pseudo-inverse with a relative eigenvalue cut-off ([`DeviceJgs2::EIGEN_CUTOFF`]).
-    fn model_minimiser(&self, dots: &[f64; 13]) -> [f64; 3] {
-        let slots = self.model_slots();
-        let k = slots.len();
-        let raw = |p: usize, q: usize| {
-            let (sp, sq) = (slots[p], slots[q]);
-            0.5 * (dots[4 + 3 * sp + sq] + dots[4 + 3 * sq + sp])
-        };
-        let scale: Vec<f64> = (0..k)
-            .map(|p| {
-                let d = raw(p, p);
-                if d > 0.0 && d.is_finite() {
-                    1.0 / d.sqrt()
-                } else {
-                    0.0
-                }
-            })
-            .collect();
-        let a = nalgebra::DMatrix::from_fn(k, k, |p, q| raw(p, q) * scale[p] * scale[q]);
-        let b = nalgebra::DVector::from_fn(k, |p, _| -dots[1 + slots[p]] * scale[p]);
-        let eig = a.symmetric_eigen();
-        let top = eig.eigenvalues.iter().fold(0.0f64, |m, v| m.max(*v));
-        let mut c = nalgebra::DVector::zeros(k);
-        for (j, &lam) in eig.eigenvalues.iter().enumerate() {
-            if lam > EIGEN_CUTOFF * top {
-                let v = eig.eigenvectors.column(j);
-                c += v * (v.dot(&b) / lam);
-            }
-        }
-        let mut out = [0.0; 3];
-        for (p, &sl) in slots.iter().enumerate() {
-            let v = c[p] * scale[p];
-            if v.is_finite() {
-                out[sl] = v;
-            }
-        }
-        out
-    }
-
     fn upload_step(&mut self, problem: &StepProblem) -> Result<()> {
         let model = problem.model;
         let (x0, c0) = (self.x[0], self.contacts[0]);
@@ -1497,7 +1500,7 @@ fn strict_floor(model: &Model, x_start: &[f64]) -> Option<f32> {
     (min_j > 0.0).then(|| DEVICE_STRICT_MIN_J.min(0.5 * min_j) as f32)
 }
 
-impl DeviceJgs2 {
+impl DeviceJgs2Backend {
     /// Rebuilds the f64 positions of the vertices near an obstacle from their contact records.
     ///
     /// In contact the barrier's equilibrium distance can be ~1e-8 m (a ball thrown at 30 m/s
@@ -1565,49 +1568,73 @@ impl DeviceJgs2 {
     }
 }
 
-impl StepSolver for DeviceJgs2 {
-    fn name(&self) -> String {
-        super::solver::solver_name(self.has_subspace, self.params.variant)
+impl DeviceJgs2Backend {
+    /// The loop's view of a readback taken for `next`.
+    fn public(&self, s: &Sample, next: Next, max_move: f64) -> Jgs2Sample {
+        let mut out = Jgs2Sample {
+            residual: s.residual,
+            energy: s.energy,
+            max_move,
+            // Positions never leave the device inside a step; a non-finite iterate shows as a
+            // non-finite gradient, and `jgs2_finish` checks the positions it reads.
+            finite: true,
+            ..Jgs2Sample::default()
+        };
+        let slots: &[usize] = match next {
+            Next::Plain => &[],
+            Next::Primary => &[0],
+            Next::Model => self.model_slots(),
+        };
+        for &p in slots {
+            out.present[p] = true;
+            out.gd[p] = s.dots[1 + p];
+            if next == Next::Model {
+                for &q in slots {
+                    out.dhd[p][q] = 0.5 * (s.dots[4 + 3 * p + q] + s.dots[4 + 3 * q + p]);
+                }
+            }
+        }
+        out
+    }
+}
+
+impl Jgs2Backend for DeviceJgs2Backend {
+    fn jgs2_num_colours(&self) -> usize {
+        self.num_colours
     }
 
-    fn step(
+    fn jgs2_strict_per_vertex(&self) -> bool {
+        false
+    }
+
+    fn jgs2_eigen_cutoff(&self) -> f64 {
+        EIGEN_CUTOFF
+    }
+
+    fn jgs2_begin(
         &mut self,
         problem: &StepProblem,
-        elastic: &dyn ElasticTerms,
-        x: &mut Vec<f64>,
-        trace: bool,
-    ) -> Result<StepReport> {
-        let start = Instant::now();
-        let mut timings = StepTimings::default();
+        _elastic: &dyn ElasticTerms,
+        flags: Jgs2StepFlags,
+        next: Next,
+    ) -> Result<Jgs2Sample> {
         self.upload_step(problem)?;
-        let t0 = Instant::now();
-        // The strict filter needs every iterate to pass the energy test (the sentinel of an
-        // element below the floor), so VBD and plain JGS2 go through the safeguard's line
-        // search under it.
-        let mode = match self.params.safeguard {
-            Safeguard::Off if problem.strict_inversion => Safeguard::Always,
-            m => m,
-        };
-        let safeguard = mode.is_on();
-        // `Safeguard::Cut`: the model step from the first rejected plain trial of this time
-        // step on (the reference's rule); `Always`: from the start.
-        let mut model_on = mode == Safeguard::Always;
-        let variant = self.params.variant;
+        let safeguard = flags.safeguard;
         // Plain VBD (no subspace, Gauss–Seidel, no safeguard) reads only the diagonal blocks,
         // exact where PSD by construction (the CPU's `vbd_sweep`, `element_local_corner`); every
         // other iteration needs the projected Hessian (JGS2's system, the safeguard's curvature).
-        self.elem_flags = if !self.has_subspace && variant == Variant::GaussSeidel && !safeguard {
-            ALL_FLAGS | ELASTIC_EXACT_SNH
-        } else {
-            ALL_FLAGS
-        };
-        // The state at the start, and what the first iteration needs.
+        self.elem_flags =
+            if !self.has_subspace && self.variant == Variant::GaussSeidel && !safeguard {
+                ALL_FLAGS | ELASTIC_EXACT_SNH
+            } else {
+                ALL_FLAGS
+            };
         let mut p = Plan::new();
         if safeguard {
-            self.rec_eval_guarded(&mut p, 0, model_on);
+            self.rec_eval_guarded(&mut p, 0, next == Next::Model);
         } else {
             self.rec_state(&mut p, 0);
-            if variant == Variant::Jacobi {
+            if self.variant == Variant::Jacobi {
                 self.rec_local(&mut p, 0, self.free, true);
             }
             self.rec_dots(&mut p, false);
@@ -1622,153 +1649,118 @@ impl StepSolver for DeviceJgs2 {
             self.e_ref = s.energy;
             s.energy = 0.0;
         }
-        timings.assembly_ms += ms(t0);
-        let mut records = trace.then(Vec::new);
-        if let Some(r) = records.as_mut() {
-            r.push(IterationRecord {
-                residual: s.residual,
-                energy: 0.0,
-                alpha: 1.0,
-                ..IterationRecord::default()
-            });
+        self.cur = 0;
+        self.pending = None;
+        self.combined = None;
+        let out = self.public(&s, next, f64::INFINITY);
+        self.s = s;
+        Ok(out)
+    }
+
+    fn jgs2_evaluate(
+        &mut self,
+        _problem: &StepProblem,
+        _elastic: &dyn ElasticTerms,
+        next: Next,
+    ) -> Result<Jgs2Sample> {
+        let mut p = Plan::new();
+        self.rec_eval_guarded(&mut p, self.cur, next == Next::Model);
+        let s = self.run(&p)?;
+        self.combined = None;
+        let out = self.public(&s, next, f64::INFINITY);
+        self.s = s;
+        Ok(out)
+    }
+
+    fn jgs2_plain(
+        &mut self,
+        _problem: &StepProblem,
+        _elastic: &dyn ElasticTerms,
+    ) -> Result<Jgs2Sample> {
+        // One plan: apply the local steps, re-evaluate, the next local steps (Jacobi); or the
+        // sweep (Gauss–Seidel); then the dots and energies, one readback.
+        let mut p = Plan::new();
+        match self.variant {
+            Variant::Jacobi => {
+                self.rec_apply(&mut p, 0, self.free, 1.0, 1.0, self.dxn);
+                self.rec_state(&mut p, 0);
+                self.rec_local(&mut p, 0, self.free, true);
+            }
+            Variant::GaussSeidel => self.rec_sweep(&mut p, 0, self.dxn),
         }
-        let mut cur = 0usize;
-        let mut iterations = 0;
-        let mut converged;
-        let mut max_dx = f64::INFINITY;
-        // Armijo on the energy change, with the f32 round-off allowance scaled by the summed
-        // terms' magnitude at the current iterate (see [`DeviceJgs2::ENERGY_SLACK`]).
-        let accept = |e1: f64, s0: &Sample, alpha: f64, slope: f64| {
-            let slack = ENERGY_SLACK * (s0.energy.abs() + s0.magnitude);
-            e1.is_finite() && e1 <= s0.energy + 1e-4 * alpha * slope + slack
-        };
-        loop {
-            converged = self.params.stop.met(s.residual, max_dx / self.extent);
-            if StopRule::stop_now(converged, iterations, self.params.max_iterations) {
-                break;
-            }
-            iterations += 1;
-            let t0 = Instant::now();
-            let mut alpha_it = 1.0;
-            let mut plain_kept = false;
-            if safeguard && !model_on {
-                // The cut safeguard's plain trial: the primary step (obstacle-limited) from
-                // x[cur], evaluated for a plain next iteration; kept when its energy passes
-                // the reference's `plain_step_fits`.
-                let slope = s.dots[1];
-                if slope < 0.0 && slope.is_finite() {
-                    let mut p = Plan::new();
-                    self.rec_combine(&mut p, cur, [1.0, 0.0, 0.0]);
-                    self.rec_trial(&mut p, cur, 1.0);
-                    self.rec_eval_guarded(&mut p, 1 - cur, false);
-                    let trial = self.run(&p)?;
-                    let alpha0 = 1.0 / trial.bound;
-                    let slack = ENERGY_SLACK * (s.energy.abs() + s.magnitude);
-                    if plain_step_fits(s.energy, trial.energy, alpha0, slope, slack) {
-                        plain_kept = true;
-                        alpha_it = alpha0;
-                        cur = 1 - cur;
-                        s = trial;
-                    }
-                }
-                if !plain_kept {
-                    // Rejected: the model step for the rest of the step, from x[cur]
-                    // evaluated again with the model's directions and Hessian products.
-                    model_on = true;
-                    let mut p = Plan::new();
-                    self.rec_eval_guarded(&mut p, cur, true);
-                    s = self.run(&p)?;
-                }
-            }
-            if safeguard && !plain_kept {
-                // The step minimising the quadratic model over span{primary, VBD, previous},
-                // limited by the obstacles and backtracked; the trial's evaluation is the next
-                // iteration's input.
-                let mut coef = self.model_minimiser(&s.dots);
-                let slope: f64 = (0..3).map(|k| coef[k] * s.dots[1 + k]).sum();
-                let descent = slope < 0.0 && slope.is_finite();
-                if !descent {
-                    coef = [0.0; 3];
-                }
-                let mut scale = if descent { 1.0 } else { 0.0 };
-                let mut p = Plan::new();
-                self.rec_combine(&mut p, cur, coef);
-                self.rec_trial(&mut p, cur, scale);
-                self.rec_eval_safeguarded(&mut p, 1 - cur);
-                let mut trial = self.run(&p)?;
-                let alpha0 = 1.0 / trial.bound;
-                if descent {
-                    let tl = Instant::now();
-                    let mut tries = 1;
-                    while !accept(trial.energy, &s, scale * alpha0, slope) {
-                        scale *= 0.5;
-                        let mut p = Plan::new();
-                        self.rec_trial(&mut p, cur, scale);
-                        self.rec_eval_safeguarded(&mut p, 1 - cur);
-                        trial = self.run(&p)?;
-                        // The reference takes the 30th halving without evaluating it; the
-                        // device evaluates it anyway (the next iteration's data).
-                        if tries == 30 {
-                            break;
-                        }
-                        tries += 1;
-                    }
-                    if !trial.energy.is_finite() {
-                        // Even the last halving is infeasible (a barrier, or an element below
-                        // the strict floor): stay put rather than step into it.
-                        scale = 0.0;
-                        let mut p = Plan::new();
-                        self.rec_trial(&mut p, cur, scale);
-                        self.rec_eval_safeguarded(&mut p, 1 - cur);
-                        trial = self.run(&p)?;
-                    }
-                    timings.line_search_ms += ms(tl);
-                }
-                alpha_it = scale * alpha0;
-                cur = 1 - cur;
-                s = trial;
-            } else if !safeguard {
-                let mut p = Plan::new();
-                match variant {
-                    Variant::Jacobi => {
-                        self.rec_apply(&mut p, 0, self.free, 1.0, 1.0, self.dxn);
-                        self.rec_state(&mut p, 0);
-                        self.rec_local(&mut p, 0, self.free, true);
-                    }
-                    Variant::GaussSeidel => self.rec_sweep(&mut p, 0, self.dxn),
-                }
-                self.rec_dots(&mut p, false);
-                self.rec_energy(&mut p);
-                s = self.run(&p)?;
-            }
-            max_dx = s.max_dx;
-            timings.solve_ms += ms(t0);
-            if !s.residual.is_finite() {
-                return Err(JelloError::Solver(format!(
-                    "{} diverged (non-finite gradient)",
-                    self.name()
-                )));
-            }
-            if let Some(r) = records.as_mut() {
-                r.push(IterationRecord {
-                    residual: s.residual,
-                    energy: s.energy,
-                    alpha: alpha_it,
-                    model_step: safeguard.then_some(!plain_kept),
-                    ..IterationRecord::default()
-                });
-            }
+        self.rec_dots(&mut p, false);
+        self.rec_energy(&mut p);
+        let s = self.run(&p)?;
+        let out = self.public(&s, Next::Plain, s.max_dx);
+        self.s = s;
+        Ok(out)
+    }
+
+    fn jgs2_trial(
+        &mut self,
+        _problem: &StepProblem,
+        _elastic: &dyn ElasticTerms,
+        coef: [f64; 3],
+        scale: f64,
+        next: Next,
+    ) -> Result<Jgs2Trial> {
+        // One plan: the combined step and its bound (once per coefficients), the trial
+        // positions, and speculatively at the trial what the next iteration needs there.
+        let mut p = Plan::new();
+        let fresh = self.combined.is_none_or(|(c, _)| c != coef);
+        if fresh {
+            self.rec_combine(&mut p, self.cur, coef);
         }
+        self.rec_trial(&mut p, self.cur, scale);
+        self.rec_eval_guarded(&mut p, 1 - self.cur, next == Next::Model);
+        let t = self.run(&p)?;
+        if fresh {
+            self.combined = Some((coef, 1.0 / t.bound));
+        }
+        let bound = self.combined.map_or(0.0, |(_, b)| b);
+        let energy = t.energy;
+        self.pending = Some((t, next));
+        Ok(Jgs2Trial { energy, bound })
+    }
+
+    fn jgs2_accept(
+        &mut self,
+        _problem: &StepProblem,
+        _elastic: &dyn ElasticTerms,
+    ) -> Result<Jgs2Sample> {
+        let (t, next) = self
+            .pending
+            .take()
+            .ok_or_else(|| JelloError::Solver("DeviceJgs2: accept without a trial".into()))?;
+        self.cur = 1 - self.cur;
+        self.combined = None;
+        let out = self.public(&t, next, t.max_dx);
+        self.s = t;
+        Ok(out)
+    }
+
+    fn jgs2_slack(&self, _problem: &StepProblem, _elastic: &dyn ElasticTerms, e: f64) -> f64 {
+        // See [`DeviceJgs2::ENERGY_SLACK`]: f32 terms summed in f32 blocks.
+        ENERGY_SLACK * (e.abs() + self.s.magnitude)
+    }
+
+    fn jgs2_finish(
+        &mut self,
+        _problem: &StepProblem,
+        _elastic: &dyn ElasticTerms,
+        x: &mut Vec<f64>,
+    ) -> Result<()> {
         let contact_records = if self.m.obstacles.is_empty() {
             Vec::new()
         } else {
-            self.dev.read(&self.contacts[cur])?
+            self.dev.read(&self.contacts[self.cur])?
         };
-        if cur == 1 {
+        if self.cur == 1 {
             // Keep the result in the position buffer hosts draw from.
             let mut p = Plan::new();
             p.copy(&self.x[1], 0, &self.x[0], 0, self.m.nv);
             self.dev.submit(&p)?;
+            self.cur = 0;
         }
         let xv = self.dev.read(&self.x[0])?;
         x.clear();
@@ -1781,23 +1773,6 @@ impl StepSolver for DeviceJgs2 {
             *xi += self.m.origin[k % 3];
         }
         self.rebuild_from_records(x, &contact_records);
-        if x.iter().any(|v| !v.is_finite()) {
-            return Err(JelloError::Solver(format!(
-                "{} diverged (non-finite positions)",
-                self.name()
-            )));
-        }
-        Ok(StepReport {
-            iterations,
-            converged,
-            residual: s.residual,
-            energy: problem.energy(elastic, x),
-            energy_change: problem.energy_change(elastic, x),
-            wall_ms: ms(start),
-            timings,
-            work: Default::default(),
-            trace: records,
-            ..StepReport::default()
-        })
+        Ok(())
     }
 }

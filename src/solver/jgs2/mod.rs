@@ -272,16 +272,42 @@
 //! linear; the map is not symmetric away from rest, so it runs in flexible PCG
 //! ([`crate::solver::pcg::Beta::PolakRibiere`]). Measured in `crate::solver::multilevel`.
 //!
-//! [`Jgs2Solver`] is the f64 CPU reference; [`DeviceJgs2`] runs the same iteration over the
-//! device API (f32 WGSL kernels on the GPU, or their CPU twins).
+//! # Layout
+//! - `solver.rs`: [`Jgs2Solver`], the one step loop (stop test, plain iteration, the cut
+//!   safeguard's plain trial, the model step and its backtracking), generic over
+//!   [`Jgs2Backend`] (`backend.rs`: the trait, where IPC contact's per-vertex terms will go, and
+//!   the shared minimiser [`model_coefficients`]);
+//! - `cpu.rs`: `Jgs2Backend` for [`crate::solver::backend::CpuBackend`], the f64 reference
+//!   (`Jgs2Solver::vbd`, `Jgs2Solver::jgs2`);
+//! - `local.rs` (the per-element and per-vertex passes), `subspace.rs` (the precompute's
+//!   subspaces and their cache), `precond.rs` (JGS2 as a preconditioner);
+//! - `device.rs`: [`DeviceJgs2Backend`], `Jgs2Backend` in f32 over the device API (WGSL
+//!   kernels on the GPU, or their CPU twins) on its own `Device` and `DeviceModel`;
+//!   [`DeviceJgs2`] is `Jgs2Solver<DeviceJgs2Backend>`. Not yet `Jgs2Backend` on
+//!   `DeviceBackend` (`backend.rs` says why the trait has no supertrait yet), and its
+//!   `jgs2_combine/trial/apply/dots` kernels stay its own: each fuses into its pass what the
+//!   shared `dev_*` kernels would need further dispatches for (`combine`: three directions and
+//!   every vertex's obstacle time of impact; `trial`/`apply`: the obstacle-relative contact
+//!   records advanced with the move, the previous-step slot and the per-vertex moves; `dots`:
+//!   the weighted residual and all 13 model dots in one reduction). What it lacks
+//!   against the f64 path: the per-vertex strict inversion filter (under `strict_inversion` the
+//!   loop forces its safeguard on and it rejects trials through a sentinel energy, `DeviceJgs2`
+//!   module docs), per-element energy differences (its energies are f32 partials summed on the
+//!   host relative to the start's, with a round-off allowance of 1e-6 of the summed terms), box
+//!   obstacles and static increments.
 
+mod backend;
+mod cpu;
 mod device;
 mod local;
 mod precond;
 mod solver;
 mod subspace;
 
-pub use device::{DeviceJgs2, PackedHMatrix};
+pub use backend::{
+    model_coefficients, Jgs2Backend, Jgs2Sample, Jgs2Setup, Jgs2StepFlags, Jgs2Trial, Next,
+};
+pub use device::{DeviceJgs2, DeviceJgs2Backend, PackedHMatrix};
 pub use local::{
     barrier_hessian, element_gradient_pass, element_pass, hess_vec, hmatrix_far_field, jgs2_matrix,
     jgs2_rhs, jgs2_system, local_system, rest_frame_gradients, rotations, vbd_local_system,

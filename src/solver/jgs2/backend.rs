@@ -1,0 +1,233 @@
+//! What JGS2 / VBD need from a backend: the per-vertex local systems and their sweeps (Jacobi,
+//! coloured Gauss–Seidel), the safeguard's directions with their Hessian products and dot
+//! products, trials along a combination of those directions, and acceptance.
+//! [`super::Jgs2Solver`] is written once over [`Jgs2Backend`] — one step, one stop test, one
+//! quadratic-model minimiser ([`model_coefficients`]), one safeguard and backtracking. Its
+//! implementations: [`crate::solver::backend::CpuBackend`] in f64 (`cpu.rs`, the reference,
+//! its state in the backend's extension slot, its points the backend's current and trial
+//! points) and [`super::DeviceJgs2Backend`] in f32 (`device.rs`, on its own `Device` and
+//! `DeviceModel`).
+//!
+//! # Why not a sub-trait of `PotentialBackend` (yet)
+//! The loop needs nothing of [`crate::solver::backend::PotentialBackend`] beyond starting a
+//! step, the energy comparison's allowance and reading the result, which are methods here
+//! ([`Jgs2Backend::jgs2_begin`], [`Jgs2Backend::jgs2_slack`], [`Jgs2Backend::jgs2_finish`]; the
+//! CPU implementation forwards them to its `PotentialBackend` methods). Without the supertrait
+//! the device's JGS2 engine runs under the same loop now, before it moves onto
+//! `DeviceBackend` (whose point pair, slot buffer and energy rule it does not share yet: it
+//! keeps obstacle-relative contact records, a Gauss–Seidel scratch point and its own
+//! readback). When it does, `impl Jgs2Backend for DeviceBackend` replaces
+//! `DeviceJgs2Backend` and the supertrait can be added without touching the loop.
+//!
+//! # Why the methods are this coarse
+//! Every method is one evaluation of a point and returns its scalars on the host
+//! ([`Jgs2Sample`], [`Jgs2Trial`]): on a device each is one plan and one readback, and a trial
+//! evaluates speculatively at the trial point what the next iteration needs there (`next`:
+//! the primary direction, or the model's three directions with their Hessian products and
+//! dots), so an accepted trial — the usual case — costs no second sync (lavapipe counts in
+//! `tests/gpu/gpu_counts.rs`: one readback per plain iteration, 1.75 per safeguarded one). The
+//! f64 backend runs when called: it evaluates a trial's energy only and the rest at
+//! [`Jgs2Backend::jgs2_accept`].
+//!
+//! What the backends cannot share is said here, not hidden in the loop:
+//! - [`Jgs2Backend::jgs2_strict_per_vertex`]: the f64 backend limits every vertex's move so each
+//!   incident element stays above its strict floor (`keep_oriented`) and bounds the combined
+//!   step by the f64 inversion filter (`StepProblem::max_step`); the device answers `false` and
+//!   rejects trials with an element below one floor through a sentinel energy instead, so the
+//!   loop forces the safeguard on under `strict_inversion`;
+//! - [`Jgs2Backend::jgs2_eigen_cutoff`]: the model minimiser's relative eigenvalue cut-off, as
+//!   fine as the backend's dots resolve (f64 1e-10, f32 1e-6);
+//! - [`Jgs2Backend::jgs2_slack`]: the energy comparison's round-off allowance (f64:
+//!   `StepProblem::energy_slack`, per-element energy differences; f32: 1e-6 of the summed
+//!   terms' magnitude).
+//!
+//! # Where contact goes (the next issue: IPC in JGS2/VBD)
+//! Barrier and friction act on the per-vertex local systems: each contacting vertex's gradient
+//! term enters the assembled gradient g that the sample's residual and every local right-hand
+//! side read, and its PSD 3×3 block enters that vertex's A_i — both inside the
+//! implementation's local solve (CPU: `vbd_system`/`jgs2_system`/`vbd_local_system` through
+//! `StepProblem`, as the obstacle barriers do today; device: the `vertex_terms` and
+//! `face_terms` kernels' per-vertex gradient and barrier Hessian), and the block also in the
+//! safeguard's Hessian products. The per-vertex step bound from CCD belongs with today's
+//! per-vertex obstacle filter (`filter` in `cpu.rs`, the device's `vertex_solve`), applied to
+//! every local step, and the whole-step bound with [`Jgs2Trial::bound`] (the f64 backend's
+//! `StepProblem::max_step`, the device's combine bound). None of this changes the loop or this
+//! trait's signatures: the active pairs are the backend's per-step state, set up at
+//! [`Jgs2Backend::jgs2_begin`].
+
+use super::solver::Variant;
+use super::subspace::Jgs2Subspace;
+use crate::error::Result;
+use crate::problem::{ElasticTerms, StepProblem};
+use nalgebra::Matrix3;
+use std::sync::Arc;
+
+/// What a JGS2 / VBD solver sets up on the f64 backend once, when it is built.
+#[derive(Clone, Debug)]
+pub struct Jgs2Setup {
+    /// Sweep order.
+    pub variant: Variant,
+    /// The precomputed subspaces (JGS2), or `None` (VBD).
+    pub subspace: Option<Arc<Jgs2Subspace>>,
+    /// Per-vertex rotations at the state the subspace was linearised at (`None`: the rest
+    /// shape; an f64 diagnostic, see `Jgs2Solver::linearised_at`).
+    pub origin: Option<Vec<Matrix3<f64>>>,
+}
+
+/// Per-step choices of the loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Jgs2StepFlags {
+    /// Whether iterates go through the safeguard (trials, energies).
+    pub safeguard: bool,
+    /// Whether every sample carries the energy change (the safeguard's test, or a trace).
+    pub energy: bool,
+}
+
+/// What the next iteration needs at a point (evaluated speculatively at a trial on a device).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// A plain iteration follows ([`Jgs2Backend::jgs2_plain`]): the residual only.
+    Plain,
+    /// The primary direction δ and gᵀδ ([`crate::solver::jgs2::Safeguard::Cut`]'s plain trial).
+    Primary,
+    /// The model's directions {δ, block-Jacobi (VBD) step with a subspace, previous step when
+    /// non-zero}, their Hessian products and dots.
+    Model,
+}
+
+/// The scalars of a point, on the host.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Jgs2Sample {
+    /// Characteristic-norm residual of the assembled gradient.
+    pub residual: f64,
+    /// E − E(x_start), J, when asked for ([`Jgs2StepFlags::energy`]; else 0).
+    pub energy: f64,
+    /// Largest per-vertex move of the step that led here, m (∞ at the step's start).
+    pub max_move: f64,
+    /// Whether every position is finite.
+    pub finite: bool,
+    /// Which of the three directions (primary, block-Jacobi, previous) exist at this point.
+    pub present: [bool; 3],
+    /// gᵀd_k (J), for present directions.
+    pub gd: [f64; 3],
+    /// ½(d_pᵀHd_q + d_qᵀHd_p) (J), for present directions under [`Next::Model`].
+    pub dhd: [[f64; 3]; 3],
+}
+
+/// The scalars of a trial, on the host.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Jgs2Trial {
+    /// E(trial) − E(x_start), J (+∞ when infeasible).
+    pub energy: f64,
+    /// The step filter's bound of the combined direction (the trial's α = scale × bound).
+    pub bound: f64,
+}
+
+/// JGS2 / VBD's per-vertex work on a backend (see the module docs). Call order per step:
+/// [`Self::jgs2_begin`], then per iteration either [`Self::jgs2_plain`] or trials
+/// ([`Self::jgs2_trial`], possibly after [`Self::jgs2_evaluate`]) and [`Self::jgs2_accept`];
+/// finally [`Self::jgs2_finish`].
+pub trait Jgs2Backend {
+    /// Number of vertex colours (Gauss–Seidel sweeps per iteration).
+    fn jgs2_num_colours(&self) -> usize;
+    /// Whether every local step and trial keeps each element above its strict floor under
+    /// `strict_inversion` (see the module docs).
+    fn jgs2_strict_per_vertex(&self) -> bool;
+    /// The model minimiser's relative eigenvalue cut-off.
+    fn jgs2_eigen_cutoff(&self) -> f64;
+    /// Starts a step: current ← `problem.x_start` (on a device: the step's upload), evaluated
+    /// for `next`.
+    fn jgs2_begin(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        flags: Jgs2StepFlags,
+        next: Next,
+    ) -> Result<Jgs2Sample>;
+    /// Evaluates the current point again for `next` (after a rejected plain trial: the model's
+    /// directions).
+    fn jgs2_evaluate(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        next: Next,
+    ) -> Result<Jgs2Sample>;
+    /// One plain iteration in place: every free vertex's local step at once (Jacobi) or one
+    /// coloured sweep (Gauss–Seidel), then the new point's sample.
+    fn jgs2_plain(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+    ) -> Result<Jgs2Sample>;
+    /// trial ← current + scale·bound·Σ_k coef_k d_k over the present directions, bound the step
+    /// filter's for Σ_k coef_k d_k (computed once per coefficients), and the trial's energy; a
+    /// device evaluates there speculatively what `next` asks for.
+    fn jgs2_trial(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        coef: [f64; 3],
+        scale: f64,
+        next: Next,
+    ) -> Result<Jgs2Trial>;
+    /// The last trial becomes the current point (its step the previous direction) and its
+    /// sample, for the `next` of that trial.
+    fn jgs2_accept(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+    ) -> Result<Jgs2Sample>;
+    /// Round-off allowance (J) of an energy comparison near the energy change `e` (J) of the
+    /// current point (f64: [`StepProblem::energy_slack`]; f32: a fraction of the summed terms'
+    /// magnitude).
+    fn jgs2_slack(&self, problem: &StepProblem, elastic: &dyn ElasticTerms, e: f64) -> f64;
+    /// The current point into `x` (3n, m, f64).
+    fn jgs2_finish(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        x: &mut Vec<f64>,
+    ) -> Result<()>;
+}
+
+/// Coefficients c minimising gᵀ(Σ c_k d_k) + ½ (Σ c_k d_k)ᵀ H (Σ c_k d_k) over the present
+/// directions of `s` (absent ones get 0). The directions are first scaled to unit H-norm, so
+/// one huge direction cannot hide the others; directions that are (numerically) dependent on
+/// the others — eigenvalues of the scaled matrix below `cutoff` × the largest — get no weight,
+/// and a non-finite coefficient becomes 0.
+pub fn model_coefficients(s: &Jgs2Sample, cutoff: f64) -> [f64; 3] {
+    let slots: Vec<usize> = (0..3).filter(|&k| s.present[k]).collect();
+    let k = slots.len();
+    let raw = |p: usize, q: usize| s.dhd[slots[p]][slots[q]];
+    let scale: Vec<f64> = (0..k)
+        .map(|p| {
+            let d = raw(p, p);
+            if d > 0.0 && d.is_finite() {
+                1.0 / d.sqrt()
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let a = nalgebra::DMatrix::from_fn(k, k, |p, q| raw(p, q) * scale[p] * scale[q]);
+    let b = nalgebra::DVector::from_fn(k, |p, _| -s.gd[slots[p]] * scale[p]);
+    // Symmetric eigen-solve with a relative cut-off: a pseudo-inverse on the well-determined
+    // part of span{d_k}.
+    let eig = a.symmetric_eigen();
+    let top = eig.eigenvalues.iter().fold(0.0f64, |m, v| m.max(*v));
+    let mut c = nalgebra::DVector::zeros(k);
+    for (j, &lam) in eig.eigenvalues.iter().enumerate() {
+        if lam > cutoff * top {
+            let v = eig.eigenvectors.column(j);
+            c += v * (v.dot(&b) / lam);
+        }
+    }
+    let mut out = [0.0; 3];
+    for (p, &sl) in slots.iter().enumerate() {
+        let v = c[p] * scale[p];
+        if v.is_finite() {
+            out[sl] = v;
+        }
+    }
+    out
+}
