@@ -12,6 +12,10 @@
 //! `cargo bench --bench contact`. Env: `JELLO_BENCH_CONTACT_REPS`, `JELLO_BENCH_CONTACT_MAX_N`
 //! (largest generated box, default 96).
 
+#[path = "common/report.rs"]
+#[macro_use]
+mod report;
+
 use jello::contact::{candidates, candidates_with, intersecting_pairs, BroadParams, CollisionMesh};
 use jello::material::{Material, MaterialModel};
 use jello::mesh::{box_grid, read_mesh, TetMesh};
@@ -157,10 +161,15 @@ fn exponent(x: &[f64], y: &[f64]) -> f64 {
 }
 
 fn main() {
+    run();
+    report::finish("contact");
+}
+
+fn run() {
     let reps = env_usize("JELLO_BENCH_CONTACT_REPS", 7);
     let max_n = env_usize("JELLO_BENCH_CONTACT_MAX_N", 96);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    println!(
+    out!(
         "contact broad phase: {} rayon threads, load average at start {}",
         rayon::current_num_threads(),
         load.split_whitespace()
@@ -179,7 +188,7 @@ fn main() {
         if p.exists() {
             cases.push((name.to_string(), read_mesh(&p).unwrap().mesh));
         } else {
-            println!("note: {} absent, skipped", p.display());
+            out!("note: {} absent, skipped", p.display());
         }
     }
     let mut rows = Vec::new();
@@ -198,12 +207,12 @@ fn main() {
         }
         rows.push(row);
     }
-    println!(
+    out!(
         "\n| case | faces | edges | mesh build ms | rest ms | rest pt+ee | swept ms | swept pt+ee | swept pairs sharing a cell | intersect ms |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    out!("|---|---|---|---|---|---|---|---|---|---|");
     for r in &rows {
-        println!(
+        out!(
             "| {} | {} | {} | {:.1} | {:.2} | {}+{} | {:.2} | {}+{} | {} | {:.2} |",
             r.case,
             r.faces,
@@ -224,9 +233,9 @@ fn main() {
     // Small cases are dominated by fixed costs (thread start-up): fit on ≥ 2,000 faces too.
     let big: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].faces >= 2000).collect();
     let sub = |v: &[f64]| big.iter().map(|&i| v[i]).collect::<Vec<f64>>();
-    println!("\nscaling exponent of time in the number of faces (least squares on log–log):");
-    println!("| column | all cases | faces ≥ 2,000 |");
-    println!("|---|---|---|");
+    out!("\nscaling exponent of time in the number of faces (least squares on log–log):");
+    out!("| column | all cases | faces ≥ 2,000 |");
+    out!("|---|---|---|");
     for (name, v) in [
         ("mesh build", col(&|r| r.build_ms)),
         ("broad phase at rest", col(&|r| r.rest_ms)),
@@ -242,7 +251,7 @@ fn main() {
         } else {
             "–".into()
         };
-        println!("| {name} | {:.2} | {sub_fit} |", exponent(&faces, &v));
+        out!("| {name} | {:.2} | {sub_fit} |", exponent(&faces, &v));
     }
     for Prepared {
         case,
@@ -252,9 +261,9 @@ fn main() {
         dhat,
     } in sweep
     {
-        println!("\ncell factor sweep on {case} ({} faces):", m.faces.len());
-        println!("| cell factor | rest ms | swept ms | swept entries | swept pairs sharing a cell | pairs sharing a cell per candidate |");
-        println!("|---|---|---|---|---|---|");
+        out!("\ncell factor sweep on {case} ({} faces):", m.faces.len());
+        out!("| cell factor | rest ms | swept ms | swept entries | swept pairs sharing a cell | pairs sharing a cell per candidate |");
+        out!("|---|---|---|---|---|---|");
         for f in [0.5, 1.0, 1.5, 2.0, 3.0, 4.0] {
             let params = BroadParams { cell_factor: f };
             let rest_ms = median_ms(reps, || {
@@ -266,7 +275,7 @@ fn main() {
             });
             let c = c.unwrap();
             let n = (c.pt.len() + c.ee.len()).max(1);
-            println!(
+            out!(
                 "| {f} | {rest_ms:.2} | {ms:.2} | {} | {} | {:.1} |",
                 c.stats.entries,
                 c.stats.tested,

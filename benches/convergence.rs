@@ -76,6 +76,10 @@
 //! `armadillo_114k`: the base case on the 28,310-vertex armadillo (about 5 minutes of JGS2
 //! precompute on 2 cores).
 
+#[path = "common/report.rs"]
+#[macro_use]
+mod report;
+
 #[path = "common/kicked_armadillo.rs"]
 mod kicked_armadillo;
 
@@ -329,7 +333,7 @@ fn make(
             let t = Instant::now();
             let sub = build_subspace(model, h, &opts).expect("precompute");
             let s = &sub.stats;
-            println!(
+            out!(
                 "  jgs2 precompute (far tolerance {tol}): {:.2} s ({} tree nodes, near field \
                  {:.0} vertices/vertex, {:.1} far samples/vertex, far residual median {:.3} \
                  p90 {:.3}, {:.0} B/vertex)",
@@ -501,7 +505,7 @@ fn run_case(
                 }
             }
         }
-        println!(
+        out!(
             "  {:<12} iterations {:?}{}",
             run.solver,
             run.iterations,
@@ -551,7 +555,7 @@ fn mean_iterations(r: &Run) -> f64 {
 }
 
 fn table(case: &Case, stop: StopRule, runs: &[Run], steps: usize) {
-    println!(
+    out!(
         "\n### {} [{}] — {}\n",
         case.name,
         rule_tag(stop),
@@ -561,14 +565,12 @@ fn table(case: &Case, stop: StopRule, runs: &[Run], steps: usize) {
         StopRule::Cn { eps } => format!("ε = {eps:e} (characteristic norm)"),
         StopRule::Dx { tol } => format!("‖Δx‖∞ < {tol:e} of the largest extent (the paper's rule)"),
     };
-    println!(
-        "{rule}. Iterations per step; `*` marks a step stopped at the cap without converging.\n"
-    );
-    println!(
+    out!("{rule}. Iterations per step; `*` marks a step stopped at the cap without converging.\n");
+    out!(
         "| solver | iterations per step | mean | × Newton | converged | ms / iteration | \
          ms / step | precompute s |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    out!("|---|---|---|---|---|---|---|---|");
     let newton = runs
         .iter()
         .find(|r| r.solver == "newton")
@@ -582,7 +584,7 @@ fn table(case: &Case, stop: StopRule, runs: &[Run], steps: usize) {
             .map(|(i, c)| if *c { i.to_string() } else { format!("{i}*") })
             .collect();
         let total: usize = r.iterations.iter().sum();
-        println!(
+        out!(
             "| {} | {} | {:.2} | {} | {}/{} | {:.2} | {:.1} | {:.2} |",
             r.solver,
             its.join(" "),
@@ -639,8 +641,8 @@ fn plot(case: &Case, stop: StopRule, runs: &[Run], plot_step: usize, out: &Path)
         .map_err(|e| e.to_string())
         .and_then(|_| write_plot(&path, &spec, &series).map_err(|e| e.to_string()))
     {
-        Ok(()) => println!("\nplot: {}", path.display()),
-        Err(e) => println!("\nplot not written: {e}"),
+        Ok(()) => out!("\nplot: {}", path.display()),
+        Err(e) => out!("\nplot not written: {e}"),
     }
 }
 
@@ -685,9 +687,9 @@ fn summary(outcomes: &[Outcome], out: &Path) {
             })
             .unwrap_or(f64::NAN)
     };
-    println!("\n## Summary: mean iterations per step / Newton's\n");
-    println!("| solver | rule | {} |", cases.join(" | "));
-    println!("|---|---|{}", "---|".repeat(cases.len()));
+    out!("\n## Summary: mean iterations per step / Newton's\n");
+    out!("| solver | rule | {} |", cases.join(" | "));
+    out!("|---|---|{}", "---|".repeat(cases.len()));
     let mut series = Vec::new();
     for solver in &solvers {
         for rule in &rules {
@@ -705,7 +707,7 @@ fn summary(outcomes: &[Outcome], out: &Path) {
                     }
                 })
                 .collect();
-            println!("| {solver} | {rule} | {} |", cells.join(" | "));
+            out!("| {solver} | {rule} | {} |", cells.join(" | "));
             series.push(Series::new(format!("{solver}, {rule}"), ys));
         }
     }
@@ -726,8 +728,8 @@ fn summary(outcomes: &[Outcome], out: &Path) {
         .map_err(|e| e.to_string())
         .and_then(|_| write_plot(&path, &spec, &series).map_err(|e| e.to_string()))
     {
-        Ok(()) => println!("\nplot: {}", path.display()),
-        Err(e) => println!("\nplot not written: {e}"),
+        Ok(()) => out!("\nplot: {}", path.display()),
+        Err(e) => out!("\nplot not written: {e}"),
     }
     // The protocol scenes must converge on every step for Newton and JGS2 (VBD may hit its
     // cap: that is a finding, not a failure of the bench).
@@ -743,7 +745,7 @@ fn summary(outcomes: &[Outcome], out: &Path) {
         })
         .collect();
     if !failed.is_empty() {
-        println!("\nNOT CONVERGED on a protocol step: {}", failed.join("; "));
+        out!("\nNOT CONVERGED on a protocol step: {}", failed.join("; "));
         std::process::exit(1);
     }
 }
@@ -869,14 +871,14 @@ fn frontier(steps: usize, kick: f64, out: &Path) {
     let mut results: Vec<(String, Vec<Point>)> = Vec::new();
     for name in &cases {
         let Some(case) = paper_case(name, kick) else {
-            println!("skipping {name}: its mesh is not in ../shared/meshes");
+            out!("skipping {name}: its mesh is not in ../shared/meshes");
             continue;
         };
         let stop = stop_rules(&case)[0];
         let scene = Scene::parse(Path::new("bench.toml"), &case.scene).expect("scene");
         let built = scene.build().expect("build");
         let h = built.config.h;
-        println!("\n## {} [{}] — {}", case.name, rule_tag(stop), case.about);
+        out!("\n## {} [{}] — {}", case.name, rule_tag(stop), case.about);
         let mut row = Vec::new();
         for rep in &reps {
             let mut opts = SubspaceOptions::node_fits();
@@ -888,7 +890,7 @@ fn frontier(steps: usize, kick: f64, out: &Path) {
             let sub = build_subspace(&built.model, h, &opts).expect("precompute");
             let (bytes, secs) = (sub.stats.bytes_per_vertex, t.elapsed().as_secs_f64());
             let st = &sub.stats;
-            println!(
+            out!(
                 "  {:<28} near {:.0} rows/vertex, far {:.1} samples/vertex{}; pose residual \
                  median {:.2e} max {:.2e}",
                 rep.label(),
@@ -933,7 +935,7 @@ fn frontier(steps: usize, kick: f64, out: &Path) {
                         ok &= r.converged;
                     }
                     Err(e) => {
-                        println!("  {}: error {e}", rep.label());
+                        out!("  {}: error {e}", rep.label());
                         ok = false;
                         break;
                     }
@@ -944,7 +946,7 @@ fn frontier(steps: usize, kick: f64, out: &Path) {
             // systems), to see what a far field costs per iteration.
             let per_it =
                 t_steps.elapsed().as_secs_f64() * 1e3 / its.iter().sum::<usize>().max(1) as f64;
-            println!(
+            out!(
                 "  {:<28} {:>9.0} B/vertex  iterations {its:?} (mean {mean:.2}{})  \
                  precompute {secs:.1} s, {per_it:.1} ms/iteration",
                 rep.label(),
@@ -956,16 +958,16 @@ fn frontier(steps: usize, kick: f64, out: &Path) {
         results.push((case.name.to_string(), row));
     }
     let exact = reps.iter().position(Representation::is_exact);
-    println!("\n### Far-field frontier: mean iterations per step as a multiple of exact rows'\n");
+    out!("\n### Far-field frontier: mean iterations per step as a multiple of exact rows'\n");
     let head: Vec<String> = results.iter().map(|(c, _)| c.clone()).collect();
-    println!(
+    out!(
         "| representation | {} | worst ratio |",
         head.iter()
             .map(|c| format!("{c}: B/vertex | {c}: iterations | {c}: ratio"))
             .collect::<Vec<_>>()
             .join(" | ")
     );
-    println!("|---|{}---|", "---|---|---|".repeat(head.len()));
+    out!("|---|{}---|", "---|---|---|".repeat(head.len()));
     let ratio =
         |row: &[(f64, f64, bool)], k: usize| exact.map_or(f64::NAN, |e| row[k].1 / row[e].1);
     // Representations in order of their mean memory over the scenes.
@@ -990,7 +992,7 @@ fn frontier(steps: usize, kick: f64, out: &Path) {
             .iter()
             .map(|(_, r)| ratio(r, k))
             .fold(f64::NAN, f64::max);
-        println!(
+        out!(
             "| {} | {} | {worst:.2} |",
             reps[k].label(),
             cells.join(" | ")
@@ -1020,8 +1022,8 @@ fn frontier(steps: usize, kick: f64, out: &Path) {
         .map_err(|e| e.to_string())
         .and_then(|_| write_plot(&path, &spec, &series).map_err(|e| e.to_string()))
     {
-        Ok(()) => println!("\nwrote {}", path.display()),
-        Err(e) => println!("\nplot not written: {e}"),
+        Ok(()) => out!("\nwrote {}", path.display()),
+        Err(e) => out!("\nplot not written: {e}"),
     }
 }
 
@@ -1035,7 +1037,7 @@ fn diagnose(kick: f64) {
         .collect();
     for name in &cases {
         let Some(case) = paper_case(name, kick) else {
-            println!("skipping {name}: its mesh is not in ../shared/meshes");
+            out!("skipping {name}: its mesh is not in ../shared/meshes");
             continue;
         };
         let scene = Scene::parse(Path::new("bench.toml"), &case.scene).expect("scene");
@@ -1051,7 +1053,7 @@ fn diagnose(kick: f64) {
                 SubspaceOptions::default()
             };
             let sub = Arc::new(build_subspace(model, h, &opts).expect("precompute"));
-            println!(
+            out!(
                 "\n## {} step 1, plain JGS2-Jacobi ({}) — {}\n",
                 case.name,
                 if exact {
@@ -1061,8 +1063,8 @@ fn diagnose(kick: f64) {
                 },
                 case.about
             );
-            println!("| iteration | E − E(x_start), J | residual (CN) | ‖δ‖∞ / extent | E(x+δ) − E(x), J | gᵀδ, J | α* |");
-            println!("|---|---|---|---|---|---|---|");
+            out!("| iteration | E − E(x_start), J | residual (CN) | ‖δ‖∞ / extent | E(x+δ) − E(x), J | gᵀδ, J | α* |");
+            out!("|---|---|---|---|---|---|---|");
             // x_k: the iterate after k plain iterations (each run from the step's start: the
             // iteration is deterministic, so run k is a prefix of run k + 1).
             let run = |k: usize| -> Option<Vec<f64>> {
@@ -1081,7 +1083,7 @@ fn diagnose(kick: f64) {
             let mut g = vec![0.0; x.len()];
             for k in 0..iters {
                 let Some(next) = run(k + 1) else {
-                    println!("| {k} | non-finite or failed at the next iterate | | | | | |");
+                    out!("| {k} | non-finite or failed at the next iterate | | | | | |");
                     break;
                 };
                 problem.gradient(model, &x, &mut g);
@@ -1096,7 +1098,7 @@ fn diagnose(kick: f64) {
                     .chunks(3)
                     .map(|v| (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt())
                     .fold(0.0, f64::max);
-                println!(
+                out!(
                     "| {k} | {e0:.4e} | {:.3e} | {:.2e} | {:.3e} | {slope:.3e} | {:.3} |",
                     model.char_norm.residual(&g),
                     dmax / extent,
@@ -1110,6 +1112,11 @@ fn diagnose(kick: f64) {
 }
 
 fn main() {
+    run();
+    report::finish("convergence");
+}
+
+fn run() {
     let steps = env_or("JELLO_CONV_STEPS", 5usize);
     let vbd_cap = env_or("JELLO_CONV_VBD_CAP", 3000usize);
     let plot_step = env_or("JELLO_CONV_PLOT_STEP", 2usize).clamp(1, steps.max(1));
@@ -1143,7 +1150,7 @@ fn main() {
         .split(',')
         .map(str::to_owned)
         .collect();
-    println!(
+    out!(
         "threads: {}; CPU f64 solvers (JGS2/VBD GPU timings live in `cargo bench --bench \
          kernels`)",
         rayon::current_num_threads()
@@ -1160,13 +1167,13 @@ fn main() {
             other => panic!("unknown case {other}"),
         };
         let Some(case) = case else {
-            println!("skipping {name}: its mesh is not in ../shared/meshes");
+            out!("skipping {name}: its mesh is not in ../shared/meshes");
             continue;
         };
         // One subspace precompute per case, shared by its stop rules.
         let mut subspaces = Vec::new();
         for stop in stop_rules(&case) {
-            println!("\n## {} [{}]", case.name, rule_tag(stop));
+            out!("\n## {} [{}]", case.name, rule_tag(stop));
             let runs = run_case(
                 &case,
                 stop,

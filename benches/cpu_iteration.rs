@@ -61,6 +61,10 @@
 //! threads; the passes table says why); residual after 50 VBD iterations 1.486054863185863e-6.
 //! `docs/src/benchmarks/cpu-speed.md` holds the current tables.
 
+#[path = "common/report.rs"]
+#[macro_use]
+mod report;
+
 use jello::mesh::VertexTets;
 use jello::problem::{ElasticTerms, Model, StepProblem};
 use jello::scene::Scene;
@@ -162,8 +166,13 @@ fn measure(
 }
 
 fn main() {
+    run();
+    report::finish("cpu_iteration");
+}
+
+fn run() {
     let Some(text) = scene() else {
-        println!("skipping: armadillo_18k is not in ../shared/meshes");
+        out!("skipping: armadillo_18k is not in ../shared/meshes");
         return;
     };
     let built = Scene::parse(Path::new("bench.toml"), &text)
@@ -178,7 +187,7 @@ fn main() {
     let repeats = env_or("JELLO_CPU_REPEATS", 3);
     let vbd_iters = env_or("JELLO_CPU_VBD_ITERS", 50);
     let jgs2_iters = env_or("JELLO_CPU_JGS2_ITERS", 20);
-    println!(
+    out!(
         "armadillo_18k: {nv} vertices ({pinned} pinned), {nt} tets, stable Neo-Hookean \
          E = 1e5 Pa, ν = 0.4, h = {} ms, f64",
         h * 1e3
@@ -197,9 +206,7 @@ fn main() {
             ))
         };
         let (ms, iters, residual) = measure(model, &built.velocity, h, 1, 1, &make);
-        println!(
-            "vbd, 1 thread: {ms:.2} ms/iteration, {iters} iterations, residual {residual:.15e}"
-        );
+        out!("vbd, 1 thread: {ms:.2} ms/iteration, {iters} iterations, residual {residual:.15e}");
         return;
     }
     let profile_jgs2 = env_or("JELLO_CPU_PROFILE", 0) == 2;
@@ -208,9 +215,10 @@ fn main() {
     } else {
         [stream_copy(1), stream_copy(2)]
     };
-    println!(
+    out!(
         "stream copy (2 × 256 MB): 1 thread {:.1} GB/s, 2 threads {:.1} GB/s",
-        bw[0], bw[1]
+        bw[0],
+        bw[1]
     );
 
     let t = Instant::now();
@@ -219,7 +227,7 @@ fn main() {
     let mut sub_opts = SubspaceOptions::default();
     sub_opts.precompute.max_samples = env_or("JELLO_CPU_JGS2_MAX_SAMPLES", 0usize);
     let sub = Arc::new(build_subspace(model, h, &sub_opts).expect("precompute"));
-    println!(
+    out!(
         "jgs2 precompute: {:.1} s, {:.0} B/vertex",
         t.elapsed().as_secs_f64(),
         sub.stats.bytes_per_vertex
@@ -256,17 +264,17 @@ fn main() {
     };
     if profile_jgs2 {
         let (ms, iters, residual) = measure(model, &built.velocity, h, 1, 1, &jgs2);
-        println!(
+        out!(
             "jgs2-jacobi, 1 thread: {ms:.2} ms/iteration, {iters} iterations, residual \
              {residual:.15e}"
         );
         return;
     }
-    println!(
+    out!(
         "\n| solver | threads | ms/iteration | iterations | final residual | MB moved (model) | \
          floor ms | % of floor |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    out!("|---|---|---|---|---|---|---|---|");
     let mut vbd_ms = [0.0; 2];
     let mut jgs2_ms = [0.0; 2];
     for (k, threads) in [1usize, 2].into_iter().enumerate() {
@@ -287,7 +295,7 @@ fn main() {
             let (ms, iters, residual) = measure(model, &built.velocity, h, threads, repeats, make);
             out[k] = ms;
             let floor = bytes / (bw[k] * 1e9) * 1e3;
-            println!(
+            out!(
                 "| {name} | {threads} | {ms:.2} | {iters} | {residual:.15e} | {:.1} | {floor:.3} \
                  | {:.1} |",
                 bytes / 1e6,
@@ -295,7 +303,7 @@ fn main() {
             );
         }
     }
-    println!(
+    out!(
         "\nspeed-up 1 → 2 threads: vbd {:.2}×, jgs2 {:.2}×; jgs2 / vbd per iteration: 1 thread \
          {:.2}, 2 threads {:.2}",
         vbd_ms[0] / vbd_ms[1],
@@ -443,13 +451,13 @@ fn phases(
             "plain VBD: every vertex's exact corner system and solve (one sweep's work)",
             best_ms(|| solve_all(&|i| vbd_local_system(&problem, &vt, &x, i))),
         ));
-        println!(
+        out!(
             "\nPasses of one iteration timed alone (2 threads, best of 5, at the second step's \
              start; measured iterations: VBD {vbd_it:.2} ms, JGS2 {jgs2_it:.2} ms):\n"
         );
-        println!("| pass | ms | × VBD iteration |\n|---|---|---|");
+        out!("| pass | ms | × VBD iteration |\n|---|---|---|");
         for (name, ms) in rows {
-            println!("| {name} | {ms:.2} | {:.2} |", ms / vbd_it);
+            out!("| {name} | {ms:.2} | {:.2} |", ms / vbd_it);
         }
     });
 }

@@ -6,7 +6,7 @@
 //! `JELLO_BENCH_OUT=DIR` (default `target/gpu-bench/`), `JELLO_MESH_DIR` (default
 //! `../shared/meshes` next to the crate; the device bundle sets it), `JELLO_BENCH_SOLVERS`
 //! (comma list), `JELLO_BENCH_CASES` (comma list of case names: `box`, `armadillo_18k`,
-//! `armadillo_114k`, `box_1m`). Writes `gpu-bench.md` and `gpu-bench.json` there and prints
+//! `armadillo_114k`, `box_1m`). Writes `gpu-bench.md` (with its provenance line) and `gpu-bench.json` (the tables, and every row's figures under `data`) there and prints
 //! the markdown. Docs: `docs/src/benchmarks/gpu.md`.
 //!
 //! A bench target rather than a `jello bench` subcommand: the CLI is being reworked in
@@ -41,6 +41,10 @@
 //!
 //! On a software adapter (lavapipe) the f32 kernels run on the CPU: its times say nothing about
 //! a GPU's; the counts and bytes are the adapter-independent part of the model.
+
+#[path = "common/report.rs"]
+#[macro_use]
+mod report;
 
 #[path = "common/kicked_armadillo.rs"]
 mod kicked_armadillo;
@@ -711,7 +715,7 @@ fn main() {
     }
     let wall = t_start.elapsed().as_secs_f64();
     md.push_str(&format!("- wall time {wall:.1} s\n"));
-    println!("{md}");
+    out!("{md}");
     let doc = json!({
         "mode": if o.quick { "quick" } else { "full" },
         "adapter": adapter_name,
@@ -722,17 +726,5 @@ fn main() {
         "wall_s": wall,
         "rows": json_rows,
     });
-    if let Err(e) = std::fs::create_dir_all(&o.out)
-        .and_then(|_| std::fs::write(o.out.join("gpu-bench.md"), &md))
-        .and_then(|_| {
-            std::fs::write(
-                o.out.join("gpu-bench.json"),
-                serde_json::to_string_pretty(&doc).unwrap_or_default(),
-            )
-        })
-    {
-        eprintln!("{}: {e}", o.out.display());
-        std::process::exit(1);
-    }
-    eprintln!("wrote {}", o.out.join("gpu-bench.{md,json}").display());
+    report::finish_to("gpu-bench", Some(&o.out), doc);
 }

@@ -52,6 +52,10 @@
 //! ~100k tets). The hoop's Newton iterations grow with its size (14.0 → 28.8 per step; not
 //! investigated).
 
+#[path = "common/report.rs"]
+#[macro_use]
+mod report;
+
 use jello::contact::friction::FrictionParams;
 use jello::contact::IpcContact;
 use jello::material::{Material, MaterialModel};
@@ -244,6 +248,11 @@ fn exponent(x: &[f64], y: &[f64]) -> f64 {
 }
 
 fn main() {
+    run();
+    report::finish("ipc");
+}
+
+fn run() {
     let steps = env_list("JELLO_BENCH_IPC_STEPS", "5")[0].max(1);
     let dhat = 1e-3;
     let mut rows: Vec<Row> = Vec::new();
@@ -312,13 +321,13 @@ fn main() {
         let nv = m.num_vertices();
         rows.push(measure("hoop", m, vec![[0.0; 3]; nv], 0.01, steps));
     }
-    println!(
+    out!(
         "\n| scene | tets | faces | step ms | Newton its | candidates | active | broad ms | CCD ms | barrier ms | \
          assembly ms | factor ms | solve ms | line search ms | unconverged |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    out!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in &rows {
-        println!(
+        out!(
             "| {} | {} | {} | {:.1} | {:.1} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} | \
              {:.1} | {:.1} | {} |",
             r.scene,
@@ -345,7 +354,7 @@ fn main() {
         }
         let f: Vec<f64> = sel.iter().map(|r| r.faces as f64).collect();
         let col = |g: fn(&Row) -> f64| exponent(&f, &sel.iter().map(|r| g(r)).collect::<Vec<_>>());
-        println!(
+        out!(
             "{scene}: exponent in surface faces — broad phase {:.2}, CCD {:.2}, barrier {:.2}, \
              candidates {:.2}, Newton step {:.2} (assembly {:.2}, factor {:.2})",
             col(|r| r.broad_ms),

@@ -8,6 +8,10 @@
 //! pick the adapter). Software adapters (lavapipe/llvmpipe) are expected to be slower than the
 //! CPU twins; the table reports what it measures.
 
+#[path = "common/report.rs"]
+#[macro_use]
+mod report;
+
 use jello::gpu::{
     Backend, Buf, Device, ElasticEvaluator, ElasticRest, ElemParams, EvalFlags, GpuMat3, GpuModel,
     GpuVec4, Kernel, Params, Plan, VertexCsr,
@@ -280,7 +284,7 @@ fn bench_mesh(label: &str, mesh: &TetMesh, reps: usize) -> jello::Result<()> {
     let gpu = match Device::new(Backend::Gpu) {
         Ok(d) => Some(setup(d, mesh, &rest, &x)?),
         Err(e) => {
-            println!("(no GPU adapter: {e})");
+            out!("(no GPU adapter: {e})");
             None
         }
     };
@@ -359,17 +363,17 @@ fn bench_mesh(label: &str, mesh: &TetMesh, reps: usize) -> jello::Result<()> {
         }
         rows.push(row);
     }
-    println!();
-    println!(
+    out!();
+    out!(
         "## {label}: {} vertices, {} tets",
         mesh.num_vertices(),
         mesh.num_tets()
     );
-    println!(
+    out!(
         "GPU = {gpu_name}; CPU = rayon, {} threads; {reps} reps per kernel",
         rayon::current_num_threads()
     );
-    println!(
+    out!(
         "{:<44} {:>9} {:>7} | {:>9} {:>10} {:>8} | {:>9} {:>10} {:>8} | {:>8}",
         "kernel",
         "items",
@@ -396,7 +400,7 @@ fn bench_mesh(label: &str, mesh: &TetMesh, reps: usize) -> jello::Result<()> {
             [Some(g), Some(c)] => format!("{:>8.2}", c / g),
             _ => format!("{:>8}", "-"),
         };
-        println!(
+        out!(
             "{:<44} {:>9} {:>7.0} | {} | {} | {}",
             r.name,
             r.items,
@@ -406,11 +410,16 @@ fn bench_mesh(label: &str, mesh: &TetMesh, reps: usize) -> jello::Result<()> {
             ratio
         );
     }
-    println!("(GPU:CPU = CPU time / GPU time; > 1 means the GPU is faster)");
+    out!("(GPU:CPU = CPU time / GPU time; > 1 means the GPU is faster)");
     Ok(())
 }
 
 fn main() {
+    run();
+    report::finish("kernels");
+}
+
+fn run() {
     let reps: usize = std::env::var("JELLO_BENCH_REPS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -435,6 +444,6 @@ fn main() {
             Err(e) => eprintln!("armadillo_114k: {e}"),
         }
     } else {
-        println!("(armadillo_114k not present; skipped)");
+        out!("(armadillo_114k not present; skipped)");
     }
 }

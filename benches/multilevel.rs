@@ -164,6 +164,10 @@
 //! the paper reports needs the larger meshes and the conditioning work listed as next steps
 //! there.
 
+#[path = "common/report.rs"]
+#[macro_use]
+mod report;
+
 use jello::problem::{State, StepProblem};
 use jello::scene::{BuiltScene, Scene};
 use jello::sim::Simulation;
@@ -294,6 +298,11 @@ fn env_f64(name: &str, default: f64) -> f64 {
 }
 
 fn main() {
+    run();
+    report::finish("multilevel");
+}
+
+fn run() {
     let resolution: usize = std::env::var("JELLO_BENCH_ML_RESOLUTION")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -304,14 +313,14 @@ fn main() {
         .unwrap_or_else(|| vec![1e6, 1e7, 1e8, 1e9, 1e10]);
     let speed = env_f64("JELLO_BENCH_ML_SPEED", 5.0);
     let eps = env_f64("JELLO_BENCH_ML_EPS", 1e-8);
-    println!(
+    out!(
         "ball resolution {resolution}, thrown down at {speed} m/s, CN rule ε = {eps:e} for \
              every solver"
     );
-    println!(
+    out!(
         "| E (Pa) | step | solver | converged | Newton its | CG its (affine + SMS + full) | CG per Newton its | wall (ms) | residual |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    out!("|---|---|---|---|---|---|---|---|---|");
     for &e in &moduli {
         let mut built = drop_scene(e, resolution, speed);
         built.config.stop = StopRule::Cn { eps };
@@ -455,9 +464,11 @@ fn main() {
         let (name, r, wall) = row("newton-cholesky", &mut newton);
         rows.push((name, r, wall, "—".into(), "—".into()));
         for (name, r, wall, cg, per_solve) in rows {
-            println!(
+            out!(
                 "| {e:.0e} | {step} | {name} | {} | {} | {cg} | {per_solve} | {wall:.1} | {:.1e} |",
-                r.converged, r.iterations, r.residual
+                r.converged,
+                r.iterations,
+                r.residual
             );
         }
     }

@@ -21,6 +21,10 @@
 //!
 //! Measured: see the tables in `src/solver/multilevel/mod.rs` ("Heterogeneous contact").
 
+#[path = "common/report.rs"]
+#[macro_use]
+mod report;
+
 use jello::gpu::{Backend, Device};
 use jello::problem::{ElasticTerms, StepProblem};
 use jello::scene::{BuiltScene, Scene};
@@ -77,6 +81,11 @@ struct Run {
 }
 
 fn main() {
+    run();
+    report::finish("multilevel_hetero");
+}
+
+fn run() {
     let env = |k: &str| std::env::var(k).ok();
     let resolution: usize = env("JELLO_BENCH_HET_RESOLUTION")
         .and_then(|s| s.parse().ok())
@@ -207,15 +216,15 @@ fn main() {
         runs.push(run);
     }
     let newton = runs.iter().position(|r| r.name == "newton");
-    println!(
+    out!(
         "\ncontact_hetero, ball resolution {resolution}: {} vertices, {} tets, {steps} steps\n",
         m.num_vertices(),
         m.mesh.num_tets()
     );
-    println!(
+    out!(
         "| solver | setup ms | ms/step (mean) | ms/step (max) | total s | Newton its | CG (affine + SMS + full) | line search s | LS trials device / host | unconverged steps | max deviation from Newton / diag | time vs Newton |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    out!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in &runs {
         let total: f64 = r.wall_ms.iter().sum();
         let max = r.wall_ms.iter().cloned().fold(0.0, f64::max);
@@ -259,7 +268,7 @@ fn main() {
                     .join(", ")
             )
         };
-        println!(
+        out!(
             "| {} | {:.0} | {:.0} | {:.0} | {:.1} | {its} | {} ({} + {} + {}) | {:.1} | {} / {} | {unconverged} | {dev} | {ratio} |",
             r.name,
             r.setup_ms,

@@ -17,6 +17,10 @@
 //! `JELLO_BENCH_ARMADILLO_STEPS` (default 5), `JELLO_BENCH_ARMADILLO` (path of the .node file,
 //! default ../shared/meshes/armadillo_114k.node beside the repository root).
 
+#[path = "common/report.rs"]
+#[macro_use]
+mod report;
+
 use jello::material::{Material, MaterialModel};
 use jello::mesh::read_mesh;
 use jello::problem::{
@@ -234,7 +238,7 @@ fn ordering_comparison(model: &Model, reps: usize) {
         .map(|(a, b)| (a - b).abs())
         .fold(0.0, f64::max);
     let scale = solutions[0].iter().map(|v| v.abs()).fold(0.0, f64::max);
-    println!(
+    out!(
         "\narmadillo_114k, one projected Hessian ({} DOFs, {} stored upper entries, assembled in {:.0} ms), best of {reps}:",
         g.len(),
         matrix.values().len(),
@@ -251,14 +255,14 @@ fn ordering_comparison(model: &Model, reps: usize) {
         std::hint::black_box(spd.llt(faer::Side::Lower).expect("dense SPD"));
     });
     let dense_gflops = (dense_n as f64).powi(3) / 3.0 / dense_ms / 1e6;
-    println!(
+    out!(
         "| ordering | analyse ms | factor nnz | factor ms | solve ms | factor GFLOP | GFLOP/s | % of faer dense |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    out!("|---|---|---|---|---|---|---|---|");
     for (k, o) in orderings.iter().enumerate() {
         let flops = factors[k].factor_flops().unwrap_or(f64::NAN);
         let rate = flops / best[k].0 / 1e6;
-        println!(
+        out!(
             "| {} | {:.0} | {} | {:.1} | {:.1} | {:.2} | {:.1} | {:.0}% |",
             ordering_name(*o),
             analyse[k],
@@ -270,10 +274,10 @@ fn ordering_comparison(model: &Model, reps: usize) {
             100.0 * rate / dense_gflops
         );
     }
-    println!(
+    out!(
         "(faer's dense Cholesky, n = {dense_n}, same run: {dense_ms:.1} ms, {dense_gflops:.1} GFLOP/s)"
     );
-    println!(
+    out!(
         "(max |dx_nd − dx_amd| / max |dx| = {:.1e})",
         diff / scale.max(1e-300)
     );
@@ -401,38 +405,38 @@ fn assembly_phases(model: &Model, reps: usize) {
     );
     let (nt, nnz) = (model.mesh.num_tets(), newton_matrix.values().len());
     let before = elem_ref + scatter + vertex_terms;
-    println!(
+    out!(
         "\narmadillo_114k, Newton's assembly by phase, at the state after {warm_steps} steps \
          ({nt} tets, {nnz} stored upper entries, {} rayon threads, best of {reps}, ms; relative \
          difference from the reference route's matrix: {rel:.1e}):",
         rayon::current_num_threads()
     );
-    println!("| phase | ms |");
-    println!("|---|---|");
-    println!("| element Hessians into a buffer, fast route (cyclic-Jacobi SVD, rank-one modes), full 12×12 | {elem_fast:.1} |");
-    println!("| the same, packed upper blocks (90 values, Newton's path) | {elem_packed:.1} |");
-    println!("| element Hessians into a buffer, reference route (nalgebra SVD + eigen, 9×9 ∂P/∂F) | {elem_ref:.1} |");
-    println!("| matrix from the buffer, parallel gather by values | {gather:.1} |");
-    println!("| matrix from the packed buffer, parallel gather by 3×3 blocks (Newton's path) | {block_gather:.1} |");
-    println!("| matrix from the buffer, sequential scatter | {scatter:.1} |");
-    println!("| inertia, barrier, pins | {vertex_terms:.1} |");
-    println!("| **one Hessian, now** (Newton's path): packed element Hessians, fast route + block gather + inertia | {now:.1} |");
-    println!(
+    out!("| phase | ms |");
+    out!("|---|---|");
+    out!("| element Hessians into a buffer, fast route (cyclic-Jacobi SVD, rank-one modes), full 12×12 | {elem_fast:.1} |");
+    out!("| the same, packed upper blocks (90 values, Newton's path) | {elem_packed:.1} |");
+    out!("| element Hessians into a buffer, reference route (nalgebra SVD + eigen, 9×9 ∂P/∂F) | {elem_ref:.1} |");
+    out!("| matrix from the buffer, parallel gather by values | {gather:.1} |");
+    out!("| matrix from the packed buffer, parallel gather by 3×3 blocks (Newton's path) | {block_gather:.1} |");
+    out!("| matrix from the buffer, sequential scatter | {scatter:.1} |");
+    out!("| inertia, barrier, pins | {vertex_terms:.1} |");
+    out!("| **one Hessian, now** (Newton's path): packed element Hessians, fast route + block gather + inertia | {now:.1} |");
+    out!(
         "| **one Hessian, before**: reference route + sequential scatter + inertia | {before:.1} |"
     );
-    println!("| ratio before / now | {:.2} |", before / now);
-    println!("| gradient (energy + gradient, all terms; closed-form P) | {gradient:.1} |");
+    out!("| ratio before / now | {:.2} |", before / now);
+    out!("| gradient (energy + gradient, all terms; closed-form P) | {gradient:.1} |");
 }
 
 fn print_table(rows: &[Row]) {
-    println!(
+    out!(
         "\n| case | ordering | verts | tets | steps (conv.) | Newton it/step (min–max) | ms/step | assembly | factor | solve | line search | analyse ms | factor nnz |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    out!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in rows {
         let n = r.steps.max(1) as f64;
         let it: usize = r.iterations.iter().sum();
-        println!(
+        out!(
             "| {} | {} | {} | {} | {} ({}) | {:.2} ({}–{}) | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} | {} |",
             r.case,
             r.ordering,
@@ -452,7 +456,7 @@ fn print_table(rows: &[Row]) {
             r.factor_nnz
         );
     }
-    println!("(times are means per step, ms; 'analyse' is the one-off symbolic factorisation)");
+    out!("(times are means per step, ms; 'analyse' is the one-off symbolic factorisation)");
 }
 
 /// A cantilever 1 m × 0.1 m × 0.1 m of `cells`, clamped at x = 0, sagging under gravity:
@@ -517,7 +521,7 @@ fn filter_comparison(twist_steps: usize, increments: usize) -> Vec<Row> {
                 twist_steps,
                 params,
             );
-            println!("{case}: iterations {:?}", row.iterations);
+            out!("{case}: iterations {:?}", row.iterations);
             rows.push(row);
         }
     }
@@ -540,7 +544,7 @@ fn filter_comparison(twist_steps: usize, increments: usize) -> Vec<Row> {
                 filter.name()
             );
             let row = bench_run(&case, model.clone(), &vel, 0.01, increments, params, true);
-            println!("{case}: iterations {:?}", row.iterations);
+            out!("{case}: iterations {:?}", row.iterations);
             rows.push(row);
         }
     }
@@ -548,6 +552,11 @@ fn filter_comparison(twist_steps: usize, increments: usize) -> Vec<Row> {
 }
 
 fn main() {
+    run();
+    report::finish("newton");
+}
+
+fn run() {
     if std::env::var("JELLO_BENCH_FILTERS_ONLY").as_deref() == Ok("1") {
         let rows = filter_comparison(
             env_usize("JELLO_BENCH_TWIST_STEPS", 40),
@@ -570,12 +579,12 @@ fn main() {
     }
     let twist_steps = env_usize("JELLO_BENCH_TWIST_STEPS", 40);
     let arm_steps = env_usize("JELLO_BENCH_ARMADILLO_STEPS", 5);
-    println!(
+    out!(
         "projected Newton (f64, CN ε = 1e-5), {} rayon threads",
         rayon::current_num_threads()
     );
     let mut rows = vec![twist(twist_steps)];
-    println!("twist per-step iterations: {:?}", rows[0].iterations);
+    out!("twist per-step iterations: {:?}", rows[0].iterations);
     if node.exists() {
         for ordering in [Ordering::NestedDissection { block: 3 }, Ordering::Amd] {
             let Some(model) = armadillo_model(&node) else {
@@ -587,17 +596,18 @@ fn main() {
                 ..NewtonParams::default()
             };
             let row = bench_model("armadillo_114k", model, &vel, 0.02, arm_steps, params);
-            println!(
+            out!(
                 "armadillo ({}) per-step iterations: {:?}",
-                row.ordering, row.iterations
+                row.ordering,
+                row.iterations
             );
             rows.push(row);
         }
     } else {
-        println!("skipping the armadillo: {} not found", node.display());
+        out!("skipping the armadillo: {} not found", node.display());
     }
     print_table(&rows);
-    println!("\n## eigenvalue filters (clamp, abs, adaptive)");
+    out!("\n## eigenvalue filters (clamp, abs, adaptive)");
     let rows = filter_comparison(twist_steps, env_usize("JELLO_BENCH_SAG_INCREMENTS", 5));
     print_table(&rows);
     if node.exists() {

@@ -71,6 +71,10 @@
 //! | hard TSS armadillo_18k | 1,510 (16.3), 77 | 487 (26.6), 87 | 437 (31.0), 84 | 647 (41.2), 29 |
 //! | hard TSS bunny_20k | 3,392 (25.6), 99 | 839 (34.6), 110 | 572 (32.6), 107 | 679 (36.9), 36 |
 
+#[path = "common/report.rs"]
+#[macro_use]
+mod report;
+
 #[path = "common/kicked_armadillo.rs"]
 mod kicked_armadillo;
 
@@ -276,7 +280,7 @@ fn table1_for(young: f64) {
     let mat = Material::from_young_poisson(MaterialModel::NeoHookean, young, 0.4).unwrap();
     let model = twist_bar([40, 8, 8], [1.0, 0.2, 0.2], mat, std::f64::consts::PI);
     let h = 1.0 / 30.0;
-    println!(
+    out!(
         "\n## Table I — twisting Neo-Hookean bar (E = {young:.0e} Pa, ν = 0.4), {} vertices, {} tets, h = 1/30 s, {frames} frames\n",
         model.num_vertices(),
         model.mesh.num_tets()
@@ -340,7 +344,7 @@ fn table1_for(young: f64) {
                 err[k].3 + 1,
             );
         }
-        println!(
+        out!(
             "  frame {frame}: e(Newton×1) {:.2e}, e(QN m=5 ×10) {:.2e}; reference {} Newton iterations",
             err[histories.len()].0 / frame as f64,
             err[0].0 / frame as f64,
@@ -348,17 +352,17 @@ fn table1_for(young: f64) {
         );
         state = advance(&state, xs, h);
     }
-    println!(
+    out!(
         "\nReference: Newton to ε = 1e-10, {:.1} iterations per frame. QN's one-time factorisation \
          of A: {factor_ms:.1} ms (not in the per-frame times).\n",
         ref_its as f64 / frames as f64
     );
-    println!("| method | relative error e (mean) | e (geometric mean) | ms / frame |");
-    println!("|---|---|---|---|");
+    out!("| method | relative error e (mean) | e (geometric mean) | ms / frame |");
+    out!("|---|---|---|---|");
     let newton_ms = err[histories.len()].2 / frames as f64;
     let row = |name: String, e: &(f64, f64, f64, usize)| {
         let n = e.3 as f64;
-        println!(
+        out!(
             "| {name} | {:.2e} | {:.2e} | {:.1} ({:.3}× Newton) |",
             e.0 / n,
             (e.1 / n).exp(),
@@ -375,9 +379,9 @@ fn table1_for(young: f64) {
 // ---------------------------------------------------------------- orderings
 
 fn orderings() {
-    println!("\n## The global matrix A: METIS nested dissection vs AMD\n");
-    println!("| mesh | free vertices | ordering | analysis ms | factor ms | nnz(L) | 3-column solve ms |");
-    println!("|---|---|---|---|---|---|---|");
+    out!("\n## The global matrix A: METIS nested dissection vs AMD\n");
+    out!("| mesh | free vertices | ordering | analysis ms | factor ms | nnz(L) | 3-column solve ms |");
+    out!("|---|---|---|---|---|---|---|");
     let mat = Material::from_young_poisson(MaterialModel::NeoHookean, 1e5, 0.4).unwrap();
     let mut cases = vec![(
         "Table I bar",
@@ -416,7 +420,7 @@ fn orderings() {
                 sys.solve(&mut rhs).unwrap();
             }
             let solve = ms(t0) / reps as f64;
-            println!(
+            out!(
                 "| {name} | {} | {oname} | {:.1} | {factor:.1} | {} | {solve:.2} |",
                 sys.free_vertices(),
                 first - factor,
@@ -442,7 +446,7 @@ fn armadillo() -> Option<Case> {
 fn armadillo_mesh(name: &str) -> Option<Case> {
     let mesh = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../shared/meshes/{name}.node"));
     if !mesh.exists() {
-        println!("  ({name} not in ../shared/meshes: skipped)");
+        out!("  ({name} not in ../shared/meshes: skipped)");
         return None;
     }
     let scene = kicked_armadillo::scene(&mesh, 1e5, 3000.0);
@@ -481,9 +485,9 @@ fn iterations() {
         });
         cases.extend(armadillo());
     }
-    println!("\n## Iterations and time per step to CN ε = 1e-5 ({steps} steps)\n");
-    println!("| case | vertices | solver | iterations per step | mean | ms / step | ms / iteration | precompute s |");
-    println!("|---|---|---|---|---|---|---|---|");
+    out!("\n## Iterations and time per step to CN ε = 1e-5 ({steps} steps)\n");
+    out!("| case | vertices | solver | iterations per step | mean | ms / step | ms / iteration | precompute s |");
+    out!("|---|---|---|---|---|---|---|---|");
     let stop = StopRule::Cn { eps: 1e-5 };
     for case in cases {
         let m = &case.model;
@@ -505,7 +509,7 @@ fn iterations() {
                 ) {
                     Ok(s) => Box::new(s),
                     Err(e) => {
-                        println!(
+                        out!(
                             "| {} | {} | admm | {e} | | | | |",
                             case.name,
                             m.num_vertices()
@@ -550,7 +554,7 @@ fn iterations() {
                 conv += r.converged as usize;
             }
             let total: usize = its.iter().sum();
-            println!(
+            out!(
                 "| {} | {} | {name} | {:?}{} | {:.1} | {:.1} | {:.2} | {:.2} |",
                 case.name,
                 m.num_vertices(),
@@ -575,12 +579,12 @@ fn armadillo_114k() {
     };
     let steps: usize = env_or("JELLO_SOLVERS_STEPS", 2);
     let m = &case.model;
-    println!(
+    out!(
         "\n## Cost per iteration on {} ({steps} steps, ε = 1e-5)\n",
         case.name
     );
-    println!("| solver | iterations | ms / iteration |");
-    println!("|---|---|---|");
+    out!("| solver | iterations | ms / iteration |");
+    out!("|---|---|---|");
     let mut per = Vec::new();
     for name in ["newton", "qn"] {
         let solver: Box<dyn StepSolver> = if name == "newton" {
@@ -597,9 +601,9 @@ fn armadillo_114k() {
             wall += r.wall_ms;
         }
         per.push(wall / its.max(1) as f64);
-        println!("| {name} | {its} | {:.1} |", wall / its.max(1) as f64);
+        out!("| {name} | {its} | {:.1} |", wall / its.max(1) as f64);
     }
-    println!(
+    out!(
         "\nQN iteration / Newton iteration: 1/{:.1}",
         per[0] / per[1]
     );
@@ -631,7 +635,7 @@ fn split_on<B: PotentialBackend>(label: &str, model: &Model, backend: B, h: f64,
     let n = ph.iterations.max(1) as f64;
     let total = ph.gradient_ms + ph.two_loop_ms + ph.solve_ms + ph.line_search_ms;
     let pct = |v: f64| 100.0 * v / total;
-    println!(
+    out!(
         "| {label} | {:.3} ({:.0}%) | {:.3} ({:.0}%) | {:.3} ({:.0}%) | {:.3} ({:.0}%) | {:.3} | {:.1} |",
         ph.gradient_ms / n,
         pct(ph.gradient_ms),
@@ -651,12 +655,12 @@ fn split() {
     let mat = Material::from_young_poisson(MaterialModel::NeoHookean, 1e5, 0.4).unwrap();
     let model = twist_bar([40, 8, 8], [1.0, 0.2, 0.2], mat, std::f64::consts::PI);
     let h = 1.0 / 30.0;
-    println!(
+    out!(
         "\n## QN per-iteration cost split — Table I bar ({} vertices), {steps} frames × 10 iterations, every phase synchronised\n",
         model.num_vertices()
     );
-    println!("| backend | gradient ms | two-loop ms | triangular solve ms | line search ms | ms / iteration | wall ms |");
-    println!("|---|---|---|---|---|---|---|");
+    out!("| backend | gradient ms | two-loop ms | triangular solve ms | line search ms | ms / iteration | wall ms |");
+    out!("|---|---|---|---|---|---|---|");
     split_on(
         "cpu-f64",
         &model,
@@ -682,7 +686,7 @@ fn split() {
         s.step(&p, &model, &mut x, false).expect("qn step");
         let wall = ms(t0);
         let st = s.backend().host_solve_stats();
-        println!(
+        out!(
             "  {label}, unsynchronised step of 10 iterations: {wall:.1} ms; host solve {} calls, \
              {:.1} KB over the bus per solve, transfer {:.2} ms + solve {:.2} ms per call ({:.0}% of the step)",
             st.calls,
@@ -706,7 +710,7 @@ fn split() {
                 bus(&name, dev);
             }
         }
-        Err(e) => println!("  (no GPU adapter: {e})"),
+        Err(e) => out!("  (no GPU adapter: {e})"),
     }
     split_on(
         "device: CPU twins (f32)",
@@ -716,7 +720,7 @@ fn split() {
         steps,
     );
     bus("CPU twins", Device::cpu());
-    println!(
+    out!(
         "\nA software adapter (lavapipe/llvmpipe) runs the f32 kernels on the CPU: its times say \
          nothing about a GPU's, only that the device path runs."
     );
@@ -732,12 +736,12 @@ fn admm_split() {
     let mat = Material::from_young_poisson(MaterialModel::NeoHookean, 1e5, 0.4).unwrap();
     let model = twist_bar([40, 8, 8], [1.0, 0.2, 0.2], mat, std::f64::consts::PI);
     let h = 1.0 / 30.0;
-    println!(
+    out!(
         "\n## ADMM per-iteration cost — Table I bar ({} vertices), {steps} frames × 10 iterations (fixed count)\n",
         model.num_vertices()
     );
-    println!("| backend | ms / iteration | bus KB / iteration | transfers ms (%) | host solve ms (%) | wait for the local step ms (%) | residual reads ms (%) | per-step work ms / iteration (%) |");
-    println!("|---|---|---|---|---|---|---|---|");
+    out!("| backend | ms / iteration | bus KB / iteration | transfers ms (%) | host solve ms (%) | wait for the local step ms (%) | residual reads ms (%) | per-step work ms / iteration (%) |");
+    out!("|---|---|---|---|---|---|---|---|");
     let params = AdmmParams {
         mode: QnMode::Fixed(10),
         ..AdmmParams::default()
@@ -768,7 +772,7 @@ fn admm_split() {
     let (wall, its, local, global) = run(&model, &mut cpu, h, steps);
     let n = its as f64;
     let rest = wall - local - global;
-    println!(
+    out!(
         "| cpu-f64 | {:.2} | 0 | – | {:.2} ({:.0}%) | local step {:.2} ({:.0}%) | – | {:.2} ({:.0}%) |",
         wall / n,
         global / n,
@@ -786,7 +790,7 @@ fn admm_split() {
         let n = its as f64;
         let moved = st.transfer_ms - st.wait_ms;
         let rest = wall - local - global;
-        println!(
+        out!(
             "| {label} | {:.2} | {:.1} | {:.2} ({:.1}%) | {:.2} ({:.0}%) | {:.2} ({:.0}%) | {:.2} ({:.0}%) | {:.2} ({:.0}%) |",
             wall / n,
             st.bytes as f64 / n / 1024.0,
@@ -804,7 +808,7 @@ fn admm_split() {
     };
     match Device::new(Backend::Gpu) {
         Ok(dev) => device(format!("device: {}", dev.info()), dev),
-        Err(e) => println!("  (no GPU adapter: {e})"),
+        Err(e) => out!("  (no GPU adapter: {e})"),
     }
     device("device: CPU twins (f32)".into(), Device::cpu());
 }
@@ -816,9 +820,9 @@ fn contact() {
     let built = Scene::load(&path).expect("scene").build().expect("build");
     let m = &built.model;
     let steps = 20;
-    println!("\n## Contact: drop.toml, first {steps} steps (impact at step 13), CN ε = 1e-5\n");
-    println!("| initial inverse Hessian | iterations per step | total | converged | wall s |");
-    println!("|---|---|---|---|---|");
+    out!("\n## Contact: drop.toml, first {steps} steps (impact at step 13), CN ε = 1e-5\n");
+    out!("| initial inverse Hessian | iterations per step | total | converged | wall s |");
+    out!("|---|---|---|---|---|");
     for (label, on) in [
         ("(A + B_contact)⁻¹ (default)", true),
         ("A⁻¹ (paper)", false),
@@ -847,12 +851,12 @@ fn contact() {
                     conv += r.converged as usize;
                 }
                 Err(e) => {
-                    println!("  {label}: {e}");
+                    out!("  {label}: {e}");
                     break;
                 }
             }
         }
-        println!(
+        out!(
             "| {label} | {:?} | {} | {conv}/{steps} | {:.1} |",
             its,
             its.iter().sum::<usize>(),
@@ -869,12 +873,12 @@ fn admm_contact() {
     let m = &built.model;
     let h = built.config.h;
     let steps = built.config.steps;
-    println!("\n## ADMM contact: drop.toml, {steps} steps, CN ε = 1e-5\n");
-    println!(
+    out!("\n## ADMM contact: drop.toml, {steps} steps, CN ε = 1e-5\n");
+    out!(
         "| solve | ADMM iterations (total) | converged | per global step: inner, solves | \
          factorisations | wall s |"
     );
-    println!("|---|---|---|---|---|---|");
+    out!("|---|---|---|---|---|---|");
     for variant in [ContactVariant::Uzawa, ContactVariant::Pgs] {
         let mut s = AdmmSolver::new(
             m,
@@ -900,7 +904,7 @@ fn admm_contact() {
         }
         let t = s.contact().expect("contact").totals();
         let (inner, solves, globals) = (t.inner, t.solves, t.global_steps.max(1));
-        println!(
+        out!(
             "| {} | {its} | {conv}/{steps} | {:.1}, {:.1} | {} | {:.2} |",
             variant.name(),
             inner as f64 / globals as f64,
@@ -921,7 +925,7 @@ fn admm_contact() {
     for _ in 0..steps {
         its += sim.step(false).expect("newton").iterations;
     }
-    println!(
+    out!(
         "| (newton, barrier) | {its} | | | | {:.2} |",
         t0.elapsed().as_secs_f64()
     );
@@ -971,13 +975,14 @@ fn admm_contact() {
             .sqrt()
     };
     let e0 = m_norm(&problem.x_start);
-    println!(
+    out!(
         "\n## ADMM contact, T13: drop.toml's ball resting on the ground, one step of h = 0.2 s\n\n\
          x*: Uzawa to ε = 1e-11 ({} iterations, residual {:.1e}); ‖x_0 − x*‖_M = {e0:.3e}\n",
-        r.iterations, r.residual
+        r.iterations,
+        r.residual
     );
-    println!("| solve | N | relative error | wall ms |");
-    println!("|---|---|---|---|");
+    out!("| solve | N | relative error | wall ms |");
+    out!("|---|---|---|---|");
     for (label, variant, cap) in [
         ("uzawa (CG ≤ 200)", ContactVariant::Uzawa, 200),
         ("UCG(10)", ContactVariant::Uzawa, 10),
@@ -986,7 +991,7 @@ fn admm_contact() {
     ] {
         for n in [5, 10, 20, 40, 80, 160, 320] {
             let (x, wall, _) = run(variant, cap, QnMode::Fixed(n));
-            println!("| {label} | {n} | {:.2e} | {wall:.1} |", m_norm(&x) / e0);
+            out!("| {label} | {n} | {:.2e} | {wall:.1} |", m_norm(&x) / e0);
         }
     }
 }
@@ -1039,7 +1044,7 @@ fn tss_case(tss: &Tss) -> Option<Case> {
         .join(format!("../shared/meshes/{mesh}.node"))
         .exists()
     {
-        println!("  ({mesh} not in ../shared/meshes: skipped)");
+        out!("  ({mesh} not in ../shared/meshes: skipped)");
         return None;
     }
     let text = std::fs::read_to_string(&path).expect("bundled TSS scene");
@@ -1156,7 +1161,7 @@ fn newton_states(case: &Case, at: &[usize]) -> (Vec<State>, Trajectory) {
 /// One line on Newton's trajectory to the start states (how hard the case is).
 fn print_trajectory(case: &Case, t: &Trajectory) {
     let its = &t.iterations;
-    println!(
+    out!(
         "{}: Newton from rest, {} steps: {:.2} iterations per step (max {}); {} steps end with \
          inverted elements (at most {}); {:.0} s",
         case.name,
@@ -1250,7 +1255,7 @@ fn dot_comparison() {
             cases.push((c, vec![20, 60, 100]));
         }
     }
-    println!("\n## DOT comparison: CN ε = 1e-5, h = 25 ms, {k} steps from each start state\n");
+    out!("\n## DOT comparison: CN ε = 1e-5, h = 25 ms, {k} steps from each start state\n");
     let mut sweep = None;
     for (i, (case, at)) in cases.iter().enumerate() {
         let (starts, traj) = newton_states(case, at);
@@ -1263,7 +1268,7 @@ fn dot_comparison() {
     if let Some(starts) = sweep {
         subdomain_sweep(&cases[0].0, &starts, k);
     }
-    println!("\nprocess max RSS: {:.0} MB", max_rss_mb());
+    out!("\nprocess max RSS: {:.0} MB", max_rss_mb());
 }
 
 /// The hard regime (opt-in, `JELLO_SOLVERS_CASES=dot_hard`): the comparison on scenes where
@@ -1336,7 +1341,7 @@ fn dot_hard() {
             vec![8, 24],
         ));
     }
-    println!(
+    out!(
         "\n## DOT comparison, hard regime: CN ε = 1e-5, h = 25 ms, {k} steps from each start state\n"
     );
     for (case, at) in &cases {
@@ -1347,7 +1352,7 @@ fn dot_hard() {
             print_trajectory(case, &traj);
             let its = &traj.iterations;
             let at_starts: Vec<usize> = at.iter().map(|&s| its[s]).collect();
-            println!(
+            out!(
                 "  iterations per step: {its:?}\n  start steps {at:?}: {at_starts:?}, mean {:.2}",
                 at_starts.iter().sum::<usize>() as f64 / at.len().max(1) as f64
             );
@@ -1363,7 +1368,7 @@ fn dot_hard() {
             env_or("JELLO_DOT_HARD_SPLIT", 0) == 1,
         );
     }
-    println!("\nprocess max RSS: {:.0} MB", max_rss_mb());
+    out!("\nprocess max RSS: {:.0} MB", max_rss_mb());
 }
 
 /// Every solver of the comma list `solvers` on `case`, `k` steps from each of `starts`: one
@@ -1382,8 +1387,8 @@ fn compare(case: &Case, starts: &[State], k: usize, solvers: &str, split: bool) 
     let stop = StopRule::Cn { eps: 1e-5 };
     let threads = rayon::current_num_threads();
     let m = &case.model;
-    println!("\n| case | vertices | solver | iterations per step | mean | converged | ms / step | ms / iteration | per-step factor ms | factor MB | build MB | run MB |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    out!("\n| case | vertices | solver | iterations per step | mean | converged | ms / step | ms / iteration | per-step factor ms | factor MB | build MB | run MB |");
+    out!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut curves: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     let mut per_step = Vec::new();
     for name in solvers.split(',').map(str::trim) {
@@ -1467,7 +1472,7 @@ fn compare(case: &Case, starts: &[State], k: usize, solvers: &str, split: bool) 
             }
             _ => f64::NAN,
         };
-        println!(
+        out!(
             "| {} | {} | {name} | {:?} | {:.1} | {}/{n} | {:.0} | {:.1} | {:.0} | {} | {build_mb:.0} | {run_mb:.0} | (built in {pre:.1} s)",
             case.name,
             m.num_vertices(),
@@ -1488,13 +1493,13 @@ fn compare(case: &Case, starts: &[State], k: usize, solvers: &str, split: bool) 
             .filter(|(n, _)| n != "dot")
             .map(|(n, t)| format!("{n} {:.2}×", t / dot_ms))
             .collect();
-        println!(
+        out!(
             "\n{}: time per step relative to dot (> 1: dot faster): {}\n",
             case.name,
             ratios.join(", ")
         );
     }
-    println!("process max RSS so far: {:.0} MB", max_rss_mb());
+    out!("process max RSS so far: {:.0} MB", max_rss_mb());
     if split {
         dot_split(case, starts, k, threads);
     }
@@ -1519,7 +1524,7 @@ fn dot_split(case: &Case, starts: &[State], k: usize, threads: usize) {
         let run = run_from(&mut d, case, starts, k);
         let (ph, st) = (d.phases(), d.initial().stats());
         let n = run.iterations.len() as f64;
-        println!(
+        out!(
             "{} s = {s}: per step {:.0} ms = Hessian at x_start {:.0} + subdomain factorisations \
              {:.0} + back-solves {:.0} + gradients/trials {:.0} + two-loop {:.1} + line search \
              {:.1} (dᵀHd {:.1}); {:.1} iterations, {:.2} line-search trials per iteration, {} \
@@ -1550,7 +1555,7 @@ fn dot_split(case: &Case, starts: &[State], k: usize, threads: usize) {
     let run = run_from(&mut q, case, starts, k);
     let ph = q.phases();
     let n = run.iterations.len() as f64;
-    println!(
+    out!(
         "{} qn: per step {:.0} ms = Laplacian factor {:.0} + back-solves {:.0} + gradients/trials \
          {:.0} + two-loop {:.1} + line search {:.1}; {:.1} iterations, {:.2} line-search trials \
          per iteration",
@@ -1568,9 +1573,9 @@ fn dot_split(case: &Case, starts: &[State], k: usize, threads: usize) {
 
 /// Iterations and time per step against the subdomain count (the paper: sublinear growth).
 fn subdomain_sweep(case: &Case, starts: &[State], k: usize) {
-    println!("\n{}: subdomain sweep\n", case.name);
-    println!("| s | iterations per step | ms / step | factor MB | run MB | interface vertices |");
-    println!("|---|---|---|---|---|---|");
+    out!("\n{}: subdomain sweep\n", case.name);
+    out!("| s | iterations per step | ms / step | factor MB | run MB | interface vertices |");
+    out!("|---|---|---|---|---|---|");
     let m = &case.model;
     for s in [1, 2, 4, 8, 16, 32, 64] {
         let baseline = heap::reset_peak();
@@ -1587,7 +1592,7 @@ fn subdomain_sweep(case: &Case, starts: &[State], k: usize) {
         let run = run_from(&mut d, case, starts, k);
         let run_mb = heap::peak_since(baseline) as f64 * 1e-6;
         let n = run.iterations.len() as f64;
-        println!(
+        out!(
             "| {s} | {:.1} | {:.0} | {:.0} | {run_mb:.0} | {} |",
             run.iterations.iter().sum::<usize>() as f64 / n,
             run.wall_ms / n,
@@ -1658,14 +1663,19 @@ fn plot_curves(case: &str, curves: &[(String, Vec<(f64, f64)>)]) {
             .map_err(|e| e.to_string())
             .and_then(|_| write_plot(&path, &spec, series).map_err(|e| e.to_string()))
         {
-            Ok(()) => println!("plot: {}", path.display()),
-            Err(e) => println!("plot not written: {e}"),
+            Ok(()) => out!("plot: {}", path.display()),
+            Err(e) => out!("plot not written: {e}"),
         }
     }
 }
 
 fn main() {
-    println!(
+    run();
+    report::finish("solvers");
+}
+
+fn run() {
+    out!(
         "threads: {}; `cargo bench --bench solvers` (CPU f64 unless marked)",
         rayon::current_num_threads()
     );

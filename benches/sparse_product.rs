@@ -8,6 +8,10 @@
 //! default 27: 28³ vertices, 65,856 DOFs), `JELLO_BENCH_SPMV_REPS` (products per row, default
 //! 200). Both rows come from one run; the ratio, not the times, carries across machines.
 
+#[path = "common/report.rs"]
+#[macro_use]
+mod report;
+
 use jello::mesh::box_grid;
 use jello_precompute::sparse::{SymSparse, SymmetricPattern};
 use std::sync::Arc;
@@ -21,6 +25,11 @@ fn env(key: &str, default: usize) -> usize {
 }
 
 fn main() {
+    run();
+    report::finish("sparse_product");
+}
+
+fn run() {
     let cells = env("JELLO_BENCH_SPMV_CELLS", 27);
     let reps = env("JELLO_BENCH_SPMV_REPS", 200).max(1);
     let mesh = box_grid([0.0; 3], [1.0; 3], [cells; 3]);
@@ -57,20 +66,20 @@ fn main() {
         .map(|(p, q)| (p - q).abs())
         .fold(0.0, f64::max);
     let scale = y1.iter().map(|v| v.abs()).fold(0.0, f64::max);
-    println!(
+    out!(
         "\nSymSparse::mul_vec on a {cells}³-cell box grid's elastic pattern: {n} DOFs, {} stored \
          entries, {reps} products per row\n",
         pattern.nnz()
     );
-    println!("| threads | ms per product | vs sequential |");
-    println!("|---|---|---|");
-    println!("| 1 (sequential) | {t1:.3} | 1× |");
-    println!(
+    out!("| threads | ms per product | vs sequential |");
+    out!("|---|---|---|");
+    out!("| 1 (sequential) | {t1:.3} | 1× |");
+    out!(
         "| {} (parallel) | {tn:.3} | {:.2}× faster |",
         all.current_num_threads(),
         t1 / tn
     );
-    println!(
+    out!(
         "\nlargest difference between the two: {:.1e} of the largest entry",
         diff / scale
     );

@@ -6,7 +6,12 @@ mod checkpoint;
 mod fields;
 mod frames;
 mod manifest;
+#[cfg(feature = "pictures")]
 mod pictures;
+#[cfg(not(feature = "pictures"))]
+#[path = "pictures_off.rs"]
+mod pictures;
+#[cfg(feature = "plots")]
 pub mod plot;
 pub mod run_dir;
 mod stats;

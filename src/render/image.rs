@@ -1,8 +1,6 @@
-//! Read-back images and PNG output.
+//! Read-back images.
 
 use crate::error::{JelloError, Result};
-use crate::output::atomic_write_with;
-use std::path::Path;
 
 /// An 8-bit RGBA image, rows top to bottom, sRGB-encoded colour, alpha 255 everywhere the
 /// renderer wrote. `pixels.len() == 4 * width * height`.
@@ -40,20 +38,4 @@ impl RgbaImage {
         }
         Ok(())
     }
-}
-
-/// Writes `image` as an 8-bit RGBA PNG (sRGB) to `path`, atomically.
-pub fn write_png(path: &Path, image: &RgbaImage) -> Result<()> {
-    image.validate()?;
-    atomic_write_with(path, |w| {
-        let mut enc = png::Encoder::new(w, image.width, image.height);
-        enc.set_color(png::ColorType::Rgba);
-        enc.set_depth(png::BitDepth::Eight);
-        enc.set_source_srgb(png::SrgbRenderingIntent::Perceptual);
-        let mut writer = enc.write_header().map_err(std::io::Error::other)?;
-        writer
-            .write_image_data(&image.pixels)
-            .map_err(std::io::Error::other)?;
-        writer.finish().map_err(std::io::Error::other)
-    })
 }

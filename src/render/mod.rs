@@ -44,19 +44,29 @@
 
 pub mod camera;
 mod colormap;
+#[cfg(feature = "pictures")]
+mod colour_bar;
 mod cpu;
 mod image;
 mod lighting;
 mod oneshot;
+#[cfg(feature = "pictures")]
+mod png;
 mod style;
 mod surface;
+#[cfg(feature = "pictures")]
+pub(crate) mod text;
 mod upload;
 
 pub use camera::{bounding_box, Camera, FramingView, UpAxis};
-pub use colormap::{draw_colour_bar, viridis, LogScale, NO_VALUE_COLOUR};
+pub use colormap::{viridis, LogScale, NO_VALUE_COLOUR};
+#[cfg(feature = "pictures")]
+pub use colour_bar::draw_colour_bar;
 pub use cpu::{render_rgba_cpu, CpuSurface, CPU_MAX_SIDE};
-pub use image::{write_png, RgbaImage};
-pub use oneshot::{render_png, render_png_cpu, render_rgba, render_rgba_surfaces};
+pub use image::RgbaImage;
+pub use oneshot::{render_rgba, render_rgba_surfaces};
+#[cfg(feature = "pictures")]
+pub use png::{render_png, render_png_cpu, write_png};
 pub use style::{srgb_to_linear, GroundPlane, RenderStyle, DEFAULT_BODY_COLOUR, OBSTACLE_COLOUR};
 pub use surface::{
     SurfaceDraw, SurfaceRenderer, COLOUR_FORMAT, DEPTH_FORMAT, MAX_DRAWS, POSITION_STRIDE,

@@ -1,13 +1,12 @@
 //! One-call rendering for headless CLI use.
 
 use super::camera::Camera;
-use super::cpu::{render_rgba_cpu, CpuSurface};
-use super::image::{write_png, RgbaImage};
-use super::style::{GroundPlane, RenderStyle, DEFAULT_BODY_COLOUR};
+use super::cpu::CpuSurface;
+use super::image::RgbaImage;
+use super::style::{GroundPlane, DEFAULT_BODY_COLOUR};
 use super::surface::SurfaceRenderer;
 use super::upload::SurfaceMesh;
 use crate::error::Result;
-use std::path::Path;
 
 /// Uploads one surface, draws it once (in [`DEFAULT_BODY_COLOUR`], over `ground` if given)
 /// with 4× MSAA into a `size = (width, height)` image and reads it back.
@@ -34,49 +33,6 @@ pub fn render_rgba(
     )?;
     queue.submit([encoder.finish()]);
     renderer.read_rgba(device, queue)
-}
-
-/// [`render_rgba`], then writes the image to `path` as a PNG (atomically).
-#[allow(clippy::too_many_arguments)]
-pub fn render_png(
-    device: &wgpu::Device,
-    queue: &wgpu::Queue,
-    positions: &[[f32; 4]],
-    triangles: &[[u32; 3]],
-    camera: &Camera,
-    size: (u32, u32),
-    ground: Option<GroundPlane>,
-    path: &Path,
-) -> Result<RgbaImage> {
-    let image = render_rgba(device, queue, positions, triangles, camera, size, ground)?;
-    write_png(path, &image)?;
-    Ok(image)
-}
-
-/// CPU-only twin of [`render_png`] (no adapter needed): rasterizes one surface in
-/// [`DEFAULT_BODY_COLOUR`] with the default style and writes the PNG to `path`.
-pub fn render_png_cpu(
-    positions: &[[f32; 4]],
-    triangles: &[[u32; 3]],
-    camera: &Camera,
-    size: (u32, u32),
-    ground: Option<GroundPlane>,
-    path: &Path,
-) -> Result<RgbaImage> {
-    let image = render_rgba_cpu(
-        &[CpuSurface {
-            positions,
-            triangles,
-            colour: DEFAULT_BODY_COLOUR,
-            vertex_colours: None,
-        }],
-        camera,
-        size,
-        &RenderStyle::default(),
-        ground.as_ref(),
-    )?;
-    write_png(path, &image)?;
-    Ok(image)
 }
 
 /// Several surfaces in one image (each in its own colour, over `ground` if given), on the GPU

@@ -25,15 +25,13 @@
 //! Errors ([`JelloError::Invalid`]): an image size out of range, and a linear y range wider
 //! than `f64` holds (e.g. ±`f64::MAX`; a log axis takes it). Nothing panics on bad samples.
 
-pub(crate) mod text;
-
 use super::atomic_write;
 use crate::error::{JelloError, Result};
+use crate::render::text::{self, Align, Label};
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 use plotters::prelude::*;
 use std::ops::Range;
 use std::path::Path;
-use text::{Align, Label};
 
 /// One curve: `y[i]` is plotted at `x = i`.
 #[derive(Clone, Debug, Default, PartialEq)]

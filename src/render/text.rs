@@ -12,7 +12,7 @@ use ab_glyph::{point, Font, FontRef, PxScale, ScaleFont};
 use std::sync::OnceLock;
 
 /// DejaVu Sans 2.37 (Bitstream Vera licence, `assets/fonts/DejaVuSans-LICENSE.txt`).
-static FONT_BYTES: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
+static FONT_BYTES: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
 
 /// The embedded font, parsed once per process.
 pub(crate) fn font() -> Result<&'static FontRef<'static>> {
@@ -105,7 +105,7 @@ fn coverage(font: &FontRef<'static>, size: f32, s: &str) -> (usize, usize, Vec<f
 
 /// Draws `label` onto an RGB buffer `w` pixels wide, blending its coverage over what is
 /// there; pixels outside the image are skipped.
-pub(super) fn draw(rgb: &mut [u8], w: u32, h: u32, font: &FontRef<'static>, label: &Label) {
+pub(crate) fn draw(rgb: &mut [u8], w: u32, h: u32, font: &FontRef<'static>, label: &Label) {
     draw_channels(rgb, 3, w, h, font, label);
 }
 
