@@ -126,15 +126,9 @@ fn a_stack_of_cubes_settles_without_interpenetrating_and_stands_by_friction() {
     };
     let mut lateral = Vec::new();
     for (what, b) in [("μ = 0.5", &built), ("μ = 0", &frictionless)] {
-        let start = &b.model.initial_state(&b.velocity).x;
-        // The frictionless run only has to show that the lateral bound can fail: it stops at
-        // the first step past 5 mm (the slide is along a mode with no restoring force, so it
-        // does not come back); a run that never gets there is checked after all the steps.
-        let slips = what == "μ = 0";
-        let (m, states) = run_until(name, b, steps, |m, x| {
-            slips && x.len() > 1 && slide_of(m, start, x.last().unwrap()) > 5e-3
-        });
+        let (m, states) = run_built(name, b, steps);
         let last = states.last().unwrap();
+        let start = &b.model.initial_state(&b.velocity).x;
         // Resting: each cube's centre above the one below it by about a cube's height (0.1 m,
         // squashed a little under the weight above) and the whole stack still.
         let y: Vec<f64> = (0..3).map(|c| centre(&m, last, c, 1)).collect();
