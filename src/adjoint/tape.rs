@@ -1,5 +1,6 @@
 //! A recorded run: the model, the kept states, each step's convergence and its extra forces.
 
+use super::contact::StepContact;
 use super::options::{Checkpointing, RecordOptions};
 use crate::error::{JelloError, Result};
 use crate::problem::{History, Model, State, StepProblem, StepScheme};
@@ -35,14 +36,16 @@ pub struct Tape {
     pub(super) records: Vec<StepRecord>,
     /// Per step s, the extra per-vertex external forces (N, 3n) acting during it, if any.
     pub(super) forces: Vec<Option<Arc<Vec<f64>>>>,
+    /// Per step s, the contact terms it was solved with (κ, lagged friction), held fixed by
+    /// the backward pass.
+    pub(super) contact: Vec<StepContact>,
     /// Wall time of the recorded steps, ms.
     pub(super) forward_ms: f64,
 }
 
 impl Tape {
     /// Starts a recording at `state` with time step `h` (s). Refuses, in one line, what the
-    /// adjoint does not differentiate: IPC contact between meshes, sphere and box obstacles
-    /// (their surface-pair barriers), strain limits; and a non-positive h or tolerance, a
+    /// adjoint does not differentiate (strain limits) and a non-positive h or tolerance, a
     /// state of the wrong size, `Every(0)`.
     pub fn new(model: Model, state: State, h: f64, options: RecordOptions) -> Result<Self> {
         let bad = |m: String| Err(JelloError::Invalid(format!("adjoint: {m}")));
@@ -62,12 +65,6 @@ impl Tape {
                 state.x.len(),
                 state.v.len()
             ));
-        }
-        if model.contact.is_some() {
-            return bad("IPC contact between meshes is not differentiated yet".into());
-        }
-        if model.obstacles.iter().any(|o| o.is_bounded()) {
-            return bad("sphere and box obstacles are not differentiated (half-spaces are)".into());
         }
         if !model.strain_limits.is_empty() {
             return bad("strain limits are not differentiated".into());
@@ -91,6 +88,7 @@ impl Tape {
             current: state,
             records: Vec::new(),
             forces: Vec::new(),
+            contact: Vec::new(),
             forward_ms: 0.0,
         })
     }
@@ -133,7 +131,7 @@ impl Tape {
         };
         let t0 = Instant::now();
         let number = self.records.len();
-        let (next, record) = advance(
+        let (next, record, contact) = advance(
             &mut self.solver,
             &self.model,
             &self.current,
@@ -144,6 +142,7 @@ impl Tape {
         self.forward_ms += t0.elapsed().as_secs_f64() * 1e3;
         self.records.push(record);
         self.forces.push(forces);
+        self.contact.push(contact);
         let s = number + 1;
         let keep = match self.options.checkpointing {
             Checkpointing::All => true,
@@ -185,7 +184,7 @@ impl Tape {
     /// Recomputes the state after step `s` from `start` (state s), as the forward pass did.
     pub(super) fn recompute(&mut self, start: &State, s: usize) -> Result<State> {
         let forces = self.forces[s].clone();
-        let (next, _) = advance(
+        let (next, _, _) = advance(
             &mut self.solver,
             &self.model,
             start,
@@ -198,7 +197,8 @@ impl Tape {
 }
 
 /// One step from `state`: the model's step problem (plus `forces`: x̃_v += ĥ² f_v/m_v on free
-/// vertices) solved by `solver`; the new state carries the integrator's velocity and history.
+/// vertices) solved by `solver`; the new state carries the integrator's velocity and history,
+/// and the contact terms the solve ended with come back too.
 fn advance(
     solver: &mut NewtonSolver,
     model: &Model,
@@ -206,7 +206,7 @@ fn advance(
     h: f64,
     forces: Option<&[f64]>,
     number: usize,
-) -> Result<(State, StepRecord)> {
+) -> Result<(State, StepRecord, StepContact)> {
     let mut problem = StepProblem::new(model, state, h);
     let fail = |why: String| {
         JelloError::Solver(format!(
@@ -248,5 +248,6 @@ fn advance(
             residual: report.residual,
             iterations: report.iterations,
         },
+        StepContact::of(&problem),
     ))
 }

@@ -48,6 +48,8 @@ struct Case {
     poisson: Vec<f64>,
     state: State,
     name: &'static str,
+    /// Steps recorded.
+    steps: usize,
 }
 
 fn build(text: &str, name: &'static str) -> Case {
@@ -72,6 +74,7 @@ fn build(text: &str, name: &'static str) -> Case {
         poisson,
         state,
         name,
+        steps: STEPS,
     }
 }
 
@@ -149,21 +152,29 @@ fn options() -> RecordOptions {
     }
 }
 
-/// The loss's seeds: random cₛ, dₛ at steps 1 and `STEPS`.
-fn seeds(n: usize, rng: &mut Rng) -> Seeds {
+/// The loss's seeds: random cₛ, dₛ at steps 1 and `steps`.
+fn seeds(n: usize, steps: usize, rng: &mut Rng) -> Seeds {
     let mut s = Seeds::default();
-    for step in [1, STEPS] {
+    for step in [1, steps] {
         s.x.insert(step, rng.vec(n));
         s.v.insert(step, rng.vec(n).iter().map(|v| 0.01 * v).collect());
     }
     s
 }
 
-/// L of a forward run of `model` from `state` (every step must converge).
+/// L of a forward run of `model` from `state` up to its last seeded step (every step must
+/// converge).
 fn loss(model: &Model, state: &State, seeds: &Seeds) -> f64 {
     let mut states = vec![state.clone()];
     let mut tape = Tape::new(model.clone(), state.clone(), H, options()).unwrap();
-    for _ in 0..STEPS {
+    let last = seeds
+        .x
+        .keys()
+        .chain(seeds.v.keys())
+        .max()
+        .copied()
+        .unwrap_or(0);
+    for _ in 0..last {
         let r = tape.step(None).unwrap();
         assert!(r.converged, "{r:?}");
         states.push(tape.state().clone());
@@ -201,9 +212,15 @@ fn finite_differences(case: Case) {
     let n = 3 * case.model.num_vertices();
     let nt = case.model.mesh.num_tets();
     let mut rng = Rng(7);
-    let seeds = seeds(n, &mut rng);
-    let mut tape =
-        Tape::record(case.model.clone(), case.state.clone(), H, STEPS, options()).unwrap();
+    let seeds = seeds(n, case.steps, &mut rng);
+    let mut tape = Tape::record(
+        case.model.clone(),
+        case.state.clone(),
+        H,
+        case.steps,
+        options(),
+    )
+    .unwrap();
     let mut wrt = vec![
         Param::InitialPositions,
         Param::InitialVelocities,
@@ -217,6 +234,17 @@ fn finite_differences(case: Case) {
     let has_pins = !case.model.pins.is_empty();
     if has_pins {
         wrt.push(Param::PinTargets);
+    }
+    // κ is an input only when fixed; with friction its lagged normal forces scale with κ too,
+    // which the adjoint holds fixed.
+    let kappa = case
+        .model
+        .contact
+        .as_ref()
+        .filter(|c| c.friction.is_none())
+        .and_then(|c| c.kappa);
+    if kappa.is_some() {
+        wrt.push(Param::ContactStiffness);
     }
     let (g, stats) = tape.backward(&seeds, &wrt, Unconverged::Refuse).unwrap();
     println!(
@@ -338,18 +366,22 @@ fn finite_differences(case: Case) {
             .with_forces(m.forces.clone())
             .unwrap()
             .with_integrator(m.integrator);
+            // The collision mesh does not depend on masses (κ is fixed in these scenes).
+            let mut rebuilt = rebuilt;
+            rebuilt.contact = m.contact.clone();
             loss(&rebuilt, &base.state, &seeds)
         },
         1e-4,
     );
     // Forces per step: one single-vertex ExternalForce per (step, vertex), its window holding
     // only that step's start (independent of the tape's own per-step force path).
-    let d: Vec<Vec<f64>> = (0..STEPS).map(|_| rng.vec(n)).collect();
+    let steps = base.steps;
+    let d: Vec<Vec<f64>> = (0..steps).map(|_| rng.vec(n)).collect();
     let fg = g.forces.as_ref().unwrap();
     check(
         "forces",
         name,
-        (0..STEPS).map(|s| dot(&fg[s], &d[s])).sum(),
+        (0..steps).map(|s| dot(&fg[s], &d[s])).sum(),
         |e| {
             let mut forces = base.model.forces.clone();
             for (s, ds) in d.iter().enumerate() {
@@ -371,6 +403,23 @@ fn finite_differences(case: Case) {
     if has_pins {
         pin_targets_fd(base, &g, &seeds, &mut rng);
     }
+    if let Some(k) = kappa {
+        // The barrier acts in the recorded steps (a zero would pass any relative check).
+        assert!(g.contact_stiffness.unwrap().abs() > 0.0);
+        check(
+            "contact_stiffness",
+            name,
+            g.contact_stiffness.unwrap() * k,
+            |e| {
+                let mut m = base.model.clone();
+                let mut c = (**m.contact.as_ref().unwrap()).clone();
+                c.kappa = Some(k * (1.0 + e));
+                m.contact = Some(std::sync::Arc::new(c));
+                loss(&m, &base.state, &seeds)
+            },
+            1e-4,
+        );
+    }
 }
 
 /// Pin targets: each pinned vertex becomes its own pin whose keyframed script adds ε·δₛ at the
@@ -383,7 +432,8 @@ fn pin_targets_fd(base: &Case, g: &Gradients, seeds: &Seeds, rng: &mut Rng) {
         .flat_map(|p| p.vertices.iter().copied().zip(p.start.iter().copied()))
         .collect();
     let k = vertices.len();
-    let d: Vec<Vec<f64>> = (0..=STEPS)
+    let steps = base.steps;
+    let d: Vec<Vec<f64>> = (0..=steps)
         .map(|s| {
             if s == 0 {
                 vec![0.0; 3 * k]
@@ -394,14 +444,14 @@ fn pin_targets_fd(base: &Case, g: &Gradients, seeds: &Seeds, rng: &mut Rng) {
         .collect();
     let pg = g.pin_targets.as_ref().unwrap();
     assert!(pg[0].iter().all(|&v| v == 0.0));
-    let analytic: f64 = (0..=STEPS).map(|s| dot(&pg[s], &d[s])).sum();
+    let analytic: f64 = (0..=steps).map(|s| dot(&pg[s], &d[s])).sum();
     check(
         "pin_targets",
         base.name,
         analytic,
         |e| {
             let mut times = vec![0.0];
-            for s in 0..STEPS {
+            for s in 0..steps {
                 times.push(times[s] + H);
             }
             let pins: Vec<Pin> = vertices
@@ -411,7 +461,7 @@ fn pin_targets_fd(base: &Case, g: &Gradients, seeds: &Seeds, rng: &mut Rng) {
                     vertices: vec![v],
                     start: vec![p0],
                     script: Script::Keyframes {
-                        phases: (1..=STEPS)
+                        phases: (1..=steps)
                             .map(|s| Phase {
                                 start: times[s - 1],
                                 end: times[s],
@@ -464,6 +514,53 @@ fn obstacle_scene_matches_finite_differences() {
     finite_differences(obstacle());
 }
 
+/// Two blocks in IPC contact: a 0.2 × 0.05 × 0.1 m base clamped at its bottom and a
+/// 0.1 × 0.05 × 0.05 m block 2 mm above it (d̂ = 4 mm, so pairs are active from the start),
+/// thrown down and sideways with a spin: it lands, squashes the barrier and slides. A fixed
+/// κ, so κ is an input too.
+fn ipc() -> Case {
+    let text = r#"[simulation]
+h = 0.01
+steps = 3
+gravity = [0.0, -9.81, 0.0]
+
+[[objects]]
+name = "base"
+mesh = { generator = "box", min = [0.0, -0.05, 0.0], max = [0.2, 0.0, 0.1], cells = [4, 1, 2] }
+material = { model = "stable_neo_hookean", youngs_modulus = 2e5, poisson_ratio = 0.3, density = 1000.0 }
+
+[[objects]]
+name = "top"
+mesh = { generator = "box", min = [0.04, 0.002, 0.025], max = [0.14, 0.052, 0.075], cells = [2, 1, 1] }
+material = { model = "stable_neo_hookean", youngs_modulus = 2e5, poisson_ratio = 0.3, density = 1000.0 }
+
+[[pins]]
+region = { box = { min = [-1.0, -0.051, -1.0], max = [1.0, -0.049, 1.0] } }
+script = { type = "fixed" }
+
+[contact]
+ipc = true
+dhat = 0.004
+ipc_kappa = 1e6
+"#;
+    let mut c = build(text, "ipc");
+    for v in 0..c.model.num_vertices() {
+        let p = &c.state.x[3 * v..3 * v + 3];
+        if p[1] > 0.001 {
+            let (x, z) = (p[0] - 0.09, p[2] - 0.05);
+            c.state.v[3 * v] = 0.05 - 0.5 * z;
+            c.state.v[3 * v + 1] = -0.15;
+            c.state.v[3 * v + 2] = 0.5 * x;
+        }
+    }
+    c
+}
+
+#[test]
+fn ipc_scene_matches_finite_differences() {
+    finite_differences(ipc());
+}
+
 #[test]
 fn bdf2_pinned_scene_matches_finite_differences() {
     let mut c = pinned();
@@ -482,7 +579,7 @@ fn a_loss_at_step_0_is_the_identity_and_nothing_else() {
     seeds.v.insert(0, rng.vec(n));
     let mut tape = Tape::record(c.model.clone(), c.state.clone(), H, 2, options()).unwrap();
     let (g, _) = tape
-        .backward(&seeds, &Param::ALL, Unconverged::Refuse)
+        .backward(&seeds, &without_contact(), Unconverged::Refuse)
         .unwrap();
     assert_eq!(g.initial_positions.as_ref(), seeds.x.get(&0));
     assert_eq!(g.initial_velocities.as_ref(), seeds.v.get(&0));
@@ -511,7 +608,7 @@ fn gradients_of_parameters_a_loss_does_not_depend_on_are_exactly_zero() {
     seeds.x.insert(2, on_pins.clone());
     let mut tape = Tape::record(c.model.clone(), c.state.clone(), H, 3, options()).unwrap();
     let (g, _) = tape
-        .backward(&seeds, &Param::ALL, Unconverged::Refuse)
+        .backward(&seeds, &without_contact(), Unconverged::Refuse)
         .unwrap();
     let zero = |v: &[f64]| v.iter().all(|&x| x == 0.0);
     assert!(zero(g.mu.as_ref().unwrap()) && zero(g.lambda.as_ref().unwrap()));
@@ -529,6 +626,21 @@ fn gradients_of_parameters_a_loss_does_not_depend_on_are_exactly_zero() {
         .collect();
     assert_eq!(pins[2], expected);
     assert!(zero(&pins[1]) && zero(&pins[3]));
+    // The same on the contact scene: κ cannot change where the pins are either.
+    let ci = ipc();
+    let ni = 3 * ci.model.num_vertices();
+    let mut on_pins = rng.vec(ni);
+    for (k, g) in on_pins.iter_mut().enumerate() {
+        if !ci.model.pinned[k / 3] {
+            *g = 0.0;
+        }
+    }
+    let mut s = Seeds::default();
+    s.x.insert(2, on_pins);
+    let mut t = Tape::record(ci.model.clone(), ci.state.clone(), H, 2, options()).unwrap();
+    let (gi, _) = t.backward(&s, &Param::ALL, Unconverged::Refuse).unwrap();
+    assert_eq!(gi.contact_stiffness, Some(0.0));
+    assert!(zero(gi.density.as_ref().unwrap()));
 
     // A general loss at step 2: the forces of step 2 (acting after it) cannot change it.
     let mut seeds = Seeds::default();
@@ -642,16 +754,45 @@ fn bad_requests_are_one_line_errors() {
         .unwrap()
         .to_string();
     assert!(e.contains("time step"), "{e}");
-    let mut sphere = c.model.clone();
-    sphere.obstacles = vec![jello::problem::Obstacle::Sphere {
-        center: [0.0, -1.0, 0.0],
-        radius: 0.5,
-    }];
-    let e = Tape::new(sphere, c.state.clone(), H, options())
+    let nt = c.model.mesh.num_tets();
+    let limit = jello::problem::StrainLimit::new(0.9, 1.1).unwrap();
+    let limited = c
+        .model
+        .clone()
+        .with_strain_limits(vec![Some(limit); nt])
+        .unwrap();
+    let e = Tape::new(limited, c.state.clone(), H, options())
         .err()
         .unwrap()
         .to_string();
-    assert!(e.contains("sphere"), "{e}");
+    assert!(e.contains("strain limits"), "{e}");
+    // κ: only with IPC contact, and only a fixed one.
+    let e = err(tape.backward(
+        &seeds_at(1, n),
+        &[Param::ContactStiffness],
+        Unconverged::Refuse,
+    ));
+    assert!(e.contains("no IPC contact"), "{e}");
+    let mut adaptive = ipc();
+    let mut contact = (**adaptive.model.contact.as_ref().unwrap()).clone();
+    contact.kappa = None;
+    adaptive.model.contact = Some(std::sync::Arc::new(contact));
+    let na = 3 * adaptive.model.num_vertices();
+    let mut t = Tape::record(adaptive.model, adaptive.state, H, 1, options()).unwrap();
+    let e = err(t.backward(
+        &seeds_at(1, na),
+        &[Param::ContactStiffness],
+        Unconverged::Refuse,
+    ));
+    assert!(e.contains("fixed κ"), "{e}");
+}
+
+/// Every class but IPC's κ (for the scenes without contact).
+fn without_contact() -> Vec<Param> {
+    Param::ALL
+        .into_iter()
+        .filter(|&p| p != Param::ContactStiffness)
+        .collect()
 }
 
 fn seeds_at(step: usize, n: usize) -> Seeds {
