@@ -55,6 +55,9 @@ impl Tape {
         let n = 3 * model.num_vertices();
         let steps = self.records.len();
         let bad = |m: String| Err(JelloError::Invalid(format!("adjoint: {m}")));
+        if let Some(why) = &self.broken {
+            return bad(format!("the record cannot be differentiated: {why}"));
+        }
         for (what, map) in [("x", &seeds.x), ("v", &seeds.v)] {
             for (&s, g) in map {
                 if s > steps {

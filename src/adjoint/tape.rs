@@ -27,7 +27,12 @@ pub struct Tape {
     pub(super) model: Model,
     pub(super) h: f64,
     pub(super) options: RecordOptions,
-    solver: NewtonSolver,
+    /// The tape's own solver; `None` for a tape that observes a simulation
+    /// ([`Self::observing`]), which keeps every state instead.
+    solver: Option<NewtonSolver>,
+    /// Why an observed run cannot be differentiated (a state set between steps, a substepped
+    /// step), if it cannot.
+    pub(super) broken: Option<String>,
     /// Kept states by step number (0 = the initial state).
     pub(super) kept: BTreeMap<usize, State>,
     /// The latest state.
@@ -48,6 +53,75 @@ impl Tape {
     /// adjoint does not differentiate (strain limits) and a non-positive h or tolerance, a
     /// state of the wrong size, `Every(0)`.
     pub fn new(model: Model, state: State, h: f64, options: RecordOptions) -> Result<Self> {
+        let mut tape = Self::unsolved(model, state, h, options)?;
+        let params = NewtonParams {
+            stop: StopRule::Cn {
+                eps: options.tolerance,
+            },
+            max_iterations: options.max_iterations,
+            ..NewtonParams::default()
+        };
+        tape.solver = Some(NewtonSolver::new(&tape.model, params)?);
+        Ok(tape)
+    }
+
+    /// A tape that records the steps a [`crate::sim::Simulation`] takes from `state` with time
+    /// step `h` (s), as its observer sees them ([`Self::observe`]; Python's `sim.record()`):
+    /// every state is kept, and the gradient is that of the states the simulation's own solver
+    /// computed — exact to the order of its tolerance (f64 Newton with `stop = "cn"` and a
+    /// tight tolerance makes it exact; a step whose report is not converged is refused or
+    /// flagged as [`super::Unconverged`] says). Refuses what [`Self::new`] refuses.
+    pub fn observing(model: Model, state: State, h: f64) -> Result<Self> {
+        Self::unsolved(model, state, h, RecordOptions::default())
+    }
+
+    /// Records one step a simulation took ([`crate::sim::Simulation::set_observer`]). A step
+    /// that does not start where the tape's last one ended (positions or velocities set
+    /// between steps), or that was solved in substeps (`inversion = "forbid"`), or with
+    /// another time step, breaks the record: a later backward pass refuses, naming it.
+    pub fn observe(&mut self, step: &crate::sim::ObservedStep<'_>) {
+        if self.broken.is_some() {
+            return;
+        }
+        let s = self.records.len();
+        let why = if step.start.x != self.current.x || step.start.v != self.current.v {
+            Some(format!(
+                "the state was set between steps {s} and {} (positions or velocities assigned): \
+                 the recorded steps no longer chain",
+                s + 1
+            ))
+        } else if step.report.substeps > 1 {
+            Some(format!(
+                "step {} was solved in {} substeps (inversion = \"forbid\"): a substepped step \
+                 is not differentiated",
+                s + 1,
+                step.report.substeps
+            ))
+        } else if step.h != self.h {
+            Some(format!("step {} changed the time step", s + 1))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            self.broken = Some(why);
+            return;
+        }
+        self.records.push(StepRecord {
+            converged: step.report.converged,
+            residual: step.report.residual,
+            iterations: step.report.iterations,
+        });
+        self.forces.push(None);
+        self.contact.push(StepContact {
+            kappa: step.kappa,
+            friction: step.friction.clone(),
+        });
+        self.kept.insert(s + 1, step.end.clone());
+        self.current = step.end.clone();
+    }
+
+    /// [`Self::new`] without a solver.
+    fn unsolved(model: Model, state: State, h: f64, options: RecordOptions) -> Result<Self> {
         let bad = |m: String| Err(JelloError::Invalid(format!("adjoint: {m}")));
         if !(h.is_finite() && h > 0.0) {
             return bad(format!("time step h must be > 0 s, got {h}"));
@@ -69,21 +143,14 @@ impl Tape {
         if !model.strain_limits.is_empty() {
             return bad("strain limits are not differentiated".into());
         }
-        let params = NewtonParams {
-            stop: StopRule::Cn {
-                eps: options.tolerance,
-            },
-            max_iterations: options.max_iterations,
-            ..NewtonParams::default()
-        };
-        let solver = NewtonSolver::new(&model, params)?;
         let mut kept = BTreeMap::new();
         kept.insert(0, state.clone());
         Ok(Tape {
             model,
             h,
             options,
-            solver,
+            solver: None,
+            broken: None,
             kept,
             current: state,
             records: Vec::new(),
@@ -114,6 +181,11 @@ impl Tape {
     /// flags it, [`super::Unconverged`]); a non-finite state or bad force array is an error.
     pub fn step(&mut self, forces: Option<&[f64]>) -> Result<StepRecord> {
         let n = self.current.x.len();
+        let Some(solver) = self.solver.as_mut() else {
+            return Err(JelloError::Invalid(
+                "adjoint: this tape observes a simulation; step the simulation instead".into(),
+            ));
+        };
         let forces = match forces {
             Some(f) if f.len() != n => {
                 return Err(JelloError::Invalid(format!(
@@ -132,7 +204,7 @@ impl Tape {
         let t0 = Instant::now();
         let number = self.records.len();
         let (next, record, contact) = advance(
-            &mut self.solver,
+            solver,
             &self.model,
             &self.current,
             self.h,
@@ -184,8 +256,13 @@ impl Tape {
     /// Recomputes the state after step `s` from `start` (state s), as the forward pass did.
     pub(super) fn recompute(&mut self, start: &State, s: usize) -> Result<State> {
         let forces = self.forces[s].clone();
+        let solver = self.solver.as_mut().ok_or_else(|| {
+            JelloError::Invalid(format!(
+                "adjoint: state {s} was not kept and an observing tape cannot re-solve it"
+            ))
+        })?;
         let (next, _, _) = advance(
-            &mut self.solver,
+            solver,
             &self.model,
             start,
             self.h,
