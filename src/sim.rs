@@ -2,6 +2,7 @@
 //! implicit-Euler or BDF2 steps (the model's [`crate::problem::Integrator`]) or static load
 //! increments, checking every accepted step against the model's physical invariants.
 
+use crate::contact::friction::FrictionSet;
 use crate::error::{JelloError, Result};
 use crate::problem::{
     ElasticTerms, History, InversionPolicy, Model, Script, State, StateCheck, StepProblem,
@@ -9,6 +10,7 @@ use crate::problem::{
 };
 use crate::solver::pd::PinCarry;
 use crate::solver::{StepReport, StepSolver};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Substep counts tried, in order, when a step under `inversion = "forbid"` cannot keep every
@@ -30,6 +32,28 @@ pub struct SimOptions {
     /// Evaluates Ψ on another backend (e.g. the GPU); `None` uses the f64 CPU reference.
     pub elastic: Option<Box<dyn ElasticTerms + Send>>,
 }
+
+/// What a step observer sees after each step ([`Simulation::set_observer`]): enough to
+/// differentiate the step ([`crate::adjoint::Tape::observe`]).
+pub struct ObservedStep<'a> {
+    /// The step's number (1-based, [`Simulation::steps`] after it).
+    pub number: usize,
+    /// Time step, s.
+    pub h: f64,
+    /// The state the step started from.
+    pub start: &'a State,
+    /// The state it ended in.
+    pub end: &'a State,
+    /// The step's report (convergence, residual, substeps).
+    pub report: &'a StepReport,
+    /// IPC's contact stiffness κ the step's last solve ended with, J/m⁴ (0 without contact).
+    pub kappa: f64,
+    /// The friction that solve had lagged, with its energy at the start (J), if any.
+    pub friction: Option<Arc<(FrictionSet, f64)>>,
+}
+
+/// A callback run after every step ([`Simulation::set_observer`]).
+pub type StepObserver = Box<dyn FnMut(&ObservedStep<'_>)>;
 
 /// A running simulation.
 pub struct Simulation {
@@ -55,6 +79,8 @@ pub struct Simulation {
     /// Whether [`Self::carry`] is offered (default on; [`Self::set_pin_carry`]).
     pin_carry: bool,
     x_buf: Vec<f64>,
+    /// Sees every step ([`Self::set_observer`]).
+    observer: Option<StepObserver>,
 }
 
 /// One solve of one (sub)step: where it ended and what the solver said.
@@ -62,6 +88,8 @@ struct Attempt {
     x: Vec<f64>,
     report: StepReport,
     check: StateCheck,
+    /// The problem's κ and lagged friction after the solve.
+    contact: (f64, Option<Arc<(FrictionSet, f64)>>),
 }
 
 impl Simulation {
@@ -106,6 +134,7 @@ impl Simulation {
             pin_carry: true,
             x_buf: Vec::new(),
             strict_solver: options.strict_solver,
+            observer: None,
         })
     }
 
@@ -166,6 +195,12 @@ impl Simulation {
     pub fn pin_targets(&self, pin: usize, t: f64) -> Option<Vec<[f64; 3]>> {
         let p = self.model.pins.get(pin)?;
         Some(p.start.iter().map(|&p0| p.script.position(p0, t)).collect())
+    }
+
+    /// Runs `observer` after every step from now on (`None`: none), e.g. a recording adjoint
+    /// tape ([`crate::adjoint::Tape::observe`]); it replaces the one set before.
+    pub fn set_observer(&mut self, observer: Option<StepObserver>) {
+        self.observer = observer;
     }
 
     /// Name of the backend evaluating Ψ.
@@ -269,6 +304,7 @@ impl Simulation {
             x,
             mut report,
             check,
+            contact,
         } = attempt;
         report.iterations += extra_iterations;
         report.substeps = substeps;
@@ -294,6 +330,17 @@ impl Simulation {
         self.state.t = state.t + self.h;
         self.steps = number;
         report.wall_ms = start.elapsed().as_secs_f64() * 1e3;
+        if let Some(observe) = self.observer.as_mut() {
+            observe(&ObservedStep {
+                number,
+                h: self.h,
+                start: &state,
+                end: &self.state,
+                report: &report,
+                kappa: contact.0,
+                friction: contact.1,
+            });
+        }
         Ok(report)
     }
 
@@ -408,7 +455,13 @@ impl Simulation {
             )));
         }
         let check = self.model.check_state(&x);
-        Ok(Attempt { x, report, check })
+        let contact = (problem.kappa(), problem.lagged_friction());
+        Ok(Attempt {
+            x,
+            report,
+            check,
+            contact,
+        })
     }
 
     /// One line per violated invariant of step `number`.

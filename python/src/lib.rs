@@ -11,6 +11,7 @@
 //! scenes, meshes, arguments), `jello.SolverError` and `jello.GpuError` for failures while
 //! running; all three derive from `jello.JelloError`.
 
+use jello::adjoint::{Param, Seeds, Tape, Unconverged};
 use jello::error::JelloError as Error;
 use jello::gpu::Backend;
 use jello::mesh::TetMesh;
@@ -18,10 +19,13 @@ use jello::output::{Checkpoint, StepStats};
 use jello::scene::{BuiltScene, Scene};
 use jello::sim::Simulation;
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyUntypedArrayMethods};
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 pyo3::create_exception!(
     jello,
@@ -646,6 +650,31 @@ impl PySimulation {
         self.sim.set_pin_targets(pin, &rows).map_err(py_err)
     }
 
+    /// Starts recording the steps taken from now on for exact gradients and returns the
+    /// `Tape` (`Tape.backward`). The current state is the tape's first, numbered as
+    /// `step_count` is now (0 for a fresh simulation); a new `record()` replaces the old
+    /// recording. Raises ValueError for a static solve (nothing to differentiate) or a scene
+    /// the adjoint does not differentiate (strain limits).
+    fn record(&mut self) -> PyResult<PyTape> {
+        if self.sim.static_increments.is_some() {
+            return Err(PyValueError::new_err(
+                "record(): a static solve (load increments) has no dynamics to differentiate",
+            ));
+        }
+        let tape = Tape::observing(self.sim.model.clone(), self.sim.state.clone(), self.sim.h)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let tape = Rc::new(RefCell::new(tape));
+        let rec = tape.clone();
+        self.sim
+            .set_observer(Some(Box::new(move |s: &jello::sim::ObservedStep<'_>| {
+                rec.borrow_mut().observe(s)
+            })));
+        Ok(PyTape {
+            tape,
+            first: self.sim.steps,
+        })
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "jello.Simulation({} vertices, solver {}, backend {}, step {}, t = {} s)",
@@ -699,6 +728,204 @@ fn adapters(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
     Ok(out)
 }
 
+// ---------------------------------------------------------------------------------------------
+// Adjoint
+
+/// A simulation's recorded steps (`Simulation.record()`), differentiated by `backward`.
+#[pyclass(name = "Tape", module = "jello", unsendable)]
+struct PyTape {
+    tape: Rc<RefCell<Tape>>,
+    /// The simulation's step count when the recording began: the tape's state 0.
+    first: usize,
+}
+
+/// A `ValueError` carrying `msg`.
+fn value_error(msg: impl Into<String>) -> PyErr {
+    PyValueError::new_err(msg.into())
+}
+
+impl PyTape {
+    /// `{step: (n, 3) array}` as per-tape-step flat arrays; `what` names the argument.
+    fn seeds(
+        &self,
+        obj: Option<&Bound<'_, PyAny>>,
+        what: &str,
+        n: usize,
+        steps: usize,
+    ) -> PyResult<BTreeMap<usize, Vec<f64>>> {
+        let mut out = BTreeMap::new();
+        let Some(obj) = obj.filter(|o| !o.is_none()) else {
+            return Ok(out);
+        };
+        let dict = obj.cast::<PyDict>().map_err(|_| {
+            value_error(format!(
+                "{what} must be a dict mapping a step number to an (n, 3) array"
+            ))
+        })?;
+        let (first, last) = (self.first, self.first + steps);
+        for (k, v) in dict.iter() {
+            let k: i64 = k
+                .extract()
+                .map_err(|_| value_error(format!("{what}: keys are step numbers (int)")))?;
+            if k < first as i64 || k > last as i64 {
+                return Err(value_error(format!(
+                    "{what}: step {k} was not recorded: the tape holds steps {first}..={last}"
+                )));
+            }
+            let rows = finite_rows3(&v, n, &format!("{what}[{k}]"))
+                .map_err(|e| value_error(e.value(obj.py()).to_string()))?;
+            out.insert(k as usize - first, rows);
+        }
+        Ok(out)
+    }
+}
+
+#[pymethods]
+impl PyTape {
+    /// dL/d(`wrt`) of a loss L whose gradients on the recorded states are `dx` and `dv`:
+    /// dicts mapping a step number (as `Simulation.step()` reports it; the first recorded
+    /// state is the step count at `record()`, 0 for a fresh simulation) to an (n, 3) array of
+    /// dL/dx ([L]/m) or dL/dv ([L]·s/m). Returns a dict of numpy arrays, one per name in
+    /// `wrt`: `initial_positions` (n, 3) [L]/m, `initial_velocities` (n, 3) [L]·s/m,
+    /// `youngs_modulus`, `mu`, `lambda` (per tet, [L]/Pa), `poisson_ratio` (per tet, [L]),
+    /// `density` (per tet, [L]·m³/kg), `pin_targets` (steps + 1, pinned vertices, 3) [L]/m
+    /// (row s: the targets at the end of recorded step s, row 0 zero; vertices in
+    /// `Simulation.pins` order), `forces` (steps, n, 3) [L]/N (row s: a force acting from
+    /// recorded step s to s + 1), `contact_stiffness` (float, [L]·m⁴/J; a fixed IPC κ). With
+    /// `unconverged="flag"` steps that did not converge are differentiated anyway and listed
+    /// under `unconverged_steps`; the default "refuse" raises. The GIL is released while it
+    /// runs. Bad requests (a step not recorded, an unknown or inapplicable parameter, an
+    /// unconverged step, a record broken by setting the state between steps) raise ValueError.
+    #[pyo3(signature = (dx, dv=None, wrt=None, unconverged="refuse"))]
+    fn backward<'py>(
+        &self,
+        py: Python<'py>,
+        dx: &Bound<'py, PyAny>,
+        dv: Option<&Bound<'py, PyAny>>,
+        wrt: Option<Vec<String>>,
+        unconverged: &str,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let (n, nt, steps, pinned) = {
+            let t = self.tape.borrow();
+            let m = t.model();
+            let pinned: usize = m.pins.iter().map(|p| p.vertices.len()).sum();
+            (m.num_vertices(), m.mesh.num_tets(), t.steps(), pinned)
+        };
+        let names = wrt.unwrap_or_else(|| {
+            [
+                "initial_positions",
+                "initial_velocities",
+                "youngs_modulus",
+                "poisson_ratio",
+                "density",
+            ]
+            .map(String::from)
+            .to_vec()
+        });
+        let mut params = Vec::new();
+        for name in &names {
+            let p = Param::parse(name).ok_or_else(|| {
+                let all: Vec<&str> = Param::ALL.iter().map(|p| p.name()).collect();
+                value_error(format!(
+                    "unknown parameter `{name}`: expected one of {}",
+                    all.join(", ")
+                ))
+            })?;
+            params.push(p);
+        }
+        let mode = match unconverged {
+            "refuse" => Unconverged::Refuse,
+            "flag" => Unconverged::Flag,
+            other => {
+                return Err(value_error(format!(
+                    "unconverged: expected \"refuse\" or \"flag\", got {other:?}"
+                )))
+            }
+        };
+        let seeds = Seeds {
+            x: self.seeds(Some(dx), "dx", n, steps)?,
+            v: self.seeds(dv, "dv", n, steps)?,
+        };
+        let tape = SameThread(self.tape.clone());
+        let result = py
+            .detach(move || {
+                let tape = tape.into_inner();
+                let r = tape.borrow_mut().backward(&seeds, &params, mode);
+                SameThread(r)
+            })
+            .into_inner();
+        let (g, _) = result.map_err(|e| match e {
+            Error::Invalid(m) => value_error(m),
+            other => py_err(other),
+        })?;
+        let out = PyDict::new(py);
+        let per_tet = |v: &Option<Vec<f64>>| -> PyResult<Option<Bound<'py, PyArray1<f64>>>> {
+            Ok(v.as_ref().map(|v| {
+                debug_assert_eq!(v.len(), nt);
+                PyArray1::from_slice(py, v)
+            }))
+        };
+        let stack = |rows: &[Vec<f64>], k: usize| -> PyResult<Bound<'py, PyAny>> {
+            let flat: Vec<f64> = rows.iter().flatten().copied().collect();
+            Ok(PyArray1::from_vec(py, flat)
+                .reshape([rows.len(), k, 3])?
+                .into_any())
+        };
+        if let Some(v) = &g.initial_positions {
+            out.set_item("initial_positions", rows3(py, v)?)?;
+        }
+        if let Some(v) = &g.initial_velocities {
+            out.set_item("initial_velocities", rows3(py, v)?)?;
+        }
+        for (name, v) in [
+            ("mu", &g.mu),
+            ("lambda", &g.lambda),
+            ("youngs_modulus", &g.youngs_modulus),
+            ("poisson_ratio", &g.poisson_ratio),
+            ("density", &g.density),
+        ] {
+            if let Some(a) = per_tet(v)? {
+                out.set_item(name, a)?;
+            }
+        }
+        if let Some(p) = &g.pin_targets {
+            out.set_item("pin_targets", stack(p, pinned)?)?;
+        }
+        if let Some(f) = &g.forces {
+            out.set_item("forces", stack(f, n)?)?;
+        }
+        if let Some(k) = g.contact_stiffness {
+            out.set_item("contact_stiffness", k)?;
+        }
+        if mode == Unconverged::Flag {
+            let first = self.first;
+            let flagged: Vec<usize> = g.unconverged_steps.iter().map(|s| s + first).collect();
+            out.set_item("unconverged_steps", flagged)?;
+        }
+        Ok(out)
+    }
+
+    /// Steps recorded so far.
+    #[getter]
+    fn steps(&self) -> usize {
+        self.tape.borrow().steps()
+    }
+
+    /// The step number of the tape's first state (`Simulation.step_count` at `record()`).
+    #[getter]
+    fn first_step(&self) -> usize {
+        self.first
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Tape(steps {}..={})",
+            self.first,
+            self.first + self.tape.borrow().steps()
+        )
+    }
+}
+
 /// Reads a run's `checkpoint.bin` (the exact state `jello run` keeps at its last frame): a
 /// dict with `step`, `time` (s), `positions` (n, 3) m and `velocities` (n, 3) m/s.
 #[pyfunction]
@@ -725,6 +952,7 @@ fn _jello(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyScene>()?;
     m.add_class::<PyMesh>()?;
     m.add_class::<PySimulation>()?;
+    m.add_class::<PyTape>()?;
     m.add_function(wrap_pyfunction!(read_mesh, m)?)?;
     m.add_function(wrap_pyfunction!(adapters, m)?)?;
     m.add_function(wrap_pyfunction!(read_checkpoint, m)?)?;

@@ -55,6 +55,9 @@ impl Tape {
         let n = 3 * model.num_vertices();
         let steps = self.records.len();
         let bad = |m: String| Err(JelloError::Invalid(format!("adjoint: {m}")));
+        if let Some(why) = &self.broken {
+            return bad(format!("the record cannot be differentiated: {why}"));
+        }
         for (what, map) in [("x", &seeds.x), ("v", &seeds.v)] {
             for (&s, g) in map {
                 if s > steps {
@@ -76,6 +79,23 @@ impl Tape {
         let has = |p: Param| wrt.contains(&p);
         if has(Param::PinTargets) && model.pins.is_empty() {
             return bad("`pin_targets` asked for, but the model has no pins".into());
+        }
+        if has(Param::ContactStiffness) {
+            match &model.contact {
+                None => {
+                    return bad(
+                        "`contact_stiffness` asked for, but the model has no IPC contact".into(),
+                    )
+                }
+                Some(c) if c.kappa.is_none() => {
+                    return bad(
+                        "`contact_stiffness` needs a fixed κ (contact.ipc_kappa): an \
+                         adaptive κ is chosen by the solver each step, not an input"
+                            .into(),
+                    )
+                }
+                Some(_) => {}
+            }
         }
         let young = has(Param::YoungsModulus) || has(Param::PoissonRatio);
         let jacobians = if young {
@@ -113,7 +133,9 @@ impl Tape {
             mass: has(Param::Density),
             pins: has(Param::PinTargets),
             forces: has(Param::Forces),
+            stiffness: has(Param::ContactStiffness),
         };
+        let mut stiffness = 0.0;
         let nt = model.mesh.num_tets();
         let (mut mu, mut la, mut mass) = (vec![0.0; nt], vec![0.0; nt], vec![0.0; n / 3]);
         let mut forces = vec![vec![0.0; n]; if want.forces { steps } else { 0 }];
@@ -133,6 +155,7 @@ impl Tape {
             (ax, av)
         };
         let h = self.h;
+        let contact = self.contact.clone();
         let mut visit = |model: &crate::problem::Model,
                          s: usize,
                          start: &crate::problem::State,
@@ -146,6 +169,7 @@ impl Tape {
                     number: s + 1,
                     start,
                     end,
+                    contact: &contact[s],
                     ax: &ax,
                     av: &av,
                 },
@@ -176,6 +200,7 @@ impl Tape {
             if let Some(p) = res.pins {
                 pins[s + 1] = p;
             }
+            stiffness += res.stiffness;
             Ok(())
         };
         let usage = self.reverse(last, &mut visit)?;
@@ -186,6 +211,7 @@ impl Tape {
             initial_positions: has(Param::InitialPositions).then_some(ax0),
             initial_velocities: has(Param::InitialVelocities).then_some(av0),
             mu: per_tet(Param::Mu, &mu),
+            contact_stiffness: has(Param::ContactStiffness).then_some(stiffness),
             lambda: per_tet(Param::Lambda, &la),
             unconverged_steps: flagged,
             ..Gradients::default()

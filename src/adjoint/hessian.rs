@@ -1,10 +1,12 @@
 //! The exact Hessian of a step's incremental potential at its converged state, on the free
 //! DOFs, factored once per step of the backward pass.
 
+use super::contact::{add_products, ContactBlocks};
 use crate::error::{JelloError, Result};
 use crate::material::element_hessian_filtered;
 use crate::problem::potential::corners;
-use crate::problem::{barrier_derivatives, HessianLayout, Model, PackedTetHessian};
+use crate::problem::{barrier_derivatives, HessianLayout, Model, PackedTetHessian, StepProblem};
+use crate::solver::augmented::ContactSystems;
 use jello_precompute::cholesky::{Ordering, SparseCholesky};
 use jello_precompute::sparse::{pack_upper_blocks, SymSparse};
 use nalgebra::{Matrix3, SMatrix, SVector, Vector3};
@@ -63,12 +65,17 @@ pub(super) fn vertex_barrier_mass_derivative(
 }
 
 /// The free-DOF block H_ff of ∇²E at a converged state (pinned rows and columns identity),
-/// factored by the sparse Cholesky analysed once for the model.
+/// factored by the sparse Cholesky analysed once for the model — or, when contact pairs couple
+/// vertices that share no tet, by an augmented system holding those couplings too (Newton's,
+/// [`crate::solver::augmented`], analysed with the elastic ordering).
 pub(super) struct ExactHessian {
     layout: HessianLayout,
     matrix: SymSparse,
     factor: SparseCholesky,
     packed: Vec<PackedTetHessian>,
+    contact: ContactSystems,
+    /// Whether the last factorisation is the augmented system's.
+    augmented: bool,
 }
 
 impl ExactHessian {
@@ -82,21 +89,25 @@ impl ExactHessian {
             matrix,
             factor,
             packed: Vec::new(),
+            contact: ContactSystems::default(),
+            augmented: false,
         })
     }
 
-    /// Assembles and factors H = M/ĥ² + ∇²Ψ + ∇²B at `x` (inertia weight `inertia` = 1/ĥ²,
-    /// barrier weight with the real step `h`). An exact Hessian that is not positive definite
-    /// (a saddle or a degenerate minimum: the step's solution is not locally unique) is an
-    /// error naming `step`: the adjoint is not defined there.
+    /// Assembles and factors H = M/ĥ² + ∇²Ψ + ∇²B (+ the contact `blocks`) at `x` for
+    /// `problem` (its inertia weight 1/ĥ², its real step h for the barrier weights). An exact
+    /// Hessian that is not positive definite (a saddle or a degenerate minimum: the step's
+    /// solution is not locally unique) is an error naming `step`: the adjoint is not defined
+    /// there.
     pub(super) fn factor_at(
         &mut self,
-        model: &Model,
+        problem: &StepProblem,
         x: &[f64],
-        inertia: f64,
-        h: f64,
+        blocks: &ContactBlocks,
         step: usize,
     ) -> Result<()> {
+        let model = problem.model;
+        let (inertia, h) = (problem.inertia, problem.h);
         let tets = &model.mesh.tets;
         self.packed.resize(tets.len(), [0.0; 90]);
         self.packed.par_iter_mut().enumerate().for_each(|(t, out)| {
@@ -130,26 +141,58 @@ impl ExactHessian {
                 }
             }
         }
-        self.factor.refactor(&self.matrix).map_err(|e| {
+        let not_pd = |e| {
             JelloError::Solver(format!(
                 "adjoint: step {step}: the exact Hessian at the converged state is not positive \
                  definite ({e}): the step's solution is not a strict minimum, so its derivative \
                  is undefined"
             ))
-        })
+        };
+        let list: Vec<_> = blocks.all().cloned().collect();
+        let needed: Vec<[u32; 2]> = problem
+            .contact_couplings(&list)
+            .into_iter()
+            .filter(|&[a, b]| pattern.find(3 * a as usize, 3 * b as usize).is_none())
+            .collect();
+        self.augmented = !needed.is_empty();
+        if self.augmented {
+            let sys = self
+                .contact
+                .ensure(&self.layout.pattern, &self.factor, needed, true)?;
+            sys.load(&self.matrix);
+            problem.add_contact_hessian(&list, &mut sys.matrix)?;
+            sys.factor.refactor(&sys.matrix).map_err(not_pd)
+        } else {
+            problem.add_contact_hessian(&list, &mut self.matrix)?;
+            self.factor.refactor(&self.matrix).map_err(not_pd)
+        }
     }
 
     /// Solves H_ff λ = `rhs` in place (pinned entries of `rhs` must be zero; they stay zero).
     pub(super) fn solve(&self, rhs: &mut [f64]) -> Result<()> {
-        self.factor
+        let factor = match (self.augmented, self.contact.current()) {
+            (true, Some(sys)) => &sys.factor,
+            _ => &self.factor,
+        };
+        factor
             .solve_in_place(rhs)
             .map_err(|e| JelloError::Solver(format!("adjoint: Cholesky solve: {e}")))
     }
 }
 
-/// (∇²Ψ λ) on the pinned DOFs (N/m × m): the free–pinned coupling of the exact elastic Hessian
-/// applied to `lambda` (zero on pinned DOFs), added into `out` (3n).
-pub(super) fn pinned_coupling(model: &Model, x: &[f64], lambda: &[f64], out: &mut [f64]) {
+/// (H λ) on the pinned DOFs (N/m × m): the free–pinned coupling of the exact Hessian — the
+/// elastic terms' and the contact `blocks'` — applied to `lambda` (zero on pinned DOFs), added
+/// into `out` (3n).
+pub(super) fn pinned_coupling(
+    model: &Model,
+    x: &[f64],
+    blocks: &ContactBlocks,
+    lambda: &[f64],
+    out: &mut [f64],
+) {
+    add_products(blocks.all(), model.num_vertices(), lambda, out, |v| {
+        model.pinned[v]
+    });
     let tets = &model.mesh.tets;
     let mixed: Vec<usize> = (0..tets.len())
         .filter(|&t| {

@@ -24,8 +24,12 @@
 //! give a wrong λ there. At a converged strict local minimum the true H is positive definite,
 //! so the same sparse Cholesky (analysed once) factors it; where it is not (a saddle, a
 //! degenerate minimum) the step's solution is not locally unique and the backward pass
-//! refuses with an error naming the step. The half-space barrier's Hessian is exact
-//! (b''∇d∇dᵀ; its ∇²d = 0).
+//! refuses with an error naming the step. The obstacles' vertex barriers are exact
+//! (b''∇d∇dᵀ + b'∇²d); so are IPC's pair barriers between meshes, whose Hessians Newton
+//! projects pair by pair and the adjoint takes unprojected
+//! ([`crate::contact::IpcContact::exact_hessian_blocks`]), and the other contact terms
+//! ([`contact`]). Where an IPC contact pair couples vertices that share no tet, the matrix is
+//! Newton's augmented system ([`crate::solver::augmented`]).
 //!
 //! The gradient is the exact derivative of the discrete map *at an exact stationary point*:
 //! a step stopped at residual ε carries an O(ε) relative error. (Finite differences of the
@@ -34,9 +38,13 @@
 //! comparison needs the forward solved a step of Newton beyond where ε alone would stop.) The tape solves to
 //! [`RecordOptions::tolerance`] (default 1e-10) and refuses, or flags, steps that did not
 //! reach it ([`Unconverged`]). Things held fixed within a step: the set of active barrier
-//! pairs (a vertex entering or leaving d̂ between the forward pass and a perturbed one is a
-//! kink the derivative does not see) and the Newton start (any start that converges to the
-//! same minimum gives the same state).
+//! pairs (harmless: IPC's barrier is C² at d̂, b = b' = b'' = 0 there, so a pair entering or
+//! leaving changes nothing to second order; what is not smooth is a pair's closest-feature
+//! type switching, where the squared distance is only C¹), the IPC stiffness κ the step
+//! ended with, and the Newton start (any start that converges to the same minimum gives the
+//! same state). A fixed κ (`contact.ipc_kappa`) is itself an input ([`Param::ContactStiffness`]);
+//! an adaptive κ is chosen by the solver from the state, a choice the derivative does not
+//! follow.
 //!
 //! # Memory and time
 //! The backward pass needs each step's start and end states, last step first. They are kept
@@ -47,6 +55,7 @@
 //! one numeric Cholesky factorisation and one solve against Newton's several per step.
 
 mod backward;
+mod contact;
 mod hessian;
 mod options;
 mod params;

@@ -30,11 +30,15 @@ pub enum Param {
     /// Per step s ≥ 0, an external force on every vertex acting during the step from s to
     /// s + 1 (applied as x̃_v += ĥ² f_v/m_v, as gravity is), N (`forces`).
     Forces,
+    /// The IPC contact stiffness κ between meshes, J/m⁴, one value for the run: needs a fixed
+    /// κ (`contact.ipc_kappa`; an adaptive κ is chosen by the solver, not an input)
+    /// (`contact_stiffness`).
+    ContactStiffness,
 }
 
 impl Param {
     /// Every class, in the order gradients are reported.
-    pub const ALL: [Param; 9] = [
+    pub const ALL: [Param; 10] = [
         Param::InitialPositions,
         Param::InitialVelocities,
         Param::Mu,
@@ -44,6 +48,7 @@ impl Param {
         Param::Density,
         Param::PinTargets,
         Param::Forces,
+        Param::ContactStiffness,
     ];
 
     /// The Python name.
@@ -58,6 +63,7 @@ impl Param {
             Param::Density => "density",
             Param::PinTargets => "pin_targets",
             Param::Forces => "forces",
+            Param::ContactStiffness => "contact_stiffness",
         }
     }
 
@@ -92,6 +98,8 @@ pub struct Gradients {
     /// dL/df per step: entry s (0 .. steps) is per vertex (3n), the force acting from step s to
     /// s + 1; zero on pinned vertices (their motion is scripted).
     pub forces: Option<Vec<Vec<f64>>>,
+    /// dL/dκ of the fixed IPC stiffness, [L]·m⁴/J.
+    pub contact_stiffness: Option<f64>,
     /// Steps (1-based: the step that ends at state s) that did not converge, whose gradient
     /// this includes anyway ([`super::Unconverged::Flag`]); empty when every step converged.
     pub unconverged_steps: Vec<usize>,

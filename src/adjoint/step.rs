@@ -6,11 +6,14 @@
 //! through both outputs), the implicit function theorem gives, for any input q,
 //! dL/dq = −λᵀ ∂r/∂q with H_ff λ = ȳ_f (H the exact Hessian at y): see the terms below.
 
+use super::contact::{
+    add_products, stiffness_term, surface_mass_terms, ContactBlocks, StepContact,
+};
 use super::hessian::{pinned_coupling, vertex_barrier_mass_derivative, ExactHessian};
 use super::params::stress_parameter_derivatives;
 use crate::error::Result;
 use crate::problem::potential::corners;
-use crate::problem::{Model, State, StepScheme};
+use crate::problem::{Model, State, StepProblem, StepScheme};
 use nalgebra::Vector3;
 use rayon::prelude::*;
 
@@ -21,6 +24,7 @@ pub(super) struct Wanted {
     pub mass: bool,
     pub pins: bool,
     pub forces: bool,
+    pub stiffness: bool,
 }
 
 /// What one step sends back: the adjoints of x̂ and v̂ (3n each; the caller maps them onto the
@@ -34,6 +38,8 @@ pub(super) struct StepAdjoint {
     pub forces: Option<Vec<f64>>,
     /// dL/dp of the pinned targets at the step's end (3n, zero off the pins), when wanted.
     pub pins: Option<Vec<f64>>,
+    /// dL/dκ of the IPC stiffness through this step, [L]·m⁴/J (0 when not wanted).
+    pub stiffness: f64,
 }
 
 /// The inputs of one step's VJP.
@@ -44,6 +50,8 @@ pub(super) struct StepInputs<'a> {
     pub number: usize,
     pub start: &'a State,
     pub end: &'a State,
+    /// The contact terms the step was solved with (held fixed).
+    pub contact: &'a StepContact,
     /// dL/dy and dL/dv' (3n each), total.
     pub ax: &'a [f64],
     pub av: &'a [f64],
@@ -74,8 +82,17 @@ pub(super) fn step_adjoint(
         .map(|(k, &g)| if model.pinned[k / 3] { 0.0 } else { g })
         .collect();
     let any = lam.iter().any(|&l| l != 0.0);
+    let touches = model.contact.is_some() || model.obstacles.iter().any(|o| o.is_bounded());
+    // The step's problem: its x̂, pinned DOFs and (moving) obstacle positions for the contact
+    // terms, and the weights the Hessian uses.
+    let problem = StepProblem::new(model, inp.start, inp.h);
+    let blocks = if any && touches {
+        ContactBlocks::at(&problem, y, inp.contact)
+    } else {
+        ContactBlocks::none()
+    };
     if any {
-        hessian.factor_at(model, y, w, inp.h, inp.number)?;
+        hessian.factor_at(&problem, y, &blocks, inp.number)?;
         hessian.solve(&mut lam)?;
     }
     // x̃ = x̂ + ĥ v̂ + …: ∂r/∂x̃ = −M/ĥ², so x̃̄ = M λ/ĥ² (free DOFs; λ_P = 0).
@@ -85,11 +102,13 @@ pub(super) fn step_adjoint(
         x_hat[k] += xt;
         v_hat[k] = hh * xt;
     }
+    // Friction's displacement is y − x̂: ∂r/∂x̂ = −∇²D, so x̂̄ += ∇²D λ.
+    add_products(blocks.friction.iter(), n / 3, &lam, &mut x_hat, |_| true);
     let pins = want.pins.then(|| {
         // y_P = p directly, and through the elastic coupling r_f(y_f, y_P): −(H_Pf λ).
         let mut out = vec![0.0; n];
         if any {
-            pinned_coupling(model, y, &lam, &mut out);
+            pinned_coupling(model, y, &blocks, &lam, &mut out);
         }
         for k in 0..n {
             out[k] = if model.pinned[k / 3] {
@@ -107,6 +126,7 @@ pub(super) fn step_adjoint(
             bdf2: scheme.bdf2,
             forces: want.forces.then(|| vec![0.0; n]),
             pins,
+            stiffness: 0.0,
         });
     }
     if want.material {
@@ -114,7 +134,15 @@ pub(super) fn step_adjoint(
     }
     if want.mass {
         mass_terms(model, inp, &scheme, &lam, mass);
+        if touches {
+            surface_mass_terms(&problem, y, &lam, mass);
+        }
     }
+    let stiffness = if want.stiffness {
+        stiffness_term(&problem, y, &lam)
+    } else {
+        0.0
+    };
     ybar.clear();
     Ok(StepAdjoint {
         x_hat,
@@ -122,6 +150,7 @@ pub(super) fn step_adjoint(
         bdf2: scheme.bdf2,
         forces: want.forces.then_some(lam),
         pins,
+        stiffness,
     })
 }
 

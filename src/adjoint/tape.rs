@@ -1,5 +1,6 @@
 //! A recorded run: the model, the kept states, each step's convergence and its extra forces.
 
+use super::contact::StepContact;
 use super::options::{Checkpointing, RecordOptions};
 use crate::error::{JelloError, Result};
 use crate::problem::{History, Model, State, StepProblem, StepScheme};
@@ -26,7 +27,12 @@ pub struct Tape {
     pub(super) model: Model,
     pub(super) h: f64,
     pub(super) options: RecordOptions,
-    solver: NewtonSolver,
+    /// The tape's own solver; `None` for a tape that observes a simulation
+    /// ([`Self::observing`]), which keeps every state instead.
+    solver: Option<NewtonSolver>,
+    /// Why an observed run cannot be differentiated (a state set between steps, a substepped
+    /// step), if it cannot.
+    pub(super) broken: Option<String>,
     /// Kept states by step number (0 = the initial state).
     pub(super) kept: BTreeMap<usize, State>,
     /// The latest state.
@@ -35,16 +41,87 @@ pub struct Tape {
     pub(super) records: Vec<StepRecord>,
     /// Per step s, the extra per-vertex external forces (N, 3n) acting during it, if any.
     pub(super) forces: Vec<Option<Arc<Vec<f64>>>>,
+    /// Per step s, the contact terms it was solved with (κ, lagged friction), held fixed by
+    /// the backward pass.
+    pub(super) contact: Vec<StepContact>,
     /// Wall time of the recorded steps, ms.
     pub(super) forward_ms: f64,
 }
 
 impl Tape {
     /// Starts a recording at `state` with time step `h` (s). Refuses, in one line, what the
-    /// adjoint does not differentiate: IPC contact between meshes, sphere and box obstacles
-    /// (their surface-pair barriers), strain limits; and a non-positive h or tolerance, a
+    /// adjoint does not differentiate (strain limits) and a non-positive h or tolerance, a
     /// state of the wrong size, `Every(0)`.
     pub fn new(model: Model, state: State, h: f64, options: RecordOptions) -> Result<Self> {
+        let mut tape = Self::unsolved(model, state, h, options)?;
+        let params = NewtonParams {
+            stop: StopRule::Cn {
+                eps: options.tolerance,
+            },
+            max_iterations: options.max_iterations,
+            ..NewtonParams::default()
+        };
+        tape.solver = Some(NewtonSolver::new(&tape.model, params)?);
+        Ok(tape)
+    }
+
+    /// A tape that records the steps a [`crate::sim::Simulation`] takes from `state` with time
+    /// step `h` (s), as its observer sees them ([`Self::observe`]; Python's `sim.record()`):
+    /// every state is kept, and the gradient is that of the states the simulation's own solver
+    /// computed — exact to the order of its tolerance (f64 Newton with `stop = "cn"` and a
+    /// tight tolerance makes it exact; a step whose report is not converged is refused or
+    /// flagged as [`super::Unconverged`] says). Refuses what [`Self::new`] refuses.
+    pub fn observing(model: Model, state: State, h: f64) -> Result<Self> {
+        Self::unsolved(model, state, h, RecordOptions::default())
+    }
+
+    /// Records one step a simulation took ([`crate::sim::Simulation::set_observer`]). A step
+    /// that does not start where the tape's last one ended (positions or velocities set
+    /// between steps), or that was solved in substeps (`inversion = "forbid"`), or with
+    /// another time step, breaks the record: a later backward pass refuses, naming it.
+    pub fn observe(&mut self, step: &crate::sim::ObservedStep<'_>) {
+        if self.broken.is_some() {
+            return;
+        }
+        let s = self.records.len();
+        let why = if step.start.x != self.current.x || step.start.v != self.current.v {
+            Some(format!(
+                "the state was set between steps {s} and {} (positions or velocities assigned): \
+                 the recorded steps no longer chain",
+                s + 1
+            ))
+        } else if step.report.substeps > 1 {
+            Some(format!(
+                "step {} was solved in {} substeps (inversion = \"forbid\"): a substepped step \
+                 is not differentiated",
+                s + 1,
+                step.report.substeps
+            ))
+        } else if step.h != self.h {
+            Some(format!("step {} changed the time step", s + 1))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            self.broken = Some(why);
+            return;
+        }
+        self.records.push(StepRecord {
+            converged: step.report.converged,
+            residual: step.report.residual,
+            iterations: step.report.iterations,
+        });
+        self.forces.push(None);
+        self.contact.push(StepContact {
+            kappa: step.kappa,
+            friction: step.friction.clone(),
+        });
+        self.kept.insert(s + 1, step.end.clone());
+        self.current = step.end.clone();
+    }
+
+    /// [`Self::new`] without a solver.
+    fn unsolved(model: Model, state: State, h: f64, options: RecordOptions) -> Result<Self> {
         let bad = |m: String| Err(JelloError::Invalid(format!("adjoint: {m}")));
         if !(h.is_finite() && h > 0.0) {
             return bad(format!("time step h must be > 0 s, got {h}"));
@@ -63,34 +140,22 @@ impl Tape {
                 state.v.len()
             ));
         }
-        if model.contact.is_some() {
-            return bad("IPC contact between meshes is not differentiated yet".into());
-        }
-        if model.obstacles.iter().any(|o| o.is_bounded()) {
-            return bad("sphere and box obstacles are not differentiated (half-spaces are)".into());
-        }
         if !model.strain_limits.is_empty() {
             return bad("strain limits are not differentiated".into());
         }
-        let params = NewtonParams {
-            stop: StopRule::Cn {
-                eps: options.tolerance,
-            },
-            max_iterations: options.max_iterations,
-            ..NewtonParams::default()
-        };
-        let solver = NewtonSolver::new(&model, params)?;
         let mut kept = BTreeMap::new();
         kept.insert(0, state.clone());
         Ok(Tape {
             model,
             h,
             options,
-            solver,
+            solver: None,
+            broken: None,
             kept,
             current: state,
             records: Vec::new(),
             forces: Vec::new(),
+            contact: Vec::new(),
             forward_ms: 0.0,
         })
     }
@@ -116,6 +181,11 @@ impl Tape {
     /// flags it, [`super::Unconverged`]); a non-finite state or bad force array is an error.
     pub fn step(&mut self, forces: Option<&[f64]>) -> Result<StepRecord> {
         let n = self.current.x.len();
+        let Some(solver) = self.solver.as_mut() else {
+            return Err(JelloError::Invalid(
+                "adjoint: this tape observes a simulation; step the simulation instead".into(),
+            ));
+        };
         let forces = match forces {
             Some(f) if f.len() != n => {
                 return Err(JelloError::Invalid(format!(
@@ -133,8 +203,8 @@ impl Tape {
         };
         let t0 = Instant::now();
         let number = self.records.len();
-        let (next, record) = advance(
-            &mut self.solver,
+        let (next, record, contact) = advance(
+            solver,
             &self.model,
             &self.current,
             self.h,
@@ -144,6 +214,7 @@ impl Tape {
         self.forward_ms += t0.elapsed().as_secs_f64() * 1e3;
         self.records.push(record);
         self.forces.push(forces);
+        self.contact.push(contact);
         let s = number + 1;
         let keep = match self.options.checkpointing {
             Checkpointing::All => true,
@@ -185,8 +256,13 @@ impl Tape {
     /// Recomputes the state after step `s` from `start` (state s), as the forward pass did.
     pub(super) fn recompute(&mut self, start: &State, s: usize) -> Result<State> {
         let forces = self.forces[s].clone();
-        let (next, _) = advance(
-            &mut self.solver,
+        let solver = self.solver.as_mut().ok_or_else(|| {
+            JelloError::Invalid(format!(
+                "adjoint: state {s} was not kept and an observing tape cannot re-solve it"
+            ))
+        })?;
+        let (next, _, _) = advance(
+            solver,
             &self.model,
             start,
             self.h,
@@ -198,7 +274,8 @@ impl Tape {
 }
 
 /// One step from `state`: the model's step problem (plus `forces`: x̃_v += ĥ² f_v/m_v on free
-/// vertices) solved by `solver`; the new state carries the integrator's velocity and history.
+/// vertices) solved by `solver`; the new state carries the integrator's velocity and history,
+/// and the contact terms the solve ended with come back too.
 fn advance(
     solver: &mut NewtonSolver,
     model: &Model,
@@ -206,7 +283,7 @@ fn advance(
     h: f64,
     forces: Option<&[f64]>,
     number: usize,
-) -> Result<(State, StepRecord)> {
+) -> Result<(State, StepRecord, StepContact)> {
     let mut problem = StepProblem::new(model, state, h);
     let fail = |why: String| {
         JelloError::Solver(format!(
@@ -248,5 +325,6 @@ fn advance(
             residual: report.residual,
             iterations: report.iterations,
         },
+        StepContact::of(&problem),
     ))
 }

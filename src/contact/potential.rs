@@ -276,18 +276,42 @@ impl IpcContact {
         e
     }
 
-    /// Each pair's Hessian κ·∇²(m·b), projected to positive semi-definite, with its stencil.
+    /// Each pair's Hessian κ·∇²(m·b), projected to positive semi-definite, with its stencil:
+    /// what Newton needs.
     pub fn hessian_blocks(
         &self,
         pairs: &[ContactPair],
         xs: &[[f64; 3]],
         kappa: f64,
     ) -> Vec<([u32; 4], SMatrix<f64, 12, 12>)> {
+        self.pair_hessians(pairs, xs, kappa, true)
+    }
+
+    /// Each pair's exact Hessian κ·∇²(m·b), not projected, with its stencil: what the adjoint
+    /// of a converged step needs ([`crate::adjoint`]; a projected block is a different matrix
+    /// wherever the pair's Hessian is indefinite, e.g. b'·∇²d of a concave distance).
+    pub fn exact_hessian_blocks(
+        &self,
+        pairs: &[ContactPair],
+        xs: &[[f64; 3]],
+        kappa: f64,
+    ) -> Vec<([u32; 4], SMatrix<f64, 12, 12>)> {
+        self.pair_hessians(pairs, xs, kappa, false)
+    }
+
+    /// κ·∇²(m·b) per pair, PSD-projected when `project`.
+    fn pair_hessians(
+        &self,
+        pairs: &[ContactPair],
+        xs: &[[f64; 3]],
+        kappa: f64,
+        project: bool,
+    ) -> Vec<([u32; 4], SMatrix<f64, 12, 12>)> {
         pairs
             .par_iter()
             .map(|p| {
-                let d = self.pair_derivatives(p, xs);
-                (p.ids, project_psd(&(d.hess * kappa)))
+                let h = self.pair_derivatives(p, xs).hess * kappa;
+                (p.ids, if project { project_psd(&h) } else { h })
             })
             .collect()
     }

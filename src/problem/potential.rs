@@ -1609,11 +1609,25 @@ impl<'a> StepProblem<'a> {
     /// edge sees a concave distance: there the curvature term is what keeps it from rolling
     /// into the obstacle.
     fn pair_hessians(&self, x: &[f64]) -> Vec<(SurfacePair, SMatrix<f64, 9, 9>)> {
+        self.surface_pair_hessians(x, true)
+    }
+
+    /// The surface pairs' barrier Hessians at `x` (N/m, 9×9 over each pair's vertices, unused
+    /// rows zero), PSD-projected when `project` (Newton's) or exact (the adjoint's,
+    /// [`crate::adjoint`]); pairs out of reach or touching are left out.
+    pub fn surface_pair_hessians(
+        &self,
+        x: &[f64],
+        project: bool,
+    ) -> Vec<(SurfacePair, SMatrix<f64, 9, 9>)> {
         let pairs = self.surface_pairs(x);
         pairs
             .par_iter()
             .filter(|(_, e)| e.energy.is_finite())
-            .map(|(p, _)| (*p, project_psd(&p.hessian(self.model, x, self.h))))
+            .map(|(p, _)| {
+                let h = p.hessian(self.model, x, self.h);
+                (*p, if project { project_psd(&h) } else { h })
+            })
             .collect()
     }
 

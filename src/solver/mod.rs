@@ -15,7 +15,7 @@
 //! for the next solvers and what folding JGS2/VBD in would remove: `ARCHITECTURE.md`.
 
 pub mod admm;
-mod augmented;
+pub(crate) mod augmented;
 pub mod backend;
 pub mod dot;
 pub mod filter;

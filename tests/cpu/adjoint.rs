@@ -48,6 +48,11 @@ struct Case {
     poisson: Vec<f64>,
     state: State,
     name: &'static str,
+    /// Steps recorded.
+    steps: usize,
+    /// Acceptance of the initial-position check and of the others: [`REL`], or a measured
+    /// bound where the adjoint holds lagged friction fixed and the forward's lag moves.
+    rel: [f64; 2],
 }
 
 fn build(text: &str, name: &'static str) -> Case {
@@ -72,6 +77,8 @@ fn build(text: &str, name: &'static str) -> Case {
         poisson,
         state,
         name,
+        steps: STEPS,
+        rel: [REL; 2],
     }
 }
 
@@ -149,21 +156,29 @@ fn options() -> RecordOptions {
     }
 }
 
-/// The loss's seeds: random cₛ, dₛ at steps 1 and `STEPS`.
-fn seeds(n: usize, rng: &mut Rng) -> Seeds {
+/// The loss's seeds: random cₛ, dₛ at steps 1 and `steps`.
+fn seeds(n: usize, steps: usize, rng: &mut Rng) -> Seeds {
     let mut s = Seeds::default();
-    for step in [1, STEPS] {
+    for step in [1, steps] {
         s.x.insert(step, rng.vec(n));
         s.v.insert(step, rng.vec(n).iter().map(|v| 0.01 * v).collect());
     }
     s
 }
 
-/// L of a forward run of `model` from `state` (every step must converge).
+/// L of a forward run of `model` from `state` up to its last seeded step (every step must
+/// converge).
 fn loss(model: &Model, state: &State, seeds: &Seeds) -> f64 {
     let mut states = vec![state.clone()];
     let mut tape = Tape::new(model.clone(), state.clone(), H, options()).unwrap();
-    for _ in 0..STEPS {
+    let last = seeds
+        .x
+        .keys()
+        .chain(seeds.v.keys())
+        .max()
+        .copied()
+        .unwrap_or(0);
+    for _ in 0..last {
         let r = tape.step(None).unwrap();
         assert!(r.converged, "{r:?}");
         states.push(tape.state().clone());
@@ -180,13 +195,21 @@ fn loss(model: &Model, state: &State, seeds: &Seeds) -> f64 {
             .sum::<f64>()
 }
 
-/// Relative error of a central difference of `f` at ε against `analytic`.
-fn check(what: &str, case: &str, analytic: f64, f: impl Fn(f64) -> f64, eps: f64) -> f64 {
+/// Relative error of a central difference of `f` at ε against `analytic`, asserted below
+/// `bound`.
+fn check(
+    what: &str,
+    case: &str,
+    analytic: f64,
+    f: impl Fn(f64) -> f64,
+    eps: f64,
+    bound: f64,
+) -> f64 {
     let fd = (f(eps) - f(-eps)) / (2.0 * eps);
     let rel = (fd - analytic).abs() / analytic.abs().max(1e-300);
     println!("{case} {what}: adjoint {analytic:.10e} fd {fd:.10e} rel {rel:.2e}");
     assert!(
-        rel < REL,
+        rel < bound,
         "{case} {what}: adjoint {analytic:e}, fd {fd:e}, rel {rel:e}"
     );
     rel
@@ -201,9 +224,15 @@ fn finite_differences(case: Case) {
     let n = 3 * case.model.num_vertices();
     let nt = case.model.mesh.num_tets();
     let mut rng = Rng(7);
-    let seeds = seeds(n, &mut rng);
-    let mut tape =
-        Tape::record(case.model.clone(), case.state.clone(), H, STEPS, options()).unwrap();
+    let seeds = seeds(n, case.steps, &mut rng);
+    let mut tape = Tape::record(
+        case.model.clone(),
+        case.state.clone(),
+        H,
+        case.steps,
+        options(),
+    )
+    .unwrap();
     let mut wrt = vec![
         Param::InitialPositions,
         Param::InitialVelocities,
@@ -217,6 +246,17 @@ fn finite_differences(case: Case) {
     let has_pins = !case.model.pins.is_empty();
     if has_pins {
         wrt.push(Param::PinTargets);
+    }
+    // κ is an input only when fixed; with friction its lagged normal forces scale with κ too,
+    // which the adjoint holds fixed.
+    let kappa = case
+        .model
+        .contact
+        .as_ref()
+        .filter(|c| c.friction.is_none())
+        .and_then(|c| c.kappa);
+    if kappa.is_some() {
+        wrt.push(Param::ContactStiffness);
     }
     let (g, stats) = tape.backward(&seeds, &wrt, Unconverged::Refuse).unwrap();
     println!(
@@ -241,6 +281,7 @@ fn finite_differences(case: Case) {
             loss(&base.model, &s, &seeds)
         },
         1e-5,
+        case.rel[0],
     );
     let d = rng.vec(n);
     check(
@@ -253,6 +294,7 @@ fn finite_differences(case: Case) {
             loss(&base.model, &s, &seeds)
         },
         1e-4,
+        case.rel[1],
     );
     // Material: δ relative to each tet's value.
     let d: Vec<f64> = rng
@@ -272,6 +314,7 @@ fn finite_differences(case: Case) {
             loss(&m, &base.state, &seeds)
         },
         1e-4,
+        case.rel[1],
     );
     let d = rng.vec(nt);
     check(
@@ -290,6 +333,7 @@ fn finite_differences(case: Case) {
             loss(&m, &base.state, &seeds)
         },
         1e-5,
+        case.rel[1],
     );
     let dmu: Vec<f64> = (0..nt)
         .map(|t| rng.next() * base.model.materials[t].mu)
@@ -310,6 +354,7 @@ fn finite_differences(case: Case) {
             loss(&m, &base.state, &seeds)
         },
         1e-4,
+        case.rel[1],
     );
     // Density: the model rebuilt from scratch (masses recomputed by Model::new).
     let d: Vec<f64> = rng
@@ -338,18 +383,23 @@ fn finite_differences(case: Case) {
             .with_forces(m.forces.clone())
             .unwrap()
             .with_integrator(m.integrator);
+            // The collision mesh does not depend on masses (κ is fixed in these scenes).
+            let mut rebuilt = rebuilt;
+            rebuilt.contact = m.contact.clone();
             loss(&rebuilt, &base.state, &seeds)
         },
         1e-4,
+        case.rel[1],
     );
     // Forces per step: one single-vertex ExternalForce per (step, vertex), its window holding
     // only that step's start (independent of the tape's own per-step force path).
-    let d: Vec<Vec<f64>> = (0..STEPS).map(|_| rng.vec(n)).collect();
+    let steps = base.steps;
+    let d: Vec<Vec<f64>> = (0..steps).map(|_| rng.vec(n)).collect();
     let fg = g.forces.as_ref().unwrap();
     check(
         "forces",
         name,
-        (0..STEPS).map(|s| dot(&fg[s], &d[s])).sum(),
+        (0..steps).map(|s| dot(&fg[s], &d[s])).sum(),
         |e| {
             let mut forces = base.model.forces.clone();
             for (s, ds) in d.iter().enumerate() {
@@ -367,9 +417,28 @@ fn finite_differences(case: Case) {
             loss(&m, &base.state, &seeds)
         },
         1e-3,
+        case.rel[1],
     );
     if has_pins {
         pin_targets_fd(base, &g, &seeds, &mut rng);
+    }
+    if let Some(k) = kappa {
+        // The barrier acts in the recorded steps (a zero would pass any relative check).
+        assert!(g.contact_stiffness.unwrap().abs() > 0.0);
+        check(
+            "contact_stiffness",
+            name,
+            g.contact_stiffness.unwrap() * k,
+            |e| {
+                let mut m = base.model.clone();
+                let mut c = (**m.contact.as_ref().unwrap()).clone();
+                c.kappa = Some(k * (1.0 + e));
+                m.contact = Some(std::sync::Arc::new(c));
+                loss(&m, &base.state, &seeds)
+            },
+            1e-4,
+            case.rel[1],
+        );
     }
 }
 
@@ -383,7 +452,8 @@ fn pin_targets_fd(base: &Case, g: &Gradients, seeds: &Seeds, rng: &mut Rng) {
         .flat_map(|p| p.vertices.iter().copied().zip(p.start.iter().copied()))
         .collect();
     let k = vertices.len();
-    let d: Vec<Vec<f64>> = (0..=STEPS)
+    let steps = base.steps;
+    let d: Vec<Vec<f64>> = (0..=steps)
         .map(|s| {
             if s == 0 {
                 vec![0.0; 3 * k]
@@ -394,14 +464,14 @@ fn pin_targets_fd(base: &Case, g: &Gradients, seeds: &Seeds, rng: &mut Rng) {
         .collect();
     let pg = g.pin_targets.as_ref().unwrap();
     assert!(pg[0].iter().all(|&v| v == 0.0));
-    let analytic: f64 = (0..=STEPS).map(|s| dot(&pg[s], &d[s])).sum();
+    let analytic: f64 = (0..=steps).map(|s| dot(&pg[s], &d[s])).sum();
     check(
         "pin_targets",
         base.name,
         analytic,
         |e| {
             let mut times = vec![0.0];
-            for s in 0..STEPS {
+            for s in 0..steps {
                 times.push(times[s] + H);
             }
             let pins: Vec<Pin> = vertices
@@ -411,7 +481,7 @@ fn pin_targets_fd(base: &Case, g: &Gradients, seeds: &Seeds, rng: &mut Rng) {
                     vertices: vec![v],
                     start: vec![p0],
                     script: Script::Keyframes {
-                        phases: (1..=STEPS)
+                        phases: (1..=steps)
                             .map(|s| Phase {
                                 start: times[s - 1],
                                 end: times[s],
@@ -429,7 +499,8 @@ fn pin_targets_fd(base: &Case, g: &Gradients, seeds: &Seeds, rng: &mut Rng) {
             m.pins = pins;
             loss(&m, &base.state, seeds)
         },
-        1e-5,
+        1e-6,
+        base.rel[1],
     );
 }
 
@@ -464,6 +535,147 @@ fn obstacle_scene_matches_finite_differences() {
     finite_differences(obstacle());
 }
 
+/// Two blocks in IPC contact: a 0.2 × 0.05 × 0.1 m base clamped at its bottom and a
+/// 0.1 × 0.05 × 0.05 m block 2 mm above it (d̂ = 4 mm, so pairs are active from the start),
+/// thrown down and sideways with a spin: it lands, squashes the barrier and slides. A fixed
+/// κ, so κ is an input too.
+fn ipc() -> Case {
+    let text = r#"[simulation]
+h = 0.01
+steps = 3
+gravity = [0.0, -9.81, 0.0]
+
+[[objects]]
+name = "base"
+mesh = { generator = "box", min = [0.0, -0.05, 0.0], max = [0.2, 0.0, 0.1], cells = [4, 1, 2] }
+material = { model = "stable_neo_hookean", youngs_modulus = 2e5, poisson_ratio = 0.3, density = 1000.0 }
+
+[[objects]]
+name = "top"
+mesh = { generator = "box", min = [0.04, 0.002, 0.025], max = [0.14, 0.052, 0.075], cells = [2, 1, 1] }
+material = { model = "stable_neo_hookean", youngs_modulus = 2e5, poisson_ratio = 0.3, density = 1000.0 }
+
+[[pins]]
+region = { box = { min = [-1.0, -0.051, -1.0], max = [1.0, -0.049, 1.0] } }
+script = { type = "fixed" }
+
+[contact]
+ipc = true
+dhat = 0.004
+ipc_kappa = 1e6
+"#;
+    let mut c = build(text, "ipc");
+    for v in 0..c.model.num_vertices() {
+        let p = &c.state.x[3 * v..3 * v + 3];
+        if p[1] > 0.001 {
+            let (x, z) = (p[0] - 0.09, p[2] - 0.05);
+            c.state.v[3 * v] = 0.05 - 0.5 * z;
+            c.state.v[3 * v + 1] = -0.15;
+            c.state.v[3 * v + 2] = 0.5 * x;
+        }
+    }
+    c
+}
+
+#[test]
+fn ipc_scene_matches_finite_differences() {
+    finite_differences(ipc());
+}
+
+/// [`ipc`] with friction μ = 0.5 (ε_v = 1e-3 m/s, one lagging pass): the block lands sliding
+/// at 5 cm/s and spinning, so its pairs are in the Coulomb and the sticking regimes.
+fn ipc_friction(steps: usize) -> Case {
+    let mut c = ipc();
+    c.name = "ipc-friction";
+    c.steps = steps;
+    use jello::contact::friction::FrictionParams;
+    let bodies = c.model.contact.as_ref().unwrap().mesh.bodies.len();
+    c.model = c
+        .model
+        .clone()
+        .with_friction(FrictionParams::uniform(
+            bodies,
+            0.5,
+            FrictionParams::DEFAULT_EPS_V,
+            1,
+        ))
+        .unwrap();
+    c
+}
+
+/// What holding the lagged friction fixed costs where the forward's lag moves: measured
+/// 1.4e-2 relative on x⁰ over one step, ≤ 2.6e-2 on every class over three.
+const LAG_BOUND: f64 = 5e-2;
+
+/// One step: its friction is lagged at x⁰, which only x⁰ itself moves, so every other class is
+/// exact; x⁰'s gradient leaves out the lag's own derivative (normal forces and tangent frames
+/// as functions of x⁰), within [`LAG_BOUND`].
+#[test]
+fn ipc_friction_step_matches_finite_differences() {
+    let mut c = ipc_friction(1);
+    c.rel = [LAG_BOUND, REL];
+    finite_differences(c);
+}
+
+/// Three steps: each step's lag moves with the states before it, which every class changes;
+/// the adjoint's error is that of holding the lag fixed, within [`LAG_BOUND`].
+#[test]
+fn ipc_friction_run_error_is_the_lag_bound() {
+    let mut c = ipc_friction(3);
+    c.rel = [LAG_BOUND, LAG_BOUND];
+    finite_differences(c);
+}
+
+/// The [`elastic`] block turned by 0.5 rad about a skew axis (no edge parallel to a box
+/// edge), thrown down at 0.2 m/s onto `obstacle` placed under its lowest vertex, 2 mm below it.
+fn bounded(name: &'static str, obstacle: impl Fn([f64; 3]) -> jello::problem::Obstacle) -> Case {
+    let mut c = elastic();
+    c.name = name;
+    let r = nalgebra::Rotation3::from_axis_angle(
+        &nalgebra::Unit::new_normalize(nalgebra::Vector3::new(0.3, 0.2, 1.0)),
+        0.5,
+    );
+    let n = c.model.num_vertices();
+    let centre = nalgebra::Vector3::new(0.1, 0.05, 0.05);
+    for v in 0..n {
+        let p = nalgebra::Vector3::from_column_slice(&c.state.x[3 * v..3 * v + 3]);
+        let q = r * (p - centre) + centre;
+        let w = r * nalgebra::Vector3::from_column_slice(&c.state.v[3 * v..3 * v + 3]);
+        for k in 0..3 {
+            c.state.x[3 * v + k] = q[k];
+            c.state.v[3 * v + k] = 0.1 * w[k];
+        }
+        c.state.v[3 * v + 1] -= 0.2;
+    }
+    let low = (0..n)
+        .min_by(|&a, &b| c.state.x[3 * a + 1].total_cmp(&c.state.x[3 * b + 1]))
+        .unwrap();
+    let p = [0, 1, 2].map(|k| c.state.x[3 * low + k]);
+    c.model.obstacles = vec![obstacle([p[0], p[1] - 2e-3, p[2]])];
+    c.model.barrier.dhat = 5e-3;
+    c
+}
+
+/// A sphere of radius 5 cm whose top is 2 mm under the block's lowest vertex: the vertex
+/// barrier and the triangle–sphere pairs.
+#[test]
+fn sphere_scene_matches_finite_differences() {
+    finite_differences(bounded("sphere", |top| jello::problem::Obstacle::Sphere {
+        center: [top[0], top[1] - 0.05, top[2]],
+        radius: 0.05,
+    }));
+}
+
+/// A box whose top edge along z runs 3 mm beside and 2 mm under the block's lowest vertex, its
+/// corner 5 mm off: point–box, corner–triangle and (mollified) edge–edge pairs.
+#[test]
+fn box_scene_matches_finite_differences() {
+    finite_differences(bounded("box", |top| jello::problem::Obstacle::Box {
+        min: [top[0] + 3e-3, top[1] - 0.1, top[2] - 5e-3],
+        max: [top[0] + 0.3, top[1], top[2] + 0.3],
+    }));
+}
+
 #[test]
 fn bdf2_pinned_scene_matches_finite_differences() {
     let mut c = pinned();
@@ -482,7 +694,7 @@ fn a_loss_at_step_0_is_the_identity_and_nothing_else() {
     seeds.v.insert(0, rng.vec(n));
     let mut tape = Tape::record(c.model.clone(), c.state.clone(), H, 2, options()).unwrap();
     let (g, _) = tape
-        .backward(&seeds, &Param::ALL, Unconverged::Refuse)
+        .backward(&seeds, &without_contact(), Unconverged::Refuse)
         .unwrap();
     assert_eq!(g.initial_positions.as_ref(), seeds.x.get(&0));
     assert_eq!(g.initial_velocities.as_ref(), seeds.v.get(&0));
@@ -511,7 +723,7 @@ fn gradients_of_parameters_a_loss_does_not_depend_on_are_exactly_zero() {
     seeds.x.insert(2, on_pins.clone());
     let mut tape = Tape::record(c.model.clone(), c.state.clone(), H, 3, options()).unwrap();
     let (g, _) = tape
-        .backward(&seeds, &Param::ALL, Unconverged::Refuse)
+        .backward(&seeds, &without_contact(), Unconverged::Refuse)
         .unwrap();
     let zero = |v: &[f64]| v.iter().all(|&x| x == 0.0);
     assert!(zero(g.mu.as_ref().unwrap()) && zero(g.lambda.as_ref().unwrap()));
@@ -529,6 +741,21 @@ fn gradients_of_parameters_a_loss_does_not_depend_on_are_exactly_zero() {
         .collect();
     assert_eq!(pins[2], expected);
     assert!(zero(&pins[1]) && zero(&pins[3]));
+    // The same on the contact scene: κ cannot change where the pins are either.
+    let ci = ipc();
+    let ni = 3 * ci.model.num_vertices();
+    let mut on_pins = rng.vec(ni);
+    for (k, g) in on_pins.iter_mut().enumerate() {
+        if !ci.model.pinned[k / 3] {
+            *g = 0.0;
+        }
+    }
+    let mut s = Seeds::default();
+    s.x.insert(2, on_pins);
+    let mut t = Tape::record(ci.model.clone(), ci.state.clone(), H, 2, options()).unwrap();
+    let (gi, _) = t.backward(&s, &Param::ALL, Unconverged::Refuse).unwrap();
+    assert_eq!(gi.contact_stiffness, Some(0.0));
+    assert!(zero(gi.density.as_ref().unwrap()));
 
     // A general loss at step 2: the forces of step 2 (acting after it) cannot change it.
     let mut seeds = Seeds::default();
@@ -642,16 +869,45 @@ fn bad_requests_are_one_line_errors() {
         .unwrap()
         .to_string();
     assert!(e.contains("time step"), "{e}");
-    let mut sphere = c.model.clone();
-    sphere.obstacles = vec![jello::problem::Obstacle::Sphere {
-        center: [0.0, -1.0, 0.0],
-        radius: 0.5,
-    }];
-    let e = Tape::new(sphere, c.state.clone(), H, options())
+    let nt = c.model.mesh.num_tets();
+    let limit = jello::problem::StrainLimit::new(0.9, 1.1).unwrap();
+    let limited = c
+        .model
+        .clone()
+        .with_strain_limits(vec![Some(limit); nt])
+        .unwrap();
+    let e = Tape::new(limited, c.state.clone(), H, options())
         .err()
         .unwrap()
         .to_string();
-    assert!(e.contains("sphere"), "{e}");
+    assert!(e.contains("strain limits"), "{e}");
+    // κ: only with IPC contact, and only a fixed one.
+    let e = err(tape.backward(
+        &seeds_at(1, n),
+        &[Param::ContactStiffness],
+        Unconverged::Refuse,
+    ));
+    assert!(e.contains("no IPC contact"), "{e}");
+    let mut adaptive = ipc();
+    let mut contact = (**adaptive.model.contact.as_ref().unwrap()).clone();
+    contact.kappa = None;
+    adaptive.model.contact = Some(std::sync::Arc::new(contact));
+    let na = 3 * adaptive.model.num_vertices();
+    let mut t = Tape::record(adaptive.model, adaptive.state, H, 1, options()).unwrap();
+    let e = err(t.backward(
+        &seeds_at(1, na),
+        &[Param::ContactStiffness],
+        Unconverged::Refuse,
+    ));
+    assert!(e.contains("fixed κ"), "{e}");
+}
+
+/// Every class but IPC's κ (for the scenes without contact).
+fn without_contact() -> Vec<Param> {
+    Param::ALL
+        .into_iter()
+        .filter(|&p| p != Param::ContactStiffness)
+        .collect()
 }
 
 fn seeds_at(step: usize, n: usize) -> Seeds {
