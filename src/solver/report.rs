@@ -25,6 +25,15 @@ pub struct IterationRecord {
     /// solvers).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dual: Option<f64>,
+    /// ADMM: combined residual ‖G(q) − q‖_W of the iteration's state (the Anderson
+    /// safeguard's measure), √J; `None` where not evaluated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub combined: Option<f64>,
+    /// ADMM with Anderson acceleration: `Some(true)` when the iteration's state was a mix the
+    /// safeguard kept, `Some(false)` when it rejected it (the next iteration restarts from the
+    /// plain step); `None` for a plain step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accelerated: Option<bool>,
 }
 
 /// Time split of a step, ms.

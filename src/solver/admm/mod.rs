@@ -210,6 +210,7 @@
 //!   stop rule against QN's gradient per trial: twist (525 vertices, 1,920 tets) 5.8 ms for
 //!   both, stiff_soft (189, 480) 1.2 against 0.9 ms.
 
+mod anderson;
 mod backend;
 pub mod contact;
 mod cpu;
@@ -221,6 +222,6 @@ mod solver;
 pub use backend::{AdmmBackend, GlobalStep, LocalScalars};
 pub use contact::{ContactParams, ContactSolve, ContactSolver, ContactTotals, ContactVariant};
 pub use cpu::CpuField;
-pub use params::{AdmmMode, AdmmParams};
+pub use params::{AdmmMode, AdmmParams, PenaltyParams};
 pub use prox::ProxKind;
 pub use solver::{AdmmIteration, AdmmSolver, CustomProx, LocalState};
