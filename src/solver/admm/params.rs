@@ -31,7 +31,7 @@ pub struct AdmmParams {
     pub contact: ContactParams,
     /// Anderson acceleration of the (z, ū) map: the number of differences kept (0: off;
     /// default 5; `[solver] anderson`), with the combined-residual safeguard
-    /// ([`super::anderson`]).
+    /// (`anderson.rs`).
     pub anderson: usize,
     /// Residual-balancing penalty update (`[solver] penalty`).
     pub penalty: PenaltyParams,
