@@ -74,6 +74,21 @@ pub struct StepWork {
     pub dual: Option<f64>,
 }
 
+impl StepWork {
+    /// Adds the counts of `other` (a retry or an earlier substep of the same step) to these;
+    /// the residuals stay this solve's (the step's last).
+    pub fn add(&mut self, other: &StepWork) {
+        if self.cg_iterations.len() < other.cg_iterations.len() {
+            self.cg_iterations.resize(other.cg_iterations.len(), 0);
+        }
+        for (a, b) in self.cg_iterations.iter_mut().zip(&other.cg_iterations) {
+            *a += b;
+        }
+        self.line_search_trials += other.line_search_trials;
+        self.refactorisations += other.refactorisations;
+    }
+}
+
 /// The outcome of one time step.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct StepReport {
