@@ -41,7 +41,10 @@ fn stats_work_is_present_and_agrees_with_the_trace() {
         assert_eq!(work["dual"], last["dual"], "step {i}");
         let refactor = work["refactorisations"].as_u64().unwrap();
         // Step 1 makes the run's factor; the penalty update adds at most 4 per step.
-        assert!(refactor >= u64::from(i == 0) && refactor <= 5, "step {i}: {refactor}");
+        assert!(
+            refactor >= u64::from(i == 0) && refactor <= 5,
+            "step {i}: {refactor}"
+        );
         assert_eq!(work["line_search_trials"], 0);
     }
     for solver in ["qn", "dot"] {
@@ -49,7 +52,10 @@ fn stats_work_is_present_and_agrees_with_the_trace() {
             let work = &s["work"];
             let traced = s["trace"].as_array().unwrap().len() as u64 - 1;
             let trials = work["line_search_trials"].as_u64().unwrap();
-            assert!(trials >= traced && trials > 0, "{solver} step {i}: {trials}");
+            assert!(
+                trials >= traced && trials > 0,
+                "{solver} step {i}: {trials}"
+            );
             assert_eq!(work["refactorisations"], 0);
             assert!(work.get("primal").is_none());
         }

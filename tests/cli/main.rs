@@ -11,6 +11,6 @@ mod common;
 mod cli_errors;
 mod cli_jgs2;
 mod cli_run;
-mod cli_work;
 mod cli_usage;
+mod cli_work;
 mod residual_picture;

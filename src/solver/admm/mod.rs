@@ -113,7 +113,11 @@
 //!   ρ times the system with mass weight 1/(h²ρ), so the x-step uses
 //!   [`crate::solver::pd::GlobalSystem`]'s factor cache keyed on the mass weight (ρ values seen
 //!   before cost no factorisation) and divides its right-hand side by ρ. The right-hand side of
-//!   the rescaled state is scattered once on the host. Checks every 10 iterations, at most 4
+//!   the rescaled state is scattered once on the host. Balance alone never fires in the
+//!   stiff_soft cycle (its two parts stay within 10× of each other), so a check that finds
+//!   the combined residual less than 10% lower than at the previous check also raises ρ: the
+//!   larger w that the weight sweeps found to break the cycle, reached without a user's
+//!   `weight_scale`. Checks every 10 iterations, at most 4
 //!   updates per step (the refactorisation bound; a fixed map after them), ρ kept across steps.
 //!   The Anderson history is cleared at an update (the map changed). Off with obstacles (the
 //!   contact solve is built on ρ = 1).

@@ -43,6 +43,9 @@ pub struct AdmmParams {
 /// under the current weights) are compared; when one exceeds `band` times the other, ρ is
 /// multiplied (primal larger) or divided (z-change larger) by `factor`, the scaled dual ū
 /// divided by the same factor, and the x-step's matrix refactored (or a cached factor reused).
+/// A check that finds the combined residual stalled (less than `stall` of it taken off since
+/// the previous check) multiplies ρ as well: a larger w convexifies the z-step of a nonconvex
+/// energy and breaks the cycle plain ADMM settles into there (stiff_soft.toml, armadillo).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PenaltyParams {
     /// Whether the penalty adapts (default on; `penalty = "balance"`, off: `"fixed"`).
@@ -58,6 +61,9 @@ pub struct PenaltyParams {
     pub max_updates: usize,
     /// ρ stays within [1/`range`, `range`] (default 64).
     pub range: f64,
+    /// Fraction of the combined residual a check interval must take off not to count as
+    /// stalled, in [0, 1) (default 0.1).
+    pub stall: f64,
 }
 
 impl PenaltyParams {
@@ -91,6 +97,7 @@ impl Default for PenaltyParams {
             interval: 10,
             max_updates: 4,
             range: 64.0,
+            stall: 0.1,
         }
     }
 }

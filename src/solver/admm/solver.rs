@@ -491,6 +491,7 @@ impl<B: AdmmBackend> StepSolver for AdmmSolver<B> {
         let mut updates = 0; // penalty updates this step
         let mut q_prev: Option<Vec<f64>> = None; // the state the last x-step used
         let mut r_prev = f64::INFINITY; // its predecessor's combined residual
+        let mut r_check = f64::INFINITY; // the combined residual at the last penalty check
         let mut mixed = false; // whether q_prev is an Anderson mix
         let mut x_saved = Vec::new(); // x before the last x-step (restored on a rejection)
         loop {
@@ -543,9 +544,15 @@ impl<B: AdmmBackend> StepSolver for AdmmSolver<B> {
                             && iterations % self.params.penalty.interval.max(1) == 0
                             && updates < self.params.penalty.max_updates;
                         let p = &self.params.penalty;
+                        // Stalled: less than `stall` of the combined residual taken off since
+                        // the last check (the cycle of nonconvex ADMM at too small a w, which a
+                        // larger w breaks); otherwise Boyd's balance.
+                        let stalled = combined > (1.0 - p.stall) * r_check;
                         let factor = if !due {
                             1.0
-                        } else if parts[1] > p.band * parts[0] && self.rho * p.factor <= p.range {
+                        } else if (parts[1] > p.band * parts[0] || stalled)
+                            && self.rho * p.factor <= p.range
+                        {
                             p.factor
                         } else if parts[0] > p.band * parts[1]
                             && self.rho / p.factor >= 1.0 / p.range
@@ -554,8 +561,12 @@ impl<B: AdmmBackend> StepSolver for AdmmSolver<B> {
                         } else {
                             1.0
                         };
+                        if due {
+                            r_check = combined;
+                        }
                         if factor != 1.0 {
                             updates += 1;
+                            r_check = f64::INFINITY;
                             let mut g = g.clone();
                             replace = Some(self.rescale(problem, &pinned, factor, &mut g)?);
                             next = Some(g);
