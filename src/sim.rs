@@ -9,7 +9,7 @@ use crate::problem::{
     StepScheme,
 };
 use crate::solver::pd::PinCarry;
-use crate::solver::{StepReport, StepSolver};
+use crate::solver::{StepReport, StepSolver, StepWork};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -253,17 +253,20 @@ impl Simulation {
         let state = self.state.clone();
         let mut attempt = self.solve(&state, self.h, false, trace, number)?;
         let mut extra_iterations = 0;
+        let mut extra_work = StepWork::default();
         let mut failure = None;
         let mut substeps = 1;
         if self.model.inversion == InversionPolicy::Forbid && attempt.check.total_inverted() > 0 {
             let inverted = attempt.check.total_inverted();
             extra_iterations += attempt.report.iterations;
+            extra_work.add(&attempt.report.work);
             let strict = self.solve(&state, self.h, true, trace, number)?;
             if strict.report.converged && strict.check.total_inverted() == 0 {
                 attempt = strict;
             } else {
                 let mut done = None;
                 extra_iterations += strict.report.iterations;
+                extra_work.add(&strict.report.work);
                 for &k in &FORBID_SUBSTEPS {
                     match self.substeps(&state, k, trace, number)? {
                         Ok(a) => {
@@ -307,6 +310,7 @@ impl Simulation {
             contact,
         } = attempt;
         report.iterations += extra_iterations;
+        report.work.add(&extra_work);
         report.substeps = substeps;
         report.stop_rule_met = report.converged;
         report.converged = report.converged && check.is_clean() && failure.is_none();
@@ -378,6 +382,9 @@ impl Simulation {
                 None => a,
                 Some(mut t) => {
                     t.report.iterations += a.report.iterations;
+                    let mut work = a.report.work.clone();
+                    work.add(&t.report.work);
+                    t.report.work = work;
                     t.report.energy_change += a.report.energy_change;
                     t.report.residual = a.report.residual;
                     t.report.energy = a.report.energy;

@@ -2,7 +2,7 @@
 
 use super::manifest::RunStatus;
 use crate::error::{JelloError, Result};
-use crate::solver::{IterationRecord, StepReport, StepTimings};
+use crate::solver::{IterationRecord, StepReport, StepTimings, StepWork};
 use serde::Serialize;
 
 /// One step's entry in `stats.json`.
@@ -43,6 +43,9 @@ pub struct StepStats {
     pub output_ms: f64,
     /// Time split, ms.
     pub timings: StepTimings,
+    /// Inner-solver work: CG iterations per level, line-search trials, refactorisations, and
+    /// ADMM's primal/dual residuals at the step's last iteration (the last `--trace` record's).
+    pub work: StepWork,
     /// Per-iteration residual and energy (with `--trace`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<Vec<IterationRecord>>,
@@ -67,6 +70,7 @@ impl StepStats {
             wall_ms: r.wall_ms,
             output_ms: 0.0,
             timings: r.timings,
+            work: r.work,
             trace: r.trace,
         }
     }

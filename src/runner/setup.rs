@@ -7,7 +7,7 @@ use crate::material::EigenFilter;
 use crate::problem::{DeviceElastic, ElasticTerms, Model};
 use crate::scene::{BuiltScene, RunConfig, SolverKind};
 use crate::sim::{SimOptions, Simulation};
-use crate::solver::admm::{AdmmParams, AdmmSolver};
+use crate::solver::admm::{AdmmParams, AdmmSolver, PenaltyParams};
 use crate::solver::backend::{CpuBackend, DeviceBackend, PotentialBackend};
 use crate::solver::dot::{load_or_build_decomposition, DecompositionOrigin, DotParams, DotSolver};
 use crate::solver::jgs2::{
@@ -212,6 +212,11 @@ fn admm_params(config: &RunConfig) -> AdmmParams {
             ..GlobalOptions::default()
         },
         contact: config.admm_contact,
+        anderson: config.admm_anderson,
+        penalty: PenaltyParams {
+            adapt: config.admm_penalty,
+            ..PenaltyParams::default()
+        },
     }
 }
 

@@ -14,7 +14,7 @@ use crate::problem::{
     BarrierParams, Body, ExternalForce, Integrator, InversionPolicy, Model, Obstacle, Phase, Pin,
     Script, StrainLimit, INTEGRATORS,
 };
-use crate::solver::admm::{ContactParams, ContactVariant, ProxKind};
+use crate::solver::admm::{AdmmParams, ContactParams, ContactVariant, ProxKind};
 use crate::solver::jgs2::{Safeguard, SubspaceOptions, Variant};
 use crate::solver::multilevel::{
     LagRefresh, MultilevelParams, MultilevelStop, Preconditioner, Rescue,
@@ -58,6 +58,10 @@ pub struct RunConfig {
     pub admm_prox: ProxKind,
     /// ADMM multiplier on w² (`[solver] weight_scale`, default 1).
     pub admm_weight_scale: f64,
+    /// ADMM Anderson depth (`[solver] anderson`, default 5; 0 off).
+    pub admm_anderson: usize,
+    /// ADMM residual-balancing penalty (`[solver] penalty`, default `balance`).
+    pub admm_penalty: bool,
     /// ADMM obstacle contact and friction (`[solver]` keys `contact`, `contact_iterations`,
     /// `contact_tolerance`, `sor`, `friction`).
     pub admm_contact: ContactParams,
@@ -485,6 +489,8 @@ impl Scene {
             qn_mode: QnMode::Rule,
             admm_prox: ProxKind::Hyperelastic,
             admm_weight_scale: 1.0,
+            admm_anderson: AdmmParams::default().anderson,
+            admm_penalty: AdmmParams::default().penalty.adapt,
             admm_contact: ContactParams::default(),
             output: s.output.clone(),
             static_solve: s.simulation.static_solve,
@@ -522,6 +528,12 @@ impl Scene {
                     _ => ProxKind::Hyperelastic,
                 };
                 c.admm_weight_scale = o.weight_scale.unwrap_or(1.0);
+                if let Some(n) = o.anderson {
+                    c.admm_anderson = n;
+                }
+                if let Some(p) = o.penalty {
+                    c.admm_penalty = p == PenaltyChoice::Balance;
+                }
                 if !(c.admm_weight_scale.is_finite() && c.admm_weight_scale > 0.0) {
                     return Err(cx.err(
                         "solver.weight_scale",

@@ -211,6 +211,16 @@ choice!(
 );
 
 choice!(
+    /// ADMM `penalty`: whether the penalty adapts ([`crate::solver::admm::PenaltyParams`]).
+    PenaltyChoice, "penalty", {
+        /// Residual balancing (default).
+        Balance = "balance",
+        /// The fixed w² = V k × weight_scale (the paper's).
+        Fixed = "fixed",
+    }
+);
+
+choice!(
     /// ADMM `contact`: the constrained global step ([`crate::solver::admm::ContactVariant`]).
     ContactSolve, "contact solve", {
         /// Uzawa CG on the fixed factor (default).
@@ -512,6 +522,12 @@ pub struct AdmmSpec {
     /// Global multiplier on every w_e² (finite, > 0; default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight_scale: Option<f64>,
+    /// Anderson acceleration: differences kept (0: off; default 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anderson: Option<usize>,
+    /// Penalty: `balance` (default; residual balancing) or `fixed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub penalty: Option<PenaltyChoice>,
     /// Obstacle contact: `uzawa` (default) or `pgs`; see `jello::solver::admm::contact`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contact: Option<ContactSolve>,

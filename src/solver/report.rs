@@ -25,6 +25,15 @@ pub struct IterationRecord {
     /// solvers).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dual: Option<f64>,
+    /// ADMM: combined residual ‖G(q) − q‖_W of the iteration's state (the Anderson
+    /// safeguard's measure), √J; `None` where not evaluated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub combined: Option<f64>,
+    /// ADMM with Anderson acceleration: `Some(true)` when the iteration's state was a mix the
+    /// safeguard kept, `Some(false)` when it rejected it (the next iteration restarts from the
+    /// plain step); `None` for a plain step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accelerated: Option<bool>,
 }
 
 /// Time split of a step, ms.
@@ -63,6 +72,21 @@ pub struct StepWork {
     /// ADMM: dual residual ‖DᵀW²(zⁿ⁺¹ − zⁿ)‖ at the step's last iteration, N.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dual: Option<f64>,
+}
+
+impl StepWork {
+    /// Adds the counts of `other` (a retry or an earlier substep of the same step) to these;
+    /// the residuals stay this solve's (the step's last).
+    pub fn add(&mut self, other: &StepWork) {
+        if self.cg_iterations.len() < other.cg_iterations.len() {
+            self.cg_iterations.resize(other.cg_iterations.len(), 0);
+        }
+        for (a, b) in self.cg_iterations.iter_mut().zip(&other.cg_iterations) {
+            *a += b;
+        }
+        self.line_search_trials += other.line_search_trials;
+        self.refactorisations += other.refactorisations;
+    }
 }
 
 /// The outcome of one time step.

@@ -12,4 +12,5 @@ mod cli_errors;
 mod cli_jgs2;
 mod cli_run;
 mod cli_usage;
+mod cli_work;
 mod residual_picture;

@@ -38,7 +38,9 @@ fn fixed(n: usize, prox: ProxKind) -> AdmmParams {
     AdmmParams {
         prox,
         mode: QnMode::Fixed(n),
-        ..AdmmParams::default()
+        // The paper's iteration itself (T1, T3, T5 check its identities: an Anderson mix or a
+        // penalty update is not a z-step's output).
+        ..AdmmParams::plain()
     }
 }
 
@@ -360,7 +362,7 @@ fn pd_and_hyperelastic_proxes_agree_on_arap() {
 
 /// The characteristic-norm residual of `x` and its M⁻¹-norm gradient bound 2h²‖∇E‖_{M⁻¹}
 /// on ‖x − x*‖_M (see `tests/cpu/qn.rs`).
-fn gradient_bound(problem: &StepProblem, m: &Model, x: &[f64]) -> (f64, f64) {
+pub(crate) fn gradient_bound(problem: &StepProblem, m: &Model, x: &[f64]) -> (f64, f64) {
     let mut g = vec![0.0; x.len()];
     problem.gradient(m, x, &mut g);
     let g_minv = common::g_minv(m, &g);
@@ -478,7 +480,7 @@ fn factor_is_made_once_per_run() {
     assert_eq!((sys.analyses(), sys.factorizations()), (2, 2));
 }
 
-fn scene(name: &str) -> jello::scene::BuiltScene {
+pub(crate) fn scene(name: &str) -> jello::scene::BuiltScene {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("assets/scenes")
         .join(name);

@@ -12,6 +12,7 @@ mod contact_common;
 
 mod adjoint;
 mod admm;
+mod admm_anderson;
 mod admm_contact;
 mod admm_strain;
 mod bdf2;

@@ -66,6 +66,11 @@ pub trait AdmmBackend: PotentialBackend {
         elastic: &dyn ElasticTerms,
         g: Self::Vector,
     ) -> Result<(Self::Scalar, Self::Scalar)>;
-    /// A field's values on the host (tests), f64.
+    /// A field's values on the host (tests, and Anderson's history), f64.
     fn read_field(&mut self, f: Self::Field) -> Result<Vec<Matrix3<f64>>>;
+    /// Overwrites a field with host values (Anderson's mixed state; a device narrows to f32).
+    fn write_field(&mut self, f: Self::Field, values: &[Matrix3<f64>]) -> Result<()>;
+    /// Replaces the per-element weights w_e² (J) the local step and the primal residual use
+    /// (the penalty update: every w_e² times one factor); fields are kept.
+    fn admm_weights(&mut self, w2: &[f64]) -> Result<()>;
 }

@@ -310,4 +310,25 @@ impl AdmmBackend for CpuBackend {
     fn read_field(&mut self, f: CpuField) -> Result<Vec<Matrix3<f64>>> {
         Ok(self.field_values(f).to_vec())
     }
+
+    fn write_field(&mut self, f: CpuField, values: &[Matrix3<f64>]) -> Result<()> {
+        state(self).fields[f.0] = values.to_vec();
+        Ok(())
+    }
+
+    fn admm_weights(&mut self, w2: &[f64]) -> Result<()> {
+        setup_of(state_ref(self))?;
+        let s = state(self).setup.as_mut().expect("checked");
+        if w2.len() != s.elements.len() {
+            return Err(JelloError::Solver(format!(
+                "admm_weights: {} weights for {} elements",
+                w2.len(),
+                s.elements.len()
+            )));
+        }
+        for (el, &w) in s.elements.iter_mut().zip(w2) {
+            el.w2 = w;
+        }
+        Ok(())
+    }
 }

@@ -178,4 +178,25 @@ impl AdmmBackend for DeviceBackend {
             .map(|m| Matrix3::from_fn(|r, c| m.get(r, c) as f64))
             .collect())
     }
+
+    fn write_field(&mut self, f: Buf<GpuMat3>, values: &[Matrix3<f64>]) -> Result<()> {
+        let v: Vec<GpuMat3> = values
+            .iter()
+            .map(|m| {
+                GpuMat3::from_rows(std::array::from_fn(|r| {
+                    std::array::from_fn(|c| m[(r, c)] as f32)
+                }))
+            })
+            .collect();
+        // Writes are ordered after submitted work only: submit what is recorded first.
+        self.submit()?;
+        self.device_mut().write(&f, 0, &v)
+    }
+
+    fn admm_weights(&mut self, w2: &[f64]) -> Result<()> {
+        let w: Vec<f32> = w2.iter().map(|&v| v as f32).collect();
+        let buf = admm_state(self)?.w2;
+        self.submit()?;
+        self.device_mut().write(&buf, 0, &w)
+    }
 }

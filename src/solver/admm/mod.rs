@@ -89,6 +89,44 @@
 //!   runs on the KKT residual of the barrier-free objective and needs every vertex ≥ d̂ from
 //!   every obstacle. See that module for the choices.
 //!
+//! # Anderson acceleration and the penalty update
+//! Plain ADMM converges linearly and, on nonconvex energies at w² = V k, can settle into a
+//! cycle (below). Two additions, both on by default and both host f64 work on either backend:
+//! - `anderson.rs`: type-II Anderson on the map G: q = (z, ū) ↦ (z', ū') (Zhang, Peng, Ouyang,
+//!   Deng 2019). The local step runs first here, so the map's input is the state after a local
+//!   step: the x-step from q, then the next local step. The mix is formed right after a local
+//!   step, written into the backend's z and ū, and the x-step's right-hand side is the same
+//!   combination of the stored plain right-hand sides (it is linear in z − ū). Safeguard: the
+//!   combined residual ‖G(q) − q‖_W — which equals (‖W(Dx − z')‖² + ‖W(z' − z)‖²)^½ because
+//!   ū' − ū = Dx − z' — of a mixed state is compared with the previous iteration's; if it grew
+//!   (or is NaN: a mix that inverted the x-step) the mix is discarded, the previous plain output
+//!   G(q_{k−1}) taken instead, x restored and the history cleared. An iteration is one x-step
+//!   either way (a rejected mix costs one), so iteration counts compare with plain ADMM's.
+//!   Not with obstacles (the contact solve's active set, multipliers and friction forces are
+//!   iteration state outside q, so q ↦ q' is not the iteration's map) nor with strain limits
+//!   (a mix of z's inside the limits' set is not inside it: the set of F with σ ∈ [lo, hi] is
+//!   not convex).
+//! - Residual balancing ([`PenaltyParams`], Boyd et al. 2011 §3.4.1) on a global factor ρ on
+//!   every w². The two parts of the combined residual play Boyd's primal and dual residuals
+//!   (both √J in the same weights, so their ratio is unit-free). A change of ρ by a factor c
+//!   divides ū by c (the unscaled dual ρū is kept), uploads ρw², and needs A with ρw²: that is
+//!   ρ times the system with mass weight 1/(h²ρ), so the x-step uses
+//!   [`crate::solver::pd::GlobalSystem`]'s factor cache keyed on the mass weight (ρ values seen
+//!   before cost no factorisation) and divides its right-hand side by ρ. The right-hand side of
+//!   the rescaled state is scattered once on the host. Balance alone never fires in the
+//!   stiff_soft cycle (its two parts stay within 10× of each other), so a check that finds
+//!   the combined residual less than 10% lower than at the previous check also raises ρ: the
+//!   larger w that the weight sweeps found to break the cycle, reached without a user's
+//!   `weight_scale`. Checks every 10 iterations, at most 4
+//!   updates per step (the refactorisation bound; a fixed map after them), ρ kept across steps.
+//!   The Anderson history is cleared at an update (the map changed). Off with obstacles (the
+//!   contact solve is built on ρ = 1).
+//!
+//! On a device the history lives on the host: the two fields are read back after the local
+//! step and the mixed state written (48 bytes per element per field each way); a device-side
+//! history would need per-field dot and combine kernels for a cost that, at the measured bus
+//! share (below, 1–3% for the positions), is not where an iteration's time goes.
+//!
 //! # Device
 //! The loop is written once over [`crate::solver::admm::AdmmBackend`] (the second solver on
 //! the backend traits after QN; `ARCHITECTURE.md`): per-element 3×3 fields for z and ū, the
@@ -173,7 +211,7 @@
 //!   after 300). A constant nonzero s with constant r is a period-2 cycle of z (ADMM has no
 //!   fixed point with r ≠ 0): the likely cause is a z-step whose φ is nonconvex at small τ
 //!   (two minima the iterates alternate between); larger τ = w²/V convexifies it. Adaptive
-//!   weights are not in the paper and are left open.
+//!   weights are not in the paper: see the penalty update above.
 //! - Contact (`benches/solvers.rs` case `admm_contact`, `tests/cpu/admm_contact.rs`; 2 cores
 //!   shared with other builds, so wall times are rough): `drop.toml` (80 steps, ε = 1e-5)
 //!   converges every step with either solve in 785 ADMM iterations (9.8 per step; Newton 274)
@@ -210,6 +248,7 @@
 //!   stop rule against QN's gradient per trial: twist (525 vertices, 1,920 tets) 5.8 ms for
 //!   both, stiff_soft (189, 480) 1.2 against 0.9 ms.
 
+mod anderson;
 mod backend;
 pub mod contact;
 mod cpu;
@@ -221,6 +260,6 @@ mod solver;
 pub use backend::{AdmmBackend, GlobalStep, LocalScalars};
 pub use contact::{ContactParams, ContactSolve, ContactSolver, ContactTotals, ContactVariant};
 pub use cpu::CpuField;
-pub use params::{AdmmMode, AdmmParams};
+pub use params::{AdmmMode, AdmmParams, PenaltyParams};
 pub use prox::ProxKind;
 pub use solver::{AdmmIteration, AdmmSolver, CustomProx, LocalState};

@@ -1,5 +1,6 @@
 //! The ADMM-PD loop (Algorithm 1, local step first), written once over [`AdmmBackend`].
 
+use super::anderson::{residual_parts, Anderson};
 use super::backend::AdmmBackend;
 use super::contact::{kkt_gradient, ContactInput, ContactSolver};
 use super::params::AdmmParams;
@@ -11,7 +12,7 @@ use crate::solver::backend::CpuBackend;
 use crate::solver::pd::GlobalSystem;
 use crate::solver::qn::QnMode;
 use crate::solver::report::ms;
-use crate::solver::{IterationRecord, StepReport, StepSolver, StepTimings, StopRule};
+use crate::solver::{IterationRecord, StepReport, StepSolver, StepTimings, StepWork, StopRule};
 use nalgebra::Matrix3;
 use std::sync::Arc;
 use std::time::Instant;
@@ -31,6 +32,17 @@ pub struct AdmmIteration {
     pub energy: f64,
     /// Largest vertex move of the global step, m.
     pub moved: f64,
+    /// Combined residual ‖G(q) − q‖_W = (‖W(Dx − z')‖² + ‖W(z' − z)‖²)^½ of the state q this
+    /// iteration's x-step used, √J under the run's base weights (NaN where not evaluated: the
+    /// last iteration of a step, and runs with neither Anderson nor penalty updates).
+    pub combined: f64,
+    /// Anderson: `Some(true)` when this iteration's state was a mix that the safeguard kept,
+    /// `Some(false)` when it was a mix the safeguard rejected (its combined residual exceeded
+    /// the previous iteration's: the next iteration restarts from the plain step), `None` for a
+    /// plain step.
+    pub accelerated: Option<bool>,
+    /// Penalty factor ρ (every w_e² times ρ) this iteration ran under.
+    pub rho: f64,
 }
 
 /// A z-step supplied by the caller: `(element, v, w²) ↦ argmin_F U_e(F) + w²/2‖F − v‖²` (F
@@ -62,6 +74,11 @@ pub struct AdmmSolver<B: AdmmBackend = CpuBackend> {
     global_ms: f64,
     /// The constrained global step, for models with obstacles (module contact).
     contact: Option<ContactSolver>,
+    /// Penalty factor ρ on every w_e² (residual balancing; 1 until it adapts, kept across
+    /// steps).
+    rho: f64,
+    /// Penalty updates over the solver's life.
+    penalty_updates: usize,
 }
 
 impl AdmmSolver<CpuBackend> {
@@ -152,6 +169,8 @@ impl<B: AdmmBackend> AdmmSolver<B> {
             log: Vec::new(),
             global_ms: 0.0,
             contact: (!model.obstacles.is_empty()).then_some(contact),
+            rho: 1.0,
+            penalty_updates: 0,
         })
     }
 
@@ -209,6 +228,73 @@ impl<B: AdmmBackend> AdmmSolver<B> {
         Ok([v[0], v[1]])
     }
 
+    /// The current penalty factor ρ (every w_e² times ρ; 1 without penalty updates).
+    pub fn rho(&self) -> f64 {
+        self.rho
+    }
+
+    /// Penalty updates so far (each one a refactorisation unless a cached factor fits).
+    pub fn penalty_updates(&self) -> usize {
+        self.penalty_updates
+    }
+
+    /// The state (z, ū) on the host: z then ū, 9 values per element each (column-major).
+    fn read_state(&mut self) -> Result<Vec<f64>> {
+        let z = self.backend.read_field(self.z)?;
+        let u = self.backend.read_field(self.u)?;
+        Ok(z.iter()
+            .chain(&u)
+            .flat_map(|m| m.as_slice().to_vec())
+            .collect())
+    }
+
+    /// Writes a host state (as [`Self::read_state`] gives it) into z and ū.
+    fn write_state(&mut self, q: &[f64]) -> Result<()> {
+        let half = q.len() / 2;
+        let field = |s: &[f64]| -> Vec<Matrix3<f64>> {
+            s.chunks_exact(9).map(Matrix3::from_column_slice).collect()
+        };
+        self.backend.write_field(self.z, &field(&q[..half]))?;
+        self.backend.write_field(self.u, &field(&q[half..]))
+    }
+
+    /// The penalty update: ρ ← ρ·`factor`, the scaled dual of the host state `q` divided by
+    /// `factor` (y = ρū unchanged), the backend's weights and the x-step's factor (mass weight
+    /// 1/(h²ρ), a cached one when ρ was used before) made current, `q` written to the backend.
+    /// Returns the right-hand side Σ ρw² Dᵀ(z − ū) of `q` (3n; scattered on the host, once per
+    /// update).
+    fn rescale(
+        &mut self,
+        problem: &StepProblem,
+        pinned: &[bool],
+        factor: f64,
+        q: &mut [f64],
+    ) -> Result<Vec<f64>> {
+        let model = problem.model;
+        let half = q.len() / 2;
+        q[half..].iter_mut().for_each(|u| *u /= factor);
+        self.rho *= factor;
+        self.penalty_updates += 1;
+        let w: Vec<f64> = self.w2.iter().map(|w| w * self.rho).collect();
+        self.backend.admm_weights(&w)?;
+        self.system
+            .prepare(model, pinned, problem.inertia / self.rho)?;
+        self.write_state(q)?;
+        let mut rhs = vec![0.0; 3 * model.num_vertices()];
+        for (e, tet) in model.mesh.tets.iter().enumerate() {
+            let d = Matrix3::from_column_slice(&q[9 * e..9 * e + 9])
+                - Matrix3::from_column_slice(&q[half + 9 * e..half + 9 * e + 9]);
+            let grads = model.rest[e].shape_gradients();
+            for (a, &v) in tet.iter().enumerate() {
+                let f = d * grads[a] * w[e];
+                for c in 0..3 {
+                    rhs[3 * v as usize + c] += f[c];
+                }
+            }
+        }
+        Ok(rhs)
+    }
+
     /// The contact solve (models with obstacles), for its rows and counters.
     pub fn contact(&self) -> Option<&ContactSolver> {
         self.contact.as_ref()
@@ -255,6 +341,8 @@ struct XStep<'a> {
     inertial: &'a [f64],
     /// The constrained solve's output (reused across iterations).
     solved: &'a mut Vec<f64>,
+    /// 1/ρ: the system is A/ρ (mass weight 1/(h²ρ)), so the right-hand side is divided by ρ.
+    scale: f64,
 }
 
 /// The x-step, one host routine on either backend (the host keeps x in f64): b = `inertial` +
@@ -265,7 +353,7 @@ struct XStep<'a> {
 /// entries of `x` (m); returns the largest vertex move (m).
 fn global_step(s: XStep<'_>, rhs: &mut [f64], x: &mut [f64]) -> Result<f64> {
     for (r, b) in rhs.iter_mut().zip(s.inertial) {
-        *r += b;
+        *r = (*r + b) * s.scale;
     }
     s.system.subtract_pinned(x, rhs)?;
     let new: &[f64] = match s.contact {
@@ -346,7 +434,11 @@ impl<B: AdmmBackend> StepSolver for AdmmSolver<B> {
         let mut g_host = vec![0.0; if reference.is_some() { 3 * nv } else { 0 }];
         let t0 = Instant::now();
         let pinned: Vec<bool> = (0..nv).map(|v| problem.fixed[3 * v]).collect();
-        if self.system.prepare(model, &pinned, problem.inertia)? {
+        let factorizations = self.system.factorizations();
+        if self
+            .system
+            .prepare(model, &pinned, problem.inertia / self.rho)?
+        {
             timings.factor_ms += ms(t0);
         }
 
@@ -387,6 +479,21 @@ impl<B: AdmmBackend> StepSolver for AdmmSolver<B> {
         let mut solved = Vec::new(); // the constrained x-step's output
         let mut last_move = f64::INFINITY;
         let mut iterations = 0;
+        // Anderson and the penalty update work on host copies of the state (module anderson).
+        // Neither runs with obstacles (the contact solve's active set and friction forces are
+        // state outside (z, ū), and it is built on ρ = 1); Anderson not with strain limits
+        // either (a mix of feasible z's leaves the limits' set, which z must hold).
+        let adapt = self.params.penalty.adapt && self.contact.is_none();
+        let mut anderson =
+            (self.params.anderson > 0 && self.contact.is_none() && model.strain_limits.is_empty())
+                .then(|| Anderson::new(self.params.anderson, &self.w2));
+        let host_state = anderson.is_some() || adapt;
+        let mut updates = 0; // penalty updates this step
+        let mut q_prev: Option<Vec<f64>> = None; // the state the last x-step used
+        let mut r_prev = f64::INFINITY; // its predecessor's combined residual
+        let mut r_check = f64::INFINITY; // the combined residual at the last penalty check
+        let mut mixed = false; // whether q_prev is an Anderson mix
+        let mut x_saved = Vec::new(); // x before the last x-step (restored on a rejection)
         loop {
             let done = match self.params.mode {
                 QnMode::Fixed(n) => iterations >= n,
@@ -404,15 +511,102 @@ impl<B: AdmmBackend> StepSolver for AdmmSolver<B> {
             // Local step: v = Dx + ū, z = prox(v), ū = v − z; Σ w²Dᵀ(z − ū) and s with it.
             let t0 = Instant::now();
             let local = self.backend.admm_local(problem, self.z, self.u, self.rhs)?;
+            // The state the x-step takes: G(q_prev), an Anderson mix, or after a rejection
+            // the previous plain step; `replace` is a right-hand side that the backend's
+            // (that of G(q_prev)) gives way to.
+            let mut replace: Option<Vec<f64>> = None;
+            let mut rejected = false;
+            if host_state {
+                let g = self.read_state()?;
+                let mut next = None;
+                if let Some(q) = q_prev.take() {
+                    let parts = residual_parts(&self.w2, &q, &g);
+                    let combined = parts[0].hypot(parts[1]);
+                    let k = self.log.len() - 1;
+                    self.log[k].combined = combined;
+                    // A mix is kept only when its combined residual did not grow.
+                    rejected = mixed && !(combined <= r_prev);
+                    self.log[k].accelerated = mixed.then_some(!rejected);
+                    if let Some(r) = records.as_mut().and_then(|r| r.last_mut()) {
+                        r.combined = Some(combined);
+                        r.accelerated = self.log[k].accelerated;
+                    }
+                    if rejected {
+                        let aa = anderson.as_mut().expect("a mix needs Anderson");
+                        let (g0, rhs0) = aa.newest().expect("a mix has a plain step before it");
+                        next = Some(g0.to_vec());
+                        replace = Some(rhs0.to_vec());
+                        aa.clear();
+                        x.clone_from(&x_saved);
+                    } else {
+                        r_prev = combined;
+                        let due = adapt
+                            && iterations % self.params.penalty.interval.max(1) == 0
+                            && updates < self.params.penalty.max_updates;
+                        let p = &self.params.penalty;
+                        // Stalled: less than `stall` of the combined residual taken off since
+                        // the last check (the cycle of nonconvex ADMM at too small a w, which a
+                        // larger w breaks); otherwise Boyd's balance.
+                        let stalled = combined > (1.0 - p.stall) * r_check;
+                        let factor = if !due {
+                            1.0
+                        } else if (parts[1] > p.band * parts[0] || stalled)
+                            && self.rho * p.factor <= p.range
+                        {
+                            p.factor
+                        } else if parts[0] > p.band * parts[1]
+                            && self.rho / p.factor >= 1.0 / p.range
+                        {
+                            1.0 / p.factor
+                        } else {
+                            1.0
+                        };
+                        if due {
+                            r_check = combined;
+                        }
+                        if factor != 1.0 {
+                            updates += 1;
+                            r_check = f64::INFINITY;
+                            let mut g = g.clone();
+                            replace = Some(self.rescale(problem, &pinned, factor, &mut g)?);
+                            next = Some(g);
+                            r_prev = f64::INFINITY;
+                            if let Some(aa) = anderson.as_mut() {
+                                aa.clear();
+                            }
+                        } else if let Some(aa) = anderson.as_mut() {
+                            next = aa.push(&q, g.clone());
+                        }
+                    }
+                }
+                mixed = next.is_some() && !rejected && replace.is_none();
+                match next {
+                    Some(n) => {
+                        self.write_state(&n)?;
+                        q_prev = Some(n);
+                    }
+                    None => q_prev = Some(g),
+                }
+            }
             timings.assembly_ms += ms(t0);
 
             // Global step: A x = M x̃/h² + Σ w² Dᵀ(z − ū), pins eliminated.
             let t0 = Instant::now();
             let mut moved = 0.0;
+            if host_state {
+                x_saved.clone_from(x);
+            }
             {
                 let (system, contact) = (&mut self.system, &mut self.contact);
                 let (pinned, inertial, solved) = (&pinned, &inertial, &mut solved);
+                let (anderson, replace) = (&mut anderson, &replace);
+                let scale = 1.0 / self.rho;
                 self.backend.admm_global(self.rhs, x, &mut |rhs, x| {
+                    match (replace, anderson.as_mut()) {
+                        (Some(r), _) => rhs.copy_from_slice(r),
+                        (None, Some(aa)) => aa.mix_rhs(rhs),
+                        (None, None) => {}
+                    }
                     let step = XStep {
                         system: &mut *system,
                         contact: contact.as_mut(),
@@ -420,6 +614,7 @@ impl<B: AdmmBackend> StepSolver for AdmmSolver<B> {
                         pinned,
                         inertial,
                         solved: &mut *solved,
+                        scale,
                     };
                     moved = global_step(step, rhs, x)?;
                     Ok(())
@@ -428,11 +623,14 @@ impl<B: AdmmBackend> StepSolver for AdmmSolver<B> {
             let dt = ms(t0);
             timings.solve_ms += dt;
             self.global_ms += dt;
-            if x.iter().any(|v| !v.is_finite()) {
+            let finite = x.iter().all(|v| v.is_finite());
+            if !finite && !mixed {
                 return Err(JelloError::Solver(format!(
                     "admm diverged (non-finite positions after iteration {iterations})"
                 )));
             }
+            // A mix that gave non-finite positions: its combined residual is NaN and the
+            // safeguard rejects it at the next local step.
             last_move = moved;
 
             // Primal residual r = W(Dx − z) at the new x, and the true gradient.
@@ -440,7 +638,7 @@ impl<B: AdmmBackend> StepSolver for AdmmSolver<B> {
             let primal = self.backend.admm_primal(self.z)?;
             let mut wanted = vec![primal, local.dual];
             let mut host = None;
-            if need_rule_each {
+            if need_rule_each && finite {
                 if reference.is_some() {
                     host = Some(self.rule_values(problem, elastic, reference, x, &mut g_host)?);
                 } else {
@@ -458,19 +656,22 @@ impl<B: AdmmBackend> StepSolver for AdmmSolver<B> {
                 residual: f64::NAN,
                 energy: f64::NAN,
                 moved,
+                combined: f64::NAN,
+                accelerated: None,
+                rho: self.rho,
             };
             fresh = false;
             if need_rule_each {
                 // Non-finite (an element inverted under a model infinite there): not met, and
                 // the iterations go on — ADMM's later iterates may leave it.
-                residual = vals[2];
+                residual = if finite { vals[2] } else { f64::INFINITY };
                 if !residual.is_finite() {
                     residual = f64::INFINITY;
                 }
-                change = vals[3];
+                change = if finite { vals[3] } else { f64::NAN };
                 it.residual = residual;
                 it.energy = change;
-                fresh = true;
+                fresh = finite;
             }
             timings.assembly_ms += ms(t0);
             self.log.push(it);
@@ -484,6 +685,12 @@ impl<B: AdmmBackend> StepSolver for AdmmSolver<B> {
                     ..IterationRecord::default()
                 });
             }
+        }
+        if x.iter().any(|v| !v.is_finite()) {
+            // The last iteration was a mix that diverged: back to the point before it.
+            x.clone_from(&x_saved);
+            self.backend.admm_global(self.rhs, x, &mut |_, _| Ok(()))?;
+            fresh = false;
         }
         if !fresh {
             let vals = self.rule_values(problem, elastic, reference, x, &mut g_host)?;
@@ -510,7 +717,12 @@ impl<B: AdmmBackend> StepSolver for AdmmSolver<B> {
             energy_change,
             wall_ms: ms(start),
             timings,
-            work: Default::default(),
+            work: StepWork {
+                refactorisations: self.system.factorizations() - factorizations,
+                primal: self.log.last().map(|l| l.primal),
+                dual: self.log.last().map(|l| l.dual),
+                ..StepWork::default()
+            },
             trace: records,
             ..StepReport::default()
         })

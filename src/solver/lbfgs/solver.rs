@@ -6,7 +6,7 @@ use crate::problem::{ElasticTerms, StepProblem};
 use crate::solver::backend::{Coef, Combine, Dots, Point, PotentialBackend};
 use crate::solver::report::ms;
 use crate::solver::QnMode;
-use crate::solver::{IterationRecord, StepReport, StepSolver, StepTimings, StopRule};
+use crate::solver::{IterationRecord, StepReport, StepSolver, StepTimings, StepWork, StopRule};
 use std::time::Instant;
 
 /// What one L-BFGS iteration did (for tests, traces and benches).
@@ -640,7 +640,10 @@ impl<B: PotentialBackend, H: InitialInverse<B>> StepSolver for LbfgsSolver<B, H>
             energy_change,
             wall_ms: ms(start),
             timings,
-            work: Default::default(),
+            work: StepWork {
+                line_search_trials: self.log.iter().map(|i| i.trials).sum(),
+                ..StepWork::default()
+            },
             trace: records,
             ..StepReport::default()
         })
