@@ -524,8 +524,9 @@ impl<B: AdmmBackend> StepSolver for AdmmSolver<B> {
                     let combined = parts[0].hypot(parts[1]);
                     let k = self.log.len() - 1;
                     self.log[k].combined = combined;
-                    // A mix is kept only when its combined residual did not grow.
-                    rejected = mixed && !(combined <= r_prev);
+                    // A mix is kept only when its combined residual did not grow (NaN grew).
+                    let grew = combined.is_nan() || combined > r_prev;
+                    rejected = mixed && grew;
                     self.log[k].accelerated = mixed.then_some(!rejected);
                     if let Some(r) = records.as_mut().and_then(|r| r.last_mut()) {
                         r.combined = Some(combined);
