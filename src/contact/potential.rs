@@ -360,6 +360,48 @@ impl IpcContact {
             .reduce(|| 1.0, f64::min);
         Ok(limit * t)
     }
+
+    /// Per model vertex, the largest α ≤ 1 such that no pair it belongs to comes into contact
+    /// along `xs + α·dx` with the pair's vertices moving together (`xs` the full position array,
+    /// m; `dx` flat model displacements, m; obstacle vertices still): additive CCD on every pair
+    /// whose boxes swept over `[xs, xs + dx]` overlap, each pair's time of impact given to its
+    /// model vertices. The per-vertex step filter of the vertex solvers: a vertex far from every
+    /// contact keeps its whole step while one about to touch is held back alone. Scaling each
+    /// vertex's move by its own bound is not itself a straight joint path, so callers check the
+    /// scaled move with [`Self::max_step_at`].
+    pub fn vertex_step_bounds(&self, xs: &[[f64; 3]], dx: &[f64]) -> Result<Vec<f64>> {
+        let n = self.mesh.num_model_vertices;
+        let mut ds: Vec<[f64; 3]> = bytemuck::cast_slice(dx).to_vec();
+        ds.resize(self.mesh.num_vertices(), [0.0; 3]);
+        let moving: Vec<bool> = ds.iter().map(|d| *d != [0.0; 3]).collect();
+        let pairs = self.candidate_pairs(xs, Some(&ds), 0.0)?;
+        let params = AccdParams::default();
+        let times: Vec<([u32; 4], f64)> = pairs
+            .par_iter()
+            .filter(|p| p.ids.iter().any(|&v| moving[v as usize]))
+            .map(|p| {
+                let start = stencil(p, xs);
+                let end = [0, 1, 2, 3].map(|k| {
+                    let d = ds[p.ids[k] as usize];
+                    start[k] + V3::new(d[0], d[1], d[2])
+                });
+                (
+                    p.ids,
+                    additive_ccd(p.kind, &start, &end, 0.0, 1.0, &params).t,
+                )
+            })
+            .filter(|(_, t)| *t < 1.0)
+            .collect();
+        let mut out = vec![1.0f64; n];
+        for (ids, t) in times {
+            for v in ids {
+                if (v as usize) < n {
+                    out[v as usize] = out[v as usize].min(t);
+                }
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// The pair's four corners.

@@ -64,12 +64,17 @@ pub fn refusal(config: &RunConfig, model: &Model) -> Option<String> {
              {kind}"
         ));
     }
-    // IPC contact needs the contact Hessian and the CCD line search of projected Newton; the
-    // other solvers would ignore it in their local or preconditioning steps.
-    if model.contact.is_some() && !matches!(kind, SolverKind::Newton | SolverKind::Multilevel) {
+    // IPC contact needs the contact terms in the solver's local or preconditioning steps and a
+    // CCD-filtered step; the other solvers would ignore it.
+    if model.contact.is_some()
+        && !matches!(
+            kind,
+            SolverKind::Newton | SolverKind::Multilevel | SolverKind::Jgs2 | SolverKind::Vbd
+        )
+    {
         return Some(format!(
-            "contact.ipc: IPC contact between objects runs on solvers newton and multilevel \
-             only, not {kind}"
+            "contact.ipc: IPC contact between objects runs on solvers newton, multilevel, jgs2 \
+             and vbd only, not {kind}"
         ));
     }
     if config.eigen_filter.is_some() && !takes_eigen_filter(kind) {

@@ -31,6 +31,7 @@ mod fuzz_inputs;
 mod invariants;
 mod jgs2;
 mod jgs2_cache;
+mod jgs2_ipc;
 mod jgs2_pcg;
 mod material;
 mod mesh_generate;

@@ -177,6 +177,27 @@ pub trait Jgs2Backend {
         problem: &StepProblem,
         elastic: &dyn ElasticTerms,
     ) -> Result<Jgs2Sample>;
+    /// IPC's κ raise after an accepted iterate ([`StepProblem::raise_contact_stiffness`] at the
+    /// current point; `prev_min_sq`, m², the previous iterate's smallest squared pair distance,
+    /// updated). When κ changed, the current point is evaluated again for `next` (gradient and
+    /// energy change under the new potential) and that sample returned; `None` when nothing
+    /// changed, always without IPC contact.
+    fn jgs2_raise_stiffness(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        prev_min_sq: &mut f64,
+        next: Next,
+    ) -> Result<Option<Jgs2Sample>>;
+    /// Another friction lagging pass at the current point ([`StepProblem::lag_friction`]): when
+    /// any pair was lagged, the current point evaluated again for `next` under the new
+    /// potential; `None` otherwise, always without IPC friction.
+    fn jgs2_lag_friction(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        next: Next,
+    ) -> Result<Option<Jgs2Sample>>;
     /// Round-off allowance (J) of an energy comparison near the energy change `e` (J) of the
     /// current point (f64: [`StepProblem::energy_slack`]; f32: a fraction of the summed terms'
     /// magnitude).

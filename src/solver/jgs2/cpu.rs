@@ -12,6 +12,7 @@
 //! (`StepProblem::max_step` under `strict_inversion`, else `max_obstacle_step`).
 
 use super::backend::{Jgs2Backend, Jgs2Sample, Jgs2Setup, Jgs2StepFlags, Jgs2Trial, Next};
+use super::contact::{filter_group, VertexContact};
 use super::local::{
     element_gradient_pass, element_pass, hess_vec, hmatrix_far_field, jgs2_system,
     rest_frame_gradients, rotations, vbd_local_system, vbd_system, vertex_gradient, ElementCache,
@@ -56,6 +57,8 @@ struct CpuJgs2 {
     trial: (f64, f64, Next),
     /// The energy change of the current point's last sample.
     energy: f64,
+    /// IPC contact's terms at the point of `g` (`None` without contact; `contact.rs`).
+    contact: Option<VertexContact>,
 }
 
 /// Builds the state for `model` into `b`'s extension slot.
@@ -94,6 +97,7 @@ pub(super) fn setup(b: &mut CpuBackend, model: &Model, setup: Jgs2Setup) {
         step: None,
         trial: (0.0, 0.0, Next::Plain),
         energy: 0.0,
+        contact: None,
     };
     *b.extension_mut() = Some(Box::new(state));
 }
@@ -176,6 +180,7 @@ impl Jgs2Backend for CpuBackend {
             } else {
                 element_pass(problem.model, x, &mut s.cache, None);
             }
+            s.contact = VertexContact::at(problem, x);
             s.gather_all(problem, x);
             let energy = flags.energy.then(|| problem.energy_change(elastic, x));
             Ok(s.sample(problem, x, next, energy, f64::INFINITY))
@@ -209,6 +214,7 @@ impl Jgs2Backend for CpuBackend {
                         *xi += v;
                     }
                     element_pass(problem.model, x, &mut s.cache, None);
+                    s.contact = VertexContact::at(problem, x);
                     s.gather_all(problem, x);
                     d
                 }
@@ -298,10 +304,38 @@ impl Jgs2Backend for CpuBackend {
                 }
             }
             element_pass(problem.model, x, &mut s.cache, None);
+            s.contact = VertexContact::at(problem, x);
             s.gather_all(problem, x);
             s.dirs = [None, None, None];
             let max_move = max_vertex_norm(&s.prev);
             Ok(s.sample(problem, x, next, Some(energy), max_move))
+        })
+    }
+
+    fn jgs2_raise_stiffness(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        prev_min_sq: &mut f64,
+        next: Next,
+    ) -> Result<Option<Jgs2Sample>> {
+        with_state(self, |b, s| {
+            let (x, _) = b.points_mut();
+            Ok(problem
+                .raise_contact_stiffness(x, prev_min_sq)
+                .then(|| s.reevaluate(problem, elastic, x, next)))
+        })
+    }
+
+    fn jgs2_lag_friction(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        next: Next,
+    ) -> Result<Option<Jgs2Sample>> {
+        with_state(self, |b, s| {
+            let (x, _) = b.points_mut();
+            Ok((problem.lag_friction(x) > 0).then(|| s.reevaluate(problem, elastic, x, next)))
         })
     }
 
@@ -324,6 +358,22 @@ impl CpuJgs2 {
     /// which runs [`Self::vbd_sweep`] and keeps only the element gradients cached.
     fn plain_vbd(&self) -> bool {
         self.subspace.is_none() && self.variant == Variant::GaussSeidel && !self.flags.safeguard
+    }
+
+    /// The sample at `x` after the contact potential changed (κ raised, friction lagged
+    /// again): contact terms, g, directions and energy change anew; the element cache stands.
+    fn reevaluate(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        x: &[f64],
+        next: Next,
+    ) -> Jgs2Sample {
+        self.contact = VertexContact::at(problem, x);
+        self.gather_all(problem, x);
+        self.dirs = [None, None, None];
+        let energy = self.flags.energy.then(|| problem.energy_change(elastic, x));
+        self.sample(problem, x, next, energy, f64::INFINITY)
     }
 
     /// The sample at `x` (element cache and g current there) with the directions `next` asks
@@ -373,7 +423,13 @@ impl CpuJgs2 {
         if next == Next::Model {
             let hd: Vec<Vec<f64>> = dirs
                 .iter()
-                .map(|(_, d)| hess_vec(problem, &self.cache, &self.vertex_tets, x, d))
+                .map(|(_, d)| {
+                    let mut hd = hess_vec(problem, &self.cache, &self.vertex_tets, x, d);
+                    if let Some(c) = &self.contact {
+                        c.add_hess_vec(problem, d, &mut hd);
+                    }
+                    hd
+                })
                 .collect();
             for (p, &(kp, dp)) in dirs.iter().enumerate() {
                 for (q, &(kq, dq)) in dirs.iter().enumerate() {
@@ -393,10 +449,12 @@ impl CpuJgs2 {
             Variant::Jacobi => self.jacobi_direction(problem, x, false),
             Variant::GaussSeidel => {
                 let (g0, cache0) = (self.g.clone(), self.cache.clone());
+                let contact0 = self.contact.clone();
                 let mut xs = x.to_vec();
                 self.gauss_seidel_sweep(problem, &mut xs);
                 self.g = g0;
                 self.cache = cache0;
+                self.contact = contact0;
                 xs.iter().zip(x).map(|(a, b)| a - b).collect()
             }
         }
@@ -438,14 +496,20 @@ impl CpuJgs2 {
             }
             (s, rot, tf)
         });
-        group
+        let contact = self.contact.as_ref();
+        let mut steps: Vec<Vector3<f64>> = group
             .par_iter()
             .map(|&i| {
                 let i = i as usize;
-                let vbd_sys = || vbd_system(problem, &self.cache, &self.vertex_tets, x, g, i);
+                let with_contact = |(a, r): (Matrix3<f64>, Vector3<f64>)| match contact {
+                    Some(c) => (a + c.diag_of(i), r),
+                    None => (a, r),
+                };
+                let vbd_sys =
+                    || with_contact(vbd_system(problem, &self.cache, &self.vertex_tets, x, g, i));
                 let (a, r) = match &frame {
                     None => vbd_sys(),
-                    Some((s, rot, tf)) => jgs2_system(
+                    Some((s, rot, tf)) => with_contact(jgs2_system(
                         problem,
                         &self.cache,
                         &self.vertex_tets,
@@ -455,7 +519,7 @@ impl CpuJgs2 {
                         tf,
                         i,
                         &s.vertices[i],
-                    ),
+                    )),
                 };
                 // A is SPD by construction (PSD element terms + an SPD rest Schur complement);
                 // should round-off break that, the vertex falls back to its VBD step.
@@ -470,14 +534,21 @@ impl CpuJgs2 {
                     d
                 }
             })
-            .collect()
+            .collect();
+        filter_group(problem, x, group, &mut steps);
+        steps
     }
 
     /// Refreshes the assembled gradient at `vertices` from the element cache.
     fn gather(&mut self, problem: &StepProblem, x: &[f64], vertices: &[u32]) {
+        let contact = self.contact.as_ref();
         let vals: Vec<Vector3<f64>> = vertices
             .par_iter()
-            .map(|&v| vertex_gradient(problem, &self.cache, &self.vertex_tets, x, v as usize))
+            .map(|&v| {
+                let v = v as usize;
+                let g = vertex_gradient(problem, &self.cache, &self.vertex_tets, x, v);
+                contact.map_or(g, |c| g + c.grad_of(v))
+            })
             .collect();
         for (&v, val) in vertices.iter().zip(vals) {
             self.g[3 * v as usize..3 * v as usize + 3].copy_from_slice(val.as_slice());
@@ -486,9 +557,10 @@ impl CpuJgs2 {
 
     /// Refreshes the assembled gradient at every vertex from the element cache, in place.
     fn gather_all(&mut self, problem: &StepProblem, x: &[f64]) {
-        let (cache, vt) = (&self.cache, &self.vertex_tets);
+        let (cache, vt, contact) = (&self.cache, &self.vertex_tets, self.contact.as_ref());
         let one = |(v, out): (usize, &mut [f64])| {
             let val = vertex_gradient(problem, cache, vt, x, v);
+            let val = contact.map_or(val, |c| val + c.grad_of(v));
             out.copy_from_slice(val.as_slice());
         };
         if self.g.len() < 3 * SEQUENTIAL_BELOW {
@@ -542,9 +614,15 @@ impl CpuJgs2 {
             steps.resize(group.len(), Vector3::zeros());
             let xr: &[f64] = x;
             let vt = &self.vertex_tets;
+            // Contact terms at this colour's start: the previous colours moved their partners.
+            let contact = VertexContact::at(problem, xr);
             let solve = |(&i, out): (&u32, &mut Vector3<f64>)| {
                 let i = i as usize;
                 let (a, r) = vbd_local_system(problem, vt, xr, i);
+                let (a, r) = match &contact {
+                    Some(c) => (a + c.diag_of(i), r + c.grad_of(i)),
+                    None => (a, r),
+                };
                 let d = filter(
                     problem,
                     xr,
@@ -563,6 +641,7 @@ impl CpuJgs2 {
             } else {
                 group.par_iter().zip(steps.par_iter_mut()).for_each(solve);
             }
+            filter_group(problem, xr, group, &mut steps);
             for (&i, d) in group.iter().zip(&steps) {
                 for k in 0..3 {
                     x[3 * i as usize + k] += d[k];
@@ -571,6 +650,7 @@ impl CpuJgs2 {
         }
         self.steps_buf = steps;
         element_gradient_pass(problem.model, x, &mut self.cache);
+        self.contact = VertexContact::at(problem, x);
         self.gather_all(problem, x);
     }
 
@@ -603,6 +683,17 @@ impl CpuJgs2 {
                 .iter()
                 .flat_map(|&t| model.mesh.tets[t as usize])
                 .collect();
+            // Contact: the vertices of the pairs active before and after the move (partners
+            // on other bodies included) see a changed contact gradient.
+            if let Some(before) = self.contact.take() {
+                verts.extend_from_slice(before.touched());
+                self.contact = VertexContact::at(problem, x);
+                verts.extend(
+                    self.contact
+                        .iter()
+                        .flat_map(|c| c.touched().iter().copied()),
+                );
+            }
             verts.sort_unstable();
             verts.dedup();
             self.gather(problem, x, &verts);

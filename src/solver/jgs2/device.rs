@@ -579,6 +579,13 @@ impl Jgs2Solver<DeviceJgs2Backend> {
     /// what `runner::capabilities` reports before a device or a subspace is built): box
     /// obstacles act through corner–triangle and edge–edge pairs only the CPU backend has.
     pub fn unsupported(model: &Model) -> Option<String> {
+        if model.contact.is_some() {
+            return Some(
+                "contact.ipc: IPC contact in jgs2 and vbd runs on the CPU backend (the device \
+                 kernels are not wired into the device iteration yet)"
+                    .into(),
+            );
+        }
         let i = model
             .obstacles
             .iter()
@@ -1737,6 +1744,27 @@ impl Jgs2Backend for DeviceJgs2Backend {
         let out = self.public(&t, next, t.max_dx);
         self.s = t;
         Ok(out)
+    }
+
+    // IPC contact is refused on the device ([`DeviceJgs2::unsupported`]), so κ and friction
+    // never change under this backend.
+    fn jgs2_raise_stiffness(
+        &mut self,
+        _problem: &StepProblem,
+        _elastic: &dyn ElasticTerms,
+        _prev_min_sq: &mut f64,
+        _next: Next,
+    ) -> Result<Option<Jgs2Sample>> {
+        Ok(None)
+    }
+
+    fn jgs2_lag_friction(
+        &mut self,
+        _problem: &StepProblem,
+        _elastic: &dyn ElasticTerms,
+        _next: Next,
+    ) -> Result<Option<Jgs2Sample>> {
+        Ok(None)
     }
 
     fn jgs2_slack(&self, _problem: &StepProblem, _elastic: &dyn ElasticTerms, e: f64) -> f64 {

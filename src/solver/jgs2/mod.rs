@@ -297,6 +297,7 @@
 //!   obstacles and static increments.
 
 mod backend;
+mod contact;
 mod cpu;
 mod device;
 mod local;

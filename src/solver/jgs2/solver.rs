@@ -257,6 +257,12 @@ impl<B: Jgs2Backend> StepSolver for Jgs2Solver<B> {
             safeguard,
             energy: safeguard || trace,
         };
+        // IPC, as Newton: κ balanced at the start from the f64 elastic terms, friction lagged at
+        // xᵗ, further lagging passes at each converged point, κ raised as the gap shrinks (all
+        // no-ops without contact).
+        let contact = problem.model.contact.is_some();
+        let mut passes_left = problem.begin_contact_step(problem.model);
+        let mut min_gap_sq = f64::INFINITY;
         let mut s = b.jgs2_begin(problem, elastic, flags, next(model_on))?;
         timings.assembly_ms += ms(t0);
         let cutoff = b.jgs2_eigen_cutoff();
@@ -274,6 +280,16 @@ impl<B: Jgs2Backend> StepSolver for Jgs2Solver<B> {
         let mut max_dx = f64::INFINITY;
         loop {
             converged = self.params.stop.met(s.residual, max_dx / self.extent);
+            if converged && iterations > 0 && passes_left > 0 {
+                // Another lagging pass: friction's normal forces and frames from this point.
+                passes_left -= 1;
+                if let Some(relagged) = b.jgs2_lag_friction(problem, elastic, next(model_on))? {
+                    s = relagged;
+                    // Dx needs a step under the new potential; CN can stop at once.
+                    max_dx = f64::INFINITY;
+                    converged = self.params.stop.met(s.residual, max_dx);
+                }
+            }
             if StopRule::stop_now(converged, iterations, self.params.max_iterations) {
                 break;
             }
@@ -345,6 +361,14 @@ impl<B: Jgs2Backend> StepSolver for Jgs2Solver<B> {
                 s = b.jgs2_plain(problem, elastic)?;
             }
             max_dx = s.max_move;
+            if contact {
+                if let Some(raised) =
+                    b.jgs2_raise_stiffness(problem, elastic, &mut min_gap_sq, next(model_on))?
+                {
+                    // κ doubled: the same point under the new potential.
+                    s = raised;
+                }
+            }
             timings.solve_ms += ms(t0);
             if !s.residual.is_finite() || !s.finite {
                 return Err(JelloError::Solver(format!(

@@ -1,0 +1,124 @@
+//! IPC contact in JGS2 and VBD on the f64 backend: a contact step's answer against
+//! Newton-IPC's, and every accepted iterate of a contact step intersection-free at a positive
+//! distance.
+
+use crate::common;
+use jello::contact::check_intersection_free;
+use jello::problem::{Model, State, StepProblem};
+use jello::solver::jgs2::{
+    build_subspace, Jgs2Params, Jgs2Solver, Jgs2Subspace, Safeguard, SubspaceOptions, Variant,
+};
+use jello::solver::{StepSolver, StopRule};
+use std::sync::Arc;
+
+/// contact_balls.toml's step count by which the balls (thrown at 2 m/s each, 0.1 m apart) are
+/// pressed together: they meet after ~25 ms (5 steps of 5 ms).
+const IN_CONTACT: usize = 8;
+
+fn subspace(m: &Model, h: f64) -> Arc<Jgs2Subspace> {
+    Arc::new(build_subspace(m, h, &SubspaceOptions::default()).unwrap())
+}
+
+fn params(eps: f64, variant: Variant, safeguard: Safeguard, cap: usize) -> Jgs2Params {
+    Jgs2Params {
+        stop: StopRule::Cn { eps },
+        max_iterations: cap,
+        variant,
+        safeguard,
+    }
+}
+
+#[test]
+fn jgs2_with_ipc_lands_on_newtons_answer_on_the_colliding_balls() {
+    let built = common::bundled_scene("contact_balls.toml");
+    let sub = subspace(&built.model, built.config.h);
+    common::assert_matches_newton_on_bundled_scene(
+        "contact_balls.toml",
+        IN_CONTACT,
+        "jgs2-ipc (Jacobi)",
+        &mut |m, eps| {
+            let p = params(eps, Variant::Jacobi, Safeguard::Cut, 5000);
+            Box::new(Jgs2Solver::jgs2(m, p, sub.clone()).unwrap())
+        },
+    );
+}
+
+#[test]
+fn vbd_with_ipc_lands_on_newtons_answer_on_the_colliding_balls() {
+    // VBD as `jello run` has it: coloured Gauss–Seidel, no safeguard.
+    common::assert_matches_newton_on_bundled_scene(
+        "contact_balls.toml",
+        IN_CONTACT,
+        "vbd-ipc (Gauss–Seidel)",
+        &mut |m, eps| {
+            let p = params(eps, Variant::GaussSeidel, Safeguard::Off, 5000);
+            Box::new(Jgs2Solver::vbd(m, p))
+        },
+    );
+}
+
+/// Every pair of `model`'s surfaces apart at `x`: no triangles cross, the closest pair at a
+/// positive distance (m, returned).
+fn assert_apart(model: &Model, x: &[f64], what: &str) -> f64 {
+    let ipc = model.contact.as_ref().unwrap();
+    let xs = ipc.positions(x);
+    check_intersection_free(&ipc.mesh, &xs).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let pairs = ipc.active_pairs(&xs).unwrap();
+    let d = ipc.min_distance_sq(&pairs, &xs).sqrt();
+    assert!(d > 0.0, "{what}: a pair touches");
+    d
+}
+
+#[test]
+fn every_accepted_iterate_of_a_contact_step_is_intersection_free() {
+    // The iterate after k iterations is the end of a step capped at k (the solvers are
+    // deterministic): JGS2 (Jacobi: all vertices at once, safeguarded) and VBD (Gauss–Seidel:
+    // colour by colour, unguarded) from a state where the balls are pressed together, and at
+    // the first step of contact.
+    let built = common::bundled_scene("contact_balls.toml");
+    let m = &built.model;
+    let h = built.config.h;
+    let sub = subspace(m, h);
+    let states: Vec<(usize, State)> = [5, IN_CONTACT]
+        .into_iter()
+        .map(|s| (s, common::state_after(&built, s)))
+        .collect();
+    let mut closest = f64::INFINITY;
+    for (at, state) in &states {
+        let problem = StepProblem::new(m, state, h);
+        assert_apart(m, &problem.x_start, &format!("start of step {}", at + 1));
+        for k in [1, 2, 3, 5, 8, 13, 21] {
+            let runs: [(&str, Box<dyn StepSolver>); 2] = [
+                (
+                    "jgs2",
+                    Box::new(
+                        Jgs2Solver::jgs2(
+                            m,
+                            params(1e-7, Variant::Jacobi, Safeguard::Cut, k),
+                            sub.clone(),
+                        )
+                        .unwrap(),
+                    ),
+                ),
+                (
+                    "vbd",
+                    Box::new(Jgs2Solver::vbd(
+                        m,
+                        params(1e-7, Variant::GaussSeidel, Safeguard::Off, k),
+                    )),
+                ),
+            ];
+            for (name, mut solver) in runs {
+                let mut x = Vec::new();
+                let r = solver.step(&problem, m, &mut x, false).unwrap();
+                let d = assert_apart(m, &x, &format!("{name}, step {}, iterate {k}", at + 1));
+                closest = closest.min(d);
+                assert!(r.iterations <= k);
+            }
+        }
+    }
+    let dhat = m.contact.as_ref().unwrap().dhat;
+    eprintln!("closest pair over the iterates {closest:.3e} m (d̂ {dhat:.1e} m)");
+    // The iterates must have been in contact range, or the test checks nothing.
+    assert!(closest < dhat, "no iterate came within d̂: {closest:e}");
+}
