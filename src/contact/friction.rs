@@ -328,6 +328,35 @@ impl FrictionSet {
         d
     }
 
+    /// Σ D (J) of the pairs `which` (indices into [`Self::pairs`]) with model vertex `v` at `p`
+    /// and every other vertex at `x` (flat, m), for the step from `x_prev`: the friction part
+    /// of a per-vertex local energy.
+    pub fn vertex_energy(
+        &self,
+        which: &[u32],
+        v: usize,
+        p: &nalgebra::Vector3<f64>,
+        x: &[f64],
+        x_prev: &[f64],
+    ) -> f64 {
+        which
+            .iter()
+            .map(|&k| {
+                let pair = &self.pairs[k as usize];
+                let mut d = self.displacement(pair, x, x_prev);
+                for (slot, &u) in pair.ids.iter().enumerate() {
+                    if u as usize == v {
+                        for c in 0..3 {
+                            d[3 * slot + c] = p[c] - x_prev[3 * v + c];
+                        }
+                    }
+                }
+                let u = pair.relative(&d).norm();
+                pair.mu * pair.lambda * f0(u, self.eps)
+            })
+            .sum()
+    }
+
     /// Σ D (J) at `x` for the step from `x_prev` (flat model positions, m).
     pub fn energy(&self, x: &[f64], x_prev: &[f64]) -> f64 {
         self.pairs

@@ -370,11 +370,24 @@ impl IpcContact {
     /// vertex's move by its own bound is not itself a straight joint path, so callers check the
     /// scaled move with [`Self::max_step_at`].
     pub fn vertex_step_bounds(&self, xs: &[[f64; 3]], dx: &[f64]) -> Result<Vec<f64>> {
+        let mut ds: Vec<[f64; 3]> = bytemuck::cast_slice(dx).to_vec();
+        ds.resize(self.mesh.num_vertices(), [0.0; 3]);
+        let pairs = self.candidate_pairs(xs, Some(&ds), 0.0)?;
+        Ok(self.vertex_step_bounds_on(&pairs, xs, dx))
+    }
+
+    /// [`Self::vertex_step_bounds`] over a given candidate list `pairs` (a superset of the pairs
+    /// whose boxes swept over the move overlap, e.g. [`Self::swept_candidates`]).
+    pub fn vertex_step_bounds_on(
+        &self,
+        pairs: &[ContactPair],
+        xs: &[[f64; 3]],
+        dx: &[f64],
+    ) -> Vec<f64> {
         let n = self.mesh.num_model_vertices;
         let mut ds: Vec<[f64; 3]> = bytemuck::cast_slice(dx).to_vec();
         ds.resize(self.mesh.num_vertices(), [0.0; 3]);
         let moving: Vec<bool> = ds.iter().map(|d| *d != [0.0; 3]).collect();
-        let pairs = self.candidate_pairs(xs, Some(&ds), 0.0)?;
         let params = AccdParams::default();
         let times: Vec<([u32; 4], f64)> = pairs
             .par_iter()
@@ -400,7 +413,31 @@ impl IpcContact {
                 }
             }
         }
-        Ok(out)
+        out
+    }
+
+    /// [`Self::max_step_at`] with `limit` 1 over a given candidate list `pairs` (a superset of
+    /// the pairs whose boxes swept over the move overlap).
+    pub fn max_step_on(&self, pairs: &[ContactPair], xs: &[[f64; 3]], dx: &[f64]) -> f64 {
+        let n = self.mesh.num_model_vertices;
+        let at = |v: u32| {
+            let v = v as usize;
+            if v < n {
+                V3::new(dx[3 * v], dx[3 * v + 1], dx[3 * v + 2])
+            } else {
+                V3::zeros()
+            }
+        };
+        let params = AccdParams::default();
+        pairs
+            .par_iter()
+            .filter(|p| p.ids.iter().any(|&v| at(v) != V3::zeros()))
+            .map(|p| {
+                let start = stencil(p, xs);
+                let end = [0, 1, 2, 3].map(|k| start[k] + at(p.ids[k]));
+                additive_ccd(p.kind, &start, &end, 0.0, 1.0, &params).t
+            })
+            .reduce(|| 1.0, f64::min)
     }
 }
 

@@ -401,8 +401,18 @@ pub fn assert_matches_newton_on_bundled_scene(
     what: &str,
     make: &mut dyn FnMut(&jello::problem::Model, f64) -> Box<dyn jello::solver::StepSolver>,
 ) {
+    assert_matches_newton(name, &bundled_scene(name), steps, what, make);
+}
+
+/// [`assert_matches_newton_on_bundled_scene`] on a built scene (`name` for messages).
+pub fn assert_matches_newton(
+    name: &str,
+    built: &jello::scene::BuiltScene,
+    steps: usize,
+    what: &str,
+    make: &mut dyn FnMut(&jello::problem::Model, f64) -> Box<dyn jello::solver::StepSolver>,
+) {
     use jello::solver::{NewtonParams, NewtonSolver, StepSolver, StopRule};
-    let built = bundled_scene(name);
     let m = &built.model;
     let h = built.config.h;
     let eps = match built.config.stop {

@@ -24,9 +24,25 @@
 //! ([`crate::contact::IpcContact::max_step_at`]), scaled down together if that check bites — so
 //! no iterate of a sweep intersects, whatever the group. The safeguard's combined steps go through
 //! the whole-step filter (`StepProblem::max_obstacle_step`, which includes IPC's CCD).
+//!
+//! CCD alone only keeps a pair apart: additive CCD stops a pair at a tenth of its gap, so a
+//! vertex pushed toward another body iteration after iteration could close the gap
+//! geometrically, with nothing but the barrier in its 3×3 model to stop it. The JGS2 paper (§7)
+//! calls for a line search in each
+//! sub-problem: a VBD step is a Newton step on the vertex's local energy (its inertia, elements,
+//! barriers and friction, the other vertices held), so where a candidate pair may act along the
+//! move the step is halved until that energy does not rise. A JGS2 step is not one on the local
+//! energy (the rest of the body is meant to follow), so it is left to the safeguard's energy
+//! test on the whole step.
 
+use crate::contact::barrier::barrier;
+use crate::contact::ContactPair;
+use crate::material::element_energy;
+use crate::mesh::VertexTets;
+use crate::problem::potential::corners;
 use crate::problem::StepProblem;
 use nalgebra::{Matrix3, SMatrix, Vector3};
+use rayon::prelude::*;
 
 /// A pair block: stencil ids (collision-mesh ids; ≥ the model's vertex count are obstacle
 /// vertices) and its 12×12 PSD Hessian, N/m.
@@ -145,12 +161,17 @@ impl VertexContact {
 
 /// Limits the moves `steps` of the vertices `group` (moving together from `x`, m) so that no
 /// surface pair comes into contact (module docs): per vertex by its pairs' times of impact, then
-/// the scaled moves together by one joint CCD. No-op without IPC contact.
+/// — with `local_search`, for steps that are Newton steps on the vertex's own local energy
+/// (VBD's) — backtracked on that energy where a pair may act along the move, then the scaled
+/// moves together by one joint CCD. One swept broad phase serves all three: each vertex's scaled
+/// path lies on its original one. No-op without IPC contact.
 pub(super) fn filter_group(
     problem: &StepProblem,
+    vt: &VertexTets,
     x: &[f64],
     group: &[u32],
     steps: &mut [Vector3<f64>],
+    local_search: bool,
 ) {
     let Some(ipc) = &problem.model.contact else {
         return;
@@ -163,17 +184,174 @@ pub(super) fn filter_group(
         }
     };
     scatter(&mut dx, steps);
+    let mut ds: Vec<[f64; 3]> = bytemuck::cast_slice(&dx).to_vec();
+    ds.resize(ipc.mesh.num_vertices(), [0.0; 3]);
     // Only a non-finite position or step fails the broad phase: no move then.
-    let Ok(bounds) = ipc.vertex_step_bounds(&xs, &dx) else {
+    let Ok(pairs) = ipc.swept_candidates(&xs, &ds) else {
         steps.iter_mut().for_each(|d| *d = Vector3::zeros());
         return;
     };
+    if pairs.is_empty() {
+        return;
+    }
+    let bounds = ipc.vertex_step_bounds_on(&pairs, &xs, &dx);
     for (&i, d) in group.iter().zip(steps.iter_mut()) {
         *d *= bounds[i as usize];
     }
+    if local_search {
+        let local = LocalEnergy::new(problem, vt, x, &xs, &pairs);
+        steps
+            .par_iter_mut()
+            .zip(group.par_iter())
+            .for_each(|(d, &i)| local.backtrack(i as usize, d));
+    }
     scatter(&mut dx, steps);
-    let joint = ipc.max_step_at(&xs, &dx, 1.0).unwrap_or(0.0);
+    let joint = ipc.max_step_on(&pairs, &xs, &dx);
     if joint < 1.0 {
         steps.iter_mut().for_each(|d| *d *= joint);
+    }
+}
+
+/// A vertex's local energy with every other vertex held (J): inertia and load, its elements,
+/// its obstacle barriers, the IPC pairs of a candidate list it belongs to and its lagged
+/// friction pairs — the energy whose Newton step VBD takes.
+struct LocalEnergy<'a> {
+    problem: &'a StepProblem<'a>,
+    vt: &'a VertexTets,
+    x: &'a [f64],
+    xs: &'a [[f64; 3]],
+    pairs: &'a [ContactPair],
+    /// (model vertex, index into `pairs`), sorted.
+    pairs_of: Vec<(u32, u32)>,
+    /// (model vertex, index into the lagged friction pairs), sorted.
+    friction_of: Vec<(u32, u32)>,
+    friction: Option<std::sync::Arc<(crate::contact::friction::FrictionSet, f64)>>,
+}
+
+/// The entries of `index` for vertex `v`.
+fn entries(index: &[(u32, u32)], v: usize) -> impl Iterator<Item = u32> + '_ {
+    let lo = index.partition_point(|(u, _)| (*u as usize) < v);
+    index[lo..]
+        .iter()
+        .take_while(move |(u, _)| *u as usize == v)
+        .map(|(_, k)| *k)
+}
+
+/// (vertex, item) for every model vertex of every item's stencil, sorted.
+fn by_vertex<'a>(stencils: impl Iterator<Item = &'a [u32; 4]>, n: usize) -> Vec<(u32, u32)> {
+    let mut out: Vec<(u32, u32)> = stencils
+        .enumerate()
+        .flat_map(|(k, ids)| {
+            ids.iter()
+                .filter(move |&&v| (v as usize) < n)
+                .map(move |&v| (v, k as u32))
+        })
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+impl<'a> LocalEnergy<'a> {
+    fn new(
+        problem: &'a StepProblem<'a>,
+        vt: &'a VertexTets,
+        x: &'a [f64],
+        xs: &'a [[f64; 3]],
+        pairs: &'a [ContactPair],
+    ) -> Self {
+        let n = problem.model.num_vertices();
+        let friction = problem.lagged_friction();
+        let friction_of = friction
+            .as_ref()
+            .map(|f| by_vertex(f.0.pairs.iter().map(|p| &p.ids), n))
+            .unwrap_or_default();
+        LocalEnergy {
+            problem,
+            vt,
+            x,
+            xs,
+            pairs,
+            pairs_of: by_vertex(pairs.iter().map(|p| &p.ids), n),
+            friction_of,
+            friction,
+        }
+    }
+
+    /// The local energy of vertex `v` at `p` (J; +∞ where a barrier is infeasible).
+    fn at(&self, v: usize, p: &Vector3<f64>) -> f64 {
+        let problem = self.problem;
+        let model = problem.model;
+        let x = self.x;
+        let xt = Vector3::from_column_slice(&problem.x_tilde[3 * v..3 * v + 3]);
+        let mut e = 0.5 * model.mass[v] * problem.inertia * (p - xt).norm_squared();
+        if !problem.load.is_empty() {
+            e -= Vector3::from_column_slice(&problem.load[3 * v..3 * v + 3]).dot(p);
+        }
+        for (t, c) in self.vt.of(v) {
+            let t = t as usize;
+            let mut q = corners(x, &model.mesh.tets[t]);
+            q[c as usize] = *p;
+            e += element_energy(&model.materials[t], &model.rest[t], &q);
+        }
+        let dhat = model.barrier.dhat;
+        for o in model.obstacles.iter().filter(|o| o.acts_on_vertices()) {
+            let d = o.distance(p).d;
+            if d <= 0.0 {
+                return f64::INFINITY;
+            }
+            if d < dhat {
+                e += problem.barrier_weight(v) * barrier(d, dhat).0;
+            }
+        }
+        if let Some(ipc) = &model.contact {
+            let kappa = problem.kappa();
+            for k in entries(&self.pairs_of, v) {
+                let pair = &self.pairs[k as usize];
+                // The pair on its own four corners, vertex v moved to p.
+                let mut corners4 = [[0.0; 3]; 4];
+                for (slot, &u) in pair.ids.iter().enumerate() {
+                    corners4[slot] = if u as usize == v {
+                        [p.x, p.y, p.z]
+                    } else {
+                        self.xs[u as usize]
+                    };
+                }
+                let local = ContactPair {
+                    ids: [0, 1, 2, 3],
+                    ..*pair
+                };
+                e += kappa * ipc.pair_value(&local, &corners4);
+            }
+        }
+        if let Some(f) = &self.friction {
+            let which: Vec<u32> = entries(&self.friction_of, v).collect();
+            if !which.is_empty() {
+                e += f.0.vertex_energy(&which, v, p, x, &problem.x_hat);
+            }
+        }
+        e
+    }
+
+    /// Halves vertex `v`'s step `d` until its local energy does not rise (up to 20 times, then
+    /// no move) — only where a candidate pair holds the vertex: elsewhere VBD's step is its
+    /// published, unguarded one.
+    fn backtrack(&self, v: usize, d: &mut Vector3<f64>) {
+        if *d == Vector3::zeros() || entries(&self.pairs_of, v).next().is_none() {
+            return;
+        }
+        let p0 = Vector3::from_column_slice(&self.x[3 * v..3 * v + 3]);
+        let e0 = self.at(v, &p0);
+        // Round-off of the local sum: its terms are of the size of e0 (well above it only for
+        // an element far from rest, which the slack then follows through |e0|).
+        let slack = 1e-12 * e0.abs() + 8.0 * f64::EPSILON;
+        for _ in 0..=20 {
+            let e1 = self.at(v, &(p0 + *d));
+            if e1.is_finite() && e1 <= e0 + slack {
+                return;
+            }
+            *d *= 0.5;
+        }
+        *d = Vector3::zeros();
     }
 }

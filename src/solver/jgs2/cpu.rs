@@ -535,7 +535,16 @@ impl CpuJgs2 {
                 }
             })
             .collect();
-        filter_group(problem, x, group, &mut steps);
+        // VBD's steps are Newton steps on each vertex's local energy: searched on it.
+        let local_search = frame.is_none();
+        filter_group(
+            problem,
+            &self.vertex_tets,
+            x,
+            group,
+            &mut steps,
+            local_search,
+        );
         steps
     }
 
@@ -641,7 +650,7 @@ impl CpuJgs2 {
             } else {
                 group.par_iter().zip(steps.par_iter_mut()).for_each(solve);
             }
-            filter_group(problem, xr, group, &mut steps);
+            filter_group(problem, vt, xr, group, &mut steps, true);
             for (&i, d) in group.iter().zip(&steps) {
                 for k in 0..3 {
                     x[3 * i as usize + k] += d[k];
