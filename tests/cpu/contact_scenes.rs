@@ -636,3 +636,30 @@ fn a_shelled_ball_lands_on_a_clamped_stiff_hoop_and_rests_on_its_rim() {
         "hoop deflection {deflection:e} m"
     );
 }
+
+/// The generated IPC scenes — a house of cards with friction, a pile of soft balls under a
+/// scripted mesh plate, a ball over a chain-mail net — start intersection-free and take their
+/// first steps on projected Newton converged, intersection-free and with every pair apart
+/// ([`run`] checks each step). Their size keys scale them: the net's `count` adds rings.
+#[test]
+fn the_house_of_cards_the_pressed_pile_and_the_ring_net_step_without_intersecting() {
+    for name in ["house_of_cards.toml", "pile_press.toml", "ring_net.toml"] {
+        let built = common::bundled_scene(name);
+        assert_eq!(built.config.solver.name(), "newton", "{name}");
+        let (m, states) = run(name, 2);
+        assert_eq!(states.len(), 2);
+        assert!(m.bodies.len() >= 2, "{name}: {} objects", m.bodies.len());
+    }
+    // The net: 3 × 3 flat rings and 12 links of 12 × 1 × 1 cells (12 · 2 · 2 vertices each).
+    let net = common::bundled_scene("ring_net.toml");
+    assert_eq!(net.model.bodies[0].vertices.len(), 21 * 48);
+    let path = common::bundled_scene_path("ring_net.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("count = [3, 3]"));
+    let bigger = jello::scene::Scene::parse(&path, &text.replace("count = [3, 3]", "count = [4, 3]"))
+        .unwrap()
+        .build()
+        .unwrap();
+    // 4 × 3 flat rings, 3 × 3 links along x, 4 × 2 along z.
+    assert_eq!(bigger.model.bodies[0].vertices.len(), (12 + 9 + 8) * 48);
+}
