@@ -92,10 +92,8 @@ impl CrossingWatch {
         for (&v, &b) in self.mesh.vertices.iter().zip(&self.mesh.vertex_body) {
             let p = xs[v as usize];
             let bx = boxes[b as usize].get_or_insert(Aabb { lo: p, hi: p });
-            for k in 0..3 {
-                bx.lo[k] = bx.lo[k].min(p[k]);
-                bx.hi[k] = bx.hi[k].max(p[k]);
-            }
+            bx.lo = [0, 1, 2].map(|k| bx.lo[k].min(p[k]));
+            bx.hi = [0, 1, 2].map(|k| bx.hi[k].max(p[k]));
         }
         let open = |a: usize, b: usize| match (&boxes[a], &boxes[b]) {
             (Some(ba), Some(bb)) => ba.overlaps(bb),

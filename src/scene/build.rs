@@ -689,10 +689,23 @@ impl Scene {
                 let keys = ["center", "radius", "inner_radius", "height", "cells"];
                 stray("the ring generator", &keys)?;
                 let (center, net) = ring_keys(cx, &key, spec, "ring")?;
-                Ok(ring(center, net.inner_radius, net.radius, net.height, net.cells))
+                Ok(ring(
+                    center,
+                    net.inner_radius,
+                    net.radius,
+                    net.height,
+                    net.cells,
+                ))
             }
             (None, Some(g)) if g == "ring_net" => {
-                let keys = ["center", "radius", "inner_radius", "height", "cells", "count"];
+                let keys = [
+                    "center",
+                    "radius",
+                    "inner_radius",
+                    "height",
+                    "cells",
+                    "count",
+                ];
                 stray("the ring_net generator", &keys)?;
                 let (center, net) = ring_keys(cx, &key, spec, "ring_net")?;
                 let Some(count) = spec.count else {

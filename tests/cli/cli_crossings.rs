@@ -52,10 +52,7 @@ fn pass_through_lines(o: &Output) -> Vec<String> {
 #[test]
 fn balls_without_contact_warn_once_naming_both_and_exit_zero() {
     // The scene's newton, and qn: a solver that cannot do IPC contact gets the warning too.
-    for (test, flags) in [
-        ("newton", &[][..]),
-        ("qn", &["--solver", "qn"][..]),
-    ] {
+    for (test, flags) in [("newton", &[][..]), ("qn", &["--solver", "qn"][..])] {
         let (o, stats) = run_balls(test, false, 20, flags);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(0), "{test}: {err}");
@@ -73,9 +70,16 @@ fn balls_without_contact_warn_once_naming_both_and_exit_zero() {
             .map(|s| s["step"].as_u64().unwrap())
             .collect();
         assert_eq!(at.len(), 1, "{test}: {at:?}");
-        assert!(w.contains(&format!("step {} (t = ", at[0])), "{w} vs step {}", at[0]);
+        assert!(
+            w.contains(&format!("step {} (t = ", at[0])),
+            "{w} vs step {}",
+            at[0]
+        );
         let s = &steps[at[0] as usize - 1];
-        assert_eq!(s["crossings"][0]["names"], serde_json::json!(["left", "right"]));
+        assert_eq!(
+            s["crossings"][0]["names"],
+            serde_json::json!(["left", "right"])
+        );
         assert!(s["crossings"][0]["triangle_pairs"].as_u64().unwrap() > 0);
         eprintln!("{test}: {w}");
     }
@@ -84,7 +88,12 @@ fn balls_without_contact_warn_once_naming_both_and_exit_zero() {
 #[test]
 fn balls_with_contact_print_no_crossing() {
     let (o, stats) = run_balls("ipc", true, 10, &[]);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(pass_through_lines(&o).is_empty());
     for s in stats["steps"].as_array().unwrap() {
         assert!(s["crossings"].as_array().unwrap().is_empty());

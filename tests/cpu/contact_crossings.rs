@@ -107,7 +107,10 @@ fn balls_with_contact_collide_and_nothing_is_reported() {
     // Through the impact (the balls meet after ~5 steps).
     for step in 1..=10 {
         let r = sim.step(false).unwrap();
-        assert!(r.check.crossings.is_empty() && r.warnings.is_empty(), "step {step}");
+        assert!(
+            r.check.crossings.is_empty() && r.warnings.is_empty(),
+            "step {step}"
+        );
         assert!(!cross(&sim.model, &sim.state.x), "step {step}");
     }
 }
@@ -139,7 +142,10 @@ fn one_object_has_no_watch_and_separate_objects_report_nothing() {
     let mut step_ms = 0.0;
     for step in 1..=5 {
         let r = sim.step(false).unwrap();
-        assert!(r.check.crossings.is_empty() && r.warnings.is_empty(), "step {step}");
+        assert!(
+            r.check.crossings.is_empty() && r.warnings.is_empty(),
+            "step {step}"
+        );
         step_ms += r.wall_ms / 5.0;
     }
     // The costly case: boxes that overlap, surfaces apart — a ball (r = 5 cm) inside a hoop's

@@ -672,10 +672,11 @@ fn the_house_of_cards_the_pressed_pile_and_the_ring_net_step_without_intersectin
     let path = common::bundled_scene_path("ring_net.toml");
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.contains("count = [3, 3]"));
-    let bigger = jello::scene::Scene::parse(&path, &text.replace("count = [3, 3]", "count = [4, 3]"))
-        .unwrap()
-        .build()
-        .unwrap();
+    let bigger =
+        jello::scene::Scene::parse(&path, &text.replace("count = [3, 3]", "count = [4, 3]"))
+            .unwrap()
+            .build()
+            .unwrap();
     // 4 × 3 flat rings, 3 × 3 links along x, 4 × 2 along z.
     assert_eq!(bigger.model.bodies[0].vertices.len(), (12 + 9 + 8) * 48);
 }

@@ -84,8 +84,7 @@ pub fn ring_net(center: [f64; 3], count: [usize; 2], net: &RingNet) -> TetMesh {
             let q = turn(p);
             [c[0] + q[0], c[1] + q[1], c[2] + q[2]]
         }));
-        out.tets
-            .extend(m.tets.iter().map(|t| t.map(|v| v + base)));
+        out.tets.extend(m.tets.iter().map(|t| t.map(|v| v + base)));
     };
     let flat: fn([f64; 3]) -> [f64; 3] = |p| p;
     // Proper rotations (det +1, so tets stay positive): +90° about x takes the axis y to z
@@ -99,12 +98,22 @@ pub fn ring_net(center: [f64; 3], count: [usize; 2], net: &RingNet) -> TetMesh {
     }
     for j in 0..count[1] {
         for i in 0..count[0].saturating_sub(1) {
-            add(at(i as f64 + 0.5, j as f64), link_inner, link_outer, along_x);
+            add(
+                at(i as f64 + 0.5, j as f64),
+                link_inner,
+                link_outer,
+                along_x,
+            );
         }
     }
     for j in 0..count[1].saturating_sub(1) {
         for i in 0..count[0] {
-            add(at(i as f64, j as f64 + 0.5), link_inner, link_outer, along_z);
+            add(
+                at(i as f64, j as f64 + 0.5),
+                link_inner,
+                link_outer,
+                along_z,
+            );
         }
     }
     out
