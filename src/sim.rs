@@ -3,6 +3,7 @@
 //! increments, checking every accepted step against the model's physical invariants.
 
 use crate::contact::friction::FrictionSet;
+use crate::contact::CrossingWatch;
 use crate::error::{JelloError, Result};
 use crate::problem::{
     ElasticTerms, History, InversionPolicy, Model, Script, State, StateCheck, StepProblem,
@@ -81,6 +82,9 @@ pub struct Simulation {
     x_buf: Vec<f64>,
     /// Sees every step ([`Self::set_observer`]).
     observer: Option<StepObserver>,
+    /// Finds objects passing through each other in a model without IPC contact between them
+    /// (`None` with one object or with contact: [`CrossingWatch::new`]).
+    crossings: Option<CrossingWatch>,
 }
 
 /// One solve of one (sub)step: where it ended and what the solver said.
@@ -122,6 +126,7 @@ impl Simulation {
             state.v.iter_mut().for_each(|v| *v = 0.0);
             state.history = None;
         }
+        let crossings = CrossingWatch::new(&model)?;
         Ok(Simulation {
             model,
             state,
@@ -135,6 +140,7 @@ impl Simulation {
             x_buf: Vec::new(),
             strict_solver: options.strict_solver,
             observer: None,
+            crossings,
         })
     }
 
@@ -222,7 +228,10 @@ impl Simulation {
     /// the solve the state is checked: inverted elements and obstacle penetrations are counted
     /// per body ([`StepReport::check`]); a step with either is never reported as converged
     /// (`converged` is the stop rule *and* a clean check), and [`StepReport::warnings`] names
-    /// the counts.
+    /// the counts. In a model with several objects and no IPC contact between them, pairs of
+    /// objects whose surfaces cross for the first time are listed in
+    /// [`StateCheck::crossings`] and named in a warning, once per pair
+    /// ([`crate::contact::crossings`]); that does not make the step unconverged.
     ///
     /// Under [`InversionPolicy::Forbid`] a step that ends with an inverted element is not
     /// accepted as it is: it is solved again from the same start with the strict filter
@@ -306,9 +315,12 @@ impl Simulation {
         let Attempt {
             x,
             mut report,
-            check,
+            mut check,
             contact,
         } = attempt;
+        if let Some(watch) = self.crossings.as_mut() {
+            check.crossings = watch.check(&x)?;
+        }
         report.iterations += extra_iterations;
         report.work.add(&extra_work);
         report.substeps = substeps;
@@ -506,6 +518,15 @@ impl Simulation {
                 "step {number} (t = {t:.6} s): {} surface triangle(s) inside an obstacle ({})",
                 check.total_penetrations(),
                 per_body(&check.penetrations)
+            ));
+        }
+        for c in &check.crossings {
+            out.push(format!(
+                "step {number} (t = {t:.6} s): objects `{}` ({}) and `{}` ({}) pass through each \
+                 other ({} surface triangle pair(s) cross): the scene has no contact between \
+                 objects; set `ipc = true` under [contact] (solvers newton, multilevel) to make \
+                 them collide",
+                c.names[0], c.objects[0], c.names[1], c.objects[1], c.triangle_pairs
             ));
         }
         if let Some(f) = failure {

@@ -121,7 +121,9 @@ class Simulation:
     def step(self) -> dict[str, Any]:
         """Advances one step; returns its ``stats.json`` entry: ``step``, ``time`` (s),
         ``iterations``, ``converged``, ``stop_rule_met``, ``substeps``, ``inverted``,
-        ``penetrations``, ``failure`` (when failed), ``residual``, ``energy`` (J),
+        ``penetrations``, ``crossings`` (objects first passing through each other, without
+        IPC contact: ``objects``, ``names``, ``triangle_pairs``), ``failure`` (when failed),
+        ``residual``, ``energy`` (J),
         ``energy_change`` (J), ``wall_ms``, ``output_ms``, ``timings`` (ms), ``trace`` (with
         ``trace=True``), plus ``warnings`` (list of str)."""
     def run(

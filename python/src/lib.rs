@@ -469,7 +469,8 @@ impl PySimulation {
 
     /// Advances one step and returns its report: the entry `stats.json` holds for it (`step`,
     /// `time` (s), `iterations`, `converged`, `stop_rule_met`, `substeps`, `inverted`,
-    /// `penetrations`, `failure`, `residual`, `energy` (J), `energy_change` (J), `wall_ms`,
+    /// `penetrations`, `crossings` (objects first passing through each other without IPC
+    /// contact), `failure`, `residual`, `energy` (J), `energy_change` (J), `wall_ms`,
     /// `output_ms` (0 here), `timings`, `work` (a dict: `cg_iterations` per level,
     /// `line_search_trials`, `refactorisations`, ADMM's `primal` and `dual`), `trace`) plus `warnings` (the lines `jello run`
     /// prints). The GIL is released while stepping.

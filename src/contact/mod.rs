@@ -8,7 +8,8 @@
 //! the broad phase that finds point–triangle and edge–edge pairs closer than d̂ or swept within
 //! it ([`broad`]), and the
 //! exact triangle–triangle intersection check that certifies a state intersection-free
-//! ([`intersect`]) — and the contact potential that puts them together ([`potential`]), which
+//! ([`intersect`]; also what warns when objects of a scene without contact cross:
+//! [`crossings`]) — and the contact potential that puts them together ([`potential`]), which
 //! [`crate::problem::StepProblem`] adds to a step's energy when the model has
 //! [`crate::problem::Model::contact`]. All f64 on the CPU, SI units (distances in m, squared distances in m²;
 //! positions are global-vertex-indexed `[[f64; 3]]` arrays in metres).
@@ -16,6 +17,7 @@
 pub mod barrier;
 pub mod broad;
 pub mod ccd;
+pub mod crossings;
 pub mod distance;
 pub mod friction;
 pub mod intersect;
@@ -27,6 +29,7 @@ pub mod potential;
 pub use broad::{
     candidates, candidates_with, face_pairs, Aabb, BroadParams, Candidates, GridStats,
 };
+pub use crossings::{Crossing, CrossingWatch};
 pub use intersect::{
     check_intersection_free, faces_intersect, intersecting_pairs, triangles_intersect,
 };

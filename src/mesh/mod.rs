@@ -9,7 +9,7 @@ mod tet_mesh;
 mod topology;
 mod transform;
 
-pub use generate::{ball, box_grid, ring};
+pub use generate::{ball, box_grid, ring, ring_net, ring_net_clearance, RingNet};
 pub use io::{
     convert, parse_mesh, parse_tetgen, parse_triangle_mesh, read_mesh, read_triangle_mesh,
     tetgen_paths, write_gmsh, write_mesh, write_obj, write_ply, write_pvd, write_tetgen, write_vtu,

@@ -24,6 +24,9 @@ pub struct StepStats {
     pub inverted: Vec<usize>,
     /// Surface triangles inside an obstacle, per object, at the step's end.
     pub penetrations: Vec<usize>,
+    /// Pairs of objects whose surfaces first cross at this step, in a scene without IPC contact
+    /// between objects (each pair listed once per run; see [`crate::contact::crossings`]).
+    pub crossings: Vec<crate::contact::Crossing>,
     /// Why the step failed, when it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
@@ -63,6 +66,7 @@ impl StepStats {
             substeps: r.substeps,
             inverted: r.check.inverted,
             penetrations: r.check.penetrations,
+            crossings: r.check.crossings,
             failure: r.failure,
             residual: r.residual,
             energy: r.energy,

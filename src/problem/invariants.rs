@@ -39,6 +39,12 @@ pub struct StateCheck {
     pub penetrations: Vec<usize>,
     /// Smallest J over all elements (1 at rest).
     pub min_j: f64,
+    /// Pairs of objects whose surfaces cross for the first time in the run, in a model without
+    /// IPC contact between objects (each pair once: [`crate::contact::crossings`]); filled by
+    /// [`crate::sim::Simulation::step`], empty from [`Model::check_state`]. Not an invariant
+    /// violation — the scene let its objects pass through each other — so
+    /// [`Self::is_clean`] does not look at it; the step's warnings name it.
+    pub crossings: Vec<crate::contact::Crossing>,
 }
 
 impl StateCheck {
@@ -101,6 +107,7 @@ impl Model {
             inverted,
             penetrations,
             min_j: js.iter().copied().fold(f64::INFINITY, f64::min),
+            crossings: Vec::new(),
         }
     }
 

@@ -9,7 +9,10 @@ use crate::limits::{
     MAX_COORDINATE, MAX_GENERATOR_CELLS, MAX_SCENE_VALUE, MAX_STEPS, TIME_STEP_RANGE,
 };
 use crate::material::{Material, MaterialModel};
-use crate::mesh::{ball, box_grid, read_mesh, read_triangle_mesh, ring, TetMesh};
+use crate::mesh::{
+    ball, box_grid, read_mesh, read_triangle_mesh, ring, ring_net, ring_net_clearance, RingNet,
+    TetMesh,
+};
 use crate::problem::{
     BarrierParams, Body, ExternalForce, Integrator, InversionPolicy, Model, Obstacle, Phase, Pin,
     Script, StrainLimit, INTEGRATORS,
@@ -601,7 +604,7 @@ impl Scene {
         let key = format!("{key}.mesh");
         // Keys that belong to another source are mistakes, not silently ignored.
         let given = |names: &[&str]| -> Option<&'static str> {
-            let present: [(&'static str, bool); 8] = [
+            let present: [(&'static str, bool); 9] = [
                 ("min", spec.min.is_some()),
                 ("max", spec.max.is_some()),
                 ("cells", spec.cells.is_some()),
@@ -610,6 +613,7 @@ impl Scene {
                 ("resolution", spec.resolution.is_some()),
                 ("inner_radius", spec.inner_radius.is_some()),
                 ("height", spec.height.is_some()),
+                ("count", spec.count.is_some()),
             ];
             present
                 .iter()
@@ -684,50 +688,56 @@ impl Scene {
             (None, Some(g)) if g == "ring" => {
                 let keys = ["center", "radius", "inner_radius", "height", "cells"];
                 stray("the ring generator", &keys)?;
-                let (Some(center), Some(outer), Some(inner), Some(height), Some(cells)) = (
-                    spec.center,
-                    spec.radius,
-                    spec.inner_radius,
-                    spec.height,
-                    spec.cells,
-                ) else {
-                    return Err(cx.err(
-                        &key,
-                        "the ring generator needs center, radius, inner_radius, height and cells",
-                    ));
+                let (center, net) = ring_keys(cx, &key, spec, "ring")?;
+                Ok(ring(
+                    center,
+                    net.inner_radius,
+                    net.radius,
+                    net.height,
+                    net.cells,
+                ))
+            }
+            (None, Some(g)) if g == "ring_net" => {
+                let keys = [
+                    "center",
+                    "radius",
+                    "inner_radius",
+                    "height",
+                    "cells",
+                    "count",
+                ];
+                stray("the ring_net generator", &keys)?;
+                let (center, net) = ring_keys(cx, &key, spec, "ring_net")?;
+                let Some(count) = spec.count else {
+                    return Err(cx.err(&key, "the ring_net generator needs count"));
                 };
-                cx.point(&format!("{key}.center"), &center)?;
-                for (k, v) in [
-                    ("radius", outer),
-                    ("inner_radius", inner),
-                    ("height", height),
-                ] {
-                    cx.positive(&format!("{key}.{k}"), v, " m")?;
-                    if v > MAX_COORDINATE {
-                        return Err(cx.err(
-                            format!("{key}.{k}"),
-                            format!("{v:e} m is above {MAX_COORDINATE:e} m"),
-                        ));
-                    }
+                if count.contains(&0) {
+                    return Err(cx.err(format!("{key}.count"), "each count must be ≥ 1"));
                 }
-                if inner >= outer {
+                let gap = ring_net_clearance(&net);
+                if gap <= 0.0 {
                     return Err(cx.err(
-                        format!("{key}.inner_radius"),
-                        format!("must be below radius ({outer} m), got {inner} m"),
+                        format!("{key}.height"),
+                        format!(
+                            "the rings would intersect (clearance {gap:.3e} m): make height or \
+                             the wall (radius − inner_radius) thinner, or the hole wider"
+                        ),
                     ));
                 }
-                if cells[0] < 3 || cells[1] == 0 || cells[2] == 0 {
-                    return Err(cx.err(
-                        format!("{key}.cells"),
-                        format!("[around ≥ 3, across ≥ 1, along ≥ 1], got {cells:?}"),
-                    ));
-                }
-                cell_total(cx, &key, cells)?;
-                Ok(ring(center, inner, outer, height, cells))
+                // Rings in all: nx·nz flat ones, (nx − 1)·nz + nx·(nz − 1) links.
+                let [nx, nz] = count;
+                let rings = nx
+                    .checked_mul(nz)
+                    .and_then(|f| f.checked_mul(3))
+                    .map(|r| r - nx - nz)
+                    .unwrap_or(usize::MAX);
+                let [a, b, c] = net.cells;
+                cell_total(cx, &key, [a.saturating_mul(rings), b, c])?;
+                Ok(ring_net(center, count, &net))
             }
             (None, Some(g)) => Err(cx.err(
                 format!("{key}.generator"),
-                format!("unknown generator `{g}` (expected box, ball or ring)"),
+                format!("unknown generator `{g}` (expected box, ball, ring or ring_net)"),
             )),
             _ => Err(cx.err(&key, "give exactly one of `file` or `generator`")),
         }
@@ -1138,6 +1148,59 @@ fn friction(cx: &Ctx, c: &crate::scene::spec::ContactSpec, model: Model) -> Resu
     model
         .with_friction(params)
         .map_err(|e| cx.err("contact.friction", e.to_string()))
+}
+
+/// The keys a ring and a ring net share — `center`, `radius`, `inner_radius`, `height` and
+/// `cells` of `{key}` — checked (each named on error): the centre (m) and the rings' geometry.
+fn ring_keys(cx: &Ctx, key: &str, spec: &MeshSpec, what: &str) -> Result<([f64; 3], RingNet)> {
+    let (Some(center), Some(outer), Some(inner), Some(height), Some(cells)) = (
+        spec.center,
+        spec.radius,
+        spec.inner_radius,
+        spec.height,
+        spec.cells,
+    ) else {
+        return Err(cx.err(
+            key,
+            format!("the {what} generator needs center, radius, inner_radius, height and cells"),
+        ));
+    };
+    cx.point(&format!("{key}.center"), &center)?;
+    for (k, v) in [
+        ("radius", outer),
+        ("inner_radius", inner),
+        ("height", height),
+    ] {
+        cx.positive(&format!("{key}.{k}"), v, " m")?;
+        if v > MAX_COORDINATE {
+            return Err(cx.err(
+                format!("{key}.{k}"),
+                format!("{v:e} m is above {MAX_COORDINATE:e} m"),
+            ));
+        }
+    }
+    if inner >= outer {
+        return Err(cx.err(
+            format!("{key}.inner_radius"),
+            format!("must be below radius ({outer} m), got {inner} m"),
+        ));
+    }
+    if cells[0] < 3 || cells[1] == 0 || cells[2] == 0 {
+        return Err(cx.err(
+            format!("{key}.cells"),
+            format!("[around ≥ 3, across ≥ 1, along ≥ 1], got {cells:?}"),
+        ));
+    }
+    cell_total(cx, key, cells)?;
+    Ok((
+        center,
+        RingNet {
+            radius: outer,
+            inner_radius: inner,
+            height,
+            cells,
+        },
+    ))
 }
 
 /// Errors (naming `{key}.cells`) when a generator's `cells` hold more than

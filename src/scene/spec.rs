@@ -150,7 +150,8 @@ pub struct MeshSpec {
     /// Path to a mesh file (.msh, .node/.ele, .mesh, .vtk), relative to the scene file.
     #[serde(default)]
     pub file: Option<String>,
-    /// `box`, `ball` or `ring` (a hoop about the vertical axis).
+    /// `box`, `ball`, `ring` (a hoop about the vertical axis) or `ring_net` (chain mail: flat
+    /// rings on a grid linked by upright rings; [`crate::mesh::ring_net`]).
     #[serde(default)]
     pub generator: Option<String>,
     /// Box: lower corner, m.
@@ -159,25 +160,29 @@ pub struct MeshSpec {
     /// Box: upper corner, m.
     #[serde(default)]
     pub max: Option<[f64; 3]>,
-    /// Box: cells along x, y, z; ring: cells around (≥ 3), across the wall and along the axis
-    /// (6 tets per cell).
+    /// Box: cells along x, y, z; ring, ring_net (each ring): cells around (≥ 3), across the
+    /// wall and along the axis (6 tets per cell).
     #[serde(default)]
     pub cells: Option<[usize; 3]>,
-    /// Ball, ring: centre, m.
+    /// Ball, ring, ring_net: centre, m.
     #[serde(default)]
     pub center: Option<[f64; 3]>,
-    /// Ball: radius; ring: outer radius, m.
+    /// Ball: radius; ring: outer radius; ring_net: the flat rings' outer radius, m.
     #[serde(default)]
     pub radius: Option<f64>,
-    /// Ring: inner radius (the hole's), m (0 < inner_radius < radius).
+    /// Ring, ring_net (flat rings): inner radius (the hole's), m (0 < inner_radius < radius).
     #[serde(default)]
     pub inner_radius: Option<f64>,
-    /// Ring: height along the vertical (y) axis, m.
+    /// Ring: height along the vertical (y) axis; ring_net: every ring's thickness along its
+    /// axis, m.
     #[serde(default)]
     pub height: Option<f64>,
     /// Ball: cells across the diameter.
     #[serde(default)]
     pub resolution: Option<usize>,
+    /// Ring_net: flat rings along x and z (each ≥ 1; the links between neighbours follow).
+    #[serde(default)]
+    pub count: Option<[usize; 2]>,
 }
 
 /// Mesh transform.

@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod cli_crossings;
 mod cli_errors;
 mod cli_jgs2;
 mod cli_run;

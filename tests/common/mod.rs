@@ -183,13 +183,16 @@ pub fn pin_where(
 /// The bundled scenes with IPC contact between objects (`[contact] ipc = true`): they run on
 /// solver newton only (the others refuse them), so the solver-against-Newton tests leave them
 /// out and tests/cpu/contact_scenes.rs runs them.
-pub const IPC_SCENES: [&str; 6] = [
+pub const IPC_SCENES: [&str; 9] = [
     "contact_balls.toml",
     "contact_cup.toml",
     "contact_hetero.toml",
     "contact_hoop.toml",
     "contact_stack.toml",
     "contact_twist.toml",
+    "house_of_cards.toml",
+    "pile_press.toml",
+    "ring_net.toml",
 ];
 
 /// Newton with the direct solve to CN 1e-10 from `state` (at most 200 iterations): the

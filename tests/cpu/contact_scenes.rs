@@ -636,3 +636,47 @@ fn a_shelled_ball_lands_on_a_clamped_stiff_hoop_and_rests_on_its_rim() {
         "hoop deflection {deflection:e} m"
     );
 }
+
+/// The generated IPC scenes — a house of cards with friction, a pile of soft balls under a
+/// scripted mesh plate, a ball over a chain-mail net — start intersection-free and take their
+/// first steps on projected Newton converged, intersection-free and with every pair apart
+/// ([`run`] checks each step), far enough for contact to be active: the plates' feet reach
+/// the floor, the top ball the three below it, the net's links its flat rings (some pair
+/// within d̂).
+/// Their size keys scale them: the net's `count` adds rings.
+#[test]
+fn the_house_of_cards_the_pressed_pile_and_the_ring_net_step_without_intersecting() {
+    for (name, steps) in [
+        ("house_of_cards.toml", 3),
+        ("pile_press.toml", 10),
+        ("ring_net.toml", 12),
+    ] {
+        let built = common::bundled_scene(name);
+        assert_eq!(built.config.solver.name(), "newton", "{name}");
+        let (m, states) = run(name, steps);
+        assert_eq!(states.len(), steps);
+        assert!(m.bodies.len() >= 2, "{name}: {} objects", m.bodies.len());
+        let ipc = m.contact.clone().unwrap();
+        let xs = ipc.positions(states.last().unwrap());
+        let pairs = ipc.active_pairs(&xs).unwrap();
+        let d = ipc.min_distance_sq(&pairs, &xs).sqrt();
+        assert!(
+            d > 0.0 && d < ipc.dhat,
+            "{name}: closest pair {d:e} m after {steps} steps (d̂ {:e} m)",
+            ipc.dhat
+        );
+    }
+    // The net: 3 × 3 flat rings and 12 links of 12 × 1 × 1 cells (12 · 2 · 2 vertices each).
+    let net = common::bundled_scene("ring_net.toml");
+    assert_eq!(net.model.bodies[0].vertices.len(), 21 * 48);
+    let path = common::bundled_scene_path("ring_net.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("count = [3, 3]"));
+    let bigger =
+        jello::scene::Scene::parse(&path, &text.replace("count = [3, 3]", "count = [4, 3]"))
+            .unwrap()
+            .build()
+            .unwrap();
+    // 4 × 3 flat rings, 3 × 3 links along x, 4 × 2 along z.
+    assert_eq!(bigger.model.bodies[0].vertices.len(), (12 + 9 + 8) * 48);
+}

@@ -18,6 +18,7 @@ mod admm_strain;
 mod bdf2;
 mod contact_broad;
 mod contact_ccd;
+mod contact_crossings;
 mod contact_distance;
 mod contact_friction;
 mod contact_intersect;

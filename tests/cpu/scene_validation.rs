@@ -208,6 +208,59 @@ fn ball_generator() {
 }
 
 #[test]
+fn ring_net_generator() {
+    let net = |extra: &str| {
+        edit(
+            BOX,
+            &format!(
+                r#"generator = "ring_net", center = [0.0, 1.0, 0.0], radius = 0.05, inner_radius = 0.04, cells = [12, 1, 1], {extra}"#
+            ),
+        )
+    };
+    fails(
+        "net_count0",
+        &net("height = 0.01, count = [3, 0]"),
+        "objects[0].mesh.count",
+        "≥ 1",
+    );
+    fails(
+        "net_no_count",
+        &net("height = 0.01"),
+        "objects[0].mesh",
+        "needs count",
+    );
+    // Rings 4 cm thick through 4 cm holes would intersect.
+    fails(
+        "net_thick",
+        &net("height = 0.04, count = [2, 2]"),
+        "objects[0].mesh.height",
+        "would intersect",
+    );
+    fails(
+        "net_cells",
+        &net("height = 0.01, count = [2, 2], resolution = 4"),
+        "objects[0].mesh.resolution",
+        "does not apply",
+    );
+    fails(
+        "net_huge",
+        &net("height = 0.01, count = [100000, 100000]"),
+        "objects[0].mesh.cells",
+        "MAX_GENERATOR_CELLS",
+    );
+    // `count` belongs to the ring net only.
+    fails(
+        "ball_count",
+        &edit(
+            BOX,
+            r#"generator = "ball", center = [0.0, 1.0, 0.0], radius = 0.5, count = [2, 2]"#,
+        ),
+        "objects[0].mesh.count",
+        "does not apply",
+    );
+}
+
+#[test]
 fn transforms_that_break_the_mesh_name_their_key() {
     let t = |tr: &str| {
         edit(
