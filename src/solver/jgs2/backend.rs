@@ -41,19 +41,14 @@
 //!   `StepProblem::energy_slack`, per-element energy differences; f32: 1e-6 of the summed
 //!   terms' magnitude).
 //!
-//! # Where contact goes (the next issue: IPC in JGS2/VBD)
-//! Barrier and friction act on the per-vertex local systems: each contacting vertex's gradient
-//! term enters the assembled gradient g that the sample's residual and every local right-hand
-//! side read, and its PSD 3×3 block enters that vertex's A_i — both inside the
-//! implementation's local solve (CPU: `vbd_system`/`jgs2_system`/`vbd_local_system` through
-//! `StepProblem`, as the obstacle barriers do today; device: the `vertex_terms` and
-//! `face_terms` kernels' per-vertex gradient and barrier Hessian), and the block also in the
-//! safeguard's Hessian products. The per-vertex step bound from CCD belongs with today's
-//! per-vertex obstacle filter (`filter` in `cpu.rs`, the device's `vertex_solve`), applied to
-//! every local step, and the whole-step bound with [`Jgs2Trial::bound`] (the f64 backend's
-//! `StepProblem::max_step`, the device's combine bound). None of this changes the loop or this
-//! trait's signatures: the active pairs are the backend's per-step state, set up at
-//! [`Jgs2Backend::jgs2_begin`].
+//! # Contact
+//! IPC's κ and friction passes are the loop's ([`Jgs2Backend::jgs2_raise_stiffness`],
+//! [`Jgs2Backend::jgs2_lag_friction`], as Newton's outer loop does them); the barrier and
+//! friction terms, the per-vertex CCD filter and VBD's local line search are the backend's
+//! per-vertex work (the f64 backend: `contact.rs`). On a device they belong in the
+//! `vertex_terms` / `face_terms` kernels' per-vertex gradient and barrier Hessian and the
+//! `vertex_solve` filter; until they are written the device refuses IPC scenes
+//! ([`super::DeviceJgs2::unsupported`]) and its two contact methods are no-ops.
 
 use super::solver::Variant;
 use super::subspace::Jgs2Subspace;
