@@ -201,3 +201,59 @@ fn scene_far_field_settings_reach_the_precompute() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An IPC contact scene (the colliding balls, coarser) runs with `--solver jgs2` and `vbd` on
+/// the CPU backend through the impact, every step converged; `--backend gpu` refuses it in one
+/// line naming `contact.ipc` (the device iteration has no IPC terms yet).
+#[test]
+fn jgs2_and_vbd_run_an_ipc_scene_on_the_cpu_and_the_device_refuses_it() {
+    let dir = std::env::temp_dir().join(format!("jello-cli-jgs2-ipc-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenes/contact_balls.toml");
+    let text = std::fs::read_to_string(src).unwrap();
+    assert_eq!(text.matches("resolution = 6").count(), 2, "contact_balls.toml changed");
+    let scene = dir.join("balls.toml");
+    std::fs::write(&scene, text.replace("resolution = 6", "resolution = 3")).unwrap();
+    for solver in ["jgs2", "vbd"] {
+        // The balls meet after ~25 ms (5 steps of 5 ms): 8 steps press them together.
+        let out = dir.join(solver);
+        let o = jello(&[
+            "run",
+            scene.to_str().unwrap(),
+            "--solver",
+            solver,
+            "--backend",
+            "cpu",
+            "--steps",
+            "8",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let stats: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("stats.json")).unwrap()).unwrap();
+        let steps = stats["steps"].as_array().unwrap();
+        assert_eq!(steps.len(), 8);
+        for s in steps {
+            assert_eq!(s["converged"], true, "{solver}: {s}");
+        }
+        let o = jello(&[
+            "run",
+            scene.to_str().unwrap(),
+            "--solver",
+            solver,
+            "--backend",
+            "gpu",
+            "--steps",
+            "1",
+            "--out",
+            dir.join(format!("{solver}-gpu")).to_str().unwrap(),
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{solver} --backend gpu must refuse: {err}");
+        assert!(err.contains("contact.ipc"), "{solver}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{solver}: one line: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
