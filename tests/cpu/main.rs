@@ -32,6 +32,7 @@ mod invariants;
 mod jgs2;
 mod jgs2_cache;
 mod jgs2_pcg;
+mod lbfgs_ipc;
 mod material;
 mod mesh_generate;
 mod mesh_hostile;

@@ -25,6 +25,7 @@
 //! reported, never hidden. The per-backend details (one plan per iteration on a device, one
 //! read per trial) are in [`crate::solver::qn`]'s docs.
 
+mod contact;
 mod solver;
 
 pub use solver::{LbfgsIteration, LbfgsPhases, LbfgsSolver};
