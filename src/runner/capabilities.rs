@@ -3,8 +3,9 @@
 //!
 //! Two kinds of limits:
 //! - [`refusal`]: scenes a solver cannot run on any backend (it would silently ignore part of
-//!   the model or an option): hard strain limits outside ADMM, IPC contact outside Newton and
-//!   multilevel, an `eigen_filter` a solver has no Hessian for, ADMM static solves.
+//!   the model or an option): hard strain limits outside ADMM, IPC contact outside Newton,
+//!   multilevel and the L-BFGS family ([`takes_ipc`]), an `eigen_filter` a solver has no
+//!   Hessian for, ADMM static solves.
 //! - [`device_blocker`]: scenes a solver's device path cannot run; `--backend gpu` makes them
 //!   an error, `auto` falls back to the f64 CPU path saying why.
 //!
@@ -25,11 +26,12 @@ pub fn device_path(kind: SolverKind) -> &'static str {
              f64 on the host"
         }
         SolverKind::Jgs2 | SolverKind::Vbd => {
-            "the whole iteration on the device; forbid's strict retries on the f64 reference"
+            "the whole iteration on the device; forbid's strict retries on the f64 reference \
+             (IPC contact: CPU)"
         }
         SolverKind::Qn | SolverKind::Dot | SolverKind::LbfgsH => {
             "local steps and residuals on the device; the prefactored solve f64 on the host; \
-             dynamic scenes with half-space obstacles at most"
+             dynamic scenes with half-space obstacles at most (IPC contact: CPU)"
         }
         SolverKind::Admm => {
             "local steps and residuals on the device; the prefactored x-step f64 on the host; \
@@ -52,6 +54,48 @@ pub fn takes_eigen_filter(kind: SolverKind) -> bool {
     )
 }
 
+/// The solvers that run scenes with `[contact] ipc = true`: those that minimise the step's
+/// potential — the IPC barrier with its κ and lagged friction included — under the CCD step
+/// filter (Newton, multilevel, and the L-BFGS loop of qn, dot and lbfgs-h, by a line search;
+/// JGS2 and VBD with the barrier in each vertex's local system and per-vertex CCD; all but
+/// Newton and multilevel on the f64 CPU backend only).
+pub fn takes_ipc(kind: SolverKind) -> bool {
+    matches!(
+        kind,
+        SolverKind::Newton
+            | SolverKind::Multilevel
+            | SolverKind::Qn
+            | SolverKind::Dot
+            | SolverKind::LbfgsH
+            | SolverKind::Jgs2
+            | SolverKind::Vbd
+    )
+}
+
+/// Why `kind` refuses an IPC scene (one line naming the key and the solvers that take it).
+fn ipc_refusal(kind: SolverKind) -> String {
+    let takers: Vec<&str> = SolverKind::ALL
+        .iter()
+        .filter(|k| takes_ipc(**k))
+        .map(|k| k.name())
+        .collect();
+    // ADMM's contact is a different model — hard nodal constraints n·x_v ≥ t against convex
+    // obstacles in its global step —, and an IPC pair couples up to four vertices of two
+    // bodies through a non-convex distance, which neither its Uzawa working set nor its
+    // per-vertex PGS projection holds.
+    let why = match kind {
+        SolverKind::Admm => {
+            " (its contact is nodal constraints against obstacles, not a barrier between \
+             surface pairs)"
+        }
+        _ => "",
+    };
+    format!(
+        "contact.ipc: IPC contact between objects runs on solvers {}, not {kind}{why}",
+        takers.join(", ")
+    )
+}
+
 /// Why `config.solver` cannot run `model` on any backend, if it cannot: one line naming the
 /// key. The scene's own keys are checked where it is built; these also catch a `--solver`
 /// override (or a [`RunConfig`] changed in code) picking a solver the scene does not suit.
@@ -64,18 +108,8 @@ pub fn refusal(config: &RunConfig, model: &Model) -> Option<String> {
              {kind}"
         ));
     }
-    // IPC contact needs the contact terms in the solver's local or preconditioning steps and a
-    // CCD-filtered step; the other solvers would ignore it.
-    if model.contact.is_some()
-        && !matches!(
-            kind,
-            SolverKind::Newton | SolverKind::Multilevel | SolverKind::Jgs2 | SolverKind::Vbd
-        )
-    {
-        return Some(format!(
-            "contact.ipc: IPC contact between objects runs on solvers newton, multilevel, jgs2 \
-             and vbd only, not {kind}"
-        ));
+    if model.contact.is_some() && !takes_ipc(kind) {
+        return Some(ipc_refusal(kind));
     }
     if config.eigen_filter.is_some() && !takes_eigen_filter(kind) {
         let takers: Vec<&str> = SolverKind::ALL
@@ -124,6 +158,13 @@ pub fn device_blocker(config: &RunConfig, model: &Model, requested: Backend) -> 
             ))
         }
         SolverKind::Jgs2 | SolverKind::Vbd => DeviceJgs2::unsupported(model),
+        // IPC's surface pairs, additive CCD and κ updates are f64 host work.
+        SolverKind::Qn | SolverKind::Dot | SolverKind::LbfgsH if model.contact.is_some() => {
+            Some(format!(
+                "{kind} with IPC contact (contact.ipc) runs on the CPU backend (surface pairs, \
+                 CCD and κ updates are f64 host work)"
+            ))
+        }
         // Spheres and boxes act through surface primitive pairs, not on the device yet.
         SolverKind::Qn | SolverKind::Dot | SolverKind::LbfgsH => {
             model.obstacles.iter().any(|o| o.is_bounded()).then(|| {

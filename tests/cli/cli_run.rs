@@ -2,8 +2,8 @@
 //! the run got, a second run never mixes its files with another's (refused, or `--overwrite`
 //! removing exactly the old run's files), a failed run keeps its last good frame and says why,
 //! SIGINT/SIGTERM stop cleanly with status `interrupted`, stats.json separates output time from
-//! step time, `--require-converged` fails a run with an unconverged step, and `--backend auto`
-//! never lands on a software adapter.
+//! step time, `--require-converged` fails a run with an unconverged step, `--backend auto`
+//! never lands on a software adapter, and `--solver qn` runs an IPC scene on the CPU.
 
 use crate::common;
 
@@ -829,4 +829,48 @@ fn vtu_per_object_writes_a_series_per_object_and_resumes_it() {
         &["--vtu-per-object", "--overwrite"],
     );
     assert_one_line_error(&o, &["--vtu-per-object", "output.vtu"]);
+}
+
+/// `--solver qn` on an IPC scene (contact_balls.toml through the balls' impact) runs on the CPU
+/// with every step converged; `--backend gpu` is refused with one line saying IPC runs on the
+/// CPU (the device path's blocker, before any device work), and writes no stats.
+#[test]
+fn qn_runs_an_ipc_scene_on_the_cpu_and_the_gpu_request_is_one_line() {
+    let dir = tmp("qn_ipc");
+    let scene = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenes/contact_balls.toml");
+    let scene = scene.to_str().unwrap();
+    let out = dir.join("out");
+    let o = jello(&[
+        "run",
+        scene,
+        "--solver",
+        "qn",
+        "--steps",
+        "7",
+        "--backend",
+        "cpu",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_ok(&o);
+    let s = json(&out.join("stats.json"));
+    assert_eq!(s["solver"], "qn");
+    assert_eq!(s["status"], "complete");
+    assert_eq!(s["converged_steps"], 7);
+    let gpu = dir.join("gpu");
+    let o = jello(&[
+        "run",
+        scene,
+        "--solver",
+        "qn",
+        "--steps",
+        "1",
+        "--backend",
+        "gpu",
+        "--out",
+        gpu.to_str().unwrap(),
+    ]);
+    assert_last_line_error(&o, 1, &["qn", "contact.ipc", "CPU backend"]);
+    assert!(!gpu.join("stats.json").exists());
+    let _ = std::fs::remove_dir_all(&dir);
 }

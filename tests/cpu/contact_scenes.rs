@@ -232,21 +232,22 @@ fn contact_scene_errors_name_the_key_and_the_objects() {
         let e = build_err_or_parse(&scene("-0.01", contact));
         assert!(e.contains(key), "`{contact}` must name {key}: {e}");
     }
-    // A solver without IPC contact refuses the model.
+    // A solver without IPC contact refuses the model (the L-BFGS family takes it:
+    // tests/cpu/lbfgs_ipc.rs).
     let text = scene("-0.01", "ipc = true");
     let built = jello::scene::Scene::parse(std::path::Path::new("ipc.toml"), &text)
         .unwrap()
         .build()
         .unwrap();
     let mut config = built.config.clone();
-    config.solver = "qn".parse().unwrap();
+    config.solver = "admm".parse().unwrap();
     let e = jello::runner::make_solver(&config, &built.model, None)
         .map(|_| ())
         .unwrap_err()
         .to_string();
     eprintln!("{e}");
     assert!(
-        e.contains("contact.ipc") && e.contains("newton") && e.contains("qn"),
+        e.contains("contact.ipc") && e.contains("newton") && e.contains("admm"),
         "{e}"
     );
 }

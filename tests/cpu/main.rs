@@ -34,6 +34,7 @@ mod jgs2;
 mod jgs2_cache;
 mod jgs2_ipc;
 mod jgs2_pcg;
+mod lbfgs_ipc;
 mod material;
 mod mesh_generate;
 mod mesh_hostile;

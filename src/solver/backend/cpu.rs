@@ -356,6 +356,10 @@ impl PotentialBackend for CpuBackend {
         self.cur = 1 - self.cur;
     }
 
+    fn host_positions(&self) -> Option<&[f64]> {
+        Some(&self.x[self.cur])
+    }
+
     fn start_element_hessians(
         &mut self,
         problem: &StepProblem,

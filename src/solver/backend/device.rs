@@ -631,6 +631,13 @@ impl PotentialBackend for DeviceBackend {
                     .into(),
             ));
         }
+        if model.contact.is_some() {
+            return Err(JelloError::Invalid(
+                "IPC contact (contact.ipc) runs on the CPU backend: its surface pairs, CCD and \
+                 κ updates are f64 host work"
+                    .into(),
+            ));
+        }
         Ok(())
     }
 

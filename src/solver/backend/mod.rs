@@ -215,6 +215,13 @@ pub trait PotentialBackend: Backend {
     ) -> Result<TrialScalars<Self::Scalar>>;
     /// The trial becomes the current iterate.
     fn accept(&mut self);
+    /// The current iterate's positions (3n, m) on the host in f64, for the contact updates a
+    /// loop makes between iterations (IPC's κ raise and friction passes read the surface
+    /// pairs there); `None` where the positions live on a device, whose [`Self::check`]
+    /// refuses IPC scenes.
+    fn host_positions(&self) -> Option<&[f64]> {
+        None
+    }
     /// The element Hessians of the elastic energy at the step's start `problem.x_start`
     /// (N/m; 12×12 per element, row-major, DOFs vertex-major, pinned DOFs included), their
     /// ∂P/∂F eigenvalues passed through `filter` — on the host in f64, for a preconditioner to assemble and

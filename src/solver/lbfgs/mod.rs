@@ -22,9 +22,12 @@
 //! No scaling of H₀ by sᵀt/tᵀt (both papers apply their H₀ as it is). A direction that is
 //! not a descent direction, or whose line search fails, is retried without the history and
 //! then with H₀'s safer variants ([`InitialInverse::fallback`]) before the step gives up —
-//! reported, never hidden. The per-backend details (one plan per iteration on a device, one
+//! reported, never hidden. IPC contact between objects (f64 backend only) follows Newton's
+//! protocol — κ balanced and raised, friction passes — in `contact.rs`; the barrier is in E,
+//! ∇E and the step filter, not in H₀. The per-backend details (one plan per iteration on a device, one
 //! read per trial) are in [`crate::solver::qn`]'s docs.
 
+mod contact;
 mod solver;
 
 pub use solver::{LbfgsIteration, LbfgsPhases, LbfgsSolver};

@@ -1,5 +1,6 @@
 //! The L-BFGS loop, written once over [`PotentialBackend`] and [`InitialInverse`].
 
+use super::contact::ContactSchedule;
 use super::{InitialInverse, LbfgsParams};
 use crate::error::{JelloError, Result};
 use crate::problem::{ElasticTerms, StepProblem};
@@ -40,6 +41,9 @@ pub struct LbfgsIteration {
     /// Whether the history was dropped because the set of vertices in contact changed (the
     /// initial inverse Hessian's barrier terms; see the module docs).
     pub contacts_changed: bool,
+    /// Whether IPC's κ was doubled after the iteration (the potential changed, the history
+    /// was dropped: [`super::contact`]).
+    pub kappa_raised: bool,
 }
 
 /// Wall time per phase over a solver's life, ms (exact per phase with
@@ -301,6 +305,28 @@ impl<B: PotentialBackend, H: InitialInverse<B>> LbfgsSolver<B, H> {
         Ok(self.h0.start_length(v[0], v[1]))
     }
 
+    /// After the potential changed at the current iterate (IPC's κ raised, friction
+    /// re-lagged): ∇E there, the history dropped and the first loop recorded without it.
+    /// Returns the residual and E − E(x_start) (J) under the new potential.
+    fn reevaluate(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+    ) -> Result<(f64, f64)> {
+        let gi = self
+            .backend
+            .gradient(problem, elastic, Point::Current, self.g[self.gc])?;
+        let residual = self.backend.read(&[gi.residual])?[0];
+        let x = self
+            .backend
+            .host_positions()
+            .expect("a contact schedule runs on host positions");
+        let change = problem.energy_change(elastic, x);
+        self.history.clear();
+        self.first_loop(self.gc, &[])?;
+        Ok((residual, change))
+    }
+
     /// Whether the stop rule holds for `residual` and the last iteration's largest move.
     fn rule_met(&self, residual: f64, last_move: f64) -> bool {
         self.params.stop.met(residual, last_move / self.extent)
@@ -329,6 +355,8 @@ impl<B: PotentialBackend, H: InitialInverse<B>> StepSolver for LbfgsSolver<B, H>
         // factors at x_start every step).
         let t0 = Instant::now();
         self.backend.begin_step(problem, elastic)?;
+        // IPC: κ balanced and friction lagged at the start, before the first gradient.
+        let mut contact = ContactSchedule::begin(problem, &self.backend, &self.h0.name())?;
         let t1 = Instant::now();
         let built = self.h0.begin_step(problem, elastic, &mut self.backend)?;
         let h0_ms = ms(t1);
@@ -368,7 +396,14 @@ impl<B: PotentialBackend, H: InitialInverse<B>> StepSolver for LbfgsSolver<B, H>
         }
         let mut gave_up = false;
         loop {
-            let met = self.rule_met(residual, last_move);
+            let mut met = self.rule_met(residual, last_move);
+            if met && iterations > 0 && contact.lag_friction(problem, &self.backend) {
+                // Another lagging pass: friction's normal forces and frames from this point;
+                // the dx rule needs a step under the new potential, CN can stop at once.
+                (residual, change) = self.reevaluate(problem, elastic)?;
+                last_move = f64::INFINITY;
+                met = self.rule_met(residual, last_move);
+            }
             let done = match self.params.mode {
                 QnMode::Fixed(n) => iterations >= n,
                 QnMode::Rule => StopRule::stop_now(met, iterations, self.params.max_iterations),
@@ -604,6 +639,11 @@ impl<B: PotentialBackend, H: InitialInverse<B>> StepSolver for LbfgsSolver<B, H>
                     let hist = self.history.clone();
                     self.first_loop(self.gc, &hist)?;
                 }
+            }
+            if contact.after_accept(problem, &self.backend) {
+                // κ doubled: the objective changed, and its value relative to x_start too.
+                (residual, change) = self.reevaluate(problem, elastic)?;
+                it.kappa_raised = true;
             }
             it.alpha = acc.alpha;
             it.energy = change;
