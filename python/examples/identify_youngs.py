@@ -5,18 +5,22 @@ The "observation" is a run at hidden moduli; the fit starts elsewhere and minimi
 L(E) = ½ Σ_s ‖x^s(E) − x^s_obs‖² (m²) over the recorded steps, with dL/dE from one backward
 pass per evaluation (`Simulation.record()`, `Tape.backward`). It works in u = ln(E/E₀)
 (dL/du = E·dL/dE), where the problem is well scaled. scipy's L-BFGS-B when scipy is installed,
-else the small L-BFGS below.
+else the small L-BFGS of optimise.py.
 
     python python/examples/identify_youngs.py            # 12 × 2 × 2 cells, 20 steps
     python python/examples/identify_youngs.py --small    # what the test runs
 """
 
 import argparse
+import pathlib
 import sys
 
 import numpy as np
 
 import jello
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from optimise import minimize  # noqa: E402  (the examples' shared L-BFGS)
 
 SCENE = """
 [simulation]
@@ -83,40 +87,6 @@ class Beam:
         return loss, np.array([g[m].sum() for m in self.masks])
 
 
-def lbfgs(f, u, iterations=60, memory=8, gtol=1e-10):
-    """Minimises f (returning value and gradient) from u: L-BFGS with a backtracking Armijo
-    line search."""
-    value, grad = f(u)
-    s_hist, y_hist = [], []
-    for _ in range(iterations):
-        if np.linalg.norm(grad) < gtol:
-            break
-        q = grad.copy()
-        alphas = []
-        for s, y in reversed(list(zip(s_hist, y_hist))):
-            a = s @ q / (y @ s)
-            alphas.append(a)
-            q -= a * y
-        if s_hist:
-            q *= (s_hist[-1] @ y_hist[-1]) / (y_hist[-1] @ y_hist[-1])
-        for (s, y), a in zip(zip(s_hist, y_hist), reversed(alphas)):
-            q += s * (a - y @ q / (y @ s))
-        direction = -q
-        step = 1.0
-        while True:
-            trial = u + step * direction
-            v, g = f(trial)
-            if v <= value + 1e-4 * step * (grad @ direction) or step < 1e-12:
-                break
-            step *= 0.5
-        if (g - grad) @ (trial - u) > 0:
-            s_hist.append(trial - u)
-            y_hist.append(g - grad)
-            s_hist, y_hist = s_hist[-memory:], y_hist[-memory:]
-        u, value, grad = trial, v, g
-    return u
-
-
 def fit(beam, observed, start, regions):
     """E per region (Pa) that best reproduces `observed`, from `start` (Pa); `regions` 1 ties
     both halves to one value."""
@@ -132,15 +102,7 @@ def fit(beam, observed, start, regions):
 
     scale = [1.0]
     scale[0] = f(np.zeros(regions))[0] or 1.0
-    u0 = np.zeros(regions)
-    try:
-        from scipy.optimize import minimize
-
-        result = minimize(f, u0, jac=True, method="L-BFGS-B",
-                          options={"gtol": 1e-12, "ftol": 1e-15, "maxiter": 100})
-        u = result.x
-    except ImportError:
-        u = lbfgs(f, u0)
+    u = minimize(f, np.zeros(regions))
     return e_ref * np.exp(u)
 
 

@@ -177,10 +177,17 @@ class Simulation:
     def set_pin_targets(self, pin: int, targets: _Rows) -> None:
         """From the next step on, pin ``pin``'s vertices end every step at ``targets``
         ((k, 3) m, ``pins[pin]`` order) until set again; replaces the pin's script."""
-    def record(self) -> "Tape":
+    def record(
+        self, checkpointing: str = "all", k: Optional[int] = None, tolerance: float = 1e-10
+    ) -> "Tape":
         """Records the steps taken from now on for exact gradients (``Tape.backward``); the
         current state is the tape's first, numbered ``step_count``. Replaces an earlier
-        recording. ValueError for a static solve or a scene the adjoint does not differentiate."""
+        recording. ``checkpointing``: ``"all"`` keeps every state (no re-solves),
+        ``"every"`` every ``k``-th (memory ~ steps/k + k states, each step re-solved once),
+        ``"binomial"`` ``k`` snapshots on Griewank's schedule (memory ~ k states, each step
+        re-solved about r times, C(k + r, k) ≥ steps); states not kept are re-solved by f64
+        Newton to ``tolerance`` (CN). ValueError for a static solve, a scene the adjoint does
+        not differentiate, or a bad checkpointing choice."""
 
 @final
 class Tape:
@@ -206,6 +213,10 @@ class Tape:
         modulus, Poisson's ratio, density. ``unconverged="flag"`` differentiates unconverged
         steps anyway and lists them in ``unconverged_steps``. The GIL is released while it
         runs; bad requests raise ValueError."""
+    @property
+    def last_backward(self) -> Optional[dict[str, Any]]:
+        """What the last ``backward`` cost: ``backward_ms``, ``recomputed_steps``,
+        ``peak_states``, ``peak_state_bytes``; None before the first."""
     @property
     def steps(self) -> int:
         """Steps recorded so far."""

@@ -11,7 +11,7 @@
 //! scenes, meshes, arguments), `jello.SolverError` and `jello.GpuError` for failures while
 //! running; all three derive from `jello.JelloError`.
 
-use jello::adjoint::{Param, Seeds, Tape, Unconverged};
+use jello::adjoint::{BackwardStats, Checkpointing, Param, RecordOptions, Seeds, Tape, Unconverged};
 use jello::error::JelloError as Error;
 use jello::gpu::Backend;
 use jello::mesh::TetMesh;
@@ -657,14 +657,53 @@ impl PySimulation {
     /// `step_count` is now (0 for a fresh simulation); a new `record()` replaces the old
     /// recording. Raises ValueError for a static solve (nothing to differentiate) or a scene
     /// the adjoint does not differentiate (strain limits).
-    fn record(&mut self) -> PyResult<PyTape> {
+    ///
+    /// `checkpointing` trades memory for time: `"all"` (default) keeps every state (memory
+    /// grows with the steps, `backward` re-solves nothing); `"every"` keeps every `k`-th state
+    /// (memory ~ steps/k + k states, each step re-solved once in `backward`: k ≈ √steps holds
+    /// the fewest); `"binomial"` keeps `k` snapshots on Griewank's binomial schedule (memory
+    /// ~ k states whatever the length, each step re-solved about r times where
+    /// C(k + r, k) ≥ steps). The states not kept are re-solved by f64 Newton to `tolerance`
+    /// (CN, default 1e-10) with each step's pins where the simulation held them; they agree
+    /// with the simulation's own states to the solvers' tolerances (bit for bit when the
+    /// scene's solver is Newton with `stop = "cn"` at the same tolerance), and the gradient is
+    /// exact to that order.
+    #[pyo3(signature = (checkpointing="all", k=None, tolerance=1e-10))]
+    fn record(&mut self, checkpointing: &str, k: Option<usize>, tolerance: f64) -> PyResult<PyTape> {
         if self.sim.static_increments.is_some() {
             return Err(PyValueError::new_err(
                 "record(): a static solve (load increments) has no dynamics to differentiate",
             ));
         }
-        let tape = Tape::observing(self.sim.model.clone(), self.sim.state.clone(), self.sim.h)
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let need_k = |mode: &str| {
+            k.filter(|&k| k >= 1).ok_or_else(|| {
+                value_error(format!(
+                    "record(): checkpointing=\"{mode}\" needs k ≥ 1 (got {k:?})"
+                ))
+            })
+        };
+        let checkpointing = match checkpointing {
+            "all" => Checkpointing::All,
+            "every" => Checkpointing::Every(need_k("every")?),
+            "binomial" => Checkpointing::Binomial(need_k("binomial")?),
+            other => {
+                return Err(value_error(format!(
+                    "record(): checkpointing: expected \"all\", \"every\" or \"binomial\", got {other:?}"
+                )))
+            }
+        };
+        let options = RecordOptions {
+            checkpointing,
+            tolerance,
+            ..RecordOptions::default()
+        };
+        let tape = Tape::observing_with(
+            self.sim.model.clone(),
+            self.sim.state.clone(),
+            self.sim.h,
+            options,
+        )
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
         let tape = Rc::new(RefCell::new(tape));
         let rec = tape.clone();
         self.sim
@@ -674,6 +713,7 @@ impl PySimulation {
         Ok(PyTape {
             tape,
             first: self.sim.steps,
+            stats: RefCell::new(None),
         })
     }
 
@@ -739,6 +779,8 @@ struct PyTape {
     tape: Rc<RefCell<Tape>>,
     /// The simulation's step count when the recording began: the tape's state 0.
     first: usize,
+    /// What the last backward pass cost.
+    stats: RefCell<Option<BackwardStats>>,
 }
 
 /// A `ValueError` carrying `msg`.
@@ -856,10 +898,11 @@ impl PyTape {
                 SameThread(r)
             })
             .into_inner();
-        let (g, _) = result.map_err(|e| match e {
+        let (g, stats) = result.map_err(|e| match e {
             Error::Invalid(m) => value_error(m),
             other => py_err(other),
         })?;
+        *self.stats.borrow_mut() = Some(stats);
         let out = PyDict::new(py);
         let per_tet = |v: &Option<Vec<f64>>| -> PyResult<Option<Bound<'py, PyArray1<f64>>>> {
             Ok(v.as_ref().map(|v| {
@@ -905,6 +948,23 @@ impl PyTape {
             out.set_item("unconverged_steps", flagged)?;
         }
         Ok(out)
+    }
+
+    /// What the last `backward` cost, or None before the first: `backward_ms` (wall time,
+    /// re-solved steps included), `recomputed_steps` (steps re-solved from checkpoints),
+    /// `peak_states` (the most states held at once, kept ones included) and
+    /// `peak_state_bytes` (their size: positions, velocities and BDF2 history, f64).
+    #[getter]
+    fn last_backward<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(s) = *self.stats.borrow() else {
+            return Ok(None);
+        };
+        let d = PyDict::new(py);
+        d.set_item("backward_ms", s.backward_ms)?;
+        d.set_item("recomputed_steps", s.recomputed_steps)?;
+        d.set_item("peak_states", s.peak_states)?;
+        d.set_item("peak_state_bytes", s.peak_state_bytes)?;
+        Ok(Some(d))
     }
 
     /// Steps recorded so far.

@@ -3,7 +3,7 @@
 use super::contact::StepContact;
 use super::options::{Checkpointing, RecordOptions};
 use crate::error::{JelloError, Result};
-use crate::problem::{History, Model, State, StepProblem, StepScheme};
+use crate::problem::{History, Model, Script, State, StepProblem, StepScheme};
 use crate::solver::{NewtonParams, NewtonSolver, StepSolver, StopRule};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -27,9 +27,16 @@ pub struct Tape {
     pub(super) model: Model,
     pub(super) h: f64,
     pub(super) options: RecordOptions,
-    /// The tape's own solver; `None` for a tape that observes a simulation
-    /// ([`Self::observing`]), which keeps every state instead.
+    /// The tape's own solver: it solves the steps of a tape that records them, and re-solves
+    /// the states not kept; `None` for a tape that observes a simulation and keeps every state.
     solver: Option<NewtonSolver>,
+    /// Whether the steps are a simulation's, observed ([`Self::observing`]), rather than solved
+    /// here.
+    observes: bool,
+    /// Per observed step s, where the pins held their vertices at its end (m, 3 per pinned
+    /// vertex in pin order): what re-solving it needs, as the targets may have been set from
+    /// outside between steps. Empty unless an observing tape drops states.
+    pin_targets: Vec<Vec<f64>>,
     /// Why an observed run cannot be differentiated (a state set between steps, a substepped
     /// step), if it cannot.
     pub(super) broken: Option<String>,
@@ -72,7 +79,38 @@ impl Tape {
     /// tight tolerance makes it exact; a step whose report is not converged is refused or
     /// flagged as [`super::Unconverged`] says). Refuses what [`Self::new`] refuses.
     pub fn observing(model: Model, state: State, h: f64) -> Result<Self> {
-        Self::unsolved(model, state, h, RecordOptions::default())
+        Self::observing_with(model, state, h, RecordOptions::default())
+    }
+
+    /// [`Self::observing`] keeping the states `options.checkpointing` says: the others are
+    /// re-solved in the backward pass by the tape's own f64 Newton (to `options.tolerance`,
+    /// at most `options.max_iterations` iterations) from the nearest kept state, with each
+    /// step's pins where the simulation held them. A re-solved state is Newton's, not the
+    /// simulation's: the two agree to the solvers' tolerances (bit for bit when the
+    /// simulation's solver is the same Newton with the same stop rule), and the gradient is
+    /// exact to that order.
+    pub fn observing_with(
+        model: Model,
+        state: State,
+        h: f64,
+        options: RecordOptions,
+    ) -> Result<Self> {
+        let mut tape = if options.checkpointing == Checkpointing::All {
+            Self::unsolved(model, state, h, options)?
+        } else {
+            Self::new(model, state, h, options)?
+        };
+        tape.observes = true;
+        Ok(tape)
+    }
+
+    /// Whether state `s` (≥ 1) is kept under the tape's checkpointing.
+    fn keeps(&self, s: usize) -> bool {
+        match self.options.checkpointing {
+            Checkpointing::All => true,
+            Checkpointing::Every(k) => s.is_multiple_of(k),
+            Checkpointing::Binomial(_) => false,
+        }
     }
 
     /// Records one step a simulation took ([`crate::sim::Simulation::set_observer`]). A step
@@ -116,7 +154,15 @@ impl Tape {
             kappa: step.kappa,
             friction: step.friction.clone(),
         });
-        self.kept.insert(s + 1, step.end.clone());
+        if self.keeps(s + 1) {
+            self.kept.insert(s + 1, step.end.clone());
+        }
+        if self.solver.is_some() {
+            let x = &step.end.x;
+            let targets = self.model.pins.iter().flat_map(|p| &p.vertices);
+            let targets = targets.flat_map(|&v| x[3 * v as usize..3 * v as usize + 3].to_vec());
+            self.pin_targets.push(targets.collect());
+        }
         self.current = step.end.clone();
     }
 
@@ -150,6 +196,8 @@ impl Tape {
             h,
             options,
             solver: None,
+            observes: false,
+            pin_targets: Vec::new(),
             broken: None,
             kept,
             current: state,
@@ -181,7 +229,7 @@ impl Tape {
     /// flags it, [`super::Unconverged`]); a non-finite state or bad force array is an error.
     pub fn step(&mut self, forces: Option<&[f64]>) -> Result<StepRecord> {
         let n = self.current.x.len();
-        let Some(solver) = self.solver.as_mut() else {
+        let Some(solver) = self.solver.as_mut().filter(|_| !self.observes) else {
             return Err(JelloError::Invalid(
                 "adjoint: this tape observes a simulation; step the simulation instead".into(),
             ));
@@ -216,12 +264,7 @@ impl Tape {
         self.forces.push(forces);
         self.contact.push(contact);
         let s = number + 1;
-        let keep = match self.options.checkpointing {
-            Checkpointing::All => true,
-            Checkpointing::Every(k) => s.is_multiple_of(k),
-            Checkpointing::Binomial(_) => false,
-        };
-        if keep {
+        if self.keeps(s) {
             self.kept.insert(s, next.clone());
         }
         self.current = next;
@@ -256,6 +299,18 @@ impl Tape {
     /// Recomputes the state after step `s` from `start` (state s), as the forward pass did.
     pub(super) fn recompute(&mut self, start: &State, s: usize) -> Result<State> {
         let forces = self.forces[s].clone();
+        if let Some(targets) = self.pin_targets.get(s) {
+            // The pins where the simulation held them at the step's end (scripted, or set
+            // between steps).
+            let mut at = targets.chunks_exact(3);
+            for pin in &mut self.model.pins {
+                pin.start = (&mut at)
+                    .take(pin.vertices.len())
+                    .map(|c| [c[0], c[1], c[2]])
+                    .collect();
+                pin.script = Script::Fixed;
+            }
+        }
         let solver = self.solver.as_mut().ok_or_else(|| {
             JelloError::Invalid(format!(
                 "adjoint: state {s} was not kept and an observing tape cannot re-solve it"
