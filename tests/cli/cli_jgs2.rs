@@ -212,7 +212,11 @@ fn jgs2_and_vbd_run_an_ipc_scene_on_the_cpu_and_the_device_refuses_it() {
     std::fs::create_dir_all(&dir).unwrap();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenes/contact_balls.toml");
     let text = std::fs::read_to_string(src).unwrap();
-    assert_eq!(text.matches("resolution = 6").count(), 2, "contact_balls.toml changed");
+    assert_eq!(
+        text.matches("resolution = 6").count(),
+        2,
+        "contact_balls.toml changed"
+    );
     let scene = dir.join("balls.toml");
     std::fs::write(&scene, text.replace("resolution = 6", "resolution = 3")).unwrap();
     for solver in ["jgs2", "vbd"] {
@@ -251,7 +255,10 @@ fn jgs2_and_vbd_run_an_ipc_scene_on_the_cpu_and_the_device_refuses_it() {
             dir.join(format!("{solver}-gpu")).to_str().unwrap(),
         ]);
         let err = String::from_utf8_lossy(&o.stderr);
-        assert!(!o.status.success(), "{solver} --backend gpu must refuse: {err}");
+        assert!(
+            !o.status.success(),
+            "{solver} --backend gpu must refuse: {err}"
+        );
         assert!(err.contains("contact.ipc"), "{solver}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "{solver}: one line: {err}");
     }

@@ -93,9 +93,10 @@ impl VertexContact {
         let mut diag: Vec<(u32, Matrix3<f64>)> = blocks
             .iter()
             .flat_map(|(ids, h)| {
-                ids.iter().enumerate().filter_map(move |(a, &v)| {
-                    ((v as usize) < n).then(|| (v, h.fixed_view::<3, 3>(3 * a, 3 * a).into()))
-                })
+                ids.iter()
+                    .enumerate()
+                    .filter(move |(_, &v)| (v as usize) < n)
+                    .map(move |(a, &v)| (v, h.fixed_view::<3, 3>(3 * a, 3 * a).into()))
             })
             .collect();
         diag.sort_by_key(|(v, _)| *v);
