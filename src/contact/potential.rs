@@ -343,70 +343,36 @@ impl IpcContact {
         // Obstacle vertices (after the model's) do not move.
         let mut ds: Vec<[f64; 3]> = bytemuck::cast_slice(&scaled).to_vec();
         ds.resize(self.mesh.num_vertices(), [0.0; 3]);
-        let moving: Vec<bool> = ds.iter().map(|d| *d != [0.0; 3]).collect();
         let pairs = self.candidate_pairs(xs, Some(&ds), 0.0)?;
-        let params = AccdParams::default();
-        let t = pairs
-            .par_iter()
-            .filter(|p| p.ids.iter().any(|&v| moving[v as usize]))
-            .map(|p| {
-                let start = stencil(p, xs);
-                let end = [0, 1, 2, 3].map(|k| {
-                    let d = ds[p.ids[k] as usize];
-                    start[k] + V3::new(d[0], d[1], d[2])
-                });
-                additive_ccd(p.kind, &start, &end, 0.0, 1.0, &params).t
-            })
-            .reduce(|| 1.0, f64::min);
-        Ok(limit * t)
+        Ok(limit * self.max_step_on(&pairs, xs, &scaled))
     }
 
-    /// Per model vertex, the largest α ≤ 1 such that no pair it belongs to comes into contact
-    /// along `xs + α·dx` with the pair's vertices moving together (`xs` the full position array,
-    /// m; `dx` flat model displacements, m; obstacle vertices still): additive CCD on every pair
-    /// whose boxes swept over `[xs, xs + dx]` overlap, each pair's time of impact given to its
+    /// [`Self::max_step_at`] with `limit` 1 over a given candidate list `pairs` (a superset of
+    /// the pairs whose boxes swept over the move overlap, e.g. [`Self::swept_candidates`]).
+    pub fn max_step_on(&self, pairs: &[ContactPair], xs: &[[f64; 3]], dx: &[f64]) -> f64 {
+        self.times_of_impact(pairs, xs, dx)
+            .into_iter()
+            .fold(1.0, |t, (_, ti)| t.min(ti))
+    }
+
+    /// Per model vertex, the largest α ≤ 1 such that no pair of `pairs` it belongs to comes
+    /// into contact along `xs + α·dx` with the pair's vertices moving together (`pairs` a
+    /// superset of the pairs whose boxes swept over `[xs, xs + dx]` overlap, e.g.
+    /// [`Self::swept_candidates`]; `xs` the full position array, m; `dx` flat model
+    /// displacements, m; obstacle vertices still): each pair's time of impact given to its
     /// model vertices. The per-vertex step filter of the vertex solvers: a vertex far from every
     /// contact keeps its whole step while one about to touch is held back alone. Scaling each
     /// vertex's move by its own bound is not itself a straight joint path, so callers check the
-    /// scaled move with [`Self::max_step_at`].
-    pub fn vertex_step_bounds(&self, xs: &[[f64; 3]], dx: &[f64]) -> Result<Vec<f64>> {
-        let mut ds: Vec<[f64; 3]> = bytemuck::cast_slice(dx).to_vec();
-        ds.resize(self.mesh.num_vertices(), [0.0; 3]);
-        let pairs = self.candidate_pairs(xs, Some(&ds), 0.0)?;
-        Ok(self.vertex_step_bounds_on(&pairs, xs, dx))
-    }
-
-    /// [`Self::vertex_step_bounds`] over a given candidate list `pairs` (a superset of the pairs
-    /// whose boxes swept over the move overlap, e.g. [`Self::swept_candidates`]).
-    pub fn vertex_step_bounds_on(
+    /// scaled move with [`Self::max_step_on`].
+    pub fn vertex_step_bounds(
         &self,
         pairs: &[ContactPair],
         xs: &[[f64; 3]],
         dx: &[f64],
     ) -> Vec<f64> {
         let n = self.mesh.num_model_vertices;
-        let mut ds: Vec<[f64; 3]> = bytemuck::cast_slice(dx).to_vec();
-        ds.resize(self.mesh.num_vertices(), [0.0; 3]);
-        let moving: Vec<bool> = ds.iter().map(|d| *d != [0.0; 3]).collect();
-        let params = AccdParams::default();
-        let times: Vec<([u32; 4], f64)> = pairs
-            .par_iter()
-            .filter(|p| p.ids.iter().any(|&v| moving[v as usize]))
-            .map(|p| {
-                let start = stencil(p, xs);
-                let end = [0, 1, 2, 3].map(|k| {
-                    let d = ds[p.ids[k] as usize];
-                    start[k] + V3::new(d[0], d[1], d[2])
-                });
-                (
-                    p.ids,
-                    additive_ccd(p.kind, &start, &end, 0.0, 1.0, &params).t,
-                )
-            })
-            .filter(|(_, t)| *t < 1.0)
-            .collect();
         let mut out = vec![1.0f64; n];
-        for (ids, t) in times {
+        for (ids, t) in self.times_of_impact(pairs, xs, dx) {
             for v in ids {
                 if (v as usize) < n {
                     out[v as usize] = out[v as usize].min(t);
@@ -416,9 +382,14 @@ impl IpcContact {
         out
     }
 
-    /// [`Self::max_step_at`] with `limit` 1 over a given candidate list `pairs` (a superset of
-    /// the pairs whose boxes swept over the move overlap).
-    pub fn max_step_on(&self, pairs: &[ContactPair], xs: &[[f64; 3]], dx: &[f64]) -> f64 {
+    /// Additive CCD's time of impact (< 1) of every pair of `pairs` with a moving model vertex
+    /// along `xs + t·dx`, t ∈ [0, 1] (`dx` flat model displacements; obstacle vertices still).
+    fn times_of_impact(
+        &self,
+        pairs: &[ContactPair],
+        xs: &[[f64; 3]],
+        dx: &[f64],
+    ) -> Vec<([u32; 4], f64)> {
         let n = self.mesh.num_model_vertices;
         let at = |v: u32| {
             let v = v as usize;
@@ -435,9 +406,13 @@ impl IpcContact {
             .map(|p| {
                 let start = stencil(p, xs);
                 let end = [0, 1, 2, 3].map(|k| start[k] + at(p.ids[k]));
-                additive_ccd(p.kind, &start, &end, 0.0, 1.0, &params).t
+                (
+                    p.ids,
+                    additive_ccd(p.kind, &start, &end, 0.0, 1.0, &params).t,
+                )
             })
-            .reduce(|| 1.0, f64::min)
+            .filter(|(_, t)| *t < 1.0)
+            .collect()
     }
 }
 

@@ -21,7 +21,7 @@
 //! colour in a Gauss–Seidel sweep) has its moves limited per vertex by additive CCD
 //! ([`crate::contact::IpcContact::vertex_step_bounds`]: a vertex near no contact keeps its whole
 //! step), and the scaled moves are then checked as one joint move
-//! ([`crate::contact::IpcContact::max_step_at`]), scaled down together if that check bites — so
+//! ([`crate::contact::IpcContact::max_step_on`]), scaled down together if that check bites — so
 //! no iterate of a sweep intersects, whatever the group. The safeguard's combined steps go through
 //! the whole-step filter (`StepProblem::max_obstacle_step`, which includes IPC's CCD).
 //!
@@ -195,7 +195,7 @@ pub(super) fn filter_group(
     if pairs.is_empty() {
         return;
     }
-    let bounds = ipc.vertex_step_bounds_on(&pairs, &xs, &dx);
+    let bounds = ipc.vertex_step_bounds(&pairs, &xs, &dx);
     for (&i, d) in group.iter().zip(steps.iter_mut()) {
         *d *= bounds[i as usize];
     }
