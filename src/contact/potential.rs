@@ -179,6 +179,13 @@ impl IpcContact {
             .collect())
     }
 
+    /// Every pair whose boxes at `xs` (positions from [`Self::positions`], m), grown by
+    /// (d̂ + `margin`)/2 on every side, overlap: a superset of [`Self::active_pairs`] at every
+    /// point where no vertex has moved by more than `margin`/2 from `xs`. Deterministic order.
+    pub fn candidates_within(&self, xs: &[[f64; 3]], margin: f64) -> Result<Vec<ContactPair>> {
+        self.candidate_pairs(xs, None, self.dhat + margin)
+    }
+
     /// Every pair that may come closer than d̂ somewhere on the straight path from `xs` to
     /// `xs + dxs` (positions from [`Self::positions`], m): the broad phase's boxes grown by d̂/2
     /// and swept over the move, a superset of [`Self::active_pairs`] at every point of the

@@ -19,6 +19,7 @@ mod gpu_counts;
 mod gpu_dot;
 mod gpu_invariants;
 mod gpu_jgs2;
+mod gpu_jgs2_ipc;
 mod gpu_kernels;
 mod gpu_multilevel;
 mod gpu_qn;

@@ -105,6 +105,7 @@
 //! falls back to the CPU).
 
 use super::backend::{Jgs2Backend, Jgs2Sample, Jgs2StepFlags, Jgs2Trial, Next};
+use super::device_ipc::DeviceIpc;
 use super::solver::{Jgs2Params, Jgs2Solver, Variant};
 use super::subspace::Jgs2Subspace;
 use crate::error::{JelloError, Result};
@@ -122,7 +123,12 @@ use crate::gpu::{
 };
 use crate::mesh::{colour_vertices, VertexTets};
 use crate::problem::{ElasticTerms, Model, Obstacle, StepProblem};
+use nalgebra::Matrix3;
 use std::sync::Arc;
+
+/// Why the device refuses IPC steps (see [`DeviceJgs2::unsupported`]).
+const IPC_NOT_YET: &str = "contact.ipc: IPC contact in jgs2 and vbd runs on the CPU backend (the \
+    device evaluates the contact terms, but its CCD step filters are not written yet)";
 
 /// See [`DeviceJgs2::ENERGY_SLACK`].
 const ENERGY_SLACK: f64 = 1e-6;
@@ -182,6 +188,9 @@ struct Readback {
     n_vert: usize,
     dx: usize,
     alpha: usize,
+    /// The IPC pair energies' partials (barrier, then friction), sized per step.
+    e_ipc: usize,
+    n_ipc: usize,
     len: usize,
 }
 
@@ -448,6 +457,20 @@ struct HmBufs {
     far_base: u32,
 }
 
+/// The device's terms at a point ([`DeviceJgs2::terms_at_start`]).
+#[doc(hidden)]
+#[derive(Clone, Debug)]
+pub struct DeviceTerms {
+    /// The assembled gradient (N, flat, zero on pinned vertices).
+    pub gradient: Vec<f64>,
+    /// Per vertex the barrier Hessian block its local system adds (N/m): obstacle barriers
+    /// and the diagonal blocks of its IPC pairs' PSD-projected barrier Hessians.
+    pub barrier_hessians: Vec<Matrix3<f64>>,
+    /// The energy (J): elastic, obstacle and IPC barriers, friction; the inertia term is
+    /// relative to x_start.
+    pub energy: f64,
+}
+
 /// JGS2 (with a subspace) or VBD (without) on a [`Device`], the solver.
 pub type DeviceJgs2 = Jgs2Solver<DeviceJgs2Backend>;
 
@@ -522,6 +545,8 @@ pub struct DeviceJgs2Backend {
     pending: Option<(Sample, Next)>,
     /// The coefficients `step` holds from x[cur] and their bound (1/the readback's), if any.
     combined: Option<([f64; 3], f64)>,
+    /// IPC contact's pair terms (`device_ipc.rs`), with [`Model::contact`].
+    ipc: Option<DeviceIpc>,
 }
 
 fn span(lists: &mut Vec<u32>, items: impl IntoIterator<Item = u32>) -> Span {
@@ -575,16 +600,13 @@ impl Jgs2Solver<DeviceJgs2Backend> {
             .transpose()
     }
 
-    /// Why the device path cannot run `model`, if it cannot (what [`Self::new`] refuses, and
-    /// what `runner::capabilities` reports before a device or a subspace is built): box
+    /// Why the device path cannot run `model`, if it cannot (what `runner::capabilities`
+    /// reports before a device or a subspace is built; [`Self::new`] refuses boxes, and with IPC
+    /// contact builds a solver that evaluates but refuses to move, see `device_ipc.rs`): box
     /// obstacles act through corner–triangle and edge–edge pairs only the CPU backend has.
     pub fn unsupported(model: &Model) -> Option<String> {
         if model.contact.is_some() {
-            return Some(
-                "contact.ipc: IPC contact in jgs2 and vbd runs on the CPU backend (the device \
-                 kernels are not wired into the device iteration yet)"
-                    .into(),
-            );
+            return Some(IPC_NOT_YET.into());
         }
         let i = model
             .obstacles
@@ -619,6 +641,23 @@ impl Jgs2Solver<DeviceJgs2Backend> {
     pub fn device(&self) -> &Device {
         self.backend().device()
     }
+
+    /// Begins `problem`'s step and returns the device's terms at x_start, for tests against
+    /// the f64 [`StepProblem`].
+    #[doc(hidden)]
+    pub fn terms_at_start(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+    ) -> Result<DeviceTerms> {
+        let flags = Jgs2StepFlags {
+            safeguard: false,
+            energy: true,
+        };
+        self.backend_mut()
+            .jgs2_begin(problem, elastic, flags, Next::Plain)?;
+        self.backend_mut().terms()
+    }
     /// Which adapter (or the CPU) runs the iterations.
     pub fn info(&self) -> &DeviceInfo {
         self.backend().info()
@@ -643,7 +682,7 @@ impl DeviceJgs2Backend {
         variant: Variant,
         subspace: Option<Arc<Jgs2Subspace>>,
     ) -> Result<Self> {
-        if let Some(why) = DeviceJgs2::unsupported(model) {
+        if let Some(why) = DeviceJgs2::unsupported(model).filter(|_| model.contact.is_none()) {
             return Err(JelloError::Invalid(why));
         }
         let mut dev = device;
@@ -765,7 +804,18 @@ impl DeviceJgs2Backend {
             n_vert: pv,
             dx: DOTS_STRIDE * gv + pe + pv,
             alpha: DOTS_STRIDE * gv + pe + 2 * pv,
+            e_ipc: DOTS_STRIDE * gv + pe + 2 * pv + 1,
+            n_ipc: 0,
             len: DOTS_STRIDE * gv + pe + 2 * pv + 1,
+        };
+        let ipc = match &model.contact {
+            Some(c) => Some(DeviceIpc::new(
+                &mut dev,
+                c.clone(),
+                m.origin,
+                &model.pinned,
+            )?),
+            None => None,
         };
         let jgs2 = subspace.is_some();
         let n_nodes = subspace.as_ref().map_or(0, |s| s.tree.len());
@@ -841,6 +891,7 @@ impl DeviceJgs2Backend {
             pending: None,
             combined: None,
             thickness: (SURFACE_THICKNESS * model.barrier.dhat) as f32,
+            ipc,
             m,
             dev,
         };
@@ -956,6 +1007,9 @@ impl DeviceJgs2Backend {
                 },
                 nv,
             );
+        }
+        if let Some(ipc) = &self.ipc {
+            ipc.rec_terms(p, &self.x[xb], &self.g, &self.hbar);
         }
     }
 
@@ -1264,6 +1318,9 @@ impl DeviceJgs2Backend {
             self.m.nv,
             self.rb.e_vert,
         );
+        if let Some(ipc) = &self.ipc {
+            ipc.rec_energy_partials(p, self.readback.id(), self.rb.e_ipc);
+        }
     }
 
     /// The first pass of reduction `k` over `a[0..n]` into the readback at `at` (the host sums
@@ -1431,16 +1488,21 @@ impl DeviceJgs2Backend {
         } else {
             dots[0].max(0.0).sqrt()
         };
+        let ipc_parts = &r[rb.e_ipc..rb.e_ipc + rb.n_ipc];
         let parts = || {
             r[rb.e_elem..rb.e_elem + rb.n_elem]
                 .iter()
                 .chain(&r[rb.e_vert..rb.e_vert + rb.n_vert])
+                .chain(ipc_parts)
         };
-        // An element below the strict floor wrote the sentinel: the state is infeasible.
+        // An element below the strict floor wrote the sentinel, or an IPC pair touches: the
+        // state is infeasible.
         let sentinel = r[rb.e_elem..rb.e_elem + rb.n_elem]
             .iter()
-            .any(|&v| v >= 0.5 * ELASTIC_STRICT_SENTINEL);
-        let energy = sum(rb.e_elem, rb.n_elem) + sum(rb.e_vert, rb.n_vert);
+            .any(|&v| v >= 0.5 * ELASTIC_STRICT_SENTINEL)
+            || self.ipc.as_ref().is_some_and(|ipc| ipc.touching(ipc_parts));
+        let energy =
+            sum(rb.e_elem, rb.n_elem) + sum(rb.e_vert, rb.n_vert) + sum(rb.e_ipc, rb.n_ipc);
         Ok(Sample {
             residual: if self.m.char_scale > 0.0 {
                 norm / self.m.char_scale
@@ -1475,6 +1537,17 @@ impl DeviceJgs2Backend {
             None
         };
         self.e_ref = 0.0;
+        if let Some(ipc) = &mut self.ipc {
+            ipc.begin_step(&mut self.dev, problem, 0.0)?;
+            let n = ipc.partials();
+            if self.readback.len() < self.rb.e_ipc + n {
+                let len = self.rb.e_ipc + n;
+                let old = std::mem::replace(&mut self.readback, self.dev.alloc("readback", len)?);
+                self.dev.free(old);
+                self.rb.len = len;
+            }
+            self.rb.n_ipc = n;
+        }
         Ok(())
     }
 }
@@ -1576,6 +1649,36 @@ impl DeviceJgs2Backend {
 }
 
 impl DeviceJgs2Backend {
+    /// IPC's per-vertex and whole-step CCD filters are not on the device yet: an iterate may
+    /// only be evaluated, never moved.
+    fn refuse_ipc_moves(&self) -> Result<()> {
+        match &self.ipc {
+            Some(_) => Err(JelloError::Invalid(IPC_NOT_YET.into())),
+            None => Ok(()),
+        }
+    }
+
+    /// The current point's terms ([`DeviceJgs2::terms_at_start`]).
+    fn terms(&mut self) -> Result<DeviceTerms> {
+        let g = self.dev.read(&self.g)?;
+        let gradient = g
+            .iter()
+            .take(self.m.nv)
+            .flat_map(|p| (0..3).map(move |k| p[k] as f64))
+            .collect();
+        let h = self.dev.read(&self.hbar)?;
+        let barrier_hessians = h
+            .iter()
+            .take(self.m.nv)
+            .map(|m| Matrix3::from_fn(|r, c| m.get(r, c) as f64))
+            .collect();
+        Ok(DeviceTerms {
+            gradient,
+            barrier_hessians,
+            energy: self.s.energy + self.e_ref,
+        })
+    }
+
     /// The loop's view of a readback taken for `next`.
     fn public(&self, s: &Sample, next: Next, max_move: f64) -> Jgs2Sample {
         let mut out = Jgs2Sample {
@@ -1684,6 +1787,7 @@ impl Jgs2Backend for DeviceJgs2Backend {
         _problem: &StepProblem,
         _elastic: &dyn ElasticTerms,
     ) -> Result<Jgs2Sample> {
+        self.refuse_ipc_moves()?;
         // One plan: apply the local steps, re-evaluate, the next local steps (Jacobi); or the
         // sweep (Gauss–Seidel); then the dots and energies, one readback.
         let mut p = Plan::new();
@@ -1711,6 +1815,7 @@ impl Jgs2Backend for DeviceJgs2Backend {
         scale: f64,
         next: Next,
     ) -> Result<Jgs2Trial> {
+        self.refuse_ipc_moves()?;
         // One plan: the combined step and its bound (once per coefficients), the trial
         // positions, and speculatively at the trial what the next iteration needs there.
         let mut p = Plan::new();

@@ -300,6 +300,7 @@ mod backend;
 mod contact;
 mod cpu;
 mod device;
+mod device_ipc;
 mod local;
 mod precond;
 mod solver;
@@ -308,7 +309,7 @@ mod subspace;
 pub use backend::{
     model_coefficients, Jgs2Backend, Jgs2Sample, Jgs2Setup, Jgs2StepFlags, Jgs2Trial, Next,
 };
-pub use device::{DeviceJgs2, DeviceJgs2Backend, PackedHMatrix};
+pub use device::{DeviceJgs2, DeviceJgs2Backend, DeviceTerms, PackedHMatrix};
 pub use local::{
     barrier_hessian, element_gradient_pass, element_pass, hess_vec, hmatrix_far_field, jgs2_matrix,
     jgs2_rhs, jgs2_system, local_system, rest_frame_gradients, rotations, vbd_local_system,

@@ -176,6 +176,11 @@ impl<B: Jgs2Backend> Jgs2Solver<B> {
     pub fn backend(&self) -> &B {
         &self.backend
     }
+
+    /// The backend, mutably (for its own inspection methods).
+    pub(crate) fn backend_mut(&mut self) -> &mut B {
+        &mut self.backend
+    }
 }
 
 /// The window of [`plain_step_fits`]: the plain step is kept when the minimiser of the

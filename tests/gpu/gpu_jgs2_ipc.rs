@@ -1,0 +1,148 @@
+//! IPC contact terms of the JGS2 / VBD device iteration (`jello::solver::jgs2`'s
+//! `device_ipc.rs`): the assembled gradient, the local systems' barrier Hessian blocks and the
+//! energy at a contact state, on the CPU twins and on the GPU, against the f64 [`StepProblem`]
+//! — the barrier over the host's candidate pairs (`ipc_pairs`, gathered per vertex by
+//! `ipc_gather`) and the lagged friction (`ipc_friction`) added to the elastic, inertia and
+//! obstacle terms. The Hessian blocks are compared as the difference the IPC terms make (the
+//! same model with and without contact on the device) against the diagonal blocks of the f64
+//! PSD-projected pair Hessians; friction adds no block on the device (no friction Hessian
+//! kernel yet), so only the barrier's are compared.
+//!
+//! **States.** Projected-Newton states of bundled contact scenes in contact: the colliding
+//! balls (coarse, no friction) pressed together, and the stacked cubes (μ = 0.5) resting on
+//! each other and on the ground, with friction lagged at the step's start.
+//!
+//! **Tolerances.** The device's positions are f32 relative to the rest centroid (~6e-8 m for
+//! these 0.3 m scenes) and the pair distances in contact are ~1e-5..1e-4 m, so a pair's
+//! barrier gradient carries a relative error of ~ε_f32·L/d ≈ 1e-3 (the kernels' own tests,
+//! `gpu_contact_kernels.rs`, hold each pair to its conditioning). The whole gradient is held to
+//! 1e-3 of the contact gradient's norm — so a missing, doubled or misplaced contact term fails
+//! (measured 1.7e-5 and 4.3e-5) — the blocks to 1e-3 of their norm (Frobenius over all
+//! vertices; the PSD projection's eigen-decomposition adds f32 error of the same order as the
+//! gradient's), and the energy to 1e-5 of the summed terms' magnitude plus 1e-3 of the contact
+//! energy (measured |Δ| ≤ 1.6e-6 J against 5.5 J).
+
+use crate::common;
+use jello::gpu::Device;
+use jello::problem::{ElasticTerms, StepProblem};
+use jello::scene::{BuiltScene, Scene};
+use jello::solver::jgs2::{DeviceJgs2, Jgs2Params, Safeguard, Variant};
+use jello::solver::StopRule;
+use nalgebra::Matrix3;
+
+fn scene(name: &str, from: &str, to: &str) -> BuiltScene {
+    let path = common::bundled_scene_path(name);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains(from), "{name} changed");
+    let text = text.replace(from, to);
+    Scene::parse(&path, &text).unwrap().build().unwrap()
+}
+
+fn norm(a: &[f64]) -> f64 {
+    a.iter().map(|v| v * v).sum::<f64>().sqrt()
+}
+
+#[test]
+fn device_contact_terms_match_the_f64_problem() {
+    let cases = [
+        (
+            "coarse contact_balls.toml, step 9",
+            scene("contact_balls.toml", "resolution = 6", "resolution = 4"),
+            8,
+        ),
+        (
+            "contact_stack.toml, step 11",
+            scene("contact_stack.toml", "[solver]", "[solver]"),
+            10,
+        ),
+    ];
+    for (label, built, steps) in cases {
+        let m = &built.model;
+        let state = common::state_after(&built, steps);
+        let problem = StepProblem::new(m, &state, built.config.h);
+        problem.begin_contact_step(m);
+        let lagged = problem.lag_friction(&problem.x_start.clone());
+        let x = &problem.x_start;
+        let mut g = vec![0.0; x.len()];
+        problem.gradient(m, x, &mut g);
+        // The contact part alone: the f64 IPC barrier and friction gradients.
+        let ipc = m.contact.as_ref().unwrap();
+        let xs = problem.contact_positions(ipc, x);
+        let pairs = ipc.active_pairs(&xs).unwrap();
+        let mut gc = vec![0.0; x.len()];
+        let contact_e = problem.kappa() * ipc.add_gradient(&pairs, &xs, problem.kappa(), &mut gc)
+            + problem
+                .lagged_friction()
+                .map_or(0.0, |f| f.0.add_gradient(x, &problem.x_hat, &mut gc));
+        for (v, p) in m.pinned.iter().enumerate() {
+            if *p {
+                gc[3 * v..3 * v + 3].iter_mut().for_each(|c| *c = 0.0);
+            }
+        }
+        assert!(!pairs.is_empty(), "{label}: no pair within d̂");
+        let mut blocks = vec![Matrix3::<f64>::zeros(); m.num_vertices()];
+        for (ids, h) in ipc.hessian_blocks(&pairs, &xs, problem.kappa()) {
+            for (a, &v) in ids.iter().enumerate() {
+                if (v as usize) < blocks.len() && !m.pinned[v as usize] {
+                    blocks[v as usize] += h.fixed_view::<3, 3>(3 * a, 3 * a);
+                }
+            }
+        }
+        let mut bare = m.clone();
+        bare.contact = None;
+        let e_ref = problem.energy(m, x) - problem.inertia_energy(x);
+        let magnitude = m.elastic_energy(x).abs() + contact_e.abs();
+        let params = Jgs2Params {
+            stop: StopRule::Cn { eps: 1e-7 },
+            max_iterations: 10,
+            variant: Variant::GaussSeidel,
+            safeguard: Safeguard::Off,
+        };
+        for (dname, gpu) in [("cpu twins", false), ("gpu", true)] {
+            let device = || {
+                if gpu {
+                    common::gpu_device()
+                } else {
+                    Some(Device::cpu())
+                }
+            };
+            let (Some(dev), Some(dev_bare)) = (device(), device()) else {
+                continue;
+            };
+            let without = DeviceJgs2::new(dev_bare, &bare, params, None)
+                .unwrap()
+                .terms_at_start(&StepProblem::new(&bare, &state, built.config.h), &bare)
+                .unwrap();
+            let mut solver = DeviceJgs2::new(dev, m, params, None).unwrap();
+            let t = solver.terms_at_start(&problem, m).unwrap();
+            let (gd, ed) = (&t.gradient, t.energy);
+            let mut dh2 = 0.0;
+            let mut h2 = 0.0;
+            for (v, b) in blocks.iter().enumerate() {
+                if m.pinned[v] {
+                    continue;
+                }
+                let dev_block = t.barrier_hessians[v] - without.barrier_hessians[v];
+                dh2 += (dev_block - b).norm_squared();
+                h2 += b.norm_squared();
+            }
+            let h_rel = (dh2 / h2).sqrt();
+            let diff: Vec<f64> = gd.iter().zip(&g).map(|(a, b)| a - b).collect();
+            let rel = norm(&diff) / norm(&gc);
+            let e_err = (ed - e_ref).abs();
+            eprintln!(
+                "{label} on {dname}: {} pairs within d̂, {lagged} friction pairs; ‖Δg‖/‖g_contact‖ \
+                 {rel:.2e} (‖g_contact‖/‖g‖ {:.2e}); energy {ed:.6e} vs {e_ref:.6e} J (contact \
+                 {contact_e:.3e} J), |Δ| {e_err:.2e}; barrier blocks ‖Δ‖/‖H‖ {h_rel:.2e}",
+                pairs.len(),
+                norm(&gc) / norm(&g),
+            );
+            assert!(rel < 1e-3, "{label} on {dname}: gradient off by {rel:e}");
+            assert!(h_rel < 1e-3, "{label} on {dname}: blocks off by {h_rel:e}");
+            assert!(
+                e_err <= 1e-5 * magnitude + 1e-3 * contact_e.abs(),
+                "{label} on {dname}: energy {ed:e} vs {e_ref:e}"
+            );
+        }
+    }
+}
