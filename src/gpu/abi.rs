@@ -87,6 +87,9 @@ pub const IPC_SENTINEL: f32 = 1e30;
 
 /// `ipc_friction` flag (u0): write the per-pair gradient.
 pub const FRICTION_GRADIENT: u32 = 1;
+/// `ipc_friction` flag: write the per-pair 12×12 Hessian (144 f32 per pair, row-major, dofs
+/// vertex-major — `ipc_pairs`' layout, so `ipc_gather` gathers its diagonal blocks).
+pub const FRICTION_HESSIAN: u32 = 2;
 
 // ---- The JGS2 H-matrix blob (`hm`) ----
 

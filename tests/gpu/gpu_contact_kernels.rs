@@ -30,7 +30,7 @@ use jello::contact::distance::{
 };
 use jello::contact::friction::{f0, FrictionPair, FrictionSet};
 use jello::contact::mollifier::{edge_edge_mollifier, mollified, mollifier_threshold};
-use jello::gpu::twins::friction::{self, FRICTION_GRADIENT};
+use jello::gpu::twins::friction::{self, FRICTION_GRADIENT, FRICTION_HESSIAN};
 use jello::gpu::twins::ipc::{
     self, ee_code, ee_type_of, pt_code, pt_feature, IPC_GATHER_HESSIAN, IPC_GRADIENT, IPC_HESSIAN,
     IPC_PROJECT, PARALLEL_SIN2_F32,
@@ -1223,9 +1223,9 @@ fn friction_motion(rng: &mut ChaCha8Rng) -> V3 {
     rand_unit(rng) * scale * rng.random_range(0.5..1.0)
 }
 
-/// `ipc_friction` (twin and GPU) against `FrictionSet`'s f64 energy and gradient, pair by
-/// pair on disjoint stencils, then summed per vertex by `ipc_gather` on stencils that share
-/// vertices.
+/// `ipc_friction` (twin and GPU) against `FrictionSet`'s f64 energy, gradient and Hessian,
+/// pair by pair on disjoint stencils, then summed per vertex by `ipc_gather` on stencils that
+/// share vertices.
 #[test]
 fn ipc_friction_matches_f64_friction_set() {
     let mut rng = common::rng("ipc_friction_matches_f64_friction_set");
@@ -1276,12 +1276,15 @@ fn ipc_friction_matches_f64_friction_set() {
             .iter()
             .map(|p| GpuFrictionPair::new(p.ids, p))
             .collect();
-        let params = Params::new().u0(FRICTION_GRADIENT).f0(eps as f32);
+        let params = Params::new()
+            .u0(FRICTION_GRADIENT | FRICTION_HESSIAN)
+            .f0(eps as f32);
         let data = vec![
             Data::V(dx32.clone()),
             Data::FP(gpairs.clone()),
             nan_f(np),
             nan_v4(4 * np),
+            nan_f(144 * np),
         ];
         let (cpu, gpu) = run_both(Kernel::IpcFriction, &data, params, np as u32);
         let label = if shared {
@@ -1292,6 +1295,7 @@ fn ipc_friction_matches_f64_friction_set() {
         // Per pair, the f64 potential at the same (f32-rounded) positions.
         let mut e64 = Vec::with_capacity(np);
         let mut g64 = Vec::with_capacity(48 * np);
+        let mut h64 = Vec::with_capacity(144 * np);
         let mut bound_e = Vec::with_capacity(np);
         let mut regimes = [0usize; 2];
         let (ie, ig) = (2, 3);
@@ -1313,6 +1317,8 @@ fn ipc_friction_matches_f64_friction_set() {
             bound_e.push(8.0 * EPS * (cond + f0(y, eps)) / f0(y, eps));
             e64.push(d.value);
             g64.extend(d.grad.iter().copied());
+            // Row-major, as the kernel writes it.
+            h64.extend((0..144).map(|k| d.hess[(k / 12, k % 12)]));
         }
         assert!(
             regimes[0] > np / 10 && regimes[1] > np / 10,
@@ -1341,7 +1347,19 @@ fn ipc_friction_matches_f64_friction_set() {
             "ipc_friction gradient twin vs f64 ({label}): relative error {e:.2e} (tolerance 1e-6)"
         );
         assert!(e <= 1e-6, "gradient relative error {e:.2e}");
+        let ih = 4;
+        let e = rel(&cpu[ih], &h64, 0.0, "ipc_friction Hessian twin vs f64");
+        eprintln!(
+            "ipc_friction Hessian twin vs f64 ({label}): relative error {e:.2e} (tolerance 1e-6)"
+        );
+        assert!(e <= 1e-6, "Hessian relative error {e:.2e}");
         if let Some(g) = &gpu {
+            common::assert_close(
+                &g[ih],
+                &cpu[ih],
+                1e-5,
+                &format!("ipc_friction Hessian gpu vs twin ({label})"),
+            );
             // Same formula, one rounding order (FMA contraction on some drivers).
             common::assert_close(
                 &g[ie],
@@ -1404,15 +1422,23 @@ fn ipc_friction_bad_input_is_an_error() {
     let dx = vec![[0.0f32; 4]; 4];
     let p = Params::new().u0(FRICTION_GRADIENT).f0(1e-5);
     let p = Params { n: 1, ..p };
-    let (mut e, mut g) = ([0.0f32], [[0.0f32; 4]; 4]);
+    let (mut e, mut g, mut h) = ([0.0f32], [[0.0f32; 4]; 4], [0.0f32; 144]);
     let ok = GpuFrictionPair::new([0, 1, 2, 3], &fp);
-    assert!(friction::ipc_friction(&p, &dx, &[ok], &mut e, &mut g).is_ok());
+    assert!(friction::ipc_friction(&p, &dx, &[ok], &mut e, &mut g, &mut h).is_ok());
     let past = GpuFrictionPair::new([0, 1, 2, 4], &fp);
-    assert!(friction::ipc_friction(&p, &dx, &[past], &mut e, &mut g).is_err());
-    assert!(friction::ipc_friction(&p, &dx[..3], &[ok], &mut e, &mut g).is_err());
+    assert!(friction::ipc_friction(&p, &dx, &[past], &mut e, &mut g, &mut h).is_err());
+    assert!(friction::ipc_friction(&p, &dx[..3], &[ok], &mut e, &mut g, &mut h).is_err());
     let mut g1 = [[0.0f32; 4]; 3];
-    assert!(friction::ipc_friction(&p, &dx, &[ok], &mut e, &mut g1).is_err());
+    assert!(friction::ipc_friction(&p, &dx, &[ok], &mut e, &mut g1, &mut h).is_err());
     // Without the gradient flag the gradient buffer is not needed.
     let p0 = Params { u0: 0, ..p };
-    assert!(friction::ipc_friction(&p0, &dx, &[ok], &mut e, &mut g1).is_ok());
+    assert!(friction::ipc_friction(&p0, &dx, &[ok], &mut e, &mut g1, &mut h).is_ok());
+    // With the Hessian flag 144 values per pair are.
+    let ph = Params {
+        u0: FRICTION_HESSIAN,
+        ..p
+    };
+    let mut h1 = [0.0f32; 143];
+    assert!(friction::ipc_friction(&ph, &dx, &[ok], &mut e, &mut g1, &mut h1).is_err());
+    assert!(friction::ipc_friction(&ph, &dx, &[ok], &mut e, &mut g1, &mut h).is_ok());
 }

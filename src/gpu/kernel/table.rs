@@ -27,7 +27,7 @@ use crate::gpu::twins::{
     self,
     admm::{ADMM_GROUP, ADMM_LOCAL_GROUP},
     backend::DEV_GROUP,
-    friction::FRICTION_GRADIENT,
+    friction::{FRICTION_GRADIENT, FRICTION_HESSIAN},
     ipc::{IPC_GATHER_HESSIAN, IPC_GRADIENT, IPC_HESSIAN},
     ELASTIC_GRADIENT, ELASTIC_HESSIAN, REDUCE_BLOCK,
 };
@@ -244,7 +244,7 @@ kernels! {
     IpcGather => ipc::ipc_gather [ANY, ANY, N_PLUS_1, ANY, ANY, N, n_if(1, IPC_GATHER_HESSIAN)];
     /// Per lagged friction pair: μλ·f₀(‖u‖) and (flag 1) its per-pair gradient in
     /// [`Kernel::IpcPairs`]' layout, for [`Kernel::IpcGather`] (ε_v·h in f0).
-    IpcFriction => friction::ipc_friction [ANY, N, N, n_if(4, FRICTION_GRADIENT)];
+    IpcFriction => friction::ipc_friction [ANY, N, N, n_if(4, FRICTION_GRADIENT), n_if(144, FRICTION_HESSIAN)];
     // ---- multilevel solver (`twins::multilevel`; issue 13) ----
     /// Lift `u = P U q` of a subspace vector, gathered per vertex over its (handle, weighted
     /// frame) CSR; zero on pinned vertices.

@@ -1,8 +1,9 @@
 //! IPC contact terms of the JGS2 / VBD device iteration: at every evaluated point the barrier
 //! κ·Σ m·b(d²) over a candidate pair list (`ipc_pairs`, gradient and PSD-projected Hessian)
 //! and the lagged friction Σ μλ·f₀(‖u‖) (`ipc_friction`, gradient), summed per model vertex
-//! into the assembled gradient g and — the barrier's diagonal 3×3 blocks — into the per-vertex
-//! barrier Hessians every local system adds (`ipc_gather` over host-built CSRs, no atomics).
+//! into the assembled gradient g and — the diagonal 3×3 blocks of the barrier's PSD-projected
+//! and friction's (PSD) pair Hessians — into the per-vertex barrier Hessians every local
+//! system adds (`ipc_gather` over host-built CSRs, no atomics).
 //! Their per-pair energies are reduced into the iteration's readback, so an evaluation still
 //! returns only scalars. This is the device half of what `contact.rs` does in f64.
 //!
@@ -26,8 +27,8 @@ use crate::contact::ccd::PairKind;
 use crate::contact::{ContactPair, IpcContact};
 use crate::error::{JelloError, Result};
 use crate::gpu::abi::{
-    dev_groups, FRICTION_GRADIENT, IPC_GATHER_HESSIAN, IPC_GRADIENT, IPC_HESSIAN, IPC_PROJECT,
-    IPC_SENTINEL, REDUCE_BLOCK,
+    dev_groups, FRICTION_GRADIENT, FRICTION_HESSIAN, IPC_GATHER_HESSIAN, IPC_GRADIENT, IPC_HESSIAN,
+    IPC_PROJECT, IPC_SENTINEL, REDUCE_BLOCK,
 };
 use crate::gpu::model::{relative, relative_one, upload_nonempty};
 use crate::gpu::{
@@ -373,11 +374,19 @@ impl DeviceIpc {
             );
             p.dispatch(
                 Kernel::IpcFriction,
-                &[self.dxc.id(), f.list.id(), f.energy.id(), f.grad.id()],
-                Params::new().u0(FRICTION_GRADIENT).f0(self.eps),
+                &[
+                    self.dxc.id(),
+                    f.list.id(),
+                    f.energy.id(),
+                    f.grad.id(),
+                    self.hess.id(),
+                ],
+                Params::new()
+                    .u0(FRICTION_GRADIENT | FRICTION_HESSIAN)
+                    .f0(self.eps),
                 f.n as u32,
             );
-            f.gather(p, None, scratch, g, hbar, self.nv);
+            f.gather(p, Some(&self.hess), scratch, g, hbar, self.nv);
         }
     }
 

@@ -351,6 +351,7 @@ impl DeviceContact {
                     self.friction.list.id(),
                     self.friction.energy.id(),
                     self.friction.grad.id(),
+                    self.dummy_hess.id(),
                 ],
                 Params::new()
                     .u0(if want_g { FRICTION_GRADIENT } else { 0 })
