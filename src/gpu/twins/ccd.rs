@@ -78,6 +78,11 @@ const TINY: f32 = f32::MIN_POSITIVE;
 /// Workgroup size of `ipc_vertex_toi` (vertices per partial).
 pub const VERTEX_TOI_GROUP: usize = 256;
 
+/// x ≤ y or either is NaN — the WGSL's `!(x > y)`, which sends NaN down the safe branch.
+fn not_above(x: f32, y: f32) -> bool {
+    x.partial_cmp(&y) != Some(std::cmp::Ordering::Greater)
+}
+
 fn norm(v: Vec3) -> f32 {
     v.dot(v).sqrt()
 }
@@ -107,7 +112,7 @@ fn ps_lb(p: Vec3, e0: Vec3, e1: Vec3) -> f32 {
     let ends = pp_lb(p, e0).min(pp_lb(p, e1));
     let e = e1 - e0;
     let ee = e.dot(e);
-    if !(ee > TINY) {
+    if not_above(ee, TINY) {
         // ≈ a point: the segment lies within ‖e‖ of e0.
         return ends - ee.max(0.0).sqrt();
     }
@@ -128,7 +133,7 @@ fn pt_lb(p: Vec3, t0: Vec3, t1: Vec3, t2: Vec3) -> f32 {
     let e2 = t2 - t0;
     let n = e1.cross(e2);
     let nn = n.dot(n);
-    if !(nn > TINY) {
+    if not_above(nn, TINY) {
         return segs;
     }
     let s12 = norm(e1) * norm(e2);
@@ -198,7 +203,7 @@ fn ee_lb(a0: Vec3, a1: Vec3, b0: Vec3, b1: Vec3) -> f32 {
     let v = b1 - b0;
     let uu = u.dot(u);
     let vv = v.dot(v);
-    if !(uu > TINY && vv > TINY) {
+    if not_above(uu, TINY) || not_above(vv, TINY) {
         // A (nearly) zero-length edge: the endpoint terms, less its length.
         return ends - uu.min(vv).max(0.0).sqrt();
     }
@@ -259,7 +264,7 @@ pub fn accd_f32(
     }
     let pos = 4.0 * f32::EPSILON * scale;
     let mut g = gap_at(kind, x, dx, 0.0, pos, xi);
-    if !(g > 0.0) {
+    if not_above(g, 0.0) {
         return (0.0, 0);
     }
     let m = (dx[0] + dx[1] + dx[2] + dx[3]) * 0.25;
@@ -282,7 +287,7 @@ pub fn accd_f32(
     if lp == 0.0 {
         return (t_max, 0);
     }
-    if !(lp < f32::MAX) {
+    if not_above(f32::MAX, lp) {
         return (0.0, 0);
     }
     let stop = (1.0 - eta) * g;
@@ -290,11 +295,11 @@ pub fn accd_f32(
     for it in 1..=max_iterations {
         let cert = g / lp;
         let tau = (t + eta * cert).min(t_max);
-        if !(tau > t) || tau - t > cert * (1.0 - 4.0 * f32::EPSILON) {
+        if not_above(tau, t) || tau - t > cert * (1.0 - 4.0 * f32::EPSILON) {
             return (t, it);
         }
         g = gap_at(kind, x, dx, tau, pos, xi);
-        if !(g > 0.0) || (t > 0.0 && g < stop) {
+        if not_above(g, 0.0) || (t > 0.0 && g < stop) {
             return (t, it);
         }
         t = tau;
