@@ -4,6 +4,8 @@
 //! `jello::contact` or `jello::problem`'s closest-point walks.
 #![allow(dead_code)]
 
+pub mod ccd_cases;
+
 use nalgebra::Vector3;
 use rand::Rng;
 

@@ -242,9 +242,17 @@ kernels! {
     /// Per-vertex gather of the pair gradients (added to `g`) and, with flag 1, of the pair
     /// Hessians' diagonal blocks (added to `hdiag`) over the vertex→(pair, slot) CSR.
     IpcGather => ipc::ipc_gather [ANY, ANY, N_PLUS_1, ANY, ANY, N, n_if(1, IPC_GATHER_HESSIAN)];
-    /// Per lagged friction pair: μλ·f₀(‖u‖) and (flag 1) its per-pair gradient in
-    /// [`Kernel::IpcPairs`]' layout, for [`Kernel::IpcGather`] (ε_v·h in f0).
+    /// Per lagged friction pair: μλ·f₀(‖u‖) and (flag 1) its per-pair gradient, (flag 2) its
+    /// 12×12 Hessian, in [`Kernel::IpcPairs`]' layouts, for [`Kernel::IpcGather`] (ε_v·h in f0).
     IpcFriction => friction::ipc_friction [ANY, N, N, n_if(4, FRICTION_GRADIENT), n_if(144, FRICTION_HESSIAN)];
+    // ---- device CCD (`twins::ccd`; issue 39) ----
+    /// Per candidate pair: additive CCD's conservative time of impact in [0, t_max] and its
+    /// iteration count, from start positions and displacements (ξ in f0, t_max in f1, η in f2,
+    /// the iteration cap in u0).
+    IpcCcd => ccd::ipc_ccd [ANY, ANY, N, N, N];
+    /// Per vertex: the minimum of its pairs' times of impact (and f0) over the vertex→(pair,
+    /// slot) CSR, and per 256-vertex group the maximum reciprocal for `reduce_max_abs`.
+    IpcVertexToi => ccd::ipc_vertex_toi [ANY, N_PLUS_1, ANY, N, ANY];
     // ---- multilevel solver (`twins::multilevel`; issue 13) ----
     /// Lift `u = P U q` of a subspace vector, gathered per vertex over its (handle, weighted
     /// frame) CSR; zero on pinned vertices.
