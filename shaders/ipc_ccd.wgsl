@@ -12,14 +12,7 @@
 // when it stays inside the certified interval. Derivation, constants and costs: the twin
 // src/gpu/twins/ccd.rs, which mirrors these functions operation for operation.
 #import params
-
-struct Pair {
-    v: vec4<u32>,
-    kind: u32,
-    eps_x: f32,
-    pad0: u32,
-    pad1: u32,
-}
+#import pair_record
 
 @group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> dx: array<vec4<f32>>;

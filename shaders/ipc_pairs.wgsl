@@ -8,16 +8,9 @@
 // energy 1e30 (read as +∞), derivatives 0. Formulas, type codes and precision: the twin
 // src/gpu/twins/ipc.rs.
 #import params
+#import pair_record
 #import ipc_pair
 #import sym12
-
-struct Pair {
-    v: vec4<u32>,
-    kind: u32,
-    eps_x: f32,
-    pad0: u32,
-    pad1: u32,
-}
 
 @group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> pairs: array<Pair>;

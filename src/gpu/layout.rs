@@ -249,6 +249,19 @@ impl GpuPair {
             pad: [0; 2],
         }
     }
+
+    /// The record of a host contact pair (collision ids as the pair has them).
+    pub fn of(p: &crate::contact::ContactPair) -> Self {
+        use crate::contact::ccd::PairKind;
+        match p.kind {
+            PairKind::PointTriangle => {
+                Self::point_triangle(p.ids[0], [p.ids[1], p.ids[2], p.ids[3]])
+            }
+            PairKind::EdgeEdge => {
+                Self::edge_edge([p.ids[0], p.ids[1]], [p.ids[2], p.ids[3]], p.eps_x)
+            }
+        }
+    }
 }
 
 /// One lagged IPC friction pair for `ipc_friction` (WGSL `FrictionPair`, 160 bytes): the

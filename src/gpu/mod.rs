@@ -54,6 +54,7 @@ mod evaluator;
 pub mod kernel;
 pub mod layout;
 pub mod model;
+mod pairs;
 pub mod shaders;
 pub mod twins;
 mod wgpu_device;
@@ -74,6 +75,7 @@ pub use layout::{
     GpuVec4, GpuVertexInfo, Params,
 };
 pub use model::{DeviceModel, StepConstants};
+pub use pairs::PairList;
 pub use wgpu_device::{GpuDevice, DEFAULT_READBACK_TIMEOUT};
 
 /// Material model ids understood by the `elastic` kernel (the `model` field of [`ElemParams`]).

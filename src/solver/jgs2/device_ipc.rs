@@ -23,113 +23,22 @@
 //! pinned vertices and of obstacle vertices are left out of the CSRs, so g stays zero on
 //! pinned vertices, as the f64 gradient.
 
-use crate::contact::ccd::PairKind;
 use crate::contact::{ContactPair, IpcContact};
 use crate::error::{JelloError, Result};
 use crate::gpu::abi::{
-    dev_groups, FRICTION_GRADIENT, FRICTION_HESSIAN, IPC_GATHER_HESSIAN, IPC_GRADIENT, IPC_HESSIAN,
-    IPC_PROJECT, IPC_SENTINEL, REDUCE_BLOCK,
+    dev_groups, FRICTION_GRADIENT, FRICTION_HESSIAN, IPC_GRADIENT, IPC_HESSIAN, IPC_PROJECT,
+    IPC_SENTINEL, REDUCE_BLOCK,
 };
-use crate::gpu::model::{relative, relative_one, upload_nonempty};
+use crate::gpu::model::{relative, relative_one};
 use crate::gpu::{
-    Buf, BufferId, Device, GpuFrictionPair, GpuMat3, GpuPair, GpuVec4, Kernel, Params, Plan,
-    VertexCsr,
+    Buf, BufferId, Device, GpuFrictionPair, GpuMat3, GpuPair, GpuVec4, Kernel, PairList, Params,
+    Plan,
 };
 use crate::problem::StepProblem;
 use std::sync::Arc;
 
 /// `dev_combine`'s "no scalar slot".
 const NO_SLOT: u32 = 1023;
-
-/// One term's pairs on the device: the list, its vertex→(pair, slot) CSR over the model's free
-/// vertices, and per-pair outputs.
-struct Term<T> {
-    n: usize,
-    list: Buf<T>,
-    offsets: Buf<u32>,
-    csr_pairs: Buf<u32>,
-    csr_slot: Buf<u32>,
-    energy: Buf<f32>,
-    grad: Buf<GpuVec4>,
-}
-
-impl<T: bytemuck::Pod + Default> Term<T> {
-    /// Uploads `list` with stencils `stencils` (collision ids); CSR rows are the `nv` model
-    /// vertices, entries of pinned (`pinned[v]`) or obstacle vertices dropped.
-    fn new(
-        dev: &mut Device,
-        label: &str,
-        list: &[T],
-        stencils: &[[u32; 4]],
-        pinned: &[bool],
-    ) -> Result<Self> {
-        let nv = pinned.len();
-        // Dropped entries go to row nv, which no dispatch gathers.
-        let rows: Vec<[u32; 4]> = stencils
-            .iter()
-            .map(|s| {
-                s.map(|v| {
-                    if (v as usize) < nv && !pinned[v as usize] {
-                        v
-                    } else {
-                        nv as u32
-                    }
-                })
-            })
-            .collect();
-        let csr = VertexCsr::new(&rows, nv + 1)?;
-        let n = list.len();
-        Ok(Term {
-            n,
-            list: upload_nonempty(dev, label, list)?,
-            offsets: dev.upload("contact csr offsets", &csr.offsets)?,
-            csr_pairs: upload_nonempty(dev, "contact csr pairs", &csr.tets)?,
-            csr_slot: upload_nonempty(dev, "contact csr slots", &csr.local)?,
-            energy: dev.alloc("contact pair energies", n.max(1))?,
-            grad: dev.alloc("contact pair gradients", 4 * n.max(1))?,
-        })
-    }
-
-    fn free(self, dev: &mut Device) {
-        dev.free(self.list);
-        dev.free(self.offsets);
-        dev.free(self.csr_pairs);
-        dev.free(self.csr_slot);
-        dev.free(self.energy);
-        dev.free(self.grad);
-    }
-
-    /// Records `g[v] += Σ grad[4·pair + slot]` and, with `hess`, `hbar[v] += Σ` the pair
-    /// Hessians' diagonal blocks, over the model's `nv` vertices.
-    fn gather(
-        &self,
-        p: &mut Plan,
-        hess: Option<&Buf<f32>>,
-        scratch: (&Buf<f32>, &Buf<GpuMat3>),
-        g: &Buf<GpuVec4>,
-        hbar: &Buf<GpuMat3>,
-        nv: usize,
-    ) {
-        let (h, hd, flags) = match hess {
-            Some(h) => (h.id(), hbar.id(), IPC_GATHER_HESSIAN),
-            None => (scratch.0.id(), scratch.1.id(), 0),
-        };
-        p.dispatch(
-            Kernel::IpcGather,
-            &[
-                self.grad.id(),
-                h,
-                self.offsets.id(),
-                self.csr_pairs.id(),
-                self.csr_slot.id(),
-                g.id(),
-                hd,
-            ],
-            Params::new().u0(flags),
-            nv as u32,
-        );
-    }
-}
 
 /// The IPC barrier and lagged friction of a JGS2 / VBD device step (module docs).
 pub(super) struct DeviceIpc {
@@ -148,11 +57,11 @@ pub(super) struct DeviceIpc {
     dxc: Buf<GpuVec4>,
     /// x̂ of the model's vertices, relative to the origin.
     x_hat: Buf<GpuVec4>,
-    barrier: Option<Term<GpuPair>>,
+    barrier: Option<PairList<GpuPair>>,
     hess: Buf<f32>,
     dist: Buf<f32>,
     ptype: Buf<u32>,
-    friction: Option<Term<GpuFrictionPair>>,
+    friction: Option<PairList<GpuFrictionPair>>,
     /// `dev_combine`'s per-group dot partials (unused).
     combine_part: Buf<f32>,
     /// Unread bindings of `ipc_gather` without the Hessian.
@@ -232,17 +141,7 @@ impl DeviceIpc {
 
     /// Replaces the candidate list (collision ids).
     pub(super) fn set_pairs(&mut self, dev: &mut Device, pairs: &[ContactPair]) -> Result<()> {
-        let list: Vec<GpuPair> = pairs
-            .iter()
-            .map(|p| match p.kind {
-                PairKind::PointTriangle => {
-                    GpuPair::point_triangle(p.ids[0], [p.ids[1], p.ids[2], p.ids[3]])
-                }
-                PairKind::EdgeEdge => {
-                    GpuPair::edge_edge([p.ids[0], p.ids[1]], [p.ids[2], p.ids[3]], p.eps_x)
-                }
-            })
-            .collect();
+        let list: Vec<GpuPair> = pairs.iter().map(GpuPair::of).collect();
         let stencils: Vec<[u32; 4]> = pairs.iter().map(|p| p.ids).collect();
         if let Some(old) = self.barrier.take() {
             old.free(dev);
@@ -258,12 +157,13 @@ impl DeviceIpc {
             dev.free(old);
         }
         if !pairs.is_empty() {
-            self.barrier = Some(Term::new(
+            self.barrier = Some(PairList::new(
                 dev,
                 "contact pairs",
                 &list,
                 &stencils,
-                &self.pinned,
+                self.nv,
+                |v| !self.pinned[v as usize],
             )?);
         }
         Ok(())
@@ -288,12 +188,13 @@ impl DeviceIpc {
             .map(|p| GpuFrictionPair::new(p.ids, p))
             .collect();
         let stencils: Vec<[u32; 4]> = set.pairs.iter().map(|p| p.ids).collect();
-        self.friction = Some(Term::new(
+        self.friction = Some(PairList::new(
             dev,
             "friction pairs",
             &list,
             &stencils,
-            &self.pinned,
+            self.nv,
+            |v| !self.pinned[v as usize],
         )?);
         self.eps = set.eps as f32;
         if self.n_coll > self.nv {
@@ -349,7 +250,7 @@ impl DeviceIpc {
                 },
                 b.n as u32,
             );
-            b.gather(p, Some(&self.hess), scratch, g, hbar, self.nv);
+            b.record_gather(p, Some((&self.hess, hbar)), scratch, g, self.nv);
         }
         if let Some(f) = &self.friction {
             // x − x̂ of the model's vertices; the obstacles' motion was written at the lag.
@@ -386,7 +287,7 @@ impl DeviceIpc {
                     .f0(self.eps),
                 f.n as u32,
             );
-            f.gather(p, Some(&self.hess), scratch, g, hbar, self.nv);
+            f.record_gather(p, Some((&self.hess, hbar)), scratch, g, self.nv);
         }
     }
 

@@ -29,8 +29,7 @@ use crate::error::{JelloError, Result};
 use crate::gpu::abi::{dev_groups, FRICTION_GRADIENT, IPC_GRADIENT, IPC_SENTINEL};
 use crate::gpu::model::relative_one;
 use crate::gpu::{
-    Buf, Device, GpuFrictionPair, GpuMat3, GpuPair, GpuTet, GpuVec4, Kernel, Params, Plan,
-    VertexCsr,
+    Buf, Device, GpuFrictionPair, GpuMat3, GpuPair, GpuTet, GpuVec4, Kernel, PairList, Params, Plan,
 };
 use crate::problem::StepProblem;
 use std::sync::Arc;
@@ -49,20 +48,21 @@ pub struct ContactEnergy {
     pub rounding: f64,
 }
 
-/// One term's pairs on the device: the list, the vertex→(pair, slot) CSR over the collision
-/// positions, and per-pair outputs.
+/// One term's pairs on the device ([`PairList`], its CSR over the collision positions) and
+/// what `dev_rounding` needs.
 struct PairTerm<T> {
-    n: usize,
+    pairs: PairList<T>,
     /// Each pair's collision vertices (for `dev_rounding`).
     stencils: Buf<GpuTet>,
     /// `dev_rounding`'s per-group partials.
     rounding: Buf<f32>,
-    list: Buf<T>,
-    offsets: Buf<u32>,
-    csr_pairs: Buf<u32>,
-    csr_slot: Buf<u32>,
-    energy: Buf<f32>,
-    grad: Buf<GpuVec4>,
+}
+
+impl<T> std::ops::Deref for PairTerm<T> {
+    type Target = PairList<T>;
+    fn deref(&self) -> &PairList<T> {
+        &self.pairs
+    }
 }
 
 impl<T: bytemuck::Pod + Default> PairTerm<T> {
@@ -73,30 +73,17 @@ impl<T: bytemuck::Pod + Default> PairTerm<T> {
         stencils: &[[u32; 4]],
         nx: usize,
     ) -> Result<Self> {
-        let csr = VertexCsr::new(stencils, nx)?;
-        let n = list.len();
         Ok(PairTerm {
-            n,
+            pairs: PairList::new(dev, label, list, stencils, nx, |_| true)?,
             stencils: upload_nonempty(dev, "contact stencils", stencils)?,
-            rounding: dev.alloc("contact rounding partials", dev_groups(n).max(1))?,
-            list: upload_nonempty(dev, label, list)?,
-            offsets: dev.upload("contact csr offsets", &csr.offsets)?,
-            csr_pairs: upload_nonempty(dev, "contact csr pairs", &csr.tets)?,
-            csr_slot: upload_nonempty(dev, "contact csr slots", &csr.local)?,
-            energy: dev.alloc("contact pair energy", n.max(1))?,
-            grad: dev.alloc("contact pair gradient", 4 * n.max(1))?,
+            rounding: dev.alloc("contact rounding partials", dev_groups(list.len()).max(1))?,
         })
     }
 
     fn free(self, dev: &mut Device) {
         dev.free(self.stencils);
         dev.free(self.rounding);
-        dev.free(self.list);
-        dev.free(self.offsets);
-        dev.free(self.csr_pairs);
-        dev.free(self.csr_slot);
-        dev.free(self.energy);
-        dev.free(self.grad);
+        self.pairs.free(dev);
     }
 
     /// Records `dev_rounding` over the per-pair forces of the last gradient pass and the
@@ -119,31 +106,6 @@ impl<T: bytemuck::Pod + Default> PairTerm<T> {
     fn read_rounding(&self, dev: &mut Device) -> Result<f64> {
         let p = dev.read_range(&self.rounding, 0..dev_groups(self.n))?;
         Ok(p.iter().map(|&v| v as f64).sum::<f64>() * ROUNDING_UNIT)
-    }
-
-    /// Records `g[v] += Σ grad[4·pair + slot]` over the model's `rows` vertices (`unused`: the
-    /// Hessian bindings, not read without the Hessian flag).
-    fn gather(
-        &self,
-        plan: &mut Plan,
-        unused: (&Buf<f32>, &Buf<GpuMat3>),
-        g: &Buf<GpuVec4>,
-        rows: usize,
-    ) {
-        plan.dispatch(
-            Kernel::IpcGather,
-            &[
-                self.grad.id(),
-                unused.0.id(),
-                self.offsets.id(),
-                self.csr_pairs.id(),
-                self.csr_slot.id(),
-                g.id(),
-                unused.1.id(),
-            ],
-            Params::new(),
-            rows as u32,
-        );
     }
 }
 
@@ -188,17 +150,7 @@ impl DeviceContact {
         let n_model = model.num_vertices();
         let n_coll = ipc.mesh.num_vertices();
         let origin = crate::problem::centroid(&model.mesh.positions);
-        let gpairs: Vec<GpuPair> = pairs
-            .iter()
-            .map(|p| match p.kind {
-                crate::contact::ccd::PairKind::PointTriangle => {
-                    GpuPair::point_triangle(p.ids[0], [p.ids[1], p.ids[2], p.ids[3]])
-                }
-                crate::contact::ccd::PairKind::EdgeEdge => {
-                    GpuPair::edge_edge([p.ids[0], p.ids[1]], [p.ids[2], p.ids[3]], p.eps_x)
-                }
-            })
-            .collect();
+        let gpairs: Vec<GpuPair> = pairs.iter().map(GpuPair::of).collect();
         let stencils: Vec<[u32; 4]> = pairs.iter().map(|p| p.ids).collect();
         let barrier = PairTerm::new(dev, "contact pairs", &gpairs, &stencils, n_coll)?;
         let lagged: Option<Arc<(FrictionSet, f64)>> = problem.lagged_friction();
@@ -335,8 +287,9 @@ impl DeviceContact {
                 self.barrier.record_rounding(&mut plan, &self.x);
             }
             if gather {
-                self.barrier.gather(
+                self.barrier.record_gather(
                     &mut plan,
+                    None,
                     (&self.dummy_hess, &self.dummy_hdiag),
                     &self.g,
                     self.n_model,
@@ -362,8 +315,9 @@ impl DeviceContact {
                 self.friction.record_rounding(&mut plan, &self.dx);
             }
             if gather {
-                self.friction.gather(
+                self.friction.record_gather(
                     &mut plan,
+                    None,
                     (&self.dummy_hess, &self.dummy_hdiag),
                     &self.g,
                     self.n_model,
