@@ -104,3 +104,22 @@ pub fn ee_distance_sq(a0: &V3, a1: &V3, b0: &V3, b1: &V3) -> f64 {
     }
     best
 }
+
+/// A pair record over four distinct random vertices below `n`, point–triangle or edge–edge
+/// (mollifier threshold 1e-3 m⁴) with equal odds.
+pub fn random_gpu_pair(rng: &mut impl Rng, n: usize) -> jello::gpu::GpuPair {
+    let mut v = [0u32; 4];
+    for k in 0..4 {
+        v[k] = loop {
+            let c = rng.random_range(0..n as u32);
+            if !v[..k].contains(&c) {
+                break c;
+            }
+        };
+    }
+    if rng.random_bool(0.5) {
+        jello::gpu::GpuPair::point_triangle(v[0], [v[1], v[2], v[3]])
+    } else {
+        jello::gpu::GpuPair::edge_edge([v[0], v[1]], [v[2], v[3]], 1e-3)
+    }
+}

@@ -326,22 +326,7 @@ fn soup(
         })
         .collect();
     let pairs = (0..np)
-        .map(|_| {
-            let mut v = [0u32; 4];
-            for k in 0..4 {
-                v[k] = loop {
-                    let c = rng.random_range(0..nv as u32);
-                    if !v[..k].contains(&c) {
-                        break c;
-                    }
-                };
-            }
-            if rng.random_bool(0.5) {
-                GpuPair::point_triangle(v[0], [v[1], v[2], v[3]])
-            } else {
-                GpuPair::edge_edge([v[0], v[1]], [v[2], v[3]], 1e-3)
-            }
-        })
+        .map(|_| contact_common::random_gpu_pair(rng, nv))
         .collect();
     (x, dx, pairs)
 }
