@@ -21,24 +21,7 @@ fn tmp(test: &str) -> PathBuf {
     common::cli::tmp_dir("run", test)
 }
 
-use common::cli::jello;
-
-/// Writes `text` as DIR/NAME and runs `jello run` on it into DIR/out on the CPU, with `flags`.
-fn run_scene_with(dir: &Path, name: &str, text: &str, flags: &[&str]) -> Output {
-    let scene = dir.join(name);
-    std::fs::write(&scene, text).unwrap();
-    let out = dir.join("out");
-    let mut args = vec![
-        "run",
-        scene.to_str().unwrap(),
-        "--backend",
-        "cpu",
-        "--out",
-        out.to_str().unwrap(),
-    ];
-    args.extend_from_slice(flags);
-    jello(&args)
-}
+use common::cli::{jello, run_scene_with};
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).to_string()
