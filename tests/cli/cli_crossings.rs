@@ -5,7 +5,6 @@
 
 use crate::common;
 
-use common::cli::jello;
 use std::process::Output;
 
 /// contact_balls.toml (two balls thrown at each other, meeting after ~5 steps) over `steps`
@@ -22,19 +21,8 @@ fn run_balls(test: &str, ipc: bool, steps: usize, flags: &[&str]) -> (Output, se
     if !ipc {
         text = text.replace("tolerance = 1e-7", "tolerance = 1e-5");
     }
-    let scene = dir.join("balls.toml");
-    std::fs::write(&scene, text).unwrap();
+    let o = common::cli::run_scene_with(&dir, "balls.toml", &text, flags);
     let out = dir.join("out");
-    let mut args = vec![
-        "run",
-        scene.to_str().unwrap(),
-        "--backend",
-        "cpu",
-        "--out",
-        out.to_str().unwrap(),
-    ];
-    args.extend_from_slice(flags);
-    let o = jello(&args);
     let stats = std::fs::read_to_string(out.join("stats.json"))
         .map(|s| serde_json::from_str(&s).unwrap())
         .unwrap_or(serde_json::Value::Null);

@@ -384,23 +384,11 @@ fn run_cantilever(test: &str, extra: &[&str]) -> (PathBuf, serde_json::Value) {
     let dir = tmp(test);
     let scene = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenes/cantilever.toml");
     let out_dir = dir.join("out");
-    let mut args = vec![
-        "run",
-        scene.to_str().unwrap(),
-        "--steps",
-        "3",
-        "--backend",
-        "cpu",
-        "--out",
-        out_dir.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    let out = jello(&args);
+    let out = common::cli::run_cpu(&scene, &out_dir, &[&["--steps", "3"], extra].concat());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "jello run failed: {stderr}");
     assert!(!stderr.contains("panicked"));
-    let stats: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out_dir.join("stats.json")).unwrap()).unwrap();
+    let stats = common::cli::stats(&out_dir);
     let (verts, tets, h) = cantilever_counts_and_h(&scene);
     assert_eq!(stats["solver"], "newton");
     assert_eq!(stats["backend"], "cpu");
@@ -569,24 +557,12 @@ fn mesh_convert_round_trips() {
 #[test]
 fn capped_iterations_report_non_converged_steps() {
     let dir = tmp("capped");
-    let text = common::cli::CAPPED_SCENE;
-    let scene = dir.join("capped.toml");
-    std::fs::write(&scene, text).unwrap();
-    let out_dir = dir.join("out");
-    let out = jello(&[
-        "run",
-        scene.to_str().unwrap(),
-        "--backend",
-        "cpu",
-        "--out",
-        out_dir.to_str().unwrap(),
-    ]);
+    let out = common::cli::run_scene_with(&dir, "capped.toml", common::cli::CAPPED_SCENE, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "jello run failed: {stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
-    let stats: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out_dir.join("stats.json")).unwrap()).unwrap();
+    let stats = common::cli::stats(&dir.join("out"));
     let steps = stats["steps"].as_array().unwrap();
     assert_eq!(steps.len(), 3);
     let mut not_converged = 0;

@@ -2,15 +2,11 @@
 //! artifact is written once and reused, a corrupted one is rebuilt with a one-line warning,
 //! stats.json names the solver variant, and every step converges.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use crate::common;
 
-fn jello(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_jello"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+use common::cli::{jello, run_cpu, stats};
+use std::path::{Path, PathBuf};
+use std::process::Output;
 
 /// A copy of the twist scene in a fresh directory (so its `.jello-cache` is the test's own).
 fn scene_copy(test: &str) -> (PathBuf, PathBuf) {
@@ -24,21 +20,10 @@ fn scene_copy(test: &str) -> (PathBuf, PathBuf) {
 }
 
 fn run(scene: &Path, out: &Path, extra: &[&str]) -> (Output, serde_json::Value) {
-    let mut args = vec![
-        "run",
-        scene.to_str().unwrap(),
-        "--steps",
-        "4",
-        "--backend",
-        "cpu",
-        "--out",
-        out.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    let o = jello(&args);
+    let flags = [&["--steps", "4"], extra].concat();
+    let o = run_cpu(scene, out, &flags);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let stats = serde_json::from_slice(&std::fs::read(out.join("stats.json")).unwrap()).unwrap();
-    (o, stats)
+    (o, stats(out))
 }
 
 fn artifacts(dir: &Path) -> Vec<PathBuf> {
@@ -222,21 +207,9 @@ fn jgs2_and_vbd_run_an_ipc_scene_on_the_cpu_and_the_device_refuses_it() {
     for solver in ["jgs2", "vbd"] {
         // The balls meet after ~25 ms (5 steps of 5 ms): 8 steps press them together.
         let out = dir.join(solver);
-        let o = jello(&[
-            "run",
-            scene.to_str().unwrap(),
-            "--solver",
-            solver,
-            "--backend",
-            "cpu",
-            "--steps",
-            "8",
-            "--out",
-            out.to_str().unwrap(),
-        ]);
+        let o = run_cpu(&scene, &out, &["--solver", solver, "--steps", "8"]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let stats: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(out.join("stats.json")).unwrap()).unwrap();
+        let stats = stats(&out);
         let steps = stats["steps"].as_array().unwrap();
         assert_eq!(steps.len(), 8);
         for s in steps {

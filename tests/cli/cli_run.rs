@@ -21,24 +21,7 @@ fn tmp(test: &str) -> PathBuf {
     common::cli::tmp_dir("run", test)
 }
 
-use common::cli::jello;
-
-/// Writes `text` as DIR/NAME and runs `jello run` on it into DIR/out on the CPU, with `flags`.
-fn run_scene_with(dir: &Path, name: &str, text: &str, flags: &[&str]) -> Output {
-    let scene = dir.join(name);
-    std::fs::write(&scene, text).unwrap();
-    let out = dir.join("out");
-    let mut args = vec![
-        "run",
-        scene.to_str().unwrap(),
-        "--backend",
-        "cpu",
-        "--out",
-        out.to_str().unwrap(),
-    ];
-    args.extend_from_slice(flags);
-    jello(&args)
-}
+use common::cli::{jello, run_scene_with};
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).to_string()
@@ -245,25 +228,10 @@ fn a_second_run_into_the_same_directory_is_refused_and_changes_nothing() {
     std::fs::write(legacy.join("frames/frame_00000.vtu"), "old").unwrap();
     std::fs::write(legacy.join("frames/keep.txt"), "mine").unwrap();
     let scene = dir.join("bar.toml");
-    let args = |extra: &[&str]| {
-        let mut a = vec![
-            "run",
-            scene.to_str().unwrap(),
-            "--backend",
-            "cpu",
-            "--out",
-            legacy.to_str().unwrap(),
-        ];
-        a.extend_from_slice(extra);
-        a.into_iter().map(String::from).collect::<Vec<_>>()
-    };
-    let o = Command::new(BIN).args(args(&[])).output().unwrap();
+    let o = common::cli::run_cpu(&scene, &legacy, &[]);
     assert_one_line_error(&o, &["legacy", "without a run manifest", "--overwrite"]);
     assert_eq!(std::fs::read(legacy.join("stats.json")).unwrap(), b"{}");
-    let o = Command::new(BIN)
-        .args(args(&["--overwrite"]))
-        .output()
-        .unwrap();
+    let o = common::cli::run_cpu(&scene, &legacy, &["--overwrite"]);
     assert_ok(&o);
     assert!(stderr(&o).contains("left 1 file jello did not write alone (frames/keep.txt)"));
     assert_eq!(

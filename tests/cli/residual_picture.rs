@@ -171,17 +171,7 @@ fn residual_frames_differ_from_plain_shading() {
     let scene = dir.join("sag.toml");
     std::fs::write(&scene, SAG).unwrap();
     let run = |out: &PathBuf, extra: &[&str]| {
-        let mut args = vec![
-            "run",
-            scene.to_str().unwrap(),
-            "--backend",
-            "cpu",
-            "--png",
-            "--out",
-            out.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        let o = common::cli::jello(&args);
+        let o = common::cli::run_cpu(&scene, out, &[&["--png"], extra].concat());
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     };
     let plain = dir.join("plain");

@@ -1,6 +1,6 @@
 //! Helpers for the tests that run the `jello` binary or parse scene text.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// A valid scene the error cases perturb: a 1 m bar of 4 box cells, 2 steps of 10 ms (line
@@ -53,4 +53,30 @@ pub fn jello(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run jello")
+}
+
+/// Runs `jello run SCENE --backend cpu --out OUT` with `flags` after those.
+pub fn run_cpu(scene: &Path, out: &Path, flags: &[&str]) -> Output {
+    let mut args = vec![
+        "run",
+        scene.to_str().unwrap(),
+        "--backend",
+        "cpu",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(flags);
+    jello(&args)
+}
+
+/// Writes `text` as DIR/NAME and runs `jello run` on it into DIR/out on the CPU, with `flags`.
+pub fn run_scene_with(dir: &Path, name: &str, text: &str, flags: &[&str]) -> Output {
+    let scene = dir.join(name);
+    std::fs::write(&scene, text).unwrap();
+    run_cpu(&scene, &dir.join("out"), flags)
+}
+
+/// A run directory's stats.json.
+pub fn stats(out: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(out.join("stats.json")).unwrap()).unwrap()
 }

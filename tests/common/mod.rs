@@ -3,6 +3,7 @@
 
 pub mod cli;
 pub mod kernels;
+pub mod memo;
 
 use rand::SeedableRng;
 
@@ -196,28 +197,33 @@ pub const IPC_SCENES: [&str; 9] = [
 ];
 
 /// Newton with the direct solve to CN 1e-10 from `state` (at most 200 iterations): the
-/// reference a multilevel step is measured against.
+/// reference a multilevel step is measured against; computed once per test binary ([`memo`]).
 pub fn newton_reference(
     m: &jello::problem::Model,
     state: &jello::problem::State,
     h: f64,
 ) -> Vec<f64> {
     use jello::solver::StepSolver;
-    let problem = jello::problem::StepProblem::new(m, state, h);
-    let mut x = Vec::new();
-    let r = jello::solver::NewtonSolver::new(
-        m,
-        jello::solver::NewtonParams {
-            stop: jello::solver::StopRule::Cn { eps: 1e-10 },
-            max_iterations: 200,
-            ..jello::solver::NewtonParams::default()
+    memo::once(
+        memo::key(&[m, state], ("newton_reference", h.to_bits())),
+        || {
+            let problem = jello::problem::StepProblem::new(m, state, h);
+            let mut x = Vec::new();
+            let r = jello::solver::NewtonSolver::new(
+                m,
+                jello::solver::NewtonParams {
+                    stop: jello::solver::StopRule::Cn { eps: 1e-10 },
+                    max_iterations: 200,
+                    ..jello::solver::NewtonParams::default()
+                },
+            )
+            .unwrap()
+            .step(&problem, m, &mut x, false)
+            .unwrap();
+            assert!(r.converged, "Newton reference at {:e}", r.residual);
+            x
         },
     )
-    .unwrap()
-    .step(&problem, m, &mut x, false)
-    .unwrap();
-    assert!(r.converged, "Newton reference at {:e}", r.residual);
-    x
 }
 
 /// Asserts that `covered` names exactly the scenes bundled in assets/scenes (a new scene must
@@ -319,9 +325,11 @@ pub fn bundled_scene(name: &str) -> jello::scene::BuiltScene {
 }
 
 /// The state of a built scene after `steps` projected-Newton steps from its initial state
-/// (the scene's h and stop rule).
+/// (the scene's h and stop rule), computed once per test binary ([`memo`]).
 pub fn state_after(built: &jello::scene::BuiltScene, steps: usize) -> jello::problem::State {
-    newton_states_until(built, steps, |_| false)
+    memo::once(memo::key(&[built], ("state_after", steps)), || {
+        newton_states_until(built, steps, |_| false)
+    })
 }
 
 /// Projected-Newton steps of a built scene from its initial state until `stop` holds for the
@@ -348,11 +356,14 @@ pub fn newton_states_until(
 }
 
 /// The drop scene's first state with a vertex within d̂ of the ground (height 0), stepped
-/// with projected Newton (the ball lands after about a dozen steps).
+/// with projected Newton (the ball lands after about a dozen steps); computed once per test
+/// binary ([`memo`]).
 pub fn drop_at_impact() -> (jello::scene::BuiltScene, jello::problem::State) {
     let built = bundled_scene("drop.toml");
     let dhat = built.model.barrier.dhat;
-    let state = newton_states_until(&built, 60, |s| s.x.chunks(3).any(|p| p[1] < 0.5 * dhat));
+    let state = memo::once(memo::key(&[&built], "drop_at_impact"), || {
+        newton_states_until(&built, 60, |s| s.x.chunks(3).any(|p| p[1] < 0.5 * dhat))
+    });
     assert!(
         state.x.chunks(3).any(|p| p[1] < dhat),
         "drop.toml: no vertex reached the ground in 60 steps"
@@ -415,15 +426,17 @@ pub fn assert_matches_newton(
     what: &str,
     make: &mut dyn FnMut(&jello::problem::Model, f64) -> Box<dyn jello::solver::StepSolver>,
 ) {
-    use jello::solver::{NewtonParams, NewtonSolver, StepSolver, StopRule};
+    use jello::solver::{NewtonParams, NewtonSolver, StopRule};
     let m = &built.model;
     let h = built.config.h;
     let eps = match built.config.stop {
         StopRule::Cn { eps } => eps,
         StopRule::Dx { .. } => panic!("{name}: bundled scenes use cn"),
     };
-    let newton = |eps: f64| {
-        NewtonSolver::new(
+    // The Newton run to the step and its reference, once per test binary ([`memo`]): several
+    // tests measure their solvers on the same step.
+    let state = memo::once(memo::key(&[built], ("newton_cap_200", steps)), || {
+        let newton = NewtonSolver::new(
             m,
             NewtonParams {
                 stop: StopRule::Cn { eps },
@@ -431,28 +444,16 @@ pub fn assert_matches_newton(
                 ..NewtonParams::default()
             },
         )
-        .unwrap()
-    };
-    let mut sim = jello::sim::Simulation::new(
-        m.clone(),
-        m.initial_state(&built.velocity),
-        h,
-        Box::new(newton(eps)),
-    )
-    .unwrap();
-    for _ in 0..steps {
-        sim.step(false).unwrap();
-    }
-    let problem = jello::problem::StepProblem::new(m, &sim.state, h);
-    let mut reference = Vec::new();
-    let r = newton(1e-10)
-        .step(&problem, m, &mut reference, false)
         .unwrap();
-    assert!(
-        r.converged,
-        "{name}: Newton reference at residual {:e}",
-        r.residual
-    );
+        let mut sim = simulation(built, Box::new(newton));
+        for _ in 0..steps {
+            sim.step(false).unwrap();
+        }
+        sim.state
+    });
+    let problem = jello::problem::StepProblem::new(m, &state, h);
+    // Newton to ε = 1e-10, at most 200 iterations, asserted converged.
+    let reference = newton_reference(m, &state, h);
     let mut run = |eps: f64| {
         let mut s = make(m, eps);
         let mut x = Vec::new();

@@ -789,24 +789,9 @@ fn cli_runs_drop_and_twist_and_setup_takes_the_gpu() {
     let dir = common::cli::tmp_dir("admm", "cli");
     let scenes = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenes");
     let out = dir.join("out");
-    let out = out.to_str().unwrap();
     let run = |scene: &str, steps: &str, extra: &[&str]| {
-        let path = scenes.join(scene);
-        let mut args = vec![
-            "run",
-            path.to_str().unwrap(),
-            "--solver",
-            "admm",
-            "--steps",
-            steps,
-            "--backend",
-            "cpu",
-            "--out",
-            out,
-            "--overwrite",
-        ];
-        args.extend_from_slice(extra);
-        common::cli::jello(&args)
+        let flags = ["--solver", "admm", "--steps", steps, "--overwrite"];
+        common::cli::run_cpu(&scenes.join(scene), &out, &[&flags, extra].concat())
     };
     // 20 steps: the ball reaches the ground at step 12 and is on it at 20.
     let o = run("drop.toml", "20", &["--require-converged"]);

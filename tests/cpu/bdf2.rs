@@ -1,10 +1,8 @@
 //! The BDF2 integrator (`[simulation] integrator = "bdf2"`): second-order convergence of a
 //! smooth trajectory under refinement of h (implicit Euler: first order), less numerical damping
 //! than implicit Euler (energy over 100 steps), an implicit-Euler first step, pins that keep
-//! following their scripts, the scene key (default, accepted, refused), and the device paths
-//! against the f64 CPU under BDF2.
-
-use crate::common;
+//! following their scripts, and the scene key (default, accepted, refused). The device paths
+//! under BDF2 are compared with the f64 CPU in tests/gpu/gpu_compare.rs.
 
 use jello::problem::{Integrator, Model, State};
 use jello::scene::{BuiltScene, Scene};
@@ -512,43 +510,4 @@ fn the_scene_key_defaults_to_implicit_euler_and_refuses_unknown_values() {
             .replace("steps = 1\n", "steps = 1\nstatic = true\n"),
     );
     assert!(ok.is_ok(), "{:?}", ok.err());
-}
-
-/// BDF2 on the device paths against the f64 CPU reference, in lockstep (`jello compare`) over
-/// the bundled drop scene's first 30 steps, impact included: Newton with its element work on
-/// the GPU (the device backend takes the inertia weight 1/ĥ² and the barrier's 1/h²
-/// separately) and JGS2 entirely on the GPU (`DeviceJgs2`: f0 = 1/ĥ², f3 = 1/h² in its vertex
-/// and face kernels). Bounds as tests/gpu/gpu_compare.rs (Newton, 1e-5 of the diagonal) and
-/// tests/gpu/gpu_compare_jgs2.rs (JGS2 on drop, 1e-2: both runs stop just under ε and the impact
-/// amplifies the difference). A GPU test: it FAILS without an adapter unless
-/// JELLO_SKIP_GPU_TESTS=1.
-#[test]
-fn bdf2_on_the_gpu_matches_the_cpu() {
-    if common::gpu_device().is_none() {
-        return;
-    }
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenes/drop.toml");
-    let text = std::fs::read_to_string(&path).unwrap();
-    assert!(text.contains("steps = 80"));
-    let text = text.replace("steps = 80", "steps = 80\nintegrator = \"bdf2\"");
-    for (solver, bound) in [("newton", 1e-5), ("jgs2", 1e-2)] {
-        let mut built = Scene::parse(&path, &text).unwrap().build().unwrap();
-        assert_eq!(built.model.integrator, Integrator::Bdf2);
-        built.config.solver = solver.parse().unwrap();
-        let report = jello::compare::compare(&path, &built, 30).unwrap();
-        let (it_cpu, it_gpu) = report.steps.iter().fold((0, 0), |a, s| {
-            (a.0 + s.iterations_cpu, a.1 + s.iterations_gpu)
-        });
-        eprintln!(
-            "drop, bdf2, {solver}, 30 steps on {}: worst deviation {:.3e}, iterations cpu \
-             {it_cpu} gpu {it_gpu}",
-            report.adapter,
-            report.worst()
-        );
-        assert!(
-            report.worst() < bound,
-            "{solver}: worst deviation {:.3e} ≥ {bound:e}",
-            report.worst()
-        );
-    }
 }

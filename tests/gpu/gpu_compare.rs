@@ -188,3 +188,46 @@ fn newton_contact_cup_gpu_matches_cpu() {
     // lavapipe: ≤ 1.6e-6 of the diagonal, the same iteration counts.
     check("contact_cup.toml", 40, 1e-5);
 }
+
+/// BDF2 on the device paths against the f64 CPU reference, in lockstep (`jello compare`) over
+/// the drop scene's first 30 steps, impact included: Newton with its element work on the GPU
+/// (the device backend takes the inertia weight 1/ĥ² and the barrier's 1/h² separately) and
+/// JGS2 entirely on the GPU (`DeviceJgs2`: f0 = 1/ĥ², f3 = 1/h² in its vertex and face
+/// kernels). The ball at resolution 6 instead of 8: the same fall and impact with 40% of the
+/// vertices (this was the suite's longest test). Bounds as [`check`] (Newton, 1e-5 of the
+/// diagonal) and tests/gpu/gpu_compare_jgs2.rs (JGS2 on drop, 1e-2: both runs stop just under
+/// ε and the impact amplifies the difference). Vulkan only in `.ci/run`, like the other
+/// whole-run contact compares there.
+#[test]
+fn bdf2_on_the_gpu_matches_the_cpu() {
+    use jello::problem::Integrator;
+    if !gpu_or_skip() {
+        return;
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenes/drop.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("steps = 80") && text.contains("resolution = 8"));
+    let text = text
+        .replace("steps = 80", "steps = 80\nintegrator = \"bdf2\"")
+        .replace("resolution = 8", "resolution = 6");
+    for (solver, bound) in [("newton", 1e-5), ("jgs2", 1e-2)] {
+        let mut built = Scene::parse(&path, &text).unwrap().build().unwrap();
+        assert_eq!(built.model.integrator, Integrator::Bdf2);
+        built.config.solver = solver.parse().unwrap();
+        let report = jello::compare::compare(&path, &built, 30).unwrap();
+        let (it_cpu, it_gpu) = report.steps.iter().fold((0, 0), |a, s| {
+            (a.0 + s.iterations_cpu, a.1 + s.iterations_gpu)
+        });
+        eprintln!(
+            "drop, bdf2, {solver}, 30 steps on {}: worst deviation {:.3e}, iterations cpu \
+             {it_cpu} gpu {it_gpu}",
+            report.adapter,
+            report.worst()
+        );
+        assert!(
+            report.worst() < bound,
+            "{solver}: worst deviation {:.3e} ≥ {bound:e}",
+            report.worst()
+        );
+    }
+}

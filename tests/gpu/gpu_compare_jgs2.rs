@@ -127,30 +127,50 @@ fn vbd_cantilever_gpu_matches_cpu() {
     check("cantilever.toml", "vbd", None, 20, 1e-4);
 }
 
+/// The drop's JGS2 compare ([`check`]'s bound and work test) with the GPU run's every state
+/// above the ground: one lockstep run as `jello::compare` steps it (`setup` on both backends,
+/// the subspace cache beside the scene), so the device run checked against the ground is the
+/// compared one rather than a second run of its own.
 #[test]
 fn jgs2_drop_gpu_matches_cpu_and_stays_above_the_ground() {
-    check("drop.toml", "jgs2", None, 50, 1e-2);
     if !gpu_or_skip() {
         return;
     }
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/scenes/drop.toml");
     let mut built = Scene::load(&path).unwrap().build().unwrap();
     built.config.solver = "jgs2".parse().unwrap();
-    let mut s = setup(&built, Backend::Gpu, None).unwrap();
-    assert!(s.adapter.is_some());
-    for step in 1..=30 {
-        let r = s.sim.step(false).unwrap();
-        assert!(r.converged, "step {step}");
-        let low = s
-            .sim
+    let cache = path.parent().unwrap().join(".jello-cache");
+    let mut cpu = setup(&built, Backend::Cpu, Some(&cache)).unwrap().sim;
+    let gpu = setup(&built, Backend::Gpu, Some(&cache)).unwrap();
+    assert!(gpu.adapter.is_some());
+    let mut gpu = gpu.sim;
+    let (lo, hi) = built.model.mesh.bounding_box().unwrap();
+    let diagonal = (0..3).map(|k| (hi[k] - lo[k]).powi(2)).sum::<f64>().sqrt();
+    let (mut worst, mut it_cpu, mut it_gpu) = (0.0f64, 0, 0);
+    for step in 1..=50 {
+        let (a, b) = (cpu.step(false).unwrap(), gpu.step(false).unwrap());
+        it_cpu += a.iterations;
+        it_gpu += b.iterations;
+        worst = worst.max(common::max_dist(&cpu.state.x, &gpu.state.x) / diagonal);
+        let low = gpu
             .state
             .x
             .chunks_exact(3)
             .map(|p| p[1])
             .fold(f64::INFINITY, f64::min);
+        assert!(b.converged, "step {step}");
         assert!(
             low > 0.0,
             "step {step}: a vertex reached the ground ({low:e} m)"
         );
     }
+    eprintln!("drop.toml jgs2, 50 steps: worst deviation {worst:.3e}, iterations cpu {it_cpu} gpu {it_gpu}");
+    assert!(
+        worst < 1e-2,
+        "drop.toml jgs2: worst deviation {worst:.3e} ≥ 1e-2"
+    );
+    assert!(
+        (it_gpu as f64) < 1.3 * it_cpu as f64 + 5.0 && (it_cpu as f64) < 1.3 * it_gpu as f64 + 5.0,
+        "drop.toml: iterations cpu {it_cpu} gpu {it_gpu}"
+    );
 }
