@@ -813,6 +813,70 @@ fn checkpointed_backward_passes_equal_the_stored_one() {
     }
 }
 
+/// A tape observing a simulation ([`Tape::observing_with`], the Python `record()` path) whose
+/// solver is the tape's own Newton (same stop rule and cap) records the same states as
+/// [`Tape::record`], so under every checkpointing its backward pass gives the recorded tape's
+/// gradients bit for bit — the observed states kept, the others re-solved from the nearest kept
+/// one with the pins where the simulation held them (the pinned scene moves its pins).
+#[test]
+fn an_observed_simulation_gives_the_recorded_tapes_gradients() {
+    use jello::sim::{ObservedStep, Simulation};
+    use jello::solver::{NewtonParams, NewtonSolver, StopRule};
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    for c in [elastic(), pinned()] {
+        let n = 3 * c.model.num_vertices();
+        let steps = 7;
+        let mut rng = Rng(23);
+        let mut seeds = Seeds::default();
+        seeds.x.insert(steps, rng.vec(n));
+        seeds.v.insert(4, rng.vec(n));
+        let wrt = [Param::InitialPositions, Param::InitialVelocities, Param::Mu];
+        for cp in [
+            Checkpointing::All,
+            Checkpointing::Every(3),
+            Checkpointing::Binomial(2),
+        ] {
+            let options = RecordOptions {
+                checkpointing: cp,
+                ..options()
+            };
+            let mut recorded =
+                Tape::record(c.model.clone(), c.state.clone(), H, steps, options).unwrap();
+            let (want, _) = recorded
+                .backward(&seeds, &wrt, Unconverged::Refuse)
+                .unwrap();
+            let tape = Rc::new(RefCell::new(
+                Tape::observing_with(c.model.clone(), c.state.clone(), H, options).unwrap(),
+            ));
+            let params = NewtonParams {
+                stop: StopRule::Cn { eps: TOL },
+                max_iterations: options.max_iterations,
+                ..NewtonParams::default()
+            };
+            let solver = NewtonSolver::new(&c.model, params).unwrap();
+            let mut sim =
+                Simulation::new(c.model.clone(), c.state.clone(), H, Box::new(solver)).unwrap();
+            let rec = tape.clone();
+            sim.set_observer(Some(Box::new(move |s: &ObservedStep<'_>| {
+                rec.borrow_mut().observe(s)
+            })));
+            for _ in 0..steps {
+                assert!(sim.step(false).unwrap().converged);
+            }
+            let (got, stats) = tape
+                .borrow_mut()
+                .backward(&seeds, &wrt, Unconverged::Refuse)
+                .unwrap();
+            println!("{} {cp:?}: {stats:?}", c.name);
+            assert_eq!(got, want, "{} {cp:?}", c.name);
+            if cp != Checkpointing::All {
+                assert!(stats.recomputed_steps > 0, "{} {cp:?}: {stats:?}", c.name);
+            }
+        }
+    }
+}
+
 #[test]
 fn bad_requests_are_one_line_errors() {
     let c = elastic();
