@@ -20,50 +20,60 @@ use jello::scene::{BuiltScene, Scene, SolverChoice, SolverKind};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// A scene of the table: a bundled file, optionally with one text substitution, and its steps.
+/// A scene of the table: a bundled file with text substitutions, and its steps.
 struct Case {
     name: &'static str,
     file: &'static str,
-    edit: Option<(&'static str, &'static str)>,
+    edits: &'static [(&'static str, &'static str)],
     steps: usize,
 }
+
+/// The twist's ends turning 10× faster: ±π rad/s, 0.08 rad per 25 ms step at each end.
+const FAST: (&str, &str) = ("omega = -0.3141592653589793", "omega = -3.141592653589793");
+const FAST_2: (&str, &str) = ("omega = 0.3141592653589793", "omega = 3.141592653589793");
 
 const CASES: &[Case] = &[
     Case {
         name: "cantilever",
         file: "cantilever.toml",
-        edit: None,
+        edits: &[],
         steps: 10,
     },
     Case {
         name: "twist",
         file: "twist.toml",
-        edit: None,
+        edits: &[],
         steps: 10,
     },
     Case {
         name: "twist 40×8×8",
         file: "twist.toml",
-        edit: Some(("cells = [20, 4, 4]", "cells = [40, 8, 8]")),
+        edits: &[("cells = [20, 4, 4]", "cells = [40, 8, 8]")],
         steps: 5,
+    },
+    Case {
+        name: "twist 40×10×10, 10× ω",
+        file: "twist.toml",
+        edits: &[("cells = [20, 4, 4]", "cells = [40, 10, 10]"), FAST, FAST_2],
+        steps: 3,
     },
     Case {
         name: "contact_stack",
         file: "contact_stack.toml",
-        edit: None,
+        edits: &[],
         steps: 10,
     },
     Case {
         name: "contact_balls",
         file: "contact_balls.toml",
-        edit: None,
-        steps: 5,
+        edits: &[],
+        steps: 20,
     },
     Case {
         name: "twist_stretch_squash",
         file: "twist_stretch_squash.toml",
-        edit: None,
-        steps: 3,
+        edits: &[],
+        steps: 2,
     },
 ];
 
@@ -80,11 +90,13 @@ fn build(case: &Case) -> Result<BuiltScene, String> {
         .join("assets/scenes")
         .join(case.file);
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let text = match case.edit {
-        Some((from, to)) if text.contains(from) => text.replace(from, to),
-        Some((from, _)) => return Err(format!("{}: no `{from}` to edit", case.file)),
-        None => text,
-    };
+    let mut text = text;
+    for (from, to) in case.edits {
+        if !text.contains(from) {
+            return Err(format!("{}: no `{from}` to edit", case.file));
+        }
+        text = text.replace(from, to);
+    }
     let scene = Scene::parse(&path, &text).map_err(|e| e.to_string())?;
     scene.build().map_err(|e| e.to_string())
 }

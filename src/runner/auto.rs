@@ -11,14 +11,20 @@
 //!    JGS2 69 s); on a device only Newton keeps its device part with IPC;
 //! 3. a static solve: `newton` — a handful of iterations per load increment, and the device
 //!    iterations and ADMM have no inertia-free form;
-//! 4. fewer than [`SMALL_VERTICES`] vertices: `newton` — one sparse Cholesky of a small system
-//!    costs less than the many cheap iterations of the L-BFGS family or JGS2;
-//! 5. a GPU: `jgs2`, its whole iteration on the device, unless its device path refuses the
+//! 4. a GPU: `jgs2`, its whole iteration on the device, unless its device path refuses the
 //!    scene (boxes, IPC: [`DeviceJgs2::unsupported`]), then `newton` (element work on the
 //!    device);
-//! 6. otherwise (larger dynamic scenes on the CPU): `dot` — on the twisted armadillo_18k, soft
-//!    fixed corotated with large steps at CN 1e-5, DOT took 142 ms per step, QN 193, Newton
-//!    275, multilevel 294, JGS2 674.
+//! 5. the CPU with fewer than [`DOT_VERTICES`] vertices: `qn` — its cheap iterations were the
+//!    fastest on every dynamic scene of that size measured (cantilever, twist and a 3,321-vertex
+//!    twist, from their start: 4–8× faster than Newton per step, 1.8–6.6× faster than DOT);
+//! 6. the CPU from [`DOT_VERTICES`] vertices on: `dot` — its Newton-quality direction pays off
+//!    on larger meshes under large deformation: on the twisted armadillo_18k (4,855 vertices,
+//!    soft fixed corotated, large steps, CN 1e-5) DOT took 142 ms per step, QN 193, Newton 275,
+//!    multilevel 294, JGS2 674; on the hard TSS DOT beat QN 1.48× there and 1.92× on
+//!    armadillo_114k, and the two tie on a mild 16,640-vertex twist.
+//!
+//! Newton stays the reference and the pick where it is the only sound choice (contact, static
+//! solves); where it is merely robust, the measurements favour the L-BFGS family.
 //!
 //! `cargo bench --bench auto` runs every candidate on representative scenes and prints the
 //! rule's pick next to the measured times (the book's *Solver auto* page).
@@ -28,8 +34,10 @@ use crate::problem::Model;
 use crate::scene::{RunConfig, SolverKind};
 use crate::solver::jgs2::DeviceJgs2;
 
-/// Below this many vertices `auto` picks Newton (rule 4).
-pub const SMALL_VERTICES: usize = 2000;
+/// From this many vertices a dynamic CPU scene gets DOT instead of QN (rules 5 and 6): between
+/// the largest scene where QN was measured fastest (3,321 vertices) and the armadillo_18k
+/// (4,855) where DOT was.
+pub const DOT_VERTICES: usize = 4000;
 
 /// What the rule reads about a scene and its backend.
 #[derive(Clone, Debug, PartialEq)]
@@ -92,15 +100,6 @@ pub fn pick(f: &Facts) -> Pick {
             "static solve: newton converges in a few iterations per load increment".into(),
         );
     }
-    if f.vertices < SMALL_VERTICES {
-        return pick(
-            SolverKind::Newton,
-            format!(
-                "small scene ({} vertices < {SMALL_VERTICES}): newton's direct solve is cheap",
-                f.vertices
-            ),
-        );
-    }
     match (f.backend, &f.device_jgs2_blocker) {
         (Backend::Gpu, None) => pick(
             SolverKind::Jgs2,
@@ -110,10 +109,19 @@ pub fn pick(f: &Facts) -> Pick {
             SolverKind::Newton,
             format!("GPU backend, but jgs2's device path refuses the scene ({why})"),
         ),
+        _ if f.vertices < DOT_VERTICES => pick(
+            SolverKind::Qn,
+            format!(
+                "dynamic scene of {} vertices (< {DOT_VERTICES}) on the CPU: qn is the fastest \
+                 there",
+                f.vertices
+            ),
+        ),
         _ => pick(
             SolverKind::Dot,
             format!(
-                "dynamic scene of {} vertices on the CPU: dot is the fastest there",
+                "dynamic scene of {} vertices (≥ {DOT_VERTICES}) on the CPU: dot is the fastest \
+                 there",
                 f.vertices
             ),
         ),
@@ -148,7 +156,7 @@ mod tests {
 
     #[test]
     fn each_rule_in_order() {
-        let large = SMALL_VERTICES * 4;
+        let large = DOT_VERTICES * 4;
         let cases = [
             (
                 Facts {
@@ -173,8 +181,7 @@ mod tests {
                 },
                 SolverKind::Newton,
             ),
-            (facts(Backend::Gpu, SMALL_VERTICES - 1), SolverKind::Newton),
-            (facts(Backend::Gpu, SMALL_VERTICES), SolverKind::Jgs2),
+            (facts(Backend::Gpu, 10), SolverKind::Jgs2),
             (
                 Facts {
                     device_jgs2_blocker: Some("obstacle 0 is a box".into()),
@@ -182,7 +189,8 @@ mod tests {
                 },
                 SolverKind::Newton,
             ),
-            (facts(Backend::Cpu, SMALL_VERTICES), SolverKind::Dot),
+            (facts(Backend::Cpu, DOT_VERTICES - 1), SolverKind::Qn),
+            (facts(Backend::Cpu, DOT_VERTICES), SolverKind::Dot),
         ];
         for (f, want) in cases {
             let p = pick(&f);

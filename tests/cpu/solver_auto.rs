@@ -24,7 +24,8 @@ fn built(file: &str, edits: &[(&str, &str)]) -> BuiltScene {
     Scene::parse(&path, &text).unwrap().build().unwrap()
 }
 
-const BIG_TWIST: (&str, &str) = ("cells = [20, 4, 4]", "cells = [40, 8, 8]");
+const MID_TWIST: (&str, &str) = ("cells = [20, 4, 4]", "cells = [40, 8, 8]");
+const BIG_TWIST: (&str, &str) = ("cells = [20, 4, 4]", "cells = [40, 10, 10]");
 
 #[test]
 fn auto_picks_as_documented_on_a_table_of_scenes() {
@@ -32,18 +33,20 @@ fn auto_picks_as_documented_on_a_table_of_scenes() {
                         max = [3.0, 1.0, 1.0]\n\n[[objects]]";
     let strain = "density = 1000.0, strain_limit = [0.9, 1.1] }";
     // (scene, edits, vertices by hand, pick on the CPU, pick on a GPU)
-    let table: [(&str, Vec<(&str, &str)>, usize, SolverKind, SolverKind); 8] = [
-        // 21 × 3 × 3 grid vertices: small.
-        ("cantilever.toml", vec![], 189, SolverKind::Newton, SolverKind::Newton),
-        // 21 × 5 × 5: small.
-        ("twist.toml", vec![], 525, SolverKind::Newton, SolverKind::Newton),
-        // 41 × 9 × 9: large and dynamic.
-        ("twist.toml", vec![BIG_TWIST], 3321, SolverKind::Dot, SolverKind::Jgs2),
+    let table: [(&str, Vec<(&str, &str)>, usize, SolverKind, SolverKind); 9] = [
+        // 21 × 3 × 3 grid vertices.
+        ("cantilever.toml", vec![], 189, SolverKind::Qn, SolverKind::Jgs2),
+        // 21 × 5 × 5.
+        ("twist.toml", vec![], 525, SolverKind::Qn, SolverKind::Jgs2),
+        // 41 × 9 × 9: below DOT_VERTICES.
+        ("twist.toml", vec![MID_TWIST], 3321, SolverKind::Qn, SolverKind::Jgs2),
+        // 41 × 11 × 11: from DOT_VERTICES on.
+        ("twist.toml", vec![BIG_TWIST], 4961, SolverKind::Dot, SolverKind::Jgs2),
         // The same with a box obstacle, which JGS2's device path refuses.
         (
             "twist.toml",
             vec![BIG_TWIST, ("[[objects]]", box_obstacle)],
-            3321,
+            4961,
             SolverKind::Dot,
             SolverKind::Newton,
         ),
@@ -51,7 +54,7 @@ fn auto_picks_as_documented_on_a_table_of_scenes() {
         (
             "twist.toml",
             vec![BIG_TWIST, ("steps = 80 ", "static = true\nsteps = 80 ")],
-            3321,
+            4961,
             SolverKind::Newton,
             SolverKind::Newton,
         ),
@@ -95,9 +98,9 @@ fn a_scene_naming_auto_runs_the_pick() {
     assert!(b.config.auto_solver);
     let setup = jello::runner::setup(&b, Backend::Cpu, None).unwrap();
     let p = setup.auto.expect("auto resolved");
-    assert_eq!(p.solver, SolverKind::Newton);
+    assert_eq!(p.solver, SolverKind::Qn);
     assert!(p.reason.contains("525 vertices"), "{}", p.reason);
-    assert_eq!(setup.sim.solver_name(), "newton");
+    assert_eq!(setup.sim.solver_name(), "qn");
 
     let b = built(
         "twist.toml",
@@ -110,8 +113,8 @@ fn a_scene_naming_auto_runs_the_pick() {
     assert!(r.converged, "{r:?}");
 
     let mut named = b.clone();
-    named.config.set_solver(SolverChoice::Named(SolverKind::Qn));
+    named.config.set_solver(SolverChoice::Named(SolverKind::Newton));
     let setup = jello::runner::setup(&named, Backend::Cpu, None).unwrap();
     assert!(setup.auto.is_none());
-    assert_eq!(setup.sim.solver_name(), "qn");
+    assert_eq!(setup.sim.solver_name(), "newton");
 }
