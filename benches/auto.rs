@@ -1,10 +1,11 @@
 //! `--solver auto` against the measurements: every solver that takes a scene runs it on the
-//! f64 CPU backend at the scene's own tolerance, from its start, for a few steps; the table
-//! gives ms per step, iterations per step and converged steps per solver, the fastest solver
+//! f64 CPU backend at the scene's own tolerance, from its start, for a few steps, the solvers
+//! stepping in turn (one step each per round: a loaded machine slows them alike); the table
+//! gives the median step's ms, iterations per step and converged steps per solver, the fastest solver
 //! whose steps all converged, and the solver `auto` picks (`jello::runner::auto`) — so a
 //! reader can check the rule against the figures. Set-up (JGS2 subspace, DOT partition, SMS
-//! basis) is not counted; each solver's run stops after `JELLO_AUTO_BUDGET_S` seconds of
-//! stepping (default 60), its figures then over the steps it took.
+//! basis) is not counted; a solver stops after `JELLO_AUTO_BUDGET_S` seconds of stepping
+//! (default 60), its figures then over the steps it took.
 //!
 //! `cargo bench --bench auto`. Env: `JELLO_AUTO_CASES` (comma-separated case names, default
 //! all), `JELLO_AUTO_BUDGET_S`, `JELLO_BENCH_BOOK=1` to write the book's table.
@@ -77,12 +78,48 @@ const CASES: &[Case] = &[
     },
 ];
 
-/// One solver's run of a case.
-struct Outcome {
-    ms_per_step: f64,
-    iterations_per_step: f64,
+/// One solver's run of a case: its simulation and the steps it took.
+struct Runner {
+    sim: jello::sim::Simulation,
+    wall_ms: Vec<f64>,
+    stepping_s: f64,
+    iterations: usize,
     converged: usize,
-    steps: usize,
+}
+
+impl Runner {
+    /// `built` set up with `kind` on the CPU backend.
+    fn new(built: &BuiltScene, kind: SolverKind) -> Result<Self, String> {
+        let mut built = built.clone();
+        built.config.set_solver(SolverChoice::Named(kind));
+        let sim = jello::runner::setup(&built, Backend::Cpu, None::<&Path>)
+            .map_err(|e| e.to_string())?
+            .sim;
+        Ok(Runner {
+            sim,
+            wall_ms: Vec::new(),
+            stepping_s: 0.0,
+            iterations: 0,
+            converged: 0,
+        })
+    }
+
+    fn step(&mut self) -> Result<(), String> {
+        let t0 = Instant::now();
+        let r = self.sim.step(false).map_err(|e| e.to_string())?;
+        self.stepping_s += t0.elapsed().as_secs_f64();
+        self.wall_ms.push(r.wall_ms);
+        self.iterations += r.iterations;
+        self.converged += usize::from(r.converged);
+        Ok(())
+    }
+
+    /// The median step's wall time, ms.
+    fn median_ms(&self) -> f64 {
+        let mut t = self.wall_ms.clone();
+        t.sort_by(f64::total_cmp);
+        t[t.len() / 2]
+    }
 }
 
 fn build(case: &Case) -> Result<BuiltScene, String> {
@@ -101,30 +138,6 @@ fn build(case: &Case) -> Result<BuiltScene, String> {
     scene.build().map_err(|e| e.to_string())
 }
 
-/// Runs `built` with `kind` for up to `steps` steps or `budget_s` seconds of stepping.
-fn run(built: &BuiltScene, kind: SolverKind, steps: usize, budget_s: f64) -> Result<Outcome, String> {
-    let mut built = built.clone();
-    built.config.set_solver(SolverChoice::Named(kind));
-    let mut sim = jello::runner::setup(&built, Backend::Cpu, None::<&Path>)
-        .map_err(|e| e.to_string())?
-        .sim;
-    let (mut wall, mut iterations, mut converged, mut done) = (0.0, 0, 0, 0);
-    let t0 = Instant::now();
-    while done < steps && t0.elapsed().as_secs_f64() < budget_s {
-        let r = sim.step(false).map_err(|e| e.to_string())?;
-        wall += r.wall_ms;
-        iterations += r.iterations;
-        converged += usize::from(r.converged);
-        done += 1;
-    }
-    Ok(Outcome {
-        ms_per_step: wall / done as f64,
-        iterations_per_step: iterations as f64 / done as f64,
-        converged,
-        steps: done,
-    })
-}
-
 fn main() {
     let budget_s: f64 = std::env::var("JELLO_AUTO_BUDGET_S")
         .ok()
@@ -137,10 +150,12 @@ fn main() {
     out!();
     out!(
         "f64 CPU backend, each scene's own tolerance (CN 1e-5; 1e-7 with IPC), from the scene's \
-         start. Cells: ms per step (iterations per step, converged/run steps); `refused`: the \
-         solver does not take the scene (`jello::runner::capabilities`). Set-up not counted; \
-         a run stops after {budget_s:.0} s of stepping. *fastest*: the fastest solver whose \
-         steps all converged; *auto*: the rule's pick on the CPU backend."
+         start, the solvers stepping in turn (one step each per round, so the machine's load \
+         falls on all alike). Cells: the median step's ms (iterations per step, converged/run \
+         steps); `refused`: the solver does not take the scene \
+         (`jello::runner::capabilities`). Set-up not counted; a solver stops after \
+         {budget_s:.0} s of stepping. *fastest*: the fastest solver whose steps all converged; \
+         *auto*: the rule's pick on the CPU backend."
     );
     out!();
     let names: Vec<&str> = SolverKind::ALL.iter().map(|k| k.name()).collect();
@@ -163,34 +178,52 @@ fn main() {
                 continue;
             }
         };
-        let mut cells = Vec::new();
-        let mut fastest: Option<(f64, SolverKind)> = None;
+        // Every solver steps in turn, one step each per round, so the machine's load falls on
+        // all of them alike.
+        let mut runners: Vec<(SolverKind, Result<Runner, String>)> = Vec::new();
         for &kind in SolverKind::ALL {
             let mut config = built.config.clone();
             config.set_solver(SolverChoice::Named(kind));
-            if capabilities::refusal(&config, &built.model).is_some() {
-                cells.push("refused".to_string());
-                continue;
+            if capabilities::refusal(&config, &built.model).is_none() {
+                runners.push((kind, Runner::new(&built, kind)));
             }
-            eprintln!("{}: {kind} …", case.name);
-            match run(&built, kind, case.steps, budget_s) {
-                Ok(o) => {
-                    if o.steps == case.steps
-                        && o.converged == o.steps
-                        && fastest.is_none_or(|(ms, _)| o.ms_per_step < ms)
-                    {
-                        fastest = Some((o.ms_per_step, kind));
+        }
+        for step in 1..=case.steps {
+            eprintln!("{}: step {step}", case.name);
+            for (kind, runner) in &mut runners {
+                if let Ok(r) = runner {
+                    if r.stepping_s < budget_s {
+                        if let Err(e) = r.step() {
+                            eprintln!("{}: {kind}: {e}", case.name);
+                            *runner = Err(e);
+                        }
                     }
-                    cells.push(format!(
-                        "{:.1} ({:.1}, {}/{})",
-                        o.ms_per_step, o.iterations_per_step, o.converged, o.steps
-                    ));
-                }
-                Err(e) => {
-                    eprintln!("{}: {kind}: {e}", case.name);
-                    cells.push("failed".to_string());
                 }
             }
+        }
+        let mut cells = Vec::new();
+        let mut fastest: Option<(f64, SolverKind)> = None;
+        for &kind in SolverKind::ALL {
+            let cell = match runners.iter().find(|(k, _)| *k == kind) {
+                None => "refused".to_string(),
+                Some((_, Err(_))) => "failed".to_string(),
+                Some((_, Ok(r))) => {
+                    let steps = r.wall_ms.len();
+                    let ms = r.median_ms();
+                    if steps == case.steps
+                        && r.converged == steps
+                        && fastest.is_none_or(|(best, _)| ms < best)
+                    {
+                        fastest = Some((ms, kind));
+                    }
+                    format!(
+                        "{ms:.1} ({:.1}, {}/{steps})",
+                        r.iterations as f64 / steps as f64,
+                        r.converged
+                    )
+                }
+            };
+            cells.push(cell);
         }
         let pick = auto::pick(&Facts::of(&built.model, &built.config, Backend::Cpu));
         out!(

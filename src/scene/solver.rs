@@ -874,7 +874,10 @@ mod tests {
                 Ok(SolverChoice::Named(kind))
             );
         }
-        assert_eq!(parse("name = \"Auto\"").unwrap().choice(), SolverChoice::Auto);
+        assert_eq!(
+            parse("name = \"Auto\"").unwrap().choice(),
+            SolverChoice::Auto
+        );
         assert_eq!(parse("").unwrap(), SolverSpec::default());
         assert_eq!(
             fields_of::<CommonSolverSpec>(),

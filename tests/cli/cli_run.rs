@@ -887,7 +887,10 @@ fn solver_auto_names_its_pick_and_why() {
     let reason = format!("dynamic scene of 20 vertices (< {n}) on the CPU");
     let err = stderr(&o);
     let banner = err.lines().find(|l| l.starts_with("jello: ")).unwrap();
-    assert!(banner.contains(&format!("solver qn (auto: {reason}")), "{err}");
+    assert!(
+        banner.contains(&format!("solver qn (auto: {reason}")),
+        "{err}"
+    );
     let out = dir.join("out");
     let s = json(&out.join("stats.json"));
     assert_eq!(s["solver"], "qn");
@@ -908,7 +911,12 @@ fn solver_auto_names_its_pick_and_why() {
     assert_ok(&o);
     assert_eq!(json(&out.join("stats.json"))["completed_steps"], 3);
 
-    let o = run_scene_with(&dir, "bar.toml", BASE, &["--solver", "newton", "--overwrite"]);
+    let o = run_scene_with(
+        &dir,
+        "bar.toml",
+        BASE,
+        &["--solver", "newton", "--overwrite"],
+    );
     assert_ok(&o);
     let s = json(&out.join("stats.json"));
     assert_eq!(s["solver"], "newton");

@@ -24,6 +24,16 @@ fn built(file: &str, edits: &[(&str, &str)]) -> BuiltScene {
     Scene::parse(&path, &text).unwrap().build().unwrap()
 }
 
+/// A scene of the table: file, edits, vertices by hand (0: not checked), pick on the CPU, pick
+/// on a GPU.
+type Row = (
+    &'static str,
+    Vec<(&'static str, &'static str)>,
+    usize,
+    SolverKind,
+    SolverKind,
+);
+
 const MID_TWIST: (&str, &str) = ("cells = [20, 4, 4]", "cells = [40, 8, 8]");
 const BIG_TWIST: (&str, &str) = ("cells = [20, 4, 4]", "cells = [40, 10, 10]");
 
@@ -32,16 +42,33 @@ fn auto_picks_as_documented_on_a_table_of_scenes() {
     let box_obstacle = "[[obstacles]]\ntype = \"box\"\nmin = [2.0, -1.0, -1.0]\n\
                         max = [3.0, 1.0, 1.0]\n\n[[objects]]";
     let strain = "density = 1000.0, strain_limit = [0.9, 1.1] }";
-    // (scene, edits, vertices by hand, pick on the CPU, pick on a GPU)
-    let table: [(&str, Vec<(&str, &str)>, usize, SolverKind, SolverKind); 9] = [
+    let table: [Row; 9] = [
         // 21 × 3 × 3 grid vertices.
-        ("cantilever.toml", vec![], 189, SolverKind::Qn, SolverKind::Jgs2),
+        (
+            "cantilever.toml",
+            vec![],
+            189,
+            SolverKind::Qn,
+            SolverKind::Jgs2,
+        ),
         // 21 × 5 × 5.
         ("twist.toml", vec![], 525, SolverKind::Qn, SolverKind::Jgs2),
         // 41 × 9 × 9: below DOT_VERTICES.
-        ("twist.toml", vec![MID_TWIST], 3321, SolverKind::Qn, SolverKind::Jgs2),
+        (
+            "twist.toml",
+            vec![MID_TWIST],
+            3321,
+            SolverKind::Qn,
+            SolverKind::Jgs2,
+        ),
         // 41 × 11 × 11: from DOT_VERTICES on.
-        ("twist.toml", vec![BIG_TWIST], 4961, SolverKind::Dot, SolverKind::Jgs2),
+        (
+            "twist.toml",
+            vec![BIG_TWIST],
+            4961,
+            SolverKind::Dot,
+            SolverKind::Jgs2,
+        ),
         // The same with a box obstacle, which JGS2's device path refuses.
         (
             "twist.toml",
@@ -59,8 +86,20 @@ fn auto_picks_as_documented_on_a_table_of_scenes() {
             SolverKind::Newton,
         ),
         // IPC contact.
-        ("contact_balls.toml", vec![], 0, SolverKind::Newton, SolverKind::Newton),
-        ("contact_stack.toml", vec![], 3 * 64, SolverKind::Newton, SolverKind::Newton),
+        (
+            "contact_balls.toml",
+            vec![],
+            0,
+            SolverKind::Newton,
+            SolverKind::Newton,
+        ),
+        (
+            "contact_stack.toml",
+            vec![],
+            3 * 64,
+            SolverKind::Newton,
+            SolverKind::Newton,
+        ),
         // Hard strain limits (a scene naming newton is refused at build).
         (
             "cantilever.toml",
@@ -81,7 +120,11 @@ fn auto_picks_as_documented_on_a_table_of_scenes() {
         }
         for (backend, want) in [(Backend::Cpu, cpu), (Backend::Gpu, gpu)] {
             let p = pick(&Facts::of(&b.model, &b.config, backend));
-            assert_eq!(p.solver, want, "{file} {edits:?} on {backend}: {}", p.reason);
+            assert_eq!(
+                p.solver, want,
+                "{file} {edits:?} on {backend}: {}",
+                p.reason
+            );
             // The picked solver takes the scene.
             let mut config = b.config.clone();
             config.set_solver(SolverChoice::Named(p.solver));
@@ -108,12 +151,18 @@ fn a_scene_naming_auto_runs_the_pick() {
     );
     let mut sim = jello::runner::setup(&b, Backend::Cpu, None).unwrap();
     assert_eq!(sim.auto.as_ref().map(|p| p.solver), Some(SolverKind::Dot));
-    assert!(sim.sim.solver_name().starts_with("dot"), "{}", sim.sim.solver_name());
+    assert!(
+        sim.sim.solver_name().starts_with("dot"),
+        "{}",
+        sim.sim.solver_name()
+    );
     let r = sim.sim.step(false).unwrap();
     assert!(r.converged, "{r:?}");
 
     let mut named = b.clone();
-    named.config.set_solver(SolverChoice::Named(SolverKind::Newton));
+    named
+        .config
+        .set_solver(SolverChoice::Named(SolverKind::Newton));
     let setup = jello::runner::setup(&named, Backend::Cpu, None).unwrap();
     assert!(setup.auto.is_none());
     assert_eq!(setup.sim.solver_name(), "newton");
