@@ -7,8 +7,9 @@
 //!
 //! 1. hard strain limits: `admm`, the only solver that enforces them;
 //! 2. IPC contact: `newton` — every IPC-capable solver reaches Newton's answer, and Newton took
-//!    the fewest seconds on the bundled contact scenes (contact_balls, 20 steps: Newton 10 s,
-//!    JGS2 69 s); on a device only Newton keeps its device part with IPC;
+//!    the fewest seconds on the bundled contact scenes (contact_stack and contact_balls: 6–7
+//!    iterations per step against 12–212 for the L-BFGS family and JGS2/VBD, multilevel close
+//!    behind); on a device only Newton keeps its device part with IPC;
 //! 3. a static solve: `newton` — a handful of iterations per load increment, and the device
 //!    iterations and ADMM have no inertia-free form;
 //! 4. a GPU: `jgs2`, its whole iteration on the device, unless its device path refuses the
@@ -16,15 +17,18 @@
 //!    device);
 //! 5. the CPU with fewer than [`DOT_VERTICES`] vertices: `qn` — its cheap iterations were the
 //!    fastest on every dynamic scene of that size measured (cantilever, twist and a 3,321-vertex
-//!    twist, from their start: 4–8× faster than Newton per step, 1.8–6.6× faster than DOT);
+//!    twist, from their start: 1.8–2.3× faster than Newton per step, 1.5–1.8× faster than DOT);
 //! 6. the CPU from [`DOT_VERTICES`] vertices on: `dot` — its Newton-quality direction pays off
 //!    on larger meshes under large deformation: on the twisted armadillo_18k (4,855 vertices,
 //!    soft fixed corotated, large steps, CN 1e-5) DOT took 142 ms per step, QN 193, Newton 275,
 //!    multilevel 294, JGS2 674; on the hard TSS DOT beat QN 1.48× there and 1.92× on
-//!    armadillo_114k, and the two tie on a mild 16,640-vertex twist.
+//!    armadillo_114k; the two tie on a mild 16,640-vertex twist. On a 4,961-vertex twist
+//!    turning 10× faster than the bundled one, DOT, QN and multilevel came within 1.5× of each
+//!    other, ahead of Newton, in an order that changed between runs on a loaded machine.
 //!
-//! Newton stays the reference and the pick where it is the only sound choice (contact, static
-//! solves); where it is merely robust, the measurements favour the L-BFGS family.
+//! Newton stays the pick for contact and static solves, where it was the fastest or the only
+//! solver with a device or static form; for plain dynamics on the CPU the measurements favour
+//! the L-BFGS family.
 //!
 //! `cargo bench --bench auto` runs every candidate on representative scenes and prints the
 //! rule's pick next to the measured times (the book's *Solver auto* page).
