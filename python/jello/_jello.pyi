@@ -160,6 +160,9 @@ class Simulation:
     @property
     def backend_reason(self) -> str: ...
     @property
+    def solver_auto_reason(self) -> Optional[str]:
+        """Why ``solver="auto"`` picked ``solver``; None when the solver was named."""
+    @property
     def adapter(self) -> Optional[str]: ...
     @property
     def num_vertices(self) -> int: ...

@@ -175,10 +175,14 @@ impl PyScene {
     fn steps(&self) -> usize {
         self.built.config.steps
     }
-    /// The scene's solver name.
+    /// The scene's solver name (`auto` when the scene asks the runner to pick one).
     #[getter]
     fn solver(&self) -> String {
-        self.built.config.solver.name().to_string()
+        if self.built.config.auto_solver {
+            "auto".to_string()
+        } else {
+            self.built.config.solver.name().to_string()
+        }
     }
     /// Vertices of all objects together.
     #[getter]
@@ -205,7 +209,7 @@ impl PyScene {
             self.path.display(),
             self.num_vertices(),
             self.num_tets(),
-            self.built.config.solver,
+            self.solver(),
             self.built.config.h,
             self.built.config.steps
         )
@@ -387,6 +391,7 @@ struct PySimulation {
     sim: Simulation,
     backend: String,
     backend_reason: String,
+    solver_auto_reason: Option<String>,
     adapter: Option<String>,
     scene_steps: usize,
     trace: bool,
@@ -437,8 +442,9 @@ impl PySimulation {
             .map_err(|e: Error| invalid(format!("backend: {e}")))?;
         let mut built = scene.built.clone();
         if let Some(s) = solver {
-            built.config.solver =
-                jello::scene::SolverKind::parse(s).map_err(|e| invalid(format!("solver: {e}")))?;
+            built.config.set_solver(
+                jello::scene::SolverChoice::parse(s).map_err(|e| invalid(format!("solver: {e}")))?,
+            );
         }
         // The CLI's cache folder (subspaces, partitions) next to a scene file; none for text.
         let cache_dir = match scene.path.file_name() {
@@ -461,6 +467,7 @@ impl PySimulation {
             sim: setup.sim,
             backend: setup.choice.kind().to_string(),
             backend_reason: setup.choice.reason.clone(),
+            solver_auto_reason: setup.auto.map(|p| p.reason),
             adapter: setup.adapter,
             scene_steps,
             trace,
@@ -564,6 +571,12 @@ impl PySimulation {
     #[getter]
     fn backend_reason(&self) -> String {
         self.backend_reason.clone()
+    }
+    /// With `solver="auto"` (or a scene's `name = "auto"`): why the rule picked `solver`;
+    /// None when the solver was named.
+    #[getter]
+    fn solver_auto_reason(&self) -> Option<String> {
+        self.solver_auto_reason.clone()
     }
     /// The GPU adapter's description, or None on the CPU.
     #[getter]

@@ -345,7 +345,7 @@ fn cmd_run(a: RunArgs) -> Result<i32> {
     }
     let c = &mut built.config;
     if let Some(s) = solver {
-        c.solver = s;
+        c.set_solver(s);
     }
     if let Some(v) = variant {
         c.variant = Some(v);
@@ -376,7 +376,6 @@ fn cmd_run(a: RunArgs) -> Result<i32> {
     let total = c.steps;
     let verts = built.model.num_vertices();
     let tets = built.model.mesh.num_tets();
-    let solver = c.solver;
     let h = c.h;
     let out = &a.out;
     let opts = jello::runner::RunOptions {
@@ -407,8 +406,13 @@ fn cmd_run(a: RunArgs) -> Result<i32> {
         return Ok(0);
     }
     eprintln!(
-        "jello: {} — {verts} vertices, {tets} tets, solver {solver}, h = {h} s, {total} steps{}",
+        "jello: {} — {verts} vertices, {tets} tets, solver {}{}, h = {h} s, {total} steps{}",
         scene_path.display(),
+        prepared.solver(),
+        prepared
+            .auto_pick()
+            .map(|p| format!(" (auto: {})", p.reason))
+            .unwrap_or_default(),
         if start > 0 {
             format!(", resuming after step {start}")
         } else {
@@ -512,7 +516,11 @@ fn cmd_run(a: RunArgs) -> Result<i32> {
 fn cmd_precompute(scene_path: PathBuf) -> Result<()> {
     use jello::scene::SolverKind;
     use jello::solver::jgs2::{load_or_build, SubspaceOrigin};
-    let built = Scene::load(&scene_path)?.build()?;
+    let mut built = Scene::load(&scene_path)?.build()?;
+    let backend = jello::gpu::Backend::Auto.resolve()?.backend;
+    if let Some(p) = jello::runner::auto::resolve(&mut built.config, &built.model, backend) {
+        println!("solver auto: {} ({})", p.solver, p.reason);
+    }
     let cache = scene_path.parent().map(|d| d.join(".jello-cache"));
     if built.config.solver == SolverKind::Multilevel {
         use jello::solver::multilevel::{load_or_build_sms, SmsOrigin};
@@ -642,7 +650,13 @@ fn cmd_compare(
     }
     let mut built = Scene::load(&scene_path)?.build()?;
     if let Some(s) = solver {
-        built.config.solver = solver_name(&s)?;
+        built.config.set_solver(solver_name(&s)?);
+    }
+    // Both runs use the solver `auto` picks for the GPU, so the comparison is of backends.
+    let gpu = jello::gpu::Backend::Gpu;
+    if let Some(p) = jello::runner::auto::resolve(&mut built.config, &built.model, gpu) {
+        built.config.auto_solver = false;
+        println!("solver auto: {} ({})", p.solver, p.reason);
     }
     if let Some(v) = variant {
         built.config.variant = Some(variant_name(&v)?);
@@ -692,7 +706,7 @@ fn variant_name(v: &str) -> Result<jello::solver::jgs2::Variant> {
     }
 }
 
-/// Parses a `--solver` value (any ASCII case, as in scene files).
-fn solver_name(s: &str) -> Result<jello::scene::SolverKind> {
-    jello::scene::SolverKind::parse(s).map_err(|e| anyhow::anyhow!("--solver: {e}"))
+/// Parses a `--solver` value: a solver or `auto` (any ASCII case, as in scene files).
+fn solver_name(s: &str) -> Result<jello::scene::SolverChoice> {
+    jello::scene::SolverChoice::parse(s).map_err(|e| anyhow::anyhow!("--solver: {e}"))
 }

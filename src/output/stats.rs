@@ -89,6 +89,10 @@ pub struct RunStats {
     pub scene: String,
     /// Solver name.
     pub solver: String,
+    /// With `--solver auto` (`[solver] name = "auto"`): why the rule picked `solver`
+    /// (`jello::runner::auto`); absent when the solver was named.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub solver_auto_reason: Option<String>,
     /// Stop rule (`cn` or `dx`) and its tolerance.
     pub stop: String,
     /// Tolerance of the stop rule.

@@ -21,6 +21,7 @@
 //! ([`RunOptions::cancel`], checked between steps) finishes the current step's writes, writes a
 //! frame and checkpoint of that step, and marks the run `interrupted`.
 
+pub mod auto;
 pub mod capabilities;
 mod identity;
 mod outputs;
@@ -103,6 +104,7 @@ pub struct Run {
     resume: Option<Resume>,
     notes: Vec<String>,
     residual: Option<ResidualProbe>,
+    auto: Option<auto::Pick>,
 }
 
 /// Runs a built scene to completion (or interruption): [`Run::prepare`] then [`Run::execute`].
@@ -195,7 +197,7 @@ impl Run {
                         ));
                     }
                     if opts.resume {
-                        resume = Some(load_resume(dir, *m, &config, &key)?);
+                        resume = Some(load_resume(dir, *m, &config, &built.model, &key)?);
                     } else if opts.overwrite {
                         replace = Some(m.files);
                     } else {
@@ -251,6 +253,12 @@ impl Run {
         let t0 = Instant::now();
         let cache_dir = scene_path.parent().map(|d| d.join(".jello-cache"));
         let setup = setup_on(&built, choice, cache_dir.as_deref())?;
+        // The pick is the run's solver from here on (its identity, the residual probe's twin).
+        let mut config = config;
+        if let Some(p) = &setup.auto {
+            config.solver = p.solver;
+            config.auto_solver = false;
+        }
         let residual = opts
             .residual_iteration
             .map(|k| ResidualProbe::new(&config, &built.model, cache_dir.as_deref(), k))
@@ -259,6 +267,7 @@ impl Run {
         drop(built);
         let mut sim = setup.sim;
         let choice = setup.choice;
+        let auto = setup.auto;
         let identity = identity::identity(&config, key, &choice);
 
         // 4. Resume: same backend, then the state.
@@ -335,12 +344,23 @@ impl Run {
             resume,
             notes,
             residual,
+            auto,
         })
     }
 
     /// Where the run steps, and why.
     pub fn choice(&self) -> &BackendChoice {
         &self.choice
+    }
+
+    /// The solver the run steps with (`auto` resolved).
+    pub fn solver(&self) -> crate::scene::SolverKind {
+        self.config.solver
+    }
+
+    /// With `--solver auto`: the rule's pick and why ([`auto::pick`]).
+    pub fn auto_pick(&self) -> Option<&auto::Pick> {
+        self.auto.as_ref()
     }
 
     /// Things the user should hear about (files left alone, a different adapter on resume).
@@ -393,12 +413,14 @@ impl Run {
             setup_ms,
             resume,
             residual,
+            auto,
             ..
         } = self;
         let (stop, tolerance) = identity::stop_rule(config.stop);
         let mut stats = RunStats {
             scene: scene_path.display().to_string(),
             solver: sim.solver_name(),
+            solver_auto_reason: auto.map(|p| p.reason),
             stop: stop.into(),
             tolerance,
             backend: choice.kind().into(),
@@ -518,7 +540,13 @@ impl Run {
 }
 
 /// Loads what `--resume` continues in `dir` and checks it against this run.
-fn load_resume(dir: &Path, manifest: Manifest, config: &RunConfig, key: &str) -> Result<Resume> {
+fn load_resume(
+    dir: &Path,
+    manifest: Manifest,
+    config: &RunConfig,
+    model: &crate::problem::Model,
+    key: &str,
+) -> Result<Resume> {
     let path = dir.join(CHECKPOINT);
     if !path.exists() {
         return Err(dir_error(
@@ -537,13 +565,20 @@ fn load_resume(dir: &Path, manifest: Manifest, config: &RunConfig, key: &str) ->
             ),
         ));
     }
-    // Backend and adapter are checked once the backend is chosen.
+    // Backend and adapter are checked once the backend is chosen; `auto` picks for the
+    // checkpoint's.
     let was = &checkpoint.header.identity;
+    let mut config = config.clone();
+    let backend = match was.backend.as_str() {
+        "gpu" => Backend::Gpu,
+        _ => Backend::Cpu,
+    };
+    auto::resolve(&mut config, model, backend);
     let now = RunIdentity {
         backend: was.backend.clone(),
         adapter: was.adapter.clone(),
         ..identity::identity(
-            config,
+            &config,
             key.to_owned(),
             &BackendChoice::cpu(Backend::Cpu, ""),
         )

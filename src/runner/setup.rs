@@ -1,5 +1,6 @@
 //! Building the simulation a scene asks for on the chosen backend: solver, device, subspace.
 
+use super::auto::{self, Pick};
 use super::capabilities;
 use crate::error::{JelloError, Result};
 use crate::gpu::{Backend, BackendChoice, Device};
@@ -24,14 +25,16 @@ use crate::solver::{HessianFilter, NewtonParams, NewtonSolver, StepSolver, StopR
 use std::path::Path;
 use std::sync::Arc;
 
-/// Builds the solver named in `config` for `model` (a static solve's stop rule tied to its
-/// load: [`static_config`]).
+/// Builds the solver named in `config` for `model` on the f64 CPU path (`auto` resolved for the
+/// CPU: [`auto::resolve`]; a static solve's stop rule tied to its load: [`static_config`]).
 pub fn make_solver(
     config: &RunConfig,
     model: &Model,
     cache_dir: Option<&Path>,
 ) -> Result<Box<dyn StepSolver>> {
-    build_solver(&static_config(config, model), model, cache_dir, None)
+    let mut config = static_config(config, model);
+    auto::resolve(&mut config, model, Backend::Cpu);
+    build_solver(&config, model, cache_dir, None)
 }
 
 /// [`make_solver`] for a `config` already through [`static_config`], reusing a JGS2 subspace
@@ -312,6 +315,8 @@ pub struct Setup {
     pub adapter: Option<String>,
     /// Where it runs and why (updated when `auto` had to fall back to the CPU).
     pub choice: BackendChoice,
+    /// With `--solver auto`: the solver the rule picked for that backend, and why.
+    pub auto: Option<Pick>,
 }
 
 /// Builds the simulation of `built` on `backend` (resolved with [`Backend::resolve`]; see
@@ -338,6 +343,9 @@ pub fn setup(built: &BuiltScene, backend: Backend, cache_dir: Option<&Path>) -> 
 /// - `admm`: the same loop on the device backend (f32 local steps and residuals, the
 ///   prefactored x-step in f64 on the CPU) or the f64 CPU backend.
 ///
+/// `auto` is resolved first, for the backend `choice` names ([`auto::resolve`]), and again for
+/// the CPU when a GPU choice falls back.
+///
 /// One ladder: what no backend can run ([`capabilities::refusal`]) is an error; then a GPU
 /// choice tries the device path unless [`capabilities::device_blocker`] says it cannot run the
 /// scene. A device that is missing, too small for the model or blocked is an error when the
@@ -349,24 +357,27 @@ pub fn setup_on(
     mut choice: BackendChoice,
     cache_dir: Option<&Path>,
 ) -> Result<Setup> {
-    let config = &static_config(&built.config, &built.model);
     let model = &built.model;
-    refuse(config, model)?;
+    let mut config = static_config(&built.config, model);
+    let mut auto = auto::resolve(&mut config, model, choice.backend);
+    refuse(&config, model)?;
+    let static_increments = config.static_solve.then_some(config.steps);
     let base_options = || SimOptions {
-        static_increments: config.static_solve.then_some(config.steps),
+        static_increments,
         ..SimOptions::default()
     };
+    let h = config.h;
     let new_sim = |solver: Box<dyn StepSolver>, options: SimOptions| {
         let state = model.initial_state(&built.velocity);
-        Simulation::with_options(model.clone(), state, config.h, solver, options)
+        Simulation::with_options(model.clone(), state, h, solver, options)
     };
     // A subspace built for the device is kept for the CPU fallback (no second precompute).
     let mut subspace = None;
     if choice.backend == Backend::Gpu {
-        let blocked = capabilities::device_blocker(config, model, choice.requested);
+        let blocked = capabilities::device_blocker(&config, model, choice.requested);
         let failure = match blocked {
             Some(why) => JelloError::Invalid(why),
-            None => match on_device(config, model, cache_dir, &mut subspace)? {
+            None => match on_device(&config, model, cache_dir, &mut subspace)? {
                 Ok(device) => {
                     let mut options = base_options();
                     options.strict_solver = device.strict_solver;
@@ -375,6 +386,7 @@ pub fn setup_on(
                         sim: new_sim(device.solver, options)?,
                         adapter: Some(device.adapter),
                         choice,
+                        auto,
                     });
                 }
                 Err(e) => e,
@@ -383,14 +395,19 @@ pub fn setup_on(
         if choice.requested == Backend::Gpu {
             return Err(failure);
         }
+        if let Some(p) = auto::resolve(&mut config, model, Backend::Cpu) {
+            auto = Some(p);
+            refuse(&config, model)?;
+        }
         eprintln!("warning: {failure}; running {} on the CPU", config.solver);
         choice = BackendChoice::cpu(choice.requested, format!("{failure}; fell back to the CPU"));
     }
-    let solver = build_solver(config, model, cache_dir, subspace)?;
+    let solver = build_solver(&config, model, cache_dir, subspace)?;
     Ok(Setup {
         sim: new_sim(solver, base_options())?,
         adapter: None,
         choice,
+        auto,
     })
 }
 

@@ -33,8 +33,12 @@ pub struct RunConfig {
     pub h: f64,
     /// Number of steps.
     pub steps: usize,
-    /// The solver (`--solver` may override the scene's).
+    /// The solver (`--solver` may override the scene's). With [`RunConfig::auto_solver`] a
+    /// placeholder (newton) until the runner replaces it by the rule's pick.
     pub solver: SolverKind,
+    /// `[solver] name = "auto"` or `--solver auto`: the runner picks `solver` for the scene
+    /// and the backend it runs on ([`crate::runner::auto`]) before building it.
+    pub auto_solver: bool,
     /// Stop rule.
     pub stop: StopRule,
     /// Iteration cap per step, if set.
@@ -72,6 +76,19 @@ pub struct RunConfig {
     pub output: OutputSpec,
     /// A static solve in `steps` load increments (`[simulation] static = true`).
     pub static_solve: bool,
+}
+
+impl RunConfig {
+    /// Runs `choice` (`--solver` over the scene's): a named solver, or `auto`.
+    pub fn set_solver(&mut self, choice: SolverChoice) {
+        match choice {
+            SolverChoice::Named(k) => {
+                self.solver = k;
+                self.auto_solver = false;
+            }
+            SolverChoice::Auto => self.auto_solver = true,
+        }
+    }
 }
 
 /// A scene turned into a model, an initial velocity field and run settings.
@@ -417,7 +434,7 @@ impl Scene {
                 ));
             }
         }
-        if limited && config.solver != SolverKind::Admm {
+        if limited && config.solver != SolverKind::Admm && !config.auto_solver {
             let key = s
                 .objects
                 .iter()
@@ -459,7 +476,10 @@ impl Scene {
         let s = &self.spec;
         let spec = &s.solver;
         let common = &spec.common;
-        let solver = spec.kind();
+        let (solver, auto_solver) = match spec.choice() {
+            SolverChoice::Named(k) => (k, false),
+            SolverChoice::Auto => (SolverKind::Newton, true),
+        };
         // Both tolerances are checked whichever rule is chosen: a bad value is a mistake even
         // where it would go unused (the CLI's --stop may pick the other rule).
         let tolerance = common
@@ -480,6 +500,7 @@ impl Scene {
             h: s.simulation.h,
             steps: s.simulation.steps,
             solver,
+            auto_solver,
             stop,
             max_iterations: common.max_iterations,
             variant: None,
@@ -569,6 +590,7 @@ impl Scene {
                 }
             }
             SolverOptions::Multilevel(o) => c.multilevel = multilevel_params(cx, o)?,
+            SolverOptions::Auto => {}
         }
         if c.eigen_filter == Some(HessianFilter::Adaptive) && solver != SolverKind::Newton {
             return Err(cx.err(

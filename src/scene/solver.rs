@@ -97,18 +97,6 @@ choice!(
 );
 
 impl SolverKind {
-    /// Parses a solver name, ignoring ASCII case (`Newton`), as scene files and `--solver` do;
-    /// the error says which names exist.
-    pub fn parse(s: &str) -> Result<Self, String> {
-        Self::from_name(&s.to_ascii_lowercase()).ok_or_else(|| {
-            let names: Vec<&str> = Self::ALL.iter().map(|k| k.name()).collect();
-            format!(
-                "unknown solver `{s}` (expected one of: {})",
-                names.join(", ")
-            )
-        })
-    }
-
     /// The `[solver]` keys of this solver besides the shared ones ([`CommonSolverSpec`]).
     pub fn own_keys(self) -> &'static [&'static str] {
         match self {
@@ -133,13 +121,70 @@ impl SolverKind {
     }
 }
 
+/// `[solver] name` and `--solver`: a named solver, or `auto` — the runner picks one for the
+/// scene and backend by a fixed rule ([`crate::runner::auto`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SolverChoice {
+    /// This solver.
+    Named(SolverKind),
+    /// The rule's pick.
+    Auto,
+}
+
+impl SolverChoice {
+    /// Parses a solver name or `auto`, ignoring ASCII case; the error names every value.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        if s.eq_ignore_ascii_case("auto") {
+            return Ok(SolverChoice::Auto);
+        }
+        SolverKind::from_name(&s.to_ascii_lowercase())
+            .map(SolverChoice::Named)
+            .ok_or_else(|| {
+                let names: Vec<&str> = SolverKind::ALL.iter().map(|k| k.name()).collect();
+                format!(
+                    "unknown solver `{s}` (expected one of: {}, auto)",
+                    names.join(", ")
+                )
+            })
+    }
+
+    /// The keys this choice takes besides the shared ones (none for `auto`).
+    fn own_keys(self) -> &'static [&'static str] {
+        match self {
+            SolverChoice::Named(k) => k.own_keys(),
+            SolverChoice::Auto => &[],
+        }
+    }
+}
+
+impl std::fmt::Display for SolverChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            SolverChoice::Named(k) => f.write_str(k.name()),
+            SolverChoice::Auto => f.write_str("auto"),
+        }
+    }
+}
+
 impl std::fmt::Display for SolverKind {
     fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str(self.name())
     }
 }
 
+/// A named solver ([`SolverChoice::parse`]; `auto` is refused: it picks a solver only where a
+/// scene and backend are known).
 impl std::str::FromStr for SolverKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match SolverChoice::parse(s)? {
+            SolverChoice::Named(k) => Ok(k),
+            SolverChoice::Auto => Err("`auto` picks a solver for a scene; name one here".into()),
+        }
+    }
+}
+
+impl std::str::FromStr for SolverChoice {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         Self::parse(s)
@@ -320,9 +365,9 @@ pub struct SolverSpec {
 }
 
 impl SolverSpec {
-    /// The named solver.
-    pub fn kind(&self) -> SolverKind {
-        self.options.kind()
+    /// The named solver, or `auto`.
+    pub fn choice(&self) -> SolverChoice {
+        self.options.choice()
     }
 
     /// The CN rule's default ε: 1e-5, or 1e-7 for a scene with IPC contact.
@@ -385,6 +430,8 @@ pub enum SolverOptions {
     LbfgsH(LbfgsHSpec),
     /// `multilevel`.
     Multilevel(MultilevelSpec),
+    /// `auto`: no keys of its own.
+    Auto,
 }
 
 impl Default for SolverOptions {
@@ -394,9 +441,9 @@ impl Default for SolverOptions {
 }
 
 impl SolverOptions {
-    /// Which solver.
-    pub fn kind(&self) -> SolverKind {
-        match self {
+    /// Which solver, or `auto`.
+    pub fn choice(&self) -> SolverChoice {
+        SolverChoice::Named(match self {
             SolverOptions::Newton(_) => SolverKind::Newton,
             SolverOptions::Jgs2(_) => SolverKind::Jgs2,
             SolverOptions::Vbd(_) => SolverKind::Vbd,
@@ -405,7 +452,8 @@ impl SolverOptions {
             SolverOptions::Dot(_) => SolverKind::Dot,
             SolverOptions::LbfgsH(_) => SolverKind::LbfgsH,
             SolverOptions::Multilevel(_) => SolverKind::Multilevel,
-        }
+            SolverOptions::Auto => return SolverChoice::Auto,
+        })
     }
 
     /// `kind`'s keys deserialised from `map` (keys already checked to be `kind`'s own).
@@ -755,9 +803,9 @@ impl SolverSpec {
             }
         }
         let kind = match name {
-            None => SolverKind::Newton,
+            None => SolverChoice::Named(SolverKind::Newton),
             Some(toml::Value::String(s)) => {
-                SolverKind::parse(&s).map_err(|msg| keyed("name", msg))?
+                SolverChoice::parse(&s).map_err(|msg| keyed("name", msg))?
             }
             Some(other) => {
                 return Err(keyed(
@@ -791,7 +839,10 @@ impl SolverSpec {
         let common = CommonSolverSpec::deserialize(serde::de::value::MapAccessDeserializer::new(
             Keyed::new(common),
         ))?;
-        let options = SolverOptions::from_keys(kind, Keyed::new(own))?;
+        let options = match kind {
+            SolverChoice::Named(k) => SolverOptions::from_keys(k, Keyed::new(own))?,
+            SolverChoice::Auto => SolverOptions::Auto,
+        };
         Ok(SolverSpec { common, options })
     }
 }
@@ -816,10 +867,17 @@ mod tests {
     fn every_solver_has_a_variant_and_its_keys() {
         for &kind in SolverKind::ALL {
             let s = parse(&format!("name = \"{}\"", kind.name())).unwrap();
-            assert_eq!(s.kind(), kind);
+            assert_eq!(s.choice(), SolverChoice::Named(kind));
             assert!(!kind.own_keys().is_empty(), "{kind}");
-            assert_eq!(SolverKind::parse(&kind.name().to_uppercase()), Ok(kind));
+            assert_eq!(
+                SolverChoice::parse(&kind.name().to_uppercase()),
+                Ok(SolverChoice::Named(kind))
+            );
         }
+        assert_eq!(
+            parse("name = \"Auto\"").unwrap().choice(),
+            SolverChoice::Auto
+        );
         assert_eq!(parse("").unwrap(), SolverSpec::default());
         assert_eq!(
             fields_of::<CommonSolverSpec>(),
@@ -873,7 +931,11 @@ mod tests {
             (
                 "name = \"fast\"",
                 "key `solver.name`: unknown solver `fast` (expected one of: newton, jgs2, vbd, \
-                 qn, admm, dot, lbfgs-h, multilevel)",
+                 qn, admm, dot, lbfgs-h, multilevel, auto)",
+            ),
+            (
+                "name = \"auto\"\nhistory = 3",
+                "key `solver.history`: applies only to solver qn, dot, lbfgs-h, not auto",
             ),
         ] {
             assert_eq!(parse(text).unwrap_err(), want, "{text}");
@@ -894,5 +956,8 @@ mod tests {
         .unwrap();
         let text = toml::to_string(&s).unwrap();
         assert_eq!(parse(&text).unwrap(), s, "{text}");
+        let auto = parse("name = \"auto\"\ntolerance = 1e-6").unwrap();
+        let text = toml::to_string(&auto).unwrap();
+        assert_eq!(parse(&text).unwrap(), auto, "{text}");
     }
 }

@@ -842,3 +842,58 @@ fn qn_runs_an_ipc_scene_on_the_cpu_and_the_gpu_request_is_one_line() {
     assert!(!gpu.join("stats.json").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--solver auto` names its pick and the reason in the banner, stats.json and the manifest; a
+/// named solver writes no reason; an unknown name is still one line listing `auto`.
+#[test]
+fn solver_auto_names_its_pick_and_why() {
+    let dir = tmp("solver_auto");
+    let o = run_scene_with(&dir, "bar.toml", BASE, &["--solver", "auto"]);
+    assert_ok(&o);
+    // BASE is a 4 × 1 × 1 box grid: 5 × 2 × 2 vertices, small.
+    let n = jello::runner::auto::DOT_VERTICES;
+    let reason = format!("dynamic scene of 20 vertices (< {n}) on the CPU");
+    let err = stderr(&o);
+    let banner = err.lines().find(|l| l.starts_with("jello: ")).unwrap();
+    assert!(
+        banner.contains(&format!("solver qn (auto: {reason}")),
+        "{err}"
+    );
+    let out = dir.join("out");
+    let s = json(&out.join("stats.json"));
+    assert_eq!(s["solver"], "qn");
+    assert!(
+        s["solver_auto_reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with(&reason)),
+        "{s}"
+    );
+    assert_eq!(json(&out.join("manifest.json"))["solver"], "qn");
+    // A resume picks the same solver, so the checkpoint's identity matches.
+    let o = run_scene_with(
+        &dir,
+        "bar.toml",
+        BASE,
+        &["--solver", "auto", "--resume", "--steps", "3"],
+    );
+    assert_ok(&o);
+    assert_eq!(json(&out.join("stats.json"))["completed_steps"], 3);
+
+    let o = run_scene_with(
+        &dir,
+        "bar.toml",
+        BASE,
+        &["--solver", "newton", "--overwrite"],
+    );
+    assert_ok(&o);
+    let s = json(&out.join("stats.json"));
+    assert_eq!(s["solver"], "newton");
+    assert!(s.get("solver_auto_reason").is_none(), "{s}");
+
+    let o = run_scene_with(&dir, "bar.toml", BASE, &["--solver", "fastest"]);
+    assert_last_line_error(
+        &o,
+        1,
+        &["--solver: unknown solver `fastest`", "multilevel, auto)"],
+    );
+}

@@ -61,5 +61,6 @@ mod scenes_stiff_soft;
 mod scenes_tss;
 mod scenes_twist;
 mod sim_pin_targets;
+mod solver_auto;
 mod solver_work;
 mod statics;

@@ -1,0 +1,205 @@
+//! `--solver auto` (`[solver] name = "auto"`): the rule that picks a solver for a scene and the
+//! backend it runs on, and says why.
+//!
+//! The rule reads only facts a reader can check in the banner or the scene file ([`Facts`]):
+//! the backend, IPC contact, a static solve, hard strain limits, the vertex count, and whether
+//! JGS2's device path takes the scene. In order, first match wins:
+//!
+//! 1. hard strain limits: `admm`, the only solver that enforces them;
+//! 2. IPC contact: `newton` — every IPC-capable solver reaches Newton's answer, and Newton took
+//!    the fewest seconds on the bundled contact scenes (contact_stack and contact_balls: 6–7
+//!    iterations per step against 12–212 for the L-BFGS family and JGS2/VBD, multilevel close
+//!    behind); on a device only Newton keeps its device part with IPC;
+//! 3. a static solve: `newton` — a handful of iterations per load increment, and the device
+//!    iterations and ADMM have no inertia-free form;
+//! 4. a GPU: `jgs2`, its whole iteration on the device, unless its device path refuses the
+//!    scene (boxes, IPC: [`DeviceJgs2::unsupported`]), then `newton` (element work on the
+//!    device);
+//! 5. the CPU with fewer than [`DOT_VERTICES`] vertices: `qn` — its cheap iterations were the
+//!    fastest on every dynamic scene of that size measured (cantilever, twist and a 3,321-vertex
+//!    twist, from their start: 1.8–2.3× faster than Newton per step, 1.5–1.8× faster than DOT);
+//! 6. the CPU from [`DOT_VERTICES`] vertices on: `dot` — its Newton-quality direction pays off
+//!    on larger meshes under large deformation: on the twisted armadillo_18k (4,855 vertices,
+//!    soft fixed corotated, large steps, CN 1e-5) DOT took 142 ms per step, QN 193, Newton 275,
+//!    multilevel 294, JGS2 674; on the hard TSS DOT beat QN 1.48× there and 1.92× on
+//!    armadillo_114k; the two tie on a mild 16,640-vertex twist. On a 4,961-vertex twist
+//!    turning 10× faster than the bundled one, DOT, QN and multilevel came within 1.5× of each
+//!    other, ahead of Newton, in an order that changed between runs on a loaded machine.
+//!
+//! Newton stays the pick for contact and static solves, where it was the fastest or the only
+//! solver with a device or static form; for plain dynamics on the CPU the measurements favour
+//! the L-BFGS family.
+//!
+//! `cargo bench --bench auto` runs every candidate on representative scenes and prints the
+//! rule's pick next to the measured times (the book's *Solver auto* page).
+
+use crate::gpu::Backend;
+use crate::problem::Model;
+use crate::scene::{RunConfig, SolverKind};
+use crate::solver::jgs2::DeviceJgs2;
+
+/// From this many vertices a dynamic CPU scene gets DOT instead of QN (rules 5 and 6): between
+/// the largest scene where QN was measured fastest (3,321 vertices) and the armadillo_18k
+/// (4,855) where DOT was.
+pub const DOT_VERTICES: usize = 4000;
+
+/// What the rule reads about a scene and its backend.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Facts {
+    /// Where the run steps: [`Backend::Cpu`] or [`Backend::Gpu`] (already resolved).
+    pub backend: Backend,
+    /// `[contact] ipc = true`.
+    pub ipc: bool,
+    /// `[simulation] static = true`.
+    pub static_solve: bool,
+    /// Some element has a hard strain limit (`material.strain_limit`).
+    pub strain_limits: bool,
+    /// Vertices of all objects together (the banner's count).
+    pub vertices: usize,
+    /// Why JGS2's device path cannot run the scene, if it cannot.
+    pub device_jgs2_blocker: Option<String>,
+}
+
+impl Facts {
+    /// The facts of `model` run as `config` on `backend`.
+    pub fn of(model: &Model, config: &RunConfig, backend: Backend) -> Self {
+        Facts {
+            backend,
+            ipc: model.contact.is_some(),
+            static_solve: config.static_solve,
+            strain_limits: !model.strain_limits.is_empty(),
+            vertices: model.num_vertices(),
+            device_jgs2_blocker: DeviceJgs2::unsupported(model),
+        }
+    }
+}
+
+/// The rule's answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pick {
+    /// The solver.
+    pub solver: SolverKind,
+    /// Why, in one line.
+    pub reason: String,
+}
+
+/// The solver `auto` picks for `f` (the rule of the module docs).
+pub fn pick(f: &Facts) -> Pick {
+    let pick = |solver, reason: String| Pick { solver, reason };
+    if f.strain_limits {
+        return pick(
+            SolverKind::Admm,
+            "hard strain limits: only admm enforces them".into(),
+        );
+    }
+    if f.ipc {
+        return pick(
+            SolverKind::Newton,
+            "IPC contact: newton is the fastest IPC solver on the contact scenes".into(),
+        );
+    }
+    if f.static_solve {
+        return pick(
+            SolverKind::Newton,
+            "static solve: newton converges in a few iterations per load increment".into(),
+        );
+    }
+    match (f.backend, &f.device_jgs2_blocker) {
+        (Backend::Gpu, None) => pick(
+            SolverKind::Jgs2,
+            "GPU backend: jgs2 runs its whole iteration on the device".into(),
+        ),
+        (Backend::Gpu, Some(why)) => pick(
+            SolverKind::Newton,
+            format!("GPU backend, but jgs2's device path refuses the scene ({why})"),
+        ),
+        _ if f.vertices < DOT_VERTICES => pick(
+            SolverKind::Qn,
+            format!(
+                "dynamic scene of {} vertices (< {DOT_VERTICES}) on the CPU: qn is the fastest \
+                 there",
+                f.vertices
+            ),
+        ),
+        _ => pick(
+            SolverKind::Dot,
+            format!(
+                "dynamic scene of {} vertices (≥ {DOT_VERTICES}) on the CPU: dot is the fastest \
+                 there",
+                f.vertices
+            ),
+        ),
+    }
+}
+
+/// With [`RunConfig::auto_solver`], `config.solver` set to the rule's pick for `model` on
+/// `backend`, and the pick; otherwise `None` and `config` unchanged.
+pub fn resolve(config: &mut RunConfig, model: &Model, backend: Backend) -> Option<Pick> {
+    if !config.auto_solver {
+        return None;
+    }
+    let p = pick(&Facts::of(model, config, backend));
+    config.solver = p.solver;
+    Some(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(backend: Backend, vertices: usize) -> Facts {
+        Facts {
+            backend,
+            ipc: false,
+            static_solve: false,
+            strain_limits: false,
+            vertices,
+            device_jgs2_blocker: None,
+        }
+    }
+
+    #[test]
+    fn each_rule_in_order() {
+        let large = DOT_VERTICES * 4;
+        let cases = [
+            (
+                Facts {
+                    strain_limits: true,
+                    ipc: true,
+                    ..facts(Backend::Gpu, large)
+                },
+                SolverKind::Admm,
+            ),
+            (
+                Facts {
+                    ipc: true,
+                    static_solve: true,
+                    ..facts(Backend::Gpu, large)
+                },
+                SolverKind::Newton,
+            ),
+            (
+                Facts {
+                    static_solve: true,
+                    ..facts(Backend::Cpu, large)
+                },
+                SolverKind::Newton,
+            ),
+            (facts(Backend::Gpu, 10), SolverKind::Jgs2),
+            (
+                Facts {
+                    device_jgs2_blocker: Some("obstacle 0 is a box".into()),
+                    ..facts(Backend::Gpu, large)
+                },
+                SolverKind::Newton,
+            ),
+            (facts(Backend::Cpu, DOT_VERTICES - 1), SolverKind::Qn),
+            (facts(Backend::Cpu, DOT_VERTICES), SolverKind::Dot),
+        ];
+        for (f, want) in cases {
+            let p = pick(&f);
+            assert_eq!(p.solver, want, "{f:?}: {}", p.reason);
+            assert!(!p.reason.is_empty() && !p.reason.contains('\n'), "{f:?}");
+        }
+    }
+}
