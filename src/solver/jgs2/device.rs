@@ -464,7 +464,8 @@ pub struct DeviceTerms {
     /// The assembled gradient (N, flat, zero on pinned vertices).
     pub gradient: Vec<f64>,
     /// Per vertex the barrier Hessian block its local system adds (N/m): obstacle barriers
-    /// and the diagonal blocks of its IPC pairs' PSD-projected barrier Hessians.
+    /// and the diagonal blocks of its IPC pairs' Hessians (the barrier's PSD-projected,
+    /// friction's).
     pub barrier_hessians: Vec<Matrix3<f64>>,
     /// The energy (J): elastic, obstacle and IPC barriers, friction; the inertia term is
     /// relative to x_start.
@@ -549,6 +550,19 @@ pub struct DeviceJgs2Backend {
     ipc: Option<DeviceIpc>,
 }
 
+/// Why the device cannot run `model`'s obstacles, if it has a box: box contact acts through
+/// corner–triangle and edge–edge pairs only the CPU backend has.
+fn box_refusal(model: &Model) -> Option<String> {
+    let i = model
+        .obstacles
+        .iter()
+        .position(|o| matches!(o, Obstacle::Box { .. }))?;
+    Some(format!(
+        "obstacle {i} is a box: box contact (corner–triangle and edge–edge pairs) runs on the \
+         CPU backend only"
+    ))
+}
+
 fn span(lists: &mut Vec<u32>, items: impl IntoIterator<Item = u32>) -> Span {
     let off = lists.len() as u32;
     lists.extend(items);
@@ -601,21 +615,14 @@ impl Jgs2Solver<DeviceJgs2Backend> {
     }
 
     /// Why the device path cannot run `model`, if it cannot (what `runner::capabilities`
-    /// reports before a device or a subspace is built; [`Self::new`] refuses boxes, and with IPC
-    /// contact builds a solver that evaluates but refuses to move, see `device_ipc.rs`): box
-    /// obstacles act through corner–triangle and edge–edge pairs only the CPU backend has.
+    /// reports before a device or a subspace is built): IPC contact, whose terms the device
+    /// evaluates but whose step filters are not written (a solver [`Self::new`] builds for it
+    /// refuses to move, see `device_ipc.rs`), and box obstacles ([`Self::new`] refuses them).
     pub fn unsupported(model: &Model) -> Option<String> {
         if model.contact.is_some() {
             return Some(IPC_NOT_YET.into());
         }
-        let i = model
-            .obstacles
-            .iter()
-            .position(|o| matches!(o, Obstacle::Box { .. }))?;
-        Some(format!(
-            "obstacle {i} is a box: box contact (corner–triangle and edge–edge pairs) runs on \
-             the CPU backend only"
-        ))
+        box_refusal(model)
     }
 
     /// Uploads `model` (and the subspace: JGS2; `None`: VBD) to `device`. Errors when the
@@ -658,6 +665,7 @@ impl Jgs2Solver<DeviceJgs2Backend> {
             .jgs2_begin(problem, elastic, flags, Next::Plain)?;
         self.backend_mut().terms()
     }
+
     /// Which adapter (or the CPU) runs the iterations.
     pub fn info(&self) -> &DeviceInfo {
         self.backend().info()
@@ -682,7 +690,7 @@ impl DeviceJgs2Backend {
         variant: Variant,
         subspace: Option<Arc<Jgs2Subspace>>,
     ) -> Result<Self> {
-        if let Some(why) = DeviceJgs2::unsupported(model).filter(|_| model.contact.is_none()) {
+        if let Some(why) = box_refusal(model) {
             return Err(JelloError::Invalid(why));
         }
         let mut dev = device;

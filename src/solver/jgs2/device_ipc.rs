@@ -140,17 +140,15 @@ impl DeviceIpc {
     }
 
     /// Replaces the candidate list (collision ids).
-    pub(super) fn set_pairs(&mut self, dev: &mut Device, pairs: &[ContactPair]) -> Result<()> {
+    fn set_pairs(&mut self, dev: &mut Device, pairs: &[ContactPair]) -> Result<()> {
         let list: Vec<GpuPair> = pairs.iter().map(GpuPair::of).collect();
         let stencils: Vec<[u32; 4]> = pairs.iter().map(|p| p.ids).collect();
         if let Some(old) = self.barrier.take() {
             old.free(dev);
         }
         let n = pairs.len().max(1);
-        if self.hess.len() < 144 * n {
-            let old =
-                std::mem::replace(&mut self.hess, dev.alloc("contact pair Hessians", 144 * n)?);
-            dev.free(old);
+        self.ensure_hess(dev, n)?;
+        if self.dist.len() < n {
             let old = std::mem::replace(&mut self.dist, dev.alloc("contact pair distances", n)?);
             dev.free(old);
             let old = std::mem::replace(&mut self.ptype, dev.alloc("contact pair types", n)?);
@@ -165,6 +163,16 @@ impl DeviceIpc {
                 self.nv,
                 |v| !self.pinned[v as usize],
             )?);
+        }
+        Ok(())
+    }
+
+    /// Grows the pair Hessian buffer, which the barrier and the friction pass write and gather
+    /// in turn, to hold `n` pairs.
+    fn ensure_hess(&mut self, dev: &mut Device, n: usize) -> Result<()> {
+        if self.hess.len() < 144 * n {
+            let new = dev.alloc("contact pair Hessians", 144 * n)?;
+            dev.free(std::mem::replace(&mut self.hess, new));
         }
         Ok(())
     }
@@ -188,6 +196,7 @@ impl DeviceIpc {
             .map(|p| GpuFrictionPair::new(p.ids, p))
             .collect();
         let stencils: Vec<[u32; 4]> = set.pairs.iter().map(|p| p.ids).collect();
+        self.ensure_hess(dev, list.len())?;
         self.friction = Some(PairList::new(
             dev,
             "friction pairs",
@@ -220,7 +229,8 @@ impl DeviceIpc {
     }
 
     /// Records the terms at the iterate `x` (the model's positions): the pair energies, and
-    /// their gradients added into `g` and the barrier's diagonal Hessian blocks into `hbar`.
+    /// their gradients added into `g` and the diagonal blocks of the barrier's and friction's
+    /// pair Hessians into `hbar`.
     pub(super) fn rec_terms(
         &self,
         p: &mut Plan,
