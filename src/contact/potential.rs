@@ -186,6 +186,22 @@ impl IpcContact {
         self.candidate_pairs(xs, None, self.dhat + margin)
     }
 
+    /// Every pair whose boxes swept from `xs` to `xs + dxs` (positions from
+    /// [`Self::positions`] and displacements per collision vertex, m), grown by
+    /// (d̂ + `margin`)/2 on every side, overlap: a superset of [`Self::active_pairs`] at every
+    /// point where each vertex lies in the box of its own segment [`xs`, `xs + dxs`] grown by
+    /// `margin`/2 — a primitive then lies in its swept box grown by `margin`/2, and two such
+    /// boxes of a pair left out are more than d̂ apart. The list of the device step filter's
+    /// trust boxes (`ipc_trust`). Deterministic order.
+    pub fn candidates_around(
+        &self,
+        xs: &[[f64; 3]],
+        dxs: &[[f64; 3]],
+        margin: f64,
+    ) -> Result<Vec<ContactPair>> {
+        self.candidate_pairs(xs, Some(dxs), self.dhat + margin)
+    }
+
     /// Every pair that may come closer than d̂ somewhere on the straight path from `xs` to
     /// `xs + dxs` (positions from [`Self::positions`], m): the broad phase's boxes grown by d̂/2
     /// and swept over the move, a superset of [`Self::active_pairs`] at every point of the

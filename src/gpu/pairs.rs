@@ -17,6 +17,8 @@ pub struct PairList<T> {
     pub n: usize,
     /// The records (at least one entry: a binding cannot be empty).
     pub list: Buf<T>,
+    /// Each pair's four position indices, as given (`ipc_pair_hvp` reads them).
+    pub stencils: Buf<[u32; 4]>,
     /// CSR row starts (`rows + 2`: the last row collects the entries left out).
     pub offsets: Buf<u32>,
     /// CSR pair ids.
@@ -58,6 +60,7 @@ impl<T: bytemuck::Pod + Default> PairList<T> {
         Ok(PairList {
             n,
             list: upload_nonempty(dev, label, list)?,
+            stencils: upload_nonempty(dev, "contact stencils", stencils)?,
             offsets: dev.upload("contact csr offsets", &csr.offsets)?,
             csr_pairs: upload_nonempty(dev, "contact csr pairs", &csr.tets)?,
             csr_slot: upload_nonempty(dev, "contact csr slots", &csr.local)?,
@@ -69,6 +72,7 @@ impl<T: bytemuck::Pod + Default> PairList<T> {
     /// Releases the buffers.
     pub fn free(self, dev: &mut Device) {
         dev.free(self.list);
+        dev.free(self.stencils);
         dev.free(self.offsets);
         dev.free(self.csr_pairs);
         dev.free(self.csr_slot);

@@ -1026,17 +1026,30 @@ impl<'a> StepProblem<'a> {
     /// the raise gap and still shrinking ([`crate::contact::barrier::raise_stiffness`]).
     /// Returns whether κ changed (the energy and gradient at `x` must then be re-evaluated).
     pub fn raise_contact_stiffness(&self, x: &[f64], prev_min_sq: &mut f64) -> bool {
+        // Adaptive κ only: skip the pair search otherwise.
+        let adaptive = |c: &&std::sync::Arc<crate::contact::IpcContact>| {
+            c.kappa.is_none() && self.kappa_bounds().is_some()
+        };
+        let Some(ipc) = self.model.contact.as_ref().filter(adaptive) else {
+            return false;
+        };
+        let xs = self.contact_positions(ipc, x);
+        let min_sq = ipc
+            .active_pairs(&xs)
+            .map(|p| ipc.min_distance_sq(&p, &xs))
+            .unwrap_or(f64::INFINITY);
+        self.raise_contact_stiffness_at(min_sq, prev_min_sq)
+    }
+
+    /// [`Self::raise_contact_stiffness`] from the smallest squared distance of the pairs within
+    /// d̂ at the current point, `min_sq` (m², +∞ without such a pair), as a device computes it.
+    pub fn raise_contact_stiffness_at(&self, min_sq: f64, prev_min_sq: &mut f64) -> bool {
         let (Some(ipc), Some(bounds)) = (&self.model.contact, self.kappa_bounds()) else {
             return false;
         };
         if ipc.kappa.is_some() {
             return false;
         }
-        let xs = self.contact_positions(ipc, x);
-        let min_sq = ipc
-            .active_pairs(&xs)
-            .map(|p| ipc.min_distance_sq(&p, &xs))
-            .unwrap_or(f64::INFINITY);
         let k = self.kappa();
         let raised = crate::contact::barrier::raise_stiffness(
             k,

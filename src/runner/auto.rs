@@ -9,11 +9,11 @@
 //! 2. IPC contact: `newton` — every IPC-capable solver reaches Newton's answer, and Newton took
 //!    the fewest seconds on the bundled contact scenes (contact_stack and contact_balls: 6–7
 //!    iterations per step against 12–212 for the L-BFGS family and JGS2/VBD, multilevel close
-//!    behind); on a device only Newton keeps its device part with IPC;
+//!    behind; JGS2 and VBD also run IPC on a device, not yet timed on a GPU);
 //! 3. a static solve: `newton` — a handful of iterations per load increment, and the device
 //!    iterations and ADMM have no inertia-free form;
 //! 4. a GPU: `jgs2`, its whole iteration on the device, unless its device path refuses the
-//!    scene (boxes, IPC: [`DeviceJgs2::unsupported`]), then `newton` (element work on the
+//!    scene (boxes: [`DeviceJgs2::unsupported`]), then `newton` (element work on the
 //!    device);
 //! 5. the CPU with fewer than [`DOT_VERTICES`] vertices: `qn` — its cheap iterations were the
 //!    fastest on every dynamic scene of that size measured (cantilever, twist and a 3,321-vertex

@@ -519,8 +519,8 @@ pub struct ContactSpec {
     #[serde(default = "default_one")]
     pub kappa: f64,
     /// IPC contact between the objects' surfaces and within each (default false: objects pass
-    /// through each other). Solvers newton, multilevel, and qn, dot, lbfgs-h, jgs2, vbd on the CPU
-    /// backend.
+    /// through each other). Solvers newton, multilevel, jgs2, vbd, and qn, dot, lbfgs-h on the
+    /// CPU backend.
     #[serde(default)]
     pub ipc: bool,
     /// With `ipc`: each object also collides with itself (default true).

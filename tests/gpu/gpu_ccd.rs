@@ -466,3 +466,138 @@ fn check_vertex_toi(
     }
     global
 }
+
+/// `ipc_trust` (the device IPC step filter's trust boxes; `jello::gpu::twins::trust`): per
+/// vertex the largest α ≤ 1 keeping x + α·step in the vertex's box, against the exact ratio in
+/// f64 on the same f32 inputs — never above it, never more than 2e-6 (relative) below it (the 8ε shrink and the f32 ratio's rounding), and
+/// the moved point inside the box in f64 — its reciprocal folded into `bound` by max, and the
+/// per-group maximum reciprocals. GPU and twin agree to 1e-6 relative (a WGSL division is
+/// within 2.5 ulp; the twin's is exact-rounded).
+#[test]
+fn ipc_trust_keeps_each_move_in_its_box() {
+    use jello::gpu::twins::trust::TRUST_GROUP;
+    let mut rng = common::rng("ipc_trust_keeps_each_move_in_its_box");
+    let n = 1000 + rng.random_range(0..200);
+    let mut x = Vec::with_capacity(n);
+    let mut step = Vec::with_capacity(n);
+    let mut boxes = Vec::with_capacity(2 * n);
+    for v in 0..n {
+        let p: [f32; 3] = std::array::from_fn(|_| rng.random_range(-2.0f32..2.0));
+        let (lo, hi) = if v % 7 == 0 {
+            // An interior vertex: unbounded.
+            ([-f32::MAX; 3], [f32::MAX; 3])
+        } else {
+            (
+                p.map(|c| c - rng.random_range(0.0f32..0.1)),
+                p.map(|c| c + rng.random_range(0.0f32..0.1)),
+            )
+        };
+        // Zero steps, steps with zero components, small (inside) and large (leaving) moves.
+        let scale = [0.0, 0.01, 0.3, 30.0][v % 4];
+        let d: [f32; 3] = std::array::from_fn(|k| {
+            if (v / 4 + k) % 5 == 0 {
+                0.0
+            } else {
+                scale * rng.random_range(-1.0f32..1.0)
+            }
+        });
+        x.push([p[0], p[1], p[2], 0.0]);
+        step.push([d[0], d[1], d[2], 0.0]);
+        boxes.push([lo[0], lo[1], lo[2], 0.0]);
+        boxes.push([hi[0], hi[1], hi[2], 0.0]);
+    }
+    let groups = n.div_ceil(TRUST_GROUP);
+    let init: Vec<f32> = (0..n)
+        .map(|v| {
+            if v % 3 == 0 {
+                rng.random_range(1.0f32..50.0)
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let data = [
+        Data::V(x.clone()),
+        Data::V(step.clone()),
+        Data::V(boxes.clone()),
+        Data::F(init.clone()),
+        nan_f(groups),
+    ];
+    let (cpu, gpu) = run_both(Kernel::IpcTrust, &data, Params::new(), n as u32);
+    let mut limited = 0;
+    let mut worst_low = 0.0f64;
+    let mut inv = vec![0.0f32; n];
+    for v in 0..n {
+        // The exact ratio on the f32 inputs.
+        let mut exact = 1.0f64;
+        for k in 0..3 {
+            let (p, d) = (x[v][k] as f64, step[v][k] as f64);
+            let (lo, hi) = (boxes[2 * v][k] as f64, boxes[2 * v + 1][k] as f64);
+            if d > 0.0 {
+                exact = exact.min((hi - p) / d);
+            } else if d < 0.0 {
+                exact = exact.min((lo - p) / d);
+            }
+        }
+        let exact = exact.max(0.0);
+        // Recover the twin's α: from `bound` where it exceeds the initial value.
+        let b = cpu[3][v];
+        assert!(
+            b >= init[v],
+            "vertex {v}: bound {b} below its initial {}",
+            init[v]
+        );
+        // Recompute the twin's reciprocal from its contract and check the fold.
+        let alpha = {
+            let mut a = 1.0f32;
+            for k in 0..3 {
+                let (p, d) = (x[v][k], step[v][k]);
+                let (lo, hi) = (boxes[2 * v][k], boxes[2 * v + 1][k]);
+                if d > 0.0 {
+                    a = a.min((hi - p) / d);
+                } else if d < 0.0 {
+                    a = a.min((lo - p) / d);
+                }
+            }
+            if a < 1.0 {
+                a = (a * jello::gpu::twins::trust::TRUST_SHRINK).max(0.0);
+            }
+            a
+        };
+        inv[v] = 1.0 / alpha.max(1e-30);
+        assert_eq!(b, init[v].max(inv[v]), "vertex {v}: the fold");
+        let a = alpha as f64;
+        assert!(a <= exact, "vertex {v}: α {a} above the exact {exact}");
+        if exact < 1.0 {
+            limited += 1;
+            let low = (exact - a) / exact.max(1e-30);
+            worst_low = worst_low.max(low);
+            assert!(low <= 2e-6, "vertex {v}: α {a} too far below {exact}");
+        }
+        for k in 0..3 {
+            let q = x[v][k] as f64 + a * step[v][k] as f64;
+            assert!(
+                q >= boxes[2 * v][k] as f64 && q <= boxes[2 * v + 1][k] as f64,
+                "vertex {v}: the move leaves its box on axis {k}"
+            );
+        }
+    }
+    for g in 0..groups {
+        let m = inv[g * TRUST_GROUP..((g + 1) * TRUST_GROUP).min(n)]
+            .iter()
+            .fold(0.0f32, |a, &b| a.max(b));
+        assert_eq!(cpu[4][g], m, "group {g}: partial");
+    }
+    if let Some(gpu) = &gpu {
+        for (name, i, len) in [("bound", 3, n), ("part", 4, groups)] {
+            for j in 0..len {
+                let (a, b) = (cpu[i][j], gpu[i][j]);
+                assert!(
+                    (a - b).abs() <= 1e-6 * a.abs(),
+                    "{name}[{j}]: GPU {b}, twin {a}"
+                );
+            }
+        }
+    }
+    println!("{n} vertices, {limited} limited by their box; α at most {worst_low:.1e} below the exact ratio");
+}

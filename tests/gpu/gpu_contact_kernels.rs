@@ -1427,3 +1427,85 @@ fn ipc_friction_bad_input_is_an_error() {
     assert!(friction::ipc_friction(&ph, &dx, &[ok], &mut e, &mut g1, &mut h1).is_err());
     assert!(friction::ipc_friction(&ph, &dx, &[ok], &mut e, &mut g1, &mut h).is_ok());
 }
+
+/// `ipc_pair_hvp`: random pairs over a shared vertex array (stencils with repeated and
+/// obstacle-side indices), random symmetric 12×12 Hessians and directions. Per corner the
+/// kernel's output plus the diagonal block's product is the full block row times the stencil's
+/// directions: against f64 on the same f32 inputs (relative to the row's absolute sum of
+/// products, ≤ 1e-6: f32 sums of 9 products), and GPU against twin (≤ 1e-5 of the same scale).
+#[test]
+fn ipc_pair_hvp_is_the_pair_blocks_coupling() {
+    let mut rng = common::rng("ipc_pair_hvp_is_the_pair_blocks_coupling");
+    let nv = 300 + rng.random_range(0..50);
+    let np = 500 + rng.random_range(0..100);
+    let d: Vec<GpuVec4> = (0..nv)
+        .map(|_| {
+            let s = 10f32.powf(rng.random_range(-3.0..1.0));
+            let mut v = [0.0f32; 4];
+            for c in &mut v[..3] {
+                *c = s * rng.random_range(-1.0f32..1.0);
+            }
+            v
+        })
+        .collect();
+    let stencils: Vec<[u32; 4]> = (0..np)
+        .map(|_| [0; 4].map(|_| rng.random_range(0..nv as u32)))
+        .collect();
+    let mut hess = vec![0.0f32; 144 * np];
+    for i in 0..np {
+        let s = 10f32.powf(rng.random_range(0.0..6.0));
+        for r in 0..12 {
+            for c in r..12 {
+                let v = s * rng.random_range(-1.0f32..1.0);
+                hess[144 * i + 12 * r + c] = v;
+                hess[144 * i + 12 * c + r] = v;
+            }
+        }
+    }
+    let data = [
+        Data::F(hess.clone()),
+        Data::T(stencils.clone()),
+        Data::V(d.clone()),
+        nan_v4(4 * np),
+    ];
+    let (cpu, gpu) = run_both(Kernel::IpcPairHvp, &data, Params::new(), np as u32);
+    let (mut worst_ref, mut worst_gpu) = (0.0f64, 0.0f64);
+    for i in 0..np {
+        for a in 0..4 {
+            for r in 0..3 {
+                let row = 144 * i + 12 * (3 * a + r);
+                let (mut off, mut scale) = (0.0f64, 0.0f64);
+                for b in 0..4 {
+                    for c in 0..3 {
+                        let t = hess[row + 3 * b + c] as f64 * d[stencils[i][b] as usize][c] as f64;
+                        scale += t.abs();
+                        if b != a {
+                            off += t;
+                        }
+                    }
+                }
+                let k = 4 * (4 * i + a) + r;
+                let scale = scale.max(f64::MIN_POSITIVE);
+                let e = (cpu[3][k] as f64 - off).abs() / scale;
+                worst_ref = worst_ref.max(e);
+                assert!(
+                    e <= 1e-6,
+                    "pair {i} corner {a} row {r}: twin {} vs {off}",
+                    cpu[3][k]
+                );
+                if let Some(g) = &gpu {
+                    let e = (g[3][k] as f64 - cpu[3][k] as f64).abs() / scale;
+                    worst_gpu = worst_gpu.max(e);
+                    assert!(
+                        e <= 1e-5,
+                        "pair {i} corner {a} row {r}: GPU {} vs twin {}",
+                        g[3][k],
+                        cpu[3][k]
+                    );
+                }
+            }
+            assert_eq!(cpu[3][4 * (4 * i + a) + 3], 0.0, "w of pair {i} corner {a}");
+        }
+    }
+    println!("{np} pairs over {nv} vertices: twin vs f64 {worst_ref:.1e}, GPU vs twin {worst_gpu:.1e} (of the rows' absolute sums)");
+}

@@ -245,6 +245,9 @@ kernels! {
     /// Per lagged friction pair: μλ·f₀(‖u‖) and (flag 1) its per-pair gradient, (flag 2) its
     /// 12×12 Hessian, in [`Kernel::IpcPairs`]' layouts, for [`Kernel::IpcGather`] (ε_v·h in f0).
     IpcFriction => friction::ipc_friction [ANY, N, N, n_if(4, FRICTION_GRADIENT), n_if(144, FRICTION_HESSIAN)];
+    /// Per pair and corner: the off-diagonal 3×3 blocks of the pair's 12×12 Hessian (row-major)
+    /// times the other corners' vectors, per-corner outputs for [`Kernel::IpcGather`].
+    IpcPairHvp => ipc::ipc_pair_hvp [n(144), N, ANY, n(4)];
     // ---- device CCD (`twins::ccd`; issue 39) ----
     /// Per candidate pair: additive CCD's conservative time of impact in [0, t_max] and its
     /// iteration count, from start positions and displacements (ξ in f0, t_max in f1, η in f2,
@@ -253,6 +256,10 @@ kernels! {
     /// Per vertex: the minimum of its pairs' times of impact (and f0) over the vertex→(pair,
     /// slot) CSR, and per 256-vertex group the maximum reciprocal for `reduce_max_abs`.
     IpcVertexToi => ccd::ipc_vertex_toi [ANY, N_PLUS_1, ANY, N, ANY];
+    /// Per vertex: the largest α ≤ 1 keeping x + α·step in its trust box (two vec4 per vertex),
+    /// its reciprocal folded into the step's bound, and per 256-vertex group the maximum
+    /// reciprocal for `reduce_max_abs`.
+    IpcTrust => trust::ipc_trust [N, N, n(2), N, ANY];
     // ---- multilevel solver (`twins::multilevel`; issue 13) ----
     /// Lift `u = P U q` of a subspace vector, gathered per vertex over its (handle, weighted
     /// frame) CSR; zero on pinned vertices.

@@ -778,3 +778,49 @@ pub fn ipc_gather(
     }
     Ok(())
 }
+
+/// Twin of `ipc_pair_hvp.wgsl`: per pair i < n and corner a, `out[4i + a]` = Σ over the other
+/// corners b of the 3×3 block (a, b) of the pair's Hessian `hess[144i..]` (row-major) times
+/// `d[stencils[i][b]]` (w = 0) — the coupling the per-vertex diagonal blocks leave out of a
+/// Hessian-vector product. Stencil indices past `d` are an error.
+pub fn ipc_pair_hvp(
+    p: &Params,
+    hess: &[f32],
+    stencils: &[[u32; 4]],
+    d: &[GpuVec4],
+    out: &mut [GpuVec4],
+) -> Result<()> {
+    let n = p.n as usize;
+    need(hess.len(), 144 * n, "ipc_pair_hvp hess")?;
+    need(stencils.len(), n, "ipc_pair_hvp stencils")?;
+    need(out.len(), 4 * n, "ipc_pair_hvp out")?;
+    if let Some(i) = (0..n).find(|&i| stencils[i].iter().any(|&v| v as usize >= d.len())) {
+        return Err(JelloError::Invalid(format!(
+            "ipc_pair_hvp: pair {i}'s stencil {:?} past {} vectors",
+            stencils[i],
+            d.len()
+        )));
+    }
+    out[..4 * n]
+        .par_chunks_mut(4)
+        .enumerate()
+        .for_each(|(i, o)| {
+            let s = stencils[i];
+            let base = 144 * i;
+            for (a, oa) in o.iter_mut().enumerate() {
+                let mut acc = [0.0f32; 3];
+                for (b, &vb) in s.iter().enumerate() {
+                    if b == a {
+                        continue;
+                    }
+                    let db = d[vb as usize];
+                    for (r, acc_r) in acc.iter_mut().enumerate() {
+                        let row = base + 12 * (3 * a + r) + 3 * b;
+                        *acc_r += hess[row] * db[0] + hess[row + 1] * db[1] + hess[row + 2] * db[2];
+                    }
+                }
+                *oa = [acc[0], acc[1], acc[2], 0.0];
+            }
+        });
+    Ok(())
+}

@@ -21,6 +21,7 @@ pub mod material;
 pub mod multilevel;
 pub mod surface;
 pub mod sym12;
+pub mod trust;
 mod vector;
 
 pub use element::{

@@ -30,11 +30,13 @@
 //! [`Jgs2Backend::jgs2_accept`].
 //!
 //! What the backends cannot share is said here, not hidden in the loop:
-//! - [`Jgs2Backend::jgs2_strict_per_vertex`]: the f64 backend limits every vertex's move so each
-//!   incident element stays above its strict floor (`keep_oriented`) and bounds the combined
-//!   step by the f64 inversion filter (`StepProblem::max_step`); the device answers `false` and
-//!   rejects trials with an element below one floor through a sentinel energy instead, so the
-//!   loop forces the safeguard on under `strict_inversion`;
+//! - [`Jgs2Backend::jgs2_plain_moves_filtered`]: the f64 backend limits every vertex's move so
+//!   each incident element stays above its strict floor (`keep_oriented`) and bounds the
+//!   combined step by the f64 inversion filter (`StepProblem::max_step`), and filters every
+//!   group's local moves by IPC's CCD; the device filters only the safeguarded combined step
+//!   (its trials with an element below one floor are rejected through a sentinel energy, its
+//!   IPC moves by CCD over the step's candidate list), so the loop forces the safeguard on
+//!   there under `strict_inversion` or IPC contact;
 //! - [`Jgs2Backend::jgs2_eigen_cutoff`]: the model minimiser's relative eigenvalue cut-off, as
 //!   fine as the backend's dots resolve (f64 1e-10, f32 1e-6);
 //! - [`Jgs2Backend::jgs2_slack`]: the energy comparison's round-off allowance (f64:
@@ -125,9 +127,10 @@ pub struct Jgs2Trial {
 pub trait Jgs2Backend {
     /// Number of vertex colours (Gauss–Seidel sweeps per iteration).
     fn jgs2_num_colours(&self) -> usize;
-    /// Whether every local step and trial keeps each element above its strict floor under
-    /// `strict_inversion` (see the module docs).
-    fn jgs2_strict_per_vertex(&self) -> bool;
+    /// Whether plain (unsafeguarded) iterations keep every filter `problem` asks for: each
+    /// element above its strict floor under `strict_inversion`, and IPC contact's CCD on every
+    /// group's moves (see the module docs). When not, the loop keeps the safeguard on.
+    fn jgs2_plain_moves_filtered(&self, problem: &StepProblem) -> bool;
     /// The model minimiser's relative eigenvalue cut-off.
     fn jgs2_eigen_cutoff(&self) -> f64;
     /// Starts a step: current ← `problem.x_start` (on a device: the step's upload), evaluated

@@ -150,7 +150,7 @@ impl Jgs2Backend for CpuBackend {
         state_ref(self).map_or(0, |s| s.num_colours)
     }
 
-    fn jgs2_strict_per_vertex(&self) -> bool {
+    fn jgs2_plain_moves_filtered(&self, _problem: &StepProblem) -> bool {
         true
     }
 

@@ -48,6 +48,12 @@
 //! safeguarded iteration and Gauss–Seidel sweeps (whose colours never share a triangle) are
 //! exact in that respect.
 //!
+//! IPC contact (body–body and self-contact over the collision mesh) is `device_ipc.rs`'s: its
+//! barrier and lagged-friction terms join g, the local systems' blocks and the energies at
+//! every evaluated point, and its step filter (trust boxes around one candidate list per step,
+//! CCD of the combined step) joins the safeguarded step's bound; under IPC the safeguard stays
+//! on (VBD included), and κ and friction follow Newton-IPC's schedule.
+//!
 //! Boxes are refused ([`DeviceJgs2::new`] errors; the runner's `--backend auto` then runs the
 //! CPU reference): the reference's box contact is three pair kinds (vertex–box, box
 //! corner–triangle, edge–edge with a mollifier over a vertex-to-edge adjacency), not yet ported.
@@ -126,10 +132,6 @@ use crate::problem::{ElasticTerms, Model, Obstacle, StepProblem};
 use nalgebra::Matrix3;
 use std::sync::Arc;
 
-/// Why the device refuses IPC steps (see [`DeviceJgs2::unsupported`]).
-const IPC_NOT_YET: &str = "contact.ipc: IPC contact in jgs2 and vbd runs on the CPU backend (the \
-    device evaluates the contact terms, but its CCD step filters are not written yet)";
-
 /// See [`DeviceJgs2::ENERGY_SLACK`].
 const ENERGY_SLACK: f64 = 1e-6;
 
@@ -175,6 +177,10 @@ struct Sample {
     max_dx: f64,
     /// 1 / the obstacle step bound of the combined step (≥ 1).
     bound: f64,
+    /// 1 / the IPC trust boxes' own bound of the combined step (≥ 1; IPC only).
+    trust: f64,
+    /// The smallest squared IPC pair distance within d̂ at the evaluated point, m² (+∞: none).
+    min_dsq: f64,
     dots: [f64; 13],
 }
 
@@ -188,6 +194,9 @@ struct Readback {
     n_vert: usize,
     dx: usize,
     alpha: usize,
+    /// IPC: the trust boxes' bound and the smallest pair distance (reciprocals).
+    trust: usize,
+    min_dsq: usize,
     /// The IPC pair energies' partials (barrier, then friction), sized per step.
     e_ipc: usize,
     n_ipc: usize,
@@ -542,10 +551,11 @@ pub struct DeviceJgs2Backend {
     cur: usize,
     /// The current point's readback.
     s: Sample,
-    /// The last trial's readback and what it evaluated.
-    pending: Option<(Sample, Next)>,
-    /// The coefficients `step` holds from x[cur] and their bound (1/the readback's), if any.
-    combined: Option<([f64; 3], f64)>,
+    /// The last trial's readback, what it evaluated and its step α (of `step`).
+    pending: Option<(Sample, Next, f64)>,
+    /// The coefficients `step` holds from x[cur], their bound α₀ (1/the readback's) and the
+    /// IPC trust boxes' own bound (1 without IPC), if any.
+    combined: Option<([f64; 3], f64, f64)>,
     /// IPC contact's pair terms (`device_ipc.rs`), with [`Model::contact`].
     ipc: Option<DeviceIpc>,
 }
@@ -615,13 +625,9 @@ impl Jgs2Solver<DeviceJgs2Backend> {
     }
 
     /// Why the device path cannot run `model`, if it cannot (what `runner::capabilities`
-    /// reports before a device or a subspace is built): IPC contact, whose terms the device
-    /// evaluates but whose step filters are not written (a solver [`Self::new`] builds for it
-    /// refuses to move, see `device_ipc.rs`), and box obstacles ([`Self::new`] refuses them).
+    /// reports before a device or a subspace is built): box obstacles ([`Self::new`] refuses
+    /// them).
     pub fn unsupported(model: &Model) -> Option<String> {
-        if model.contact.is_some() {
-            return Some(IPC_NOT_YET.into());
-        }
         box_refusal(model)
     }
 
@@ -669,6 +675,12 @@ impl Jgs2Solver<DeviceJgs2Backend> {
     /// Which adapter (or the CPU) runs the iterations.
     pub fn info(&self) -> &DeviceInfo {
         self.backend().info()
+    }
+    /// How often the last step rebuilt its IPC candidate list (a trust box cut a step short;
+    /// each rebuild is a position readback), 0 without IPC contact: for tests and benches.
+    #[doc(hidden)]
+    pub fn contact_list_rebuilds(&self) -> usize {
+        self.backend().ipc.as_ref().map_or(0, |i| i.rebuilds())
     }
     /// The point positions on the device are relative to (the rest centroid), m.
     pub fn origin(&self) -> [f64; 3] {
@@ -812,9 +824,11 @@ impl DeviceJgs2Backend {
             n_vert: pv,
             dx: DOTS_STRIDE * gv + pe + pv,
             alpha: DOTS_STRIDE * gv + pe + 2 * pv,
-            e_ipc: DOTS_STRIDE * gv + pe + 2 * pv + 1,
+            trust: DOTS_STRIDE * gv + pe + 2 * pv + 1,
+            min_dsq: DOTS_STRIDE * gv + pe + 2 * pv + 2,
+            e_ipc: DOTS_STRIDE * gv + pe + 2 * pv + 3,
             n_ipc: 0,
-            len: DOTS_STRIDE * gv + pe + 2 * pv + 1,
+            len: DOTS_STRIDE * gv + pe + 2 * pv + 3,
         };
         let ipc = match &model.contact {
             Some(c) => Some(DeviceIpc::new(
@@ -884,7 +898,7 @@ impl DeviceJgs2Backend {
             dirs: d.alloc("directions", 3 * nv.max(1))?,
             hd: d.alloc("Hessian-direction products", 3 * nv.max(1))?,
             step: d.alloc("step", nv.max(1))?,
-            bound: d.alloc("obstacle bounds", nv.max(1))?,
+            bound: d.alloc("obstacle bounds", DeviceIpc::bound_len(nv).max(1))?,
             dxn: d.alloc("vertex moves", nv.max(1))?,
             readback: d.alloc("readback", rb.len)?,
             rb,
@@ -1269,6 +1283,9 @@ impl DeviceJgs2Backend {
                 },
                 nv,
             );
+            if let Some(ipc) = &self.ipc {
+                ipc.rec_hess_vec(p, &self.dirs, &self.hd, 3);
+            }
             3
         } else {
             0
@@ -1328,6 +1345,7 @@ impl DeviceJgs2Backend {
         );
         if let Some(ipc) = &self.ipc {
             ipc.rec_energy_partials(p, self.readback.id(), self.rb.e_ipc);
+            ipc.rec_min_distance(p, &self.readback, self.rb.min_dsq);
         }
     }
 
@@ -1421,12 +1439,21 @@ impl DeviceJgs2Backend {
                 self.m.nv as u32,
             );
         }
-        p.max_abs(
-            &self.bound,
-            self.m.nv as u32,
-            &self.readback,
-            self.rb.alpha as u32,
-        );
+        let n = match &self.ipc {
+            Some(ipc) => {
+                ipc.rec_step_bound(
+                    p,
+                    &self.x[cur],
+                    &self.step,
+                    &self.bound,
+                    &self.readback,
+                    self.rb.trust,
+                );
+                DeviceIpc::bound_len(self.m.nv)
+            }
+            None => self.m.nv,
+        };
+        p.max_abs(&self.bound, n as u32, &self.readback, self.rb.alpha as u32);
     }
 
     fn rec_trial(&self, p: &mut Plan, from: usize, scale: f64) {
@@ -1527,6 +1554,11 @@ impl DeviceJgs2Backend {
                 .iter()
                 .fold(0.0f64, |m, &v| m.max(v as f64)),
             bound: r[rb.alpha] as f64,
+            trust: r[rb.trust] as f64,
+            min_dsq: self
+                .ipc
+                .as_ref()
+                .map_or(f64::INFINITY, |ipc| ipc.min_distance_sq(r[rb.min_dsq])),
             dots,
         })
     }
@@ -1546,16 +1578,24 @@ impl DeviceJgs2Backend {
         };
         self.e_ref = 0.0;
         if let Some(ipc) = &mut self.ipc {
-            ipc.begin_step(&mut self.dev, problem, 0.0)?;
-            let n = ipc.partials();
-            if self.readback.len() < self.rb.e_ipc + n {
-                let len = self.rb.e_ipc + n;
-                let old = std::mem::replace(&mut self.readback, self.dev.alloc("readback", len)?);
-                self.dev.free(old);
-                self.rb.len = len;
-            }
-            self.rb.n_ipc = n;
+            ipc.begin_step(&mut self.dev, problem)?;
         }
+        self.fit_readback()
+    }
+
+    /// Sizes the readback's IPC energy section to the current pair lists.
+    fn fit_readback(&mut self) -> Result<()> {
+        let Some(ipc) = &self.ipc else {
+            return Ok(());
+        };
+        let n = ipc.partials();
+        if self.readback.len() < self.rb.e_ipc + n {
+            let len = self.rb.e_ipc + n;
+            let old = std::mem::replace(&mut self.readback, self.dev.alloc("readback", len)?);
+            self.dev.free(old);
+            self.rb.len = len;
+        }
+        self.rb.n_ipc = n;
         Ok(())
     }
 }
@@ -1657,13 +1697,26 @@ impl DeviceJgs2Backend {
 }
 
 impl DeviceJgs2Backend {
-    /// IPC's per-vertex and whole-step CCD filters are not on the device yet: an iterate may
-    /// only be evaluated, never moved.
-    fn refuse_ipc_moves(&self) -> Result<()> {
-        match &self.ipc {
-            Some(_) => Err(JelloError::Invalid(IPC_NOT_YET.into())),
-            None => Ok(()),
-        }
+    /// The model positions of `buf` (one of `x`, or `step` for displacements), f64, with the
+    /// origin added when `absolute`.
+    fn read_positions(&mut self, buf: Buf<GpuVec4>, absolute: bool) -> Result<Vec<f64>> {
+        let v = self.dev.read(&buf)?;
+        let shift = if absolute { self.m.origin } else { [0.0; 3] };
+        Ok(v.iter()
+            .take(self.m.nv)
+            .flat_map(|p| (0..3).map(move |k| p[k] as f64 + shift[k]))
+            .collect())
+    }
+
+    /// Evaluates the current point again (after κ or the friction pairs changed).
+    fn reevaluate(&mut self, next: Next) -> Result<Jgs2Sample> {
+        let mut p = Plan::new();
+        self.rec_eval_guarded(&mut p, self.cur, next == Next::Model);
+        let s = self.run(&p)?;
+        self.combined = None;
+        let out = self.public(&s, next, f64::INFINITY);
+        self.s = s;
+        Ok(out)
     }
 
     /// The current point's terms ([`DeviceJgs2::terms_at_start`]).
@@ -1721,8 +1774,8 @@ impl Jgs2Backend for DeviceJgs2Backend {
         self.num_colours
     }
 
-    fn jgs2_strict_per_vertex(&self) -> bool {
-        false
+    fn jgs2_plain_moves_filtered(&self, problem: &StepProblem) -> bool {
+        !problem.strict_inversion && self.ipc.is_none()
     }
 
     fn jgs2_eigen_cutoff(&self) -> f64 {
@@ -1781,13 +1834,7 @@ impl Jgs2Backend for DeviceJgs2Backend {
         _elastic: &dyn ElasticTerms,
         next: Next,
     ) -> Result<Jgs2Sample> {
-        let mut p = Plan::new();
-        self.rec_eval_guarded(&mut p, self.cur, next == Next::Model);
-        let s = self.run(&p)?;
-        self.combined = None;
-        let out = self.public(&s, next, f64::INFINITY);
-        self.s = s;
-        Ok(out)
+        self.reevaluate(next)
     }
 
     fn jgs2_plain(
@@ -1795,7 +1842,14 @@ impl Jgs2Backend for DeviceJgs2Backend {
         _problem: &StepProblem,
         _elastic: &dyn ElasticTerms,
     ) -> Result<Jgs2Sample> {
-        self.refuse_ipc_moves()?;
+        if self.ipc.is_some() {
+            // `jgs2_ipc_filters_plain_moves` is false: the loop keeps the safeguard on.
+            return Err(JelloError::Solver(
+                "DeviceJgs2: a plain step with IPC contact (its moves are filtered only in the \
+                 safeguarded step)"
+                    .into(),
+            ));
+        }
         // One plan: apply the local steps, re-evaluate, the next local steps (Jacobi); or the
         // sweep (Gauss–Seidel); then the dots and energies, one readback.
         let mut p = Plan::new();
@@ -1823,11 +1877,10 @@ impl Jgs2Backend for DeviceJgs2Backend {
         scale: f64,
         next: Next,
     ) -> Result<Jgs2Trial> {
-        self.refuse_ipc_moves()?;
         // One plan: the combined step and its bound (once per coefficients), the trial
         // positions, and speculatively at the trial what the next iteration needs there.
         let mut p = Plan::new();
-        let fresh = self.combined.is_none_or(|(c, _)| c != coef);
+        let fresh = self.combined.is_none_or(|(c, _, _)| c != coef);
         if fresh {
             self.rec_combine(&mut p, self.cur, coef);
         }
@@ -1835,49 +1888,88 @@ impl Jgs2Backend for DeviceJgs2Backend {
         self.rec_eval_guarded(&mut p, 1 - self.cur, next == Next::Model);
         let t = self.run(&p)?;
         if fresh {
-            self.combined = Some((coef, 1.0 / t.bound));
+            let trust = if self.ipc.is_some() {
+                1.0 / t.trust
+            } else {
+                1.0
+            };
+            self.combined = Some((coef, 1.0 / t.bound, trust));
         }
-        let bound = self.combined.map_or(0.0, |(_, b)| b);
+        let bound = self.combined.map_or(0.0, |(_, b, _)| b);
         let energy = t.energy;
-        self.pending = Some((t, next));
+        self.pending = Some((t, next, scale * bound));
         Ok(Jgs2Trial { energy, bound })
     }
 
     fn jgs2_accept(
         &mut self,
-        _problem: &StepProblem,
+        problem: &StepProblem,
         _elastic: &dyn ElasticTerms,
     ) -> Result<Jgs2Sample> {
-        let (t, next) = self
+        let (t, next, alpha) = self
             .pending
             .take()
             .ok_or_else(|| JelloError::Solver("DeviceJgs2: accept without a trial".into()))?;
         self.cur = 1 - self.cur;
-        self.combined = None;
+        let combined = self.combined.take();
+        if let (Some(_), Some((_, _, trust))) = (&self.ipc, combined) {
+            if trust < 1.0 && alpha >= (1.0 - 1e-3) * trust {
+                // A trust box cut the step short: the candidate list around the new point,
+                // swept along the rest of the step (one position readback).
+                let x = self.read_positions(self.x[self.cur], true)?;
+                let rest = 1.0 - alpha;
+                let ahead: Vec<f64> = self
+                    .read_positions(self.step, false)?
+                    .into_iter()
+                    .map(|d| rest * d)
+                    .collect();
+                let ipc = self.ipc.as_mut().expect("matched above");
+                ipc.rebuild(&mut self.dev, problem, &x, &ahead)?;
+                self.fit_readback()?;
+            }
+        }
         let out = self.public(&t, next, t.max_dx);
         self.s = t;
         Ok(out)
     }
 
-    // IPC contact is refused on the device ([`DeviceJgs2::unsupported`]), so κ and friction
-    // never change under this backend.
     fn jgs2_raise_stiffness(
         &mut self,
-        _problem: &StepProblem,
+        problem: &StepProblem,
         _elastic: &dyn ElasticTerms,
-        _prev_min_sq: &mut f64,
-        _next: Next,
+        prev_min_sq: &mut f64,
+        next: Next,
     ) -> Result<Option<Jgs2Sample>> {
-        Ok(None)
+        // The smallest pair distance came back with the current point's readback.
+        let Some(ipc) = &mut self.ipc else {
+            return Ok(None);
+        };
+        if !problem.raise_contact_stiffness_at(self.s.min_dsq, prev_min_sq) {
+            return Ok(None);
+        }
+        ipc.set_kappa(problem.kappa());
+        self.reevaluate(next).map(Some)
     }
 
     fn jgs2_lag_friction(
         &mut self,
-        _problem: &StepProblem,
+        problem: &StepProblem,
         _elastic: &dyn ElasticTerms,
-        _next: Next,
+        next: Next,
     ) -> Result<Option<Jgs2Sample>> {
-        Ok(None)
+        if self.ipc.is_none() {
+            return Ok(None);
+        }
+        // Once per lagging pass, at a converged point: one position readback.
+        let x = self.read_positions(self.x[self.cur], true)?;
+        if problem.lag_friction(&x) == 0 {
+            return Ok(None);
+        }
+        if let Some(ipc) = &mut self.ipc {
+            ipc.lag_friction(&mut self.dev, problem)?;
+        }
+        self.fit_readback()?;
+        self.reevaluate(next).map(Some)
     }
 
     fn jgs2_slack(&self, _problem: &StepProblem, _elastic: &dyn ElasticTerms, e: f64) -> f64 {

@@ -17,12 +17,48 @@
 //! the step, formed in f64.
 //!
 //! # Pairs
-//! The candidate list comes from the host's broad phase ([`crate::contact::IpcContact`]) at
-//! the step's start; the kernels give pairs at d² ≥ d̂² zero energy and gradient, so any
-//! superset of the pairs within d̂ at an evaluated point evaluates that point exactly. Rows of
-//! pinned vertices and of obstacle vertices are left out of the CSRs, so g stays zero on
-//! pinned vertices, as the f64 gradient.
+//! The candidate list comes from the host's broad phase
+//! ([`IpcContact::candidates_around`]); the kernels give pairs at d² ≥ d̂² zero energy and
+//! gradient, so any superset of the pairs within d̂ at an evaluated point evaluates that point
+//! exactly. Rows of pinned vertices and of obstacle vertices are left out of the CSRs, so g
+//! stays zero on pinned vertices, as the f64 gradient.
+//!
+//! # Step filter
+//! The f64 backend runs a swept broad phase on every move. The device instead keeps one list
+//! per step, valid inside a **trust box** per model vertex, and never lets a move leave it:
+//! - At the step's start the boxes are swept along the inertial prediction x̃ − x_start and
+//!   grown by half a margin of [`MARGIN_DHAT`]·d̂ + [`MARGIN_PREDICTED`] × the prediction's largest
+//!   coordinate; the list holds every pair whose swept boxes grown by (d̂ + margin)/2 overlap,
+//!   so while each vertex stays in its box no pair outside the list comes within d̂ (the
+//!   argument is in [`IpcContact::candidates_around`]). Interior vertices, in no pair, get
+//!   unbounded boxes.
+//! - The safeguarded step's bound (the combined step of every iteration, and the cut
+//!   safeguard's plain trial) takes, besides the obstacles' bounds: per vertex the box's bound
+//!   (`ipc_trust`), and over the pairs additive CCD of the joint straight move (`ipc_ccd`,
+//!   conservative in f32; ξ = 0, η and the reference's ACCD, an iteration cap of [`CCD_CAP`]),
+//!   reduced per vertex (`ipc_vertex_toi`) — all folded into the one maximum whose reciprocal
+//!   the trial reads on the device. Every accepted iterate is therefore intersection-free, as
+//!   a move along one straight path limited by CCD over a superset of the pairs it can meet.
+//! - When a box (not a time of impact) limited an accepted step, the host reads the positions
+//!   and the step (two readbacks), rebuilds the list swept along the rest of the step with the
+//!   margin doubled, and uploads it: rare where the prediction holds (free flight, resting
+//!   contact), a few times in a step that departs from it (an impact).
+//! - Plain iterations (VBD's Gauss–Seidel sweeps, plain Jacobi) would need a CCD pass and a
+//!   joint recheck per colour; the loop instead keeps the safeguard on under IPC on this
+//!   backend (`jgs2_plain_moves_filtered`), so a sweep's displacement is one direction of the
+//!   filtered combined step.
+//!
+//! # κ and friction
+//! As Newton-IPC: κ is raised from the smallest pair distance at each accepted point, reduced
+//! on the device (the per-vertex minimum of the pairs' d², `ipc_vertex_toi` over the barrier
+//! CSR, and its maximum reciprocal; pairs of pinned and obstacle vertices only, which cannot
+//! move within the step, are not seen) and read back with the point's other scalars; friction
+//! is lagged again at converged points from positions read back once per pass (the f64
+//! [`StepProblem::lag_friction`] then builds the pairs). Energies stay relative to the step
+//! start's at the start's κ and friction: a change shifts the reference of every later value
+//! alike, so the line search's comparisons hold.
 
+use crate::contact::ccd::AccdParams;
 use crate::contact::{ContactPair, IpcContact};
 use crate::error::{JelloError, Result};
 use crate::gpu::abi::{
@@ -30,6 +66,7 @@ use crate::gpu::abi::{
     IPC_SENTINEL, REDUCE_BLOCK,
 };
 use crate::gpu::model::{relative, relative_one};
+use crate::gpu::twins::trust::TRUST_GROUP;
 use crate::gpu::{
     Buf, BufferId, Device, GpuFrictionPair, GpuMat3, GpuPair, GpuVec4, Kernel, PairList, Params,
     Plan,
@@ -39,6 +76,19 @@ use std::sync::Arc;
 
 /// `dev_combine`'s "no scalar slot".
 const NO_SLOT: u32 = 1023;
+
+/// The candidate list's margin at a step's start: this many d̂ …
+const MARGIN_DHAT: f64 = 2.0;
+/// … plus this fraction of the largest coordinate of the inertial prediction x̃ − x_start (the
+/// boxes are swept along the prediction itself; the margin covers the iteration's departure
+/// from it, e.g. a bounce).
+const MARGIN_PREDICTED: f64 = 0.25;
+/// How far the trust boxes are rounded inward, relative to their coordinates' magnitude: 64
+/// ε_f32, far above the few ε of f32 rounding they must absorb and far below a margin of d̂.
+const BOX_INSET: f64 = 64.0 * f32::EPSILON as f64;
+/// The device ACCD's iteration cap: a capped pair returns the time certified so far
+/// (conservative); the f64 reference allows 10⁶, too many for one GPU invocation.
+const CCD_CAP: u32 = 10_000;
 
 /// The IPC barrier and lagged friction of a JGS2 / VBD device step (module docs).
 pub(super) struct DeviceIpc {
@@ -58,12 +108,37 @@ pub(super) struct DeviceIpc {
     /// x̂ of the model's vertices, relative to the origin.
     x_hat: Buf<GpuVec4>,
     barrier: Option<PairList<GpuPair>>,
+    /// The barrier's and friction's pair Hessians (144 per pair each; the Hessian-vector
+    /// products read both after the gathers).
     hess: Buf<f32>,
+    fhess: Buf<f32>,
+    /// Scratch for one direction's H·d while the pairs' coupling is gathered into it.
+    hd_tmp: Buf<GpuVec4>,
     dist: Buf<f32>,
     ptype: Buf<u32>,
     friction: Option<PairList<GpuFrictionPair>>,
     /// `dev_combine`'s per-group dot partials (unused).
     combine_part: Buf<f32>,
+    /// The step filter (module docs, "Step filter"): per model vertex its trust box (lo, hi;
+    /// relative to the origin, rounded inward) and whether it is a collision-surface vertex.
+    boxes: Buf<GpuVec4>,
+    on_surface: Vec<bool>,
+    /// The list's margin (m): the step's base margin, doubled at every rebuild within a step.
+    margin: f64,
+    /// List rebuilds this step (each one a position readback).
+    rebuilds: usize,
+    /// `ipc_trust`'s per-group partials.
+    trust_part: Buf<f32>,
+    /// CCD's step per collision vertex (model rows copied from the step; obstacles still).
+    ccd_dx: Buf<GpuVec4>,
+    /// Per pair its time of impact and ACCD iterations; per vertex the minimum over its pairs
+    /// (`ipc_vertex_toi`) and per 256 vertices the maximum reciprocal.
+    pair_toi: Buf<f32>,
+    pair_iters: Buf<u32>,
+    vertex_min: Buf<f32>,
+    vertex_part: Buf<f32>,
+    /// 1.0 per 256-vertex group: the neutral partials when there is no pair.
+    ones: Buf<f32>,
     /// Unread bindings of `ipc_gather` without the Hessian.
     scratch: (Buf<f32>, Buf<GpuMat3>),
 }
@@ -83,6 +158,11 @@ impl DeviceIpc {
                 "device contact: {n_coll} collision vertices for a model of {nv}"
             )));
         }
+        let groups = nv.div_ceil(TRUST_GROUP).max(1);
+        let mut on_surface = vec![false; nv];
+        for &v in ipc.mesh.vertices.iter().filter(|&&v| (v as usize) < nv) {
+            on_surface[v as usize] = true;
+        }
         Ok(DeviceIpc {
             dhat_sq: ipc.dhat_sq() as f32,
             ipc,
@@ -97,10 +177,23 @@ impl DeviceIpc {
             x_hat: dev.alloc("contact x-hat", nv.max(1))?,
             barrier: None,
             hess: dev.alloc("contact pair Hessians", 144)?,
+            fhess: dev.alloc("friction pair Hessians", 144)?,
+            hd_tmp: dev.alloc("contact Hessian-direction scratch", nv.max(1))?,
             dist: dev.alloc("contact pair distances", 1)?,
             ptype: dev.alloc("contact pair types", 1)?,
             friction: None,
             combine_part: dev.alloc("contact combine partials", dev_groups(nv).max(1))?,
+            boxes: dev.alloc("contact trust boxes", 2 * nv.max(1))?,
+            on_surface,
+            margin: 0.0,
+            rebuilds: 0,
+            trust_part: dev.alloc("contact trust partials", groups)?,
+            ccd_dx: dev.upload("contact CCD steps", &vec![[0.0f32; 4]; n_coll.max(1)])?,
+            pair_toi: dev.alloc("contact pair times of impact", 1)?,
+            pair_iters: dev.alloc("contact pair CCD iterations", 1)?,
+            vertex_min: dev.alloc("contact vertex minima", nv.max(1))?,
+            vertex_part: dev.alloc("contact vertex partials", groups)?,
+            ones: dev.upload("contact neutral partials", &vec![1.0f32; groups])?,
             scratch: (
                 dev.alloc("contact no Hessian", 1)?,
                 dev.alloc("contact no Hessian diagonal", 1)?,
@@ -109,14 +202,9 @@ impl DeviceIpc {
     }
 
     /// Starts `problem`'s step: the obstacle vertices at the step's end and their motion, x̂,
-    /// κ, the candidate pairs (within d̂ + `margin` of each other at x_start, m) and the
-    /// lagged friction pairs.
-    pub(super) fn begin_step(
-        &mut self,
-        dev: &mut Device,
-        problem: &StepProblem,
-        margin: f64,
-    ) -> Result<()> {
+    /// κ, the candidate pairs and trust boxes around the inertial prediction (module docs) and
+    /// the lagged friction pairs.
+    pub(super) fn begin_step(&mut self, dev: &mut Device, problem: &StepProblem) -> Result<()> {
         let xs = problem.contact_positions(&self.ipc, &problem.x_start);
         if xs.len() != self.n_coll {
             return Err(JelloError::Solver(format!(
@@ -134,11 +222,74 @@ impl DeviceIpc {
         }
         dev.write(&self.x_hat, 0, &relative(&problem.x_hat, self.origin))?;
         self.kappa = problem.kappa() as f32;
-        let pairs = self.ipc.candidates_within(&xs, margin)?;
-        self.set_pairs(dev, &pairs)?;
+        let predicted: Vec<f64> = problem
+            .x_tilde
+            .iter()
+            .zip(&problem.x_start)
+            .map(|(a, b)| a - b)
+            .collect();
+        let reach = predicted.iter().fold(0.0f64, |m, d| m.max(d.abs()));
+        self.margin = MARGIN_DHAT * self.ipc.dhat + MARGIN_PREDICTED * reach;
+        self.rebuilds = 0;
+        self.surround(dev, &xs, &predicted)?;
         self.lag_friction(dev, problem)
     }
 
+    /// Rebuilds the candidate list and trust boxes around the model positions `x` (m), swept
+    /// along `ahead` (flat model displacements, m: the rest of the step that a box cut short),
+    /// with the margin doubled: called when a box limited an accepted step (module docs).
+    pub(super) fn rebuild(
+        &mut self,
+        dev: &mut Device,
+        problem: &StepProblem,
+        x: &[f64],
+        ahead: &[f64],
+    ) -> Result<()> {
+        let xs = problem.contact_positions(&self.ipc, x);
+        self.margin *= 2.0;
+        self.rebuilds += 1;
+        self.surround(dev, &xs, ahead)
+    }
+
+    /// List rebuilds since the step began.
+    pub(super) fn rebuilds(&self) -> usize {
+        self.rebuilds
+    }
+
+    /// The candidate pairs of the boxes swept from the collision positions `xs` along the model
+    /// displacements `ahead` (flat, m; obstacle vertices still), grown by the margin, and the
+    /// model vertices' trust boxes — each segment's box grown by margin/2, rounded inward.
+    fn surround(&mut self, dev: &mut Device, xs: &[[f64; 3]], ahead: &[f64]) -> Result<()> {
+        let mut ds = vec![[0.0f64; 3]; self.n_coll];
+        for (d, a) in ds.iter_mut().zip(ahead.chunks_exact(3)) {
+            *d = [a[0], a[1], a[2]];
+        }
+        let pairs = self.ipc.candidates_around(xs, &ds, self.margin)?;
+        self.set_pairs(dev, &pairs)?;
+        let half = 0.5 * self.margin;
+        let mut boxes = vec![[0.0f32; 4]; 2 * self.nv.max(1)];
+        for v in 0..self.nv {
+            if !self.on_surface[v] {
+                // Interior vertices belong to no pair: an unbounded box.
+                boxes[2 * v] = [-f32::MAX, -f32::MAX, -f32::MAX, 0.0];
+                boxes[2 * v + 1] = [f32::MAX, f32::MAX, f32::MAX, 0.0];
+                continue;
+            }
+            for k in 0..3 {
+                let (a, b) = (
+                    xs[v][k] - self.origin[k],
+                    xs[v][k] + ds[v][k] - self.origin[k],
+                );
+                let (lo, hi) = (a.min(b) - half, a.max(b) + half);
+                // Inward by far more than the f32 rounding of the box, of a trial position
+                // and of `ipc_trust`'s ratio (each a few ε_f32 of the coordinates).
+                let inset = BOX_INSET * (lo.abs().max(hi.abs()) + half);
+                boxes[2 * v][k] = (lo + inset) as f32;
+                boxes[2 * v + 1][k] = (hi - inset) as f32;
+            }
+        }
+        dev.write(&self.boxes, 0, &boxes)
+    }
     /// Replaces the candidate list (collision ids).
     fn set_pairs(&mut self, dev: &mut Device, pairs: &[ContactPair]) -> Result<()> {
         let list: Vec<GpuPair> = pairs.iter().map(GpuPair::of).collect();
@@ -147,11 +298,24 @@ impl DeviceIpc {
             old.free(dev);
         }
         let n = pairs.len().max(1);
-        self.ensure_hess(dev, n)?;
+        if self.hess.len() < 144 * n {
+            let new = dev.alloc("contact pair Hessians", 144 * n)?;
+            dev.free(std::mem::replace(&mut self.hess, new));
+        }
         if self.dist.len() < n {
             let old = std::mem::replace(&mut self.dist, dev.alloc("contact pair distances", n)?);
             dev.free(old);
             let old = std::mem::replace(&mut self.ptype, dev.alloc("contact pair types", n)?);
+            dev.free(old);
+            let old = std::mem::replace(
+                &mut self.pair_toi,
+                dev.alloc("contact pair times of impact", n)?,
+            );
+            dev.free(old);
+            let old = std::mem::replace(
+                &mut self.pair_iters,
+                dev.alloc("contact pair CCD iterations", n)?,
+            );
             dev.free(old);
         }
         if !pairs.is_empty() {
@@ -163,16 +327,6 @@ impl DeviceIpc {
                 self.nv,
                 |v| !self.pinned[v as usize],
             )?);
-        }
-        Ok(())
-    }
-
-    /// Grows the pair Hessian buffer, which the barrier and the friction pass write and gather
-    /// in turn, to hold `n` pairs.
-    fn ensure_hess(&mut self, dev: &mut Device, n: usize) -> Result<()> {
-        if self.hess.len() < 144 * n {
-            let new = dev.alloc("contact pair Hessians", 144 * n)?;
-            dev.free(std::mem::replace(&mut self.hess, new));
         }
         Ok(())
     }
@@ -196,7 +350,10 @@ impl DeviceIpc {
             .map(|p| GpuFrictionPair::new(p.ids, p))
             .collect();
         let stencils: Vec<[u32; 4]> = set.pairs.iter().map(|p| p.ids).collect();
-        self.ensure_hess(dev, list.len())?;
+        if self.fhess.len() < 144 * list.len() {
+            let new = dev.alloc("friction pair Hessians", 144 * list.len())?;
+            dev.free(std::mem::replace(&mut self.fhess, new));
+        }
         self.friction = Some(PairList::new(
             dev,
             "friction pairs",
@@ -290,14 +447,14 @@ impl DeviceIpc {
                     f.list.id(),
                     f.energy.id(),
                     f.grad.id(),
-                    self.hess.id(),
+                    self.fhess.id(),
                 ],
                 Params::new()
                     .u0(FRICTION_GRADIENT | FRICTION_HESSIAN)
                     .f0(self.eps),
                 f.n as u32,
             );
-            f.record_gather(p, Some((&self.hess, hbar)), scratch, g, self.nv);
+            f.record_gather(p, Some((&self.fhess, hbar)), scratch, g, self.nv);
         }
     }
 
@@ -318,6 +475,173 @@ impl DeviceIpc {
                 n as u32,
             );
             at += n.div_ceil(REDUCE_BLOCK);
+        }
+    }
+
+    /// Records the pairs' coupling added to the Hessian-direction products `hd` of the
+    /// directions `dirs` (both `count` slots of nv vectors, after `hess_vec` applied the
+    /// elements and the per-vertex blocks, which hold the pairs' diagonal blocks): per slot the
+    /// off-diagonal blocks of every barrier and friction pair Hessian (`ipc_pair_hvp`, into the
+    /// lists' per-corner buffers, free once the gradient is gathered) gathered per vertex. The
+    /// f64 backend's products use the whole pair blocks too (`contact.rs`); without the
+    /// coupling, moving both sides of a contact together looks as stiff to the step's model as
+    /// pressing one into the other, and JGS2's combined steps stall in contact.
+    pub(super) fn rec_hess_vec(
+        &self,
+        p: &mut Plan,
+        dirs: &Buf<GpuVec4>,
+        hd: &Buf<GpuVec4>,
+        count: usize,
+    ) {
+        if self.barrier.is_none() && self.friction.is_none() {
+            return;
+        }
+        let nv = self.nv;
+        for k in 0..count {
+            p.copy(dirs, k * nv, &self.ccd_dx, 0, nv);
+            p.copy(hd, k * nv, &self.hd_tmp, 0, nv);
+            if let Some(b) = &self.barrier {
+                self.rec_pair_hvp(p, b, &self.hess);
+            }
+            if let Some(f) = &self.friction {
+                self.rec_pair_hvp(p, f, &self.fhess);
+            }
+            p.copy(&self.hd_tmp, 0, hd, k * nv, nv);
+        }
+    }
+
+    /// `hd_tmp += ` the coupling of `list`'s pairs (Hessians `hess`) applied to `ccd_dx`.
+    fn rec_pair_hvp<T: bytemuck::Pod + Default>(
+        &self,
+        p: &mut Plan,
+        list: &PairList<T>,
+        hess: &Buf<f32>,
+    ) {
+        p.dispatch(
+            Kernel::IpcPairHvp,
+            &[
+                hess.id(),
+                list.stencils.id(),
+                self.ccd_dx.id(),
+                list.grad.id(),
+            ],
+            Params::new(),
+            list.n as u32,
+        );
+        let scratch = (&self.scratch.0, &self.scratch.1);
+        list.record_gather(p, None, scratch, &self.hd_tmp, self.nv);
+    }
+
+    /// Sets κ (J/m⁴) after the loop raised it.
+    pub(super) fn set_kappa(&mut self, kappa: f64) {
+        self.kappa = kappa as f32;
+    }
+
+    /// Records the step filter of the move `step` (per model vertex, m) from the model
+    /// positions `x`: `ipc_trust` folds each vertex's trust-box bound into `bound[..nv]` and
+    /// reduces its own maximum into `readback[trust_slot]`; `ipc_ccd` over the candidate pairs
+    /// and `ipc_vertex_toi` give the per-256-vertex partials of the CCD bound, copied into
+    /// `bound[nv..nv + groups]` (1.0 without pairs). The caller's max reduction over
+    /// `bound[..nv + groups]` then finishes 1/α (module docs). `bound` must hold
+    /// [`Self::bound_len`] entries.
+    pub(super) fn rec_step_bound(
+        &self,
+        p: &mut Plan,
+        x: &Buf<GpuVec4>,
+        step: &Buf<GpuVec4>,
+        bound: &Buf<f32>,
+        readback: &Buf<f32>,
+        trust_slot: usize,
+    ) {
+        let nv = self.nv;
+        let groups = nv.div_ceil(TRUST_GROUP);
+        p.dispatch(
+            Kernel::IpcTrust,
+            &[
+                x.id(),
+                step.id(),
+                self.boxes.id(),
+                bound.id(),
+                self.trust_part.id(),
+            ],
+            Params::new(),
+            nv as u32,
+        );
+        p.max_abs(&self.trust_part, groups as u32, readback, trust_slot as u32);
+        let Some(b) = &self.barrier else {
+            p.copy(&self.ones, 0, bound, nv, groups);
+            return;
+        };
+        p.copy(x, 0, &self.xc, 0, nv);
+        p.copy(step, 0, &self.ccd_dx, 0, nv);
+        let accd = AccdParams::default();
+        p.dispatch(
+            Kernel::IpcCcd,
+            &[
+                self.xc.id(),
+                self.ccd_dx.id(),
+                b.list.id(),
+                self.pair_toi.id(),
+                self.pair_iters.id(),
+            ],
+            Params {
+                f0: 0.0,
+                f1: 1.0,
+                f2: accd.rescaling as f32,
+                u0: CCD_CAP.min(accd.max_iterations as u32),
+                ..Params::new()
+            },
+            b.n as u32,
+        );
+        self.rec_vertex_min(p, b, &self.pair_toi, 1.0);
+        p.copy(&self.vertex_part, 0, bound, nv, groups);
+    }
+
+    /// `bound`'s length for [`Self::rec_step_bound`] with `nv` model vertices.
+    pub(super) fn bound_len(nv: usize) -> usize {
+        nv + nv.div_ceil(TRUST_GROUP)
+    }
+
+    /// Records per model vertex the minimum of `per_pair` over its pairs of `b` (and `cap`) and
+    /// the per-group maximum reciprocals into `vertex_part`.
+    fn rec_vertex_min(&self, p: &mut Plan, b: &PairList<GpuPair>, per_pair: &Buf<f32>, cap: f32) {
+        p.dispatch(
+            Kernel::IpcVertexToi,
+            &[
+                per_pair.id(),
+                b.offsets.id(),
+                b.csr_pairs.id(),
+                self.vertex_min.id(),
+                self.vertex_part.id(),
+            ],
+            Params::new().f0(cap),
+            self.nv as u32,
+        );
+    }
+
+    /// Records the smallest squared pair distance at the last evaluated point (after
+    /// [`Self::rec_terms`]) as its reciprocal into `readback[slot]` ([`Self::min_distance_sq`]
+    /// reads it): over the pairs with a free model vertex (a pair of pinned and obstacle
+    /// vertices only does not move within the step), capped at d̂².
+    pub(super) fn rec_min_distance(&self, p: &mut Plan, readback: &Buf<f32>, slot: usize) {
+        if let Some(b) = &self.barrier {
+            self.rec_vertex_min(p, b, &self.dist, self.dhat_sq);
+            let groups = self.nv.div_ceil(TRUST_GROUP);
+            p.max_abs(&self.vertex_part, groups as u32, readback, slot as u32);
+        }
+    }
+
+    /// The smallest squared distance of the pairs within d̂ (m², +∞ when none) from the
+    /// readback value [`Self::rec_min_distance`] wrote.
+    pub(super) fn min_distance_sq(&self, value: f32) -> f64 {
+        if self.barrier.is_none() || value.is_nan() || value <= 0.0 {
+            return f64::INFINITY;
+        }
+        let d2 = 1.0 / value as f64;
+        if d2 >= (1.0 - 1e-6) * self.dhat_sq as f64 {
+            f64::INFINITY
+        } else {
+            d2
         }
     }
 

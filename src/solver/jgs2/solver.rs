@@ -240,12 +240,11 @@ impl<B: Jgs2Backend> StepSolver for Jgs2Solver<B> {
         let start = Instant::now();
         let mut timings = StepTimings::default();
         let b = &mut self.backend;
-        // A backend without the per-vertex strict filter keeps elements above the floor
-        // through the energy test, so every iterate goes through the safeguard under it.
+        // A backend without the per-vertex strict or IPC filters keeps elements above the
+        // floor through the energy test and surfaces apart through the combined step's CCD,
+        // so every iterate goes through the safeguard under it.
         let mode = match self.params.safeguard {
-            Safeguard::Off if problem.strict_inversion && !b.jgs2_strict_per_vertex() => {
-                Safeguard::Always
-            }
+            Safeguard::Off if !b.jgs2_plain_moves_filtered(problem) => Safeguard::Always,
             m => m,
         };
         let safeguard = mode.is_on();
