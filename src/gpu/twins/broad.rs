@@ -20,11 +20,11 @@
 //! the positions' own conversion to f32 (≤ u·|x|, and ≤ u·|dx| for the displacements: the
 //! boxes then hold the boxes of the f64 positions the f32 ones were rounded from), the sum
 //! `x + dx` (≤ 2u(|x| + |dx|)), the subtraction `lo − g` / addition `hi + g` (≤ 2u(M + g)) and
-//! the rounding of `g` itself (≤ 6u·g): in all ≲ 8u·(M + r) ≪ 16u·(M + r) = 2⁻²⁰(M + r).
-//! Positions about 1 m from the origin therefore widen every box by about 1 µm (2·10⁻³ of a
-//! 1 mm d̂ is 2 µm per side at 2 m). Positions that the device accumulated over many updates
-//! carry more error than one rounding; the margin is for the rounding of one conversion, the
-//! caller's positions are taken as they are.
+//! the conversion of r to f32 and the rounding of `g` itself (≤ 7u·g): in all ≲ 8u·(M + r) ≪
+//! 16u·(M + r) = 2⁻²⁰(M + r). Positions about 1 m from the origin therefore widen every box by
+//! about 1 µm per side (a thousandth of a 1 mm d̂). Positions that the device accumulated over
+//! many updates carry more error than one rounding; the margin covers one conversion, and the
+//! caller's positions are otherwise taken as they are.
 //!
 //! # Why a hashed grid with atomics
 //! The host sorts (cell, primitive) keys and walks runs of equal keys. On the device a sort is a
@@ -501,4 +501,56 @@ pub fn broad_query(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cell_keys_are_exact_and_cells_monotone() {
+        // The key packs the three biased 21-bit coordinates without loss (the query skips
+        // foreign entries by it, so two cells must never share one).
+        let unpack = |k: [u32; 2]| {
+            let m = (1u32 << 21) - 1;
+            [
+                k[0] & m,
+                ((k[0] >> 21) | (k[1] << 11)) & m,
+                (k[1] >> 10) & m,
+            ]
+        };
+        let edge = [-CELL_BIAS, -CELL_BIAS + 1, -1, 0, 1, 12345, CELL_BIAS - 1];
+        for &a in &edge {
+            for &b in &edge {
+                for &c in &edge {
+                    let u = biased([a, b, c]);
+                    assert_eq!(unpack(cell_key(u)), u, "cell {:?}", [a, b, c]);
+                }
+            }
+        }
+        // floor(v/h), clamped, is monotone in v over the whole f32 range, NaN at the bottom.
+        let inv = 37.0f32;
+        let mut vs: Vec<f32> = (-200..=200)
+            .map(|k| k as f32 * 0.01 / 3.0)
+            .chain([f32::MIN, -1e30, -1e5, 1e5, 1e30, f32::MAX, 0.0, -0.0])
+            .collect();
+        vs.sort_by(f32::total_cmp);
+        let cs: Vec<i32> = vs.iter().map(|&v| cell_coord(v, inv)).collect();
+        assert!(cs.windows(2).all(|w| w[0] <= w[1]), "{cs:?}");
+        assert_eq!(cs[0], -CELL_BIAS);
+        assert_eq!(*cs.last().unwrap(), CELL_BIAS - 1);
+        assert_eq!(cell_coord(f32::NAN, inv), -CELL_BIAS);
+    }
+
+    #[test]
+    fn body_bits_follow_the_mesh_rule() {
+        // CollisionMesh::bodies_may_touch: never two obstacles; a body with itself only with
+        // self-contact.
+        let (a, b) = (3, 4);
+        assert!(bodies_may_touch(a, b));
+        assert!(!bodies_may_touch(a, a));
+        assert!(bodies_may_touch(a | SELF_CONTACT, a | SELF_CONTACT));
+        assert!(bodies_may_touch(a | OBSTACLE, b));
+        assert!(!bodies_may_touch(a | OBSTACLE, b | OBSTACLE));
+    }
 }
