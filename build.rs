@@ -282,6 +282,11 @@ fn element_type(
             "mat3x3<f32>".to_string(),
             "crate::gpu::layout::GpuMat3".to_string(),
         )),
+        // Integer atomics (the broad phase's counters and bucket heads): the twin sees plain
+        // words and emulates the atomic operations.
+        TypeInner::Atomic(s) => scalar(*s)
+            .filter(|s| *s != "f32")
+            .map(|s| (format!("atomic<{s}>"), s.to_string())),
         TypeInner::Struct { .. } => t.name.as_deref().and_then(|n| {
             LAYOUT_STRUCTS
                 .iter()

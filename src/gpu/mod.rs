@@ -43,10 +43,12 @@
 //! contact-pair kernels (`ipc_pairs`, `ipc_gather`; [`twins::ipc`]) resolve a pair's squared
 //! distance to ~ε·L/d relative (L the pair's size): f32 is accurate for pairs well above
 //! ε·L and the f64 path (`crate::contact`) is the reference below; their candidates come from the
-//! CPU broad phase (`crate::contact::broad`), which stays on the CPU.
+//! CPU broad phase (`crate::contact::broad`); [`DeviceBroadPhase`] finds a superset of them on
+//! the device (not yet used by the solvers).
 
 pub mod abi;
 mod adapter;
+mod broad;
 mod cpu_device;
 mod csr;
 mod device;
@@ -63,6 +65,7 @@ mod wgsl_import;
 pub use adapter::{
     is_software, list_adapters, AdapterList, AdapterReport, Backend, BackendChoice, DeviceInfo,
 };
+pub use broad::{BroadCount, DeviceBroadPhase};
 pub use cpu_device::CpuDevice;
 pub use csr::{SurfaceCsr, VertexCsr};
 pub use device::{

@@ -12,6 +12,7 @@ mod common;
 mod contact_common;
 
 mod gpu_admm;
+mod gpu_broad;
 mod gpu_ccd;
 mod gpu_compare;
 mod gpu_compare_jgs2;

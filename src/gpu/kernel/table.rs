@@ -277,4 +277,16 @@ kernels! {
     /// base term of H·x (inertia, barrier, pins, the lagged elastic Hessian), adding the
     /// gathered element/contact terms; with the inverse diagonal, the Jacobi preconditioner.
     MlBsrHv => multilevel::ml_bsr_hv [N_PLUS_1, ANY, ANY, ANY, ANY, N];
+    // ---- device broad phase (`twins::broad`; issue 39) ----
+    /// Per primitive (faces, edges, surface vertices): its box at x (swept to x + dx with u0
+    /// flag 1) grown by f0 (m) and rounded outward, and its largest side.
+    BroadBoxes => broad::broad_boxes [N, ANY, ANY, n(2), N];
+    /// Empties the 2T bucket heads; invocation 0 finishes the grids' 1/h and zeroes the
+    /// counters (u0 faces, u1 edges).
+    BroadClear => broad::broad_clear [ANY, N, ANY];
+    /// Per face and edge (u0 faces): its entries pushed on its grid's bucket lists (atomics).
+    BroadInsert => broad::broad_insert [n(2), ANY, ANY, ANY, ANY];
+    /// Per edge and surface vertex (u0 faces, u1 edges): its candidate pairs appended to the
+    /// pair list (atomic count; written below capacity).
+    BroadQuery => broad::broad_query [ANY, ANY, ANY, ANY, ANY, ANY, ANY, ANY];
 }

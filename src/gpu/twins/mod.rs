@@ -9,6 +9,7 @@
 
 pub mod admm;
 pub mod backend;
+pub mod broad;
 pub mod ccd;
 mod element;
 pub mod friction;
