@@ -49,10 +49,8 @@ fn dot_on_the_cpu_twins_follows_the_f64_dot() {
 /// runs stop at points 1.1e-4 of the diagonal apart — well inside what ε allows there
 /// (2h²‖∇E‖_{M⁻¹} ≈ 7e-4 of the diagonal per vertex) — and the ball's velocities then differ
 /// by ~0.2%, so the gap grows linearly to 1.1e-3 by step 50: that measures the stop rule, not
-/// the backends. The drop's ball at resolution 6 instead of 8 (see below). Measured on lavapipe
-/// at 1e-6: twist 1.4e-7, cantilever 6.2e-5, stiff_soft 2.8e-5, drop 2.9e-5 (412 / 413
-/// iterations on the cantilever, 871 / 1048 on the drop; at resolution 8, 1.8e-5 with 936 /
-/// 929).
+/// the backends. Measured on lavapipe at 1e-6: twist 5.3e-7, cantilever 4.9e-5, stiff_soft
+/// 2.3e-5, drop 1.8e-5 (412 / 416 iterations on the cantilever, 936 / 929 on the drop).
 #[test]
 fn dot_gpu_matches_cpu_over_50_steps() {
     if common::gpu_device().is_none() {
@@ -73,20 +71,7 @@ fn dot_gpu_matches_cpu_over_50_steps() {
     );
     for name in names {
         let path = common::bundled_scene_path(name);
-        // The drop's ball at resolution 6 instead of 8 (as gpu_compare's BDF2 and
-        // gpu_compare_jgs2's drop compares): the same fall, impacts and bounce with 40% of the
-        // vertices. The other three scenes have no resolution key and run as bundled.
-        let text = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(
-            name == "drop.toml",
-            text.contains("resolution = 8"),
-            "{name}"
-        );
-        let text = text.replace("resolution = 8", "resolution = 6");
-        let mut built = jello::scene::Scene::parse(&path, &text)
-            .unwrap()
-            .build()
-            .unwrap();
+        let mut built = common::bundled_scene(name);
         built.config.solver = "dot".parse().unwrap();
         built.config.subdomains = Some(3);
         built.config.stop = jello::solver::StopRule::Cn { eps: 1e-6 };
