@@ -13,7 +13,7 @@ use jello::problem::{Model, Pin, Script, State, StepProblem};
 use jello::scene::Scene;
 use jello::sim::Simulation;
 use jello::solver::backend::CpuBackend;
-use jello::solver::qn::{QnMode, QnParams, QnSolver};
+use jello::solver::qn::{QnMode, QnParams, QnSolver, TrialRule};
 use jello::solver::{StepSolver, StopRule};
 use nalgebra::{DMatrix, DVector, Matrix3, Rotation3, Vector3};
 use rand::Rng;
@@ -411,6 +411,106 @@ fn factor_is_made_once_per_run_and_again_for_a_new_pin_set() {
     assert_eq!(x[3 * v..3 * v + 3], problem.x_start[3 * v..3 * v + 3]);
     let sys = solver.system();
     assert_eq!((sys.analyses(), sys.factorizations()), (2, 2));
+}
+
+/// The trial rules' arithmetic (issue 43) on an exact quadratic along the direction,
+/// E(α) = E + α·slope + α²c/2 (minimiser α* = −slope/c): after a rejection at α the
+/// quadratic rules move to α* clamped to [0.1, 0.5] of α (halving, or no usable curvature:
+/// 0.5); Carry starts the next direction at α* exactly when α = 1 fails Armijo on the
+/// quadratic (α* < 1/(2(1 − γ))), from the pair's ρ = sᵀt = c·α².
+#[test]
+fn trial_rules_place_trials_at_the_quadratic_minimiser() {
+    let (slope, c) = (-3.0, 7.5);
+    let star = -slope / c;
+    let de = |a: f64| a * slope + 0.5 * c * a * a;
+    for rule in [TrialRule::Interpolate, TrialRule::Carry] {
+        for (alpha, want) in [(star / 0.3, 0.3), (star / 0.05, 0.1), (star / 0.9, 0.5)] {
+            let r = rule.reduction(slope, alpha, de(alpha));
+            assert!((r - want).abs() < 1e-12, "{rule:?} at α = {alpha}: {r}");
+        }
+        for bad in [f64::INFINITY, f64::NAN, slope * 2.0] {
+            assert_eq!(rule.reduction(slope, 1.0, bad), 0.5, "{rule:?}, ΔE = {bad}");
+        }
+    }
+    assert_eq!(TrialRule::Halving.reduction(slope, 1.0, de(1.0)), 0.5);
+    let armijo = 0.3;
+    for alpha in [0.25, 1.0] {
+        let rho = c * alpha * alpha;
+        let got = TrialRule::Carry.carried(slope, alpha, rho, armijo).unwrap();
+        assert!((got - star).abs() < 1e-12, "{got} vs {star}");
+        assert_eq!(
+            TrialRule::Interpolate.carried(slope, alpha, rho, armijo),
+            None
+        );
+        assert_eq!(TrialRule::Halving.carried(slope, alpha, rho, armijo), None);
+        // Flatter: α* = 0.75 ≥ 1/1.4, α = 1 passes Armijo, nothing carried.
+        let flat = -slope / 0.75 * alpha * alpha;
+        assert_eq!(TrialRule::Carry.carried(slope, alpha, flat, armijo), None);
+        assert_eq!(TrialRule::Carry.carried(slope, alpha, -rho, armijo), None);
+    }
+    // The threshold is where a trial at α stops passing Armijo on the quadratic: α*/α = edge.
+    let edge = 0.5 / (1.0 - armijo);
+    let passes = |ratio: f64| {
+        let a = star / ratio;
+        de(a) <= armijo * a * slope
+    };
+    assert!(passes(edge * 1.001) && !passes(edge * 0.999));
+}
+
+/// The trial rules on the small TSS bar's steps at E = 1e4 Pa (the caps turning ±90° in
+/// 0.25 s, then pulled apart and pushed together), from each of Newton's states in turn: every
+/// rule's converged step lies within its residual's bound of Newton's solution from the same
+/// state, and the quadratic rules take no more trials than halving from 1.
+#[test]
+fn quadratic_trial_rules_reach_newtons_solution() {
+    let text = common::TSS_BAR.replace("youngs_modulus = 1e5", "youngs_modulus = 1e4");
+    assert_ne!(text, common::TSS_BAR, "TSS_BAR no longer has E = 1e5");
+    let built = Scene::parse(Path::new("tss_bar.toml"), &text)
+        .unwrap()
+        .build()
+        .unwrap();
+    let (m, h) = (&built.model, built.config.h);
+    let mut newton = common::simulation(
+        &built,
+        Box::new(
+            jello::solver::NewtonSolver::new(m, jello::solver::NewtonParams::default()).unwrap(),
+        ),
+    );
+    let mut states = Vec::new();
+    for _ in 0..20 {
+        states.push(newton.state.clone());
+        newton.step(false).unwrap();
+    }
+    let rules = [TrialRule::Halving, TrialRule::Interpolate, TrialRule::Carry];
+    let mut trials = [0usize; 3];
+    for state in &states[1..] {
+        let problem = StepProblem::new(m, state, h);
+        let reference = common::newton_reference(m, state, h);
+        for (rule, total) in rules.iter().zip(&mut trials) {
+            let mut solver = qn(
+                m,
+                QnParams {
+                    trials: *rule,
+                    ..QnParams::default()
+                },
+            );
+            let mut x = Vec::new();
+            let r = solver.step(&problem, m, &mut x, false).unwrap();
+            assert!(r.converged, "{rule:?} at t = {}: {:e}", state.t, r.residual);
+            let dist = common::m_dist(m, &x, &reference);
+            let bound = common::residual_bound(&problem, m, &x);
+            assert!(
+                dist <= bound,
+                "{rule:?} at t = {}: {dist:e} > {bound:e}",
+                state.t
+            );
+            *total += solver.last_step().iter().map(|i| i.trials).sum::<usize>();
+        }
+    }
+    assert!(
+        trials[1] <= trials[0] && trials[2] <= trials[0],
+        "{trials:?}"
+    );
 }
 
 /// A scene runs `qn` through the runner with its `[solver]` options, and the paper's fixed

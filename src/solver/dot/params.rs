@@ -1,7 +1,7 @@
 //! DOT's parameters.
 
 use crate::material::EigenFilter;
-use crate::solver::lbfgs::LbfgsParams;
+use crate::solver::lbfgs::{LbfgsParams, TrialRule};
 use crate::solver::qn::QnMode;
 use crate::solver::StopRule;
 use jello_precompute::cholesky::Ordering;
@@ -88,6 +88,7 @@ impl DotParams {
             max_iterations: self.max_iterations,
             armijo: self.armijo,
             max_halvings: self.max_halvings,
+            trials: TrialRule::Halving,
             profile: self.profile,
         }
     }

@@ -14,8 +14,9 @@
 //!   q ← −g; for i newest..oldest: ζ_i ← s_iᵀq/ρ_i; q ← q − ζ_i t_i        (first loop)
 //!   d ← H₀ q                                                              (host, f64)
 //!   for i oldest..newest: η ← t_iᵀd/ρ_i; d ← d + (ζ_i − η) s_i             (second loop)
-//!   α₀ ← H₀.start_length(∇Eᵀd, dᵀH d) or 1; α ← min(α₀, filter bound)
-//!   halve α until E(x + αd) ≤ E(x) + γ α ∇Eᵀd                             (Armijo)
+//!   α₀ ← H₀.start_length(∇Eᵀd, dᵀH d), or the last pair's α* (TrialRule::Carry), or 1
+//!   α ← min(α₀, filter bound)
+//!   reduce α until E(x + αd) ≤ E(x) + γ α ∇Eᵀd       (Armijo; halving or TrialRule's fit)
 //!   s ← αd; t ← ∇E(x + αd) − ∇E(x); keep (s, t) if sᵀt > 0 (to round-off); x ← x + αd
 //! ```
 //!
@@ -54,8 +55,11 @@ pub struct LbfgsParams {
     pub max_iterations: usize,
     /// Armijo constant γ of the sufficient-decrease test, in (0, 1).
     pub armijo: f64,
-    /// Halvings of the line search before it gives up.
+    /// Reductions of the line search before it gives up (each at least halves α; α stays
+    /// ≥ 2^−`max_halvings` of the first trial's).
     pub max_halvings: usize,
+    /// How the line search places its trials.
+    pub trials: TrialRule,
     /// Wait for the backend after every phase so the per-phase times are exact.
     pub profile: bool,
 }
@@ -81,6 +85,61 @@ impl LbfgsParams {
             )));
         }
         Ok(())
+    }
+}
+
+/// How the line search places its trials along a direction d (α in units of d; the step
+/// filter's bound caps every α).
+///
+/// Every trial evaluates E and ∇E in one element pass, so a rejected trial costs as much as an
+/// iteration's accepted one; the quadratic rules spend what the loop already has — E(x),
+/// ∇Eᵀd, the rejected trial's energy, the accepted pair's sᵀt — to reject fewer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TrialRule {
+    /// The papers': the first trial at α = 1 (or the initial inverse Hessian's start length,
+    /// [`InitialInverse::start_length`]), halved after each rejection.
+    Halving,
+    /// As `Halving`, but after a rejection α moves to the minimiser of the parabola through
+    /// E(x), ∇E(x)ᵀd and the rejected trial's energy (Nocedal & Wright Eq. 3.57), kept within
+    /// [0.1, 0.5] of the rejected α (the usual safeguard: no collapse, at least a halving).
+    Interpolate,
+    /// As `Interpolate`, and the first trial comes from the last iteration's curvature: its
+    /// accepted pair gives the secant curvature along its direction, c = sᵀt/α², and the
+    /// minimiser α* = −∇Eᵀd/c; when that α* says α = 1 would fail Armijo on a quadratic
+    /// (α* < 1/(2(1 − γ))), the next direction starts at α* (bounded by the filter) instead
+    /// of spending a trial at 1 (one read of the filter's bound then, as for a start
+    /// length). A step's first direction starts at 1 (nothing is carried across steps). An
+    /// initial inverse Hessian's own start length wins.
+    Carry,
+}
+
+impl TrialRule {
+    /// The factor of α for the trial after a rejection at `alpha`, from the slope ∇Eᵀd (< 0)
+    /// and the rejected trial's energy change `de` relative to the current point.
+    pub fn reduction(self, slope: f64, alpha: f64, de: f64) -> f64 {
+        if self == TrialRule::Halving {
+            return 0.5;
+        }
+        // E(α) ≈ E + α·slope + α²c/2 through the trial: c = 2(de − α·slope)/α²; the
+        // minimiser −slope/c as a fraction of α.
+        let fraction = -slope * alpha / (2.0 * (de - slope * alpha));
+        if fraction.is_finite() && fraction > 0.0 {
+            fraction.clamp(0.1, 0.5)
+        } else {
+            0.5
+        }
+    }
+
+    /// The next direction's first trial from the accepted pair of the last (slope ∇Eᵀd,
+    /// accepted α, ρ = sᵀt) under Armijo constant `armijo`: Some(α*) when the quadratic along
+    /// that direction says α = 1 fails; None starts at 1.
+    pub fn carried(self, slope: f64, alpha: f64, rho: f64, armijo: f64) -> Option<f64> {
+        if self != TrialRule::Carry {
+            return None;
+        }
+        let minimiser = -slope * alpha * alpha / rho;
+        (minimiser.is_finite() && minimiser > 0.0 && minimiser < 0.5 / (1.0 - armijo))
+            .then_some(minimiser)
     }
 }
 

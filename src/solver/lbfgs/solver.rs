@@ -30,7 +30,8 @@ pub struct LbfgsIteration {
     /// Contact curvature terms in the initial inverse Hessian.
     pub contacts: usize,
     /// The first trial's step length asked for by the initial inverse Hessian (DOT's
-    /// quadratic model, [`InitialInverse::start_length`]); 0 when α started at 1.
+    /// quadratic model, [`InitialInverse::start_length`]) or carried from the last iteration
+    /// ([`super::TrialRule::Carry`]); 0 when α started at 1.
     pub start_length: f64,
     /// Whether the new curvature pair was kept (false: sᵀt failed the guard, or m = 0).
     pub pair_kept: bool,
@@ -395,6 +396,12 @@ impl<B: PotentialBackend, H: InitialInverse<B>> StepSolver for LbfgsSolver<B, H>
             });
         }
         let mut gave_up = false;
+        // The first trial's α for the next direction from the last accepted pair
+        // ([`super::TrialRule::Carry`]). None at the step's start: carried across steps it
+        // would save the first iteration's rejected α = 1 on most steps, but a step would
+        // then depend on the solver's past, and a resumed run must equal the straight one
+        // bit for bit (the checkpoint holds the state only).
+        let mut carried = None;
         loop {
             let mut met = self.rule_met(residual, last_move);
             if met && iterations > 0 && contact.lag_friction(problem, &self.backend) {
@@ -402,6 +409,7 @@ impl<B: PotentialBackend, H: InitialInverse<B>> StepSolver for LbfgsSolver<B, H>
                 // the dx rule needs a step under the new potential, CN can stop at once.
                 (residual, change) = self.reevaluate(problem, elastic)?;
                 last_move = f64::INFINITY;
+                carried = None;
                 met = self.rule_met(residual, last_move);
             }
             let done = match self.params.mode {
@@ -452,8 +460,9 @@ impl<B: PotentialBackend, H: InitialInverse<B>> StepSolver for LbfgsSolver<B, H>
                 let t0 = Instant::now();
                 // H₀'s first trial length (DOT's quadratic model): a length above 1 scales
                 // the direction (the step filter bounds α ≤ 1 of a direction), one below 1
-                // starts the search at min(length, filter bound).
-                let start = self.start_length(problem)?;
+                // starts the search at min(length, filter bound) — as does the last
+                // iteration's curvature when H₀ has no length ([`super::TrialRule::Carry`]).
+                let start = self.start_length(problem)?.or(carried);
                 it.start_length = start.unwrap_or(0.0);
                 if let (Some(a), Some((spare, c))) = (start, self.scratch) {
                     if a > 1.0 {
@@ -480,6 +489,9 @@ impl<B: PotentialBackend, H: InitialInverse<B>> StepSolver for LbfgsSolver<B, H>
                 timings.line_search_ms += ms(t0);
                 self.phases.line_search_ms += ms(t0);
                 let mut halvings = 0;
+                // The smallest trial: 2^−max_halvings of the first (halving stops exactly
+                // where it always did).
+                let floor = scale * 0.5f64.powi(self.params.max_halvings as i32);
                 let mut ignore_inversion = false;
                 let mut outcome = None;
                 loop {
@@ -593,10 +605,11 @@ impl<B: PotentialBackend, H: InitialInverse<B>> StepSolver for LbfgsSolver<B, H>
                         });
                         break;
                     }
-                    if halvings >= self.params.max_halvings {
+                    let r = self.params.trials.reduction(slope, alpha, energy - change);
+                    if halvings >= self.params.max_halvings || scale * r < floor {
                         break;
                     }
-                    scale *= 0.5;
+                    scale *= r;
                     halvings += 1;
                 }
                 match outcome {
@@ -618,6 +631,13 @@ impl<B: PotentialBackend, H: InitialInverse<B>> StepSolver for LbfgsSolver<B, H>
                 break;
             };
             self.backend.accept();
+            carried = if m > 0 {
+                self.params
+                    .trials
+                    .carried(it.slope, acc.alpha, acc.rho, self.params.armijo)
+            } else {
+                None
+            };
             self.gc = 1 - self.gc;
             change = acc.energy;
             residual = acc.residual;
@@ -644,6 +664,7 @@ impl<B: PotentialBackend, H: InitialInverse<B>> StepSolver for LbfgsSolver<B, H>
                 // κ doubled: the objective changed, and its value relative to x_start too.
                 (residual, change) = self.reevaluate(problem, elastic)?;
                 it.kappa_raised = true;
+                carried = None;
             }
             it.alpha = acc.alpha;
             it.energy = change;

@@ -12,7 +12,7 @@
 //!   q ← −g; for i newest..oldest: ζ_i ← s_iᵀq/ρ_i; q ← q − ζ_i t_i        (first loop)
 //!   d ← A⁻¹q                                                              (prefactored, f64)
 //!   for i oldest..newest: η ← t_iᵀd/ρ_i; d ← d + (ζ_i − η) s_i             (second loop)
-//!   α ← filter bound; halve until E(x + αd) ≤ E(x) + γ α ∇Eᵀd             (Armijo, γ = 0.3)
+//!   α ← min(α₀, filter bound); reduce until E(x + αd) ≤ E(x) + γ α ∇Eᵀd   (Armijo, γ = 0.3)
 //!   s ← αd; t ← ∇E(x + αd) − ∇E(x); keep (s, t) if sᵀt > 0 (to round-off); x ← x + αd
 //! ```
 //!
@@ -41,8 +41,8 @@
 //!   of 1000 iterations — every comparison with Newton uses it and `converged` means what it
 //!   means for every solver. The paper's fixed count is `[solver] mode = "fixed"`,
 //!   `iterations = 10` (default 10); its steps report `converged` by the stop rule at the end.
-//! - **Line-search cap.** The paper gives none. Halving stops after 30 halvings (α ≥ 2⁻³⁰ of
-//!   the filter's bound, ~1e-9): below that no direction of a converging step is useful.
+//! - **Line-search cap.** The paper gives none. Backtracking stops after 30 reductions
+//!   (α ≥ 2⁻³⁰ of the first trial, ~1e-9): below that no direction of a converging step is useful.
 //!   Then the history is dropped and the direction tried again; if that fails and a contact
 //!   correction was in it, once more without it: the plain PD direction −A⁻¹∇E, always a
 //!   descent direction (A is SPD; the Woodbury correction is SPD only up to round-off, and a
@@ -50,6 +50,26 @@
 //!   away). If that fails too the step ends, reported as not converged unless the start
 //!   already met the rule (as Newton). On the bundled scenes α = 1 is taken in
 //!   nearly every iteration (one trial each) away from contact.
+//! - **Trials (`QnParams::trials`, [`TrialRule`]).** The paper starts every line search at
+//!   α = 1 and halves. Each trial is a full element pass (E and ∇E fused), so a rejected
+//!   α = 1 costs as much as an iteration, and it is rejected predictably: a step's first
+//!   direction is H₀'s alone (the history is reset per step), and A⁻¹ = (M/h² + Σ w D ᵀD)⁻¹
+//!   lacks the volumetric stiffness of λ and the stretch beyond the weights' interval, so it
+//!   overshoots (on the bundled twist and TSS from Newton's states, α = 1 failed and 0.5
+//!   passed on every step's first iteration; in the hard TSS regime about every other
+//!   iteration failed its α = 1). The default ([`TrialRule::Carry`]) keeps what the loop
+//!   already reads: the accepted pair's sᵀt gives the secant curvature along the direction
+//!   and its minimiser α*; when α* says α = 1 fails Armijo on a quadratic
+//!   (α* < 1/(2(1 − γ)) = 0.71), the next direction starts at α*; a rejection moves α to
+//!   the minimiser of the parabola through E, ∇Eᵀd and the rejected energy, within
+//!   [0.1, 0.5] of it. No new vector work (a device reads the
+//!   filter's bound once when a carried start fires); the stop rule and the Armijo test are
+//!   unchanged, so a step converges to the same solution within the stop rule's slack.
+//!   Carrying the first iteration's α* into the next step's first trial would also save the
+//!   rejected α = 1 at each step's start (bundled twist from Newton's states: 3.00 → 2.25
+//!   element passes per step), but a step would then depend on the solver's past and a
+//!   resumed run (the checkpoint holds the state only) would no longer equal the straight
+//!   one bit for bit; not done. `benches/qn_line_search.rs` compares the rules.
 //! - **Curvature guard.** A pair is skipped when sᵀt ≤ ε‖s‖‖t‖ (ε = 1e-10 in f64, 1e-5 on a
 //!   device): the paper skips sᵀt ≤ 0; the margin is the dot products' round-off.
 //! - **History.** m = 5 by default (the paper's). Table I bar, relative error after 10
@@ -96,7 +116,7 @@
 mod initial;
 mod params;
 
-pub use crate::solver::lbfgs::MAX_HISTORY;
+pub use crate::solver::lbfgs::{TrialRule, MAX_HISTORY};
 pub use initial::PdInverse;
 pub use params::{QnMode, QnParams, PAPER_ITERATIONS};
 

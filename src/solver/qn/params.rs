@@ -1,6 +1,6 @@
 //! Quasi-Newton parameters.
 
-use crate::solver::lbfgs::LbfgsParams;
+use crate::solver::lbfgs::{LbfgsParams, TrialRule};
 use crate::solver::pd::GlobalOptions;
 use crate::solver::StopRule;
 
@@ -23,6 +23,9 @@ pub struct QnParams {
     /// Halvings of the line search before it gives up (default 30, α ≥ 2⁻³⁰ of the filter's
     /// bound; see the module docs).
     pub max_halvings: usize,
+    /// How the line search places its trials (default [`TrialRule::Carry`]; the paper's
+    /// halving from α = 1 is [`TrialRule::Halving`]).
+    pub trials: TrialRule,
     /// The global matrix (ordering, k interval, weight scale).
     pub global: GlobalOptions,
     /// Add the obstacle barrier's curvature to the initial inverse Hessian by a low-rank
@@ -43,6 +46,7 @@ impl Default for QnParams {
             max_iterations: 1000,
             armijo: 0.3,
             max_halvings: 30,
+            trials: TrialRule::Carry,
             global: GlobalOptions::default(),
             contact_correction: true,
             profile: false,
@@ -60,6 +64,7 @@ impl QnParams {
             max_iterations: self.max_iterations,
             armijo: self.armijo,
             max_halvings: self.max_halvings,
+            trials: self.trials,
             profile: self.profile,
         }
     }
