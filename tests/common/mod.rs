@@ -574,3 +574,17 @@ pub fn bodies_model(meshes: Vec<jello::mesh::TetMesh>) -> jello::problem::Model 
     )
     .unwrap()
 }
+
+/// Every pair of `model`'s IPC surfaces apart at `x`: no triangles cross (the exact
+/// triangle–triangle check), the closest pair within d̂ at a positive distance (m, returned;
+/// +∞ when no pair is within d̂).
+pub fn assert_apart(model: &jello::problem::Model, x: &[f64], what: &str) -> f64 {
+    let ipc = model.contact.as_ref().expect("a model with IPC contact");
+    let xs = ipc.positions(x);
+    jello::contact::check_intersection_free(&ipc.mesh, &xs)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let pairs = ipc.active_pairs(&xs).unwrap();
+    let d = ipc.min_distance_sq(&pairs, &xs).sqrt();
+    assert!(d > 0.0, "{what}: a pair touches");
+    d
+}

@@ -6,7 +6,7 @@ use crate::common;
 
 use jello::contact::ccd::PairKind;
 use jello::contact::distance::{edge_edge_type, point_triangle_type};
-use jello::contact::{check_intersection_free, ContactPair, IpcContact};
+use jello::contact::{ContactPair, IpcContact};
 use jello::mesh::box_grid;
 use jello::problem::{Model, StepProblem};
 use jello::sim::Simulation;
@@ -259,18 +259,6 @@ fn step_gradient_with_contact_matches_its_energy() {
     }
 }
 
-/// Every surface pair of `model` at positions `x` is apart: no triangles cross and the closest
-/// pair is at a positive distance. Returns that distance (m).
-fn assert_apart(model: &Model, x: &[f64], what: &str) -> f64 {
-    let ipc = model.contact.as_ref().unwrap();
-    let xs = ipc.positions(x);
-    check_intersection_free(&ipc.mesh, &xs).unwrap_or_else(|e| panic!("{what}: {e}"));
-    let pairs = ipc.active_pairs(&xs).unwrap();
-    let d = ipc.min_distance_sq(&pairs, &xs).sqrt();
-    assert!(d > 0.0, "{what}: a pair touches");
-    d
-}
-
 fn momentum(model: &Model, v: &[f64]) -> Vector3<f64> {
     Vector3::from(model.linear_momentum(v))
 }
@@ -304,7 +292,7 @@ fn cubes_collide_head_on_bounce_and_conserve_momentum() {
     for step in 0..40 {
         let r = sim.step(false).unwrap();
         assert!(r.converged, "step {step} did not converge: {r:?}");
-        let d = assert_apart(&model, &sim.state.x, &format!("step {step}"));
+        let d = common::assert_apart(&model, &sim.state.x, &format!("step {step}"));
         closest = closest.min(d);
     }
     let p = momentum(&model, &sim.state.v);
@@ -365,7 +353,7 @@ fn a_fast_cube_does_not_tunnel_through_a_thin_plate() {
     for step in 0..4 {
         let r = sim.step(false).unwrap();
         assert!(r.converged, "step {step} did not converge: {r:?}");
-        assert_apart(&model, &sim.state.x, &format!("step {step}"));
+        common::assert_apart(&model, &sim.state.x, &format!("step {step}"));
         let lead = cube_v
             .clone()
             .map(|v| sim.state.x[3 * v])

@@ -3,7 +3,6 @@
 //! distance.
 
 use crate::common;
-use jello::contact::check_intersection_free;
 use jello::problem::{Model, State, StepProblem};
 use jello::scene::{BuiltScene, Scene};
 use jello::solver::jgs2::{
@@ -74,18 +73,6 @@ fn vbd_with_ipc_lands_on_newtons_answer_on_the_colliding_balls() {
     );
 }
 
-/// Every pair of `model`'s surfaces apart at `x`: no triangles cross, the closest pair at a
-/// positive distance (m, returned).
-fn assert_apart(model: &Model, x: &[f64], what: &str) -> f64 {
-    let ipc = model.contact.as_ref().unwrap();
-    let xs = ipc.positions(x);
-    check_intersection_free(&ipc.mesh, &xs).unwrap_or_else(|e| panic!("{what}: {e}"));
-    let pairs = ipc.active_pairs(&xs).unwrap();
-    let d = ipc.min_distance_sq(&pairs, &xs).sqrt();
-    assert!(d > 0.0, "{what}: a pair touches");
-    d
-}
-
 #[test]
 fn every_accepted_iterate_of_a_contact_step_is_intersection_free() {
     // The iterate after k iterations is the end of a step capped at k (the solvers are
@@ -103,7 +90,7 @@ fn every_accepted_iterate_of_a_contact_step_is_intersection_free() {
     let mut closest = [f64::INFINITY; 2];
     for (at, state) in &states {
         let problem = StepProblem::new(m, state, h);
-        assert_apart(m, &problem.x_start, &format!("start of step {}", at + 1));
+        common::assert_apart(m, &problem.x_start, &format!("start of step {}", at + 1));
         for k in [1, 2, 3, 5, 8, 13, 21] {
             let runs: [(&str, Box<dyn StepSolver>); 2] = [
                 (
@@ -128,7 +115,8 @@ fn every_accepted_iterate_of_a_contact_step_is_intersection_free() {
             for (s, (name, mut solver)) in runs.into_iter().enumerate() {
                 let mut x = Vec::new();
                 let r = solver.step(&problem, m, &mut x, false).unwrap();
-                let d = assert_apart(m, &x, &format!("{name}, step {}, iterate {k}", at + 1));
+                let d =
+                    common::assert_apart(m, &x, &format!("{name}, step {}, iterate {k}", at + 1));
                 closest[s] = closest[s].min(d);
                 assert!(r.iterations <= k);
             }

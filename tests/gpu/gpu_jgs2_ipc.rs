@@ -1,5 +1,6 @@
-//! IPC contact terms of the JGS2 / VBD device iteration (`jello::solver::jgs2`'s
-//! `device_ipc.rs`): the assembled gradient, the local systems' barrier Hessian blocks and the
+//! IPC contact in the JGS2 / VBD device iteration (`jello::solver::jgs2`'s `device_ipc.rs`):
+//! whole contact steps (JGS2 and VBD against Newton-IPC's answer; every accepted iterate
+//! intersection-free at a positive distance), and the terms at a contact state — the assembled gradient, the local systems' barrier Hessian blocks and the
 //! energy at a contact state, on the CPU twins and on the GPU, against the f64 [`StepProblem`]
 //! — the barrier over the host's candidate pairs (`ipc_pairs`, gathered per vertex by
 //! `ipc_gather`) and the lagged friction (`ipc_friction`) added to the elastic, inertia and
@@ -22,9 +23,7 @@
 //! energy (measured |Δ| ≤ 1.6e-6 J against 5.5 J).
 
 use crate::common;
-use jello::contact::check_intersection_free;
 use jello::gpu::Device;
-use jello::problem::Model;
 use jello::problem::{ElasticTerms, StepProblem};
 use jello::scene::{BuiltScene, Scene};
 use jello::solver::jgs2::{build_subspace, SubspaceOptions};
@@ -157,18 +156,6 @@ fn device_contact_terms_match_the_f64_problem() {
     }
 }
 
-/// Every pair of `model`'s surfaces apart at `x`: no triangles cross, the closest pair at a
-/// positive distance (m, returned).
-fn assert_apart(model: &Model, x: &[f64], what: &str) -> f64 {
-    let ipc = model.contact.as_ref().unwrap();
-    let xs = ipc.positions(x);
-    check_intersection_free(&ipc.mesh, &xs).unwrap_or_else(|e| panic!("{what}: {e}"));
-    let pairs = ipc.active_pairs(&xs).unwrap();
-    let d = ipc.min_distance_sq(&pairs, &xs).sqrt();
-    assert!(d > 0.0, "{what}: a pair touches");
-    d
-}
-
 /// contact_balls.toml (coarse) steps: the balls' first step in contact (6) and pressed
 /// together (9).
 const CONTACT_STEPS: [usize; 2] = [5, 8];
@@ -215,7 +202,7 @@ fn device_jgs2_and_vbd_land_on_newtons_answer_through_contact() {
             let mut solver = DeviceJgs2::new(dev, m, p, jgs2.then(|| sub.clone())).unwrap();
             let mut x = Vec::new();
             let r = solver.step(&problem, m, &mut x, false).unwrap();
-            let d = assert_apart(m, &x, &format!("{name} on {dname}, step {}", at + 1));
+            let d = common::assert_apart(m, &x, &format!("{name} on {dname}, step {}", at + 1));
             let dist = common::m_dist(m, &x, &reference);
             let bound = common::residual_bound(&problem, m, &x);
             eprintln!(
@@ -267,7 +254,7 @@ fn every_accepted_device_iterate_is_apart() {
                     let r = solver.step(&problem, m, &mut x, false).unwrap();
                     assert!(r.iterations <= k);
                     let what = format!("{name} on {dname}, step {}, iterate {k}", at + 1);
-                    closest = closest.min(assert_apart(m, &x, &what));
+                    closest = closest.min(common::assert_apart(m, &x, &what));
                 }
             }
         }

@@ -47,10 +47,9 @@
 //! IPC's κ and friction passes are the loop's ([`Jgs2Backend::jgs2_raise_stiffness`],
 //! [`Jgs2Backend::jgs2_lag_friction`], as Newton's outer loop does them); the barrier and
 //! friction terms, the per-vertex CCD filter and VBD's local line search are the backend's
-//! per-vertex work (the f64 backend: `contact.rs`). On a device they belong in the
-//! `vertex_terms` / `face_terms` kernels' per-vertex gradient and barrier Hessian and the
-//! `vertex_solve` filter; until they are written the device refuses IPC scenes
-//! ([`super::DeviceJgs2::unsupported`]) and its two contact methods are no-ops.
+//! per-vertex work (the f64 backend: `contact.rs`; the device: `device_ipc.rs`, which filters
+//! only the safeguarded step's whole move, so the loop keeps the safeguard on there —
+//! [`Jgs2Backend::jgs2_plain_moves_filtered`]).
 
 use super::solver::Variant;
 use super::subspace::Jgs2Subspace;

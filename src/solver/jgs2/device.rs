@@ -1995,16 +1995,7 @@ impl Jgs2Backend for DeviceJgs2Backend {
             self.dev.submit(&p)?;
             self.cur = 0;
         }
-        let xv = self.dev.read(&self.x[0])?;
-        x.clear();
-        x.extend(
-            xv.iter()
-                .take(self.m.nv)
-                .flat_map(|p| (0..3).map(move |k| p[k] as f64)),
-        );
-        for (k, xi) in x.iter_mut().enumerate() {
-            *xi += self.m.origin[k % 3];
-        }
+        *x = self.read_positions(self.x[0], true)?;
         self.rebuild_from_records(x, &contact_records);
         Ok(())
     }
