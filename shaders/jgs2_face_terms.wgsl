@@ -2,9 +2,10 @@
 // `jgs2_vertex_terms` wrote (f1 = κ, f2 = d̂, f3 = the barrier's 1/h², not the inertia weight
 // under BDF2: integrator.rs). For every surface triangle f of v
 // (vfaces[vfaces[v] .. vfaces[v + 1]], corners tris[f].xyz, surface mass m_f = bits of tris[f].w)
-// and every sphere or box o whose closest pair with f (from the corners' contact records,
-// nc = len(contacts) / n per vertex; `face_contact`) is nearer than d̂, with w = κ m_f/h², c the
-// corner v is and J = bary_c·n (∂d/∂x_v):
+// and every pair of f with a sphere (its closest point: `face_contact`) or with a box corner
+// (`corner_tri_contact`, 8 per box) nearer than d̂ (from the corners' contact records,
+// nc = len(contacts) / n per vertex), with w = κ m_f/h², c the corner v is and J = bary_c·n
+// (∂d/∂x_v):
 //   g[v].xyz   += w b'(d) J                  (free vertices only)
 //   venergy[v] += w b(d) / 3                 (each corner takes a third: Σ_v = Σ_f w b)
 //   hbar[v]    += w b''(d) J Jᵀ              (the Gauss–Newton diagonal block)
@@ -48,16 +49,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             if face_bounds_gap(c0, c1, c2, zero, zero, zero) > dhat {
                 continue;
             }
-            let c = face_contact(c0, c1, c2);
-            if c.d >= dhat {
-                continue;
-            }
-            let b = barrier(c.d, dhat);
-            e += w * b.x / 3.0;
-            if c.d > 0.0 {
-                let jv = c.normal * c.bary[corner];
-                gb += jv * (w * b.y);
-                hb += outer_vv(jv, jv) * (w * b.z);
+            // A sphere: one pair (its closest point). A box: one pair per corner (its
+            // edges are `jgs2_edge_terms`', its faces act on the vertices).
+            let kind = contact_kind(c0);
+            let pairs = select(1u, 8u, kind == OBSTACLE_BOX);
+            for (var k = 0u; k < pairs; k++) {
+                var c: TriContact;
+                if kind == OBSTACLE_BOX {
+                    c = corner_tri_contact(c0, c1, c2, k);
+                } else {
+                    c = face_contact(c0, c1, c2);
+                }
+                if c.d >= dhat {
+                    continue;
+                }
+                let b = barrier(c.d, dhat);
+                e += w * b.x / 3.0;
+                if c.d > 0.0 {
+                    let jv = c.normal * c.bary[corner];
+                    gb += jv * (w * b.y);
+                    hb += outer_vv(jv, jv) * (w * b.z);
+                }
             }
         }
     }

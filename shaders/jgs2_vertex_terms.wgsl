@@ -4,10 +4,11 @@
 //   g[v].xyz   = free ? g[v].xyz (gathered ∇Ψ) + m/ĥ²(x − x̃) + Σ_o κm/h² b'(d_o)∇d_o : 0
 //   venergy[v] = m/(2ĥ²)(x − x₀)·(x + x₀ − 2x̃) + Σ_o κm/h² b(d_o)          (J, every vertex)
 //   hbar[v]    = Σ_o κm/h² (b''∇d∇dᵀ + [b' > 0] b'∇²d)                      (N/m)
-// over the half-spaces o with d_o < d̂ (local.rs: vertex_gradient, barrier_hessian;
-// potential.rs), from the vertex's contact records contacts[v·nc .. v·nc + nc],
-// nc = len(contacts) / n. Spheres and boxes act on the surface triangles
-// (`jgs2_face_terms`, dispatched after this kernel); their records are skipped here.
+// over the half-spaces and boxes o with d_o < d̂ (the point–plane and point–box distances;
+// local.rs: vertex_gradient, barrier_hessian; potential.rs), from the vertex's contact records
+// contacts[v·nc .. v·nc + nc], nc = len(contacts) / n. Spheres act on the surface triangles
+// only, boxes on them and their edges too (`jgs2_face_terms`, `jgs2_edge_terms`, dispatched after
+// this kernel); sphere records are skipped here.
 // The inertia energy is relative to the step's start x₀ = x_start[v] (potential.rs:
 // inertia_difference): E(x) − E(x₀) summed per vertex never forms ½m/ĥ²|x − x̃|², whose
 // constant part (½‖ĥ²g‖²_M) would swamp the change at large h.
@@ -43,7 +44,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let nc = arrayLength(&contacts) / P.n;
     for (var o = 0u; o < nc; o++) {
         let c = contacts[v * nc + o];
-        if contact_kind(c) != OBSTACLE_HALF_SPACE {
+        if contact_kind(c) != OBSTACLE_HALF_SPACE && contact_kind(c) != OBSTACLE_BOX {
             continue;
         }
         let de = contact_distance(c);

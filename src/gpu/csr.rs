@@ -130,3 +130,71 @@ impl SurfaceCsr {
         }
     }
 }
+
+/// Per vertex the surface edges it is an end of, for the edge–edge barrier against boxes
+/// (`jgs2_edge_terms`): `vedges[0..=nv]` are row starts into `vedges` itself (the edges of vertex
+/// v are `vedges[vedges[v]..vedges[v + 1]]`), and `edges[e]` holds edge e's ends, the bits of its
+/// mass share (kg, f32: [`Model::edge_mass`](crate::problem::Model::edge_mass), the barrier
+/// weight's) and of its squared rest length (m², f32: the mollifier's threshold).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SurfaceEdgeCsr {
+    /// Row starts (`nv + 1`), then edge ids.
+    pub vedges: Vec<u32>,
+    /// Ends, mass-share bits and squared-rest-length bits per edge (one zero placeholder when
+    /// there are none).
+    pub edges: Vec<[u32; 4]>,
+}
+
+impl SurfaceEdgeCsr {
+    /// The model's surface edges. Errors when the rows do not fit u32 indices or disagree with
+    /// the model's edge list.
+    pub fn new(model: &crate::problem::Model) -> Result<Self> {
+        let nv = model.num_vertices();
+        let base = nv
+            .checked_add(1)
+            .filter(|b| {
+                b.checked_add(model.edge_list.len())
+                    .is_some_and(|n| n <= u32::MAX as usize)
+            })
+            .ok_or_else(|| JelloError::Invalid("surface edges too many for u32 indices".into()))?;
+        if model.edge_offsets.len() != nv + 1 || model.edge_mass.len() != model.surface_edges.len()
+        {
+            return Err(JelloError::Invalid(format!(
+                "surface edge rows: {} offsets and {} masses for {nv} vertices and {} edges",
+                model.edge_offsets.len(),
+                model.edge_mass.len(),
+                model.surface_edges.len()
+            )));
+        }
+        let mut vedges: Vec<u32> = model
+            .edge_offsets
+            .iter()
+            .map(|&o| o + base as u32)
+            .collect();
+        vedges.extend_from_slice(&model.edge_list);
+        let rest = |v: u32| model.mesh.positions[v as usize];
+        let mut edges: Vec<[u32; 4]> = model
+            .surface_edges
+            .iter()
+            .zip(&model.edge_mass)
+            .map(|(e, &m)| {
+                let (a, b) = (rest(e[0]), rest(e[1]));
+                let sq: f64 = (0..3).map(|k| (b[k] - a[k]).powi(2)).sum();
+                [e[0], e[1], (m as f32).to_bits(), (sq as f32).to_bits()]
+            })
+            .collect();
+        if edges.is_empty() {
+            edges.push([0; 4]);
+        }
+        Ok(SurfaceEdgeCsr { vedges, edges })
+    }
+
+    /// No edges at any of `nv` vertices (what a model without boxes uploads: the kernel is then
+    /// not dispatched).
+    pub fn empty(nv: usize) -> Self {
+        SurfaceEdgeCsr {
+            vedges: vec![(nv + 1) as u32; nv + 1],
+            edges: vec![[0; 4]],
+        }
+    }
+}

@@ -67,7 +67,7 @@ pub use adapter::{
 };
 pub use broad::{BroadCount, DeviceBroadPhase};
 pub use cpu_device::CpuDevice;
-pub use csr::{SurfaceCsr, VertexCsr};
+pub use csr::{SurfaceCsr, SurfaceEdgeCsr, VertexCsr};
 pub use device::{
     Buf, BufferId, CounterHandle, Device, DeviceCounters, KernelCount, Plan, ReduceOp,
 };

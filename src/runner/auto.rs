@@ -2,8 +2,8 @@
 //! backend it runs on, and says why.
 //!
 //! The rule reads only facts a reader can check in the banner or the scene file ([`Facts`]):
-//! the backend, IPC contact, a static solve, hard strain limits, the vertex count, and whether
-//! JGS2's device path takes the scene. In order, first match wins:
+//! the backend, IPC contact, a static solve, hard strain limits and the vertex count. In order,
+//! first match wins:
 //!
 //! 1. hard strain limits: `admm`, the only solver that enforces them;
 //! 2. IPC contact: `newton` — every IPC-capable solver reaches Newton's answer, and Newton took
@@ -12,9 +12,7 @@
 //!    behind; JGS2 and VBD also run IPC on a device, not yet timed on a GPU);
 //! 3. a static solve: `newton` — a handful of iterations per load increment, and the device
 //!    iterations and ADMM have no inertia-free form;
-//! 4. a GPU: `jgs2`, its whole iteration on the device, unless its device path refuses the
-//!    scene (boxes: [`DeviceJgs2::unsupported`]), then `newton` (element work on the
-//!    device);
+//! 4. a GPU: `jgs2`, its whole iteration on the device (every obstacle kind included);
 //! 5. the CPU with fewer than [`DOT_VERTICES`] vertices: `qn` — its cheap iterations were the
 //!    fastest on every dynamic scene of that size measured (cantilever, twist and a 3,321-vertex
 //!    twist, from their start: 1.8–2.3× faster than Newton per step, 1.5–1.8× faster than DOT);
@@ -36,7 +34,6 @@
 use crate::gpu::Backend;
 use crate::problem::Model;
 use crate::scene::{RunConfig, SolverKind};
-use crate::solver::jgs2::DeviceJgs2;
 
 /// From this many vertices a dynamic CPU scene gets DOT instead of QN (rules 5 and 6): between
 /// the largest scene where QN was measured fastest (3,321 vertices) and the armadillo_18k
@@ -56,8 +53,6 @@ pub struct Facts {
     pub strain_limits: bool,
     /// Vertices of all objects together (the banner's count).
     pub vertices: usize,
-    /// Why JGS2's device path cannot run the scene, if it cannot.
-    pub device_jgs2_blocker: Option<String>,
 }
 
 impl Facts {
@@ -69,7 +64,6 @@ impl Facts {
             static_solve: config.static_solve,
             strain_limits: !model.strain_limits.is_empty(),
             vertices: model.num_vertices(),
-            device_jgs2_blocker: DeviceJgs2::unsupported(model),
         }
     }
 }
@@ -104,14 +98,10 @@ pub fn pick(f: &Facts) -> Pick {
             "static solve: newton converges in a few iterations per load increment".into(),
         );
     }
-    match (f.backend, &f.device_jgs2_blocker) {
-        (Backend::Gpu, None) => pick(
+    match f.backend {
+        Backend::Gpu => pick(
             SolverKind::Jgs2,
             "GPU backend: jgs2 runs its whole iteration on the device".into(),
-        ),
-        (Backend::Gpu, Some(why)) => pick(
-            SolverKind::Newton,
-            format!("GPU backend, but jgs2's device path refuses the scene ({why})"),
         ),
         _ if f.vertices < DOT_VERTICES => pick(
             SolverKind::Qn,
@@ -154,7 +144,6 @@ mod tests {
             static_solve: false,
             strain_limits: false,
             vertices,
-            device_jgs2_blocker: None,
         }
     }
 
@@ -186,13 +175,7 @@ mod tests {
                 SolverKind::Newton,
             ),
             (facts(Backend::Gpu, 10), SolverKind::Jgs2),
-            (
-                Facts {
-                    device_jgs2_blocker: Some("obstacle 0 is a box".into()),
-                    ..facts(Backend::Gpu, large)
-                },
-                SolverKind::Newton,
-            ),
+            (facts(Backend::Gpu, large), SolverKind::Jgs2),
             (facts(Backend::Cpu, DOT_VERTICES - 1), SolverKind::Qn),
             (facts(Backend::Cpu, DOT_VERTICES), SolverKind::Dot),
         ];

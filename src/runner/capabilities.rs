@@ -14,7 +14,6 @@
 use crate::gpu::Backend;
 use crate::problem::Model;
 use crate::scene::{RunConfig, SolverKind};
-use crate::solver::jgs2::DeviceJgs2;
 use crate::solver::HessianFilter;
 
 /// What runs on the device for `kind` with a GPU backend (f32 kernels), and what stays f64 on
@@ -26,8 +25,9 @@ pub fn device_path(kind: SolverKind) -> &'static str {
              f64 on the host"
         }
         SolverKind::Jgs2 | SolverKind::Vbd => {
-            "the whole iteration on the device; forbid's strict retries on the f64 reference \
-             (IPC contact: CPU)"
+            "the whole iteration on the device (obstacles and IPC contact included; the IPC \
+             candidate list is built on the host once per step); forbid's strict retries on the \
+             f64 reference"
         }
         SolverKind::Qn | SolverKind::Dot | SolverKind::LbfgsH => {
             "local steps and residuals on the device; the prefactored solve f64 on the host; \
@@ -57,8 +57,8 @@ pub fn takes_eigen_filter(kind: SolverKind) -> bool {
 /// The solvers that run scenes with `[contact] ipc = true`: those that minimise the step's
 /// potential — the IPC barrier with its κ and lagged friction included — under the CCD step
 /// filter (Newton, multilevel, and the L-BFGS loop of qn, dot and lbfgs-h, by a line search;
-/// JGS2 and VBD with the barrier in each vertex's local system and per-vertex CCD; all but
-/// Newton and multilevel on the f64 CPU backend only).
+/// JGS2 and VBD with the barrier in each vertex's local system and per-vertex CCD; qn, dot and
+/// lbfgs-h on the f64 CPU backend only).
 pub fn takes_ipc(kind: SolverKind) -> bool {
     matches!(
         kind,
@@ -157,7 +157,7 @@ pub fn device_blocker(config: &RunConfig, model: &Model, requested: Backend) -> 
                 "a static solve with {kind} runs on the CPU backend"
             ))
         }
-        SolverKind::Jgs2 | SolverKind::Vbd => DeviceJgs2::unsupported(model),
+        SolverKind::Jgs2 | SolverKind::Vbd => None,
         // IPC's surface pairs, additive CCD and κ updates are f64 host work.
         SolverKind::Qn | SolverKind::Dot | SolverKind::LbfgsH if model.contact.is_some() => {
             Some(format!(

@@ -69,13 +69,13 @@ fn auto_picks_as_documented_on_a_table_of_scenes() {
             SolverKind::Dot,
             SolverKind::Jgs2,
         ),
-        // The same with a box obstacle, which JGS2's device path refuses.
+        // The same with a box obstacle, which JGS2's device path runs too.
         (
             "twist.toml",
             vec![BIG_TWIST, ("[[objects]]", box_obstacle)],
             4961,
             SolverKind::Dot,
-            SolverKind::Newton,
+            SolverKind::Jgs2,
         ),
         // The same as a static solve.
         (

@@ -1,7 +1,7 @@
 //! The physical invariants on the device (`DeviceJgs2`, f32 kernels on the GPU and on their CPU
 //! twins), checked in f64 on the returned positions (`Model::check_state`): the strict inversion
-//! filter keeps every element positive in a violent impact, the surface of a body stays out of a
-//! sphere smaller than its triangles, and a box (whose pairs the device lacks) is refused.
+//! filter keeps every element positive in a violent impact, and the surface of a body stays out of
+//! a sphere and a box smaller than its triangles (their triangle and edge pairs).
 //!
 //! A GPU test FAILS when no adapter is found unless `JELLO_SKIP_GPU_TESTS=1` (the CPU-twin half
 //! still runs).
@@ -180,24 +180,37 @@ center = [0.013, 0.0, 0.017]
 radius = 0.005
 "#;
 
-#[test]
-fn device_surface_stays_out_of_a_small_sphere() {
-    let b = built(ON_SPHERE);
+/// ON_SPHERE with a box of 8 × 8 × 9 mm in the sphere's place (its top 4 mm above y = 0), off
+/// the mesh's symmetry planes: its corners and edges meet triangles and edges between vertices.
+fn on_box() -> String {
+    ON_SPHERE.replace(
+        "type = \"sphere\"\ncenter = [0.013, 0.0, 0.017]\nradius = 0.005",
+        "type = \"box\"\nmin = [0.009, -0.004, 0.012]\nmax = [0.017, 0.004, 0.021]",
+    )
+}
+
+/// The ball of `text` falling onto its one small obstacle for 4 steps with VBD and JGS2 on the
+/// CPU twins and the GPU: no penetration (`check_state`) and a triangle within d̂ of the
+/// obstacle, at a positive distance. (Resting on an obstacle smaller than its triangles the
+/// per-vertex iterations reach their cap, on the f64 backend too, so the states are not compared
+/// with the reference's here: gpu_jgs2's box-edge drop does that where they converge.)
+fn surface_stays_out_of(text: &str, what: &str) {
+    let b = built(text);
     let m = &b.model;
-    let sphere = &m.obstacles[0];
+    let obstacle = &m.obstacles[0];
     let h = 0.01;
-    // The sphere fits between the vertices: no vertex comes within 1 cm of it on the way down,
-    // so a vertex-only contact would let the ball fall through it.
+    // The obstacle fits between the vertices: no vertex comes within 1 cm of it on the way
+    // down, so a vertex-only contact would let the ball fall through it.
     let start = m.initial_state(&b.velocity);
     let vertex_gap = (0..m.num_vertices())
         .map(|v| {
             let p = nalgebra::Vector3::from_column_slice(&start.x[3 * v..3 * v + 3]);
-            sphere.distance(&p).d
+            obstacle.distance(&p).d
         })
         .fold(f64::INFINITY, f64::min);
     let sub = Arc::new(build_subspace(m, h, &SubspaceOptions::node_fits()).unwrap());
-    for (dname, dev) in devices() {
-        for (name, params, jgs2) in solvers(300) {
+    for (name, params, jgs2) in solvers(300) {
+        for (dname, dev) in devices() {
             let mut solver = solver(m, Some(dev()), params, jgs2.then(|| sub.clone()));
             let mut st = m.initial_state(&b.velocity);
             let mut closest = f64::INFINITY;
@@ -207,7 +220,7 @@ fn device_surface_stays_out_of_a_small_sphere() {
                 assert_eq!(
                     c.total_penetrations(),
                     0,
-                    "{dname} {name} step {step}: the surface entered the sphere"
+                    "{dname} {name} step {step}: the surface entered the {what}"
                 );
                 assert!(r.energy.is_finite(), "{dname} {name} step {step}");
                 let gap = m
@@ -215,7 +228,7 @@ fn device_surface_stays_out_of_a_small_sphere() {
                     .triangles
                     .iter()
                     .map(|t| {
-                        sphere.triangle_distance(&t.map(|v| {
+                        obstacle.triangle_distance(&t.map(|v| {
                             nalgebra::Vector3::from_column_slice(
                                 &x[3 * v as usize..3 * v as usize + 3],
                             )
@@ -225,12 +238,12 @@ fn device_surface_stays_out_of_a_small_sphere() {
                 closest = closest.min(gap);
             }
             eprintln!(
-                "{dname} {name}: closest vertex at the start {vertex_gap:.3e} m, closest \
+                "{what}, {dname} {name}: closest vertex at the start {vertex_gap:.3e} m, closest \
                  triangle over 4 steps {closest:.3e} m (d̂ {:.1e} m)",
                 m.barrier.dhat
             );
-            // The ball reached the sphere (it covers ~4.8 cm in 4 steps, its closest vertex starts
-            // ~2 cm away) and the barrier held it off.
+            // The ball reached the obstacle (it covers ~4.8 cm in 4 steps, its closest vertex
+            // starts ~2 cm away) and the barrier held it off.
             assert!(closest > 0.0 && closest < m.barrier.dhat, "{dname} {name}");
         }
     }
@@ -241,22 +254,11 @@ fn device_surface_stays_out_of_a_small_sphere() {
 }
 
 #[test]
-fn device_refuses_boxes_and_names_them() {
-    let text = ON_SPHERE.replace(
-        "type = \"sphere\"\ncenter = [0.013, 0.0, 0.017]\nradius = 0.005",
-        "type = \"box\"\nmin = [-0.3, -0.1, -0.3]\nmax = [0.3, 0.0, 0.3]",
-    );
-    let b = built(&text);
-    assert!(matches!(
-        b.model.obstacles[0],
-        jello::problem::Obstacle::Box { .. }
-    ));
-    let Err(e) = DeviceJgs2::new(Device::cpu(), &b.model, Jgs2Params::default(), None) else {
-        panic!("a box scene must be refused on the device");
-    };
-    let msg = e.to_string();
-    assert!(
-        msg.contains("obstacle 0 is a box") && !msg.contains('\n'),
-        "{msg}"
-    );
+fn device_surface_stays_out_of_a_small_sphere() {
+    surface_stays_out_of(ON_SPHERE, "sphere");
+}
+
+#[test]
+fn device_surface_stays_out_of_a_small_box() {
+    surface_stays_out_of(&on_box(), "box");
 }

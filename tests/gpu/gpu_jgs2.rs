@@ -16,10 +16,11 @@ use glam::{Mat3, Vec3};
 use jello::gpu::twins::{self, jgs2 as tw};
 use jello::gpu::{
     Buf, Device, ElemParams, GpuContact, GpuLocalSystem, GpuMat3, GpuVec4, GpuVertexInfo, Kernel,
-    Params, SurfaceCsr, VertexCsr,
+    Params, SurfaceCsr, SurfaceEdgeCsr, VertexCsr,
 };
 use jello::material::{Material, MaterialModel};
 use jello::mesh::{ball, VertexTets};
+use jello::problem::surface_contact::PairKind;
 use jello::problem::{
     BarrierParams, Body, ElasticTerms, History, Integrator, Model, Obstacle, State, StepProblem,
 };
@@ -1098,7 +1099,7 @@ fn elastic_list_matches_elastic_and_gpu() {
 
 // ---------------------------------------------------------------- twins vs the f64 reference
 
-/// A clamped beam between three obstacles (ground below, a box beside the tip, a sphere above),
+/// A clamped beam between three obstacles (ground below, a box at the tip, a sphere above),
 /// its step problem, and a deformed iterate with vertices inside d̂ of each obstacle.
 struct RefCase {
     m: Model,
@@ -1109,12 +1110,15 @@ struct RefCase {
 
 fn ref_case(rng: &mut ChaCha8Rng) -> RefCase {
     let dhat = 1e-3;
-    // A floor under the beam, a wall at its end (half-spaces, on vertices) and a sphere over
-    // it (on the surface triangles; the device refuses boxes).
+    // A floor under the beam (a half-space), a box wall at its end (both on vertices: the
+    // box's corners and edges are far from the beam) and a sphere over it (on the surface
+    // triangles).
     let obstacles = vec![
         Obstacle::half_space([0.0, 1.0, 0.0], -0.0505),
-        // A wall at the beam's end (x ≤ 0.5006; the device refuses boxes).
-        Obstacle::half_space([-1.0, 0.0, 0.0], -0.5006),
+        Obstacle::Box {
+            min: [0.5006, -0.2, -0.2],
+            max: [0.6, 0.2, 0.2],
+        },
         Obstacle::Sphere {
             center: [0.25, 0.1506, 0.0],
             radius: 0.1,
@@ -1172,7 +1176,7 @@ fn vertex_terms_twin_matches_f64_reference() {
     let problem = StepProblem::new(m, &st, 0.01);
     assert!((problem.inertia * 0.01 * 0.01 - 2.25).abs() < 1e-12);
     let dhat = m.barrier.dhat;
-    // Half-spaces act on vertices, spheres on surface triangles.
+    // Half-spaces and boxes act on vertices, spheres on surface triangles.
     let at = |v: usize| Vector3::new(c.x[3 * v], c.x[3 * v + 1], c.x[3 * v + 2]);
     let near: usize = (0..nv)
         .map(|v| {
@@ -1194,8 +1198,15 @@ fn vertex_terms_twin_matches_f64_reference() {
                 .count()
         })
         .collect();
-    eprintln!("{near} vertex–half-space pairs, {near_faces:?} triangles per sphere within d̂");
+    eprintln!("{near} vertex–obstacle pairs, {near_faces:?} triangles per sphere within d̂");
     assert!(near >= 6, "the case must exercise the vertex barrier");
+    let near_box = (0..nv)
+        .filter(|&v| m.obstacles[1].distance(&at(v)).d < dhat)
+        .count();
+    assert!(
+        near_box >= 3,
+        "the case must exercise the box's vertex barrier"
+    );
     assert!(
         near_faces.iter().all(|&n| n >= 4),
         "the case must exercise the surface barrier of each sphere"
@@ -1247,13 +1258,26 @@ fn vertex_terms_twin_matches_f64_reference() {
         &mut hbar,
     )
     .unwrap();
-    // The surface barrier (spheres) is added by the face kernel.
+    // The surface barrier (the sphere; the box's corner pairs, none in reach here) is added by
+    // the face kernel, the box's edge pairs (none in reach) by the edge kernel.
     let surface = SurfaceCsr::new(m).unwrap();
     twins::jgs2_face_terms(
         &p,
         &contacts,
         &surface.vfaces,
         &surface.tris,
+        &vinfo(m),
+        &mut ge,
+        &mut venergy,
+        &mut hbar,
+    )
+    .unwrap();
+    let edges = SurfaceEdgeCsr::new(m).unwrap();
+    twins::jgs2_edge_terms(
+        &p,
+        &contacts,
+        &edges.vedges,
+        &edges.edges,
         &vinfo(m),
         &mut ge,
         &mut venergy,
@@ -1990,6 +2014,57 @@ fn device_solvers_match_f64_on_a_drop_onto_the_ground() {
         &|_| 1e-3,
         // Near the barrier the last digits of the residual are f32 noise: measured up to 2× the
         // f64 count on one step.
+        &|it| 5 + 2 * it,
+    );
+}
+
+/// `drop_ball` falling at 1 m/s onto the edge of a box (its top 1 cm under the ball, its edge
+/// z = 13 mm under the ball's side): the box's edge–edge and corner–triangle pairs and its
+/// vertex barrier all act, and the device lands where the f64 reference does.
+#[test]
+fn device_solvers_match_f64_on_a_drop_onto_a_box_edge() {
+    let _gpu = gpu_lock();
+    let mut m = drop_ball();
+    m.obstacles = vec![Obstacle::Box {
+        min: [-0.3, -0.1, -0.3],
+        max: [0.3, 0.0, 0.013],
+    }];
+    let state = m.initial_state(&vec![[0.0, -1.0, 0.0]; m.num_vertices()]);
+    let dhat = m.barrier.dhat;
+    let mm = &m;
+    compare_solvers(
+        "box edge",
+        &m,
+        &state,
+        2,
+        // JGS2 Jacobi and Gauss–Seidel with the cut safeguard (the drop onto the ground runs
+        // the always-on safeguard too).
+        &[modes(1e-5, 1e-5)[0], modes(1e-5, 1e-5)[2]],
+        &|run| {
+            let x = run.x.last().unwrap();
+            let at = |v: u32| Vector3::from_column_slice(&x[3 * v as usize..3 * v as usize + 3]);
+            let gap = mm
+                .surface
+                .triangles
+                .iter()
+                .map(|t| mm.obstacles[0].triangle_distance(&t.map(at)))
+                .fold(f64::INFINITY, f64::min);
+            assert!(
+                gap > 0.0 && gap < dhat,
+                "{}: closest triangle {gap:e} m",
+                run.name
+            );
+            let st = State::new(x.clone(), vec![0.0; x.len()], 0.0);
+            let pairs = StepProblem::new(mm, &st, 0.01).surface_pairs(x);
+            let edges = pairs
+                .iter()
+                .filter(|(p, _)| matches!(p.kind, PairKind::EdgeEdge { .. }))
+                .count();
+            assert!(edges >= 1, "{}: no edge–edge pair in reach", run.name);
+        },
+        // As the drop onto the ground: the CN tolerance leaves the resting gap loose, and f32
+        // noise picks another point inside it.
+        &|_| 1e-3,
         &|it| 5 + 2 * it,
     );
 }

@@ -1,5 +1,5 @@
-//! The surface-triangle kernels of the JGS2/VBD runtime against spheres and boxes
-//! (`jgs2_face_terms`, `jgs2_face_bound`, the surface filter of `vertex_solve`) and the strict
+//! The surface kernels of the JGS2/VBD runtime against spheres and boxes (`jgs2_face_terms`,
+//! `jgs2_edge_terms`, `jgs2_face_bound`, the surface filter of `vertex_solve`) and the strict
 //! inversion flag of `elastic`: each on the GPU against its CPU twin, and the twins against the
 //! f64 reference (`jello::problem`: `Obstacle::triangle_contact`, `triangle_time_of_impact`,
 //! `StepProblem::face_barrier_at_vertex`, `barrier_energy`, `max_obstacle_step`,
@@ -16,10 +16,11 @@ use common::assert_close;
 use common::kernels::{nan_f, nan_v4, run_both, Data as D};
 use glam::{Mat3, Vec3};
 use jello::gpu::twins::{self, jgs2 as tw, surface as ts};
-use jello::gpu::SurfaceCsr;
 use jello::gpu::{GpuContact, GpuLocalSystem, GpuMat3, GpuVec4, GpuVertexInfo, Kernel, Params};
+use jello::gpu::{SurfaceCsr, SurfaceEdgeCsr};
 use jello::material::{Material, MaterialModel};
 use jello::mesh::ball;
+use jello::problem::surface_contact::PairKind;
 use jello::problem::{barycentric, closest_point_on_triangle, Model, Obstacle, State, StepProblem};
 use nalgebra::Vector3;
 use rand::Rng;
@@ -39,9 +40,11 @@ const DHAT: f64 = 2e-3;
 
 /// A stable Neo-Hookean ball (r = 0.1 m at the origin, resolution 4: surface edges of 5–9 cm)
 /// with a sphere (r = 2 cm) beside it, a small one (r = 4 mm) below it and another (r = 5 mm)
-/// at a lower corner — each smaller than the surface's edges and off the mesh's symmetry
-/// planes, so they fit between vertices — placed so the surface comes within `gap` of each
-/// (then `noise` moves every vertex).
+/// at a lower corner, a small box (6 × 8 × 5 mm) above it and a bar (1 × 1.2 cm across, 40 cm
+/// long along z) at its upper left — each but the bar's length smaller than the surface's edges
+/// and off the mesh's symmetry planes, so they fit between vertices (the box's corners meet
+/// triangles; the bar's long edge crosses surface edges) — placed so the surface comes within
+/// `gap` of each (then `noise` moves every vertex).
 fn scene(rng: &mut ChaCha8Rng, gap: f64, noise: f64) -> (Model, Vec<f64>) {
     let mesh = ball([0.0; 3], 0.1, 4);
     let x0: Vec<f64> = mesh.positions.iter().flatten().copied().collect();
@@ -77,6 +80,10 @@ fn scene(rng: &mut ChaCha8Rng, gap: f64, noise: f64) -> (Model, Vec<f64>) {
                     center: s(center),
                     radius,
                 },
+                Obstacle::Box { min, max } => Obstacle::Box {
+                    min: s(min),
+                    max: s(max),
+                },
                 h => h,
             };
         }
@@ -104,6 +111,20 @@ fn scene(rng: &mut ChaCha8Rng, gap: f64, noise: f64) -> (Model, Vec<f64>) {
                 radius: 0.005,
             },
             V3::new(-1.0, -1.0, 0.3).normalize(),
+        ),
+        place(
+            Obstacle::Box {
+                min: [0.011, 0.2, -0.017],
+                max: [0.017, 0.208, -0.012],
+            },
+            V3::y(),
+        ),
+        place(
+            Obstacle::Box {
+                min: [-0.2, 0.15, -0.2],
+                max: [-0.19, 0.162, 0.2],
+            },
+            V3::new(-1.0, 1.0, 0.0).normalize(),
         ),
     ];
     let m = common::one_body(
@@ -322,6 +343,177 @@ fn face_contact_twin_matches_f64_reference() {
     assert!(worst_b < 1e-3, "barycentric error {worst_b:e}");
 }
 
+/// Random triangles and edges around a box (the box's corners, edges and faces each nearest in
+/// turn; 1e-6 to 5e-3 m off it, some through it): the twins' box pairs from the f32 contact
+/// records against the f64 reference's geometry — corner–triangle closest pairs
+/// (`closest_point_on_triangle`), the triangle–box distance (`triangle_box_distance`, 0 exactly
+/// when `triangle_box_overlap`), and the edge–edge pair (`segment_closest` against the box edge,
+/// IPC's mollifier and its gradient, near-parallel edges included).
+#[test]
+fn box_pairs_twins_match_f64_reference() {
+    let mut rng = common::rng("box_pairs_twins_match_f64_reference");
+    let (lo, hi) = (V3::new(0.21, -0.13, 0.05), V3::new(0.237, -0.118, 0.094));
+    let bx = Obstacle::Box {
+        min: lo.into(),
+        max: hi.into(),
+    };
+    let corner = |i: usize| {
+        V3::new(
+            if i & 1 == 0 { lo.x } else { hi.x },
+            if i & 2 == 0 { lo.y } else { hi.y },
+            if i & 4 == 0 { lo.z } else { hi.z },
+        )
+    };
+    let rec = |q: &V3| GpuContact::at(&bx, [q.x, q.y, q.z]);
+    let unit = |rng: &mut ChaCha8Rng| {
+        V3::new(
+            rng.random_range(-1.0..1.0),
+            rng.random_range(-1.0..1.0),
+            rng.random_range(-1.0..1.0),
+        )
+        .normalize()
+    };
+    // A point near a random feature of the box: a corner, a point of an edge or of a face,
+    // pushed out along a random outward direction by 10^[-6, -2.3] m (or inward, 1 in 10).
+    let near = |rng: &mut ChaCha8Rng| {
+        let mut p = V3::new(
+            rng.random_range(lo.x..hi.x),
+            rng.random_range(lo.y..hi.y),
+            rng.random_range(lo.z..hi.z),
+        );
+        let snap: usize = rng.random_range(1..4);
+        for k in 0..3 {
+            if k < snap {
+                p[k] = if rng.random_bool(0.5) { lo[k] } else { hi[k] };
+            }
+        }
+        let mut out = unit(rng);
+        for k in 0..3 {
+            if k < snap {
+                out[k] = out[k].abs() * if p[k] == hi[k] { 1.0 } else { -1.0 };
+            }
+        }
+        let off = 10f64.powf(rng.random_range(-6.0..-2.3));
+        p + out
+            * if rng.random_range(0..10) == 0 {
+                -off
+            } else {
+                off
+            }
+    };
+    let (mut worst_cd, mut worst_cn, mut worst_td) = (0.0f64, 0.0f64, 0.0f64);
+    let (mut overlaps, mut tris) = (0usize, 0usize);
+    for _ in 0..1500 {
+        let p = near(&mut rng);
+        let size = rng.random_range(0.002..0.03);
+        let tri = [0, 1, 2].map(|_| p + unit(&mut rng) * rng.random_range(0.0..size));
+        let recs = tri.map(|q| rec(&q));
+        let r = [&recs[0], &recs[1], &recs[2]];
+        // The triangle–box distance and overlap.
+        let want = jello::problem::triangle_box_distance(&tri, &lo, &hi);
+        let got = ts::box_tri_contact(r);
+        tris += 1;
+        if jello::problem::triangle_box_overlap(&tri, &lo, &hi) {
+            overlaps += 1;
+            // A triangle through the box may be missed by f32 only when it grazes it.
+            assert!(
+                got.d as f64 <= 1e-7,
+                "an overlapping triangle at distance {}",
+                got.d
+            );
+            continue;
+        }
+        // Records resolve positions to ~1e-8 m (f32 offsets of a few cm): a relative 1e-5 and an
+        // absolute 5e-8 m.
+        let e = (got.d as f64 - want).abs() / (1e-5 * want + 5e-8);
+        worst_td = worst_td.max(e);
+        // Each corner–triangle pair.
+        for c in 0..8 {
+            let q = corner(c);
+            let cp = closest_point_on_triangle(&q, &tri[0], &tri[1], &tri[2]);
+            let d = (cp - q).norm();
+            if d < 1e-7 {
+                continue;
+            }
+            let g = ts::corner_tri_contact(r, c);
+            worst_cd = worst_cd.max((g.d as f64 - d).abs() / (1e-5 * d + 5e-8));
+            let n = V3::new(g.normal.x as f64, g.normal.y as f64, g.normal.z as f64);
+            worst_cn = worst_cn.max((n - (cp - q) / d).norm() * d);
+        }
+    }
+    // Edges: random surface edges near random box edges, some near parallel to them (the
+    // mollifier's range: sin²θ < 1e-3 at rest length).
+    let (mut worst_ed, mut worst_m, mut worst_dm, mut mollified) = (0.0f64, 0.0f64, 0.0f64, 0);
+    let rest_sq = 0.03f64 * 0.03;
+    for _ in 0..1500 {
+        let e: usize = rng.random_range(0..12);
+        let first = ts::box_edge_from(e);
+        let k = ts::box_edge_axis(e);
+        let (q0, q1) = (corner(first), corner(first | (1 << k)));
+        let t = rng.random_range(-0.2..1.2);
+        let mut dir = unit(&mut rng);
+        if rng.random_bool(0.3) {
+            // Near parallel: within ~0.01..0.05 rad of the box edge.
+            let mut along = V3::zeros();
+            along[k] = 1.0;
+            dir = (along + dir * rng.random_range(0.0..0.05)).normalize();
+        }
+        // Off the edge into its outer quadrant (perpendicular to it, away from both faces).
+        let mut away = unit(&mut rng);
+        for j in 0..3 {
+            away[j] = if j == k {
+                0.0
+            } else {
+                away[j].abs() * if q0[j] == hi[j] { 1.0 } else { -1.0 }
+            };
+        }
+        let len = rng.random_range(0.01..0.04);
+        let c = q0 + (q1 - q0) * t + away.normalize() * 10f64.powf(rng.random_range(-6.0..-2.3));
+        let (a, b) = (c - dir * len * 0.5, c + dir * len * 0.5);
+        let (sa, sb) = (rec(&a), rec(&b));
+        let got = ts::box_edge_contact(&sa, &sb, e, rest_sq as f32);
+        let (s64, _, d64) = jello::problem::segment_closest(&a, &b, &q0, &q1);
+        if d64 < 1e-7 {
+            continue;
+        }
+        worst_ed = worst_ed.max((got.d as f64 - d64).abs() / (1e-5 * d64 + 5e-8));
+        let _ = s64;
+        // The mollifier from the f64 edges (mollifier.rs).
+        let (u, v) = (b - a, q1 - q0);
+        let eps = jello::contact::mollifier::mollifier_threshold(rest_sq, v.norm_squared());
+        let cc = u.cross(&v).norm_squared();
+        let (m, dmdc, _) = jello::contact::mollifier::mollifier(cc, eps);
+        let dc = (u * v.norm_squared() - v * u.dot(&v)) * 2.0;
+        let dm = dc * dmdc;
+        if m < 1.0 {
+            mollified += 1;
+        }
+        worst_m = worst_m.max((got.m as f64 - m).abs());
+        let gdm = V3::new(got.dm.x as f64, got.dm.y as f64, got.dm.z as f64);
+        // ∂m/∂x ~ 1/(edge length): relative to the largest it takes, 2/√ε·|v|·… ≈ |dc|/ε.
+        let scale = (2.0 * (u * v.norm_squared()).norm() * 2.0 / eps).max(1e-30);
+        worst_dm = worst_dm.max((gdm - dm).norm() / scale);
+    }
+    eprintln!(
+        "{tris} triangles ({overlaps} through the box): triangle–box distance error {worst_td:.2e}, \
+         corner–triangle {worst_cd:.2e} of the allowance, normal × d {worst_cn:.2e} m; edges: \
+         distance {worst_ed:.2e} of the allowance, {mollified} mollified, m error {worst_m:.2e}, \
+         ∂m/∂x {worst_dm:.2e} of its scale"
+    );
+    assert!(
+        overlaps >= 20 && tris - overlaps >= 500,
+        "{overlaps} of {tris}"
+    );
+    assert!(mollified >= 50, "only {mollified} mollified edges");
+    assert!(worst_td < 1.0, "triangle–box distance {worst_td:e}");
+    assert!(worst_cd < 1.0, "corner–triangle distance {worst_cd:e}");
+    assert!(worst_cn < 3e-7, "corner–triangle normal × d {worst_cn:e} m");
+    assert!(worst_ed < 1.0, "edge–edge distance {worst_ed:e}");
+    // m = (2 − r)r with r = c/ε from f32 cross products of 3-cm edges: ~1e-5 absolute.
+    assert!(worst_m < 1e-4, "mollifier {worst_m:e}");
+    assert!(worst_dm < 1e-4, "mollifier gradient {worst_dm:e}");
+}
+
 #[test]
 fn face_toi_twin_is_conservative_and_matches_f64_reference() {
     let mut rng = common::rng("face_toi_twin_is_conservative_and_matches_f64_reference");
@@ -410,6 +602,13 @@ fn face_terms_twin_matches_f64_reference() {
         pairs.iter().all(|&c| c >= 1),
         "every obstacle must be in reach"
     );
+    // Both pair kinds of the boxes are in reach (the spheres' pairs are counted above).
+    let kinds = prob.surface_pairs(&x);
+    let count = |f: &dyn Fn(&PairKind) -> bool| kinds.iter().filter(|(p, _)| f(&p.kind)).count();
+    let corner_pairs = count(&|k| matches!(k, PairKind::CornerTriangle { .. }));
+    let edge_pairs = count(&|k| matches!(k, PairKind::EdgeEdge { .. }));
+    eprintln!("box pairs within d̂: {corner_pairs} corner–triangle, {edge_pairs} edge–edge");
+    assert!(corner_pairs >= 1 && edge_pairs >= 1);
     let mut g = vec![[0.0f32; 4]; nv];
     let mut e = vec![0.0f32; nv];
     let mut h = vec![GpuMat3::default(); nv];
@@ -418,6 +617,21 @@ fn face_terms_twin_matches_f64_reference() {
         &contacts,
         &surface.vfaces,
         &surface.tris,
+        &vinfo(&m),
+        &mut g,
+        &mut e,
+        &mut h,
+    )
+    .unwrap();
+    // The surface pairs without the edges' terms (what `jgs2_face_terms` adds alone, checked
+    // below), then with them.
+    let (g_faces, e_faces, h_faces) = (g.clone(), e.clone(), h.clone());
+    let edges = SurfaceEdgeCsr::new(&m).unwrap();
+    ts::jgs2_edge_terms(
+        &face_params(&m),
+        &contacts,
+        &edges.vedges,
+        &edges.edges,
         &vinfo(&m),
         &mut g,
         &mut e,
@@ -451,10 +665,10 @@ fn face_terms_twin_matches_f64_reference() {
     // b' and b'' at distances of 1e-4..1e-3 m resolved to ~1e-6 of themselves: 1e-4.
     assert_close(&g32, &g64, 1e-4, "face barrier gradient twin vs f64");
     assert_close(&h32, &h64, 1e-4, "face barrier hessian twin vs f64");
-    // Each triangle's energy shared by its three corners: the sum is the f64 surface barrier
-    // (spheres and boxes only in this model).
+    // Each triangle's energy shared by its three corners, each edge pair's by its two ends:
+    // the sum is the f64 surface barrier.
     let e32: f64 = e.iter().map(|&a| a as f64).sum();
-    let e64 = prob.barrier_energy(&x);
+    let e64: f64 = kinds.iter().map(|(_, ev)| ev.energy).sum();
     eprintln!("surface barrier energy twin {e32:.6e} J, f64 {e64:.6e} J");
     assert!(e64 > 0.0);
     assert!((e32 - e64).abs() <= 1e-4 * e64, "{e32} vs {e64}");
@@ -478,10 +692,10 @@ fn face_terms_twin_matches_f64_reference() {
     .unwrap();
     for v in 0..nv {
         for k in 0..3 {
-            assert_eq!(g2[v][k], g_in[v][k] + g[v][k]);
+            assert_eq!(g2[v][k], g_in[v][k] + g_faces[v][k]);
         }
-        assert_eq!(e2[v], 1.5 + e[v]);
-        assert_eq!(h2[v].to_glam(), Mat3::IDENTITY + h[v].to_glam());
+        assert_eq!(e2[v], 1.5 + e_faces[v]);
+        assert_eq!(h2[v].to_glam(), Mat3::IDENTITY + h_faces[v].to_glam());
     }
 }
 
@@ -614,6 +828,35 @@ fn face_terms_match_on_gpu() {
     assert_close(&g[4], &cpu[4], 1e-4, "face_terms gradient gpu vs cpu");
     assert_close(&g[5], &cpu[5], 1e-4, "face_terms energy gpu vs cpu");
     assert_close(&g[6], &cpu[6], 1e-4, "face_terms hessian gpu vs cpu");
+}
+
+#[test]
+fn edge_terms_match_on_gpu() {
+    let _gpu = gpu_lock();
+    let mut rng = common::rng("edge_terms_match_on_gpu");
+    let (m, x) = scene(&mut rng, 3e-4, 2e-4);
+    let nv = m.num_vertices();
+    let edges = SurfaceEdgeCsr::new(&m).unwrap();
+    let zero = |n| vec![[0.0f32; 4]; n];
+    let data = [
+        D::C(contacts_at(&m, &x)),
+        D::U(edges.vedges),
+        D::T(edges.edges),
+        D::I(vinfo(&m)),
+        D::V(zero(nv)),
+        D::F(vec![0.0; nv]),
+        D::M(vec![GpuMat3::default(); nv]),
+    ];
+    let (cpu, gpu) = run_both(Kernel::Jgs2EdgeTerms, &data, face_params(&m), nv as u32);
+    let touched = cpu[5].iter().filter(|&&e| e != 0.0).count();
+    eprintln!("{touched} vertices with edge–edge barrier energy");
+    assert!(touched >= 2);
+    let Some(g) = gpu else { return };
+    // Closest pairs of segments (a few tens of operations) and the mollifier, then b' ∝ 1/d
+    // and b'' ∝ 1/d² at d ≥ 0.1 d̂: as the face terms, 1e-4.
+    assert_close(&g[4], &cpu[4], 1e-4, "edge_terms gradient gpu vs cpu");
+    assert_close(&g[5], &cpu[5], 1e-4, "edge_terms energy gpu vs cpu");
+    assert_close(&g[6], &cpu[6], 1e-4, "edge_terms hessian gpu vs cpu");
 }
 
 #[test]

@@ -174,6 +174,9 @@ kernels! {
     /// JGS2/VBD surface barrier against spheres and boxes, gathered per vertex over its surface
     /// triangles and added to the vertex terms.
     Jgs2FaceTerms => jgs2_face_terms [N, N_PLUS_1, ANY, N, N, N, N];
+    /// JGS2/VBD edge–edge barrier of the surface edges against the boxes' edges, gathered per
+    /// vertex over its surface edges and added to the vertex terms.
+    Jgs2EdgeTerms => jgs2_edge_terms [N, N_PLUS_1, ANY, N, N, N, N];
     /// JGS2 per-vertex rotations and rest-frame gradients.
     Jgs2Rotation => jgs2_rotation [ANY, ANY, N_PLUS_1, ANY, N, N, N];
     /// JGS2 cluster-tree node sums of the rest-frame gradients (one level per dispatch).

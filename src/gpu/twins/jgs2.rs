@@ -344,10 +344,11 @@ fn check_csr(offsets: &[u32], entries: usize, n: usize, what: &str) -> Result<()
 // ---------------------------------------------------------------- kernels
 
 /// Twin of `jgs2_vertex_terms.wgsl` (f0 = the inertia weight 1/ĥ², f1 = κ, f2 = d̂, f3 = the
-/// barrier's 1/h² — equal to f0 under implicit Euler, not under BDF2): adds inertia and half-space
-/// barrier gradients to the gathered elastic gradient `g` (zero on pinned vertices), writes the
-/// vertex energies (inertia relative to `x_start`, plus the half-space barrier) and the barrier
-/// Hessians. Sphere and box records are skipped (`jgs2_face_terms` adds their surface barrier).
+/// barrier's 1/h² — equal to f0 under implicit Euler, not under BDF2): adds inertia and the
+/// half-space and box barrier gradients (point–plane, point–box) to the gathered elastic gradient
+/// `g` (zero on pinned vertices), writes the vertex energies (inertia relative to `x_start`, plus
+/// that barrier) and the barrier Hessians. Sphere records are skipped (`jgs2_face_terms` adds the
+/// spheres' and boxes' surface barrier, `jgs2_edge_terms` the boxes' edges').
 #[allow(clippy::too_many_arguments)]
 pub fn jgs2_vertex_terms(
     p: &Params,
@@ -393,7 +394,7 @@ pub fn jgs2_vertex_terms(
             let mut hb = Mat3::ZERO;
             for c in contacts[v * nc..v * nc + nc]
                 .iter()
-                .filter(|c| c.kind() == GpuContact::HALF_SPACE)
+                .filter(|c| c.kind() == GpuContact::HALF_SPACE || c.kind() == GpuContact::BOX)
             {
                 let de = contact_distance(c);
                 if de.d < dhat {

@@ -35,7 +35,7 @@ pub use jgs2::{
     elastic_list, hess_vec, jgs2_apply, jgs2_combine, jgs2_dots, jgs2_rotation, jgs2_system,
     jgs2_tree_sum, jgs2_trial, jgs2_vertex_terms, vbd_system, vertex_solve,
 };
-pub use surface::{jgs2_face_bound, jgs2_face_terms};
+pub use surface::{jgs2_edge_terms, jgs2_face_bound, jgs2_face_terms};
 pub use vector::{axpy, reduce_dot, reduce_max_abs, reduce_sum, scale, REDUCE_BLOCK};
 
 use crate::{JelloError, Result};

@@ -1,11 +1,13 @@
-//! Twins of the surface-triangle snippet `shaders/shared/surface.wgsl` (the closest pair of a
-//! triangle and a sphere from its corners' contact records, the additive CCD time of impact) and
-//! of the kernels built on it, `jgs2_face_terms` and `jgs2_face_bound`, f32, operation for
-//! operation. The f64 reference is `crate::problem` (surface_contact.rs: the triangle–sphere
-//! pair; geometry.rs: `Obstacle::triangle_time_of_impact`; potential.rs:
-//! `face_barrier_at_vertex`, `max_obstacle_step`, `vertex_surface_step`).
+//! Twins of the surface snippet `shaders/shared/surface.wgsl` (from the corners' contact records:
+//! the closest pair of a triangle and a sphere, of a box corner and a triangle, of a surface edge
+//! and a box edge with its mollifier; the triangle–box distance; the additive CCD time of impact)
+//! and of the kernels built on it, `jgs2_face_terms`, `jgs2_edge_terms` and `jgs2_face_bound`,
+//! f32, operation for operation. The f64 reference is `crate::problem` (surface_contact.rs: the
+//! triangle–sphere, corner–triangle and edge–edge pairs; geometry.rs: `triangle_box_distance`,
+//! `Obstacle::triangle_time_of_impact`; potential.rs: `face_barrier_at_vertex`,
+//! `max_obstacle_step`, `vertex_surface_step`).
 
-use super::jgs2::{barrier, contact_advance, per_vertex};
+use super::jgs2::{barrier, contact_advance, contact_distance, per_vertex};
 use super::{need, CHUNK};
 use crate::gpu::layout::{GpuContact, GpuMat3, GpuTet, GpuVec4, GpuVertexInfo, Params};
 use crate::{JelloError, Result};
@@ -26,7 +28,7 @@ pub struct TriContact {
     pub normal: Vec3,
 }
 
-/// A triangle in its sphere's frame (mirror of WGSL `TriFrame`).
+/// A triangle in its obstacle's frame (mirror of WGSL `TriFrame`).
 #[derive(Clone, Copy, Debug)]
 struct TriFrame {
     p: [Vec3; 3],
@@ -35,15 +37,107 @@ struct TriFrame {
     hi: Vec3,
 }
 
+fn xyz(a: &[f32; 4]) -> Vec3 {
+    Vec3::new(a[0], a[1], a[2])
+}
+
 fn tri_frame(c: [&GpuContact; 3]) -> TriFrame {
-    let xyz = |a: &[f32; 4]| Vec3::new(a[0], a[1], a[2]);
     let r = c[0].b[0];
+    let (lo, hi) = if c[0].kind() == GpuContact::BOX {
+        (Vec3::ZERO, box_extent(c[0]))
+    } else {
+        (Vec3::splat(-r), Vec3::splat(r))
+    };
     TriFrame {
         p: c.map(|ck| xyz(&ck.a)),
         dist: Vec3::new(c[0].a[3], c[1].a[3], c[2].a[3]),
-        lo: Vec3::splat(-r),
-        hi: Vec3::splat(r),
+        lo,
+        hi,
     }
+}
+
+/// Mirror of WGSL `box_extent`: max − min from a box record, m.
+pub fn box_extent(c: &GpuContact) -> Vec3 {
+    xyz(&c.a) + xyz(&c.b)
+}
+
+/// Mirror of WGSL `box_offset`: the record's vertex minus box corner `corner` (bit k set: the
+/// max face along axis k), m.
+pub fn box_offset(c: &GpuContact, corner: usize) -> Vec3 {
+    let mut p = xyz(&c.a);
+    for k in 0..3 {
+        if (corner >> k) & 1 != 0 {
+            p[k] = -c.b[k];
+        }
+    }
+    p
+}
+
+/// Mirror of WGSL `box_edge_axis`.
+pub fn box_edge_axis(e: usize) -> usize {
+    e / 4
+}
+
+/// Mirror of WGSL `box_edge_from`: the first corner of box edge `e` (surface_contact.rs's
+/// `BOX_EDGES[e].0`).
+pub fn box_edge_from(e: usize) -> usize {
+    let k = e / 4;
+    let r = e % 4;
+    (r & ((1 << k) - 1)) | ((r >> k) << (k + 1))
+}
+
+/// Mirror of WGSL `AxisPair`: the closest points of a segment and an axis-aligned box edge.
+#[derive(Clone, Copy, Debug)]
+pub struct AxisPair {
+    /// The segment's parameter (0 at its first end).
+    pub s: f32,
+    /// The segment's point minus the box edge's, m.
+    pub r: Vec3,
+}
+
+/// Mirror of WGSL `segment_axis_closest`: segment `p0p1` and the box edge from 0 to `len`·e_k.
+pub fn segment_axis_closest(p0: Vec3, p1: Vec3, k: usize, len: f32) -> AxisPair {
+    let u = p1 - p0;
+    let mut u_off = u;
+    u_off[k] = 0.0;
+    let mut p_off = p0;
+    p_off[k] = 0.0;
+    let a = u.dot(u);
+    let e = len * len;
+    let eps = 1e-30f32;
+    let (mut s, mut t, mut clamped) = (0.0f32, 0.0f32, true);
+    if a <= eps && e <= eps {
+        s = 0.0;
+    } else if a <= eps {
+        t = (p0[k] / len).clamp(0.0, 1.0);
+        clamped = t != p0[k] / len;
+    } else {
+        let c = u.dot(p0);
+        if e <= eps {
+            s = (-c / a).clamp(0.0, 1.0);
+        } else {
+            let den = u_off.dot(u_off);
+            if den > 0.0 {
+                s = (-u_off.dot(p_off) / den).clamp(0.0, 1.0);
+            }
+            t = (p0[k] + s * u[k]) / len;
+            clamped = false;
+            if t < 0.0 {
+                t = 0.0;
+                s = (-c / a).clamp(0.0, 1.0);
+                clamped = true;
+            } else if t > 1.0 {
+                t = 1.0;
+                s = ((u[k] * len - c) / a).clamp(0.0, 1.0);
+                clamped = true;
+            }
+        }
+    }
+    let mut r = p_off + u_off * s;
+    if clamped {
+        r[k] = p0[k] + s * u[k] - t * len;
+    }
+    AxisPair { s, r }
 }
 
 /// Mirror of WGSL `tri_closest_bary`: barycentric coordinates of the point of triangle abc
@@ -126,10 +220,151 @@ fn sphere_tri_contact(f: &TriFrame) -> TriContact {
     }
 }
 
-/// Mirror of WGSL `face_contact`: the closest pair of the triangle with corner records `c`
-/// (all three of one sphere).
+/// Mirror of WGSL `corner_tri_contact`: box corner `corner` and the triangle with corner
+/// records `c` (all three of one box).
+pub fn corner_tri_contact(c: [&GpuContact; 3], corner: usize) -> TriContact {
+    let [p0, p1, p2] = c.map(|ck| box_offset(ck, corner));
+    let w = tri_closest_bary(Vec3::ZERO, p0, p1, p2);
+    let q = p0 + (p1 - p0) * w.y + (p2 - p0) * w.z;
+    let len = q.length();
+    TriContact {
+        d: len,
+        bary: w,
+        normal: if len > 0.0 { q / len } else { Vec3::ZERO },
+    }
+}
+
+fn tri_box_separated(v: [Vec3; 3], h: Vec3, axis: Vec3) -> bool {
+    if axis.dot(axis) <= 1e-30 {
+        return false;
+    }
+    let p = Vec3::new(v[0].dot(axis), v[1].dot(axis), v[2].dot(axis));
+    let r = h.dot(axis.abs());
+    p.x.min(p.y.min(p.z)) > r || p.x.max(p.y.max(p.z)) < -r
+}
+
+/// Mirror of WGSL `tri_box_overlap`: whether the triangle with corner records `c` meets their
+/// box (separating axes).
+pub fn tri_box_overlap(c: [&GpuContact; 3]) -> bool {
+    let h = box_extent(c[0]) * 0.5;
+    let v = c.map(|ck| (xyz(&ck.a) - xyz(&ck.b)) * 0.5);
+    let e = [v[1] - v[0], v[2] - v[1], v[0] - v[2]];
+    for k in 0..3 {
+        let mut a = Vec3::ZERO;
+        a[k] = 1.0;
+        if tri_box_separated(v, h, a)
+            || tri_box_separated(v, h, a.cross(e[0]))
+            || tri_box_separated(v, h, a.cross(e[1]))
+            || tri_box_separated(v, h, a.cross(e[2]))
+        {
+            return false;
+        }
+    }
+    !tri_box_separated(v, h, e[0].cross(e[1]))
+}
+
+/// Mirror of WGSL `box_tri_contact`: the triangle–box distance (0 when they meet) and its
+/// closest pair.
+pub fn box_tri_contact(c: [&GpuContact; 3]) -> TriContact {
+    let mut out = TriContact {
+        d: 0.0,
+        bary: Vec3::X,
+        normal: Vec3::ZERO,
+    };
+    if tri_box_overlap(c) {
+        return out;
+    }
+    out.d = f32::INFINITY;
+    for (k, ck) in c.iter().enumerate() {
+        let pd = contact_distance(ck);
+        if pd.d < out.d {
+            out.d = pd.d;
+            out.bary = Vec3::ZERO;
+            out.bary[k] = 1.0;
+            out.normal = pd.grad;
+        }
+    }
+    for corner in 0..8 {
+        let ct = corner_tri_contact(c, corner);
+        if ct.d < out.d {
+            out = ct;
+        }
+    }
+    let ext = box_extent(c[0]);
+    for e in 0..12 {
+        let first = box_edge_from(e);
+        let k = box_edge_axis(e);
+        let p = c.map(|ck| box_offset(ck, first));
+        for a in 0..3 {
+            let b = (a + 1) % 3;
+            let st = segment_axis_closest(p[a], p[b], k, ext[k]);
+            let d = st.r.length();
+            if d < out.d {
+                out.d = d;
+                out.bary = Vec3::ZERO;
+                out.bary[a] = 1.0 - st.s;
+                out.bary[b] = st.s;
+                out.normal = if d > 0.0 { st.r / d } else { Vec3::ZERO };
+            }
+        }
+    }
+    out
+}
+
+/// Mirror of WGSL `face_contact`: the closest pair of the triangle with corner records `c` (all
+/// three of one sphere or box) and the obstacle.
 pub fn face_contact(c: [&GpuContact; 3]) -> TriContact {
+    if c[0].kind() == GpuContact::BOX {
+        return box_tri_contact(c);
+    }
     sphere_tri_contact(&tri_frame(c))
+}
+
+/// The closest pair of a surface edge and a box edge with IPC's mollifier (mirror of WGSL
+/// `EdgeContact`).
+#[derive(Clone, Copy, Debug)]
+pub struct EdgeContact {
+    /// Distance, m.
+    pub d: f32,
+    /// The closest point's parameter on the surface edge (0 at its first end).
+    pub s: f32,
+    /// Unit vector from the box edge's closest point to the surface edge's (0 when d = 0).
+    pub normal: Vec3,
+    /// The mollifier m (1 unless the edges are near parallel).
+    pub m: f32,
+    /// ∂m/∂x of the edge's second end, 1/m (the first end's is its negative).
+    pub dm: Vec3,
+}
+
+/// Mirror of WGSL `box_edge_contact`: surface edge (records `ca`, `cb` of its ends, squared rest
+/// length `rest_sq`, m²) and box edge `e`.
+pub fn box_edge_contact(ca: &GpuContact, cb: &GpuContact, e: usize, rest_sq: f32) -> EdgeContact {
+    let first = box_edge_from(e);
+    let k = box_edge_axis(e);
+    let len = box_extent(ca)[k];
+    let a = box_offset(ca, first);
+    let b = box_offset(cb, first);
+    let st = segment_axis_closest(a, b, k, len);
+    let d = st.r.length();
+    let normal = if d > 0.0 { st.r / d } else { Vec3::ZERO };
+    let mut u = b - a;
+    u[k] = 0.0;
+    let len2 = len * len;
+    let c = len2 * u.dot(u);
+    let eps = 1e-3 * rest_sq * len2;
+    let (m, dm) = if c < eps {
+        let r = c / eps;
+        ((2.0 - r) * r, u * (2.0 * len2) * (2.0 * (1.0 - r) / eps))
+    } else {
+        (1.0, Vec3::ZERO)
+    };
+    EdgeContact {
+        d,
+        s: st.s,
+        normal,
+        m,
+        dm,
+    }
 }
 
 /// Mirror of WGSL `face_bounds_gap`: the largest gap between the triangle's (swept by `d`)
@@ -188,9 +423,9 @@ pub fn face_toi(c: [&GpuContact; 3], d: [Vec3; 3], thickness: f32) -> f32 {
     t
 }
 
-/// Mirror of WGSL `acts_on_faces`: spheres (the device refuses boxes).
+/// Mirror of WGSL `acts_on_faces`: spheres and boxes.
 fn acts_on_faces(kind: u32) -> bool {
-    kind == GpuContact::SPHERE
+    kind == GpuContact::SPHERE || kind == GpuContact::BOX
 }
 
 /// Checks the `vfaces` CSR (offsets then face ids, offsets absolute) and the triangles against
@@ -313,16 +548,134 @@ pub fn jgs2_face_terms(
                     if face_bounds_gap(c, [Vec3::ZERO; 3]) > dhat {
                         continue;
                     }
-                    let ct = face_contact(c);
-                    if ct.d >= dhat {
+                    let boxed = c[0].kind() == GpuContact::BOX;
+                    for k in 0..if boxed { 8 } else { 1 } {
+                        let ct = if boxed {
+                            corner_tri_contact(c, k)
+                        } else {
+                            face_contact(c)
+                        };
+                        if ct.d >= dhat {
+                            continue;
+                        }
+                        let b = barrier(ct.d, dhat);
+                        e += w * b.x / 3.0;
+                        if ct.d > 0.0 {
+                            let jv = ct.normal * ct.bary[corner.min(2)];
+                            gb += jv * (w * b.y);
+                            hb += outer(jv, jv) * (w * b.z);
+                        }
+                    }
+                }
+            }
+            *ev += e;
+            *hv = GpuMat3::from_glam(hv.to_glam() + hb);
+            if vinfo[v].free != 0 {
+                *gv = [gv[0] + gb.x, gv[1] + gb.y, gv[2] + gb.z, 0.0];
+            }
+        });
+    Ok(())
+}
+
+/// Checks the `vedges` CSR (offsets then edge ids, offsets absolute) and the edges against `nv`
+/// vertices; every listed edge must have the vertex as an end.
+pub(crate) fn check_edges(vedges: &[u32], edges: &[GpuTet], nv: usize, what: &str) -> Result<()> {
+    need(vedges.len(), nv + 1, &format!("{what} vedges"))?;
+    for v in 0..nv {
+        let (a, b) = (vedges[v] as usize, vedges[v + 1] as usize);
+        if a > b || b > vedges.len() || (a < nv + 1 && a != b) {
+            return Err(JelloError::Invalid(format!(
+                "{what}: vedges row {v} ({a}..{b}) out of range"
+            )));
+        }
+        for &e in &vedges[a..b] {
+            let Some(t) = edges.get(e as usize) else {
+                return Err(JelloError::Invalid(format!(
+                    "{what}: vertex {v} lists edge {e}, there are {}",
+                    edges.len()
+                )));
+            };
+            if t[..2].iter().any(|&u| u as usize >= nv) || !t[..2].contains(&(v as u32)) {
+                return Err(JelloError::Invalid(format!(
+                    "{what}: edge {e} = {t:?} is not an edge of vertex {v}"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Twin of `jgs2_edge_terms.wgsl` (f1 = κ, f2 = d̂, f3 = the barrier's 1/h²): adds the
+/// edge–edge barrier of every vertex's surface edges against the boxes' edges to `g` (free
+/// vertices), `venergy` (half of each pair's energy per end) and `hbar` (Gauss–Newton diagonal
+/// block).
+#[allow(clippy::too_many_arguments)]
+pub fn jgs2_edge_terms(
+    p: &Params,
+    contacts: &[GpuContact],
+    vedges: &[u32],
+    edges: &[GpuTet],
+    vinfo: &[GpuVertexInfo],
+    g: &mut [GpuVec4],
+    venergy: &mut [f32],
+    hbar: &mut [GpuMat3],
+) -> Result<()> {
+    let n = p.n as usize;
+    for (len, what) in [
+        (vinfo.len(), "vinfo"),
+        (g.len(), "g"),
+        (venergy.len(), "venergy"),
+        (hbar.len(), "hbar"),
+    ] {
+        need(len, n, &format!("jgs2_edge_terms {what}"))?;
+    }
+    let nc = per_vertex(contacts, n, "jgs2_edge_terms contacts")?;
+    check_edges(vedges, edges, n, "jgs2_edge_terms")?;
+    let (kappa, dhat, bh2) = (p.f1, p.f2, p.f3);
+    g[..n]
+        .par_iter_mut()
+        .zip(venergy[..n].par_iter_mut())
+        .zip(hbar[..n].par_iter_mut())
+        .enumerate()
+        .with_min_len(CHUNK)
+        .for_each(|(v, ((gv, ev), hv))| {
+            let mut e = 0.0f32;
+            let mut gb = Vec3::ZERO;
+            let mut hb = Mat3::ZERO;
+            for &ei in &vedges[vedges[v] as usize..vedges[v + 1] as usize] {
+                let edge = edges[ei as usize];
+                let at_a = edge[0] as usize == v;
+                let w = kappa * f32::from_bits(edge[2]) * bh2;
+                let rest_sq = f32::from_bits(edge[3]);
+                for o in 0..nc {
+                    let ca = &contacts[edge[0] as usize * nc + o];
+                    if ca.kind() != GpuContact::BOX {
                         continue;
                     }
-                    let b = barrier(ct.d, dhat);
-                    e += w * b.x / 3.0;
-                    if ct.d > 0.0 {
-                        let jv = ct.normal * ct.bary[corner.min(2)];
-                        gb += jv * (w * b.y);
-                        hb += outer(jv, jv) * (w * b.z);
+                    let cb = &contacts[edge[1] as usize * nc + o];
+                    let lo = xyz(&ca.a).min(xyz(&cb.a));
+                    let hi = xyz(&ca.a).max(xyz(&cb.a));
+                    let gap =
+                        (Vec3::splat(-dhat) - hi).max(lo - box_extent(ca) - Vec3::splat(dhat));
+                    if gap.x.max(gap.y.max(gap.z)) > 0.0 {
+                        continue;
+                    }
+                    for k in 0..12 {
+                        let c = box_edge_contact(ca, cb, k, rest_sq);
+                        if c.d <= 0.0 {
+                            e = f32::INFINITY;
+                            continue;
+                        }
+                        if c.d >= dhat || c.m <= 0.0 {
+                            continue;
+                        }
+                        let b = barrier(c.d, dhat);
+                        e += w * c.m * b.x / 2.0;
+                        let lambda = if at_a { 1.0 - c.s } else { c.s };
+                        let jv = c.normal * lambda;
+                        let dm = if at_a { -c.dm } else { c.dm };
+                        gb += (jv * (c.m * b.y) + dm * b.x) * w;
+                        hb += outer(jv, jv) * (w * c.m * b.z);
                     }
                 }
             }

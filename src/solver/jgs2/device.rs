@@ -12,7 +12,8 @@
 //! step's start and advanced with every move, so a vertex 1e-7 m above the ground keeps its
 //! distance to f32 relative precision (positions relative to the centroid resolve only ~1e-8 m);
 //! per vertex its surface triangles and per triangle its corners and surface mass
-//! ([`SurfaceCsr`], only when the model has spheres or boxes); the element cache (energies,
+//! ([`SurfaceCsr`], only when the model has spheres or boxes) and per vertex its surface edges
+//! ([`SurfaceEdgeCsr`], only with boxes); the element cache (energies,
 //! gradients, PSD-projected 12×12 Hessians) of the `elastic` kernel; the assembled gradient g
 //! (inertia + elastic + barrier, zero on pinned vertices), vertex energies and barrier Hessians
 //! (`jgs2_vertex_terms`, then `jgs2_face_terms`); per-vertex rotations and the cluster-tree sums
@@ -31,32 +32,33 @@
 //! sums `jgs2_system` adds as the CPU's `jgs2_system` adds `TreeFrame::far`.
 //!
 //! # Obstacles
-//! As in the f64 reference ([`StepProblem`]): half-spaces act on vertices (barrier and time of
-//! impact per vertex, `jgs2_vertex_terms`, `jgs2_combine`); spheres — which can slip between a
-//! surface's vertices — act through the surface triangles, the reference's triangle–sphere
-//! pairs: a barrier per (triangle, sphere) pair on their distance, weighted κ·m_f/h² and
-//! gathered per vertex over its triangles (`jgs2_face_terms`: gradient, a third of the energy,
-//! the Gauss–Newton diagonal block), each triangle's conservative time of impact in the
-//! safeguarded step's bound (`jgs2_face_bound`, folded into the per-vertex bounds before their
-//! max reduction; the reference moves the triangles by the vertex-bounded step, the device by
-//! the whole step — both bounds are conservative), and a vertex's own triangles' time of impact
-//! in its local-step filter (`vertex_solve`, the reference's `vertex_surface_step`); vertices
-//! keep their own time of impact against spheres too (conservative). The triangle–sphere closest
-//! pairs are computed from the corners' contact records (`shaders/shared/surface.wgsl`), so
-//! distances near contact keep their precision. As in the reference, the plain Jacobi iteration
-//! filters each vertex's move alone (the other corners held) while all move at once; the
-//! safeguarded iteration and Gauss–Seidel sweeps (whose colours never share a triangle) are
-//! exact in that respect.
+//! As in the f64 reference ([`StepProblem`]): half-spaces and boxes act on vertices (the
+//! point–plane and point–box barrier and time of impact per vertex, `jgs2_vertex_terms`,
+//! `jgs2_combine`); spheres and boxes — which can slip between a surface's vertices — also act
+//! through the surface, the reference's primitive pairs: a barrier per (triangle, sphere) pair on
+//! their distance and per (box corner, triangle) pair, weighted κ·m_f/h² and gathered per vertex
+//! over its triangles (`jgs2_face_terms`: gradient, a third of the energy, the Gauss–Newton
+//! diagonal block), and per (surface edge, box edge) pair with IPC's mollifier, weighted
+//! κ·m_e/h² and gathered per vertex over its surface edges (`jgs2_edge_terms`, half the energy
+//! per end); each triangle's conservative time of impact against a sphere or a box (the
+//! triangle–box distance over all its feature pairs, edges included) in the safeguarded step's
+//! bound (`jgs2_face_bound`, folded into the per-vertex bounds before their max reduction; the
+//! reference moves the triangles by the vertex-bounded step, the device by the whole step — both
+//! bounds are conservative), and a vertex's own triangles' time of impact in its local-step
+//! filter (`vertex_solve`, the reference's `vertex_surface_step`). The closest pairs are
+//! computed from the corners' contact records (`shaders/shared/surface.wgsl`: offsets from a
+//! sphere's centre or from a box's faces), so distances near contact keep their precision; the
+//! edge–edge pair's segment distance is written out for the axis-aligned box edge, so that
+//! near-parallel edges (where the general formula cancels) keep it too. As in the reference, the
+//! plain Jacobi iteration filters each vertex's move alone (the other corners held) while all
+//! move at once; the safeguarded iteration and Gauss–Seidel sweeps (whose colours never share a
+//! triangle) are exact in that respect.
 //!
 //! IPC contact (body–body and self-contact over the collision mesh) is `device_ipc.rs`'s: its
 //! barrier and lagged-friction terms join g, the local systems' blocks and the energies at
 //! every evaluated point, and its step filter (trust boxes around one candidate list per step,
 //! CCD of the combined step) joins the safeguarded step's bound; under IPC the safeguard stays
 //! on (VBD included), and κ and friction follow Newton-IPC's schedule.
-//!
-//! Boxes are refused ([`DeviceJgs2::new`] errors; the runner's `--backend auto` then runs the
-//! CPU reference): the reference's box contact is three pair kinds (vertex–box, box
-//! corner–triangle, edge–edge with a mollifier over a vertex-to-edge adjacency), not yet ported.
 //!
 //! # One iteration
 //! The loop is [`Jgs2Solver`]'s, the same as the f64 reference's; [`DeviceJgs2Backend`]
@@ -125,7 +127,7 @@ use crate::gpu::layout::{GpuContact, GpuLocalSystem, GpuTreeNode};
 use crate::gpu::model::{relative_one, upload_nonempty};
 use crate::gpu::{
     Buf, BufferId, Device, DeviceInfo, DeviceModel, GpuMat3, GpuTet, GpuVec4, Kernel, Params, Plan,
-    SurfaceCsr,
+    SurfaceCsr, SurfaceEdgeCsr,
 };
 use crate::mesh::{colour_vertices, VertexTets};
 use crate::problem::{ElasticTerms, Model, Obstacle, StepProblem};
@@ -508,8 +510,14 @@ pub struct DeviceJgs2Backend {
     /// the model has no sphere or box (`bounded` false).
     vfaces: Buf<u32>,
     tris: Buf<GpuTet>,
+    /// Per vertex its surface edges and the edges (ends, mass share, squared rest length),
+    /// empty when the model has no box (`boxed` false).
+    vedges: Buf<u32>,
+    edges: Buf<GpuTet>,
     /// Whether the model has spheres or boxes (their barrier and filters act on the surface).
     bounded: bool,
+    /// Whether the model has boxes (their edges act on the surface edges, `jgs2_edge_terms`).
+    boxed: bool,
     /// The longest surface edge, m (how far from a sphere or box a vertex's triangle reaches).
     surface_reach: f64,
     /// The separation the surface filters keep between triangles and spheres or boxes, m
@@ -558,19 +566,6 @@ pub struct DeviceJgs2Backend {
     combined: Option<([f64; 3], f64, f64)>,
     /// IPC contact's pair terms (`device_ipc.rs`), with [`Model::contact`].
     ipc: Option<DeviceIpc>,
-}
-
-/// Why the device cannot run `model`'s obstacles, if it has a box: box contact acts through
-/// corner–triangle and edge–edge pairs only the CPU backend has.
-fn box_refusal(model: &Model) -> Option<String> {
-    let i = model
-        .obstacles
-        .iter()
-        .position(|o| matches!(o, Obstacle::Box { .. }))?;
-    Some(format!(
-        "obstacle {i} is a box: box contact (corner–triangle and edge–edge pairs) runs on the \
-         CPU backend only"
-    ))
 }
 
 fn span(lists: &mut Vec<u32>, items: impl IntoIterator<Item = u32>) -> Span {
@@ -622,13 +617,6 @@ impl Jgs2Solver<DeviceJgs2Backend> {
             .as_ref()
             .map(|far| pack_hmatrix(&sub.tree, far, model.num_vertices()))
             .transpose()
-    }
-
-    /// Why the device path cannot run `model`, if it cannot (what `runner::capabilities`
-    /// reports before a device or a subspace is built): box obstacles ([`Self::new`] refuses
-    /// them).
-    pub fn unsupported(model: &Model) -> Option<String> {
-        box_refusal(model)
     }
 
     /// Uploads `model` (and the subspace: JGS2; `None`: VBD) to `device`. Errors when the
@@ -702,9 +690,6 @@ impl DeviceJgs2Backend {
         variant: Variant,
         subspace: Option<Arc<Jgs2Subspace>>,
     ) -> Result<Self> {
-        if let Some(why) = box_refusal(model) {
-            return Err(JelloError::Invalid(why));
-        }
         let mut dev = device;
         let m = DeviceModel::new(&mut dev, model)?;
         let (nv, ne) = (m.nv, m.ne);
@@ -744,6 +729,15 @@ impl DeviceJgs2Backend {
             SurfaceCsr::new(model)?
         } else {
             SurfaceCsr::empty(nv)
+        };
+        let boxed = model
+            .obstacles
+            .iter()
+            .any(|o| matches!(o, Obstacle::Box { .. }));
+        let surface_edges = if boxed {
+            SurfaceEdgeCsr::new(model)?
+        } else {
+            SurfaceEdgeCsr::empty(nv)
         };
         let mut levels = Vec::new();
         let (mut blob_buf, mut nodes_buf, mut perm_buf, mut rest_buf) = (None, None, None, None);
@@ -856,7 +850,10 @@ impl DeviceJgs2Backend {
             hm,
             vfaces: d.upload("surface triangles per vertex", &surface.vfaces)?,
             tris: d.upload("surface triangles", &surface.tris)?,
+            vedges: d.upload("surface edges per vertex", &surface_edges.vedges)?,
+            edges: d.upload("surface edges", &surface_edges.edges)?,
             bounded,
+            boxed,
             surface_reach: longest_surface_edge(model),
             x: [
                 d.alloc("positions", nv.max(1))?,
@@ -972,8 +969,8 @@ impl DeviceJgs2Backend {
         );
     }
 
-    /// Gathered gradient + vertex terms (inertia, half-space barrier, mask) at x[xb], then the
-    /// surface barrier against spheres and boxes.
+    /// Gathered gradient + vertex terms (inertia, half-space and box barrier, mask) at x[xb],
+    /// then the surface barrier against spheres and boxes (triangles, then the boxes' edges).
     fn rec_vertex(&self, p: &mut Plan, xb: usize) {
         let nv = self.m.nv as u32;
         p.dispatch(
@@ -1016,6 +1013,27 @@ impl DeviceJgs2Backend {
                     self.contacts[xb].id(),
                     self.vfaces.id(),
                     self.tris.id(),
+                    self.m.vinfo.id(),
+                    self.g.id(),
+                    self.venergy.id(),
+                    self.hbar.id(),
+                ],
+                Params {
+                    f1: self.m.step.kappa,
+                    f2: self.m.step.dhat,
+                    f3: self.m.step.barrier_ih2,
+                    ..Params::default()
+                },
+                nv,
+            );
+        }
+        if self.boxed {
+            p.dispatch(
+                Kernel::Jgs2EdgeTerms,
+                &[
+                    self.contacts[xb].id(),
+                    self.vedges.id(),
+                    self.edges.id(),
                     self.m.vinfo.id(),
                     self.g.id(),
                     self.venergy.id(),
