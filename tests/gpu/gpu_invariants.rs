@@ -148,6 +148,12 @@ fn strict_device_solves_keep_every_element_positive() {
                         c.min_j,
                         c.total_inverted()
                     );
+                    // The plain run only has to show that the impact inverts elements without
+                    // the filter (the assertion below): once a step has, its second step
+                    // (up to 200 iterations on the twins) adds nothing to check.
+                    if !strict && inverted_plain > 0 {
+                        break;
+                    }
                 }
             }
             eprintln!("{line}");
