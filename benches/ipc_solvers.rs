@@ -26,6 +26,7 @@ use jello::gpu::{Backend, Device};
 use jello::problem::State;
 use jello::scene::{BuiltScene, Scene, SolverChoice, SolverKind};
 use jello::sim::Simulation;
+use jello::solver::jgs2::ContactCoupling;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -47,9 +48,10 @@ struct Runner {
 }
 
 impl Runner {
-    fn new(case: &Case, kind: SolverKind, backend: Backend, start: &State) -> Self {
+    fn new(case: &Case, (kind, backend, coupling): Entry, start: &State) -> Self {
         let mut built = case.built.clone();
         built.config.set_solver(SolverChoice::Named(kind));
+        built.config.contact_coupling = coupling;
         let sim = jello::runner::setup(&built, backend, None)
             .map_err(|e| e.to_string())
             .map(|s| {
@@ -57,12 +59,8 @@ impl Runner {
                 sim.state = start.clone();
                 sim
             });
-        let on = match backend {
-            Backend::Gpu => "device",
-            _ => "cpu",
-        };
         Runner {
-            label: format!("{} ({on})", kind.name()),
+            label: label((kind, backend, coupling)),
             sim,
             wall_ms: Vec::new(),
             stepping_s: 0.0,
@@ -91,6 +89,21 @@ impl Runner {
     fn mean_ms(&self) -> Option<f64> {
         (!self.wall_ms.is_empty())
             .then(|| self.wall_ms.iter().sum::<f64>() / self.wall_ms.len() as f64)
+    }
+}
+
+/// A solver, the backend it runs on and JGS2's contact coupling (CPU).
+type Entry = (SolverKind, Backend, ContactCoupling);
+
+/// The column label of an entry: `jgs2 (cpu)`, `jgs2 extended (cpu)`, `vbd (device)`.
+fn label((kind, backend, coupling): Entry) -> String {
+    let on = match backend {
+        Backend::Gpu => "device",
+        _ => "cpu",
+    };
+    match coupling {
+        ContactCoupling::Extended => format!("{} extended ({on})", kind.name()),
+        ContactCoupling::Held => format!("{} ({on})", kind.name()),
     }
 }
 
@@ -190,29 +203,22 @@ fn main() {
         }
     );
     out!();
-    let solvers: Vec<(SolverKind, Backend)> = [
-        (SolverKind::Newton, Backend::Cpu),
-        (SolverKind::Jgs2, Backend::Cpu),
-        (SolverKind::Vbd, Backend::Cpu),
+    let held = ContactCoupling::Held;
+    let solvers: Vec<Entry> = [
+        (SolverKind::Newton, Backend::Cpu, held),
+        (SolverKind::Jgs2, Backend::Cpu, held),
+        (SolverKind::Jgs2, Backend::Cpu, ContactCoupling::Extended),
+        (SolverKind::Vbd, Backend::Cpu, held),
     ]
     .into_iter()
     .chain(adapter.iter().flat_map(|_| {
         [
-            (SolverKind::Jgs2, Backend::Gpu),
-            (SolverKind::Vbd, Backend::Gpu),
+            (SolverKind::Jgs2, Backend::Gpu, held),
+            (SolverKind::Vbd, Backend::Gpu, held),
         ]
     }))
     .collect();
-    let labels: Vec<String> = solvers
-        .iter()
-        .map(|(k, b)| {
-            format!(
-                "{} ({})",
-                k.name(),
-                if *b == Backend::Gpu { "device" } else { "cpu" }
-            )
-        })
-        .collect();
+    let labels: Vec<String> = solvers.iter().map(|&e| label(e)).collect();
     out!("| scene | tets | vertices | {} |", labels.join(" | "));
     out!("|---|---|---|{}", "---|".repeat(labels.len()));
     for case in &cases {
@@ -229,7 +235,7 @@ fn main() {
         };
         let mut runners: Vec<Runner> = solvers
             .iter()
-            .map(|&(k, b)| Runner::new(case, k, b, &start))
+            .map(|&e| Runner::new(case, e, &start))
             .collect();
         for step in 1..=steps {
             eprintln!("{}: step {step}", case.name);
