@@ -1,8 +1,9 @@
 //! IPC contact across the solvers that take it on both backends: Newton-IPC (f64, the
-//! reference), JGS2 and VBD on the f64 CPU backend, and JGS2 and VBD on the device (issue 39's
-//! bench), on the bundled stack of three cubes (friction μ = 0.5, scaled by its cubes' cells)
-//! and the house of cards (a mesh floor, thin stiff plates, two heavy blocks; scaled by every
-//! object's cells), at the scenes' own tolerance (CN 1e-7), from their start, for a few steps.
+//! reference), JGS2 (with the partners of a contacting vertex held, the default, and with the
+//! paper's §7 coupling, `contact_coupling = "extended"`) and VBD on the f64 CPU backend, and JGS2
+//! and VBD on the device (issue 39's bench), on the bundled stack of three cubes (friction
+//! μ = 0.5, scaled by its cubes' cells) and the house of cards (a mesh floor, thin stiff plates,
+//! two heavy blocks; scaled by every object's cells), at the scenes' own tolerance (CN 1e-7), from their start, for a few steps.
 //! Per solver and backend: ms per step (mean), iterations per step, converged steps, and the
 //! ratio of its mean step to Newton-IPC's measured in the same run. The solvers step in turn
 //! (one step each per round) so the machine's load falls on all alike. Set-up (JGS2's subspace,
