@@ -1,8 +1,9 @@
 //! IPC contact across the solvers that take it on both backends: Newton-IPC (f64, the
-//! reference), JGS2 and VBD on the f64 CPU backend, and JGS2 and VBD on the device (issue 39's
-//! bench), on the bundled stack of three cubes (friction μ = 0.5, scaled by its cubes' cells)
-//! and the house of cards (a mesh floor, thin stiff plates, two heavy blocks; scaled by every
-//! object's cells), at the scenes' own tolerance (CN 1e-7), from their start, for a few steps.
+//! reference), JGS2 (with the partners of a contacting vertex held, the default, and with the
+//! paper's §7 coupling, `contact_coupling = "extended"`) and VBD on the f64 CPU backend, and JGS2
+//! and VBD on the device (issue 39's bench), on the bundled stack of three cubes (friction
+//! μ = 0.5, scaled by its cubes' cells) and the house of cards (a mesh floor, thin stiff plates,
+//! two heavy blocks; scaled by every object's cells), at the scenes' own tolerance (CN 1e-7), from their start, for a few steps.
 //! Per solver and backend: ms per step (mean), iterations per step, converged steps, and the
 //! ratio of its mean step to Newton-IPC's measured in the same run. The solvers step in turn
 //! (one step each per round) so the machine's load falls on all alike. Set-up (JGS2's subspace,
@@ -26,6 +27,7 @@ use jello::gpu::{Backend, Device};
 use jello::problem::State;
 use jello::scene::{BuiltScene, Scene, SolverChoice, SolverKind};
 use jello::sim::Simulation;
+use jello::solver::jgs2::ContactCoupling;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -47,9 +49,10 @@ struct Runner {
 }
 
 impl Runner {
-    fn new(case: &Case, kind: SolverKind, backend: Backend, start: &State) -> Self {
+    fn new(case: &Case, (kind, backend, coupling): Entry, start: &State) -> Self {
         let mut built = case.built.clone();
         built.config.set_solver(SolverChoice::Named(kind));
+        built.config.contact_coupling = coupling;
         let sim = jello::runner::setup(&built, backend, None)
             .map_err(|e| e.to_string())
             .map(|s| {
@@ -57,12 +60,8 @@ impl Runner {
                 sim.state = start.clone();
                 sim
             });
-        let on = match backend {
-            Backend::Gpu => "device",
-            _ => "cpu",
-        };
         Runner {
-            label: format!("{} ({on})", kind.name()),
+            label: label((kind, backend, coupling)),
             sim,
             wall_ms: Vec::new(),
             stepping_s: 0.0,
@@ -91,6 +90,21 @@ impl Runner {
     fn mean_ms(&self) -> Option<f64> {
         (!self.wall_ms.is_empty())
             .then(|| self.wall_ms.iter().sum::<f64>() / self.wall_ms.len() as f64)
+    }
+}
+
+/// A solver, the backend it runs on and JGS2's contact coupling (CPU).
+type Entry = (SolverKind, Backend, ContactCoupling);
+
+/// The column label of an entry: `jgs2 (cpu)`, `jgs2 extended (cpu)`, `vbd (device)`.
+fn label((kind, backend, coupling): Entry) -> String {
+    let on = match backend {
+        Backend::Gpu => "device",
+        _ => "cpu",
+    };
+    match coupling {
+        ContactCoupling::Extended => format!("{} extended ({on})", kind.name()),
+        ContactCoupling::Held => format!("{} ({on})", kind.name()),
     }
 }
 
@@ -190,29 +204,22 @@ fn main() {
         }
     );
     out!();
-    let solvers: Vec<(SolverKind, Backend)> = [
-        (SolverKind::Newton, Backend::Cpu),
-        (SolverKind::Jgs2, Backend::Cpu),
-        (SolverKind::Vbd, Backend::Cpu),
+    let held = ContactCoupling::Held;
+    let solvers: Vec<Entry> = [
+        (SolverKind::Newton, Backend::Cpu, held),
+        (SolverKind::Jgs2, Backend::Cpu, held),
+        (SolverKind::Jgs2, Backend::Cpu, ContactCoupling::Extended),
+        (SolverKind::Vbd, Backend::Cpu, held),
     ]
     .into_iter()
     .chain(adapter.iter().flat_map(|_| {
         [
-            (SolverKind::Jgs2, Backend::Gpu),
-            (SolverKind::Vbd, Backend::Gpu),
+            (SolverKind::Jgs2, Backend::Gpu, held),
+            (SolverKind::Vbd, Backend::Gpu, held),
         ]
     }))
     .collect();
-    let labels: Vec<String> = solvers
-        .iter()
-        .map(|(k, b)| {
-            format!(
-                "{} ({})",
-                k.name(),
-                if *b == Backend::Gpu { "device" } else { "cpu" }
-            )
-        })
-        .collect();
+    let labels: Vec<String> = solvers.iter().map(|&e| label(e)).collect();
     out!("| scene | tets | vertices | {} |", labels.join(" | "));
     out!("|---|---|---|{}", "---|".repeat(labels.len()));
     for case in &cases {
@@ -229,7 +236,7 @@ fn main() {
         };
         let mut runners: Vec<Runner> = solvers
             .iter()
-            .map(|&(k, b)| Runner::new(case, k, b, &start))
+            .map(|&e| Runner::new(case, e, &start))
             .collect();
         for step in 1..=steps {
             eprintln!("{}: step {step}", case.name);

@@ -14,6 +14,7 @@
 use crate::gpu::Backend;
 use crate::problem::Model;
 use crate::scene::{RunConfig, SolverKind};
+use crate::solver::jgs2::ContactCoupling;
 use crate::solver::HessianFilter;
 
 /// What runs on the device for `kind` with a GPU backend (f32 kernels), and what stays f64 on
@@ -156,6 +157,17 @@ pub fn device_blocker(config: &RunConfig, model: &Model, requested: Backend) -> 
             Some(format!(
                 "a static solve with {kind} runs on the CPU backend"
             ))
+        }
+        // The device keeps a contacting vertex's partners held (its IPC kernels have no
+        // coupled system).
+        SolverKind::Jgs2
+            if model.contact.is_some() && config.contact_coupling != ContactCoupling::Held =>
+        {
+            Some(
+                "jgs2 with contact_coupling = \"extended\" runs on the CPU backend (the device \
+                 keeps the partners held)"
+                    .into(),
+            )
         }
         SolverKind::Jgs2 | SolverKind::Vbd => None,
         // IPC's surface pairs, additive CCD and κ updates are f64 host work.

@@ -62,11 +62,10 @@ fn build_solver(
                 Some(s) => s,
                 None => load_or_build_subspace(model, config.h, &config.subspace, cache_dir)?,
             };
-            Ok(Box::new(Jgs2Solver::jgs2(
-                model,
-                jgs2_params(config),
-                subspace,
-            )?))
+            Ok(Box::new(
+                Jgs2Solver::jgs2(model, jgs2_params(config), subspace)?
+                    .with_contact_coupling(config.contact_coupling),
+            ))
         }
         SolverKind::Qn | SolverKind::Dot | SolverKind::LbfgsH => lbfgs_solver(
             config,

@@ -18,7 +18,7 @@ use crate::problem::{
     Script, StrainLimit, INTEGRATORS,
 };
 use crate::solver::admm::{AdmmParams, ContactParams, ContactVariant, ProxKind};
-use crate::solver::jgs2::{Safeguard, SubspaceOptions, Variant};
+use crate::solver::jgs2::{ContactCoupling, Safeguard, SubspaceOptions, Variant};
 use crate::solver::multilevel::{
     LagRefresh, MultilevelParams, MultilevelStop, Preconditioner, Rescue,
 };
@@ -48,6 +48,9 @@ pub struct RunConfig {
     pub variant: Option<Variant>,
     /// JGS2/VBD safeguard (`[solver] safeguard`), if set; else `Cut` for JGS2, `Off` for VBD.
     pub safeguard: Option<Safeguard>,
+    /// JGS2's contact coupling on the f64 CPU backend (`[solver] contact_coupling`; default
+    /// held; the device keeps the partners held).
+    pub contact_coupling: ContactCoupling,
     /// JGS2 subspace options (far-field tolerance and fit order from `[solver]`).
     pub subspace: SubspaceOptions,
     /// QN and DOT L-BFGS history m (`[solver] history`, default 5).
@@ -505,6 +508,7 @@ impl Scene {
             max_iterations: common.max_iterations,
             variant: None,
             safeguard: None,
+            contact_coupling: ContactCoupling::default(),
             subspace: subspace_options(cx, &spec.options.far_field())?,
             qn_history: 5,
             subdomains: None,
@@ -525,6 +529,7 @@ impl Scene {
             SolverOptions::Jgs2(o) => {
                 c.variant = o.variant.map(Into::into);
                 c.safeguard = o.safeguard.map(Into::into);
+                c.contact_coupling = o.contact_coupling.map(Into::into).unwrap_or_default();
             }
             SolverOptions::Vbd(o) => {
                 c.variant = o.variant.map(Into::into);

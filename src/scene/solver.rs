@@ -224,6 +224,16 @@ choice!(
 );
 
 choice!(
+    /// JGS2 `contact_coupling` ([`crate::solver::jgs2::ContactCoupling`]; f64 CPU backend).
+    CouplingKind, "contact coupling", {
+        /// The vertices a contacting vertex touches held (default).
+        Held = "held",
+        /// The JGS2 paper's §7: its perturbation extended to the vertices it touches.
+        Extended = "extended",
+    }
+);
+
+choice!(
     /// `eigen_filter` ([`crate::solver::HessianFilter`]).
     FilterKind, "filter", {
         /// Clamp negative eigenvalues at 0 (default).
@@ -332,6 +342,15 @@ impl From<SafeguardKind> for crate::solver::jgs2::Safeguard {
             SafeguardKind::Cut => Self::Cut,
             SafeguardKind::Always => Self::Always,
             SafeguardKind::Off => Self::Off,
+        }
+    }
+}
+
+impl From<CouplingKind> for crate::solver::jgs2::ContactCoupling {
+    fn from(c: CouplingKind) -> Self {
+        match c {
+            CouplingKind::Held => Self::Held,
+            CouplingKind::Extended => Self::Extended,
         }
     }
 }
@@ -514,6 +533,11 @@ pub struct Jgs2Spec {
     /// `always` or `off`. See `jello::solver::jgs2::Safeguard`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub safeguard: Option<SafeguardKind>,
+    /// How a vertex in IPC contact sees the vertices it touches on other bodies: `held`
+    /// (default) or `extended` (the paper's §7; f64 CPU backend only, the device keeps them
+    /// held). See `jello::solver::jgs2::ContactCoupling`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contact_coupling: Option<CouplingKind>,
     /// See [`FarFieldSpec::far_tolerance`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub far_tolerance: Option<f64>,

@@ -6,7 +6,8 @@ use crate::common;
 use jello::problem::{Model, State, StepProblem};
 use jello::scene::{BuiltScene, Scene};
 use jello::solver::jgs2::{
-    build_subspace, Jgs2Params, Jgs2Solver, Jgs2Subspace, Safeguard, SubspaceOptions, Variant,
+    build_subspace, ContactCoupling, Jgs2Params, Jgs2Solver, Jgs2Subspace, Safeguard,
+    SubspaceOptions, Variant,
 };
 use jello::solver::{StepSolver, StopRule};
 use std::sync::Arc;
@@ -54,6 +55,28 @@ fn jgs2_with_ipc_lands_on_newtons_answer_on_the_colliding_balls() {
         &mut |m, eps| {
             let p = params(eps, Variant::Jacobi, Safeguard::Cut, 5000);
             Box::new(Jgs2Solver::jgs2(m, p, sub.clone()).unwrap())
+        },
+    );
+}
+
+#[test]
+fn jgs2_with_the_papers_contact_coupling_lands_on_newtons_answer_on_the_colliding_balls() {
+    // ContactCoupling::Extended changes each contacting vertex's local system, not the
+    // fixed point: the step still ends where Newton-IPC's does.
+    let built = coarse_balls();
+    let sub = subspace(&built.model, built.config.h);
+    common::assert_matches_newton(
+        "coarse contact_balls.toml",
+        &built,
+        IN_CONTACT,
+        "jgs2-ipc (Jacobi, extended coupling)",
+        &mut |m, eps| {
+            let p = params(eps, Variant::Jacobi, Safeguard::Cut, 5000);
+            Box::new(
+                Jgs2Solver::jgs2(m, p, sub.clone())
+                    .unwrap()
+                    .with_contact_coupling(ContactCoupling::Extended),
+            )
         },
     );
 }

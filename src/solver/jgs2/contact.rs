@@ -9,13 +9,24 @@
 //! Hessian to the vertex's matrix A_i, the pair's other vertices held. The safeguard's Hessian
 //! products use the whole 12×12 pair blocks.
 //!
+//! # Coupling across bodies
 //! The JGS2 paper (§7) instead extends a contacting vertex's perturbation to the vertices it
-//! touches on the other body (their subspace rows set to the same perturbation). We keep the
-//! partners held: in a Jacobi sweep the partners solve their own systems at the same time, and
-//! a perturbation shared across the pair would count the pair's stiffness into both sides' steps
-//! at once; the barrier block already makes the vertex as stiff against its partner as the pair
-//! is. The measured cost of this choice against Newton-IPC is in the issue note.
-//!
+//! touches on the other body (their subspace rows set to the same perturbation), assuming
+//! contact much stiffer than elasticity. That is [`ContactCoupling::Extended`] (CPU only): the
+//! vertex's system adds each partner's block-Jacobi system (its inertia, elements and obstacle
+//! barriers; its assembled gradient, contact included) and the pair blocks' curvature along the
+//! shared move (Σ_{a,b} H_ab over the corners that move). The default,
+//! [`ContactCoupling::Held`], keeps the partners held: the pair's diagonal block makes the vertex
+//! as stiff against its partner as the pair is. Why the held default: along a shared move the
+//! barrier and friction see no relative motion, so the coupled system drops the pair's
+//! stiffness and, in its right-hand side, the contact forces (they cancel between the sides); it
+//! moves the touching vertices together under the load, but leaves the gap — the mode that
+//! carries the load through the contact — to the safeguard's other directions, and in a Jacobi
+//! sweep every partner takes the same shared step at once. Measured (CN 1e-7, from each scene's
+//! start, `jello run --solver jgs2 --backend cpu`, 12 steps of contact_stack.toml and 8 of
+//! house_of_cards.toml; `benches/ipc_solvers.rs` has both columns): held 1,041 and 3,094
+//! iterations, extended 1,125 and 4,345, every step converged either way.
+
 //! # Step filter
 //! Every group of vertices that moves together (all free vertices in a Jacobi iteration, one
 //! colour in a Gauss–Seidel sweep) has its moves limited per vertex by additive CCD
@@ -60,6 +71,25 @@ pub(super) struct VertexContact {
     blocks: Vec<Block>,
     /// Model vertices in any active pair (sorted, unique).
     touched: Vec<u32>,
+    /// (model vertex, index into `blocks`) for every model vertex of every block's stencil,
+    /// sorted.
+    blocks_of: Vec<(u32, u32)>,
+    /// (free model vertex, free model vertex of another collision body) sharing a block,
+    /// sorted, unique: the partners [`ContactCoupling::Extended`] moves along.
+    partners: Vec<(u32, u32)>,
+}
+
+/// How a JGS2 vertex in contact sees the bodies it touches (CPU backend; module docs,
+/// "Coupling across bodies"). Set with `Jgs2Solver::with_contact_coupling`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ContactCoupling {
+    /// The partners held: the pair's diagonal Hessian block joins the vertex's matrix (the
+    /// default, and the device's only behaviour).
+    #[default]
+    Held,
+    /// The JGS2 paper's §7: the vertex's perturbation extended to the vertices it touches on
+    /// the other bodies (their subspace rows set to the same perturbation).
+    Extended,
 }
 
 impl VertexContact {
@@ -108,12 +138,58 @@ impl VertexContact {
             }
         }
         let touched = merged.iter().map(|(v, _)| *v).collect();
+        let free = |v: u32| (v as usize) < n && !problem.model.pinned[v as usize];
+        let mut partners: Vec<(u32, u32)> = blocks
+            .iter()
+            .flat_map(|(ids, _)| {
+                ids.iter().flat_map(move |&a| {
+                    ids.iter()
+                        .filter(move |&&b| free(a) && free(b) && ipc.body_of(a) != ipc.body_of(b))
+                        .map(move |&b| (a, b))
+                })
+            })
+            .collect();
+        partners.sort_unstable();
+        partners.dedup();
         Some(VertexContact {
             grad,
             diag: merged,
+            blocks_of: by_vertex(blocks.iter().map(|(ids, _)| ids), n),
             blocks,
             touched,
+            partners,
         })
+    }
+
+    /// The free vertices that free vertex `v` touches on other bodies (sorted).
+    pub(super) fn partners_of(&self, v: usize) -> impl Iterator<Item = u32> + '_ {
+        entries(&self.partners, v)
+    }
+
+    /// Σ_{a,b ∈ set} H_ab over every pair block with a corner in `set` (sorted model ids),
+    /// N/m: the contact curvature along one perturbation shared by all of `set`. A pair whose
+    /// every corner is in `set` adds nothing (the barrier and friction only see relative
+    /// motion), so what stays is the pull of the corners left out.
+    pub(super) fn shared_block(&self, set: &[u32]) -> Matrix3<f64> {
+        let mut ks: Vec<u32> = set
+            .iter()
+            .flat_map(|&v| entries(&self.blocks_of, v as usize))
+            .collect();
+        ks.sort_unstable();
+        ks.dedup();
+        let mut m = Matrix3::zeros();
+        for k in ks {
+            let (ids, h) = &self.blocks[k as usize];
+            let slots: Vec<usize> = (0..4)
+                .filter(|&a| set.binary_search(&ids[a]).is_ok())
+                .collect();
+            for &a in &slots {
+                for &b in &slots {
+                    m += h.fixed_view::<3, 3>(3 * a, 3 * b);
+                }
+            }
+        }
+        m
     }
 
     /// The contact gradient at vertex `v`, N.

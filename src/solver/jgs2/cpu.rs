@@ -12,7 +12,7 @@
 //! (`StepProblem::max_step` under `strict_inversion`, else `max_obstacle_step`).
 
 use super::backend::{Jgs2Backend, Jgs2Sample, Jgs2Setup, Jgs2StepFlags, Jgs2Trial, Next};
-use super::contact::{filter_group, VertexContact};
+use super::contact::{filter_group, ContactCoupling, VertexContact};
 use super::local::{
     element_gradient_pass, element_pass, hess_vec, hmatrix_far_field, jgs2_system,
     rest_frame_gradients, rotations, vbd_local_system, vbd_system, vertex_gradient, ElementCache,
@@ -59,6 +59,8 @@ struct CpuJgs2 {
     energy: f64,
     /// IPC contact's terms at the point of `g` (`None` without contact; `contact.rs`).
     contact: Option<VertexContact>,
+    /// How a JGS2 vertex in contact sees its partners on other bodies.
+    coupling: ContactCoupling,
 }
 
 /// Builds the state for `model` into `b`'s extension slot.
@@ -98,6 +100,7 @@ pub(super) fn setup(b: &mut CpuBackend, model: &Model, setup: Jgs2Setup) {
         trial: (0.0, 0.0, Next::Plain),
         energy: 0.0,
         contact: None,
+        coupling: ContactCoupling::default(),
     };
     *b.extension_mut() = Some(Box::new(state));
 }
@@ -110,6 +113,18 @@ pub(super) fn set_origin(b: &mut CpuBackend, origin: Vec<Matrix3<f64>>) {
         .and_then(|e| e.downcast_mut::<CpuJgs2>())
     {
         s.origin = Some(origin);
+    }
+}
+
+/// Sets how JGS2 vertices in contact see their partners (see
+/// `Jgs2Solver::with_contact_coupling`).
+pub(super) fn set_coupling(b: &mut CpuBackend, coupling: ContactCoupling) {
+    if let Some(s) = b
+        .extension_mut()
+        .as_deref_mut()
+        .and_then(|e| e.downcast_mut::<CpuJgs2>())
+    {
+        s.coupling = coupling;
     }
 }
 
@@ -509,17 +524,23 @@ impl CpuJgs2 {
                     || with_contact(vbd_system(problem, &self.cache, &self.vertex_tets, x, g, i));
                 let (a, r) = match &frame {
                     None => vbd_sys(),
-                    Some((s, rot, tf)) => with_contact(jgs2_system(
-                        problem,
-                        &self.cache,
-                        &self.vertex_tets,
-                        x,
-                        g,
-                        Some(rot),
-                        tf,
-                        i,
-                        &s.vertices[i],
-                    )),
+                    Some((s, rot, tf)) => {
+                        let own = jgs2_system(
+                            problem,
+                            &self.cache,
+                            &self.vertex_tets,
+                            x,
+                            g,
+                            Some(rot),
+                            tf,
+                            i,
+                            &s.vertices[i],
+                        );
+                        match contact.filter(|_| self.coupling == ContactCoupling::Extended) {
+                            Some(c) => self.coupled(problem, x, c, i, own),
+                            None => with_contact(own),
+                        }
+                    }
                 };
                 // A is SPD by construction (PSD element terms + an SPD rest Schur complement);
                 // should round-off break that, the vertex falls back to its VBD step.
@@ -546,6 +567,42 @@ impl CpuJgs2 {
             local_search,
         );
         steps
+    }
+
+    /// Vertex `i`'s JGS2 system `own` (contact left out) with its perturbation extended to
+    /// the vertices it touches on other bodies ([`ContactCoupling::Extended`]; contact.rs
+    /// module docs): each partner j moving by the same δ adds its own block-Jacobi system
+    /// (inertia, incident elements, obstacle barriers; `r` the assembled g_j, contact
+    /// included), and the pair blocks add their curvature along the shared move. Without
+    /// partners, the held system.
+    fn coupled(
+        &self,
+        problem: &StepProblem,
+        x: &[f64],
+        c: &VertexContact,
+        i: usize,
+        (a, r): (Matrix3<f64>, Vector3<f64>),
+    ) -> (Matrix3<f64>, Vector3<f64>) {
+        let mut set: Vec<u32> = c.partners_of(i).collect();
+        if set.is_empty() {
+            return (a + c.diag_of(i), r);
+        }
+        let (mut a, mut r) = (a, r);
+        for &j in &set {
+            let (aj, rj) = vbd_system(
+                problem,
+                &self.cache,
+                &self.vertex_tets,
+                x,
+                &self.g,
+                j as usize,
+            );
+            a += aj;
+            r += rj;
+        }
+        let k = set.partition_point(|&v| (v as usize) < i);
+        set.insert(k, i as u32);
+        (a + c.shared_block(&set), r)
     }
 
     /// Refreshes the assembled gradient at `vertices` from the element cache.

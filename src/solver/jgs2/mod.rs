@@ -309,6 +309,7 @@ mod subspace;
 pub use backend::{
     model_coefficients, Jgs2Backend, Jgs2Sample, Jgs2Setup, Jgs2StepFlags, Jgs2Trial, Next,
 };
+pub use contact::ContactCoupling;
 pub use device::{DeviceJgs2, DeviceJgs2Backend, DeviceTerms, PackedHMatrix};
 pub use local::{
     barrier_hessian, element_gradient_pass, element_pass, hess_vec, hmatrix_far_field, jgs2_matrix,

@@ -130,6 +130,14 @@ impl Jgs2Solver<CpuBackend> {
         Jgs2Solver::from_backend(model, backend, params, has_subspace)
     }
 
+    /// Sets how a vertex in IPC contact sees the vertices it touches on other bodies
+    /// ([`super::ContactCoupling`]; default [`super::ContactCoupling::Held`]). JGS2 only: VBD's
+    /// steps and the device keep the partners held.
+    pub fn with_contact_coupling(mut self, coupling: super::ContactCoupling) -> Self {
+        super::cpu::set_coupling(&mut self.backend, coupling);
+        self
+    }
+
     /// Declares that the subspace was built at the deformed positions `x`
     /// ([`super::build_subspace_at`]): rotations are then taken relative to those at `x`.
     /// A diagnostic of the f64 reference; [`super::DeviceJgs2`] always co-rotates from the rest
