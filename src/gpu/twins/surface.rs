@@ -428,32 +428,63 @@ fn acts_on_faces(kind: u32) -> bool {
     kind == GpuContact::SPHERE || kind == GpuContact::BOX
 }
 
-/// Checks the `vfaces` CSR (offsets then face ids, offsets absolute) and the triangles against
-/// `nv` vertices; every listed face must have the vertex as a corner.
-pub(crate) fn check_faces(vfaces: &[u32], tris: &[GpuTet], nv: usize, what: &str) -> Result<()> {
-    need(vfaces.len(), nv + 1, &format!("{what} vfaces"))?;
+/// Names of a per-vertex CSR and its items, for [`check_rows`]' errors.
+struct RowNames {
+    rows: &'static str,
+    item: &'static str,
+    relation: &'static str,
+}
+
+/// Checks a per-vertex CSR (`rows`: offsets then item ids, offsets absolute) against `nv`
+/// vertices and its items, whose first `ends` entries are vertex ids: every listed item must
+/// have the vertex among them.
+fn check_rows(
+    rows: &[u32],
+    items: &[GpuTet],
+    nv: usize,
+    ends: usize,
+    names: RowNames,
+    what: &str,
+) -> Result<()> {
+    let RowNames {
+        rows: rname,
+        item,
+        relation,
+    } = names;
+    need(rows.len(), nv + 1, &format!("{what} {rname}"))?;
     for v in 0..nv {
-        let (a, b) = (vfaces[v] as usize, vfaces[v + 1] as usize);
-        if a > b || b > vfaces.len() || (a < nv + 1 && a != b) {
+        let (a, b) = (rows[v] as usize, rows[v + 1] as usize);
+        if a > b || b > rows.len() || (a < nv + 1 && a != b) {
             return Err(JelloError::Invalid(format!(
-                "{what}: vfaces row {v} ({a}..{b}) out of range"
+                "{what}: {rname} row {v} ({a}..{b}) out of range"
             )));
         }
-        for &f in &vfaces[a..b] {
-            let Some(t) = tris.get(f as usize) else {
+        for &f in &rows[a..b] {
+            let Some(t) = items.get(f as usize) else {
                 return Err(JelloError::Invalid(format!(
-                    "{what}: vertex {v} lists face {f}, there are {}",
-                    tris.len()
+                    "{what}: vertex {v} lists {item} {f}, there are {}",
+                    items.len()
                 )));
             };
-            if t[..3].iter().any(|&u| u as usize >= nv) || !t[..3].contains(&(v as u32)) {
+            if t[..ends].iter().any(|&u| u as usize >= nv) || !t[..ends].contains(&(v as u32)) {
                 return Err(JelloError::Invalid(format!(
-                    "{what}: face {f} = {t:?} is not a triangle of vertex {v}"
+                    "{what}: {item} {f} = {t:?} is not {relation} of vertex {v}"
                 )));
             }
         }
     }
     Ok(())
+}
+
+/// Checks the `vfaces` CSR (offsets then face ids, offsets absolute) and the triangles against
+/// `nv` vertices; every listed face must have the vertex as a corner.
+pub(crate) fn check_faces(vfaces: &[u32], tris: &[GpuTet], nv: usize, what: &str) -> Result<()> {
+    let names = RowNames {
+        rows: "vfaces",
+        item: "face",
+        relation: "a triangle",
+    };
+    check_rows(vfaces, tris, nv, 3, names, what)
 }
 
 /// The rows of `vfaces` for vertex `v`.
@@ -580,29 +611,12 @@ pub fn jgs2_face_terms(
 /// Checks the `vedges` CSR (offsets then edge ids, offsets absolute) and the edges against `nv`
 /// vertices; every listed edge must have the vertex as an end.
 pub(crate) fn check_edges(vedges: &[u32], edges: &[GpuTet], nv: usize, what: &str) -> Result<()> {
-    need(vedges.len(), nv + 1, &format!("{what} vedges"))?;
-    for v in 0..nv {
-        let (a, b) = (vedges[v] as usize, vedges[v + 1] as usize);
-        if a > b || b > vedges.len() || (a < nv + 1 && a != b) {
-            return Err(JelloError::Invalid(format!(
-                "{what}: vedges row {v} ({a}..{b}) out of range"
-            )));
-        }
-        for &e in &vedges[a..b] {
-            let Some(t) = edges.get(e as usize) else {
-                return Err(JelloError::Invalid(format!(
-                    "{what}: vertex {v} lists edge {e}, there are {}",
-                    edges.len()
-                )));
-            };
-            if t[..2].iter().any(|&u| u as usize >= nv) || !t[..2].contains(&(v as u32)) {
-                return Err(JelloError::Invalid(format!(
-                    "{what}: edge {e} = {t:?} is not an edge of vertex {v}"
-                )));
-            }
-        }
-    }
-    Ok(())
+    let names = RowNames {
+        rows: "vedges",
+        item: "edge",
+        relation: "an edge",
+    };
+    check_rows(vedges, edges, nv, 2, names, what)
 }
 
 /// Twin of `jgs2_edge_terms.wgsl` (f1 = κ, f2 = d̂, f3 = the barrier's 1/h²): adds the
