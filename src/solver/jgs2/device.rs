@@ -1006,47 +1006,39 @@ impl DeviceJgs2Backend {
             },
             nv,
         );
-        if self.bounded {
-            p.dispatch(
+        // The surface kernels (triangles against spheres and box corners, then surface edges
+        // against box edges) share their bindings' shape and their parameters.
+        let surface = Params {
+            f1: self.m.step.kappa,
+            f2: self.m.step.dhat,
+            f3: self.m.step.barrier_ih2,
+            ..Params::default()
+        };
+        for (on, kernel, rows, items) in [
+            (
+                self.bounded,
                 Kernel::Jgs2FaceTerms,
-                &[
-                    self.contacts[xb].id(),
-                    self.vfaces.id(),
-                    self.tris.id(),
-                    self.m.vinfo.id(),
-                    self.g.id(),
-                    self.venergy.id(),
-                    self.hbar.id(),
-                ],
-                Params {
-                    f1: self.m.step.kappa,
-                    f2: self.m.step.dhat,
-                    f3: self.m.step.barrier_ih2,
-                    ..Params::default()
-                },
-                nv,
-            );
-        }
-        if self.boxed {
-            p.dispatch(
-                Kernel::Jgs2EdgeTerms,
-                &[
-                    self.contacts[xb].id(),
-                    self.vedges.id(),
-                    self.edges.id(),
-                    self.m.vinfo.id(),
-                    self.g.id(),
-                    self.venergy.id(),
-                    self.hbar.id(),
-                ],
-                Params {
-                    f1: self.m.step.kappa,
-                    f2: self.m.step.dhat,
-                    f3: self.m.step.barrier_ih2,
-                    ..Params::default()
-                },
-                nv,
-            );
+                &self.vfaces,
+                &self.tris,
+            ),
+            (self.boxed, Kernel::Jgs2EdgeTerms, &self.vedges, &self.edges),
+        ] {
+            if on {
+                p.dispatch(
+                    kernel,
+                    &[
+                        self.contacts[xb].id(),
+                        rows.id(),
+                        items.id(),
+                        self.m.vinfo.id(),
+                        self.g.id(),
+                        self.venergy.id(),
+                        self.hbar.id(),
+                    ],
+                    surface,
+                    nv,
+                );
+            }
         }
         if let Some(ipc) = &self.ipc {
             ipc.rec_terms(p, &self.x[xb], &self.g, &self.hbar);
