@@ -77,6 +77,19 @@ pub fn clamped_beam(
     .unwrap()
 }
 
+/// Holds `lock` while a GPU test runs on Mesa's GL stack (`WGPU_BACKEND=gl`), where concurrent
+/// devices in one process slow each other down ~5× (75 s instead of 14 s for gpu_jgs2, measured
+/// when it was its own binary); on Vulkan (lavapipe, hardware) it returns `None` and the tests
+/// run side by side — a lock there kept one of the binary's two test threads idle while the
+/// other ran a whole-scene comparison.
+pub fn serial_on_gl(
+    lock: &'static std::sync::Mutex<()>,
+) -> Option<std::sync::MutexGuard<'static, ()>> {
+    let gl = std::env::var("WGPU_BACKEND")
+        .is_ok_and(|b| b.split(',').any(|b| b.trim().eq_ignore_ascii_case("gl")));
+    gl.then(|| lock.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
 /// A GPU device for a GPU test. Without an adapter the test FAILS (panics), unless
 /// `JELLO_SKIP_GPU_TESTS=1`, when it returns `None` and the test skips with a note.
 pub fn gpu_device() -> Option<jello::gpu::Device> {
@@ -573,6 +586,58 @@ pub fn bodies_model(meshes: Vec<jello::mesh::TetMesh>) -> jello::problem::Model 
         },
     )
     .unwrap()
+}
+
+/// A JGS2/VBD solver whose steps return every accepted iterate (after iteration 1, 2, …,
+/// through `Jgs2Solver::with_iterate_observer`).
+pub struct Observed<B: jello::solver::jgs2::Jgs2Backend> {
+    solver: jello::solver::jgs2::Jgs2Solver<B>,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<Vec<f64>>>>,
+}
+
+impl<B: jello::solver::jgs2::Jgs2Backend> Observed<B> {
+    pub fn new(solver: jello::solver::jgs2::Jgs2Solver<B>) -> Self {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Vec<f64>>::new()));
+        let record = seen.clone();
+        let solver = solver.with_iterate_observer(move |k, x| {
+            let mut v = record.lock().unwrap();
+            assert_eq!(k, v.len() + 1, "iterations are observed in order");
+            v.push(x.to_vec());
+        });
+        Observed { solver, seen }
+    }
+
+    /// One step from `problem`: its report, its iterates (one per iteration, in order) and
+    /// where it ended (the last iterate, or the start when it took none).
+    pub fn step(
+        &mut self,
+        problem: &jello::problem::StepProblem,
+        model: &jello::problem::Model,
+    ) -> (jello::solver::StepReport, Vec<Vec<f64>>, Vec<f64>) {
+        use jello::solver::StepSolver;
+        let mut x = Vec::new();
+        let r = self.solver.step(problem, model, &mut x, false).unwrap();
+        let seen = std::mem::take(&mut *self.seen.lock().unwrap());
+        assert_eq!(
+            seen.len(),
+            r.iterations,
+            "one observed iterate per iteration"
+        );
+        if let Some(last) = seen.last() {
+            assert!(last == &x, "the step ends at its last observed iterate");
+        }
+        (r, seen, x)
+    }
+}
+
+/// One step of a JGS2/VBD solver from `problem` with every accepted iterate ([`Observed`]).
+pub fn step_iterates<B: jello::solver::jgs2::Jgs2Backend>(
+    solver: jello::solver::jgs2::Jgs2Solver<B>,
+    problem: &jello::problem::StepProblem,
+    model: &jello::problem::Model,
+) -> (jello::solver::StepReport, Vec<Vec<f64>>) {
+    let (r, seen, _) = Observed::new(solver).step(problem, model);
+    (r, seen)
 }
 
 /// Every pair of `model`'s IPC surfaces apart at `x`: no triangles cross (the exact

@@ -37,11 +37,10 @@ use std::sync::Arc;
 
 // ---------------------------------------------------------------- harness
 
-/// Serialises this file's GPU work: on Mesa's GL stack (llvmpipe) concurrent devices in one
-/// process slow each other down ~5× (75 s instead of 14 s for this file); lavapipe does not mind.
-fn gpu_lock() -> std::sync::MutexGuard<'static, ()> {
+/// Serialises this file's GPU work on GL only (see `common::serial_on_gl`).
+fn gpu_lock() -> Option<std::sync::MutexGuard<'static, ()>> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+    common::serial_on_gl(&LOCK)
 }
 
 use common::assert_close;

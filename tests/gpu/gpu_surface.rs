@@ -28,10 +28,10 @@ use rand_chacha::ChaCha8Rng;
 
 type V3 = Vector3<f64>;
 
-/// Serialises this file's GPU work (Mesa's GL stack slows concurrent devices down).
-fn gpu_lock() -> std::sync::MutexGuard<'static, ()> {
+/// Serialises this file's GPU work on GL only (see `common::serial_on_gl`).
+fn gpu_lock() -> Option<std::sync::MutexGuard<'static, ()>> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+    common::serial_on_gl(&LOCK)
 }
 
 // ---------------------------------------------------------------- scene

@@ -199,6 +199,9 @@ pub trait Jgs2Backend {
     /// current point (f64: [`StepProblem::energy_slack`]; f32: a fraction of the summed terms'
     /// magnitude).
     fn jgs2_slack(&self, problem: &StepProblem, elastic: &dyn ElasticTerms, e: f64) -> f64;
+    /// The current point into `x` (3n, m, f64) in the middle of a step, changing nothing (for
+    /// [`super::Jgs2Solver::with_iterate_observer`]).
+    fn jgs2_current(&mut self, x: &mut Vec<f64>) -> Result<()>;
     /// The current point into `x` (3n, m, f64).
     fn jgs2_finish(
         &mut self,

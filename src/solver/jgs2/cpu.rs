@@ -358,6 +358,12 @@ impl Jgs2Backend for CpuBackend {
         self.energy_slack(problem, elastic, e)
     }
 
+    fn jgs2_current(&mut self, x: &mut Vec<f64>) -> Result<()> {
+        x.clear();
+        x.extend_from_slice(self.host_positions().expect("the CPU holds its positions"));
+        Ok(())
+    }
+
     fn jgs2_finish(
         &mut self,
         problem: &StepProblem,

@@ -1639,6 +1639,19 @@ fn strict_floor(model: &Model, x_start: &[f64]) -> Option<f32> {
 }
 
 impl DeviceJgs2Backend {
+    /// The current point in f64 (3n, m): the f32 positions plus the origin, each vertex within
+    /// reach of an obstacle placed by its contact record ([`Self::rebuild_from_records`]).
+    fn current_positions(&mut self) -> Result<Vec<f64>> {
+        let records = if self.m.obstacles.is_empty() {
+            Vec::new()
+        } else {
+            self.dev.read(&self.contacts[self.cur])?
+        };
+        let mut x = self.read_positions(self.x[self.cur], true)?;
+        self.rebuild_from_records(&mut x, &records);
+        Ok(x)
+    }
+
     /// Rebuilds the f64 positions of the vertices near an obstacle from their contact records.
     ///
     /// In contact the barrier's equilibrium distance can be ~1e-8 m (a ball thrown at 30 m/s
@@ -1987,17 +2000,18 @@ impl Jgs2Backend for DeviceJgs2Backend {
         ENERGY_SLACK * (e.abs() + self.s.magnitude)
     }
 
+    fn jgs2_current(&mut self, x: &mut Vec<f64>) -> Result<()> {
+        *x = self.current_positions()?;
+        Ok(())
+    }
+
     fn jgs2_finish(
         &mut self,
         _problem: &StepProblem,
         _elastic: &dyn ElasticTerms,
         x: &mut Vec<f64>,
     ) -> Result<()> {
-        let contact_records = if self.m.obstacles.is_empty() {
-            Vec::new()
-        } else {
-            self.dev.read(&self.contacts[self.cur])?
-        };
+        *x = self.current_positions()?;
         if self.cur == 1 {
             // Keep the result in the position buffer hosts draw from.
             let mut p = Plan::new();
@@ -2005,8 +2019,6 @@ impl Jgs2Backend for DeviceJgs2Backend {
             self.dev.submit(&p)?;
             self.cur = 0;
         }
-        *x = self.read_positions(self.x[0], true)?;
-        self.rebuild_from_records(x, &contact_records);
         Ok(())
     }
 }

@@ -317,7 +317,9 @@ pub use local::{
     vbd_system, vertex_gradient, ElementCache, GradTerm, HessTerm, TreeFrame,
 };
 pub use precond::{FrozenJgs2, Jgs2Preconditioner};
-pub use solver::{plain_step_fits, Jgs2Params, Jgs2Solver, Safeguard, Variant, PLAIN_STEP_WINDOW};
+pub use solver::{
+    plain_step_fits, IterateObserver, Jgs2Params, Jgs2Solver, Safeguard, Variant, PLAIN_STEP_WINDOW,
+};
 pub use subspace::{
     build_subspace, build_subspace_at, cache_key, load_or_build, FarSample, HFarField,
     Jgs2Subspace, SubspaceOptions, SubspaceOrigin, VertexSubspace,

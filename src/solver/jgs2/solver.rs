@@ -91,6 +91,10 @@ impl Default for Jgs2Params {
     }
 }
 
+/// What [`Jgs2Solver::with_iterate_observer`] calls: iteration k (1, 2, …) of a step and its
+/// accepted iterate (3n, m).
+pub type IterateObserver = Box<dyn FnMut(usize, &[f64]) + Send>;
+
 /// JGS2 (with a subspace) or VBD (without) on a backend (f64 CPU by default).
 pub struct Jgs2Solver<B: Jgs2Backend = CpuBackend> {
     params: Jgs2Params,
@@ -98,6 +102,7 @@ pub struct Jgs2Solver<B: Jgs2Backend = CpuBackend> {
     has_subspace: bool,
     /// The model's largest extent (m), the scale of the step-size stop test.
     extent: f64,
+    observer: Option<IterateObserver>,
 }
 
 impl Jgs2Solver<CpuBackend> {
@@ -172,7 +177,20 @@ impl<B: Jgs2Backend> Jgs2Solver<B> {
             backend,
             has_subspace,
             extent: model.largest_extent(),
+            observer: None,
         }
+    }
+
+    /// Calls `observer(k, x)` after every iteration k of every step with the accepted iterate
+    /// x (3n, m; read back from a device, one readback per iteration). For checks that every
+    /// iterate keeps an invariant (no intersection, no inversion) in one run, where a run capped
+    /// at each k would repeat the first k − 1 iterations; it does not change the iterates.
+    pub fn with_iterate_observer(
+        mut self,
+        observer: impl FnMut(usize, &[f64]) + Send + 'static,
+    ) -> Self {
+        self.observer = Some(Box::new(observer));
+        self
     }
 
     /// Number of vertex colours (Gauss–Seidel sweeps per iteration).
@@ -396,6 +414,10 @@ impl<B: Jgs2Backend> StepSolver for Jgs2Solver<B> {
                     model_step: safeguard.then_some(!plain_kept),
                     ..IterationRecord::default()
                 });
+            }
+            if let Some(observe) = self.observer.as_mut() {
+                b.jgs2_current(x)?;
+                observe(iterations, x);
             }
         }
         b.jgs2_finish(problem, elastic, x)?;
