@@ -5,12 +5,19 @@
    it names resolve as they do for the bundled scenes) and run with
    `jello run SCENE --steps 1 --backend cpu --out TMP`. Snippets that are not whole scenes are
    marked ```toml,fragment and skipped.
-2. Every relative link and {{#include}} in the book (and every relative link in README.md)
+2. Every ```rust snippet is an {{#include}} of a file in examples/ (which `cargo test` compiles,
+   so the code cannot rot), and each example it includes is run from the repository root:
+   `target/debug/examples/NAME` beside $JELLO_BIN, as `cargo test` (or `cargo build --examples`)
+   leaves it. A ```rust fence holding literal code fails unless it is marked ```rust,fragment
+   (code that is not meant to compile on its own). The ```python snippets are run by
+   python/tests/test_book_snippets.py, in the Python stage of .ci/run.
+3. Every relative link and {{#include}} in the book (and every relative link in README.md)
    points to an existing file.
-3. SUMMARY.md lists existing pages, and every page under docs/src is listed.
+4. SUMMARY.md lists existing pages, and every page under docs/src is listed.
 
 Usage (from anywhere): python3 docs/check.py [--links-only]
-The binary is $JELLO_BIN (default target/debug/jello, relative to the repository root).
+The binary is $JELLO_BIN (default target/debug/jello, relative to the repository root);
+--links-only runs neither scenes nor examples.
 Exit status 0 when everything passes; otherwise one line per failure, naming the page and line.
 """
 
@@ -27,6 +34,8 @@ SCENES = os.path.join(ROOT, "assets", "scenes")
 
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})(.*)$")
 INCLUDE = re.compile(r"\{\{#(?:include|rustdoc_include)\s+([^}\s:]+)")
+# A line that is nothing but an include (a path, then an optional :anchor or :line range).
+INCLUDE_LINE = re.compile(r"\{\{#(?:include|rustdoc_include)\s+([^}\s:]+)(?::[^}\s]*)?\s*\}\}")
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)|!\[[^\]]*\]\(([^)\s]+)\)")
 
 
@@ -105,6 +114,58 @@ def check_snippets(jello, failures):
     return ran
 
 
+def rust_examples(failures):
+    """{example name: "page:line" of its first include} over every ```rust snippet; a snippet with
+    literal code (not an include of examples/NAME.rs) is a failure unless marked fragment."""
+    examples = {}
+    for page in pages():
+        for info, line, body in code_blocks(page):
+            parts = [p.strip() for p in info.split(",")]
+            if not parts or parts[0] != "rust" or "fragment" in parts[1:]:
+                continue
+            where = f"{rel(page)}:{line}"
+            code = [text for text in body.split("\n") if text.strip()]
+            included = [INCLUDE_LINE.fullmatch(text.strip()) for text in code]
+            if not code or not all(included):
+                failures.append(f"{where}: rust snippet with literal code: move it into "
+                                f"examples/ and {{{{#include}}}} it, or mark it rust,fragment")
+                continue
+            for m in included:
+                full = os.path.normpath(os.path.join(os.path.dirname(page), m.group(1)))
+                if os.path.dirname(full) != os.path.join(ROOT, "examples") or \
+                        not full.endswith(".rs"):
+                    failures.append(f"{where}: rust snippet includes {m.group(1)}, "
+                                    f"not a file of examples/")
+                    continue
+                if not os.path.isfile(full):
+                    failures.append(f"{where}: include of a missing file: {m.group(1)}")
+                    continue
+                examples.setdefault(os.path.basename(full)[:-3], where)
+    return examples
+
+
+def run_examples(examples, bin_dir, failures):
+    for name, where in sorted(examples.items()):
+        exe = os.path.join(bin_dir, name)
+        if not os.access(exe, os.X_OK):
+            failures.append(f"{where}: rust example {name}: no binary at {exe} "
+                            f"(cargo build --example {name})")
+            continue
+        # No backtrace after the error line that `main` returning Err prints.
+        env = dict(os.environ, RUST_BACKTRACE="0", RUST_LIB_BACKTRACE="0")
+        try:
+            p = subprocess.run([exe], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                               env=env)
+        except subprocess.TimeoutExpired:
+            failures.append(f"{where}: rust example {name}: timed out")
+            continue
+        if p.returncode != 0:
+            lines = p.stderr.strip().splitlines() or ["(no output)"]
+            msg = next((text for text in lines if text.startswith("Error: ")), lines[-1])
+            failures.append(f"{where}: rust example {name}: exit {p.returncode}: {msg}")
+    return len(examples)
+
+
 def check_links(failures):
     checked = 0
     files = list(pages()) + [os.path.join(ROOT, "README.md")]
@@ -155,7 +216,8 @@ def main():
     failures = []
     check_summary(failures)
     links = check_links(failures)
-    ran = 0
+    examples = rust_examples(failures)
+    ran = ran_examples = 0
     if "--links-only" not in sys.argv[1:]:
         jello = os.environ.get("JELLO_BIN", os.path.join("target", "debug", "jello"))
         jello = os.path.join(ROOT, jello) if not os.path.isabs(jello) else jello
@@ -163,10 +225,12 @@ def main():
             print(f"docs/check.py: no jello binary at {jello} (build it or set JELLO_BIN)")
             return 1
         ran = check_snippets(jello, failures)
+        ran_examples = run_examples(examples, os.path.join(os.path.dirname(jello), "examples"),
+                                    failures)
     for f in failures:
         print(f)
-    print(f"docs/check.py: {ran} scene snippets run, {links} links checked, "
-          f"{len(failures)} failures")
+    print(f"docs/check.py: {ran} scene snippets run, {ran_examples} Rust examples run, "
+          f"{links} links checked, {len(failures)} failures")
     return 1 if failures else 0
 
 

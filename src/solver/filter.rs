@@ -31,36 +31,18 @@
 //!   untrusted.
 //!
 //! # Measured
-//! `JELLO_BENCH_FILTERS_ONLY=1 cargo bench --bench newton` (2-core shared machine, load ≈ 4, so
-//! times are ±20%; iteration counts are exact). Twist bar: `assets/scenes/twist.toml` (525
-//! vertices, 40 steps of h = 25 ms, CN ε = 1e-5), as bundled and with the caps 10× faster.
-//! Static sag: a 1 m × 0.1 m × 0.1 m stable Neo-Hookean cantilever (E = 1e6 Pa, ν = 0.3) under
-//! gravity in 5 load increments without inertia, CN ε = 1e-6 × the load.
-//!
-//! | case | filter | iterations per step (min–max) | ms per step | ms per iteration |
-//! |---|---|---|---|---|
-//! | twist bar | clamp | 1.00 (1–1) | 9.8 | 9.8 |
-//! | twist bar | abs | 1.00 (1–1) | 10.0 | 10.0 |
-//! | twist bar | adaptive | 1.00 (1–1) | 11.2 | 11.2 |
-//! | twist bar ×10 | clamp | 1.05 (1–2) | 10.2 | 9.7 |
-//! | twist bar ×10 | abs | 1.05 (1–2) | 9.9 | 9.4 |
-//! | twist bar ×10 | adaptive | 1.05 (1–2) | 10.9 | 10.4 |
-//! | static sag 20×2×2 (189 vertices) | clamp | 22.6 (15–27) | 35.9 | 1.6 |
-//! | static sag 20×2×2 | abs | 37.4 (22–47) | 67.8 | 1.8 |
-//! | static sag 20×2×2 | adaptive | 24.6 (16–30) | 50.3 | 2.0 |
-//! | static sag 40×4×4 (1,025 vertices) | clamp | 27.4 (21–30) | 492 | 17.9 |
-//! | static sag 40×4×4 | abs | 46.0 (31–53) | 804 | 17.5 |
-//! | static sag 40×4×4 | adaptive | 29.2 (22–33) | 577 | 19.7 |
-//!
-//! What it says: on the sagging cantilever near equilibrium all three converge linearly, and
-//! clamp is the fastest — abs doubles the error of every negative mode (|λ| − λ = 2|λ| against
-//! clamp's |λ|) and takes 1.6–1.7× clamp's iterations; adaptive starts each solve with abs and
-//! clamps once ρ is within 1% of 1, ending 7–9% above clamp. The twist bar converges in one or
-//! two iterations whatever the filter. The adaptive ratio costs one extra pass over the
+//! On a stable Neo-Hookean cantilever sagging near equilibrium (static, 5 load increments) all
+//! three filters converge linearly and clamp is the fastest — abs doubles the error of every
+//! negative mode (|λ| − λ = 2|λ| against clamp's |λ|) and takes 1.6–1.7× clamp's iterations
+//! (46.0 against 27.4 per increment at 1,025 vertices); adaptive starts each solve with abs and
+//! clamps once ρ is within 1% of 1, ending 7–9% above clamp (29.2). The twist bar converges in
+//! one or two iterations whatever the filter. The adaptive ratio costs one extra pass over the
 //! elements per iteration (an SVD and the nine mode projections of δF, no 9×9 or 12×12
 //! matrices): about 1 ms on the 1,920-tet bar, 1–2 ms on the 3,840-tet beam. The paper's gains
 //! are on near-incompressible (ν → 0.5) stable Neo-Hookean under large initial volume change,
-//! which these scenes are not.
+//! which these scenes are not. The table (iterations, ms per step and per iteration, both
+//! scenes and two sizes): `JELLO_BENCH_FILTERS_ONLY=1 cargo bench --bench newton`, in the
+//! book's docs/src/benchmarks/solvers.md ("Newton's eigenvalue filters").
 
 use crate::material::EigenFilter;
 

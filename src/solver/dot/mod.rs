@@ -75,24 +75,16 @@
 //!
 //! # Measured comparison (`cargo bench --bench solvers`, 2 cores, f64, CN ε = 1e-5, h = 25 ms)
 //!
-//! From Newton's states; ms per step (iterations per step); DOT with s = 2 (the thread count).
-//! `JELLO_SOLVERS_CASES=dot`, the bundled regime (2 steps from each state):
-//!
-//! | case | newton | lbfgs-h | dot | qn | admm | jgs2 | vbd |
-//! |---|---|---|---|---|---|---|---|
-//! | twist bar 16,640 v, ±π rad/s | 911 (1.0) | 865 (1.0) | 451 (1.0) | 433 (5.0) | 1,579 (9.5) | 825 (2.0) | 14,179 (30.8) |
-//! | TSS armadillo_18k (4,855 v), E = 2.5e4 | 105 (1.0) | 94 (1.0) | 68 (3.3) | 50 (4.3) | 8,907 (4/6 at the 500 cap) | 199 (3.0) | 2,315 (30.5) |
-//! | TSS bunny_20k (5,722 v), E = 1e5 | 179 (1.3) | 116 (1.3) | 102 (4.7) | 60 (4.7) | 15,341 (all at the cap) | 369 (5.0) | 2,099 (23.5) |
-//!
-//! `JELLO_SOLVERS_CASES=dot_hard`, the paper's large-deformation, high-speed regime: the TSS
-//! with E = 1e4 Pa, the script 4× faster (±90° in 0.25 s) and its translations 1.6× larger,
-//! 1 step from each of 9 states (three per phase); elements invert in the squash (fixed
-//! corotated is finite there; the solvers solve the free problem, as the paper's):
-//!
-//! | case | newton | lbfgs-h | dot | qn | admm | jgs2 | vbd |
-//! |---|---|---|---|---|---|---|---|
-//! | hard TSS armadillo_18k | 1,510 (16.3) | 487 (26.6) | 437 (31.0) | 647 (41.2) | 14,045 (all at the cap) | 1,107 (19.1) | 10,717 (131) |
-//! | hard TSS bunny_20k | 3,392 (25.6) | 839 (34.6) | 572 (32.6) | 679 (36.9) | 18,443 (all at the cap) | 1,304 (18.8) | 13,576 (138) |
+//! From Newton's states, DOT with s = 2 (the thread count), against newton, lbfgs-h, qn, admm,
+//! jgs2 and vbd: `JELLO_SOLVERS_CASES=dot cargo bench --bench solvers`, the bundled regime (the
+//! 16,640-vertex twist bar and the twist-stretch-squash (TSS) script on armadillo_18k and
+//! bunny_20k, 2 steps from each state: DOT 451 / 68 / 102 ms per step against Newton's 911 /
+//! 105 / 179), and `JELLO_SOLVERS_CASES=dot_hard cargo bench --bench solvers`, the paper's
+//! large-deformation, high-speed regime (the TSS with E = 1e4 Pa, the script 4× faster (±90°
+//! in 0.25 s) and its translations 1.6× larger, 1 step from each of 9 states, elements
+//! inverting in the squash: DOT 437 / 572 ms per step against Newton's 1,510 / 3,392). The
+//! tables (ms and iterations per step of every solver) are in the book's
+//! docs/src/benchmarks/solvers.md ("DOT, QN, LBFGS-H, ADMM, JGS2 and VBD against Newton").
 //!
 //! DOT against Newton per step: 2.0× (bar), 1.5× and 1.8× (bundled TSS), 3.5× and 5.9× (hard
 //! TSS) faster (the paper: 1.1–10×). Against QN: 0.96×, 0.74× and 0.59× on the bundled scenes

@@ -75,23 +75,16 @@
 //!   the parabola through E(x), gᵀδ and E(x + δ) has its minimiser within 0.9–1.1 of the
 //!   step ([`plain_step_fits`], free: the energy at x is the previous trial's); from the first
 //!   rejection in a time step on, the model step (a violent step stays violent; on the device a
-//!   rejected plain trial costs one re-evaluation of the iterate). Measured
-//!   (armadillo_18k, Δx∞ 1e-4, 5 steps, H-matrix far field; iterations per step exact, times
-//!   best of 3 alternating runs on 1 thread of the 2-core machine shared with a niced build,
-//!   so ratios only):
-//!
-//!   | scene | cut: its / ms per it / ms per step | always | plain (`Off`) its |
-//!   |---|---|---|---|
-//!   | drag | 4.20 / 111.9 / 470 | 4.20 / 122.7 / 515 | 5.00 |
-//!   | twist | 2.40 / 77.6 / 186 | 2.40 / 104.7 / 251 | 2.40 |
-//!   | spin | 2.60 / 92.6 / 241 | 2.80 / 124.9 / 350 | 2.60 |
-//!   | kick | 23.4 | 23.4 | diverges |
-//!   | drag_stiff | 11.6 | 11.6 | diverges |
-//!
-//!   The cut takes the plain iteration's count where that is best (spin), the model's where
-//!   that is (drag), and the model's exactly on the violent scenes (it falls back at the
-//!   first rejection): 0.69–0.91× the safeguard's time per step on the moderate scenes.
-//!   Armijo alone: 5.00 / 2.40 / 2.60; a window of 0.8–1.25: 4.60 / 2.40 / 2.60.
+//!   rejected plain trial costs one re-evaluation of the iterate). It takes the plain
+//!   iteration's count where that is best (spin), the model's where that is (drag: 4.20
+//!   iterations per step against the plain iteration's 5.00), and the model's exactly on the
+//!   violent scenes, where the plain iteration diverges (it falls back at the first rejection):
+//!   0.69–0.91× the safeguard's time per step on armadillo_18k's moderate scenes (Δx∞ 1e-4,
+//!   5 steps, H-matrix far field). Armijo alone: 5.00 / 2.40 / 2.60; a window of 0.8–1.25:
+//!   4.60 / 2.40 / 2.60. The table, cut against always against off on five scenes:
+//!   `JELLO_CONV_PROTOCOL=paper JELLO_CONV_SOLVERS=jgs2 JELLO_CONV_STOP=dx:1e-4
+//!   JELLO_CONV_SAFEGUARD=cut|always|off cargo bench --bench convergence`, in the book's
+//!   docs/src/benchmarks/jgs2.md ("What the safeguard costs").
 //! - Rotations: R_j = polar of the volume-weighted mean F of j's elements, refreshed every
 //!   Jacobi iteration and once per Gauss–Seidel sweep.
 //! - Gauss–Seidel uses the same per-vertex subspaces as Jacobi. Group-wise subspaces (each
@@ -129,39 +122,23 @@
 //!
 //! **The far-field default is the H-matrix of `G` at ε 1e-3** (`SubspaceOptions::default()`;
 //! first-order fits at tolerance 0.02 were the default until issue 17,
-//! `SubspaceOptions::node_fits()`), chosen from the measured frontier below: the only
+//! `SubspaceOptions::node_fits()`), chosen from the measured frontier (below): the only
 //! representation within 1.15× of exact rows on all three moderate scenes (1.00 / 1.00 / 1.08)
 //! at no more memory per vertex than the former default on twist and spin and 1.2× on drag
 //! (13.3 against 11.0 KB; 16.6 against 19.1 KB on armadillo_114k's bench scene), with the same
 //! cost per iteration, and since it is streamed from the basis pass's columns (below) a
 //! cheaper precompute than node fits (armadillo_114k 101.9 s / 1.55 GB against 131.5 s /
-//! 1.87 GB). The frontier (the measured frontier,
-//! `JELLO_CONV_FRONTIER=1 cargo bench --bench convergence`: the paper's protocol, Δx 1e-4,
-//! armadillo_18k, mean iterations per step over 5 steps as a multiple of exact rows', memory
-//! per vertex for drag (E 1e5) / twist / spin (E 2e6)):
-//!
-//! | far field | KB/vertex | drag | twist | spin |
-//! |---|---|---|---|---|
-//! | order 1, tol 0.1 | 5.0 / 6.6 / 8.0 | 1.71 | 2.33 | 3.46 |
-//! | order 1, tol 0.05 | 6.9 / 10.0 / 11.9 | 1.48 | 1.50 | 2.31 |
-//! | **order 1, tol 0.02 (default)** | 11.0 / 18.2 / 21.0 | 1.24 | 1.33 | 1.85 |
-//! | order 1, tol 0.01 | 15.3 / 27.8 / 31.9 | 1.10 | 1.08 | 1.46 |
-//! | order 1, tol 0.005 | 20.9 / 41.0 / 47.0 | 1.05 | 1.08 | 1.15 |
-//! | order 1, tol 0.002 | 30.5 / 63.6 / 73.4 | 1.00 | 1.00 | 1.08 |
-//! | order 0 (node means), tol 0.05 | 6.7 / 21.7 / 25.2 | 1.62 | 1.75 | 3.00 |
-//! | order 0, tol 0.02 | 12.3 / 48.2 / 59.7 | 1.29 | 1.50 | 2.23 |
-//! | order 0, tol 0.01 | 18.3 / 74.8 / 96.2 | 1.14 | 1.25 | 1.46 |
-//! | order 1, tol 0.02, NNLS cubature ≤ 16 samples | 4.7 / 6.1 / 4.6 | 4.43 | 9.50 | 9.31 |
-//! | H-matrix of G, ε 1e-2 | 8.1 / 5.6 / 5.5 | 1.00 | 1.25 | 1.54 |
-//! | H-matrix of G, ε 3e-3 | 10.8 / 6.7 / 7.1 | 1.00 | 1.00 | 1.15 |
-//! | **H-matrix of G, ε 1e-3** | 13.3 / 8.2 / 9.0 | 1.00 | 1.00 | 1.08 |
-//! | H-matrix of G, ε 1e-3, local sketch (60 samples; an option) | 14.7 / 8.8 / 9.6 | 1.00 | 1.00 | 1.08 |
-//! | H-matrix of G, ε 1e-4 (60 samples) | 19.1 / 12.5 / 13.9 | 1.00 | 1.00 | 1.00 |
-//! | exact rows | 181 / 136 / 194 | 1 (4.2) | 1 (2.4) | 1 (2.6) |
+//! 1.87 GB). The frontier behind the choice (the paper's protocol, Δx 1e-4, armadillo_18k,
+//! mean iterations per step over 5 steps as a multiple of exact rows', memory per vertex for
+//! drag (E 1e5) / twist / spin (E 2e6)): the former default, first-order fits at tolerance
+//! 0.02, costs 11–21 KB per vertex and 1.24–1.85× exact rows' iterations; the H-matrix at ε
+//! 1e-3 8–13 KB and 1.00–1.08×; exact rows 136–194 KB. The whole table (16 representations):
+//! `JELLO_CONV_FRONTIER=1 cargo bench --bench convergence`, in the book's
+//! docs/src/benchmarks/jgs2.md ("The far field's memory-versus-iterations frontier").
 //!
 //! **The H-matrix field meets issue 17's goal** (the default; `Jgs2Options::far_hmatrix`,
 //! `jello_precompute::hmatrix`; bench syntax `h2:EPS[:ETA[:SAMPLES[:SKETCH[:LOCAL_EPS]]]]`,
-//! η = 1; the other H-matrix rows of the table, and the figures below unless said otherwise,
+//! η = 1; the other H-matrix rows of the frontier, and the figures below unless said otherwise,
 //! were measured with the global sketch and 40 samples, `h2:EPS:1:40:global`): at ε = 1e-3 it is within 1.08× of exact rows on all three scenes (2.8 / 2.6 on
 //! spin) at 8–13 KB per vertex, below node fits' (the former default's) 21 KB at most — per
 //! scene 1.21× their memory on drag (13.3 vs 11.0 KB), 0.45× on twist and 0.43× on spin. Per scene

@@ -109,16 +109,13 @@
 //!   lag every iteration, 64 handles or jump factor 1 did not converge it either; N_cg = 1,000
 //!   with the lag refreshed every iteration (nearly Newton) did, in 37. The rescue skips the
 //!   levels: warm-started at their direction and stopped relative to its residual, the PCG
-//!   did no better on that step (the levels' cubature direction was far off). Measured, whole
-//!   runs (`jello run --solver multilevel --backend cpu`, release; total Newton iterations,
-//!   converged steps):
-//!
-//!   | rescue_after | contact_hetero (30 steps) | contact_hoop (60) | contact_stack (50) |
-//!   |---|---|---|---|
-//!   | off (the paper's loop) | 282, 29/30 | 491, 60/60 | 193, 50/50 |
-//!   | 10 (default) | 221, 30/30 | 487, 60/60 | 193, 50/50 |
-//!   | 15 | 244, 30/30 | 487, 60/60 | 193, 50/50 |
-//!   | 30 | 242, 30/30 | 486, 60/60 | 193, 50/50 |
+//!   did no better on that step (the levels' cubature direction was far off). Measured over
+//!   whole runs (`jello run SCENE --solver multilevel --backend cpu`, release, `[solver]
+//!   rescue_after` off, 10, 15 and 30): with the default 10 all 30 steps of `contact_hetero`
+//!   converge in 221 Newton iterations, where the paper's loop takes 282 and leaves one step
+//!   unconverged; `contact_hoop` (487 against 491) and `contact_stack` (193) barely change. The
+//!   table: the book's docs/src/benchmarks/multilevel.md ("Design choices and their measured
+//!   effect", stall rescue).
 //!
 //!   From Newton's state after two steps the impact step converged with the rescue after 0
 //!   (Newton-PCG throughout), 5, 10, 15 and 20 iterations (56, 80, 46, 35, 99 iterations) but
@@ -204,12 +201,11 @@
 //! sampling round from the last round's weights (298 → 57.6 s), and faer's SVD gives the
 //! orthonormal targets directly as V (57.6 → 19.0 s); the same 3,245 samples, fit error
 //! 1.3e-13 (before 1.2e-13). Release build, rayon on the 2-core VM, nothing else
-//! running; 30 steps, both solvers in one run of the binary:
-//!
-//! | solver | total s | ms/step mean (max) | Newton its | CG (affine + SMS + full) | unconverged |
-//! |---|---|---|---|---|---|
-//! | Newton, sparse Cholesky | 185.1 | 6,170 (103,259) | 115 | — | 0 |
-//! | multilevel (default: rescue after 10) | 107.9 | 3,597 (38,716) | 173 | 68,064 (2,000 + 24,866 + 41,198) | 0 |
+//! running; 30 steps, both solvers in one run of the binary (`cargo bench --bench
+//! multilevel_hetero`): Newton's Cholesky 185.1 s in 115 Newton iterations, multilevel 107.9 s
+//! in 173 (68,064 CG over its three levels), every step converged by both; the table (ms per
+//! step, CG per level) is in the book's docs/src/benchmarks/multilevel.md ("Heterogeneous
+//! contact").
 //!
 //! **Finding: 1.72× faster than Newton's Cholesky (0.58× its time), not the paper's 7–13×.**
 //! Per iteration: 0.62 s multilevel (solve 90.7 s of the 107.9: the SMS PCG still hits its
@@ -226,13 +222,8 @@
 //! **On the GPU backend** (`JELLO_BENCH_HET_SOLVERS=newton,multilevel,multilevel-gpu`, one
 //! run, the direction and the line-search energies on Mesa lavapipe — the only adapter here, a
 //! software rasteriser on the same 2 cores, so a correctness figure, not a speed one):
-//!
-//! | solver | total s | Newton its | CG (affine + SMS + full) | LS trials device / host | unconverged | max deviation from Newton / diag |
-//! |---|---|---|---|---|---|---|
-//! | Newton, sparse Cholesky | 179.2 | 115 | — | — | 0 | — |
-//! | multilevel, CPU f64 | 110.6 | 173 | 68,064 (2,000 + 24,866 + 41,198) | 0 / 479 | 0 | 7.56e-3 |
-//! | multilevel, lavapipe | 647.7 | 189 | 79,464 (6,090 + 27,744 + 45,630) | 208 / 254 | 0 | 7.55e-3 |
-//!
+//! multilevel on lavapipe 189 Newton iterations and 79,464 CG against the f64 path's 173 and
+//! 68,064 (table in the book's docs/src/benchmarks/multilevel.md, "Heterogeneous contact").
 //! Every step converges on the device path and its trajectory is Newton's to the same 7.6e-3
 //! of the diagonal as the f64 path's; f32 round-off in the PCGs costs 9% more Newton iterations
 //! and 17% more CG. 45% of the line-search trials are decided on the device. The GPU backend's
@@ -403,15 +394,10 @@
 //! Measured on `contact_hetero` at ball resolution 12 (2,341 vertices, 10,656 tets, 30 steps;
 //! `JELLO_BENCH_HET_RESOLUTION=12 JELLO_BENCH_HET_SOLVERS=multilevel-twins,\
 //! multilevel-twins-hostls,multilevel-gpu,multilevel-gpu-hostls cargo bench --bench
-//! multilevel_hetero`, one run, the 2-core VM):
-//!
-//! | direction on | line search | Newton its | CG | LS trials device / host | LS time | total |
-//! |---|---|---|---|---|---|---|
-//! | twins | device | 172 | 99,381 | 171 / 211 | 3.3 s | 29.9 s |
-//! | twins | host f64 | 172 | 99,381 | 0 / 382 | 1.0 s | 32.0 s |
-//! | lavapipe | device | 238 | 35,680 | 489 / 320 | 9.2 s | 66.6 s |
-//! | lavapipe | host f64 | 238 | 35,680 | 0 / 809 | 1.9 s | 57.6 s |
-//!
+//! multilevel_hetero`, one run, the 2-core VM; the table in the book's
+//! docs/src/benchmarks/multilevel.md, "On the device"): line search on the device against
+//! the host's f64, 172 Newton iterations either way on the twins and 238 on lavapipe, with
+//! the line search taking 3.3 s against 1.0 s (twins) and 9.2 s against 1.9 s (lavapipe).
 //! The same iterations and CG counts with the line search on either side: every α is the f64
 //! search's. 45–60% of the trials are decided on the device; the rest are the converging
 //! iterations' trials, whose decrease is below what f32 positions can resolve. On these
