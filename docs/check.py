@@ -144,6 +144,35 @@ def rust_examples(failures):
     return examples
 
 
+def book_region(path):
+    """The lines of examples/NAME.rs between `// ANCHOR: book` and `// ANCHOR_END: book`."""
+    with open(path, encoding="utf-8") as f:
+        lines = [line.rstrip() for line in f]
+    try:
+        start = lines.index("// ANCHOR: book")
+        end = lines.index("// ANCHOR_END: book")
+    except ValueError:
+        return None
+    return lines[start + 1:end]
+
+
+def readme_rust(examples, failures):
+    """README.md cannot {{#include}}: each of its ```rust snippets must be, line for line, the book
+    region of an example the book runs (so it compiles and runs with that example)."""
+    readme = os.path.join(ROOT, "README.md")
+    regions = {name: book_region(os.path.join(ROOT, "examples", name + ".rs"))
+               for name in examples}
+    for info, line, body in code_blocks(readme):
+        parts = [p.strip() for p in info.split(",")]
+        if not parts or parts[0] != "rust":
+            continue
+        code = [text.rstrip() for text in body.rstrip("\n").split("\n")]
+        if not any(code == region for region in regions.values()):
+            failures.append(f"README.md:{line}: rust snippet is not the book region of an example "
+                            f"the book runs ({', '.join(sorted(regions)) or 'none'}): copy it "
+                            f"from there")
+
+
 def run_examples(examples, bin_dir, failures):
     for name, where in sorted(examples.items()):
         exe = os.path.join(bin_dir, name)
@@ -217,6 +246,7 @@ def main():
     check_summary(failures)
     links = check_links(failures)
     examples = rust_examples(failures)
+    readme_rust(examples, failures)
     ran = ran_examples = 0
     if "--links-only" not in sys.argv[1:]:
         jello = os.environ.get("JELLO_BIN", os.path.join("target", "debug", "jello"))

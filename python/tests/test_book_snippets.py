@@ -1,4 +1,4 @@
-"""Every ```python snippet of the book (docs/src) runs: each is written to a file and run with this
+"""Every ```python snippet of the book (docs/src) and of README.md runs: each is written to a file and run with this
 interpreter in a fresh directory where `assets` links to the repository's assets/, so the paths a
 snippet names ("assets/scenes/...") resolve and what it writes (beam.vtu, ...) stays out of the
 repository. A snippet not meant to run on its own is marked ```python,fragment and skipped.
@@ -20,7 +20,7 @@ _spec.loader.exec_module(doccheck)
 
 def _snippets():
     found = []
-    for page in doccheck.pages():
+    for page in [*doccheck.pages(), str(REPO / "README.md")]:
         for info, line, body in doccheck.code_blocks(page):
             parts = [p.strip() for p in info.split(",")]
             if parts and parts[0] == "python" and "fragment" not in parts[1:]:
@@ -33,7 +33,7 @@ SNIPPETS = _snippets()
 
 def test_the_book_has_python_snippets():
     # The collection below is empty if the fence parsing broke: that must not pass silently.
-    assert len(SNIPPETS) >= 2
+    assert len(SNIPPETS) >= 3
 
 
 @pytest.mark.parametrize("body", SNIPPETS)
