@@ -49,6 +49,12 @@
 //!   ADMM iterations against wall time, for Uzawa (CG cap 200 and the paper's UCG(10)) and PGS
 //!   (200 sweeps and the paper's PGS(30)); x* is Uzawa to ε = 1e-11.
 //!
+//! - `admm_twist` (opt-in; issue 42) — ADMM plain, with Anderson alone, the penalty update
+//!   alone and both (the defaults) on the bundled twist–stretch–squash from Newton's states
+//!   mid-twist, mid-stretch and mid-squash, at CN 1e-5 and 1e-7: iterations, ms per step,
+//!   converged steps, where unconverged steps stopped, factorisations (see `admm_twist`). Run
+//!   alone it writes `solvers_admm_twist.md`, the table of the book's ADMM page.
+//!
 //! Peak memory (`dot`, `dot_hard`): the bench's global allocator counts every Rust heap
 //! allocation (module `heap`). Per solver and case, "build MB" is the peak heap above the
 //! baseline (what was live before the solver was built: the model, Newton's start states)
@@ -85,7 +91,7 @@ use jello::output::plot::{write_plot, PlotSpec, Series};
 use jello::problem::{BarrierParams, Body, Model, Pin, Script, State, StepProblem};
 use jello::scene::Scene;
 use jello::sim::Simulation;
-use jello::solver::admm::{AdmmParams, AdmmSolver, ContactParams, ContactVariant};
+use jello::solver::admm::{AdmmParams, AdmmSolver, ContactParams, ContactVariant, PenaltyParams};
 use jello::solver::backend::{CpuBackend, DeviceBackend, PotentialBackend};
 use jello::solver::dot::{DotParams, DotSolver};
 use jello::solver::jgs2::{
@@ -811,6 +817,178 @@ fn admm_split() {
         Err(e) => out!("  (no GPU adapter: {e})"),
     }
     device("device: CPU twins (f32)".into(), Device::cpu());
+}
+
+// ---------------------------------------------------------------- admm_twist (issue 42)
+
+/// An ADMM configuration of the `admm_twist` table: a base (`plain`, `anderson`, `penalty`,
+/// `both`) and `+`-joined overrides (`m=N` Anderson depth, `range=R`, `updates=N`,
+/// `interval=N`, `stall=F`, `band=F`, `factor=F`, `cap=N` iteration cap).
+fn admm_variant(spec: &str, stop: StopRule) -> AdmmParams {
+    let mut parts = spec.split('+');
+    let base = parts.next().unwrap_or_default();
+    let plain = AdmmParams::plain();
+    let mut p = AdmmParams {
+        stop,
+        ..match base {
+            "plain" => plain,
+            "anderson" => AdmmParams {
+                anderson: AdmmParams::default().anderson,
+                ..plain
+            },
+            "penalty" => AdmmParams {
+                penalty: PenaltyParams::default(),
+                ..plain
+            },
+            "both" => AdmmParams::default(),
+            other => panic!("JELLO_ADMM_VARIANTS: unknown base `{other}` in `{spec}`"),
+        }
+    };
+    for kv in parts {
+        let (k, v) = kv
+            .split_once('=')
+            .unwrap_or_else(|| panic!("JELLO_ADMM_VARIANTS: `{kv}` in `{spec}` is not key=value"));
+        let num = |v: &str| -> f64 {
+            v.parse()
+                .unwrap_or_else(|_| panic!("JELLO_ADMM_VARIANTS: `{kv}` in `{spec}`"))
+        };
+        let pp = &mut p.penalty;
+        match k {
+            "m" => p.anderson = num(v) as usize,
+            "cap" => p.max_iterations = num(v) as usize,
+            "range" => pp.range = num(v),
+            "updates" => pp.max_updates = num(v) as usize,
+            "interval" => pp.interval = num(v) as usize,
+            "stall" => pp.stall = num(v),
+            "band" => pp.band = num(v),
+            "factor" => pp.factor = num(v),
+            other => panic!("JELLO_ADMM_VARIANTS: unknown key `{other}` in `{spec}`"),
+        }
+    }
+    p
+}
+
+/// Issue 42: ADMM at its defaults and with each addition alone on the large-deformation
+/// twists — twist–stretch–squash on armadillo_18k (the bundled scene, E = 2.5e4 Pa) and on
+/// bunny_20k (E = 1e5 Pa, the DOT comparison's), fixed corotated, h = 25 ms — from Newton's
+/// states at `JELLO_ADMM_STARTS` (steps, default `20,60,100`: mid-twist with the handles 90°
+/// apart, mid-stretch, mid-squash; the DOT comparison's starts), `JELLO_ADMM_STEPS` (default 1)
+/// steps from each, at CN ε of `JELLO_ADMM_EPS` (default
+/// `1e-5,1e-7`), for the variants of `JELLO_ADMM_VARIANTS` (default
+/// `plain,anderson,penalty,both`; see [`admm_variant`] for overrides) and the scenes of
+/// `JELLO_ADMM_MESHES` (default `armadillo_18k`; `bunny_20k` the other). Per variant: iterations per step,
+/// ms per step, converged steps, the residual where unconverged steps stopped, factorisations
+/// (the first step's initial one included), penalty updates, ρ at the end, rejected Anderson
+/// mixes. `JELLO_ADMM_TRACE=1` prints every 50th iteration of every step (stderr).
+/// Run alone (`JELLO_SOLVERS_CASES=admm_twist`) the bench's document is
+/// `solvers_admm_twist.md`, the one the book's ADMM page includes.
+fn admm_twist() {
+    let k: usize = env_or("JELLO_ADMM_STEPS", 1);
+    let list = |name: &str, default: &str| -> Vec<String> {
+        std::env::var(name)
+            .unwrap_or_else(|_| default.into())
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    };
+    let at: Vec<usize> = list("JELLO_ADMM_STARTS", "20,60,100")
+        .iter()
+        .map(|s| s.parse().expect("JELLO_ADMM_STARTS: steps"))
+        .collect();
+    let eps: Vec<f64> = list("JELLO_ADMM_EPS", "1e-5,1e-7")
+        .iter()
+        .map(|s| s.parse().expect("JELLO_ADMM_EPS: numbers"))
+        .collect();
+    let variants = list("JELLO_ADMM_VARIANTS", "plain,anderson,penalty,both");
+    let trace = env_or("JELLO_ADMM_TRACE", 0) == 1;
+    out!(
+        "\n## ADMM on the large-deformation twists: {k} steps from Newton's states at steps {at:?} (h = 25 ms)\n"
+    );
+    out!(
+        "f64 CPU backend. *iterations*: per step; *stopped at*: the residual (characteristic \
+         norm) where unconverged steps ended; *factorisations*: of the x-step's matrix over the \
+         steps (the run's first one included); *updates*: penalty changes; *ρ*: the penalty \
+         factor after the last step; *rejected*: Anderson mixes the safeguard discarded. \
+         `plain` is the paper's Algorithm 1 (`anderson = 0`, `penalty = \"fixed\"`), `both` the \
+         defaults (Anderson depth {}, residual balancing within [1/{r}, {r}], at most {u} \
+         updates per step), cap {} iterations per step.\n",
+        AdmmParams::default().anderson,
+        AdmmParams::default().max_iterations,
+        r = PenaltyParams::default().range,
+        u = PenaltyParams::default().max_updates,
+    );
+    out!("| scene | ε | variant | iterations | ms / step | converged | stopped at | factorisations | updates | ρ | rejected |");
+    out!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for mesh in list("JELLO_ADMM_MESHES", "armadillo_18k") {
+        let young = if mesh.starts_with("armadillo") {
+            2.5e4
+        } else {
+            1e5
+        };
+        let Some(case) = tss_case(&Tss::bundled(&mesh, young)) else {
+            continue;
+        };
+        let (starts, traj) = newton_states(&case, &at);
+        eprintln!(
+            "{}: Newton to the starts, {:.2} iterations per step, {:.0} s",
+            case.name,
+            traj.iterations.iter().sum::<usize>() as f64 / traj.iterations.len().max(1) as f64,
+            traj.secs
+        );
+        let m = &case.model;
+        for &e in &eps {
+            for spec in &variants {
+                let params = admm_variant(spec, StopRule::Cn { eps: e });
+                let mut s = AdmmSolver::new(m, params).expect("admm");
+                let (mut its, mut wall, mut conv, mut facts) = (Vec::new(), 0.0, 0, 0);
+                let (mut stopped, mut rejected) = (Vec::new(), 0);
+                for (si, start) in starts.iter().enumerate() {
+                    let mut state = start.clone();
+                    for step in 0..k {
+                        let problem = StepProblem::new(m, &state, case.h);
+                        let mut x = Vec::new();
+                        let r = s.step(&problem, m, &mut x, false).expect("admm step");
+                        its.push(r.iterations);
+                        wall += r.wall_ms;
+                        conv += usize::from(r.converged);
+                        facts += r.work.refactorisations;
+                        if !r.converged {
+                            stopped.push(format!("{:.1e}", r.residual));
+                        }
+                        let log = s.last_step();
+                        rejected += log.iter().filter(|i| i.accelerated == Some(false)).count();
+                        if trace {
+                            for (i, it) in log.iter().enumerate().filter(|(i, _)| i % 50 == 49) {
+                                eprintln!(
+                                    "  {spec} ε {e:.0e} start {} step {step} it {}: residual {:.3e} primal {:.3e} combined {:.3e} ρ {} {:?}",
+                                    at[si],
+                                    i + 1,
+                                    it.residual,
+                                    it.primal,
+                                    it.combined,
+                                    it.rho,
+                                    it.accelerated
+                                );
+                            }
+                        }
+                        state = advance(&state, x, case.h);
+                    }
+                }
+                let n = its.len();
+                out!(
+                    "| {} | {e:.0e} | {spec} | {:.1} {its:?} | {:.0} | {conv}/{n} | {} | {facts} | {} | {} | {rejected} |",
+                    case.name,
+                    its.iter().sum::<usize>() as f64 / n as f64,
+                    wall / n as f64,
+                    if stopped.is_empty() { "—".into() } else { stopped.join(", ") },
+                    s.penalty_updates(),
+                    s.rho(),
+                );
+            }
+        }
+    }
+    out!();
 }
 
 // ---------------------------------------------------------------- contact
@@ -1670,18 +1848,25 @@ fn plot_curves(case: &str, curves: &[(String, Vec<(f64, f64)>)]) {
 }
 
 fn main() {
-    run();
-    report::finish("solvers");
+    let cases = std::env::var("JELLO_SOLVERS_CASES").unwrap_or_else(|_| {
+        "table1,orderings,iterations,split,admm_split,contact,admm_contact".into()
+    });
+    run(&cases);
+    // The book's ADMM page includes the `admm_twist` table: run alone, it is its own
+    // document, so that a run of the other cases does not overwrite it.
+    let doc = if cases.trim() == "admm_twist" {
+        "solvers_admm_twist"
+    } else {
+        "solvers"
+    };
+    report::finish_as("solvers", doc);
 }
 
-fn run() {
+fn run(cases: &str) {
     out!(
         "threads: {}; `cargo bench --bench solvers` (CPU f64 unless marked)",
         rayon::current_num_threads()
     );
-    let cases = std::env::var("JELLO_SOLVERS_CASES").unwrap_or_else(|_| {
-        "table1,orderings,iterations,split,admm_split,contact,admm_contact".into()
-    });
     for c in cases.split(',') {
         match c.trim() {
             "table1" => table1(),
@@ -1694,6 +1879,7 @@ fn run() {
             "armadillo_114k" => armadillo_114k(),
             "dot" => dot_comparison(),
             "dot_hard" => dot_hard(),
+            "admm_twist" => admm_twist(),
             other => panic!("unknown case {other}"),
         }
     }

@@ -164,12 +164,21 @@ pub fn finish(name: &str) {
 /// [`finish`] into `dir` when given (else as [`finish`]), with the bench's own structured
 /// results as the JSON's `data`.
 pub fn finish_to(name: &str, dir: Option<&Path>, data: serde_json::Value) {
+    write_doc(&name.replace('-', "_"), name, dir, data);
+}
+
+/// [`finish`] for a bench (`benches/BENCH.rs`) whose run is published under another name
+/// (`DOC.md`, `DOC.json`): a bench with several cases and one of them in the book.
+pub fn finish_as(bench: &str, doc: &str) {
+    write_doc(bench, doc, None, serde_json::Value::Null);
+}
+
+fn write_doc(bench: &str, name: &str, dir: Option<&Path>, data: serde_json::Value) {
     let body = DOC.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "<!-- written by benches/{}.rs (benches/common/report.rs); do not edit -->",
-        name.replace('-', "_")
+        "<!-- written by benches/{bench}.rs (benches/common/report.rs); do not edit -->"
     );
     let _ = writeln!(md, "{}\n", provenance());
     md.push_str(&body);
