@@ -18,8 +18,7 @@ use jello::gpu::Device;
 use jello::problem::{Model, State, StepProblem};
 use jello::scene::{BuiltScene, Scene};
 use jello::solver::jgs2::{
-    build_subspace, DeviceJgs2, Jgs2Params, Jgs2Solver, Jgs2Subspace, Safeguard, SubspaceOptions,
-    Variant,
+    build_subspace, DeviceJgs2, Jgs2Params, Safeguard, SubspaceOptions, Variant,
 };
 use jello::solver::{StepReport, StepSolver};
 use std::path::Path;
@@ -61,33 +60,19 @@ fn solvers(cap: usize) -> [(&'static str, Jgs2Params, bool); 2] {
     [("vbd", vbd, false), ("jgs2", jgs2, true)]
 }
 
-fn solver(
-    m: &Model,
-    dev: Option<Device>,
-    params: Jgs2Params,
-    sub: Option<Arc<Jgs2Subspace>>,
-) -> Box<dyn StepSolver> {
-    match (dev, sub) {
-        (Some(d), s) => Box::new(DeviceJgs2::new(d, m, params, s).unwrap()),
-        (None, Some(s)) => Box::new(Jgs2Solver::jgs2(m, params, s).unwrap()),
-        (None, None) => Box::new(Jgs2Solver::vbd(m, params)),
-    }
+/// Moves `st` on to `x`, the end of a step of `h` seconds (velocity (x − xᵗ)/h).
+fn move_on(st: &mut State, x: Vec<f64>, h: f64) {
+    let v = x.iter().zip(&st.x).map(|(a, b)| (a - b) / h).collect();
+    *st = State::new(x, v, st.t + h);
 }
 
-/// One step from `st` (strict or not); returns the report and moves `st` on.
-fn advance(
-    m: &Model,
-    s: &mut dyn StepSolver,
-    st: &mut State,
-    h: f64,
-    strict: bool,
-) -> (StepReport, Vec<f64>) {
-    let mut p = StepProblem::new(m, st, h);
-    p.strict_inversion = strict;
+/// One unfiltered step from `st`; returns the report and moves `st` on.
+fn advance(m: &Model, s: &mut dyn StepSolver, st: &mut State, h: f64) -> (StepReport, Vec<f64>) {
     let mut x = Vec::new();
-    let r = s.step(&p, m, &mut x, false).unwrap();
-    let v = x.iter().zip(&st.x).map(|(a, b)| (a - b) / h).collect();
-    *st = State::new(x.clone(), v, st.t + h);
+    let r = s
+        .step(&StepProblem::new(m, st, h), m, &mut x, false)
+        .unwrap();
+    move_on(st, x.clone(), h);
     (r, x)
 }
 
@@ -125,10 +110,10 @@ fn strict_device_solves_keep_every_element_positive() {
             // Plain: the impact inverts elements without the filter, so the strict run is a
             // real test.
             let mut inverted_plain = 0;
-            let mut solver = solver(m, Some(dev()), params, s.clone());
+            let mut solver = DeviceJgs2::new(dev(), m, params, s.clone()).unwrap();
             let mut st = m.initial_state(&b.velocity);
             for step in 0..2 {
-                let (r, x) = advance(m, solver.as_mut(), &mut st, 0.01, false);
+                let (r, x) = advance(m, &mut solver, &mut st, 0.01);
                 let c = m.check_state(&x);
                 inverted_plain += c.total_inverted();
                 line += &format!(
@@ -178,8 +163,7 @@ fn strict_device_solves_keep_every_element_positive() {
                     " strict step {step}: {} it, min J over its iterates {min_j:.1e};",
                     r.iterations
                 );
-                let v = x.iter().zip(&st.x).map(|(a, b)| (a - b) / 0.01).collect();
-                st = State::new(x, v, st.t + 0.01);
+                move_on(&mut st, x, 0.01);
             }
             eprintln!("{line}");
         }
@@ -274,8 +258,7 @@ fn surface_stays_out_of(text: &str, what: &str) {
                         .fold(f64::INFINITY, f64::min);
                     closest = closest.min(gap);
                 }
-                let v = x.iter().zip(&st.x).map(|(a, b)| (a - b) / h).collect();
-                st = State::new(x, v, st.t + h);
+                move_on(&mut st, x, h);
             }
             eprintln!(
                 "{what}, {dname} {name}: closest vertex at the start {vertex_gap:.3e} m, closest \
