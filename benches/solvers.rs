@@ -52,8 +52,15 @@
 //! - `admm_twist` (opt-in; issue 42) — ADMM plain, with Anderson alone, the penalty update
 //!   alone and both (the defaults) on the bundled twist–stretch–squash from Newton's states
 //!   mid-twist, mid-stretch and mid-squash, at CN 1e-5 and 1e-7: iterations, ms per step,
-//!   converged steps, where unconverged steps stopped, factorisations (see `admm_twist`). Run
-//!   alone it writes `solvers_admm_twist.md`, the table of the book's ADMM page.
+//!   converged steps, where unconverged steps stopped, factorisations (see `admm_twist`).
+//! - `large_deformation` (opt-in; issue 42) — every CPU solver (Newton, multilevel, LBFGS-H,
+//!   DOT, QN, ADMM, JGS2, VBD) at its defaults on the bundled and the hard twist–stretch–squash
+//!   of armadillo_18k, at CN 1e-5 and 1e-7: iterations, ms per step, converged steps and the
+//!   distance to Newton's answer (see `large_deformation`).
+//!
+//! Every set of cases writes its own document: the default set `solvers.md`, any other
+//! `solvers_CASE_CASE….md` (`JELLO_SOLVERS_CASES=admm_twist` writes `solvers_admm_twist.md`,
+//! the table of the book's ADMM page).
 //!
 //! Peak memory (`dot`, `dot_hard`): the bench's global allocator counts every Rust heap
 //! allocation (module `heap`). Per solver and case, "build MB" is the peak heap above the
@@ -97,6 +104,7 @@ use jello::solver::dot::{DotParams, DotSolver};
 use jello::solver::jgs2::{
     build_subspace, Jgs2Params, Jgs2Solver, Safeguard, SubspaceOptions, Variant,
 };
+use jello::solver::multilevel::{build_solver, MultilevelParams, MultilevelStop};
 use jello::solver::pd::{GlobalOptions, GlobalSystem};
 use jello::solver::qn::{QnMode, QnParams, QnSolver};
 use jello::solver::{NewtonParams, NewtonSolver, StepSolver, StopRule};
@@ -991,6 +999,191 @@ fn admm_twist() {
     out!();
 }
 
+// ---------------------------------------------------------------- every solver, large deformation
+
+/// Issue 42's table: every CPU solver on the large-deformation twists at CN ε = 1e-5 and 1e-7,
+/// one step from each of Newton's states, against Newton's answer to CN 1e-10 from the same
+/// state. Cases (`JELLO_LARGE_CASES`, comma list of `bundled` and `hard`, default both): the
+/// bundled twist–stretch–squash on armadillo_18k (E = 2.5e4 Pa; starts at steps 20, 60, 100:
+/// mid-twist, mid-stretch, mid-squash) and the hard variant of [`dot_hard`] (E = 1e4 Pa, the
+/// script 4× faster, translations 1.6×; starts half-way through each phase). Per solver and
+/// ε: iterations per step, ms per step (and relative to Newton at the same ε), converged steps,
+/// and the distance to the reference: the largest vertex distance over the starts, as a
+/// fraction of the rest bounding-box diagonal. Iteration cap `JELLO_LARGE_CAP` (default 1000)
+/// for every solver but Newton (200); `JELLO_LARGE_SOLVERS` (default all eight) and
+/// `JELLO_LARGE_EPS` (default `1e-5,1e-7`) bound the run. Run alone
+/// (`JELLO_SOLVERS_CASES=large_deformation`) it writes `solvers_large_deformation.md`.
+fn large_deformation() {
+    let cap: usize = env_or("JELLO_LARGE_CAP", 1000);
+    let solvers = std::env::var("JELLO_LARGE_SOLVERS")
+        .unwrap_or_else(|_| "newton,multilevel,lbfgs-h,dot,qn,admm,jgs2,vbd".into());
+    let eps: Vec<f64> = std::env::var("JELLO_LARGE_EPS")
+        .unwrap_or_else(|_| "1e-5,1e-7".into())
+        .split(',')
+        .map(|s| s.trim().parse().expect("JELLO_LARGE_EPS: numbers"))
+        .collect();
+    let which = std::env::var("JELLO_LARGE_CASES").unwrap_or_else(|_| "bundled,hard".into());
+    let threads = rayon::current_num_threads();
+    out!("\n## Every solver on the large-deformation twists\n");
+    out!(
+        "f64 CPU backend, {threads} threads, h = 25 ms, fixed corotated (ν = 0.4, ρ = 1000 \
+         kg/m³), each solver at its defaults but the stop rule (CN ε) and the cap ({cap} \
+         iterations; Newton 200). One step from each of Newton's states. *iterations*: per step \
+         [per start]; *× newton*: ms per step over Newton's at the same ε; *converged*: steps that \
+         met the rule; *distance*: the largest vertex distance to Newton's answer at CN 1e-10 \
+         from the same state, over the starts, as a fraction of the rest bounding-box diagonal. \
+         DOT with s = {threads} subdomains; multilevel with its SMS basis (built outside the \
+         timed steps)."
+    );
+    let mut cases = Vec::new();
+    for w in which.split(',').map(str::trim) {
+        let tss = match w {
+            "bundled" => Tss::bundled("armadillo_18k", 2.5e4),
+            "hard" => Tss {
+                mesh: "armadillo_18k".into(),
+                young: 1e4,
+                speed: 4.0,
+                stretch: 1.6,
+                degrees: 90.0,
+            },
+            other => panic!("JELLO_LARGE_CASES: unknown case `{other}` (bundled, hard)"),
+        };
+        if let Some(c) = tss_case(&tss) {
+            let at = if w == "bundled" {
+                vec![20, 60, 100]
+            } else {
+                tss.phase_points(c.h, 1)
+            };
+            cases.push((c, at));
+        }
+    }
+    for (case, at) in &cases {
+        let m = &case.model;
+        let (starts, traj) = newton_states(case, at);
+        out!();
+        print_trajectory(case, &traj);
+        let (lo, hi) = m.mesh.bounding_box().expect("box");
+        let diag = (0..3).map(|i| (hi[i] - lo[i]).powi(2)).sum::<f64>().sqrt();
+        // The reference: Newton to CN 1e-10 from every start.
+        let mut reference = newton(m, 1e-10, 400);
+        let refs: Vec<Vec<f64>> = starts
+            .iter()
+            .map(|s| {
+                let problem = StepProblem::new(m, s, case.h);
+                let mut x = Vec::new();
+                let r = reference
+                    .step(&problem, m, &mut x, false)
+                    .expect("reference");
+                assert!(r.converged, "{}: the reference did not converge", case.name);
+                x
+            })
+            .collect();
+        let sub = solvers.split(',').any(|s| s.trim() == "jgs2").then(|| {
+            Arc::new(build_subspace(m, case.h, &SubspaceOptions::default()).expect("jgs2"))
+        });
+        out!();
+        out!("| case | ε | solver | iterations | ms / step | × newton | converged | distance |");
+        out!("|---|---|---|---|---|---|---|---|");
+        for &e in &eps {
+            let stop = StopRule::Cn { eps: e };
+            let mut newton_ms = f64::NAN;
+            for name in solvers.split(',').map(str::trim) {
+                let mut solver: Box<dyn StepSolver> = match name {
+                    "newton" => Box::new(newton(m, e, 200)),
+                    "multilevel" => {
+                        let params = MultilevelParams {
+                            stop: MultilevelStop::Shared(stop),
+                            max_iterations: cap,
+                            ..MultilevelParams::default()
+                        };
+                        Box::new(build_solver(m, params, None).expect("multilevel").0)
+                    }
+                    "lbfgs-h" | "dot" => Box::new(
+                        DotSolver::new(
+                            m,
+                            CpuBackend::new(m.num_vertices()),
+                            DotParams {
+                                subdomains: if name == "dot" { threads } else { 1 },
+                                stop,
+                                max_iterations: cap,
+                                ..DotParams::default()
+                            },
+                        )
+                        .expect("dot"),
+                    ),
+                    "qn" => Box::new(qn(
+                        m,
+                        QnParams {
+                            stop,
+                            max_iterations: cap,
+                            ..QnParams::default()
+                        },
+                    )),
+                    "admm" => Box::new(
+                        AdmmSolver::new(
+                            m,
+                            AdmmParams {
+                                stop,
+                                max_iterations: cap,
+                                ..AdmmParams::default()
+                            },
+                        )
+                        .expect("admm"),
+                    ),
+                    "jgs2" | "vbd" => {
+                        let params = Jgs2Params {
+                            stop,
+                            max_iterations: cap,
+                            ..Jgs2Params::default()
+                        };
+                        match &sub {
+                            Some(sub) if name == "jgs2" => {
+                                Box::new(Jgs2Solver::jgs2(m, params, sub.clone()).expect("jgs2"))
+                            }
+                            _ => Box::new(Jgs2Solver::vbd(
+                                m,
+                                Jgs2Params {
+                                    variant: Variant::GaussSeidel,
+                                    safeguard: Safeguard::Off,
+                                    ..params
+                                },
+                            )),
+                        }
+                    }
+                    other => panic!("JELLO_LARGE_SOLVERS: unknown solver {other}"),
+                };
+                let (mut its, mut wall, mut conv, mut dist) = (Vec::new(), 0.0, 0, 0.0f64);
+                for (start, xr) in starts.iter().zip(&refs) {
+                    let problem = StepProblem::new(m, start, case.h);
+                    let mut x = Vec::new();
+                    let r = solver.step(&problem, m, &mut x, false).expect("step");
+                    its.push(r.iterations);
+                    wall += r.wall_ms;
+                    conv += usize::from(r.converged);
+                    for (a, b) in x.chunks_exact(3).zip(xr.chunks_exact(3)) {
+                        let d =
+                            ((a[0] - b[0]).powi(2) + (a[1] - b[1]).powi(2) + (a[2] - b[2]).powi(2))
+                                .sqrt();
+                        dist = dist.max(d / diag);
+                    }
+                }
+                let n = its.len();
+                let ms = wall / n as f64;
+                if name == "newton" {
+                    newton_ms = ms;
+                }
+                out!(
+                    "| {} | {e:.0e} | {name} | {:.1} {its:?} | {ms:.0} | {:.2} | {conv}/{n} | {dist:.1e} |",
+                    case.name,
+                    its.iter().sum::<usize>() as f64 / n as f64,
+                    ms / newton_ms,
+                );
+            }
+        }
+    }
+    out!("\nprocess max RSS: {:.0} MB", max_rss_mb());
+}
+
 // ---------------------------------------------------------------- contact
 
 fn contact() {
@@ -1847,19 +2040,21 @@ fn plot_curves(case: &str, curves: &[(String, Vec<(f64, f64)>)]) {
     }
 }
 
+/// The cases a plain `cargo bench --bench solvers` runs.
+const DEFAULT_CASES: &str = "table1,orderings,iterations,split,admm_split,contact,admm_contact";
+
 fn main() {
-    let cases = std::env::var("JELLO_SOLVERS_CASES").unwrap_or_else(|_| {
-        "table1,orderings,iterations,split,admm_split,contact,admm_contact".into()
-    });
+    let cases = std::env::var("JELLO_SOLVERS_CASES").unwrap_or_else(|_| DEFAULT_CASES.into());
     run(&cases);
-    // The book's ADMM page includes the `admm_twist` table: run alone, it is its own
-    // document, so that a run of the other cases does not overwrite it.
-    let doc = if cases.trim() == "admm_twist" {
-        "solvers_admm_twist"
+    // Each set of cases is its own document (`solvers_CASE_CASE.md`; the default set
+    // `solvers.md`), so a run of some cases never overwrites the book's table of others.
+    let cases: Vec<&str> = cases.split(',').map(str::trim).collect();
+    let doc = if cases.join(",") == DEFAULT_CASES {
+        "solvers".to_string()
     } else {
-        "solvers"
+        format!("solvers_{}", cases.join("_"))
     };
-    report::finish_as("solvers", doc);
+    report::finish_as("solvers", &doc);
 }
 
 fn run(cases: &str) {
@@ -1880,6 +2075,7 @@ fn run(cases: &str) {
             "dot" => dot_comparison(),
             "dot_hard" => dot_hard(),
             "admm_twist" => admm_twist(),
+            "large_deformation" => large_deformation(),
             other => panic!("unknown case {other}"),
         }
     }
