@@ -36,7 +36,8 @@ pub fn line(s: String) {
 }
 
 /// One line saying where the figures come from: CPU model and count, memory, UTC date, commit
-/// (with `+dirty` when the tree has uncommitted changes), and the build profile.
+/// (with `+dirty` when the tree has uncommitted changes), the build profile, and the `JELLO_*`
+/// settings of the run.
 pub fn provenance() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -73,10 +74,24 @@ pub fn provenance() -> String {
     } else {
         "release"
     };
+    // The bench's own knobs, so a page says which run it shows (the output switches are not
+    // part of the run).
+    let mut settings: Vec<String> = std::env::vars()
+        .filter(|(k, _)| {
+            k.starts_with("JELLO_") && !matches!(k.as_str(), "JELLO_BENCH_BOOK" | "JELLO_BENCH_OUT")
+        })
+        .map(|(k, v)| format!("`{k}={v}`"))
+        .collect();
+    settings.sort();
     format!(
-        "_Measured {} UTC on {cores} × {cpu}, {mem_gib} GiB; commit {commit}{}; {profile} build._",
+        "_Measured {} UTC on {cores} × {cpu}, {mem_gib} GiB; commit {commit}{}; {profile} build{}._",
         utc_now(),
-        if dirty { "+dirty" } else { "" }
+        if dirty { "+dirty" } else { "" },
+        if settings.is_empty() {
+            String::new()
+        } else {
+            format!("; settings {}", settings.join(" "))
+        }
     )
 }
 
