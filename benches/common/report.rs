@@ -36,8 +36,8 @@ pub fn line(s: String) {
 }
 
 /// One line saying where the figures come from: CPU model and count, memory, UTC date, commit
-/// (with `+dirty` when the tree has uncommitted changes), the build profile, and the `JELLO_*`
-/// settings of the run.
+/// (with `+dirty` when files outside `docs/` have uncommitted changes), the build profile, and
+/// the `JELLO_*` settings of the run.
 pub fn provenance() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -67,8 +67,16 @@ pub fn provenance() -> String {
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
     };
     let commit = git(&["rev-parse", "--short=10", "HEAD"]).unwrap_or_else(|| "unknown".into());
-    let dirty =
-        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    // Uncommitted edits outside docs/ (the book's pages do not change what is measured).
+    let dirty = git(&[
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+        "--",
+        ".",
+        ":!docs",
+    ])
+    .is_some_and(|s| !s.is_empty());
     let profile = if cfg!(debug_assertions) {
         "debug"
     } else {
