@@ -1113,7 +1113,16 @@ fn diagnose(kick: f64) {
 
 fn main() {
     run();
-    report::finish("convergence");
+    // The frontier is its own document (the book includes both).
+    let frontier = std::env::var("JELLO_CONV_FRONTIER").as_deref() == Ok("1");
+    report::finish_as(
+        "convergence",
+        if frontier {
+            "convergence_frontier"
+        } else {
+            "convergence"
+        },
+    );
 }
 
 fn run() {

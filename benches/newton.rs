@@ -16,6 +16,10 @@
 //! `JELLO_BENCH_ASSEMBLY_STEPS` (Newton steps from rest before the phases are timed, default 3),
 //! `JELLO_BENCH_ARMADILLO_STEPS` (default 5), `JELLO_BENCH_ARMADILLO` (path of the .node file,
 //! default ../shared/meshes/armadillo_114k.node beside the repository root).
+//!
+//! Documents: `newton.md`, `newton_filters.md` (`JELLO_BENCH_FILTERS_ONLY=1`) and
+//! `newton_assembly.md` (`JELLO_BENCH_ASSEMBLY_ONLY=1`), each its own, so a run of one mode
+//! never overwrites another's table in the book.
 
 #[path = "common/report.rs"]
 #[macro_use]
@@ -553,7 +557,18 @@ fn filter_comparison(twist_steps: usize, increments: usize) -> Vec<Row> {
 
 fn main() {
     run();
-    report::finish("newton");
+    // Each mode is its own document, so the book's pages can include each.
+    let on = |k: &str| std::env::var(k).as_deref() == Ok("1");
+    report::finish_as(
+        "newton",
+        if on("JELLO_BENCH_FILTERS_ONLY") {
+            "newton_filters"
+        } else if on("JELLO_BENCH_ASSEMBLY_ONLY") {
+            "newton_assembly"
+        } else {
+            "newton"
+        },
+    );
 }
 
 fn run() {
