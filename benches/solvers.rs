@@ -1001,6 +1001,24 @@ fn admm_twist() {
 
 // ---------------------------------------------------------------- every solver, large deformation
 
+/// The largest vertex distance between two position vectors (3n), m.
+fn max_distance(a: &[f64], b: &[f64]) -> f64 {
+    a.chunks_exact(3)
+        .zip(b.chunks_exact(3))
+        .map(|(p, q)| {
+            ((p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2) + (p[2] - q[2]).powi(2)).sqrt()
+        })
+        .fold(0.0, f64::max)
+}
+
+/// `v` as a comma list in two-digit scientific notation.
+fn sci(v: &[f64]) -> String {
+    v.iter()
+        .map(|d| format!("{d:.1e}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Issue 42's table: every CPU solver on the large-deformation twists at CN ε = 1e-5 and 1e-7,
 /// one step from each of Newton's states, against Newton's answer to CN 1e-10 from the same
 /// state. Cases (`JELLO_LARGE_CASES`, comma list of `bundled` and `hard`, default both): the
@@ -1008,8 +1026,10 @@ fn admm_twist() {
 /// mid-twist, mid-stretch, mid-squash) and the hard variant of [`dot_hard`] (E = 1e4 Pa, the
 /// script 4× faster, translations 1.6×; starts half-way through each phase). Per solver and
 /// ε: iterations per step, ms per step (and relative to Newton at the same ε), converged steps,
-/// and the distance to the reference: the largest vertex distance over the starts, as a
-/// fraction of the rest bounding-box diagonal. Iteration cap `JELLO_LARGE_CAP` (default 1000)
+/// the distance to the reference (the largest vertex distance, as a fraction of the rest
+/// bounding-box diagonal; the largest over the starts, then per start) and the step energy
+/// above the reference's, E(x) − E(x*) per start (negative: a lower stationary point than
+/// Newton's; the reference's own drop from the start is printed above the table). Iteration cap `JELLO_LARGE_CAP` (default 1000)
 /// for every solver but Newton (200); `JELLO_LARGE_SOLVERS` (default all eight) and
 /// `JELLO_LARGE_EPS` (default `1e-5,1e-7`) bound the run. Run alone
 /// (`JELLO_SOLVERS_CASES=large_deformation`) it writes `solvers_large_deformation.md`.
@@ -1030,8 +1050,10 @@ fn large_deformation() {
          kg/m³), each solver at its defaults but the stop rule (CN ε) and the cap ({cap} \
          iterations; Newton 200). One step from each of Newton's states. *iterations*: per step \
          [per start]; *× newton*: ms per step over Newton's at the same ε; *converged*: steps that \
-         met the rule; *distance*: the largest vertex distance to Newton's answer at CN 1e-10 \
-         from the same state, over the starts, as a fraction of the rest bounding-box diagonal. \
+         met the rule; *distance*: the largest vertex distance to Newton's answer x* at CN \
+         1e-10 from the same state, as a fraction of the rest bounding-box diagonal (the \
+         largest over the starts, then per start); *E − E(x*)*: the step energy above x*'s \
+         (negative: a lower stationary point than Newton's). \
          DOT with s = {threads} subdomains; multilevel with its SMS basis (built outside the \
          timed steps)."
     );
@@ -1081,9 +1103,15 @@ fn large_deformation() {
         let sub = solvers.split(',').any(|s| s.trim() == "jgs2").then(|| {
             Arc::new(build_subspace(m, case.h, &SubspaceOptions::default()).expect("jgs2"))
         });
+        let drop: Vec<f64> = starts
+            .iter()
+            .zip(&refs)
+            .map(|(s, xr)| StepProblem::new(m, s, case.h).energy_change(m, xr))
+            .collect();
+        out!("reference: E(x*) − E(x_start) per start [{}] J", sci(&drop));
         out!();
-        out!("| case | ε | solver | iterations | ms / step | × newton | converged | distance |");
-        out!("|---|---|---|---|---|---|---|---|");
+        out!("| case | ε | solver | iterations | ms / step | × newton | converged | distance [per start] | E − E(x*) per start, J |");
+        out!("|---|---|---|---|---|---|---|---|---|");
         for &e in &eps {
             let stop = StopRule::Cn { eps: e };
             let mut newton_ms = f64::NAN;
@@ -1152,7 +1180,8 @@ fn large_deformation() {
                     }
                     other => panic!("JELLO_LARGE_SOLVERS: unknown solver {other}"),
                 };
-                let (mut its, mut wall, mut conv, mut dist) = (Vec::new(), 0.0, 0, 0.0f64);
+                let (mut its, mut wall, mut conv) = (Vec::new(), 0.0, 0);
+                let (mut dist, mut de) = (Vec::new(), Vec::new());
                 for (start, xr) in starts.iter().zip(&refs) {
                     let problem = StepProblem::new(m, start, case.h);
                     let mut x = Vec::new();
@@ -1160,12 +1189,8 @@ fn large_deformation() {
                     its.push(r.iterations);
                     wall += r.wall_ms;
                     conv += usize::from(r.converged);
-                    for (a, b) in x.chunks_exact(3).zip(xr.chunks_exact(3)) {
-                        let d =
-                            ((a[0] - b[0]).powi(2) + (a[1] - b[1]).powi(2) + (a[2] - b[2]).powi(2))
-                                .sqrt();
-                        dist = dist.max(d / diag);
-                    }
+                    dist.push(max_distance(&x, xr) / diag);
+                    de.push(problem.energy_difference(m, xr, &x));
                 }
                 let n = its.len();
                 let ms = wall / n as f64;
@@ -1173,10 +1198,13 @@ fn large_deformation() {
                     newton_ms = ms;
                 }
                 out!(
-                    "| {} | {e:.0e} | {name} | {:.1} {its:?} | {ms:.0} | {:.2} | {conv}/{n} | {dist:.1e} |",
+                    "| {} | {e:.0e} | {name} | {:.1} {its:?} | {ms:.0} | {:.2} | {conv}/{n} | {:.1e} [{}] | {} |",
                     case.name,
                     its.iter().sum::<usize>() as f64 / n as f64,
                     ms / newton_ms,
+                    dist.iter().copied().fold(0.0, f64::max),
+                    sci(&dist),
+                    sci(&de),
                 );
             }
         }
