@@ -884,7 +884,9 @@ fn admm_variant(spec: &str, stop: StopRule) -> AdmmParams {
 /// steps from each, at CN ε of `JELLO_ADMM_EPS` (default
 /// `1e-5,1e-7`), for the variants of `JELLO_ADMM_VARIANTS` (default
 /// `plain,anderson,penalty,both`; see [`admm_variant`] for overrides) and the scenes of
-/// `JELLO_ADMM_MESHES` (default `armadillo_18k`; `bunny_20k` the other). Per variant: iterations per step,
+/// `JELLO_ADMM_MESHES` (default `armadillo_18k`; `bunny_20k` the other), or the variants of
+/// `JELLO_ADMM_TSS` (`;`-separated `mesh,E,speed,stretch,degrees` as `JELLO_DOT_HARD_TSS`, from
+/// Newton's states half-way through each phase unless `JELLO_ADMM_STARTS` is set). Per variant: iterations per step,
 /// ms per step, converged steps, the residual where unconverged steps stopped, factorisations
 /// (the first step's initial one included), penalty updates, ρ at the end, rejected Anderson
 /// mixes. `JELLO_ADMM_TRACE=1` prints every 50th iteration of every step (stderr).
@@ -900,10 +902,32 @@ fn admm_twist() {
             .filter(|s| !s.is_empty())
             .collect()
     };
+    let starts_given = std::env::var("JELLO_ADMM_STARTS").is_ok();
     let at: Vec<usize> = list("JELLO_ADMM_STARTS", "20,60,100")
         .iter()
         .map(|s| s.parse().expect("JELLO_ADMM_STARTS: steps"))
         .collect();
+    // The scenes: `JELLO_ADMM_TSS` variants (as `JELLO_DOT_HARD_TSS`), else the bundled script
+    // on each of `JELLO_ADMM_MESHES`.
+    let variants_tss: Vec<Tss> = match std::env::var("JELLO_ADMM_TSS") {
+        Ok(spec) => spec
+            .split(';')
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(|v| Tss::parse(v, "JELLO_ADMM_TSS"))
+            .collect(),
+        Err(_) => list("JELLO_ADMM_MESHES", "armadillo_18k")
+            .iter()
+            .map(|mesh| {
+                let young = if mesh.starts_with("armadillo") {
+                    2.5e4
+                } else {
+                    1e5
+                };
+                Tss::bundled(mesh, young)
+            })
+            .collect(),
+    };
     let eps: Vec<f64> = list("JELLO_ADMM_EPS", "1e-5,1e-7")
         .iter()
         .map(|s| s.parse().expect("JELLO_ADMM_EPS: numbers"))
@@ -911,7 +935,7 @@ fn admm_twist() {
     let variants = list("JELLO_ADMM_VARIANTS", "plain,anderson,penalty,both");
     let trace = env_or("JELLO_ADMM_TRACE", 0) == 1;
     out!(
-        "\n## ADMM on the large-deformation twists: {k} steps from Newton's states at steps {at:?} (h = 25 ms)\n"
+        "\n## ADMM on the large-deformation twists: {k} steps from Newton's states at steps {at:?} (a variant's phase mid-points unless given; h = 25 ms)\n"
     );
     out!(
         "f64 CPU backend. *iterations*: per step; *stopped at*: the residual (characteristic \
@@ -928,14 +952,15 @@ fn admm_twist() {
     );
     out!("| scene | ε | variant | iterations | ms / step | converged | stopped at | factorisations | updates | ρ | rejected |");
     out!("|---|---|---|---|---|---|---|---|---|---|---|");
-    for mesh in list("JELLO_ADMM_MESHES", "armadillo_18k") {
-        let young = if mesh.starts_with("armadillo") {
-            2.5e4
-        } else {
-            1e5
-        };
-        let Some(case) = tss_case(&Tss::bundled(&mesh, young)) else {
+    for tss in &variants_tss {
+        let Some(case) = tss_case(tss) else {
             continue;
+        };
+        // A variant's own phases unless the starts were given.
+        let at = if starts_given || tss.speed == 1.0 {
+            at.clone()
+        } else {
+            tss.phase_points(case.h, 1)
         };
         let (starts, traj) = newton_states(&case, &at);
         eprintln!(
@@ -1410,6 +1435,23 @@ struct Tss {
 }
 
 impl Tss {
+    /// A variant from `mesh,E,speed,stretch,degrees` (the spec of `var`, named in the panic).
+    fn parse(v: &str, var: &str) -> Self {
+        let f: Vec<&str> = v.split(',').map(str::trim).collect();
+        let num = |i: usize| -> f64 {
+            f.get(i)
+                .and_then(|s| s.parse().ok())
+                .unwrap_or_else(|| panic!("{var}: `{v}` is not mesh,E,speed,stretch,degrees"))
+        };
+        Tss {
+            mesh: f[0].into(),
+            young: num(1),
+            speed: num(2),
+            stretch: num(3),
+            degrees: num(4),
+        }
+    }
+
     /// The bundled scene's script on `mesh` with Young's modulus `young`, Pa.
     fn bundled(mesh: &str, young: f64) -> Self {
         Tss {
@@ -1709,19 +1751,7 @@ fn dot_hard() {
     let spec = std::env::var("JELLO_DOT_HARD_TSS").unwrap_or_else(|_| HARD_TSS.into());
     let mut cases = Vec::new();
     for v in spec.split(';').map(str::trim).filter(|v| !v.is_empty()) {
-        let f: Vec<&str> = v.split(',').map(str::trim).collect();
-        let num = |i: usize| -> f64 {
-            f.get(i).and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-                panic!("JELLO_DOT_HARD_TSS: `{v}` is not mesh,E,speed,stretch,degrees")
-            })
-        };
-        let tss = Tss {
-            mesh: f[0].into(),
-            young: num(1),
-            speed: num(2),
-            stretch: num(3),
-            degrees: num(4),
-        };
+        let tss = Tss::parse(v, "JELLO_DOT_HARD_TSS");
         if let Some(c) = tss_case(&tss) {
             let at = tss.phase_points(c.h, per_phase);
             cases.push((c, at));
