@@ -21,7 +21,10 @@
 //!
 //! `cargo bench --bench adjoint`. Env: `JELLO_BENCH_ADJOINT_STEPS` (default 100),
 //! `JELLO_BENCH_ADJOINT_ARMADILLO_STEPS` (the armadillo's, default the former: a debug build
-//! takes ~5 s per armadillo step), `JELLO_BENCH_ADJOINT_CELLS` (the contact scene's slab cells
+//! takes ~5 s per armadillo step, a release build ~3 s), `JELLO_BENCH_ADJOINT_ARMADILLO_MODES`
+//! (the armadillo's modes, a comma list of `all`, `every`, `binomial`, `binomial3`; default all
+//! four: at 100 steps in a release build the binomial ones re-solve ~350 and ~600 steps, about
+//! an hour on 2 cores), `JELLO_BENCH_ADJOINT_CELLS` (the contact scene's slab cells
 //! along x, default 12: a 12 × 2 × 6-cell slab and a 6 × 2 × 3-cell block, 864 + 216 tets), `JELLO_BENCH_ADJOINT_SCENES`
 //! ("armadillo,contact" by default), `JELLO_MESH_DIR` (default ../shared/meshes beside the
 //! repository), `JELLO_BENCH_BOOK=1` (also write the book's page).
@@ -86,7 +89,8 @@ fn mib(bytes: usize) -> String {
 }
 
 /// Records `steps` steps of `model` from `state` under each mode and differentiates them.
-fn measure(name: &str, model: &Model, state: &State, h: f64, steps: usize) {
+/// `modes`: a comma list of `all`, `every`, `binomial`, `binomial3` (`None`: all four).
+fn measure(name: &str, model: &Model, state: &State, h: f64, steps: usize, modes: Option<&str>) {
     let n = 3 * model.num_vertices();
     let mut rng = Rng(7);
     let mut seeds = Seeds::default();
@@ -124,12 +128,27 @@ fn measure(name: &str, model: &Model, state: &State, h: f64, steps: usize) {
     out!();
     out!("| mode | forward s | backward s | backward/forward | re-solved steps | peak states | peak state MiB | peak RSS MiB added | unconverged |");
     out!("|---|---|---|---|---|---|---|---|---|");
-    for mode in [
-        Checkpointing::All,
-        Checkpointing::Every(k),
-        Checkpointing::Binomial(k),
-        Checkpointing::Binomial(3),
-    ] {
+    let all = [
+        ("all", Checkpointing::All),
+        ("every", Checkpointing::Every(k)),
+        ("binomial", Checkpointing::Binomial(k)),
+        ("binomial3", Checkpointing::Binomial(3)),
+    ];
+    let chosen: Vec<Checkpointing> = match modes {
+        None => all.iter().map(|(_, m)| *m).collect(),
+        Some(list) => list
+            .split(',')
+            .map(str::trim)
+            .filter_map(|name| {
+                let m = all.iter().find(|(n, _)| *n == name).map(|(_, m)| *m);
+                if m.is_none() {
+                    eprintln!("unknown mode `{name}` (all, every, binomial, binomial3): skipped");
+                }
+                m
+            })
+            .collect(),
+    };
+    for mode in chosen {
         let reset = reset_peak_rss();
         let base = status_bytes("VmRSS:");
         let options = RecordOptions {
@@ -244,7 +263,15 @@ fn main() {
                 }
                 let (model, state, h) = build(&kicked_armadillo::scene(&mesh, 1e5, 3000.0));
                 let steps = env_or("JELLO_BENCH_ADJOINT_ARMADILLO_STEPS", steps);
-                measure("kicked armadillo_18k", &model, &state, h, steps);
+                let modes = std::env::var("JELLO_BENCH_ADJOINT_ARMADILLO_MODES").ok();
+                measure(
+                    "kicked armadillo_18k",
+                    &model,
+                    &state,
+                    h,
+                    steps,
+                    modes.as_deref(),
+                );
             }
             "contact" => {
                 let (model, state, h) = build(&contact_scene(cells));
@@ -254,6 +281,7 @@ fn main() {
                     &state,
                     h,
                     steps,
+                    None,
                 );
             }
             other => out!("unknown scene `{other}` in JELLO_BENCH_ADJOINT_SCENES: skipped"),
