@@ -299,7 +299,14 @@ fn env_f64(name: &str, default: f64) -> f64 {
 
 fn main() {
     run();
-    report::finish("multilevel");
+    // Another ball resolution is its own document (`multilevel_r24.md`), so the book can show
+    // the bundled ball and a larger one side by side.
+    match std::env::var("JELLO_BENCH_ML_RESOLUTION") {
+        Ok(r) if r.trim() != "8" => {
+            report::finish_as("multilevel", &format!("multilevel_r{}", r.trim()))
+        }
+        _ => report::finish("multilevel"),
+    }
 }
 
 fn run() {
