@@ -57,7 +57,8 @@
 //! Gaussian samples per cluster (default 40; give 60 with `local`), SKETCH `global` or `local`
 //! (`HMatrixOptions::sketch`, default `global`), LOCAL_EPS the local sketch's finer truncation
 //! (`HMatrixOptions::local_eps`, default 0.1) —, and `exact`, every row
-//! kept) on the
+//! kept; by default node fits from 0.1 to 0.001, the paper's 16-sample cubature, the H-matrix
+//! at ε 1e-2, 3e-3 and 1e-3 — the default far field — and exact rows) on the
 //! paper's moderate scenes (`JELLO_CONV_CASES`, default `drag,twist,spin`) under ‖Δx‖∞ < 1e-4:
 //! memory per vertex against mean iterations per step as a multiple of exact rows', a table and
 //! `far_field_frontier.png` (representations along x in order of memory, one series per scene,
@@ -857,7 +858,7 @@ impl Representation {
 /// The far-field frontier (`JELLO_CONV_FRONTIER=1`; see the module docs).
 fn frontier(steps: usize, kick: f64, out: &Path) {
     let set = std::env::var("JELLO_CONV_FRONTIER_SET").unwrap_or_else(|_| {
-        "0:0.05,0:0.02,0:0.01,0:0.005,1:0.1,1:0.05,1:0.02,1:0.01,1:0.005,1:0.002,1:0.001,1:0.02:16,exact"
+        "0:0.05,0:0.02,0:0.01,0:0.005,1:0.1,1:0.05,1:0.02,1:0.01,1:0.005,1:0.002,1:0.001,1:0.02:16,h2:1e-2,h2:3e-3,h2:1e-3,exact"
             .into()
     });
     let reps: Vec<Representation> = set.split(',').map(Representation::parse).collect();
