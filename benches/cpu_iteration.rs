@@ -28,38 +28,8 @@
 //! `JELLO_CPU_JGS2_MAX_SAMPLES=k`: JGS2 with the paper's NNLS cubature far field (at most k
 //! weighted samples per vertex, `Jgs2Options::max_samples`) instead of the default node fits.
 //!
-//! Measured (2-core machine shared with three other builds, load average ~7: the absolute
-//! times are several times the idle ones and only ratios within one run mean anything; the
-//! instruction counts are callgrind's, 1 thread, per iteration, repeatable):
-//!
-//! | | VBD ms/it 1 thr | VBD 2 thr | JGS2 ms/it 1 thr | JGS2 2 thr | VBD instructions/it |
-//! |---|---|---|---|---|---|
-//! | before (c50483c) | 360.5 | 363.2 | 339.7 | 318.6 | 1.09 G |
-//! | after | 163.5 | 162.4 | 247.9 | 257.7 | 0.40 G |
-//!
-//! Stream copy in those runs: 7.5 / 5.4 GB/s (before), 11.4 / 6.8 GB/s (after), 1 / 2 threads
-//! — the other builds' traffic, not the machine's bandwidth. VBD moves ~2.7 MB per iteration
-//! in the model above (floor ~0.3 ms, <1% reached: the sweep is compute-bound, ~4,400
-//! instructions per element corner, mostly the 3×3 SVD and σ-space eigenpairs), JGS2 56.7 MB
-//! (floor ~5–8 ms, 2–3% reached). The residual after 50 VBD iterations agrees to 12 digits
-//! (1.486308463022572e-6 before, ...022998e-6 after). 2 threads gave no speed-up in either run
-//! on this shared machine.
-//!
-//! After, on an idle 16-core Intel Xeon server pinned to 2 cores (`taskset -c 0,1`; stream copy
-//! 19.6 / 26.0 GB/s at 1 / 2 threads): VBD 102.89 / 60.46 ms per iteration at 1 / 2 threads
-//! (1.70×), JGS2 138.65 / 77.17 ms (1.80×); JGS2 / VBD 1.35 and 1.28; 0.1–0.2% (VBD) and
-//! 2.1–2.8% (JGS2) of the DRAM floor. Same final residuals as here.
-//!
-//! Later (P from the invariants, the σ-space eigen-solve skipped where nothing is clamped), on
-//! this machine idle, against the previous tip run in the same session: VBD 76.4 / 40.1 →
-//! 41.9 / 22.1 ms at 1 / 2 threads, JGS2 128.3 / 63.4 → 85.5 / 43.9 ms; the residual after 50
-//! VBD iterations 1.486308463023365e-6.
-//!
-//! Then (issue 15, part 3: plain VBD on the stable Neo-Hookeans' exact diagonal blocks, closed
-//! form, no SVD), this machine quiet, against a28be3c in the same session: VBD 39.3 / 21.6 →
-//! 6.15 / 3.73 ms at 1 / 2 threads, JGS2 79.3 / 41.0 → 80.0 / 39.4 ms (JGS2 / VBD 10.6 at 2
-//! threads; the passes table says why); residual after 50 VBD iterations 1.486054863185863e-6.
-//! `docs/src/benchmarks/cpu-speed.md` holds the current tables.
+//! Measured figures: the book's *CPU speed* page (`docs/src/benchmarks/cpu-speed.md`) includes this
+//! bench's output; its record (issue 15, parts 1–6) keeps the earlier runs that stood here.
 
 #[path = "common/report.rs"]
 #[macro_use]

@@ -24,33 +24,8 @@
 //! "8,12,16,20": 6k, 21k, 49k, 96k tets), `JELLO_BENCH_IPC_HOOP` (ball resolutions, default
 //! "8,14,19,26": 3.4k, 17k, 48k, 106k tets with the hoop's 576; 32 gives 197k), `JELLO_BENCH_IPC_STEPS` (default 5).
 //!
-//! Measured (this default, 5 steps, release, 2 cores shared with two nice'd builds: read the
-//! ratios and exponents, not the absolute times; every step converged):
-//!
-//! | scene | tets | faces | step ms | Newton its | candidates | active | broad ms | CCD ms | barrier ms | assembly ms | factor ms | solve ms | line search ms | unconverged |
-//! |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
-//! | stack | 3888 | 1296 | 481.4 | 4.8 | 11904 | 4312 | 1.04 | 1.81 | 14.89 | 185.4 | 232.6 | 5.9 | 26.3 | 0 |
-//! | stack | 18000 | 3600 | 2797.2 | 4.4 | 31472 | 10824 | 3.79 | 7.15 | 60.98 | 712.5 | 1798.7 | 68.8 | 98.0 | 0 |
-//! | stack | 49392 | 7056 | 10402.9 | 4.2 | 60256 | 20216 | 7.79 | 13.91 | 110.42 | 1571.7 | 8160.4 | 182.2 | 223.8 | 0 |
-//! | stack | 104976 | 11664 | 51399.7 | 4.0 | 98256 | 32488 | 19.94 | 31.97 | 266.20 | 3633.3 | 46026.0 | 564.4 | 546.1 | 0 |
-//! | balls | 6144 | 1536 | 561.6 | 7.0 | 1059 | 104 | 1.93 | 2.27 | 2.42 | 251.2 | 174.3 | 8.4 | 84.5 | 0 |
-//! | balls | 20736 | 3456 | 2479.3 | 7.8 | 4527 | 262 | 4.82 | 4.62 | 7.77 | 821.9 | 1214.1 | 75.9 | 231.7 | 0 |
-//! | balls | 49152 | 6144 | 7486.8 | 7.4 | 11044 | 459 | 10.01 | 7.97 | 13.07 | 2088.4 | 4371.4 | 264.3 | 462.1 | 0 |
-//! | balls | 96000 | 9600 | 22497.1 | 7.6 | 21428 | 719 | 16.30 | 14.01 | 21.11 | 4188.2 | 16234.8 | 651.9 | 878.9 | 0 |
-//! | hoop | 3360 | 1056 | 678.5 | 14.0 | 1710 | 265 | 1.02 | 1.16 | 4.02 | 302.2 | 215.3 | 6.1 | 106.8 | 0 |
-//! | hoop | 16752 | 2640 | 3656.3 | 15.6 | 5170 | 521 | 3.66 | 3.14 | 7.10 | 1340.0 | 1681.5 | 115.3 | 374.7 | 0 |
-//! | hoop | 48288 | 5088 | 25047.6 | 24.8 | 12663 | 582 | 6.59 | 8.58 | 12.38 | 6192.6 | 16057.2 | 951.3 | 1417.2 | 0 |
-//! | hoop | 105744 | 8400 | 74748.2 | 28.8 | 25643 | 974 | 9.19 | 9.94 | 16.16 | 11859.2 | 56986.2 | 2678.3 | 2589.2 | 0 |
-//!
-//! stack: exponent in surface faces — broad phase 1.30, CCD 1.27, barrier 1.27, candidates 0.96, Newton step 2.07 (assembly 1.33, factor 2.35)
-//! balls: exponent in surface faces — broad phase 1.17, CCD 0.98, barrier 1.17, candidates 1.64, Newton step 1.99 (assembly 1.54, factor 2.44)
-//! hoop: exponent in surface faces — broad phase 1.07, CCD 1.10, barrier 0.69, candidates 1.31, Newton step 2.31 (assembly 1.82, factor 2.74)
-//!
-//! Contact (broad phase, CCD, one barrier assembly) scales about linearly: 3.7% of a step on the
-//! 3.9k-tet stack, 0.6% at 105k, 0.05% on the 106k hoop. The step grows as the surface size
-//! squared because Newton's sparse Cholesky of a solid 3D mesh does (72–90% of the step at
-//! ~100k tets). The hoop's Newton iterations grow with its size (14.0 → 28.8 per step; not
-//! investigated).
+//! Measured figures: the book's *IPC contact benchmark* page (`docs/src/benchmarks/ipc.md`)
+//! includes this bench's output, and keeps the earlier 5-step run that stood here.
 
 #[path = "common/report.rs"]
 #[macro_use]

@@ -73,16 +73,8 @@
 //! are not counted; the process's max RSS (getrusage) is printed after each case. The counter
 //! costs two relaxed atomics per allocation, in every case of this bench.
 //!
-//! Measured (`dot` and `dot_hard`, 2 cores, quiet machine; ms per step (iterations per step),
-//! run MB; DOT s = 2; the full tables and the discussion: `src/solver/dot/mod.rs`):
-//!
-//! | case | newton | lbfgs-h | dot | qn |
-//! |---|---|---|---|---|
-//! | twist bar, 16,640 v | 911 (1.0), 538 | 865 (1.0), 576 | 451 (1.0), 545 | 433 (5.0), 153 |
-//! | TSS armadillo_18k | 105 (1.0), 77 | 94 (1.0), 87 | 68 (3.3), 84 | 50 (4.3), 29 |
-//! | TSS bunny_20k | 179 (1.3), 99 | 116 (1.3), 110 | 102 (4.7), 107 | 60 (4.7), 36 |
-//! | hard TSS armadillo_18k | 1,510 (16.3), 77 | 487 (26.6), 87 | 437 (31.0), 84 | 647 (41.2), 29 |
-//! | hard TSS bunny_20k | 3,392 (25.6), 99 | 839 (34.6), 110 | 572 (32.6), 107 | 679 (36.9), 36 |
+//! Measured figures: the book's *Solver comparisons* page (`docs/src/benchmarks/solvers.md`)
+//! includes each case's output; its record keeps the earlier runs.
 
 #[path = "common/report.rs"]
 #[macro_use]
