@@ -53,7 +53,7 @@ fn auto_picks_as_documented_on_a_table_of_scenes() {
         ),
         // 21 × 5 × 5.
         ("twist.toml", vec![], 525, SolverKind::Qn, SolverKind::Jgs2),
-        // 41 × 9 × 9: below DOT_VERTICES.
+        // 41 × 9 × 9.
         (
             "twist.toml",
             vec![MID_TWIST],
@@ -61,12 +61,12 @@ fn auto_picks_as_documented_on_a_table_of_scenes() {
             SolverKind::Qn,
             SolverKind::Jgs2,
         ),
-        // 41 × 11 × 11: from DOT_VERTICES on.
+        // 41 × 11 × 11: a larger mesh does not change the CPU pick.
         (
             "twist.toml",
             vec![BIG_TWIST],
             4961,
-            SolverKind::Dot,
+            SolverKind::Qn,
             SolverKind::Jgs2,
         ),
         // The same with a box obstacle, which JGS2's device path runs too.
@@ -74,7 +74,7 @@ fn auto_picks_as_documented_on_a_table_of_scenes() {
             "twist.toml",
             vec![BIG_TWIST, ("[[objects]]", box_obstacle)],
             4961,
-            SolverKind::Dot,
+            SolverKind::Qn,
             SolverKind::Jgs2,
         ),
         // The same as a static solve.
@@ -150,12 +150,10 @@ fn a_scene_naming_auto_runs_the_pick() {
         &[BIG_TWIST, ("name = \"newton\"", "name = \"auto\"")],
     );
     let mut sim = jello::runner::setup(&b, Backend::Cpu, None).unwrap();
-    assert_eq!(sim.auto.as_ref().map(|p| p.solver), Some(SolverKind::Dot));
-    assert!(
-        sim.sim.solver_name().starts_with("dot"),
-        "{}",
-        sim.sim.solver_name()
-    );
+    let p = sim.auto.as_ref().expect("auto resolved");
+    assert_eq!(p.solver, SolverKind::Qn);
+    assert!(p.reason.contains("4961 vertices"), "{}", p.reason);
+    assert_eq!(sim.sim.solver_name(), "qn");
     let r = sim.sim.step(false).unwrap();
     assert!(r.converged, "{r:?}");
 
