@@ -7,25 +7,24 @@
 //!
 //! 1. hard strain limits: `admm`, the only solver that enforces them;
 //! 2. IPC contact: `newton` — every IPC-capable solver reaches Newton's answer, and Newton took
-//!    the fewest seconds on the bundled contact scenes (contact_stack and contact_balls: 6–7
-//!    iterations per step against 12–212 for the L-BFGS family and JGS2/VBD, multilevel close
-//!    behind; JGS2 and VBD also run IPC on a device, not yet timed on a GPU);
+//!    the fewest seconds on contact_stack and tied with multilevel on contact_balls (6–7
+//!    iterations per step against tens to hundreds for the L-BFGS family and JGS2/VBD; JGS2
+//!    and VBD also run IPC on a device, not yet timed on a GPU);
 //! 3. a static solve: `newton` — a handful of iterations per load increment, and the device
 //!    iterations and ADMM have no inertia-free form;
 //! 4. a GPU: `jgs2`, its whole iteration on the device (every obstacle kind included);
 //! 5. the CPU: `qn` — at the default tolerance (CN 1e-5) its cheap iterations took the least
-//!    time per step on the dynamic CPU scenes measured, small and large: the cantilever and the
-//!    twists of 525 and 3,321 vertices from their start, and under large deformation the
-//!    twist–stretch–squash of armadillo_18k and bunny_20k, bundled and in the hard regime, and
-//!    the 16,640-vertex twisted bar, where it took 0.4–0.7 of DOT's time per step and a fraction
-//!    of Newton's (the book's *Solver comparisons*, cases `large_deformation`, `dot`,
-//!    `dot_hard` of `cargo bench --bench solvers`). Multilevel came within 1.3× of it — ahead on
-//!    the bundled armadillo twist and a fast 4,961-vertex twist — without its SMS precompute
-//!    counted (the basis is built, or read from the cache, before the first step); DOT was
-//!    ahead only where a step was asked for more digits (the bundled twist at CN 1e-7), which
-//!    the rule does not read. An earlier run had DOT ahead on armadillo_114k's hard twist,
-//!    before QN's first trial took the last pair's curvature (issue 43); it has not been
-//!    repeated.
+//!    time per step of the L-BFGS family and Newton on every dynamic CPU scene measured but one
+//!    (DOT 1.08× faster on the first two, mild steps of twist_stretch_squash): the cantilever
+//!    and twists from their start (`cargo bench --bench auto`), and on the large-deformation
+//!    states of armadillo_18k, bunny_20k and the 16,640-vertex twisted bar, bundled and hard,
+//!    0.4–0.7 of DOT's time per step and a fraction of Newton's (the book's *Solver
+//!    comparisons*, cases `large_deformation`, `dot`, `dot_hard` of `cargo bench --bench
+//!    solvers`). Multilevel was ahead on two scenes by up to 1.4× without its SMS precompute
+//!    counted, and 4× behind on the hard twist; DOT was ahead where a step was asked for more
+//!    digits (the bundled twist at CN 1e-7), which the rule does not read. An earlier run had
+//!    DOT ahead on armadillo_114k's hard twist, before QN's first trial took the last pair's
+//!    curvature (issue 43); it has not been repeated.
 //!
 //! Newton stays the pick for contact and static solves, where it was the fastest or the only
 //! solver with a device or static form; for plain dynamics on the CPU the measurements favour
