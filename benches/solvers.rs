@@ -94,7 +94,7 @@ use jello::solver::admm::{AdmmParams, AdmmSolver, ContactParams, ContactVariant,
 use jello::solver::backend::{CpuBackend, DeviceBackend, PotentialBackend};
 use jello::solver::dot::{DotParams, DotSolver};
 use jello::solver::jgs2::{
-    build_subspace, Jgs2Params, Jgs2Solver, Safeguard, SubspaceOptions, Variant,
+    build_subspace, Jgs2Params, Jgs2Solver, Jgs2Subspace, Safeguard, SubspaceOptions, Variant,
 };
 use jello::solver::multilevel::{build_solver, MultilevelParams, MultilevelStop};
 use jello::solver::pd::{GlobalOptions, GlobalSystem};
@@ -1133,70 +1133,9 @@ fn large_deformation() {
             let stop = StopRule::Cn { eps: e };
             let mut newton_ms = f64::NAN;
             for name in solvers.split(',').map(str::trim) {
-                let mut solver: Box<dyn StepSolver> = match name {
-                    "newton" => Box::new(newton(m, e, 200)),
-                    "multilevel" => {
-                        let params = MultilevelParams {
-                            stop: MultilevelStop::Shared(stop),
-                            max_iterations: cap,
-                            ..MultilevelParams::default()
-                        };
-                        Box::new(build_solver(m, params, None).expect("multilevel").0)
-                    }
-                    "lbfgs-h" | "dot" => Box::new(
-                        DotSolver::new(
-                            m,
-                            CpuBackend::new(m.num_vertices()),
-                            DotParams {
-                                subdomains: if name == "dot" { threads } else { 1 },
-                                stop,
-                                max_iterations: cap,
-                                ..DotParams::default()
-                            },
-                        )
-                        .expect("dot"),
-                    ),
-                    "qn" => Box::new(qn(
-                        m,
-                        QnParams {
-                            stop,
-                            max_iterations: cap,
-                            ..QnParams::default()
-                        },
-                    )),
-                    "admm" => Box::new(
-                        AdmmSolver::new(
-                            m,
-                            AdmmParams {
-                                stop,
-                                max_iterations: cap,
-                                ..AdmmParams::default()
-                            },
-                        )
-                        .expect("admm"),
-                    ),
-                    "jgs2" | "vbd" => {
-                        let params = Jgs2Params {
-                            stop,
-                            max_iterations: cap,
-                            ..Jgs2Params::default()
-                        };
-                        match &sub {
-                            Some(sub) if name == "jgs2" => {
-                                Box::new(Jgs2Solver::jgs2(m, params, sub.clone()).expect("jgs2"))
-                            }
-                            _ => Box::new(Jgs2Solver::vbd(
-                                m,
-                                Jgs2Params {
-                                    variant: Variant::GaussSeidel,
-                                    safeguard: Safeguard::Off,
-                                    ..params
-                                },
-                            )),
-                        }
-                    }
-                    other => panic!("JELLO_LARGE_SOLVERS: unknown solver {other}"),
-                };
+                let mut solver = named_solver(m, name, stop, cap, threads, &|| {
+                    sub.clone().expect("jgs2 subspace")
+                });
                 let (mut its, mut wall, mut conv) = (Vec::new(), 0.0, 0);
                 let (mut dist, mut de) = (Vec::new(), Vec::new());
                 for (start, xr) in starts.iter().zip(&refs) {
@@ -1792,6 +1731,84 @@ fn dot_hard() {
     out!("\nprocess max RSS: {:.0} MB", max_rss_mb());
 }
 
+/// The comparisons' solver `name` on `m` at its defaults but the stop rule `stop` and the
+/// iteration cap `cap` (Newton: 200): DOT with `threads` subdomains (LBFGS-H: one), JGS2 on
+/// `subspace()` (called only for JGS2, so a caller can build it inside its timed window), VBD
+/// as `jello run` has it (Gauss–Seidel, no safeguard), multilevel with its SMS basis built here.
+fn named_solver(
+    m: &Model,
+    name: &str,
+    stop: StopRule,
+    cap: usize,
+    threads: usize,
+    subspace: &dyn Fn() -> Arc<Jgs2Subspace>,
+) -> Box<dyn StepSolver> {
+    let StopRule::Cn { eps } = stop else {
+        panic!("the comparisons use the CN rule")
+    };
+    match name {
+        "newton" => Box::new(newton(m, eps, 200)),
+        "multilevel" => {
+            let params = MultilevelParams {
+                stop: MultilevelStop::Shared(stop),
+                max_iterations: cap,
+                ..MultilevelParams::default()
+            };
+            Box::new(build_solver(m, params, None).expect("multilevel").0)
+        }
+        "lbfgs-h" | "dot" => Box::new(
+            DotSolver::new(
+                m,
+                CpuBackend::new(m.num_vertices()),
+                DotParams {
+                    subdomains: if name == "dot" { threads } else { 1 },
+                    stop,
+                    max_iterations: cap,
+                    ..DotParams::default()
+                },
+            )
+            .expect("dot"),
+        ),
+        "qn" => Box::new(qn(
+            m,
+            QnParams {
+                stop,
+                max_iterations: cap,
+                ..QnParams::default()
+            },
+        )),
+        "admm" => Box::new(
+            AdmmSolver::new(
+                m,
+                AdmmParams {
+                    stop,
+                    max_iterations: cap,
+                    ..AdmmParams::default()
+                },
+            )
+            .expect("admm"),
+        ),
+        "jgs2" => {
+            let params = Jgs2Params {
+                stop,
+                max_iterations: cap,
+                ..Jgs2Params::default()
+            };
+            Box::new(Jgs2Solver::jgs2(m, params, subspace()).expect("jgs2"))
+        }
+        "vbd" => Box::new(Jgs2Solver::vbd(
+            m,
+            Jgs2Params {
+                stop,
+                max_iterations: cap,
+                variant: Variant::GaussSeidel,
+                safeguard: Safeguard::Off,
+            },
+        )),
+        other => panic!("unknown solver {other}"),
+    }
+}
+
 /// Every solver of the comma list `solvers` on `case`, `k` steps from each of `starts`: one
 /// table row per solver, DOT's speed-up over each, then (with `split`) DOT's phase split and
 /// the residual plots.
@@ -1818,62 +1835,16 @@ fn compare(case: &Case, starts: &[State], k: usize, solvers: &str, split: bool) 
             stop,
             ..DotParams::default()
         };
-        let mut typed_dot = None;
         let baseline = heap::reset_peak();
         let t0 = Instant::now();
-        let mut solver: Box<dyn StepSolver> = match name {
-            "newton" => Box::new(newton(m, 1e-5, 200)),
-            "lbfgs-h" | "dot" => {
-                let s = if name == "dot" { threads } else { 1 };
-                typed_dot = Some(s);
-                Box::new(
-                    DotSolver::new(m, CpuBackend::new(m.num_vertices()), dot_params(s))
-                        .expect("dot"),
-                )
-            }
-            "qn" => Box::new(qn(
-                m,
-                QnParams {
-                    stop,
-                    max_iterations: cap,
-                    ..QnParams::default()
-                },
-            )),
-            "admm" => Box::new(
-                AdmmSolver::new(
-                    m,
-                    AdmmParams {
-                        stop,
-                        max_iterations: cap,
-                        ..AdmmParams::default()
-                    },
-                )
-                .expect("admm"),
-            ),
-            "jgs2" | "vbd" => {
-                let params = Jgs2Params {
-                    stop,
-                    max_iterations: cap,
-                    variant: if name == "jgs2" {
-                        Variant::Jacobi
-                    } else {
-                        Variant::GaussSeidel
-                    },
-                    safeguard: if name == "jgs2" {
-                        Safeguard::Cut
-                    } else {
-                        Safeguard::Off
-                    },
-                };
-                if name == "vbd" {
-                    Box::new(Jgs2Solver::vbd(m, params))
-                } else {
-                    let sub = build_subspace(m, case.h, &SubspaceOptions::default()).expect("jgs2");
-                    Box::new(Jgs2Solver::jgs2(m, params, Arc::new(sub)).expect("jgs2"))
-                }
-            }
-            other => panic!("unknown solver {other}"),
+        let typed_dot = match name {
+            "dot" => Some(threads),
+            "lbfgs-h" => Some(1),
+            _ => None,
         };
+        let mut solver = named_solver(m, name, stop, cap, threads, &|| {
+            Arc::new(build_subspace(m, case.h, &SubspaceOptions::default()).expect("jgs2"))
+        });
         let pre = t0.elapsed().as_secs_f64();
         let build_mb = heap::peak_since(baseline) as f64 * 1e-6;
         heap::reset_peak();
