@@ -25,6 +25,10 @@
 //!
 //! `cargo bench --bench qn_line_search` (`--profile dev` is enough for the counts).
 
+#[path = "common/distance.rs"]
+mod distance;
+use distance::max_distance;
+
 #[path = "common/report.rs"]
 #[macro_use]
 mod report;
@@ -210,19 +214,6 @@ struct Tally {
     wall_ms: f64,
     /// Largest vertex distance to Newton's CN 1e-7 answer, m.
     distance: f64,
-}
-
-fn max_distance(a: &[f64], b: &[f64]) -> f64 {
-    a.chunks(3)
-        .zip(b.chunks(3))
-        .map(|(p, q)| {
-            p.iter()
-                .zip(q)
-                .map(|(u, v)| (u - v) * (u - v))
-                .sum::<f64>()
-                .sqrt()
-        })
-        .fold(0.0, f64::max)
 }
 
 fn main() {

@@ -76,6 +76,10 @@
 //! Measured figures: the book's *Solver comparisons* page (`docs/src/benchmarks/solvers.md`)
 //! includes each case's output; its record keeps the earlier runs.
 
+#[path = "common/distance.rs"]
+mod distance;
+use distance::max_distance;
+
 #[path = "common/report.rs"]
 #[macro_use]
 mod report;
@@ -1017,16 +1021,6 @@ fn admm_twist() {
 }
 
 // ---------------------------------------------------------------- every solver, large deformation
-
-/// The largest vertex distance between two position vectors (3n), m.
-fn max_distance(a: &[f64], b: &[f64]) -> f64 {
-    a.chunks_exact(3)
-        .zip(b.chunks_exact(3))
-        .map(|(p, q)| {
-            ((p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2) + (p[2] - q[2]).powi(2)).sqrt()
-        })
-        .fold(0.0, f64::max)
-}
 
 /// `v` as a comma list in two-digit scientific notation.
 fn sci(v: &[f64]) -> String {
