@@ -241,6 +241,12 @@ impl DeviceBackend {
         self.m.origin
     }
 
+    /// The GPU buffer of the current positions (`None` on the CPU twins):
+    /// `array<vec4<f32>>`, 16-byte stride, xyz = position − [`Self::origin`] in metres, w = 0.
+    pub fn positions_buffer(&self) -> Option<&wgpu::Buffer> {
+        self.dev.as_gpu()?.buffer(self.x[self.cur].id())
+    }
+
     /// Bus traffic and host time of the host solves so far.
     pub fn host_solve_stats(&self) -> HostSolveStats {
         self.solves

@@ -5,19 +5,18 @@
 //! quadratic-model minimiser ([`model_coefficients`]), one safeguard and backtracking. Its
 //! implementations: [`crate::solver::backend::CpuBackend`] in f64 (`cpu.rs`, the reference,
 //! its state in the backend's extension slot, its points the backend's current and trial
-//! points) and [`super::DeviceJgs2Backend`] in f32 (`device.rs`, on its own `Device` and
-//! `DeviceModel`).
+//! points) and [`crate::solver::backend::DeviceBackend`] in f32 (`device.rs`, its state in the
+//! backend's extension slot, on the backend's device, model and point pair).
 //!
-//! # Why not a sub-trait of `PotentialBackend` (yet)
-//! The loop needs nothing of [`crate::solver::backend::PotentialBackend`] beyond starting a
-//! step, the energy comparison's allowance and reading the result, which are methods here
-//! ([`Jgs2Backend::jgs2_begin`], [`Jgs2Backend::jgs2_slack`], [`Jgs2Backend::jgs2_finish`]; the
-//! CPU implementation forwards them to its `PotentialBackend` methods). Without the supertrait
-//! the device's JGS2 engine runs under the same loop now, before it moves onto
-//! `DeviceBackend` (whose point pair, slot buffer and energy rule it does not share yet: it
-//! keeps obstacle-relative contact records, a Gauss–Seidel scratch point and its own
-//! readback). When it does, `impl Jgs2Backend for DeviceBackend` replaces
-//! `DeviceJgs2Backend` and the supertrait can be added without touching the loop.
+//! # A sub-trait of `PotentialBackend`
+//! The loop needs nothing of [`PotentialBackend`] beyond starting a step, the energy
+//! comparison's allowance and reading the result, and those are methods here
+//! ([`Jgs2Backend::jgs2_begin`], [`Jgs2Backend::jgs2_slack`], [`Jgs2Backend::jgs2_finish`]): the
+//! f64 backend forwards them to its `PotentialBackend` methods; the device's evaluate a point
+//! in one plan with what the next iteration needs (below), which `begin_step`/`gradient` would
+//! split into several readbacks. The supertrait says which backends JGS2/VBD run on (the two
+//! every other solver runs on) and gives the loop the backend's vectors and scalars should it
+//! need them.
 //!
 //! # Why the methods are this coarse
 //! Every method is one evaluation of a point and returns its scalars on the host
@@ -55,6 +54,7 @@ use super::solver::Variant;
 use super::subspace::Jgs2Subspace;
 use crate::error::Result;
 use crate::problem::{ElasticTerms, StepProblem};
+use crate::solver::backend::PotentialBackend;
 use nalgebra::Matrix3;
 use std::sync::Arc;
 
@@ -123,7 +123,7 @@ pub struct Jgs2Trial {
 /// [`Self::jgs2_begin`], then per iteration either [`Self::jgs2_plain`] or trials
 /// ([`Self::jgs2_trial`], possibly after [`Self::jgs2_evaluate`]) and [`Self::jgs2_accept`];
 /// finally [`Self::jgs2_finish`].
-pub trait Jgs2Backend {
+pub trait Jgs2Backend: PotentialBackend {
     /// Number of vertex colours (Gauss–Seidel sweeps per iteration).
     fn jgs2_num_colours(&self) -> usize;
     /// Whether plain (unsafeguarded) iterations keep every filter `problem` asks for: each

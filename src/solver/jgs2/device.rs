@@ -5,6 +5,16 @@
 //! displacement; the plain Jacobi iteration; plain coloured Gauss–Seidel sweeps (VBD) — in f32
 //! WGSL kernels on a GPU, or in their CPU twins with [`Device::cpu`].
 //!
+//! # On the device backend
+//! This is [`Jgs2Backend`] for [`DeviceBackend`], the backend every device solver runs on: the
+//! device, the body's [`DeviceModel`] (mesh data, step start, step constants: uploaded in one
+//! place), the point pair with its contact records and the element energies and gradients are
+//! the backend's; what only JGS2/VBD needs (below) is a `Jgs2State` in the backend's extension
+//! slot, with a third point (the Gauss–Seidel scratch copy) and its own readback buffer, whose
+//! layout (13 model dots, energy partials, bounds, the IPC sections) differs from the
+//! backend's scalar slots. Its plans are its own: one per evaluation of a point, submitted
+//! with that evaluation's one readback.
+//!
 //! # Data on the device
 //! Positions relative to the rest centroid ([`DeviceJgs2::origin`]) as `vec4<f32>`, and the
 //! step's start x_start alike; per vertex and obstacle a contact record of obstacle-relative
@@ -61,7 +71,7 @@
 //! on (VBD included), and κ and friction follow Newton-IPC's schedule.
 //!
 //! # One iteration
-//! The loop is [`Jgs2Solver`]'s, the same as the f64 reference's; [`DeviceJgs2Backend`]
+//! The loop is [`Jgs2Solver`]'s, the same as the f64 reference's; [`DeviceBackend`]
 //! implements its [`Jgs2Backend`] methods as one plan and one readback each:
 //! `jgs2_begin`/`jgs2_evaluate` the state (and what `next` asks for) at x[cur], `jgs2_trial`
 //! the combine (once per coefficients), the trial and the speculative evaluation below,
@@ -131,6 +141,7 @@ use crate::gpu::{
 };
 use crate::mesh::{colour_vertices, VertexTets};
 use crate::problem::{ElasticTerms, Model, Obstacle, StepProblem};
+use crate::solver::backend::DeviceBackend;
 use nalgebra::Matrix3;
 use std::sync::Arc;
 
@@ -484,16 +495,13 @@ pub struct DeviceTerms {
 }
 
 /// JGS2 (with a subspace) or VBD (without) on a [`Device`], the solver.
-pub type DeviceJgs2 = Jgs2Solver<DeviceJgs2Backend>;
+pub type DeviceJgs2 = Jgs2Solver<DeviceBackend>;
 
-/// [`Jgs2Backend`] on its own [`Device`] and [`DeviceModel`] (f32); see the module docs.
-/// Built by [`DeviceJgs2::new`].
-pub struct DeviceJgs2Backend {
+/// JGS2 / VBD's state on a [`DeviceBackend`] (in its extension slot; see the module docs):
+/// everything the backend does not hold. Built by [`DeviceJgs2::new`].
+struct Jgs2State {
     variant: Variant,
     has_subspace: bool,
-    dev: Device,
-    /// The body's mesh data, step start and step constants on `dev`.
-    m: DeviceModel,
     num_colours: usize,
     // Static data.
     /// Vertex → (tet, corner) CSR packed as `tet·4 + corner` ([`VertexTets::packed`]).
@@ -524,12 +532,11 @@ pub struct DeviceJgs2Backend {
     /// ([`DeviceJgs2::SURFACE_THICKNESS`] × d̂).
     thickness: f32,
     // State and scratch.
-    /// Current and trial positions (ping-pong) and the Gauss–Seidel scratch copy.
-    x: [Buf<GpuVec4>; 3],
-    contacts: [Buf<GpuContact>; 3],
+    /// The Gauss–Seidel scratch copy of a point (positions, contact records): the third of
+    /// [`Cx::x`] after the backend's current and trial points.
+    scratch_x: Buf<GpuVec4>,
+    scratch_contacts: Buf<GpuContact>,
     sweep_dxn: Buf<f32>,
-    energy: Buf<f32>,
-    egrad: Buf<GpuVec4>,
     hess: Buf<f32>,
     g: Buf<GpuVec4>,
     venergy: Buf<f32>,
@@ -555,8 +562,6 @@ pub struct DeviceJgs2Backend {
     elem_flags: u32,
     /// The device energy at x_start (elastic + barrier), subtracted from every sample's, J.
     e_ref: f64,
-    /// Which of `x` holds the current point (the other the trial).
-    cur: usize,
     /// The current point's readback.
     s: Sample,
     /// The last trial's readback, what it evaluated and its step α (of `step`).
@@ -568,6 +573,20 @@ pub struct DeviceJgs2Backend {
     ipc: Option<DeviceIpc>,
 }
 
+/// The backend's parts a [`Jgs2State`] method works on ([`DeviceBackend::parts`]), with the
+/// scratch point appended to the point pair.
+struct Cx<'a> {
+    dev: &'a mut Device,
+    m: &'a mut DeviceModel,
+    /// Current and trial positions (ping-pong by `cur`) and the Gauss–Seidel scratch copy.
+    x: [Buf<GpuVec4>; 3],
+    contacts: [Buf<GpuContact>; 3],
+    /// Which of `x` holds the current point (the other of the first two the trial).
+    cur: usize,
+    energy: Buf<f32>,
+    egrad: Buf<GpuVec4>,
+}
+
 fn span(lists: &mut Vec<u32>, items: impl IntoIterator<Item = u32>) -> Span {
     let off = lists.len() as u32;
     lists.extend(items);
@@ -577,7 +596,7 @@ fn span(lists: &mut Vec<u32>, items: impl IntoIterator<Item = u32>) -> Span {
     }
 }
 
-impl Jgs2Solver<DeviceJgs2Backend> {
+impl Jgs2Solver<DeviceBackend> {
     /// Relative energy allowance of the line search: a trial is accepted when
     /// E₁ ≤ E₀ + 1e-4·α·slope + `ENERGY_SLACK`·(|E₀| + M₀), with E the energy change since the
     /// step's start and M₀ = Σ |block partial| of the element and vertex energies at the current
@@ -629,7 +648,9 @@ impl Jgs2Solver<DeviceJgs2Backend> {
         subspace: Option<Arc<Jgs2Subspace>>,
     ) -> Result<Self> {
         let has_subspace = subspace.is_some();
-        let backend = DeviceJgs2Backend::new(device, model, params.variant, subspace)?;
+        let mut backend = DeviceBackend::new(device, model)?;
+        let state = Jgs2State::new(&mut backend, model, params.variant, subspace)?;
+        *backend.extension_mut() = Some(Box::new(state));
         Ok(Jgs2Solver::from_backend(
             model,
             backend,
@@ -657,18 +678,20 @@ impl Jgs2Solver<DeviceJgs2Backend> {
         };
         self.backend_mut()
             .jgs2_begin(problem, elastic, flags, Next::Plain)?;
-        self.backend_mut().terms()
+        with_state(self.backend_mut(), |s, cx| s.terms(cx))
     }
 
     /// Which adapter (or the CPU) runs the iterations.
     pub fn info(&self) -> &DeviceInfo {
-        self.backend().info()
+        self.backend().device().info()
     }
     /// How often the last step rebuilt its IPC candidate list (a trust box cut a step short;
     /// each rebuild is a position readback), 0 without IPC contact: for tests and benches.
     #[doc(hidden)]
     pub fn contact_list_rebuilds(&self) -> usize {
-        self.backend().ipc.as_ref().map_or(0, |i| i.rebuilds())
+        state(self.backend())
+            .and_then(|s| s.ipc.as_ref())
+            .map_or(0, |i| i.rebuilds())
     }
     /// The point positions on the device are relative to (the rest centroid), m.
     pub fn origin(&self) -> [f64; 3] {
@@ -682,16 +705,152 @@ impl Jgs2Solver<DeviceJgs2Backend> {
     }
 }
 
-impl DeviceJgs2Backend {
-    /// See [`DeviceJgs2::new`].
+/// The JGS2 state in `b`'s extension slot (`None` before [`DeviceJgs2::new`] put it there).
+fn state(b: &DeviceBackend) -> Option<&Jgs2State> {
+    b.extension().as_deref().and_then(|e| e.downcast_ref())
+}
+
+/// Runs `f` on `b`'s JGS2 state and the backend's parts (the scratch point appended to its
+/// point pair), keeping the backend's current-point index in step.
+fn with_state<R>(
+    b: &mut DeviceBackend,
+    f: impl FnOnce(&mut Jgs2State, &mut Cx<'_>) -> Result<R>,
+) -> Result<R> {
+    let (parts, ext) = b.parts();
+    let s: &mut Jgs2State = ext
+        .as_deref_mut()
+        .and_then(|e| e.downcast_mut())
+        .ok_or_else(|| {
+            JelloError::Solver("device backend: the JGS2 state was not set up".into())
+        })?;
+    let mut cx = Cx {
+        dev: parts.dev,
+        m: parts.m,
+        x: [parts.x[0], parts.x[1], s.scratch_x],
+        contacts: [parts.contacts[0], parts.contacts[1], s.scratch_contacts],
+        cur: *parts.cur,
+        energy: parts.energy,
+        egrad: parts.egrad,
+    };
+    let r = f(s, &mut cx);
+    *parts.cur = cx.cur;
+    r
+}
+
+impl Jgs2Backend for DeviceBackend {
+    fn jgs2_num_colours(&self) -> usize {
+        state(self).map_or(0, |s| s.num_colours)
+    }
+
+    fn jgs2_plain_moves_filtered(&self, problem: &StepProblem) -> bool {
+        state(self).is_some_and(|s| s.jgs2_plain_moves_filtered(problem))
+    }
+
+    fn jgs2_eigen_cutoff(&self) -> f64 {
+        EIGEN_CUTOFF
+    }
+
+    fn jgs2_begin(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        flags: Jgs2StepFlags,
+        next: Next,
+    ) -> Result<Jgs2Sample> {
+        with_state(self, |s, cx| {
+            s.jgs2_begin(cx, problem, elastic, flags, next)
+        })
+    }
+
+    fn jgs2_evaluate(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        next: Next,
+    ) -> Result<Jgs2Sample> {
+        with_state(self, |s, cx| s.jgs2_evaluate(cx, problem, elastic, next))
+    }
+
+    fn jgs2_plain(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+    ) -> Result<Jgs2Sample> {
+        with_state(self, |s, cx| s.jgs2_plain(cx, problem, elastic))
+    }
+
+    fn jgs2_trial(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        coef: [f64; 3],
+        scale: f64,
+        next: Next,
+    ) -> Result<Jgs2Trial> {
+        with_state(self, |s, cx| {
+            s.jgs2_trial(cx, problem, elastic, coef, scale, next)
+        })
+    }
+
+    fn jgs2_accept(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+    ) -> Result<Jgs2Sample> {
+        with_state(self, |s, cx| s.jgs2_accept(cx, problem, elastic))
+    }
+
+    fn jgs2_raise_stiffness(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        prev_min_sq: &mut f64,
+        next: Next,
+    ) -> Result<Option<Jgs2Sample>> {
+        with_state(self, |s, cx| {
+            s.jgs2_raise_stiffness(cx, problem, elastic, prev_min_sq, next)
+        })
+    }
+
+    fn jgs2_lag_friction(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        next: Next,
+    ) -> Result<Option<Jgs2Sample>> {
+        with_state(self, |s, cx| {
+            s.jgs2_lag_friction(cx, problem, elastic, next)
+        })
+    }
+
+    fn jgs2_slack(&self, problem: &StepProblem, elastic: &dyn ElasticTerms, e: f64) -> f64 {
+        state(self).map_or(0.0, |s| s.jgs2_slack(problem, elastic, e))
+    }
+
+    fn jgs2_current(&mut self, x: &mut Vec<f64>) -> Result<()> {
+        with_state(self, |s, cx| s.jgs2_current(cx, x))
+    }
+
+    fn jgs2_finish(
+        &mut self,
+        problem: &StepProblem,
+        elastic: &dyn ElasticTerms,
+        x: &mut Vec<f64>,
+    ) -> Result<()> {
+        with_state(self, |s, cx| s.jgs2_finish(cx, problem, elastic, x))
+    }
+}
+
+impl Jgs2State {
+    /// See [`DeviceJgs2::new`]: the state on `b`'s device for `b`'s model.
     fn new(
-        device: Device,
+        b: &mut DeviceBackend,
         model: &Model,
         variant: Variant,
         subspace: Option<Arc<Jgs2Subspace>>,
     ) -> Result<Self> {
-        let mut dev = device;
-        let m = DeviceModel::new(&mut dev, model)?;
+        let (parts, _) = b.parts();
+        let (dev, m) = (parts.dev, &*parts.m);
         let (nv, ne) = (m.nv, m.ne);
         let vt = VertexTets::new(&model.mesh);
         let packed = vt.packed();
@@ -825,19 +984,14 @@ impl DeviceJgs2Backend {
             len: DOTS_STRIDE * gv + pe + 2 * pv + 3,
         };
         let ipc = match &model.contact {
-            Some(c) => Some(DeviceIpc::new(
-                &mut dev,
-                c.clone(),
-                m.origin,
-                &model.pinned,
-            )?),
+            Some(c) => Some(DeviceIpc::new(dev, c.clone(), m.origin, &model.pinned)?),
             None => None,
         };
         let jgs2 = subspace.is_some();
         let n_nodes = subspace.as_ref().map_or(0, |s| s.tree.len());
         let has_hm = hm.is_some();
-        let d = &mut dev;
-        let s = DeviceJgs2Backend {
+        let d = dev;
+        let s = Jgs2State {
             variant,
             has_subspace: jgs2,
             num_colours: colouring.num_colours(),
@@ -855,19 +1009,9 @@ impl DeviceJgs2Backend {
             bounded,
             boxed,
             surface_reach: longest_surface_edge(model),
-            x: [
-                d.alloc("positions", nv.max(1))?,
-                d.alloc("trial positions", nv.max(1))?,
-                d.alloc("sweep positions", nv.max(1))?,
-            ],
-            contacts: [
-                d.alloc("contact records", nc * nv.max(1))?,
-                d.alloc("trial contact records", nc * nv.max(1))?,
-                d.alloc("sweep contact records", nc * nv.max(1))?,
-            ],
+            scratch_x: d.alloc("sweep positions", nv.max(1))?,
+            scratch_contacts: d.alloc("sweep contact records", nc * nv.max(1))?,
             sweep_dxn: d.alloc("sweep vertex moves", nv.max(1))?,
-            energy: d.alloc("element energies", ne.max(1))?,
-            egrad: d.alloc("element gradients", 4 * ne.max(1))?,
             hess: d.alloc("element Hessians", 144 * ne.max(1))?,
             g: d.alloc("gradient", nv.max(1))?,
             venergy: d.alloc("vertex energies", nv.max(1))?,
@@ -905,33 +1049,13 @@ impl DeviceJgs2Backend {
             strict_floor: None,
             elem_flags: ALL_FLAGS,
             e_ref: 0.0,
-            cur: 0,
             s: Sample::default(),
             pending: None,
             combined: None,
             thickness: (SURFACE_THICKNESS * model.barrier.dhat) as f32,
             ipc,
-            m,
-            dev,
         };
         Ok(s)
-    }
-
-    /// The device (GPU or CPU twins).
-    pub fn device(&self) -> &Device {
-        &self.dev
-    }
-    /// Which adapter (or the CPU) runs the iterations.
-    pub fn info(&self) -> &DeviceInfo {
-        self.dev.info()
-    }
-    /// The point positions on the device are relative to (the rest centroid), m.
-    pub fn origin(&self) -> [f64; 3] {
-        self.m.origin
-    }
-    /// The GPU position buffer (see [`DeviceJgs2::positions_buffer`]).
-    pub fn positions_buffer(&self) -> Option<&wgpu::Buffer> {
-        self.dev.as_gpu()?.buffer(self.x[0].id())
     }
 
     /// The direction slots the safeguard's model uses: primary (JGS2 step or Gauss–Seidel
@@ -948,7 +1072,7 @@ impl DeviceJgs2Backend {
 
     /// Element pass at x[xb]: energies, gradients, projected Hessians of every element (under
     /// the strict filter, the sentinel energy for elements below the floor).
-    fn rec_elements(&self, p: &mut Plan, xb: usize) {
+    fn rec_elements(&self, cx: &Cx, p: &mut Plan, xb: usize) {
         let params = match self.strict_floor {
             Some(floor) => Params::new().u0(self.elem_flags | ELASTIC_STRICT).f0(floor),
             None => Params::new().u0(self.elem_flags),
@@ -956,30 +1080,30 @@ impl DeviceJgs2Backend {
         p.dispatch(
             Kernel::Elastic,
             &[
-                self.x[xb].id(),
-                self.m.tets.id(),
-                self.m.dm_inv.id(),
-                self.m.elem.id(),
-                self.energy.id(),
-                self.egrad.id(),
+                cx.x[xb].id(),
+                cx.m.tets.id(),
+                cx.m.dm_inv.id(),
+                cx.m.elem.id(),
+                cx.energy.id(),
+                cx.egrad.id(),
                 self.hess.id(),
             ],
             params,
-            self.m.ne as u32,
+            cx.m.ne as u32,
         );
     }
 
     /// Gathered gradient + vertex terms (inertia, half-space and box barrier, mask) at x[xb],
     /// then the surface barrier against spheres and boxes (triangles, then the boxes' edges).
-    fn rec_vertex(&self, p: &mut Plan, xb: usize) {
-        let nv = self.m.nv as u32;
+    fn rec_vertex(&self, cx: &Cx, p: &mut Plan, xb: usize) {
+        let nv = cx.m.nv as u32;
         p.dispatch(
             Kernel::GatherGradient,
             &[
-                self.egrad.id(),
-                self.m.offsets.id(),
-                self.m.csr_tets.id(),
-                self.m.csr_local.id(),
+                cx.egrad.id(),
+                cx.m.offsets.id(),
+                cx.m.csr_tets.id(),
+                cx.m.csr_local.id(),
                 self.g.id(),
             ],
             Params::new(),
@@ -988,20 +1112,20 @@ impl DeviceJgs2Backend {
         p.dispatch(
             Kernel::Jgs2VertexTerms,
             &[
-                self.x[xb].id(),
-                self.m.x_tilde.id(),
-                self.m.x_start.id(),
-                self.m.vinfo.id(),
-                self.contacts[xb].id(),
+                cx.x[xb].id(),
+                cx.m.x_tilde.id(),
+                cx.m.x_start.id(),
+                cx.m.vinfo.id(),
+                cx.contacts[xb].id(),
                 self.g.id(),
                 self.venergy.id(),
                 self.hbar.id(),
             ],
             Params {
-                f0: self.m.step.inertia,
-                f1: self.m.step.kappa,
-                f2: self.m.step.dhat,
-                f3: self.m.step.barrier_ih2,
+                f0: cx.m.step.inertia,
+                f1: cx.m.step.kappa,
+                f2: cx.m.step.dhat,
+                f3: cx.m.step.barrier_ih2,
                 ..Params::default()
             },
             nv,
@@ -1009,9 +1133,9 @@ impl DeviceJgs2Backend {
         // The surface kernels (triangles against spheres and box corners, then surface edges
         // against box edges) share their bindings' shape and their parameters.
         let surface = Params {
-            f1: self.m.step.kappa,
-            f2: self.m.step.dhat,
-            f3: self.m.step.barrier_ih2,
+            f1: cx.m.step.kappa,
+            f2: cx.m.step.dhat,
+            f3: cx.m.step.barrier_ih2,
             ..Params::default()
         };
         for (on, kernel, rows, items) in [
@@ -1027,10 +1151,10 @@ impl DeviceJgs2Backend {
                 p.dispatch(
                     kernel,
                     &[
-                        self.contacts[xb].id(),
+                        cx.contacts[xb].id(),
                         rows.id(),
                         items.id(),
-                        self.m.vinfo.id(),
+                        cx.m.vinfo.id(),
                         self.g.id(),
                         self.venergy.id(),
                         self.hbar.id(),
@@ -1041,19 +1165,19 @@ impl DeviceJgs2Backend {
             }
         }
         if let Some(ipc) = &self.ipc {
-            ipc.rec_terms(p, &self.x[xb], &self.g, &self.hbar);
+            ipc.rec_terms(p, &cx.x[xb], &self.g, &self.hbar);
         }
     }
 
     /// The full state at x[xb]: element cache, gradient, vertex terms.
-    fn rec_state(&self, p: &mut Plan, xb: usize) {
-        self.rec_elements(p, xb);
-        self.rec_vertex(p, xb);
+    fn rec_state(&self, cx: &Cx, p: &mut Plan, xb: usize) {
+        self.rec_elements(cx, p, xb);
+        self.rec_vertex(cx, p, xb);
     }
 
     /// Rest-frame gradients and tree sums with the current g; with `rotate`, the rotations at
     /// x[xb] first (else the ones in `rot` are kept).
-    fn rec_frame(&self, p: &mut Plan, xb: usize, rotate: bool) {
+    fn rec_frame(&self, cx: &Cx, p: &mut Plan, xb: usize, rotate: bool) {
         let (Some(fm), Some(rot), Some(frame), Some(nodes), Some(perm), Some(rest)) = (
             self.fmat, self.rot, self.frame, self.nodes, self.perm, self.rest,
         ) else {
@@ -1062,29 +1186,24 @@ impl DeviceJgs2Backend {
         if rotate {
             p.dispatch(
                 Kernel::DeformationGradient,
-                &[
-                    self.x[xb].id(),
-                    self.m.tets.id(),
-                    self.m.dm_inv.id(),
-                    fm.id(),
-                ],
+                &[cx.x[xb].id(), cx.m.tets.id(), cx.m.dm_inv.id(), fm.id()],
                 Params::new(),
-                self.m.ne as u32,
+                cx.m.ne as u32,
             );
         }
         p.dispatch(
             Kernel::Jgs2Rotation,
             &[
                 fm.id(),
-                self.m.elem.id(),
-                self.m.offsets.id(),
-                self.m.csr_tets.id(),
+                cx.m.elem.id(),
+                cx.m.offsets.id(),
+                cx.m.csr_tets.id(),
                 self.g.id(),
                 rot.id(),
                 frame.id(),
             ],
             Params::new().u0(if rotate { 0 } else { ROTATION_KEEP }),
-            self.m.nv as u32,
+            cx.m.nv as u32,
         );
         if let Some(hm) = &self.hm {
             // The H-matrix field replaces the node fits: no far sample reads the tree sums.
@@ -1102,7 +1221,7 @@ impl DeviceJgs2Backend {
                     frame.id(),
                 ],
                 Params {
-                    u0: self.m.nv as u32,
+                    u0: cx.m.nv as u32,
                     u1: l.off,
                     ..Params::default()
                 },
@@ -1144,7 +1263,7 @@ impl DeviceJgs2Backend {
     }
 
     /// JGS2 systems (with their VBD fallbacks) of `list`, from the current frame.
-    fn rec_jgs2_system(&self, p: &mut Plan, list: Span) {
+    fn rec_jgs2_system(&self, cx: &Cx, p: &mut Plan, list: Span) {
         let (Some(blob), Some(rot), Some(frame)) = (self.blob, self.rot, self.frame) else {
             return;
         };
@@ -1160,9 +1279,9 @@ impl DeviceJgs2Backend {
                 self.sys.id(),
             ],
             Params {
-                u0: self.m.nv as u32,
+                u0: cx.m.nv as u32,
                 u1: list.off,
-                f0: self.m.step.inertia,
+                f0: cx.m.step.inertia,
                 ..Params::default()
             },
             list.len,
@@ -1170,21 +1289,21 @@ impl DeviceJgs2Backend {
     }
 
     /// VBD systems of `list`.
-    fn rec_vbd_system(&self, p: &mut Plan, list: Span) {
+    fn rec_vbd_system(&self, cx: &Cx, p: &mut Plan, list: Span) {
         p.dispatch(
             Kernel::VbdSystem,
             &[
                 self.lists.id(),
-                self.m.vinfo.id(),
+                cx.m.vinfo.id(),
                 self.g.id(),
                 self.hess.id(),
-                self.m.offsets.id(),
+                cx.m.offsets.id(),
                 self.packed.id(),
                 self.sys.id(),
             ],
             Params {
                 u1: list.off,
-                f0: self.m.step.inertia,
+                f0: cx.m.step.inertia,
                 ..Params::default()
             },
             list.len,
@@ -1193,14 +1312,14 @@ impl DeviceJgs2Backend {
 
     /// Solves the systems of `list` (mode: `SOLVE_*`), filtered by the contacts of x[xb] (each
     /// vertex and, against spheres and boxes, its surface triangles), into dirs slot `slot`.
-    fn rec_solve(&self, p: &mut Plan, xb: usize, list: Span, mode: u32, slot: u32) {
+    fn rec_solve(&self, cx: &Cx, p: &mut Plan, xb: usize, list: Span, mode: u32, slot: u32) {
         p.dispatch(
             Kernel::VertexSolve,
             &[
                 self.lists.id(),
                 self.sys.id(),
                 self.hbar.id(),
-                self.contacts[xb].id(),
+                cx.contacts[xb].id(),
                 self.vfaces.id(),
                 self.tris.id(),
                 self.dirs.id(),
@@ -1217,45 +1336,45 @@ impl DeviceJgs2Backend {
 
     /// The local steps of `list` at x[xb] into dirs slot 0: JGS2 (VBD fallback) with the frame
     /// (`rotate`: rotations at x[xb]; else kept), or VBD without a subspace.
-    fn rec_local(&self, p: &mut Plan, xb: usize, list: Span, rotate: bool) {
+    fn rec_local(&self, cx: &Cx, p: &mut Plan, xb: usize, list: Span, rotate: bool) {
         if list.len == 0 {
             return;
         }
         if self.has_subspace {
-            self.rec_frame(p, xb, rotate);
-            self.rec_jgs2_system(p, list);
-            self.rec_solve(p, xb, list, SOLVE_WITH_FALLBACK, 0);
+            self.rec_frame(cx, p, xb, rotate);
+            self.rec_jgs2_system(cx, p, list);
+            self.rec_solve(cx, p, xb, list, SOLVE_WITH_FALLBACK, 0);
         } else {
-            self.rec_vbd_system(p, list);
-            self.rec_solve(p, xb, list, SOLVE_PRIMARY, 0);
+            self.rec_vbd_system(cx, p, list);
+            self.rec_solve(cx, p, xb, list, SOLVE_PRIMARY, 0);
         }
     }
 
     /// The VBD (block-Jacobi) direction of every free vertex at x[xb] into dirs slot 1.
-    fn rec_vbd_direction(&self, p: &mut Plan, xb: usize) {
+    fn rec_vbd_direction(&self, cx: &Cx, p: &mut Plan, xb: usize) {
         if self.free.len > 0 && self.has_subspace {
-            self.rec_vbd_system(p, self.free);
-            self.rec_solve(p, xb, self.free, SOLVE_PRIMARY, 1);
+            self.rec_vbd_system(cx, p, self.free);
+            self.rec_solve(cx, p, xb, self.free, SOLVE_PRIMARY, 1);
         }
     }
 
     /// One Gauss–Seidel sweep on x[xb] (in place): colour by colour the local steps at the
     /// current iterate (rotations once, at the sweep's start), applied at once, then the touched
     /// elements and the gradient refreshed. Per-vertex moves go to `dxn`.
-    fn rec_sweep(&self, p: &mut Plan, xb: usize, dxn: Buf<f32>) {
+    fn rec_sweep(&self, cx: &Cx, p: &mut Plan, xb: usize, dxn: Buf<f32>) {
         for (k, c) in self.colours.iter().enumerate() {
-            self.rec_local(p, xb, c.verts, k == 0);
-            self.rec_apply(p, xb, c.verts, 1.0, 1.0, dxn);
+            self.rec_local(cx, p, xb, c.verts, k == 0);
+            self.rec_apply(cx, p, xb, c.verts, dxn);
             p.dispatch(
                 Kernel::ElasticList,
                 &[
-                    self.x[xb].id(),
-                    self.m.tets.id(),
-                    self.m.dm_inv.id(),
-                    self.m.elem.id(),
+                    cx.x[xb].id(),
+                    cx.m.tets.id(),
+                    cx.m.dm_inv.id(),
+                    cx.m.elem.id(),
                     self.lists.id(),
-                    self.energy.id(),
-                    self.egrad.id(),
+                    cx.energy.id(),
+                    cx.egrad.id(),
                     self.hess.id(),
                 ],
                 Params {
@@ -1265,30 +1384,30 @@ impl DeviceJgs2Backend {
                 },
                 c.elems.len,
             );
-            self.rec_vertex(p, xb);
+            self.rec_vertex(cx, p, xb);
         }
     }
 
     /// Dot products into the readback: with `hvp`, the three Hessian-vector products first and
     /// all 13 dots; else only g·g.
-    fn rec_dots(&self, p: &mut Plan, hvp: bool) {
-        let nv = self.m.nv as u32;
+    fn rec_dots(&self, cx: &Cx, p: &mut Plan, hvp: bool) {
+        let nv = cx.m.nv as u32;
         let nd = if hvp {
             p.dispatch(
                 Kernel::HessVec,
                 &[
                     self.hess.id(),
-                    self.m.tets.id(),
-                    self.m.offsets.id(),
+                    cx.m.tets.id(),
+                    cx.m.offsets.id(),
                     self.packed.id(),
-                    self.m.vinfo.id(),
+                    cx.m.vinfo.id(),
                     self.hbar.id(),
                     self.dirs.id(),
                     self.hd.id(),
                 ],
                 Params {
                     u0: 3,
-                    f0: self.m.step.inertia,
+                    f0: cx.m.step.inertia,
                     ..Params::default()
                 },
                 nv,
@@ -1300,57 +1419,51 @@ impl DeviceJgs2Backend {
         } else {
             0
         };
-        self.rec_dots_dispatch(p, nd);
+        self.rec_dots_dispatch(cx, p, nd);
     }
 
     /// The dots of the cut safeguard's plain trial: ‖g‖² and g·δ of the primary direction only
     /// (`jgs2_dots` with [`JGS2_DOTS_GD_ONLY`]: no Hessian products).
-    fn rec_dots_plain(&self, p: &mut Plan) {
-        self.rec_dots_dispatch(p, 1 | JGS2_DOTS_GD_ONLY);
+    fn rec_dots_plain(&self, cx: &Cx, p: &mut Plan) {
+        self.rec_dots_dispatch(cx, p, 1 | JGS2_DOTS_GD_ONLY);
     }
 
     /// `jgs2_dots` into the readback with the direction count (and flags) `u0`.
-    fn rec_dots_dispatch(&self, p: &mut Plan, u0: u32) {
+    fn rec_dots_dispatch(&self, cx: &Cx, p: &mut Plan, u0: u32) {
         p.dispatch(
             Kernel::Jgs2Dots,
             &[
                 self.g.id(),
                 self.dirs.id(),
                 self.hd.id(),
-                self.m.res_weight.id(),
+                cx.m.res_weight.id(),
                 self.readback.id(),
             ],
             Params::new().u0(u0),
-            self.m.nv as u32,
+            cx.m.nv as u32,
         );
     }
 
     /// Energy partials (elements, vertices) and the per-vertex move maximum into the readback.
-    fn rec_energy(&self, p: &mut Plan) {
-        self.rec_energy_partials(p);
-        self.rec_into_readback(
-            p,
-            Kernel::ReduceMaxAbs,
-            self.dxn.id(),
-            self.m.nv,
-            self.rb.dx,
-        );
+    fn rec_energy(&self, cx: &Cx, p: &mut Plan) {
+        self.rec_energy_partials(cx, p);
+        self.rec_into_readback(p, Kernel::ReduceMaxAbs, self.dxn.id(), cx.m.nv, self.rb.dx);
     }
 
     /// The element and vertex energy partials into the readback.
-    fn rec_energy_partials(&self, p: &mut Plan) {
+    fn rec_energy_partials(&self, cx: &Cx, p: &mut Plan) {
         self.rec_into_readback(
             p,
             Kernel::ReduceSum,
-            self.energy.id(),
-            self.m.ne,
+            cx.energy.id(),
+            cx.m.ne,
             self.rb.e_elem,
         );
         self.rec_into_readback(
             p,
             Kernel::ReduceSum,
             self.venergy.id(),
-            self.m.nv,
+            cx.m.nv,
             self.rb.e_vert,
         );
         if let Some(ipc) = &self.ipc {
@@ -1375,52 +1488,46 @@ impl DeviceJgs2Backend {
     /// Gauss–Seidel: a sweep from x[xb] on the scratch copy —, the VBD direction,
     /// Hessian-vector products, dots, energy), without it what the cut safeguard's plain trial needs
     /// (state, primary direction, ‖g‖² and g·δ, energy).
-    fn rec_eval_guarded(&self, p: &mut Plan, xb: usize, model: bool) {
+    fn rec_eval_guarded(&self, cx: &Cx, p: &mut Plan, xb: usize, model: bool) {
         // The per-vertex moves of this iteration (the trial's) are reduced before a sweep
         // overwrites anything.
-        self.rec_into_readback(
-            p,
-            Kernel::ReduceMaxAbs,
-            self.dxn.id(),
-            self.m.nv,
-            self.rb.dx,
-        );
-        self.rec_state(p, xb);
+        self.rec_into_readback(p, Kernel::ReduceMaxAbs, self.dxn.id(), cx.m.nv, self.rb.dx);
+        self.rec_state(cx, p, xb);
         match self.variant {
             Variant::Jacobi => {
-                self.rec_local(p, xb, self.free, true);
+                self.rec_local(cx, p, xb, self.free, true);
             }
             Variant::GaussSeidel => {
-                p.copy(&self.x[xb], 0, &self.x[SCRATCH], 0, self.m.nv);
+                p.copy(&cx.x[xb], 0, &cx.x[SCRATCH], 0, cx.m.nv);
                 p.copy(
-                    &self.contacts[xb],
+                    &cx.contacts[xb],
                     0,
-                    &self.contacts[SCRATCH],
+                    &cx.contacts[SCRATCH],
                     0,
-                    self.contacts[xb].len(),
+                    cx.contacts[xb].len(),
                 );
-                self.rec_sweep(p, SCRATCH, self.sweep_dxn);
+                self.rec_sweep(cx, p, SCRATCH, self.sweep_dxn);
                 // Back to the state at x[xb] (the sweep refreshed the cache at the scratch).
-                self.rec_state(p, xb);
+                self.rec_state(cx, p, xb);
             }
         }
         if model {
-            self.rec_vbd_direction(p, xb);
-            self.rec_dots(p, true);
+            self.rec_vbd_direction(cx, p, xb);
+            self.rec_dots(cx, p, true);
         } else {
-            self.rec_dots_plain(p);
+            self.rec_dots_plain(cx, p);
         }
-        self.rec_energy_partials(p);
+        self.rec_energy_partials(cx, p);
     }
 
     /// The step Σ coef_k·dirs_k from x[cur] into `step`, and its obstacle bound's maximum
     /// into the readback (the trial's α0 = 1/bound).
-    fn rec_combine(&self, p: &mut Plan, cur: usize, coef: [f64; 3]) {
+    fn rec_combine(&self, cx: &Cx, p: &mut Plan, cur: usize, coef: [f64; 3]) {
         p.dispatch(
             Kernel::Jgs2Combine,
             &[
                 self.dirs.id(),
-                self.contacts[cur].id(),
+                cx.contacts[cur].id(),
                 self.step.id(),
                 self.bound.id(),
             ],
@@ -1430,14 +1537,14 @@ impl DeviceJgs2Backend {
                 f2: coef[2] as f32,
                 ..Params::default()
             },
-            self.m.nv as u32,
+            cx.m.nv as u32,
         );
         if self.bounded {
             p.dispatch(
                 Kernel::Jgs2FaceBound,
                 &[
                     self.step.id(),
-                    self.contacts[cur].id(),
+                    cx.contacts[cur].id(),
                     self.vfaces.id(),
                     self.tris.id(),
                     self.bound.id(),
@@ -1446,36 +1553,36 @@ impl DeviceJgs2Backend {
                     f3: self.thickness,
                     ..Params::default()
                 },
-                self.m.nv as u32,
+                cx.m.nv as u32,
             );
         }
         let n = match &self.ipc {
             Some(ipc) => {
                 ipc.rec_step_bound(
                     p,
-                    &self.x[cur],
+                    &cx.x[cur],
                     &self.step,
                     &self.bound,
                     &self.readback,
                     self.rb.trust,
                 );
-                DeviceIpc::bound_len(self.m.nv)
+                DeviceIpc::bound_len(cx.m.nv)
             }
-            None => self.m.nv,
+            None => cx.m.nv,
         };
         p.max_abs(&self.bound, n as u32, &self.readback, self.rb.alpha as u32);
     }
 
-    fn rec_trial(&self, p: &mut Plan, from: usize, scale: f64) {
+    fn rec_trial(&self, cx: &Cx, p: &mut Plan, from: usize, scale: f64) {
         p.dispatch(
             Kernel::Jgs2Trial,
             &[
-                self.x[from].id(),
+                cx.x[from].id(),
                 self.step.id(),
                 self.readback.id(),
-                self.contacts[from].id(),
-                self.x[1 - from].id(),
-                self.contacts[1 - from].id(),
+                cx.contacts[from].id(),
+                cx.x[1 - from].id(),
+                cx.contacts[1 - from].id(),
                 self.dirs.id(),
                 self.dxn.id(),
             ],
@@ -1484,41 +1591,35 @@ impl DeviceJgs2Backend {
                 f0: scale as f32,
                 ..Params::default()
             },
-            self.m.nv as u32,
+            cx.m.nv as u32,
         );
     }
 
-    fn rec_apply(
-        &self,
-        p: &mut Plan,
-        xb: usize,
-        list: Span,
-        delta: f64,
-        total: f64,
-        dxn: Buf<f32>,
-    ) {
+    /// x[xb] += the local steps (dirs slot 0) of `list`, their contact records advanced, the
+    /// per-vertex moves into `dxn` (the whole steps: `jgs2_apply` with f0 = f1 = 1).
+    fn rec_apply(&self, cx: &Cx, p: &mut Plan, xb: usize, list: Span, dxn: Buf<f32>) {
         p.dispatch(
             Kernel::Jgs2Apply,
             &[
                 self.lists.id(),
                 self.dirs.id(),
-                self.x[xb].id(),
-                self.contacts[xb].id(),
+                cx.x[xb].id(),
+                cx.contacts[xb].id(),
                 dxn.id(),
             ],
             Params {
                 u1: list.off,
-                f0: delta as f32,
-                f1: total as f32,
+                f0: 1.0,
+                f1: 1.0,
                 ..Params::default()
             },
             list.len,
         );
     }
 
-    fn run(&mut self, p: &Plan) -> Result<Sample> {
-        self.dev.submit(p)?;
-        let r = self.dev.read(&self.readback)?;
+    fn run(&mut self, cx: &mut Cx, p: &Plan) -> Result<Sample> {
+        cx.dev.submit(p)?;
+        let r = cx.dev.read(&self.readback)?;
         let rb = self.rb;
         let sum = |a: usize, n: usize| r[a..a + n].iter().map(|&v| v as f64).sum::<f64>();
         let mut dots = [0.0f64; 13];
@@ -1549,8 +1650,8 @@ impl DeviceJgs2Backend {
         let energy =
             sum(rb.e_elem, rb.n_elem) + sum(rb.e_vert, rb.n_vert) + sum(rb.e_ipc, rb.n_ipc);
         Ok(Sample {
-            residual: if self.m.char_scale > 0.0 {
-                norm / self.m.char_scale
+            residual: if cx.m.char_scale > 0.0 {
+                norm / cx.m.char_scale
             } else {
                 norm
             },
@@ -1573,14 +1674,13 @@ impl DeviceJgs2Backend {
         })
     }
 
-    fn upload_step(&mut self, problem: &StepProblem) -> Result<()> {
+    fn upload_step(&mut self, cx: &mut Cx, problem: &StepProblem) -> Result<()> {
         let model = problem.model;
-        let (x0, c0) = (self.x[0], self.contacts[0]);
-        self.m
-            .begin_step(&mut self.dev, problem, &x0, &c0, "DeviceJgs2")?;
-        self.dev
-            .write(&self.dirs, 0, &vec![[0.0f32; 4]; 3 * self.m.nv])?;
-        self.dev.write(&self.dxn, 0, &vec![0.0f32; self.m.nv])?;
+        let (x0, c0) = (cx.x[0], cx.contacts[0]);
+        cx.m.begin_step(cx.dev, problem, &x0, &c0, "DeviceJgs2")?;
+        cx.dev
+            .write(&self.dirs, 0, &vec![[0.0f32; 4]; 3 * cx.m.nv])?;
+        cx.dev.write(&self.dxn, 0, &vec![0.0f32; cx.m.nv])?;
         self.strict_floor = if problem.strict_inversion {
             strict_floor(model, &problem.x_start)
         } else {
@@ -1588,21 +1688,21 @@ impl DeviceJgs2Backend {
         };
         self.e_ref = 0.0;
         if let Some(ipc) = &mut self.ipc {
-            ipc.begin_step(&mut self.dev, problem)?;
+            ipc.begin_step(cx.dev, problem)?;
         }
-        self.fit_readback()
+        self.fit_readback(cx)
     }
 
     /// Sizes the readback's IPC energy section to the current pair lists.
-    fn fit_readback(&mut self) -> Result<()> {
+    fn fit_readback(&mut self, cx: &mut Cx) -> Result<()> {
         let Some(ipc) = &self.ipc else {
             return Ok(());
         };
         let n = ipc.partials();
         if self.readback.len() < self.rb.e_ipc + n {
             let len = self.rb.e_ipc + n;
-            let old = std::mem::replace(&mut self.readback, self.dev.alloc("readback", len)?);
-            self.dev.free(old);
+            let old = std::mem::replace(&mut self.readback, cx.dev.alloc("readback", len)?);
+            cx.dev.free(old);
             self.rb.len = len;
         }
         self.rb.n_ipc = n;
@@ -1638,17 +1738,17 @@ fn strict_floor(model: &Model, x_start: &[f64]) -> Option<f32> {
     (min_j > 0.0).then(|| DEVICE_STRICT_MIN_J.min(0.5 * min_j) as f32)
 }
 
-impl DeviceJgs2Backend {
+impl Jgs2State {
     /// The current point in f64 (3n, m): the f32 positions plus the origin, each vertex within
     /// reach of an obstacle placed by its contact record ([`Self::rebuild_from_records`]).
-    fn current_positions(&mut self) -> Result<Vec<f64>> {
-        let records = if self.m.obstacles.is_empty() {
+    fn current_positions(&mut self, cx: &mut Cx) -> Result<Vec<f64>> {
+        let records = if cx.m.obstacles.is_empty() {
             Vec::new()
         } else {
-            self.dev.read(&self.contacts[self.cur])?
+            cx.dev.read(&cx.contacts[cx.cur])?
         };
-        let mut x = self.read_positions(self.x[self.cur], true)?;
-        self.rebuild_from_records(&mut x, &records);
+        let mut x = self.read_positions(cx, cx.x[cx.cur], true)?;
+        self.rebuild_from_records(cx, &mut x, &records);
         Ok(x)
     }
 
@@ -1665,17 +1765,17 @@ impl DeviceJgs2Backend {
     /// offset from that face). Only the record's precise components replace the position's; the
     /// move is of the order of the f32 position resolution, and the position buffer keeps the
     /// f32 iterate.
-    fn rebuild_from_records(&self, x: &mut [f64], records: &[GpuContact]) {
-        let nc = self.m.obstacles.len();
-        if nc == 0 || records.len() < nc * self.m.nv {
+    fn rebuild_from_records(&self, cx: &Cx, x: &mut [f64], records: &[GpuContact]) {
+        let nc = cx.m.obstacles.len();
+        if nc == 0 || records.len() < nc * cx.m.nv {
             return;
         }
-        let dhat = self.m.step.dhat as f64;
-        for v in 0..self.m.nv {
+        let dhat = cx.m.step.dhat as f64;
+        for v in 0..cx.m.nv {
             let mut best: Option<(usize, f64)> = None;
             for (o, c) in records[v * nc..v * nc + nc].iter().enumerate() {
                 let d = crate::gpu::twins::jgs2::contact_distance(c).d as f64;
-                let reach = if self.m.obstacles[o].is_bounded() {
+                let reach = if cx.m.obstacles[o].is_bounded() {
                     dhat + self.surface_reach
                 } else {
                     dhat
@@ -1687,7 +1787,7 @@ impl DeviceJgs2Backend {
             let Some((o, d)) = best else { continue };
             let c = &records[v * nc + o];
             let p = &mut x[3 * v..3 * v + 3];
-            match &self.m.obstacles[o] {
+            match &cx.m.obstacles[o] {
                 Obstacle::HalfSpace { normal, offset } => {
                     let now = (0..3).map(|k| normal[k] * p[k]).sum::<f64>() - offset;
                     for k in 0..3 {
@@ -1719,23 +1819,28 @@ impl DeviceJgs2Backend {
     }
 }
 
-impl DeviceJgs2Backend {
+impl Jgs2State {
     /// The model positions of `buf` (one of `x`, or `step` for displacements), f64, with the
     /// origin added when `absolute`.
-    fn read_positions(&mut self, buf: Buf<GpuVec4>, absolute: bool) -> Result<Vec<f64>> {
-        let v = self.dev.read(&buf)?;
-        let shift = if absolute { self.m.origin } else { [0.0; 3] };
+    fn read_positions(
+        &mut self,
+        cx: &mut Cx,
+        buf: Buf<GpuVec4>,
+        absolute: bool,
+    ) -> Result<Vec<f64>> {
+        let v = cx.dev.read(&buf)?;
+        let shift = if absolute { cx.m.origin } else { [0.0; 3] };
         Ok(v.iter()
-            .take(self.m.nv)
+            .take(cx.m.nv)
             .flat_map(|p| (0..3).map(move |k| p[k] as f64 + shift[k]))
             .collect())
     }
 
     /// Evaluates the current point again (after κ or the friction pairs changed).
-    fn reevaluate(&mut self, next: Next) -> Result<Jgs2Sample> {
+    fn reevaluate(&mut self, cx: &mut Cx, next: Next) -> Result<Jgs2Sample> {
         let mut p = Plan::new();
-        self.rec_eval_guarded(&mut p, self.cur, next == Next::Model);
-        let s = self.run(&p)?;
+        self.rec_eval_guarded(cx, &mut p, cx.cur, next == Next::Model);
+        let s = self.run(cx, &p)?;
         self.combined = None;
         let out = self.public(&s, next, f64::INFINITY);
         self.s = s;
@@ -1743,17 +1848,17 @@ impl DeviceJgs2Backend {
     }
 
     /// The current point's terms ([`DeviceJgs2::terms_at_start`]).
-    fn terms(&mut self) -> Result<DeviceTerms> {
-        let g = self.dev.read(&self.g)?;
+    fn terms(&mut self, cx: &mut Cx) -> Result<DeviceTerms> {
+        let g = cx.dev.read(&self.g)?;
         let gradient = g
             .iter()
-            .take(self.m.nv)
+            .take(cx.m.nv)
             .flat_map(|p| (0..3).map(move |k| p[k] as f64))
             .collect();
-        let h = self.dev.read(&self.hbar)?;
+        let h = cx.dev.read(&self.hbar)?;
         let barrier_hessians = h
             .iter()
-            .take(self.m.nv)
+            .take(cx.m.nv)
             .map(|m| Matrix3::from_fn(|r, c| m.get(r, c) as f64))
             .collect();
         Ok(DeviceTerms {
@@ -1792,27 +1897,21 @@ impl DeviceJgs2Backend {
     }
 }
 
-impl Jgs2Backend for DeviceJgs2Backend {
-    fn jgs2_num_colours(&self) -> usize {
-        self.num_colours
-    }
-
+/// The loop's steps on the state: [`Jgs2Backend`]'s methods for [`DeviceBackend`] call these.
+impl Jgs2State {
     fn jgs2_plain_moves_filtered(&self, problem: &StepProblem) -> bool {
         !problem.strict_inversion && self.ipc.is_none()
     }
 
-    fn jgs2_eigen_cutoff(&self) -> f64 {
-        EIGEN_CUTOFF
-    }
-
     fn jgs2_begin(
         &mut self,
+        cx: &mut Cx,
         problem: &StepProblem,
         _elastic: &dyn ElasticTerms,
         flags: Jgs2StepFlags,
         next: Next,
     ) -> Result<Jgs2Sample> {
-        self.upload_step(problem)?;
+        self.upload_step(cx, problem)?;
         let safeguard = flags.safeguard;
         // Plain VBD (no subspace, Gauss–Seidel, no safeguard) reads only the diagonal blocks,
         // exact where PSD by construction (the CPU's `vbd_sweep`, `element_local_corner`); every
@@ -1825,16 +1924,16 @@ impl Jgs2Backend for DeviceJgs2Backend {
             };
         let mut p = Plan::new();
         if safeguard {
-            self.rec_eval_guarded(&mut p, 0, next == Next::Model);
+            self.rec_eval_guarded(cx, &mut p, 0, next == Next::Model);
         } else {
-            self.rec_state(&mut p, 0);
+            self.rec_state(cx, &mut p, 0);
             if self.variant == Variant::Jacobi {
-                self.rec_local(&mut p, 0, self.free, true);
+                self.rec_local(cx, &mut p, 0, self.free, true);
             }
-            self.rec_dots(&mut p, false);
-            self.rec_energy(&mut p);
+            self.rec_dots(cx, &mut p, false);
+            self.rec_energy(cx, &mut p);
         }
-        let mut s = self.run(&p)?;
+        let mut s = self.run(cx, &p)?;
         // Energies from here on are relative to the start's (its inertia term is 0 by
         // construction; elastic and barrier are subtracted), as the f64 reference's
         // `energy_change`. An infeasible start (an f32 barrier or the strict floor) has no
@@ -1843,7 +1942,7 @@ impl Jgs2Backend for DeviceJgs2Backend {
             self.e_ref = s.energy;
             s.energy = 0.0;
         }
-        self.cur = 0;
+        cx.cur = 0;
         self.pending = None;
         self.combined = None;
         let out = self.public(&s, next, f64::INFINITY);
@@ -1853,15 +1952,17 @@ impl Jgs2Backend for DeviceJgs2Backend {
 
     fn jgs2_evaluate(
         &mut self,
+        cx: &mut Cx,
         _problem: &StepProblem,
         _elastic: &dyn ElasticTerms,
         next: Next,
     ) -> Result<Jgs2Sample> {
-        self.reevaluate(next)
+        self.reevaluate(cx, next)
     }
 
     fn jgs2_plain(
         &mut self,
+        cx: &mut Cx,
         _problem: &StepProblem,
         _elastic: &dyn ElasticTerms,
     ) -> Result<Jgs2Sample> {
@@ -1878,15 +1979,15 @@ impl Jgs2Backend for DeviceJgs2Backend {
         let mut p = Plan::new();
         match self.variant {
             Variant::Jacobi => {
-                self.rec_apply(&mut p, 0, self.free, 1.0, 1.0, self.dxn);
-                self.rec_state(&mut p, 0);
-                self.rec_local(&mut p, 0, self.free, true);
+                self.rec_apply(cx, &mut p, 0, self.free, self.dxn);
+                self.rec_state(cx, &mut p, 0);
+                self.rec_local(cx, &mut p, 0, self.free, true);
             }
-            Variant::GaussSeidel => self.rec_sweep(&mut p, 0, self.dxn),
+            Variant::GaussSeidel => self.rec_sweep(cx, &mut p, 0, self.dxn),
         }
-        self.rec_dots(&mut p, false);
-        self.rec_energy(&mut p);
-        let s = self.run(&p)?;
+        self.rec_dots(cx, &mut p, false);
+        self.rec_energy(cx, &mut p);
+        let s = self.run(cx, &p)?;
         let out = self.public(&s, Next::Plain, s.max_dx);
         self.s = s;
         Ok(out)
@@ -1894,6 +1995,7 @@ impl Jgs2Backend for DeviceJgs2Backend {
 
     fn jgs2_trial(
         &mut self,
+        cx: &mut Cx,
         _problem: &StepProblem,
         _elastic: &dyn ElasticTerms,
         coef: [f64; 3],
@@ -1905,11 +2007,11 @@ impl Jgs2Backend for DeviceJgs2Backend {
         let mut p = Plan::new();
         let fresh = self.combined.is_none_or(|(c, _, _)| c != coef);
         if fresh {
-            self.rec_combine(&mut p, self.cur, coef);
+            self.rec_combine(cx, &mut p, cx.cur, coef);
         }
-        self.rec_trial(&mut p, self.cur, scale);
-        self.rec_eval_guarded(&mut p, 1 - self.cur, next == Next::Model);
-        let t = self.run(&p)?;
+        self.rec_trial(cx, &mut p, cx.cur, scale);
+        self.rec_eval_guarded(cx, &mut p, 1 - cx.cur, next == Next::Model);
+        let t = self.run(cx, &p)?;
         if fresh {
             let trust = if self.ipc.is_some() {
                 1.0 / t.trust
@@ -1926,6 +2028,7 @@ impl Jgs2Backend for DeviceJgs2Backend {
 
     fn jgs2_accept(
         &mut self,
+        cx: &mut Cx,
         problem: &StepProblem,
         _elastic: &dyn ElasticTerms,
     ) -> Result<Jgs2Sample> {
@@ -1933,22 +2036,22 @@ impl Jgs2Backend for DeviceJgs2Backend {
             .pending
             .take()
             .ok_or_else(|| JelloError::Solver("DeviceJgs2: accept without a trial".into()))?;
-        self.cur = 1 - self.cur;
+        cx.cur = 1 - cx.cur;
         let combined = self.combined.take();
         if let (Some(_), Some((_, _, trust))) = (&self.ipc, combined) {
             if trust < 1.0 && alpha >= (1.0 - 1e-3) * trust {
                 // A trust box cut the step short: the candidate list around the new point,
                 // swept along the rest of the step (one position readback).
-                let x = self.read_positions(self.x[self.cur], true)?;
+                let x = self.read_positions(cx, cx.x[cx.cur], true)?;
                 let rest = 1.0 - alpha;
                 let ahead: Vec<f64> = self
-                    .read_positions(self.step, false)?
+                    .read_positions(cx, self.step, false)?
                     .into_iter()
                     .map(|d| rest * d)
                     .collect();
                 let ipc = self.ipc.as_mut().expect("matched above");
-                ipc.rebuild(&mut self.dev, problem, &x, &ahead)?;
-                self.fit_readback()?;
+                ipc.rebuild(cx.dev, problem, &x, &ahead)?;
+                self.fit_readback(cx)?;
             }
         }
         let out = self.public(&t, next, t.max_dx);
@@ -1958,6 +2061,7 @@ impl Jgs2Backend for DeviceJgs2Backend {
 
     fn jgs2_raise_stiffness(
         &mut self,
+        cx: &mut Cx,
         problem: &StepProblem,
         _elastic: &dyn ElasticTerms,
         prev_min_sq: &mut f64,
@@ -1971,11 +2075,12 @@ impl Jgs2Backend for DeviceJgs2Backend {
             return Ok(None);
         }
         ipc.set_kappa(problem.kappa());
-        self.reevaluate(next).map(Some)
+        self.reevaluate(cx, next).map(Some)
     }
 
     fn jgs2_lag_friction(
         &mut self,
+        cx: &mut Cx,
         problem: &StepProblem,
         _elastic: &dyn ElasticTerms,
         next: Next,
@@ -1984,15 +2089,15 @@ impl Jgs2Backend for DeviceJgs2Backend {
             return Ok(None);
         }
         // Once per lagging pass, at a converged point: one position readback.
-        let x = self.read_positions(self.x[self.cur], true)?;
+        let x = self.read_positions(cx, cx.x[cx.cur], true)?;
         if problem.lag_friction(&x) == 0 {
             return Ok(None);
         }
         if let Some(ipc) = &mut self.ipc {
-            ipc.lag_friction(&mut self.dev, problem)?;
+            ipc.lag_friction(cx.dev, problem)?;
         }
-        self.fit_readback()?;
-        self.reevaluate(next).map(Some)
+        self.fit_readback(cx)?;
+        self.reevaluate(cx, next).map(Some)
     }
 
     fn jgs2_slack(&self, _problem: &StepProblem, _elastic: &dyn ElasticTerms, e: f64) -> f64 {
@@ -2000,24 +2105,25 @@ impl Jgs2Backend for DeviceJgs2Backend {
         ENERGY_SLACK * (e.abs() + self.s.magnitude)
     }
 
-    fn jgs2_current(&mut self, x: &mut Vec<f64>) -> Result<()> {
-        *x = self.current_positions()?;
+    fn jgs2_current(&mut self, cx: &mut Cx, x: &mut Vec<f64>) -> Result<()> {
+        *x = self.current_positions(cx)?;
         Ok(())
     }
 
     fn jgs2_finish(
         &mut self,
+        cx: &mut Cx,
         _problem: &StepProblem,
         _elastic: &dyn ElasticTerms,
         x: &mut Vec<f64>,
     ) -> Result<()> {
-        *x = self.current_positions()?;
-        if self.cur == 1 {
+        *x = self.current_positions(cx)?;
+        if cx.cur == 1 {
             // Keep the result in the position buffer hosts draw from.
             let mut p = Plan::new();
-            p.copy(&self.x[1], 0, &self.x[0], 0, self.m.nv);
-            self.dev.submit(&p)?;
-            self.cur = 0;
+            p.copy(&cx.x[1], 0, &cx.x[0], 0, cx.m.nv);
+            cx.dev.submit(&p)?;
+            cx.cur = 0;
         }
         Ok(())
     }

@@ -258,11 +258,12 @@
 //!   (`Jgs2Solver::vbd`, `Jgs2Solver::jgs2`);
 //! - `local.rs` (the per-element and per-vertex passes), `subspace.rs` (the precompute's
 //!   subspaces and their cache), `precond.rs` (JGS2 as a preconditioner);
-//! - `device.rs`: [`DeviceJgs2Backend`], `Jgs2Backend` in f32 over the device API (WGSL
-//!   kernels on the GPU, or their CPU twins) on its own `Device` and `DeviceModel`;
-//!   [`DeviceJgs2`] is `Jgs2Solver<DeviceJgs2Backend>`. Not yet `Jgs2Backend` on
-//!   `DeviceBackend` (`backend.rs` says why the trait has no supertrait yet), and its
-//!   `jgs2_combine/trial/apply/dots` kernels stay its own: each fuses into its pass what the
+//! - `device.rs`: `Jgs2Backend` for [`crate::solver::backend::DeviceBackend`], in f32 over the
+//!   device API (WGSL kernels on the GPU, or their CPU twins): its state (subspace blob,
+//!   colours, local systems, directions, its readback) in the backend's extension slot, on the
+//!   backend's device, [`crate::gpu::DeviceModel`], point pair and element cache;
+//!   [`DeviceJgs2`] is `Jgs2Solver<DeviceBackend>`. Its `jgs2_combine/trial/apply/dots`
+//!   kernels stay its own: each fuses into its pass what the
 //!   shared `dev_*` kernels would need further dispatches for (`combine`: three directions and
 //!   every vertex's obstacle time of impact; `trial`/`apply`: the obstacle-relative contact
 //!   records advanced with the move, the previous-step slot and the per-vertex moves; `dots`:
@@ -287,7 +288,7 @@ pub use backend::{
     model_coefficients, Jgs2Backend, Jgs2Sample, Jgs2Setup, Jgs2StepFlags, Jgs2Trial, Next,
 };
 pub use contact::ContactCoupling;
-pub use device::{DeviceJgs2, DeviceJgs2Backend, DeviceTerms, PackedHMatrix};
+pub use device::{DeviceJgs2, DeviceTerms, PackedHMatrix};
 pub use local::{
     barrier_hessian, element_gradient_pass, element_pass, hess_vec, hmatrix_far_field, jgs2_matrix,
     jgs2_rhs, jgs2_system, local_system, rest_frame_gradients, rotations, vbd_local_system,

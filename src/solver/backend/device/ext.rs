@@ -2,12 +2,14 @@
 //! private): the device, the mesh's buffers, the plan to record into, the current positions,
 //! the readback buffer's solver regions, the host-solve counters, one gradient pass, and a slot
 //! for the extension's state, which the backend stores without knowing its type. ADMM's trait
-//! and its device implementation (`src/solver/admm/device.rs`) are written on these, so the backend
-//! names no solver.
+//! and its device implementation (`src/solver/admm/device.rs`) are written on these; JGS2/VBD's
+//! (`src/solver/jgs2/device.rs`), which records its own plans, borrows the device, the model,
+//! the point pair and the element cache together with its state ([`DeviceBackend::parts`]), so
+//! the backend names no solver.
 
 use super::{DeviceBackend, DeviceScalar, DeviceVector, HostSolveStats};
 use crate::error::Result;
-use crate::gpu::{BufferId, Device, Kernel, Params};
+use crate::gpu::{Buf, BufferId, Device, DeviceModel, GpuContact, GpuVec4, Kernel, Params};
 use std::any::Any;
 
 /// The extension slot's type: a solver's state on a backend.
@@ -34,7 +36,45 @@ pub(crate) struct MeshBuffers {
     pub readback: BufferId,
 }
 
+/// The backend's device-resident parts a solver with its own plans works on, borrowed together
+/// with the extension slot ([`DeviceBackend::parts`]).
+pub(crate) struct DeviceParts<'a> {
+    /// The device.
+    pub dev: &'a mut Device,
+    /// The body's mesh data, step start and step constants ([`DeviceModel::begin_step`]).
+    pub m: &'a mut DeviceModel,
+    /// The point pair (vec4, relative to [`DeviceBackend::origin`]): current and trial by
+    /// `cur`; `x[0]` is the buffer hosts draw from after a step.
+    pub x: [Buf<GpuVec4>; 2],
+    /// The points' per-vertex, per-obstacle contact records.
+    pub contacts: [Buf<GpuContact>; 2],
+    /// Which of `x` holds the current point.
+    pub cur: &'a mut usize,
+    /// Element energies and element gradients (4 per element) of the `elastic` kernel.
+    pub energy: Buf<f32>,
+    pub egrad: Buf<GpuVec4>,
+}
+
 impl DeviceBackend {
+    /// The device-resident parts and the extension slot, borrowed at once (a solver's state
+    /// and the buffers its plans bind). The backend's own plan must be empty: such a solver
+    /// submits its own.
+    pub(crate) fn parts(&mut self) -> (DeviceParts<'_>, &mut Extension) {
+        debug_assert!(self.plan.is_empty());
+        (
+            DeviceParts {
+                dev: &mut self.dev,
+                m: &mut self.m,
+                x: self.x,
+                contacts: self.contacts,
+                cur: &mut self.cur,
+                energy: self.energy,
+                egrad: self.egrad,
+            },
+            &mut self.ext,
+        )
+    }
+
     /// The extension slot (see the module docs).
     pub(crate) fn extension(&self) -> &Extension {
         &self.ext
