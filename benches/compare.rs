@@ -1,0 +1,192 @@
+//! `jello compare` for every solver over the bundled scenes: each (scene, solver) pair runs on
+//! the f64 CPU path and on the device in lockstep (`jello::compare::compare`, what `jello
+//! compare SCENE --solver S` prints) for the first steps of the scene, and the table gives the
+//! worst per-step deviation (largest vertex distance / rest bounding-box diagonal), the mean
+//! deviation, both runs' iterations and the wall time — or, where the device cannot run the
+//! pair, the reason `--backend gpu` gives. The bound `jello compare` applies by default is
+//! [`jello::compare::DEFAULT_MAX_DEVIATION`]; a row above it is marked.
+//!
+//! On a software adapter (lavapipe, llvmpipe) this is a correctness table, not a speed one: the
+//! wall times say only what the run cost there.
+//!
+//! `cargo bench --bench compare`. Env: `JELLO_BENCH_COMPARE_SCENES` (comma-separated scene
+//! names, default every bundled scene below 20k tets), `JELLO_BENCH_COMPARE_SOLVERS`
+//! (default every solver), `JELLO_BENCH_COMPARE_STEPS` (steps per pair, default each case's),
+//! `JELLO_BENCH_BOOK=1` to write the book's table.
+
+#[path = "common/report.rs"]
+#[macro_use]
+mod report;
+
+use jello::compare::{compare, DEFAULT_MAX_DEVIATION};
+use jello::scene::{Scene, SolverChoice, SolverKind};
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// A bundled scene and how many of its first steps a pair runs (enough to reach its first
+/// contact or the start of its deformation).
+struct Case {
+    name: &'static str,
+    steps: usize,
+}
+
+const CASES: &[Case] = &[
+    Case {
+        name: "cantilever",
+        steps: 10,
+    },
+    Case {
+        name: "twist",
+        steps: 10,
+    },
+    Case {
+        name: "stiff_soft",
+        steps: 10,
+    },
+    Case {
+        name: "drop",
+        steps: 20,
+    },
+    Case {
+        name: "twist_stretch_squash",
+        steps: 3,
+    },
+    Case {
+        name: "contact_balls",
+        steps: 10,
+    },
+    Case {
+        name: "contact_stack",
+        steps: 7,
+    },
+    Case {
+        name: "contact_hoop",
+        steps: 10,
+    },
+    Case {
+        name: "contact_cup",
+        steps: 10,
+    },
+    Case {
+        name: "contact_twist",
+        steps: 10,
+    },
+    Case {
+        name: "house_of_cards",
+        steps: 6,
+    },
+    Case {
+        name: "pile_press",
+        steps: 6,
+    },
+    Case {
+        name: "ring_net",
+        steps: 6,
+    },
+];
+
+fn list(var: &str) -> Option<Vec<String>> {
+    std::env::var(var)
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| s.split(',').map(|t| t.trim().to_string()).collect())
+}
+
+fn main() {
+    let scenes = list("JELLO_BENCH_COMPARE_SCENES");
+    let solvers = list("JELLO_BENCH_COMPARE_SOLVERS");
+    let steps_override = std::env::var("JELLO_BENCH_COMPARE_STEPS")
+        .ok()
+        .map(|s| match s.parse::<usize>() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                eprintln!("JELLO_BENCH_COMPARE_STEPS: expected a positive integer, got {s:?}");
+                std::process::exit(2);
+            }
+        });
+    let kinds: Vec<SolverKind> = SolverKind::ALL
+        .iter()
+        .copied()
+        .filter(|k| solvers.as_ref().is_none_or(|l| l.iter().any(|n| n == k.name())))
+        .collect();
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets/scenes");
+
+    out!("# GPU against CPU: every solver over the bundled scenes");
+    out!();
+    out!("{}", report::provenance());
+    out!();
+    out!(
+        "Per (scene, solver): the first steps on the f64 CPU path and on the device in lockstep \
+         (`jello compare SCENE --solver S --steps N`). Deviation: largest (and mean) vertex \
+         distance between the two runs / rest bounding-box diagonal, worst step; `jello \
+         compare`'s default bound is {DEFAULT_MAX_DEVIATION:.0e} (rows above it marked ✗). \
+         Iterations: summed over the steps, CPU / device. \"not on the device\": what `--backend \
+         gpu` (or any backend) says for the pair."
+    );
+    out!();
+    out!("| scene | solver | steps | worst max deviation | worst mean deviation | iterations CPU / device | wall s |");
+    out!("|---|---|---|---|---|---|---|");
+    let mut adapter = None;
+    for case in CASES {
+        if scenes.as_ref().is_some_and(|l| !l.iter().any(|n| n == case.name)) {
+            continue;
+        }
+        let path = dir.join(format!("{}.toml", case.name));
+        let built = match Scene::load(&path).and_then(|s| s.build()) {
+            Ok(b) => b,
+            Err(e) => {
+                out!("| {} | — | — | scene error: {e} | | | |", case.name);
+                continue;
+            }
+        };
+        let steps = steps_override.unwrap_or(case.steps);
+        for &kind in &kinds {
+            let mut b = built.clone();
+            b.config.set_solver(SolverChoice::Named(kind));
+            let t = Instant::now();
+            match compare(&path, &b, steps) {
+                Ok(r) => {
+                    let worst = r.worst();
+                    let mean = r
+                        .steps
+                        .iter()
+                        .map(|s| s.mean_deviation)
+                        .fold(0.0, f64::max);
+                    let (ic, ig) = r.steps.iter().fold((0, 0), |(a, b), s| {
+                        (a + s.iterations_cpu, b + s.iterations_gpu)
+                    });
+                    let mark = if worst > DEFAULT_MAX_DEVIATION {
+                        " ✗"
+                    } else {
+                        ""
+                    };
+                    out!(
+                        "| {} | {} | {} | {:.2e}{mark} | {:.2e} | {ic} / {ig} | {:.1} |",
+                        case.name,
+                        kind.name(),
+                        r.steps.len(),
+                        worst,
+                        mean,
+                        t.elapsed().as_secs_f64()
+                    );
+                    adapter.get_or_insert(r.adapter);
+                }
+                Err(e) => {
+                    let msg = e.to_string().replace('|', "/").replace('\n', " ");
+                    out!(
+                        "| {} | {} | — | not on the device: {msg} | | | {:.1} |",
+                        case.name,
+                        kind.name(),
+                        t.elapsed().as_secs_f64()
+                    );
+                }
+            }
+        }
+    }
+    out!();
+    out!(
+        "Adapter: {}.",
+        adapter.as_deref().unwrap_or("none (no pair ran on a device)")
+    );
+    report::finish("compare");
+}
