@@ -163,9 +163,9 @@ fn run() {
                     "multilevel-gpu" => {
                         let d = Device::new(Backend::Gpu).expect("a wgpu adapter");
                         eprintln!("{name}: adapter {}", d.info());
-                        ml.attach_device(d).expect("attach the device");
+                        ml.attach_device(d, m).expect("attach the device");
                     }
-                    "multilevel-twins" => ml.attach_device(Device::cpu()).expect("twins"),
+                    "multilevel-twins" => ml.attach_device(Device::cpu(), m).expect("twins"),
                     _ => {}
                 }
                 let s = Arc::new(Mutex::new(ml));

@@ -474,7 +474,7 @@ fn on_device(
         },
         SolverKind::Multilevel => {
             let mut solver = multilevel_solver(config, model, cache_dir)?;
-            solver.attach_device(device).map(|()| {
+            solver.attach_device(device, model).map(|()| {
                 let s: Box<dyn StepSolver> = Box::new(solver);
                 s
             })

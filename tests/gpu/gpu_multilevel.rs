@@ -1240,7 +1240,7 @@ fn device_direction_converges_on_a_contact_step() {
         let name = match device {
             Some(d) => {
                 let n = d.info().to_string();
-                s.attach_device(d).unwrap();
+                s.attach_device(d, m).unwrap();
                 n
             }
             None => "cpu-f64".to_string(),
@@ -1455,9 +1455,8 @@ fn device_contact_energies_and_gradient_match_the_f64_potential() {
 #[test]
 fn device_line_search_energy_is_within_its_bound() {
     use jello::gpu::Device;
+    use jello::solver::backend::DeviceBackend;
     use jello::solver::multilevel::device_energy::{device_backtracking, DeviceEnergy};
-    let mut devs = vec![Device::cpu()];
-    devs.extend(common::gpu_device());
     let (drop, drop_state) = common::drop_at_impact();
     let cases = [
         (
@@ -1483,9 +1482,14 @@ fn device_line_search_energy_is_within_its_bound() {
         let problem = StepProblem::new(m, &state, h);
         problem.begin_contact_step(m);
         let x0 = problem.x_start.clone();
-        for dev in devs.iter_mut() {
-            let name = dev.info().to_string();
-            let mut de = DeviceEnergy::new(dev, m).unwrap();
+        // The evaluator works on a device backend's model: one per scene and device.
+        let mut devs = vec![Device::cpu()];
+        devs.extend(common::gpu_device());
+        for d in devs {
+            let name = d.info().to_string();
+            let mut backend = DeviceBackend::new(d, m).unwrap();
+            let dev = &mut backend;
+            let mut de = DeviceEnergy::new(dev).unwrap();
             let mut worst: f64 = 0.0;
             for from in [0.0, 0.5] {
                 let x: Vec<f64> = x0

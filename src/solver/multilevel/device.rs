@@ -25,6 +25,8 @@ pub(super) use crate::gpu::model::upload_nonempty;
 use crate::gpu::{
     Buf, Device, GpuMat3, GpuTet, GpuVec4, GpuVertexInfo, Kernel, Params, Plan, VertexCsr,
 };
+use crate::problem::Model;
+use crate::solver::backend::DeviceBackend;
 use crate::solver::pcg::PcgOutcome;
 use crate::Result;
 
@@ -650,7 +652,9 @@ pub struct DeviceSolve {
 /// (affine, then SMS), the residual update `r ← r − H U q` and the N_cg Jacobi-PCG smoother
 /// run on the device, and the direction comes back (16·n bytes, with `d_s` 32·n).
 pub struct DeviceDirection {
-    dev: Device,
+    /// The device backend the direction's buffers live on (its device; its model serves the
+    /// line search's energies, [`super::device_energy::DeviceEnergy`]).
+    backend: DeviceBackend,
     nv: usize,
     pinned: Vec<bool>,
     levels: [Option<LevelSlot>; 2],
@@ -668,17 +672,30 @@ pub struct DeviceDirection {
 }
 
 impl DeviceDirection {
-    /// Uploads the levels (affine, SMS; either may be absent) of a model with pin flags
-    /// `pinned` to `dev`.
-    pub fn new(mut dev: Device, levels: [Option<&Level>; 2], pinned: &[bool]) -> Result<Self> {
+    /// Uploads `model` (a [`DeviceBackend`] on `device`) and its levels (affine, SMS; either
+    /// may be absent), with pin flags `pinned`.
+    pub fn new(
+        device: Device,
+        model: &Model,
+        levels: [Option<&Level>; 2],
+        pinned: &[bool],
+    ) -> Result<Self> {
         let nv = pinned.len();
+        if nv != model.num_vertices() {
+            return Err(crate::JelloError::Solver(format!(
+                "multilevel device: {nv} pin flags for {} vertices",
+                model.num_vertices()
+            )));
+        }
+        let mut backend = DeviceBackend::new(device, model)?;
+        let dev = backend.device_mut();
         let mut slots: [Option<LevelSlot>; 2] = [None, None];
         for (slot, level) in slots.iter_mut().zip(levels) {
             if let Some(level) = level {
-                let lv = DeviceLevel::new(&mut dev, level, nv)?;
+                let lv = DeviceLevel::new(dev, level, nv)?;
                 let len = lv.len();
                 *slot = Some(LevelSlot {
-                    pcg: DevicePcg::new(&mut dev, len, true)?,
+                    pcg: DevicePcg::new(dev, len, true)?,
                     b: dev.alloc("level rhs", len)?,
                     q: dev.alloc("level solution", len)?,
                     level: lv,
@@ -686,7 +703,7 @@ impl DeviceDirection {
             }
         }
         Ok(DeviceDirection {
-            full: DevicePcg::new(&mut dev, nv, false)?,
+            full: DevicePcg::new(dev, nv, false)?,
             rhs: dev.alloc("-g", nv)?,
             r: dev.alloc("residual", nv)?,
             d: dev.alloc("direction", nv)?,
@@ -698,18 +715,18 @@ impl DeviceDirection {
             pinned: pinned.to_vec(),
             h: None,
             lag_layout: None,
-            dev,
+            backend,
         })
     }
 
     /// The device (GPU or CPU twins).
     pub fn device(&self) -> &Device {
-        &self.dev
+        self.backend.device()
     }
 
-    /// The device, for other work of the solver on it (the line search's energies).
-    pub fn device_mut(&mut self) -> &mut Device {
-        &mut self.dev
+    /// The device backend, for other work of the solver on it (the line search's energies).
+    pub fn backend_mut(&mut self) -> &mut DeviceBackend {
+        &mut self.backend
     }
 
     /// Uploads this iteration's `h_sub` (levels) and `h_lag` (smoother; its inverse diagonal is
@@ -720,9 +737,9 @@ impl DeviceDirection {
         h_lag: &super::HessianOperator,
     ) -> Result<()> {
         if let Some(old) = self.h.take() {
-            old.sub.free(&mut self.dev);
-            old.lag.free(&mut self.dev);
-            old.jacobi.free(&mut self.dev);
+            old.sub.free(self.backend.device_mut());
+            old.lag.free(self.backend.device_mut());
+            old.jacobi.free(self.backend.device_mut());
         }
         let lag_rows = match &self.lag_layout {
             Some(l) if l.fits(h_lag.base) => l.arrays(h_lag.base),
@@ -733,7 +750,7 @@ impl DeviceDirection {
                 rows
             }
         };
-        let dev = &mut self.dev;
+        let dev = self.backend.device_mut();
         let sub = DeviceOperator::new(
             dev,
             &BsrArrays::from_sym(h_sub.base)?,
@@ -776,7 +793,7 @@ impl DeviceDirection {
                 "multilevel device: no Hessian uploaded".into(),
             ));
         };
-        let dev = &mut self.dev;
+        let dev = self.backend.device_mut();
         dev.write(&self.rhs, 0, &to_vec4(rhs))?;
         let mut counts = [0; 3];
         let mut plan = Plan::new();

@@ -40,6 +40,7 @@ use crate::gpu::abi::{dev_groups, ELASTIC_GRADIENT, ENERGY_REFERENCE};
 use crate::gpu::{Buf, Device, DeviceModel, GpuVec4, Kernel};
 use crate::gpu::{Params, Plan};
 use crate::problem::{ElasticTerms, Model, StepProblem};
+use crate::solver::backend::DeviceBackend;
 use crate::solver::LineSearchResult;
 
 /// 2⁻²⁴: the relative error of rounding to the nearest f32.
@@ -68,8 +69,6 @@ pub struct DeviceDifference {
 
 /// The line-search energies of a multilevel step on a device (module docs).
 pub struct DeviceEnergy {
-    /// The body's mesh data on the device.
-    model: DeviceModel,
     /// Positions: the base, then each trial (m, relative to `origin`).
     x_base: Buf<GpuVec4>,
     x: Buf<GpuVec4>,
@@ -98,12 +97,12 @@ struct Base {
 }
 
 impl DeviceEnergy {
-    /// Uploads `model`'s elements to `dev`.
-    pub fn new(dev: &mut Device, model: &Model) -> Result<Self> {
-        let m = DeviceModel::new(dev, model)?;
-        let (nv, ne) = (m.nv, m.ne);
+    /// The line search's scratch on `b`'s device, for `b`'s model (its mesh data are the
+    /// backend's [`DeviceModel`]).
+    pub fn new(b: &mut DeviceBackend) -> Result<Self> {
+        let (nv, ne) = (b.num_vertices(), b.num_elements());
+        let dev = b.device_mut();
         Ok(DeviceEnergy {
-            model: m,
             x_base: dev.alloc("line-search base", nv)?,
             x: dev.alloc("line-search trial", nv)?,
             energy: dev.alloc("line-search element energy", ne)?,
@@ -115,27 +114,27 @@ impl DeviceEnergy {
         })
     }
 
-    /// Whether this evaluator was built for `model`'s mesh size.
-    pub fn fits(&self, model: &Model) -> bool {
-        self.model.fits(model)
+    /// Whether `b`'s model (the one this evaluator works on) has `model`'s mesh size.
+    pub fn fits(b: &DeviceBackend, model: &Model) -> bool {
+        b.m.fits(model)
     }
 
     /// Records, at `x`: the `elastic` kernel with the corner forces, `dev_element_energy` in
     /// `mode` and `dev_rounding` over the forces.
-    fn record_elements(&self, plan: &mut Plan, x: &Buf<GpuVec4>, mode: u32) {
+    fn record_elements(&self, m: &DeviceModel, plan: &mut Plan, x: &Buf<GpuVec4>, mode: u32) {
         plan.dispatch(
             Kernel::Elastic,
             &[
                 x.id(),
-                self.model.tets.id(),
-                self.model.dm_inv.id(),
-                self.model.elem.id(),
+                m.tets.id(),
+                m.dm_inv.id(),
+                m.elem.id(),
                 self.energy.id(),
                 self.egrad.id(),
                 self.unused_hess.id(),
             ],
             Params::new().u0(ELASTIC_GRADIENT),
-            self.model.ne as u32,
+            m.ne as u32,
         );
         plan.dispatch(
             Kernel::DevElementEnergy,
@@ -144,33 +143,28 @@ impl DeviceEnergy {
                 self.eref.id(),
                 self.x_base.id(),
                 x.id(),
-                self.model.tets.id(),
-                self.model.elem.id(),
+                m.tets.id(),
+                m.elem.id(),
                 self.partials.id(),
             ],
             Params::new().u0(mode),
-            self.model.ne as u32,
+            m.ne as u32,
         );
         plan.dispatch(
             Kernel::DevRounding,
-            &[
-                self.egrad.id(),
-                x.id(),
-                self.model.tets.id(),
-                self.partials.id(),
-            ],
+            &[self.egrad.id(), x.id(), m.tets.id(), self.partials.id()],
             Params {
-                u1: 2 * dev_groups(self.model.ne) as u32,
+                u1: 2 * dev_groups(m.ne) as u32,
                 ..Params::new()
             },
-            self.model.ne as u32,
+            m.ne as u32,
         );
     }
 
     /// The element sums of the last pass: Σ of the energy partials (J) and the rounding bound
     /// (J), in f64.
-    fn read_sums(&self, dev: &mut Device) -> Result<(f64, f64)> {
-        let ge = dev_groups(self.model.ne);
+    fn read_sums(&self, dev: &mut Device, ne: usize) -> Result<(f64, f64)> {
+        let ge = dev_groups(ne);
         let p = dev.read_range(&self.partials, 0..3 * ge)?;
         let sum = |r: &[f32]| r.iter().map(|&v| v as f64).sum::<f64>();
         Ok((sum(&p[..ge]), sum(&p[2 * ge..]) * ROUNDING_UNIT))
@@ -182,18 +176,20 @@ impl DeviceEnergy {
     /// contact and obstacle energies and rounding bound evaluated.
     pub fn begin(
         &mut self,
-        dev: &mut Device,
+        b: &mut DeviceBackend,
         problem: &StepProblem,
         x: &[f64],
         d: &[f64],
         alpha_max: f64,
     ) -> Result<()> {
-        if x.len() != 3 * self.model.nv || d.len() != x.len() {
+        let (parts, _) = b.parts();
+        let (dev, m) = (parts.dev, &*parts.m);
+        if x.len() != 3 * m.nv || d.len() != x.len() {
             return Err(JelloError::Solver(format!(
                 "multilevel device energy: {} / {} coordinates for {} vertices",
                 x.len(),
                 d.len(),
-                self.model.nv
+                m.nv
             )));
         }
         if let Some(old) = self.base.take() {
@@ -201,11 +197,11 @@ impl DeviceEnergy {
                 c.free(dev);
             }
         }
-        dev.write(&self.x_base, 0, &self.model.relative(x))?;
+        dev.write(&self.x_base, 0, &m.relative(x))?;
         let mut plan = Plan::new();
-        self.record_elements(&mut plan, &self.x_base, ENERGY_REFERENCE);
+        self.record_elements(m, &mut plan, &self.x_base, ENERGY_REFERENCE);
         dev.submit(&plan)?;
-        let (elastic_magnitude, mut rounding) = self.read_sums(dev)?;
+        let (elastic_magnitude, mut rounding) = self.read_sums(dev, m.ne)?;
         let contact = match &problem.model.contact {
             Some(ipc) => {
                 let xs = problem.contact_positions(ipc, x);
@@ -238,10 +234,12 @@ impl DeviceEnergy {
     /// its round-off bound.
     pub fn difference(
         &mut self,
-        dev: &mut Device,
+        b: &mut DeviceBackend,
         problem: &StepProblem,
         x_t: &[f64],
     ) -> Result<DeviceDifference> {
+        let (parts, _) = b.parts();
+        let (dev, m) = (parts.dev, &*parts.m);
         let Some(base) = self.base.as_mut() else {
             return Err(JelloError::Solver(
                 "multilevel device energy: no line search begun".into(),
@@ -251,7 +249,7 @@ impl DeviceEnergy {
             return Err(JelloError::Solver(format!(
                 "multilevel device energy: {} coordinates for {} vertices",
                 x_t.len(),
-                self.model.nv
+                m.nv
             )));
         }
         let obstacle = problem.obstacle_barrier_energy(x_t);
@@ -274,11 +272,11 @@ impl DeviceEnergy {
                 + at_base.friction.abs();
             rounding += at.rounding;
         }
-        dev.write(&self.x, 0, &self.model.relative(x_t))?;
+        dev.write(&self.x, 0, &m.relative(x_t))?;
         let mut plan = Plan::new();
-        self.record_elements(&mut plan, &self.x, 0);
+        self.record_elements(m, &mut plan, &self.x, 0);
         dev.submit(&plan)?;
-        let (elastic, elastic_rounding) = self.read_sums(dev)?;
+        let (elastic, elastic_rounding) = self.read_sums(dev, m.ne)?;
         rounding += elastic_rounding;
         let base = self.base.as_ref().expect("checked above");
         let value = elastic
@@ -302,7 +300,8 @@ impl DeviceEnergy {
     }
 
     /// Releases the buffers.
-    pub fn free(mut self, dev: &mut Device) {
+    pub fn free(mut self, b: &mut DeviceBackend) {
+        let dev = b.device_mut();
         if let Some(Base {
             contact: Some((c, _)),
             ..
@@ -310,7 +309,6 @@ impl DeviceEnergy {
         {
             c.free(dev);
         }
-        self.model.free(dev);
         dev.free(self.x_base);
         dev.free(self.x);
         dev.free(self.energy);
@@ -336,7 +334,7 @@ pub struct DeviceLineSearch {
     pub host_trials: usize,
 }
 
-/// [`crate::solver::backtracking`] with each trial's energy change from `energy` on `dev`:
+/// [`crate::solver::backtracking`] with each trial's energy change from `energy` on `b`'s device:
 /// the same filter, start and halving, and the same Armijo test `ΔE ≤ 10⁻⁴·α·gᵀd` (+ the f64
 /// round-off allowance), decided on the device's ΔE where it is farther from the threshold
 /// than its round-off bound, else by the f64 potential on the host. `e0` is the change at `x`
@@ -345,7 +343,7 @@ pub struct DeviceLineSearch {
 #[allow(clippy::too_many_arguments)]
 pub fn device_backtracking(
     energy: &mut DeviceEnergy,
-    dev: &mut Device,
+    b: &mut DeviceBackend,
     problem: &StepProblem,
     elastic: &dyn ElasticTerms,
     x: &[f64],
@@ -370,7 +368,7 @@ pub fn device_backtracking(
     if alpha <= 0.0 {
         return Ok(out);
     }
-    energy.begin(dev, problem, x, dx, alpha)?;
+    energy.begin(b, problem, x, dx, alpha)?;
     x_new.resize(x.len(), 0.0);
     let slack64 = problem.energy_slack(elastic, e0, x);
     let mut e0_host = e0_exact.then_some(e0);
@@ -382,7 +380,7 @@ pub fn device_backtracking(
             x_new[k] = x[k] + alpha * dx[k];
         }
         let threshold = 1e-4 * alpha * g_dot_dx;
-        let d = energy.difference(dev, problem, x_new)?;
+        let d = energy.difference(b, problem, x_new)?;
         // NaN comparisons are false: an undecided trial goes to the host.
         if d.value - d.slack > threshold + slack64 {
             out.device_trials += 1;

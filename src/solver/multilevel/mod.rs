@@ -274,7 +274,9 @@
 //!
 //! # On the device (issue 13's GPU backend)
 //! `--backend gpu` computes each Newton direction on the device
-//! ([`MultilevelSolver::attach_device`], [`device::DeviceDirection`]): the host keeps the f64
+//! ([`MultilevelSolver::attach_device`], [`device::DeviceDirection`], whose buffers live on a
+//! [`crate::solver::backend::DeviceBackend`] for the model, as every device solver's do: the
+//! line search's energies use that backend's [`crate::gpu::DeviceModel`]): the host keeps the f64
 //! gradient, the Hessian terms (per-vertex/pair base, lagged elastic Hessian, cubature element
 //! Hessians, contact stencils, all assembled as on the CPU path), the 12×12 Galerkin block
 //! diagonals and their inverses and the CCD/inversion step filter (the line search's energies

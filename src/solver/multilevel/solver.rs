@@ -182,7 +182,8 @@ impl MultilevelSolver {
         })
     }
 
-    /// Computes each Newton direction (the levels' PCGs and the smoother) on `device` from now
+    /// Computes each Newton direction (the levels' PCGs and the smoother) on `device` (a
+    /// [`crate::solver::backend::DeviceBackend`] for `model`, the model this solver steps) from now
     /// on, in f32 (`--backend gpu`; the CPU twins with [`Device::cpu`]), and with
     /// [`MultilevelParams::device_line_search`] the line search's energies
     /// ([`super::device_energy`]); gradients, Hessian terms and the step filter stay f64 on
@@ -191,7 +192,7 @@ impl MultilevelSolver {
     /// Jacobi once per PCG iteration: one subspace vector each way).
     ///
     /// [`Device::cpu`]: crate::gpu::Device::cpu
-    pub fn attach_device(&mut self, device: crate::gpu::Device) -> Result<()> {
+    pub fn attach_device(&mut self, device: crate::gpu::Device, model: &Model) -> Result<()> {
         if self.params.smoother == Preconditioner::Jgs2 {
             return Err(JelloError::Invalid(
                 "solver.smoother: jgs2 runs on the CPU path only (the device smoother is \
@@ -208,10 +209,11 @@ impl MultilevelSolver {
         }
         let pinned: Vec<bool> = self.fixed.iter().step_by(3).copied().collect();
         if let (Some(old), Some(e)) = (self.device.as_mut(), self.device_energy.take()) {
-            e.free(old.device_mut());
+            e.free(old.backend_mut());
         }
         self.device = Some(DeviceDirection::new(
             device,
+            model,
             [self.affine.as_ref(), self.sms.as_ref()],
             &pinned,
         )?);
@@ -682,12 +684,16 @@ impl InnerSolve for MultilevelSolver {
         self.stats = MultilevelStats::default();
         if self.params.device_line_search {
             if let Some(dd) = self.device.as_mut() {
-                // Built for the model's mesh at the first step (rebuilt if handed another).
-                if let Some(old) = self.device_energy.take_if(|e| !e.fits(problem.model)) {
-                    old.free(dd.device_mut());
+                // On the device backend's model, uploaded when the device was attached.
+                if !DeviceEnergy::fits(dd.backend_mut(), problem.model) {
+                    return Err(JelloError::Solver(
+                        "multilevel device: the step's model is not the one the device was \
+                         attached with"
+                            .into(),
+                    ));
                 }
                 if self.device_energy.is_none() {
-                    self.device_energy = Some(DeviceEnergy::new(dd.device_mut(), problem.model)?);
+                    self.device_energy = Some(DeviceEnergy::new(dd.backend_mut())?);
                 }
             }
         }
@@ -941,7 +947,7 @@ impl InnerSolve for MultilevelSolver {
             (Some(dd), Some(de)) if self.params.device_line_search => {
                 let out = device_backtracking(
                     de,
-                    dd.device_mut(),
+                    dd.backend_mut(),
                     problem,
                     elastic,
                     x,
