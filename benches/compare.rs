@@ -95,25 +95,28 @@ fn list(var: &str) -> Option<Vec<String>> {
 fn main() {
     let scenes = list("JELLO_BENCH_COMPARE_SCENES");
     let solvers = list("JELLO_BENCH_COMPARE_SOLVERS");
-    let steps_override = std::env::var("JELLO_BENCH_COMPARE_STEPS")
-        .ok()
-        .map(|s| match s.parse::<usize>() {
-            Ok(n) if n > 0 => n,
-            _ => {
-                eprintln!("JELLO_BENCH_COMPARE_STEPS: expected a positive integer, got {s:?}");
-                std::process::exit(2);
-            }
-        });
+    let steps_override =
+        std::env::var("JELLO_BENCH_COMPARE_STEPS")
+            .ok()
+            .map(|s| match s.parse::<usize>() {
+                Ok(n) if n > 0 => n,
+                _ => {
+                    eprintln!("JELLO_BENCH_COMPARE_STEPS: expected a positive integer, got {s:?}");
+                    std::process::exit(2);
+                }
+            });
     let kinds: Vec<SolverKind> = SolverKind::ALL
         .iter()
         .copied()
-        .filter(|k| solvers.as_ref().is_none_or(|l| l.iter().any(|n| n == k.name())))
+        .filter(|k| {
+            solvers
+                .as_ref()
+                .is_none_or(|l| l.iter().any(|n| n == k.name()))
+        })
         .collect();
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets/scenes");
 
     out!("# GPU against CPU: every solver over the bundled scenes");
-    out!();
-    out!("{}", report::provenance());
     out!();
     out!(
         "Per (scene, solver): the first steps on the f64 CPU path and on the device in lockstep \
@@ -128,7 +131,10 @@ fn main() {
     out!("|---|---|---|---|---|---|---|");
     let mut adapter = None;
     for case in CASES {
-        if scenes.as_ref().is_some_and(|l| !l.iter().any(|n| n == case.name)) {
+        if scenes
+            .as_ref()
+            .is_some_and(|l| !l.iter().any(|n| n == case.name))
+        {
             continue;
         }
         let path = dir.join(format!("{}.toml", case.name));
@@ -147,11 +153,7 @@ fn main() {
             match compare(&path, &b, steps) {
                 Ok(r) => {
                     let worst = r.worst();
-                    let mean = r
-                        .steps
-                        .iter()
-                        .map(|s| s.mean_deviation)
-                        .fold(0.0, f64::max);
+                    let mean = r.steps.iter().map(|s| s.mean_deviation).fold(0.0, f64::max);
                     let (ic, ig) = r.steps.iter().fold((0, 0), |(a, b), s| {
                         (a + s.iterations_cpu, b + s.iterations_gpu)
                     });
@@ -186,7 +188,9 @@ fn main() {
     out!();
     out!(
         "Adapter: {}.",
-        adapter.as_deref().unwrap_or("none (no pair ran on a device)")
+        adapter
+            .as_deref()
+            .unwrap_or("none (no pair ran on a device)")
     );
     report::finish("compare");
 }

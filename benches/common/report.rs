@@ -1,6 +1,7 @@
 //! What a bench prints is what it publishes: every line a bench writes with [`out!`] goes to
 //! stdout and into one markdown document, which [`finish`] writes with a provenance line
-//! (machine, date, commit) as `NAME.md`, and its markdown tables parsed into `NAME.json`, under
+//! (machine, date, commit; taken when the bench printed its first line) as `NAME.md`, and its
+//! markdown tables parsed into `NAME.json`, under
 //! `target/bench-out/` (`JELLO_BENCH_OUT` overrides the folder). With `JELLO_BENCH_BOOK=1` the
 //! markdown also goes to `docs/src/benchmarks/generated/NAME.md`, the file the book's page
 //! includes — so no figure reaches the book by hand, and a page always says where its figures
@@ -17,6 +18,11 @@ use std::sync::Mutex;
 /// The document so far (one per bench process).
 static DOC: Mutex<String> = Mutex::new(String::new());
 
+/// The provenance line, taken when the bench prints its first line: the commit and settings
+/// the running binary was started from, not those of the tree when it finishes (a long run can
+/// outlast commits made meanwhile).
+static START: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
 /// Prints one line to stdout and appends it to the bench's markdown document.
 macro_rules! out {
     () => {
@@ -29,6 +35,7 @@ macro_rules! out {
 
 /// Prints `s` and appends it (with a newline) to the document.
 pub fn line(s: String) {
+    START.get_or_init(provenance);
     println!("{s}");
     let mut doc = DOC.lock().unwrap_or_else(|e| e.into_inner());
     doc.push_str(&s);
@@ -203,11 +210,12 @@ fn write_doc(bench: &str, name: &str, dir: Option<&Path>, data: serde_json::Valu
         md,
         "<!-- written by benches/{bench}.rs (benches/common/report.rs); do not edit -->"
     );
-    let _ = writeln!(md, "{}\n", provenance());
+    let started = START.get_or_init(provenance).clone();
+    let _ = writeln!(md, "{started}\n");
     md.push_str(&body);
     let json = serde_json::json!({
         "bench": name,
-        "provenance": provenance(),
+        "provenance": started,
         "tables": tables_json(&body),
         "data": data,
     });
