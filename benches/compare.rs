@@ -57,31 +57,31 @@ const CASES: &[Case] = &[
     },
     Case {
         name: "contact_stack",
-        steps: 7,
+        steps: 5,
     },
     Case {
         name: "contact_hoop",
-        steps: 10,
+        steps: 8,
     },
     Case {
         name: "contact_cup",
-        steps: 10,
+        steps: 8,
     },
     Case {
         name: "contact_twist",
-        steps: 10,
+        steps: 8,
     },
     Case {
         name: "house_of_cards",
-        steps: 6,
+        steps: 4,
     },
     Case {
         name: "pile_press",
-        steps: 6,
+        steps: 4,
     },
     Case {
         name: "ring_net",
-        steps: 6,
+        steps: 4,
     },
 ];
 
@@ -125,6 +125,22 @@ fn main() {
          compare`'s default bound is {DEFAULT_MAX_DEVIATION:.0e} (rows above it marked ✗). \
          Iterations: summed over the steps, CPU / device. \"not on the device\": what `--backend \
          gpu` (or any backend) says for the pair."
+    );
+    out!();
+    let planned: Vec<&str> = CASES
+        .iter()
+        .map(|c| c.name)
+        .filter(|n| scenes.as_ref().is_none_or(|l| l.iter().any(|m| m == n)))
+        .collect();
+    out!(
+        "Scenes, in order: {}; solvers: {}. The document is rewritten after every pair, so a run \
+         stopped early publishes the pairs it finished (the last line says when all ran).",
+        planned.join(", "),
+        kinds
+            .iter()
+            .map(|k| k.name())
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     out!();
     out!("| scene | solver | steps | worst max deviation | worst mean deviation | iterations CPU / device | wall s |");
@@ -183,11 +199,12 @@ fn main() {
                     );
                 }
             }
+            report::finish("compare");
         }
     }
     out!();
     out!(
-        "Adapter: {}.",
+        "All pairs ran. Adapter: {}.",
         adapter
             .as_deref()
             .unwrap_or("none (no pair ran on a device)")
