@@ -26,6 +26,10 @@ pub struct CompareStep {
     pub iterations_cpu: usize,
     /// Solver iterations on the GPU run.
     pub iterations_gpu: usize,
+    /// Whether the CPU run's step met its stop rule.
+    pub converged_cpu: bool,
+    /// Whether the GPU run's step met its stop rule.
+    pub converged_gpu: bool,
 }
 
 /// A whole comparison.
@@ -86,6 +90,8 @@ pub fn compare(scene_path: &Path, built: &BuiltScene, steps: usize) -> Result<Co
             mean_deviation: d.iter().sum::<f64>() / d.len().max(1) as f64 / diagonal,
             iterations_cpu: a.iterations,
             iterations_gpu: b.iterations,
+            converged_cpu: a.converged,
+            converged_gpu: b.converged,
         });
     }
     Ok(CompareReport {

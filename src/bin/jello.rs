@@ -674,6 +674,12 @@ fn cmd_compare(
         "{:>5} {:>12} {:>12} {:>8} {:>8}",
         "step", "max dev", "mean dev", "it cpu", "it gpu"
     );
+    let unconverged = |s: &jello::compare::CompareStep| match (s.converged_cpu, s.converged_gpu) {
+        (true, true) => "",
+        (false, true) => "  (cpu unconverged)",
+        (true, false) => "  (gpu unconverged)",
+        (false, false) => "  (both unconverged)",
+    };
     for s in &report.steps {
         let flag = if s.max_deviation > max_deviation {
             "  > limit"
@@ -681,8 +687,13 @@ fn cmd_compare(
             ""
         };
         println!(
-            "{:>5} {:>12.3e} {:>12.3e} {:>8} {:>8}{flag}",
-            s.step, s.max_deviation, s.mean_deviation, s.iterations_cpu, s.iterations_gpu
+            "{:>5} {:>12.3e} {:>12.3e} {:>8} {:>8}{flag}{}",
+            s.step,
+            s.max_deviation,
+            s.mean_deviation,
+            s.iterations_cpu,
+            s.iterations_gpu,
+            unconverged(s)
         );
     }
     if let Some(p) = json {

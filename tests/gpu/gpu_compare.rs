@@ -130,6 +130,9 @@ fn compare_cli_exits_non_zero_beyond_the_bound() {
         );
         assert!(max <= jello::compare::DEFAULT_MAX_DEVIATION);
         assert!(s["iterations_cpu"].as_u64().is_some() && s["iterations_gpu"].as_u64().is_some());
+        // Newton meets the cantilever's stop rule on every step, on both backends.
+        assert_eq!(s["converged_cpu"].as_bool(), Some(true), "step {}", i + 1);
+        assert_eq!(s["converged_gpu"].as_bool(), Some(true), "step {}", i + 1);
         worst = worst.max(max);
     }
     // f32 element work against f64 cannot agree to 1e-15 of the diagonal over three Newton steps

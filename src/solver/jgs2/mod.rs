@@ -271,8 +271,10 @@
 //!   against the f64 path: the per-vertex strict inversion filter (under `strict_inversion` the
 //!   loop forces its safeguard on and it rejects trials through a sentinel energy, `DeviceJgs2`
 //!   module docs), per-element energy differences (its energies are f32 partials summed on the
-//!   host relative to the start's, with a round-off allowance of 1e-6 of the summed terms), box
-//!   obstacles and static increments.
+//!   host relative to the start's, with a round-off allowance of 1e-6 of the summed terms),
+//!   static increments (the runner falls back to the CPU), plain (unsafeguarded) iterations
+//!   under IPC contact (its CCD filters only the combined step, so the loop keeps the
+//!   safeguard on) and the f64 backend's `contact_coupling = "extended"`.
 
 mod backend;
 mod contact;
