@@ -516,6 +516,9 @@ pub struct StepProblem<'a> {
     reference: std::sync::OnceLock<EnergyReference>,
     /// IPC contact stiffness κ, J/m⁴ (unused without [`Model::contact`]).
     kappa: Stiffness,
+    /// The gaps κ's rule works at, fractions of the bounding-box diagonal: calibration, raise
+    /// ([`Self::set_stiffness_gaps`]; IPC's unless an f32 iteration sets its own).
+    gaps: [Stiffness; 2],
     /// IPC friction lagged for the current solve (none until [`Self::lag_friction`]).
     friction: LaggedFriction,
     /// Where the triangle-mesh obstacles of [`Model::contact`] are during the step: their
@@ -634,11 +637,13 @@ impl<'a> StepProblem<'a> {
             strict_inversion: false,
             reference: std::sync::OnceLock::new(),
             kappa: Stiffness::default(),
+            gaps: Default::default(),
             friction: LaggedFriction::default(),
             obstacles_end: None,
             obstacles_start: None,
             obstacle_jump: None,
         };
+        prob.set_stiffness_gaps(crate::contact::barrier::StiffnessGaps::IPC);
         prob.kappa.set(prob.initial_kappa_bound());
         let mut base = state.x.clone();
         for k in 0..n {
@@ -947,14 +952,32 @@ impl<'a> StepProblem<'a> {
         self.kappa.get()
     }
 
+    /// Sets the gaps κ's adaptive rule works at ([`crate::contact::barrier::StiffnessGaps`]):
+    /// an iteration in f32 calls it before [`Self::begin_contact_step`] with gaps its CCD
+    /// resolves. κ is then re-balanced by that call within the new bounds.
+    pub fn set_stiffness_gaps(&self, gaps: crate::contact::barrier::StiffnessGaps) {
+        self.gaps[0].set(gaps.calibration);
+        self.gaps[1].set(gaps.raise);
+    }
+
+    /// The gaps κ's rule works at ([`Self::set_stiffness_gaps`]).
+    pub fn stiffness_gaps(&self) -> crate::contact::barrier::StiffnessGaps {
+        crate::contact::barrier::StiffnessGaps {
+            calibration: self.gaps[0].get(),
+            raise: self.gaps[1].get(),
+        }
+    }
+
     /// κ's bounds ([`crate::contact::barrier::stiffness_bounds`]) for this step: the mass scale
     /// is the mean vertex mass times the inertia weight (1/h² in a dynamic step; a static
-    /// increment, which has no inertia, uses 1/h² of its pseudo-time step).
+    /// increment, which has no inertia, uses 1/h² of its pseudo-time step), calibrated at the
+    /// step's calibration gap ([`Self::stiffness_gaps`]).
     fn kappa_bounds(&self) -> Option<crate::contact::barrier::StiffnessBounds> {
         let ipc = self.model.contact.as_ref()?;
         let n = self.model.mass.len().max(1) as f64;
         let mean_mass = self.model.mass.iter().sum::<f64>() / n;
-        Some(ipc.stiffness_bounds(mean_mass * self.mass_weight()))
+        let gap = self.stiffness_gaps().calibration;
+        Some(ipc.stiffness_bounds(mean_mass * self.mass_weight(), gap))
     }
 
     /// κ before [`Self::init_contact_stiffness`]: the fixed κ if the scene sets one, else κ_min.
@@ -1057,6 +1080,7 @@ impl<'a> StepProblem<'a> {
             *prev_min_sq,
             min_sq,
             ipc.bbox_diagonal,
+            self.stiffness_gaps().raise,
         );
         *prev_min_sq = min_sq;
         if raised != k {

@@ -264,3 +264,45 @@ fn every_accepted_device_iterate_is_apart() {
     // The iterates must have been in contact range, or the test checks nothing.
     assert!(closest < dhat, "no iterate came within d̂: {closest:e}");
 }
+
+/// The bundled balls (resolution 6) on the GPU, JGS2 through their first two contact steps
+/// (from Newton's state after five free-flight steps): each converges at the scene's CN 1e-7,
+/// apart, within the residual bound of Newton's answer from the same start. The f32 CCD
+/// certifies no motion of a pair closer than its rounding bound (~6e-8 m here); with IPC's
+/// κ raise gap (1e-9 of the diagonal) instead of the device's (`device_ipc.rs`,
+/// `STIFFNESS_GAPS`: 1.9e-6) the barrier let an edge–edge pair settle at 8.1e-8 m and the
+/// second step ended at the 1,000-iteration cap (residual 0.11, α ≈ 4e-6 per iteration).
+#[test]
+fn device_jgs2_converges_through_the_bundled_balls_impact() {
+    let built = common::bundled_scene("contact_balls.toml");
+    let m = &built.model;
+    let h = built.config.h;
+    let Some(dev) = common::gpu_device() else {
+        return;
+    };
+    let sub = Arc::new(build_subspace(m, h, &SubspaceOptions::default()).unwrap());
+    let from = 5;
+    let p = params(Variant::Jacobi, Safeguard::Cut, 1000);
+    let solver = DeviceJgs2::new(dev, m, p, Some(sub)).unwrap();
+    let start = common::state_after(&built, from);
+    let mut sim = jello::sim::Simulation::new(m.clone(), start, h, Box::new(solver)).unwrap();
+    for step in from + 1..=from + 2 {
+        let before = sim.state.clone();
+        let r = sim.step(false).unwrap();
+        let x = &sim.state.x;
+        let d = common::assert_apart(m, x, &format!("step {step}"));
+        let reference = common::newton_reference(m, &before, h);
+        let problem = StepProblem::new(m, &before, h);
+        let dist = common::m_dist(m, x, &reference);
+        let bound = common::residual_bound(&problem, m, x);
+        eprintln!(
+            "step {step}: {} iterations, residual {:.2e}, ‖x − x*‖_M {dist:.2e} (bound \
+             {bound:.2e}), max vertex distance {:.2e} m, closest pair {d:.2e} m",
+            r.iterations,
+            r.residual,
+            common::max_dist(x, &reference),
+        );
+        assert!(r.converged, "step {step}: residual {:e}", r.residual);
+        assert!(dist <= bound, "step {step}: {dist:e} > {bound:e}");
+    }
+}

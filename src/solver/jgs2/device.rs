@@ -123,9 +123,10 @@
 //! falls back to the CPU).
 
 use super::backend::{Jgs2Backend, Jgs2Sample, Jgs2StepFlags, Jgs2Trial, Next};
-use super::device_ipc::DeviceIpc;
+use super::device_ipc::{DeviceIpc, STIFFNESS_GAPS};
 use super::solver::{Jgs2Params, Jgs2Solver, Variant};
 use super::subspace::Jgs2Subspace;
+use crate::contact::barrier::StiffnessGaps;
 use crate::error::{JelloError, Result};
 use crate::gpu::abi::{
     DOTS_STRIDE, ELASTIC_EXACT_SNH, ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT,
@@ -748,6 +749,10 @@ impl Jgs2Backend for DeviceBackend {
 
     fn jgs2_eigen_cutoff(&self) -> f64 {
         EIGEN_CUTOFF
+    }
+
+    fn jgs2_stiffness_gaps(&self) -> StiffnessGaps {
+        STIFFNESS_GAPS
     }
 
     fn jgs2_begin(

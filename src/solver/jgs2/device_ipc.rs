@@ -52,12 +52,27 @@
 //! As Newton-IPC: κ is raised from the smallest pair distance at each accepted point, reduced
 //! on the device (the per-vertex minimum of the pairs' d², `ipc_vertex_toi` over the barrier
 //! CSR, and its maximum reciprocal; pairs of pinned and obstacle vertices only, which cannot
-//! move within the step, are not seen) and read back with the point's other scalars; friction
-//! is lagged again at converged points from positions read back once per pass (the f64
+//! move within the step, are not seen) and read back with the point's other scalars — but
+//! below a larger gap ([`STIFFNESS_GAPS`]: 1.9e-6 of the bounding-box diagonal where IPC's is
+//! 1e-9). IPC calibrates κ for gaps near 1e-8 of the diagonal, where f64 positions keep ~8
+//! digits; the f32 CCD certifies nothing for a pair closer than its rounding bound (~6e-8 m on
+//! the bundled balls, `twins::ccd`), and a pair that approaches it caps every later combined
+//! step at a sliver of its length. Measured on the bundled balls (resolution 6, from their own
+//! free flight): an edge–edge pair at 8.1e-8 m held α at ~4e-6 and steps 7–8 ran to the
+//! 1,000-iteration cap (CN 0.11); with the f32 raise gap κ doubles while such a gap keeps
+//! shrinking and steps 6–10 converge in 59–106 iterations (the f64 backend: 44–66). Not
+//! always in time: from Newton's state after 7 steps the gap falls 1.6e-5 → 2.2e-7 → 7.5e-8 m
+//! in three iterations, κ doubles five times (to 32×) but the pair is then inside the
+//! rounding bound, where the CCD lets it move in no direction, and the step stalls at the cap.
+//! Calibrating κ_min itself higher (142× at a gap of ε_f32 of the diagonal) removes that
+//! stall but moves the contact out to gaps of the order of d̂: the answers were 0.4–2.4 mm
+//! from Newton-IPC's on the balls, above `jello compare`'s bound, so it was not taken.
+//! Friction is lagged again at converged points from positions read back once per pass (the f64
 //! [`StepProblem::lag_friction`] then builds the pairs). Energies stay relative to the step
 //! start's at the start's κ and friction: a change shifts the reference of every later value
 //! alike, so the line search's comparisons hold.
 
+use crate::contact::barrier::StiffnessGaps;
 use crate::contact::ccd::AccdParams;
 use crate::contact::{ContactPair, IpcContact};
 use crate::error::{JelloError, Result};
@@ -66,6 +81,7 @@ use crate::gpu::abi::{
     IPC_SENTINEL, REDUCE_BLOCK,
 };
 use crate::gpu::model::{relative, relative_one};
+use crate::gpu::twins::ccd::ROUND;
 use crate::gpu::twins::trust::TRUST_GROUP;
 use crate::gpu::{
     Buf, BufferId, Device, GpuFrictionPair, GpuMat3, GpuPair, GpuVec4, Kernel, PairList, Params,
@@ -86,6 +102,13 @@ const MARGIN_PREDICTED: f64 = 0.25;
 /// How far the trust boxes are rounded inward, relative to their coordinates' magnitude: 64
 /// ε_f32, far above the few ε of f32 rounding they must absorb and far below a margin of d̂.
 const BOX_INSET: f64 = 64.0 * f32::EPSILON as f64;
+/// IPC's κ gaps in an f32 iteration, fractions of the bounding-box diagonal (module docs, "κ
+/// and friction"): κ_min calibrated as IPC's (1e-8), κ raised below the device CCD's relative
+/// rounding bound [`ROUND`] (16 ε_f32 ≈ 1.9e-6) instead of IPC's 1e-9.
+pub(super) const STIFFNESS_GAPS: StiffnessGaps = StiffnessGaps {
+    calibration: crate::contact::barrier::KAPPA_MIN_GAP,
+    raise: ROUND as f64,
+};
 /// The device ACCD's iteration cap: a capped pair returns the time certified so far
 /// (conservative); the f64 reference allows 10⁶, too many for one GPU invocation.
 const CCD_CAP: u32 = 10_000;
