@@ -88,10 +88,6 @@ pub struct StiffnessGaps {
     pub calibration: f64,
     /// The gap below which a shrinking distance raises κ (fraction of the diagonal).
     pub raise: f64,
-    /// Whether the first shrinking distance below `raise` raises κ, where IPC waits for a
-    /// second iterate below it (false): in f32 a gap can fall through what the CCD resolves
-    /// within one iteration.
-    pub raise_at_first: bool,
 }
 
 impl StiffnessGaps {
@@ -99,7 +95,6 @@ impl StiffnessGaps {
     pub const IPC: Self = StiffnessGaps {
         calibration: KAPPA_MIN_GAP,
         raise: KAPPA_RAISE_GAP,
-        raise_at_first: false,
     };
 }
 
@@ -152,19 +147,18 @@ pub fn initial_stiffness(
 
 /// κ after a Newton iteration: doubled (up to `max`) when the smallest squared pair distance
 /// `min_dist_sq` (m²) and the previous one `prev_min_dist_sq` are both below
-/// (`gaps.raise`·`bbox_diagonal`)² (IPC's: 10⁻⁹; the previous one need not be with
-/// `gaps.raise_at_first`) and the distance is still shrinking; otherwise unchanged.
+/// (`raise`·`bbox_diagonal`)² (IPC's `raise` is [`KAPPA_RAISE_GAP`], 10⁻⁹) and the distance is
+/// still shrinking; otherwise unchanged.
 pub fn raise_stiffness(
     kappa: f64,
     max: f64,
     prev_min_dist_sq: f64,
     min_dist_sq: f64,
     bbox_diagonal: f64,
-    gaps: StiffnessGaps,
+    raise: f64,
 ) -> f64 {
-    let eps = (gaps.raise * bbox_diagonal).powi(2);
-    let confirmed = gaps.raise_at_first || prev_min_dist_sq < eps;
-    if confirmed && min_dist_sq < eps && min_dist_sq < prev_min_dist_sq {
+    let eps = (raise * bbox_diagonal).powi(2);
+    if prev_min_dist_sq < eps && min_dist_sq < eps && min_dist_sq < prev_min_dist_sq {
         (2.0 * kappa).min(max)
     } else {
         kappa

@@ -137,34 +137,6 @@ impl Clone for Stiffness {
     }
 }
 
-/// The gaps κ's rule works at ([`StepProblem::set_stiffness_gaps`]), behind a lock for the
-/// same reason as [`Stiffness`].
-#[derive(Debug)]
-struct Gaps(std::sync::RwLock<crate::contact::barrier::StiffnessGaps>);
-
-impl Gaps {
-    fn get(&self) -> crate::contact::barrier::StiffnessGaps {
-        *self.0.read().unwrap_or_else(|e| e.into_inner())
-    }
-    fn set(&self, gaps: crate::contact::barrier::StiffnessGaps) {
-        *self.0.write().unwrap_or_else(|e| e.into_inner()) = gaps;
-    }
-}
-
-impl Default for Gaps {
-    fn default() -> Self {
-        Gaps(std::sync::RwLock::new(
-            crate::contact::barrier::StiffnessGaps::IPC,
-        ))
-    }
-}
-
-impl Clone for Gaps {
-    fn clone(&self) -> Self {
-        Gaps(std::sync::RwLock::new(self.get()))
-    }
-}
-
 /// The friction lagged for the current Newton solve ([`StepProblem::lag_friction`]) and its
 /// energy at [`StepProblem::x_start`]; behind a lock so solvers holding the problem by shared
 /// reference can re-lag between passes.
@@ -544,9 +516,9 @@ pub struct StepProblem<'a> {
     reference: std::sync::OnceLock<EnergyReference>,
     /// IPC contact stiffness κ, J/m⁴ (unused without [`Model::contact`]).
     kappa: Stiffness,
-    /// The gaps κ's rule works at ([`Self::set_stiffness_gaps`]; IPC's unless an f32
-    /// iteration sets its own).
-    gaps: Gaps,
+    /// The gaps κ's rule works at, fractions of the bounding-box diagonal: calibration, raise
+    /// ([`Self::set_stiffness_gaps`]; IPC's unless an f32 iteration sets its own).
+    gaps: [Stiffness; 2],
     /// IPC friction lagged for the current solve (none until [`Self::lag_friction`]).
     friction: LaggedFriction,
     /// Where the triangle-mesh obstacles of [`Model::contact`] are during the step: their
@@ -665,12 +637,13 @@ impl<'a> StepProblem<'a> {
             strict_inversion: false,
             reference: std::sync::OnceLock::new(),
             kappa: Stiffness::default(),
-            gaps: Gaps::default(),
+            gaps: Default::default(),
             friction: LaggedFriction::default(),
             obstacles_end: None,
             obstacles_start: None,
             obstacle_jump: None,
         };
+        prob.set_stiffness_gaps(crate::contact::barrier::StiffnessGaps::IPC);
         prob.kappa.set(prob.initial_kappa_bound());
         let mut base = state.x.clone();
         for k in 0..n {
@@ -983,12 +956,16 @@ impl<'a> StepProblem<'a> {
     /// an iteration in f32 calls it before [`Self::begin_contact_step`] with gaps its CCD
     /// resolves. κ is then re-balanced by that call within the new bounds.
     pub fn set_stiffness_gaps(&self, gaps: crate::contact::barrier::StiffnessGaps) {
-        self.gaps.set(gaps);
+        self.gaps[0].set(gaps.calibration);
+        self.gaps[1].set(gaps.raise);
     }
 
     /// The gaps κ's rule works at ([`Self::set_stiffness_gaps`]).
     pub fn stiffness_gaps(&self) -> crate::contact::barrier::StiffnessGaps {
-        self.gaps.get()
+        crate::contact::barrier::StiffnessGaps {
+            calibration: self.gaps[0].get(),
+            raise: self.gaps[1].get(),
+        }
     }
 
     /// κ's bounds ([`crate::contact::barrier::stiffness_bounds`]) for this step: the mass scale
@@ -1103,7 +1080,7 @@ impl<'a> StepProblem<'a> {
             *prev_min_sq,
             min_sq,
             ipc.bbox_diagonal,
-            self.stiffness_gaps(),
+            self.stiffness_gaps().raise,
         );
         *prev_min_sq = min_sq;
         if raised != k {

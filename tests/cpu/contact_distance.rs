@@ -771,28 +771,17 @@ fn barrier_derivatives_and_stiffness_rules() {
     }
 
     // κ raise: only when the smallest distance stays below (raise·l)² (IPC's 1e-9, or another
-    // fraction) and keeps shrinking — or, with `raise_at_first`, falls below it shrinking.
+    // fraction) and keeps shrinking.
     let l = 2.0;
     for raise in [StiffnessGaps::IPC.raise, 1e-7] {
-        for raise_at_first in [false, true] {
-            let gaps = StiffnessGaps {
-                raise,
-                raise_at_first,
-                ..StiffnessGaps::IPC
-            };
-            let eps = (raise * l) * (raise * l);
-            let r = |k, prev, now| raise_stiffness(k, 100.0, prev, now, l, gaps);
-            assert_eq!(r(5.0, 0.5 * eps, 0.4 * eps), 10.0);
-            assert_eq!(r(80.0, 0.5 * eps, 0.4 * eps), 100.0);
-            assert_eq!(r(5.0, 0.4 * eps, 0.5 * eps), 5.0);
-            // The first distance below the gap: a raise only when asked for.
-            let first = if raise_at_first { 10.0 } else { 5.0 };
-            assert_eq!(r(5.0, 2.0 * eps, 0.4 * eps), first);
-            assert_eq!(r(5.0, f64::INFINITY, 0.4 * eps), first);
-            assert_eq!(r(5.0, 0.5 * eps, 1.5 * eps), 5.0);
-        }
+        let eps = (raise * l) * (raise * l);
+        let r = |k, prev, now| raise_stiffness(k, 100.0, prev, now, l, raise);
+        assert_eq!(r(5.0, 0.5 * eps, 0.4 * eps), 10.0);
+        assert_eq!(r(80.0, 0.5 * eps, 0.4 * eps), 100.0);
+        assert_eq!(r(5.0, 0.4 * eps, 0.5 * eps), 5.0);
+        assert_eq!(r(5.0, 2.0 * eps, 0.4 * eps), 5.0);
+        assert_eq!(r(5.0, 0.5 * eps, 1.5 * eps), 5.0);
     }
     assert_eq!(StiffnessGaps::IPC.raise, 1e-9);
     assert_eq!(StiffnessGaps::IPC.calibration, 1e-8);
-    const { assert!(!StiffnessGaps::IPC.raise_at_first) };
 }

@@ -53,22 +53,20 @@
 //! on the device (the per-vertex minimum of the pairs' d², `ipc_vertex_toi` over the barrier
 //! CSR, and its maximum reciprocal; pairs of pinned and obstacle vertices only, which cannot
 //! move within the step, are not seen) and read back with the point's other scalars — but
-//! below a larger gap and from its first shrinking distance below it ([`STIFFNESS_GAPS`]: 1.9e-6
-//! of the bounding-box diagonal, where IPC waits for two iterates below 1e-9). IPC calibrates κ
-//! for gaps near 1e-8 of the diagonal, where f64 positions keep ~8 digits; the f32 CCD
-//! certifies nothing for a pair closer than its rounding bound (~6e-8 m on the bundled balls,
-//! `twins::ccd`), and a pair that comes near it caps every later combined step at a sliver of
-//! its length — inside it, the CCD lets the pair move in no direction. Measured on the bundled
-//! balls (resolution 6): with IPC's rule an edge–edge pair settled at 8.1e-8 m, held α at ~4e-6
-//! and steps 7–8 ran to the 1,000-iteration cap (CN 0.11). Raising below 1.9e-6 but only after
-//! two iterates there (IPC's confirmation) fixed that run (steps 6–10: 59–106 iterations, the
-//! f64 backend 44–66) but not every start: from Newton's state after 7 steps the gap fell
-//! 1.6e-5 → 1.7e-6 → 2.2e-7 → 7.5e-8 m in three iterations, κ doubled five times too late and
-//! step 8 stalled at the cap. Raising at the first distance below the gap, every step 6–10
-//! from Newton's states converges (62, 73, 174, 58, 57 iterations) and so does the balls' own
-//! run (65–107). Calibrating κ_min itself higher (142× at a gap of ε_f32 of the diagonal) also
-//! removes the stall but puts the contact at gaps of the order of d̂ (0.4–2.4 mm from
-//! Newton-IPC's answers on the balls), so it was not taken.
+//! below a larger gap ([`STIFFNESS_GAPS`]: 1.9e-6 of the bounding-box diagonal where IPC's is
+//! 1e-9). IPC calibrates κ for gaps near 1e-8 of the diagonal, where f64 positions keep ~8
+//! digits; the f32 CCD certifies nothing for a pair closer than its rounding bound (~6e-8 m on
+//! the bundled balls, `twins::ccd`), and a pair that approaches it caps every later combined
+//! step at a sliver of its length. Measured on the bundled balls (resolution 6, from their own
+//! free flight): an edge–edge pair at 8.1e-8 m held α at ~4e-6 and steps 7–8 ran to the
+//! 1,000-iteration cap (CN 0.11); with the f32 raise gap κ doubles while such a gap keeps
+//! shrinking and steps 6–10 converge in 59–106 iterations (the f64 backend: 44–66). Not
+//! always in time: from Newton's state after 7 steps the gap falls 1.6e-5 → 2.2e-7 → 7.5e-8 m
+//! in three iterations, κ doubles five times (to 32×) but the pair is then inside the
+//! rounding bound, where the CCD lets it move in no direction, and the step stalls at the cap.
+//! Calibrating κ_min itself higher (142× at a gap of ε_f32 of the diagonal) removes that
+//! stall but moves the contact out to gaps of the order of d̂: the answers were 0.4–2.4 mm
+//! from Newton-IPC's on the balls, above `jello compare`'s bound, so it was not taken.
 //! Friction is lagged again at converged points from positions read back once per pass (the f64
 //! [`StepProblem::lag_friction`] then builds the pairs). Energies stay relative to the step
 //! start's at the start's κ and friction: a change shifts the reference of every later value
@@ -106,12 +104,10 @@ const MARGIN_PREDICTED: f64 = 0.25;
 const BOX_INSET: f64 = 64.0 * f32::EPSILON as f64;
 /// IPC's κ gaps in an f32 iteration, fractions of the bounding-box diagonal (module docs, "κ
 /// and friction"): κ_min calibrated as IPC's (1e-8), κ raised below the device CCD's relative
-/// rounding bound [`ROUND`] (16 ε_f32 ≈ 1.9e-6) instead of IPC's 1e-9, from the first
-/// shrinking distance below it.
+/// rounding bound [`ROUND`] (16 ε_f32 ≈ 1.9e-6) instead of IPC's 1e-9.
 pub(super) const STIFFNESS_GAPS: StiffnessGaps = StiffnessGaps {
     calibration: crate::contact::barrier::KAPPA_MIN_GAP,
     raise: ROUND as f64,
-    raise_at_first: true,
 };
 /// The device ACCD's iteration cap: a capped pair returns the time certified so far
 /// (conservative); the f64 reference allows 10⁶, too many for one GPU invocation.
