@@ -24,9 +24,9 @@
 //! - Raise ([`raise_stiffness`]): after each Newton iteration, when the smallest pair distance
 //!   is below (10⁻⁹·l)² both now and at the previous check, and still decreasing, the barrier is
 //!   not pushing hard enough: κ doubles, up to κ_max.
-//! - Both gaps are parameters ([`StiffnessGaps`]): IPC's 10⁻⁸ and 10⁻⁹ assume positions with
-//!   f64's digits; an f32 device iteration calibrates and raises at gaps its CCD resolves (the
-//!   JGS2 / VBD device iteration's `device_ipc.rs` says why and what it costs).
+//! - The raise gap is a parameter of [`raise_stiffness`]: IPC's 10⁻⁹ assumes positions with
+//!   f64's digits; an f32 device iteration raises below a gap its CCD resolves (the JGS2 / VBD
+//!   device iteration's `device_ipc.rs` says why and what it costs).
 
 use super::distance::SecondOrder;
 
@@ -79,41 +79,10 @@ pub struct StiffnessBounds {
     pub max: f64,
 }
 
-/// The gaps κ's adaptive rule works at, as fractions of the bounding-box diagonal: κ_min is
-/// calibrated at `calibration` ([`stiffness_bounds`]) and κ raised below `raise`
-/// ([`raise_stiffness`]).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct StiffnessGaps {
-    /// The gap δ₀ of κ_min's calibration (fraction of the diagonal).
-    pub calibration: f64,
-    /// The gap below which a shrinking distance raises κ (fraction of the diagonal).
-    pub raise: f64,
-}
-
-impl StiffnessGaps {
-    /// IPC's, for f64 positions: [`KAPPA_MIN_GAP`] and [`KAPPA_RAISE_GAP`].
-    pub const IPC: Self = StiffnessGaps {
-        calibration: KAPPA_MIN_GAP,
-        raise: KAPPA_RAISE_GAP,
-    };
-}
-
-impl Default for StiffnessGaps {
-    fn default() -> Self {
-        Self::IPC
-    }
-}
-
 /// IPC's κ range for a scene with bounding-box diagonal `bbox_diagonal` (m), squared activation
-/// distance `dhat_sq` (m²) and mass scale `inertia` (see the module docs), calibrated at the gap
-/// `calibration` (fraction of the diagonal: IPC's is [`KAPPA_MIN_GAP`]).
-pub fn stiffness_bounds(
-    inertia: f64,
-    bbox_diagonal: f64,
-    dhat_sq: f64,
-    calibration: f64,
-) -> StiffnessBounds {
-    let mut d0 = (calibration * bbox_diagonal).powi(2);
+/// distance `dhat_sq` (m²) and mass scale `inertia` (see the module docs).
+pub fn stiffness_bounds(inertia: f64, bbox_diagonal: f64, dhat_sq: f64) -> StiffnessBounds {
+    let mut d0 = (KAPPA_MIN_GAP * bbox_diagonal).powi(2);
     if d0 >= dhat_sq {
         d0 = 0.5 * dhat_sq;
     }

@@ -129,10 +129,9 @@ impl IpcContact {
         self.dhat * self.dhat
     }
 
-    /// κ's range for a mass scale `inertia` (mean vertex mass × the inertia weight, kg/s²),
-    /// calibrated at the gap `calibration` (fraction of the diagonal; [`super::barrier::StiffnessGaps`]).
-    pub fn stiffness_bounds(&self, inertia: f64, calibration: f64) -> StiffnessBounds {
-        stiffness_bounds(inertia, self.bbox_diagonal, self.dhat_sq(), calibration)
+    /// κ's range for a mass scale `inertia` (mean vertex mass × the inertia weight, kg/s²).
+    pub fn stiffness_bounds(&self, inertia: f64) -> StiffnessBounds {
+        stiffness_bounds(inertia, self.bbox_diagonal, self.dhat_sq())
     }
 
     /// Every pair whose boxes at `xs` (grown by `inflation/2`, m), swept to `xs + dxs` when given,

@@ -516,9 +516,6 @@ pub struct StepProblem<'a> {
     reference: std::sync::OnceLock<EnergyReference>,
     /// IPC contact stiffness κ, J/m⁴ (unused without [`Model::contact`]).
     kappa: Stiffness,
-    /// The gaps κ's rule works at, fractions of the bounding-box diagonal: calibration, raise
-    /// ([`Self::set_stiffness_gaps`]; IPC's unless an f32 iteration sets its own).
-    gaps: [Stiffness; 2],
     /// IPC friction lagged for the current solve (none until [`Self::lag_friction`]).
     friction: LaggedFriction,
     /// Where the triangle-mesh obstacles of [`Model::contact`] are during the step: their
@@ -637,13 +634,11 @@ impl<'a> StepProblem<'a> {
             strict_inversion: false,
             reference: std::sync::OnceLock::new(),
             kappa: Stiffness::default(),
-            gaps: Default::default(),
             friction: LaggedFriction::default(),
             obstacles_end: None,
             obstacles_start: None,
             obstacle_jump: None,
         };
-        prob.set_stiffness_gaps(crate::contact::barrier::StiffnessGaps::IPC);
         prob.kappa.set(prob.initial_kappa_bound());
         let mut base = state.x.clone();
         for k in 0..n {
@@ -952,32 +947,14 @@ impl<'a> StepProblem<'a> {
         self.kappa.get()
     }
 
-    /// Sets the gaps κ's adaptive rule works at ([`crate::contact::barrier::StiffnessGaps`]):
-    /// an iteration in f32 calls it before [`Self::begin_contact_step`] with gaps its CCD
-    /// resolves. κ is then re-balanced by that call within the new bounds.
-    pub fn set_stiffness_gaps(&self, gaps: crate::contact::barrier::StiffnessGaps) {
-        self.gaps[0].set(gaps.calibration);
-        self.gaps[1].set(gaps.raise);
-    }
-
-    /// The gaps κ's rule works at ([`Self::set_stiffness_gaps`]).
-    pub fn stiffness_gaps(&self) -> crate::contact::barrier::StiffnessGaps {
-        crate::contact::barrier::StiffnessGaps {
-            calibration: self.gaps[0].get(),
-            raise: self.gaps[1].get(),
-        }
-    }
-
     /// κ's bounds ([`crate::contact::barrier::stiffness_bounds`]) for this step: the mass scale
     /// is the mean vertex mass times the inertia weight (1/h² in a dynamic step; a static
-    /// increment, which has no inertia, uses 1/h² of its pseudo-time step), calibrated at the
-    /// step's calibration gap ([`Self::stiffness_gaps`]).
+    /// increment, which has no inertia, uses 1/h² of its pseudo-time step).
     fn kappa_bounds(&self) -> Option<crate::contact::barrier::StiffnessBounds> {
         let ipc = self.model.contact.as_ref()?;
         let n = self.model.mass.len().max(1) as f64;
         let mean_mass = self.model.mass.iter().sum::<f64>() / n;
-        let gap = self.stiffness_gaps().calibration;
-        Some(ipc.stiffness_bounds(mean_mass * self.mass_weight(), gap))
+        Some(ipc.stiffness_bounds(mean_mass * self.mass_weight()))
     }
 
     /// κ before [`Self::init_contact_stiffness`]: the fixed κ if the scene sets one, else κ_min.
@@ -1061,12 +1038,23 @@ impl<'a> StepProblem<'a> {
             .active_pairs(&xs)
             .map(|p| ipc.min_distance_sq(&p, &xs))
             .unwrap_or(f64::INFINITY);
-        self.raise_contact_stiffness_at(min_sq, prev_min_sq)
+        self.raise_contact_stiffness_at(
+            min_sq,
+            prev_min_sq,
+            crate::contact::barrier::KAPPA_RAISE_GAP,
+        )
     }
 
     /// [`Self::raise_contact_stiffness`] from the smallest squared distance of the pairs within
-    /// d̂ at the current point, `min_sq` (m², +∞ without such a pair), as a device computes it.
-    pub fn raise_contact_stiffness_at(&self, min_sq: f64, prev_min_sq: &mut f64) -> bool {
+    /// d̂ at the current point, `min_sq` (m², +∞ without such a pair), as a device computes it,
+    /// below the raise gap `raise` (fraction of the bounding-box diagonal: IPC's is
+    /// [`crate::contact::barrier::KAPPA_RAISE_GAP`]; an f32 iteration needs a larger one).
+    pub fn raise_contact_stiffness_at(
+        &self,
+        min_sq: f64,
+        prev_min_sq: &mut f64,
+        raise: f64,
+    ) -> bool {
         let (Some(ipc), Some(bounds)) = (&self.model.contact, self.kappa_bounds()) else {
             return false;
         };
@@ -1080,7 +1068,7 @@ impl<'a> StepProblem<'a> {
             *prev_min_sq,
             min_sq,
             ipc.bbox_diagonal,
-            self.stiffness_gaps().raise,
+            raise,
         );
         *prev_min_sq = min_sq;
         if raised != k {

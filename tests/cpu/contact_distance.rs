@@ -11,7 +11,7 @@ use crate::contact_common;
 use contact_common::{ee_distance_sq, pt_distance_sq, rand_perp, rand_point, rand_unit, V3};
 use jello::contact::barrier::{
     barrier, initial_stiffness, pair_barrier, raise_stiffness, stiffness_bounds, StiffnessBounds,
-    StiffnessGaps,
+    KAPPA_RAISE_GAP,
 };
 use jello::contact::distance::{
     edge_edge, edge_edge_distance, edge_edge_type, line_line, point_edge, point_edge_type,
@@ -740,24 +740,18 @@ fn barrier_derivatives_and_stiffness_rules() {
     }
     assert_eq!(initial_stiffness(&[1.0, 2.0], &[0.0, 0.0], wide), wide.min);
 
-    // κ bounds: at the calibration gap (IPC's 1e-8·l, or another fraction of l below d̂, as
-    // an f32 iteration's), κ_min·b gives a normal stiffness ∂²/∂δ² of the order of 1e11 × the
-    // inertia (IPC's rule counts only the Gauss–Newton part 4d·b″; the full second derivative
-    // is about half of it there).
-    for k in 0..50 {
+    // κ bounds: at a gap of 1e-8·l, κ_min·b gives a normal stiffness ∂²/∂δ² of the order of
+    // 1e11 × the inertia (IPC's rule counts only the Gauss–Newton part 4d·b″; the full second
+    // derivative is about half of it there).
+    for _ in 0..50 {
         let l = 10f64.powf(rng.random_range(-2.0..1.0));
         let dhat = l * 10f64.powf(rng.random_range(-4.0..-2.0));
         let inertia = 10f64.powf(rng.random_range(-3.0..3.0));
-        let calibration = if k % 2 == 0 {
-            StiffnessGaps::IPC.calibration
-        } else {
-            10f64.powf(rng.random_range(-9.0..-5.0))
-        };
-        let bounds = stiffness_bounds(inertia, l, dhat * dhat, calibration);
+        let bounds = stiffness_bounds(inertia, l, dhat * dhat);
         assert!((bounds.max / bounds.min - 100.0).abs() < 1e-9);
-        let twice = stiffness_bounds(2.0 * inertia, l, dhat * dhat, calibration);
+        let twice = stiffness_bounds(2.0 * inertia, l, dhat * dhat);
         assert!((twice.min / bounds.min - 2.0).abs() < 1e-12);
-        let gap = calibration * l;
+        let gap = 1e-8 * l;
         let p = pair_barrier(
             &point_point(&V3::new(gap, 0.0, 0.0), &V3::zeros()),
             dhat * dhat,
@@ -773,7 +767,7 @@ fn barrier_derivatives_and_stiffness_rules() {
     // κ raise: only when the smallest distance stays below (raise·l)² (IPC's 1e-9, or another
     // fraction) and keeps shrinking.
     let l = 2.0;
-    for raise in [StiffnessGaps::IPC.raise, 1e-7] {
+    for raise in [KAPPA_RAISE_GAP, 1e-7] {
         let eps = (raise * l) * (raise * l);
         let r = |k, prev, now| raise_stiffness(k, 100.0, prev, now, l, raise);
         assert_eq!(r(5.0, 0.5 * eps, 0.4 * eps), 10.0);
@@ -782,6 +776,5 @@ fn barrier_derivatives_and_stiffness_rules() {
         assert_eq!(r(5.0, 2.0 * eps, 0.4 * eps), 5.0);
         assert_eq!(r(5.0, 0.5 * eps, 1.5 * eps), 5.0);
     }
-    assert_eq!(StiffnessGaps::IPC.raise, 1e-9);
-    assert_eq!(StiffnessGaps::IPC.calibration, 1e-8);
+    assert_eq!(KAPPA_RAISE_GAP, 1e-9);
 }

@@ -270,7 +270,7 @@ fn every_accepted_device_iterate_is_apart() {
 /// apart, within the residual bound of Newton's answer from the same start. The f32 CCD
 /// certifies no motion of a pair closer than its rounding bound (~6e-8 m here); with IPC's
 /// κ raise gap (1e-9 of the diagonal) instead of the device's (`device_ipc.rs`,
-/// `STIFFNESS_GAPS`: 1.9e-6) the barrier let an edge–edge pair settle at 8.1e-8 m and the
+/// `KAPPA_RAISE_GAP`: 1.9e-6) the barrier let an edge–edge pair settle at 8.1e-8 m and the
 /// second step ended at the 1,000-iteration cap (residual 0.11, α ≈ 4e-6 per iteration).
 #[test]
 fn device_jgs2_converges_through_the_bundled_balls_impact() {

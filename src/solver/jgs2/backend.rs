@@ -52,7 +52,6 @@
 
 use super::solver::Variant;
 use super::subspace::Jgs2Subspace;
-use crate::contact::barrier::StiffnessGaps;
 use crate::error::Result;
 use crate::problem::{ElasticTerms, StepProblem};
 use crate::solver::backend::PotentialBackend;
@@ -133,12 +132,6 @@ pub trait Jgs2Backend: PotentialBackend {
     fn jgs2_plain_moves_filtered(&self, problem: &StepProblem) -> bool;
     /// The model minimiser's relative eigenvalue cut-off.
     fn jgs2_eigen_cutoff(&self) -> f64;
-    /// The gaps IPC's κ is calibrated and raised at on this backend
-    /// ([`StepProblem::set_stiffness_gaps`]): IPC's in f64; an f32 device's are those its CCD
-    /// resolves.
-    fn jgs2_stiffness_gaps(&self) -> StiffnessGaps {
-        StiffnessGaps::IPC
-    }
     /// Starts a step: current ← `problem.x_start` (on a device: the step's upload), evaluated
     /// for `next`.
     fn jgs2_begin(

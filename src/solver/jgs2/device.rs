@@ -123,10 +123,9 @@
 //! falls back to the CPU).
 
 use super::backend::{Jgs2Backend, Jgs2Sample, Jgs2StepFlags, Jgs2Trial, Next};
-use super::device_ipc::{DeviceIpc, STIFFNESS_GAPS};
+use super::device_ipc::{DeviceIpc, KAPPA_RAISE_GAP};
 use super::solver::{Jgs2Params, Jgs2Solver, Variant};
 use super::subspace::Jgs2Subspace;
-use crate::contact::barrier::StiffnessGaps;
 use crate::error::{JelloError, Result};
 use crate::gpu::abi::{
     DOTS_STRIDE, ELASTIC_EXACT_SNH, ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT,
@@ -749,10 +748,6 @@ impl Jgs2Backend for DeviceBackend {
 
     fn jgs2_eigen_cutoff(&self) -> f64 {
         EIGEN_CUTOFF
-    }
-
-    fn jgs2_stiffness_gaps(&self) -> StiffnessGaps {
-        STIFFNESS_GAPS
     }
 
     fn jgs2_begin(
@@ -2076,7 +2071,7 @@ impl Jgs2State {
         let Some(ipc) = &mut self.ipc else {
             return Ok(None);
         };
-        if !problem.raise_contact_stiffness_at(self.s.min_dsq, prev_min_sq) {
+        if !problem.raise_contact_stiffness_at(self.s.min_dsq, prev_min_sq, KAPPA_RAISE_GAP) {
             return Ok(None);
         }
         ipc.set_kappa(problem.kappa());

@@ -53,7 +53,7 @@
 //! on the device (the per-vertex minimum of the pairs' d², `ipc_vertex_toi` over the barrier
 //! CSR, and its maximum reciprocal; pairs of pinned and obstacle vertices only, which cannot
 //! move within the step, are not seen) and read back with the point's other scalars — but
-//! below a larger gap ([`STIFFNESS_GAPS`]: 1.9e-6 of the bounding-box diagonal where IPC's is
+//! below a larger gap ([`KAPPA_RAISE_GAP`]: 1.9e-6 of the bounding-box diagonal where IPC's is
 //! 1e-9). IPC calibrates κ for gaps near 1e-8 of the diagonal, where f64 positions keep ~8
 //! digits; the f32 CCD certifies nothing for a pair closer than its rounding bound (~6e-8 m on
 //! the bundled balls, `twins::ccd`), and a pair that approaches it caps every later combined
@@ -79,7 +79,6 @@
 //! start's at the start's κ and friction: a change shifts the reference of every later value
 //! alike, so the line search's comparisons hold.
 
-use crate::contact::barrier::StiffnessGaps;
 use crate::contact::ccd::AccdParams;
 use crate::contact::{ContactPair, IpcContact};
 use crate::error::{JelloError, Result};
@@ -109,13 +108,11 @@ const MARGIN_PREDICTED: f64 = 0.25;
 /// How far the trust boxes are rounded inward, relative to their coordinates' magnitude: 64
 /// ε_f32, far above the few ε of f32 rounding they must absorb and far below a margin of d̂.
 const BOX_INSET: f64 = 64.0 * f32::EPSILON as f64;
-/// IPC's κ gaps in an f32 iteration, fractions of the bounding-box diagonal (module docs, "κ
-/// and friction"): κ_min calibrated as IPC's (1e-8), κ raised below the device CCD's relative
-/// rounding bound [`ROUND`] (16 ε_f32 ≈ 1.9e-6) instead of IPC's 1e-9.
-pub(super) const STIFFNESS_GAPS: StiffnessGaps = StiffnessGaps {
-    calibration: crate::contact::barrier::KAPPA_MIN_GAP,
-    raise: ROUND as f64,
-};
+/// κ's raise gap in an f32 iteration, a fraction of the bounding-box diagonal (module docs, "κ
+/// and friction"): the device CCD's relative rounding bound [`ROUND`] (16 ε_f32 ≈ 1.9e-6)
+/// instead of IPC's 1e-9 ([`crate::contact::barrier::KAPPA_RAISE_GAP`]); κ_min is calibrated as
+/// IPC's.
+pub(super) const KAPPA_RAISE_GAP: f64 = ROUND as f64;
 /// The device ACCD's iteration cap: a capped pair returns the time certified so far
 /// (conservative); the f64 reference allows 10⁶, too many for one GPU invocation.
 const CCD_CAP: u32 = 10_000;

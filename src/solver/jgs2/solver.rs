@@ -287,11 +287,10 @@ impl<B: Jgs2Backend> StepSolver for Jgs2Solver<B> {
             safeguard,
             energy: safeguard || trace,
         };
-        // IPC, as Newton: κ balanced at the start from the f64 elastic terms (within the bounds
-        // of the backend's gaps), friction lagged at xᵗ, further lagging passes at each
-        // converged point, κ raised as the gap shrinks (all no-ops without contact).
+        // IPC, as Newton: κ balanced at the start from the f64 elastic terms, friction lagged at
+        // xᵗ, further lagging passes at each converged point, κ raised as the gap shrinks (all
+        // no-ops without contact).
         let contact = problem.model.contact.is_some();
-        problem.set_stiffness_gaps(b.jgs2_stiffness_gaps());
         let mut passes_left = problem.begin_contact_step(problem.model);
         let mut min_gap_sq = f64::INFINITY;
         let mut s = b.jgs2_begin(problem, elastic, flags, next(model_on))?;
