@@ -15,6 +15,7 @@ mod admm;
 mod admm_anderson;
 mod admm_contact;
 mod admm_strain;
+mod backend_pcg;
 mod bdf2;
 mod contact_broad;
 mod contact_ccd;

@@ -1005,10 +1005,10 @@ const N_CG: usize = 40;
 /// large factor — and the directions within 1e-2 relative.
 #[test]
 fn full_space_jacobi_pcg_matches_the_f64_pcg() {
-    use jello::gpu::{Device, Plan};
-    use jello::solver::multilevel::device::{DeviceBsr, DeviceOperator, DevicePcg};
-    use jello::solver::multilevel::{BsrArrays, DeviceTerms};
-    use jello::solver::pcg::pcg;
+    use jello::gpu::Device;
+    use jello::solver::backend::{Backend, DeviceBackend};
+    use jello::solver::multilevel::backend::{Hessian, MultilevelBackend};
+    use jello::solver::pcg::{pcg, BackendPcg};
     let mut rng = common::rng("full_space_jacobi_pcg_matches_the_f64_pcg");
     let b = beam();
     let m = &b.model;
@@ -1070,34 +1070,33 @@ fn full_space_jacobi_pcg_matches_the_f64_pcg() {
         res_cpu < 0.5 * res0,
         "the smoother must reduce the residual"
     );
-    let bsr = BsrArrays::from_sym(&h.base).unwrap();
-    let terms = DeviceTerms::new(&h.cub, &h.contact, n);
-    let inv: Vec<f64> = diag.iter().map(|d| 1.0 / d).collect();
     let mut devs = vec![Device::cpu()];
     devs.extend(common::gpu_device());
-    for dev in devs.iter_mut() {
-        let hd = DeviceOperator::new(dev, &bsr, &terms, &m.pinned).unwrap();
-        let jac = DeviceBsr::new(dev, &BsrArrays::diagonal(&inv)).unwrap();
-        let bb = dev.upload("b", &vec4s(&rhs, 3)).unwrap();
-        let xb = dev.upload("x", &vec4s(&start, 3)).unwrap();
-        let mut solver = DevicePcg::new(dev, n, false).unwrap();
+    for dev in devs {
+        let info = dev.info().to_string();
+        // The smoother's operator and Jacobi as the solver uploads them (H_l = this H).
+        let mut be = DeviceBackend::new(dev, m).unwrap();
+        be.ml_attach([None, None], &m.pinned).unwrap();
+        be.ml_set_hessians(&op, &op).unwrap();
+        let (bb, xb) = (be.vector("b").unwrap(), be.vector("x").unwrap());
+        be.write_vector(bb, &rhs).unwrap();
+        be.write_vector(xb, &start).unwrap();
+        let solver = BackendPcg::new(&mut be, None).unwrap();
         let out = solver
             .solve(
-                dev,
-                &mut |p: &mut Plan, v, o| hd.record_apply(p, v, o),
-                &mut |p: &mut Plan, r, z| jac.record(p, r, None, z),
-                &bb,
-                &xb,
+                &mut be,
+                &mut |be: &mut DeviceBackend, v, o| be.ml_apply(Hessian::Smoother, v, o),
+                &mut |be: &mut DeviceBackend, r, z| be.ml_jacobi(r, z),
+                None,
+                bb,
+                xb,
                 true,
                 0.0,
                 N_CG,
             )
             .unwrap();
         assert!(!out.breakdown && out.iterations == N_CG, "{out:?}");
-        let xd: Vec<f64> = words(&dev.read(&xb).unwrap().concat(), 3)
-            .iter()
-            .map(|&v| v as f64)
-            .collect();
+        let xd = be.read_vector(xb).unwrap();
         let res = true_residual(&xd);
         let dx: Vec<f64> = xd.iter().zip(&x).map(|(a, b)| a - b).collect();
         let step: Vec<f64> = x.iter().zip(&start).map(|(a, b)| a - b).collect();
@@ -1106,18 +1105,14 @@ fn full_space_jacobi_pcg_matches_the_f64_pcg() {
         let rel_dec = dec_dev / dec_cpu - 1.0;
         eprintln!(
             "full-space Jacobi PCG on {}: decrease of ½dᵀHd − bᵀd {dec_dev:.6e} (f64 {dec_cpu:.6e}, {rel_dec:+.2e}); H-norm difference {rel_a:.2e} of the f64 step; true residual {res:.3e} (f64 {res_cpu:.3e})",
-            dev.info()
+            info
         );
         assert!(
             rel_dec.abs() <= 1e-3,
             "{}: decrease off by {rel_dec:.3e}",
-            dev.info()
+            info
         );
-        assert!(
-            rel_a <= 5e-2,
-            "{}: H-norm difference {rel_a:.3e}",
-            dev.info()
-        );
+        assert!(rel_a <= 5e-2, "{}: H-norm difference {rel_a:.3e}", info);
     }
 }
 
@@ -1127,18 +1122,16 @@ fn full_space_jacobi_pcg_matches_the_f64_pcg() {
 /// zero, on the beam's real SMS basis and its affine level.
 #[test]
 fn level_block_jacobi_pcg_matches_the_f64_pcg() {
-    use jello::gpu::{Device, Plan};
-    use jello::solver::multilevel::device::{DeviceBlocks, DeviceLevel, DeviceOperator, DevicePcg};
-    use jello::solver::multilevel::{BsrArrays, DeviceTerms};
-    use jello::solver::pcg::pcg;
+    use jello::gpu::Device;
+    use jello::solver::backend::{Backend, DeviceBackend};
+    use jello::solver::multilevel::backend::MultilevelBackend;
+    use jello::solver::pcg::{pcg, BackendPcg};
     let mut rng = common::rng("level_block_jacobi_pcg_matches_the_f64_pcg");
     let b = beam();
     let m = &b.model;
     let n = m.num_vertices();
     let h = spd(&b, &mut rng);
     let op = h.op();
-    let bsr = BsrArrays::from_sym(&h.base).unwrap();
-    let terms = DeviceTerms::new(&h.cub, &h.contact, n);
     for level in &b.levels {
         let dim = level.dim();
         let mut rhs = vec![0.0; dim];
@@ -1167,38 +1160,37 @@ fn level_block_jacobi_pcg_matches_the_f64_pcg() {
         );
         let mut devs = vec![Device::cpu()];
         devs.extend(common::gpu_device());
-        for dev in devs.iter_mut() {
-            let hd = DeviceOperator::new(dev, &bsr, &terms, &m.pinned).unwrap();
-            let lv = DeviceLevel::new(dev, level, n).unwrap();
-            let blocks = DeviceBlocks::new(dev, &inv).unwrap();
-            let bb = dev.upload("b", &vec4s(&rhs, 4)).unwrap();
-            let qb = dev.upload("q", &vec![[f32::NAN; 4]; lv.len()]).unwrap();
-            let mut solver = DevicePcg::new(dev, lv.len(), true).unwrap();
+        for dev in devs {
+            let info = dev.info().to_string();
+            let mut be = DeviceBackend::new(dev, m).unwrap();
+            be.ml_attach([Some(level), None], &m.pinned).unwrap();
+            be.ml_set_hessians(&op, &op).unwrap();
+            be.ml_set_blocks(0, &inv).unwrap();
+            let bb = be.flat_vector("b", dim).unwrap();
+            let qb = be.flat_vector("q", dim).unwrap();
+            be.write_vector(bb, &rhs).unwrap();
+            be.write_vector(qb, &vec![f64::NAN; dim]).unwrap();
+            let solver = BackendPcg::new(&mut be, Some(dim)).unwrap();
             let out = solver
                 .solve(
-                    dev,
-                    &mut |p: &mut Plan, v, o| lv.record_galerkin(p, &hd, v, o),
-                    &mut |p: &mut Plan, r, z| blocks.record(p, r, z),
-                    &bb,
-                    &qb,
+                    &mut be,
+                    &mut |be: &mut DeviceBackend, v, o| be.ml_galerkin(0, v, o),
+                    &mut |be: &mut DeviceBackend, r, z| be.ml_block_jacobi(0, r, z),
+                    None,
+                    bb,
+                    qb,
                     false,
                     PCG_TOL,
                     500,
                 )
                 .unwrap();
             assert!(!out.breakdown, "{out:?}");
-            let qd: Vec<f64> = dev
-                .read(&qb)
-                .unwrap()
-                .concat()
-                .iter()
-                .map(|&v| v as f64)
-                .collect();
+            let qd = be.read_vector(qb).unwrap();
             let mut aq = vec![0.0; dim];
             galerkin(&qd, &mut aq);
             let res: Vec<f64> = rhs.iter().zip(&aq).map(|(b, a)| b - a).collect();
             compare_pcg(
-                &format!("{} block-Jacobi PCG on {}", level.name, dev.info()),
+                &format!("{} block-Jacobi PCG on {}", level.name, info),
                 out.iterations,
                 cpu.iterations,
                 norm(&res) / norm(&rhs),

@@ -186,9 +186,31 @@ impl Backend for CpuBackend {
         Ok(CpuVector(self.vectors.len() - 1))
     }
 
+    fn flat_vector(&mut self, _label: &str, len: usize) -> Result<CpuVector> {
+        self.vectors.push(vec![0.0; len]);
+        Ok(CpuVector(self.vectors.len() - 1))
+    }
+
     fn scalar(&mut self) -> Result<CpuScalar> {
         self.scalars.push(0.0);
         Ok(CpuScalar(self.scalars.len() - 1))
+    }
+
+    fn write_vector(&mut self, v: CpuVector, values: &[f64]) -> Result<()> {
+        let dst = &mut self.vectors[v.0];
+        if dst.len() != values.len() {
+            return Err(JelloError::Solver(format!(
+                "CPU backend: {} values for a vector of {}",
+                values.len(),
+                dst.len()
+            )));
+        }
+        dst.copy_from_slice(values);
+        Ok(())
+    }
+
+    fn read_vector(&mut self, v: CpuVector) -> Result<Vec<f64>> {
+        Ok(self.vectors[v.0].clone())
     }
 
     fn combine(
@@ -202,6 +224,13 @@ impl Backend for CpuBackend {
         let c = self.coef(&coef);
         {
             let (yv, xv) = self.pair(y.0, x.0);
+            if yv.len() != xv.len() {
+                return Err(JelloError::Solver(format!(
+                    "combine: vectors of {} and {} values",
+                    yv.len(),
+                    xv.len()
+                )));
+            }
             match mode {
                 Combine::Add => yv.par_iter_mut().zip(xv).for_each(|(y, x)| *y += c * x),
                 Combine::Set => yv.par_iter_mut().zip(xv).for_each(|(y, x)| *y = c * x),
@@ -218,6 +247,13 @@ impl Backend for CpuBackend {
 
     fn dots(&mut self, a: CpuVector, b: CpuVector, out: Dots<CpuScalar>) -> Result<()> {
         let (av, bv) = (&self.vectors[a.0], &self.vectors[b.0]);
+        if av.len() != bv.len() {
+            return Err(JelloError::Solver(format!(
+                "dots: vectors of {} and {} values",
+                av.len(),
+                bv.len()
+            )));
+        }
         let vals = [
             out.ab.map(|s| (s, dot(av, bv))),
             out.aa.map(|s| (s, dot(av, av))),

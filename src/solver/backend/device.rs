@@ -42,6 +42,7 @@
 
 use super::{Backend, Coef, Combine, Dots, GradientScalars, Point, PotentialBackend, TrialScalars};
 use crate::error::{JelloError, Result};
+use crate::gpu::abi::COMBINE_VEC4;
 use crate::gpu::abi::{
     dev_groups, COMBINE_DOT, COMBINE_SET, ELASTIC_ABS, ELASTIC_GRADIENT, ELASTIC_HESSIAN,
     ELASTIC_PROJECT, ENERGY_REFERENCE, ENERGY_STRICT, SLOT_NONE,
@@ -150,6 +151,8 @@ pub struct DeviceBackend {
     used: u32,
     bound_slot: u32,
     part: [Buf<f32>; 3],
+    /// The flat vectors ([`Backend::flat_vector`]): worked on all four lanes.
+    flat: Vec<crate::gpu::BufferId>,
     readback: Buf<f32>,
     regions: Regions,
     plan: Plan,
@@ -215,6 +218,7 @@ impl DeviceBackend {
                 d.alloc("partials a·a", gv)?,
                 d.alloc("partials b·b", gv)?,
             ],
+            flat: Vec::new(),
             readback: d.alloc("readback", regions.len)?,
             regions,
             plan: Plan::new(),
@@ -268,6 +272,26 @@ impl DeviceBackend {
             self.dev.submit(&plan)?;
         }
         Ok(())
+    }
+
+    /// Whether `v` is a flat vector (four lanes per vec4) rather than a per-vertex field.
+    fn is_flat(&self, v: &DeviceVector) -> bool {
+        self.flat.contains(&v.id())
+    }
+
+    /// The lanes `v`'s numbers occupy per vec4 (3 for a field, 4 for a flat vector) and the
+    /// `dev_combine` flag that says so; errors unless every one of `others` is of `v`'s kind
+    /// and length.
+    fn kind(&self, v: &DeviceVector, others: &[&DeviceVector], what: &str) -> Result<(usize, u32)> {
+        let flat = self.is_flat(v);
+        for o in others {
+            if o.len() != v.len() || self.is_flat(o) != flat {
+                return Err(JelloError::Solver(format!(
+                    "device backend: {what} of vectors of different kinds or lengths"
+                )));
+            }
+        }
+        Ok(if flat { (4, COMBINE_VEC4) } else { (3, 0) })
     }
 
     fn slot_of(s: Option<DeviceScalar>, what: &str) -> Result<u32> {
@@ -478,8 +502,65 @@ impl Backend for DeviceBackend {
         self.dev.alloc(label, self.m.nv)
     }
 
+    fn flat_vector(&mut self, label: &str, len: usize) -> Result<DeviceVector> {
+        if !len.is_multiple_of(4) {
+            return Err(JelloError::Solver(format!(
+                "device backend: a flat vector of {len} numbers (a multiple of 4 is needed)"
+            )));
+        }
+        let n = (len / 4).max(1);
+        let g = dev_groups(n);
+        if g > self.part[0].len() {
+            // The per-group partials of `combine` and `dots` must hold this vector's groups;
+            // nothing recorded may name the old ones.
+            self.flush()?;
+            for k in 0..3 {
+                let old = std::mem::replace(&mut self.part[k], self.dev.alloc("partials", g)?);
+                self.dev.free(old);
+            }
+        }
+        let v = self.dev.alloc(label, n)?;
+        self.flat.push(v.id());
+        Ok(v)
+    }
+
     fn scalar(&mut self) -> Result<DeviceScalar> {
         Ok(DeviceScalar::Slot(self.alloc_slot()?))
+    }
+
+    fn write_vector(&mut self, v: DeviceVector, values: &[f64]) -> Result<()> {
+        let (lanes, _) = self.kind(&v, &[], "write")?;
+        if values.len() != lanes * v.len() {
+            return Err(JelloError::Solver(format!(
+                "device backend: {} values for a vector of {}",
+                values.len(),
+                lanes * v.len()
+            )));
+        }
+        let packed: Vec<GpuVec4> = values
+            .chunks_exact(lanes)
+            .map(|c| {
+                let mut p = [0.0f32; 4];
+                for (o, &x) in p.iter_mut().zip(c) {
+                    *o = x as f32;
+                }
+                p
+            })
+            .collect();
+        // In order with the recorded work that reads or writes `v`.
+        self.flush()?;
+        self.dev.write(&v, 0, &packed)
+    }
+
+    fn read_vector(&mut self, v: DeviceVector) -> Result<Vec<f64>> {
+        let (lanes, _) = self.kind(&v, &[], "read")?;
+        self.flush()?;
+        Ok(self
+            .dev
+            .read(&v)?
+            .iter()
+            .flat_map(|p| p[..lanes].iter().map(|&x| x as f64).collect::<Vec<_>>())
+            .collect())
     }
 
     fn combine(
@@ -501,9 +582,12 @@ impl Backend for DeviceBackend {
         }
         let out = dot.map(|(z, s)| Self::slot_of(Some(s), "a dot product").map(|i| (z, i)));
         let out = out.transpose()?;
-        let flags = if mode == Combine::Set { COMBINE_SET } else { 0 }
-            | if out.is_some() { COMBINE_DOT } else { 0 };
         let z = out.map_or(x, |(z, _)| z);
+        let (_, lanes) = self.kind(&y, &[&x, &z], "combine")?;
+        let n = y.len();
+        let flags = if mode == Combine::Set { COMBINE_SET } else { 0 }
+            | if out.is_some() { COMBINE_DOT } else { 0 }
+            | lanes;
         self.plan.dispatch(
             Kernel::DevCombine,
             &[self.scal.id(), x.id(), z.id(), y.id(), self.part[0].id()],
@@ -514,15 +598,11 @@ impl Backend for DeviceBackend {
                 f1: coef.ratio as f32,
                 ..Params::default()
             },
-            self.m.nv as u32,
+            n as u32,
         );
         if let Some((_, slot)) = out {
-            self.plan.sum(
-                &self.part[0],
-                dev_groups(self.m.nv) as u32,
-                &self.scal,
-                slot,
-            );
+            self.plan
+                .sum(&self.part[0], dev_groups(n) as u32, &self.scal, slot);
         }
         Ok(())
     }
@@ -539,6 +619,8 @@ impl Backend for DeviceBackend {
                 .map(|s| Self::slot_of(Some(s), "a dot product"))
                 .transpose()?,
         ];
+        let (_, lanes) = self.kind(&a, &[&b], "dots")?;
+        let n = a.len();
         self.plan.dispatch(
             Kernel::DevDots,
             &[
@@ -548,10 +630,13 @@ impl Backend for DeviceBackend {
                 self.part[1].id(),
                 self.part[2].id(),
             ],
-            Params::new(),
-            self.m.nv as u32,
+            Params {
+                u0: u32::from(lanes != 0),
+                ..Params::new()
+            },
+            n as u32,
         );
-        let g = dev_groups(self.m.nv) as u32;
+        let g = dev_groups(n) as u32;
         for (k, s) in slots.iter().enumerate() {
             if let Some(i) = s {
                 self.plan.sum(&self.part[k], g, &self.scal, *i);
@@ -588,22 +673,14 @@ impl Backend for DeviceBackend {
         f: &mut dyn FnMut(&mut [f64]) -> Result<()>,
     ) -> Result<()> {
         let t0 = Instant::now();
-        self.flush()?;
-        let qv = self.dev.read(&q)?;
-        let mut buf: Vec<f64> = qv
-            .iter()
-            .flat_map(|p| [p[0] as f64, p[1] as f64, p[2] as f64])
-            .collect();
+        self.kind(&q, &[&r], "a host solve")?;
+        let mut buf = self.read_vector(q)?;
         let t1 = Instant::now();
         f(&mut buf)?;
         let host = t1.elapsed().as_secs_f64() * 1e3;
-        let rv: Vec<GpuVec4> = buf
-            .chunks_exact(3)
-            .map(|c| [c[0] as f32, c[1] as f32, c[2] as f32, 0.0])
-            .collect();
-        self.dev.write(&r, 0, &rv)?;
+        self.write_vector(r, &buf)?;
         self.solves.calls += 1;
-        self.solves.bytes += 2 * 16 * self.m.nv;
+        self.solves.bytes += 16 * (q.len() + r.len());
         self.solves.host_ms += host;
         self.solves.transfer_ms += t0.elapsed().as_secs_f64() * 1e3 - host;
         Ok(())

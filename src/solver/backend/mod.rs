@@ -118,8 +118,19 @@ pub trait Backend {
     fn is_f64(&self) -> bool;
     /// A new zero vector (allocated once, when the solver is built).
     fn vector(&mut self, label: &str) -> Result<Self::Vector>;
+    /// A new zero vector of `len` plain numbers (`len` a multiple of 4), not a per-vertex
+    /// field: a coarse space's coordinates (the multilevel levels' 12 per handle). `combine`,
+    /// `dots`, `host_solve`, `write_vector` and `read_vector` treat its numbers alike and take
+    /// it only with vectors of its own kind and length; on a device it is `len / 4` vec4s worked
+    /// on all four lanes. Allocated once, when the solver is built.
+    fn flat_vector(&mut self, label: &str, len: usize) -> Result<Self::Vector>;
     /// A new scalar slot (allocated once, when the solver is built).
     fn scalar(&mut self) -> Result<Self::Scalar>;
+    /// v ← `values` (3n interleaved for a per-vertex field, m or N; a flat vector's `len`).
+    fn write_vector(&mut self, v: Self::Vector, values: &[f64]) -> Result<()>;
+    /// The values of `v` on the host, as [`Self::write_vector`] takes them (waits for
+    /// everything recorded before).
+    fn read_vector(&mut self, v: Self::Vector) -> Result<Vec<f64>>;
     /// y ← (y +) c·x per `mode`, with c from `coef`; with `dot = Some((z, s))` also
     /// s ← z·y (after the update), fused into the same pass. `y` must differ from `x` and `z`.
     fn combine(
@@ -135,7 +146,7 @@ pub trait Backend {
     /// The values of `scalars` on the host (waits for everything recorded before).
     fn read(&mut self, scalars: &[Self::Scalar]) -> Result<Vec<f64>>;
     /// r ← f(q) by a host routine working in f64 in place on q's 3n interleaved values
-    /// (`[x0 y0 z0 x1 …]`): on a device q crosses the bus, then r back.
+    /// (`[x0 y0 z0 x1 …]`; a flat vector's `len`): on a device q crosses the bus, then r back.
     fn host_solve(
         &mut self,
         q: Self::Vector,

@@ -290,7 +290,7 @@
 //! there. The SMS level's affine coarse correction stays host f64 (`RᵀGR` from 12 host Galerkin
 //! products per object, as on the CPU path, and its small Cholesky): each SMS PCG iteration
 //! reads the residual (one subspace vector), solves on the host and adds the correction to the
-//! device's block Jacobi ([`device::DevicePcg::solve_corrected`]). `auto` still picks the CPU
+//! device's block Jacobi (the `correction` of [`crate::solver::pcg::BackendPcg::solve`]). `auto` still picks the CPU
 //! for multilevel (the device path uploads H each iteration and has not been profiled on a
 //! real GPU). The kernels, in the kernel table with f32 CPU twins in binding order
 //! ([`crate::gpu::twins::multilevel`]):
@@ -311,10 +311,14 @@
 //!   No existing kernel fitted: `hess_vec` (JGS2) takes a per-vertex 3×3 block, not a sparse
 //!   base with surface-pair couplings and identity pinned rows, and no element scales.
 //!
-//! The PCG ([`device::DevicePcg`]) is [`crate::solver::pcg::pcg`] with its vector work on the
-//! device backend's `dev_combine`/`dev_dots` kernels (which gained a four-lane mode for subspace
-//! vectors) and its coefficients `rz/pAp`, `rz'/rz` formed on the device from scalar slots;
-//! the host reads five scalars per iteration to decide when to stop.
+//! The direction is written once on the backend traits ([`backend::MultilevelBackend`], a
+//! sub-trait of [`crate::solver::backend::Backend`] that the device backend implements with
+//! the kernels below; [`backend::LevelsDirection`]), and its PCGs are
+//! [`crate::solver::pcg::BackendPcg`]: [`crate::solver::pcg::pcg`]'s loop on the backend's
+//! `combine`/`dots` (the device's `dev_combine`/`dev_dots`, with a four-lane mode for the
+//! subspace vectors, the backend's flat vectors), its coefficients `rz/pAp`, `rz'/rz` formed on
+//! the device from scalar slots; the host reads three scalars per iteration to decide when to
+//! stop.
 //!
 //! A subspace vector on the device is three vec4s per handle, the rows of `[A_h | t_h]`: the
 //! f64 level's 12-DOF layout read as f32 words. The host arrays come from
@@ -420,6 +424,7 @@
 //!   shell generator) to see whether the ratio reaches the paper's 40×; and why the JGS2
 //!   smoother stagnates from E = 1e7 (see above).
 
+pub mod backend;
 pub mod cache;
 pub mod device;
 pub mod device_contact;

@@ -4,6 +4,7 @@
 //! choices it makes. Its work goes to [`StepWork::cg_iterations`] per level, finest first
 //! (full space, SMS, affine).
 
+use super::backend::DirectionRun;
 use super::device::DeviceDirection;
 use super::device_energy::{device_backtracking, DeviceEnergy};
 use super::levels::Level;
@@ -14,6 +15,7 @@ use crate::material::{element_hessian_filtered, EigenFilter};
 use crate::problem::{ElasticTerms, HessianLayout, Model, StepProblem};
 use crate::solver::jgs2::{FrozenJgs2, Jgs2Preconditioner, Jgs2Subspace};
 use crate::solver::newton::{newton_loop, InnerSolve, Iterate};
+use crate::solver::pcg::HostCorrection;
 use crate::solver::pcg::{dot, pcg, pcg_with, Beta};
 use crate::solver::report::{max_vertex_norm, ms};
 use crate::solver::{
@@ -537,13 +539,15 @@ impl Smoother<'_> {
         if let Some(dd) = device {
             let out = dd.solve(
                 rhs,
-                false,
                 [None, None],
-                None,
-                0.0,
-                0,
-                self.cap,
-                self.tolerance,
+                DirectionRun {
+                    subspace: false,
+                    sms_correction: None,
+                    level_tolerance: 0.0,
+                    level_max: 0,
+                    n_cg: self.cap,
+                    full_tolerance: self.tolerance,
+                },
             )?;
             stats.full_cg += out.counts[2];
             return Ok(out.d);
@@ -878,15 +882,15 @@ impl InnerSolve for MultilevelSolver {
             });
             let out = dd.solve(
                 &rhs,
-                true,
                 [inv[0].as_deref(), inv[1].as_deref()],
-                correction
-                    .as_mut()
-                    .map(|f| f as &mut super::device::HostCorrection),
-                self.params.subspace_tolerance,
-                self.params.subspace_max_iterations,
-                cg_cap,
-                cg_tolerance,
+                DirectionRun {
+                    subspace: true,
+                    sms_correction: correction.as_mut().map(|f| f as &mut HostCorrection),
+                    level_tolerance: self.params.subspace_tolerance,
+                    level_max: self.params.subspace_max_iterations,
+                    n_cg: cg_cap,
+                    full_tolerance: cg_tolerance,
+                },
             )?;
             self.stats.affine_cg += out.counts[0];
             self.stats.sms_cg += out.counts[1];

@@ -9,7 +9,7 @@
 
 use super::{DeviceBackend, DeviceScalar, DeviceVector, HostSolveStats};
 use crate::error::Result;
-use crate::gpu::{Buf, BufferId, Device, DeviceModel, GpuContact, GpuVec4, Kernel, Params};
+use crate::gpu::{Buf, BufferId, Device, DeviceModel, GpuContact, GpuVec4, Kernel, Params, Plan};
 use std::any::Any;
 
 /// The extension slot's type: a solver's state on a backend.
@@ -73,6 +73,14 @@ impl DeviceBackend {
             },
             &mut self.ext,
         )
+    }
+
+    /// The backend's plan, its device and the extension slot, borrowed at once: a solver's own
+    /// kernels recorded in order with the backend's vector work ([`crate::solver::backend::Backend::combine`]
+    /// and the rest), on buffers its state keeps (the multilevel levels and Hessians). A
+    /// solver that frees buffers a recorded dispatch names submits first ([`Self::submit`]).
+    pub(crate) fn recorder(&mut self) -> (&mut Plan, &mut Device, &mut Extension) {
+        (&mut self.plan, &mut self.dev, &mut self.ext)
     }
 
     /// The extension slot (see the module docs).
