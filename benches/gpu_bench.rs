@@ -29,15 +29,17 @@
 //!   plus the rest data an elastic iteration cannot avoid reading once (per element its
 //!   `GpuTet`, `GpuMat3` and `ElemParams`);
 //! * achieved GB/s = kernel bytes / device time per iteration, against a streaming reference
-//!   measured in the same run on the same adapter: the `axpy` kernel (12 B per item: x read,
-//!   y read and written) over 16 Mi floats — the table has no pure copy kernel, and adding one
-//!   waits for the kernel table's rewrite;
+//!   measured in the same run on the same adapter: the `copy_vec4` kernel (32 B per item: one
+//!   read, one write) over 4 Mi vec4s;
 //! * for the solvers with a host Cholesky (qn, dot, lbfgs-h, admm) the split of a step between
 //!   the device work, the transfers (with the waits for the device) and the host solve
 //!   (`DeviceBackend::host_solve_stats`), and the bus bytes per iteration;
-//! * a per-kernel time split needs TIMESTAMP_QUERY, an optional feature the engine does not
-//!   request (it runs on `Limits::default()` with no features): stated as absent, with whether
-//!   the adapter offers it.
+//! * a per-kernel time split from timestamp queries (`Device::set_kernel_timing`; the
+//!   optional `TIMESTAMP_QUERY` feature, requested when the adapter has it): a separate run per
+//!   device row, one step of the fixed iterations with each dispatch in its own compute pass —
+//!   timing changes the submission, so its wall time is reported beside, not instead of, the
+//!   counted run's — giving each kernel's µs per iteration and share; stated as absent, with
+//!   the reason, where the adapter lacks the feature.
 //!
 //! On a software adapter (lavapipe) the f32 kernels run on the CPU: its times say nothing about
 //! a GPU's; the counts and bytes are the adapter-independent part of the model.
@@ -49,7 +51,7 @@ mod report;
 #[path = "common/kicked_armadillo.rs"]
 mod kicked_armadillo;
 
-use jello::gpu::{Backend, CounterHandle, Device, DeviceCounters, Kernel, Params, Plan};
+use jello::gpu::{Backend, CounterHandle, Device, DeviceCounters, GpuVec4, Kernel, Params, Plan};
 use jello::material::{Material, MaterialModel};
 use jello::mesh::box_grid;
 use jello::problem::{
@@ -245,6 +247,7 @@ fn stop_params(fixed: Option<usize>, cap: usize) -> (StopRule, usize, QnMode) {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn build(
     case: &Case,
     solver: &str,
@@ -252,11 +255,16 @@ fn build(
     fixed: Option<usize>,
     cap: usize,
     sub: &mut Option<Arc<jello::solver::jgs2::Jgs2Subspace>>,
+    timed: bool,
 ) -> jello::Result<Built> {
     let m = &case.model;
     let (stop, max_iterations, mode) = stop_params(fixed, cap);
     let dev = if device {
-        Some(Device::new(Backend::Gpu)?)
+        let mut d = Device::new(Backend::Gpu)?;
+        if timed {
+            d.set_kernel_timing(true)?;
+        }
+        Some(d)
     } else {
         None
     };
@@ -408,21 +416,17 @@ fn compulsory_bytes(m: &Model) -> u64 {
     (32 * m.num_vertices() + per_elem * m.mesh.num_tets()) as u64
 }
 
-/// The streaming reference: `axpy` over 16 Mi floats (12 B per item), 8 dispatches in one
-/// submit, best of 3, in GB/s; `None` on the CPU backend.
+/// The streaming reference: `copy_vec4` over 4 Mi vec4s (64 MiB each way; 32 B per item, one
+/// read and one write), 8 dispatches in one submit, best of 4, in GB/s; `None` on the CPU
+/// backend.
 fn streaming_reference() -> Option<f64> {
     let mut d = Device::new(Backend::Gpu).ok()?;
-    let n = 16 << 20;
-    let x = d.alloc::<f32>("ref x", n).ok()?;
-    let y = d.alloc::<f32>("ref y", n).ok()?;
+    let n = 4 << 20;
+    let x = d.alloc::<GpuVec4>("ref x", n).ok()?;
+    let y = d.alloc::<GpuVec4>("ref y", n).ok()?;
     let mut p = Plan::new();
     for _ in 0..8 {
-        p.dispatch(
-            Kernel::Axpy,
-            &[x.id(), y.id()],
-            Params::new().f0(0.5),
-            n as u32,
-        );
+        p.dispatch(Kernel::CopyVec4, &[x.id(), y.id()], Params::new(), n as u32);
     }
     let mut best = f64::INFINITY;
     for _ in 0..4 {
@@ -451,6 +455,10 @@ struct Row {
     counts: Option<DeviceCounters>,
     counted_iterations: usize,
     host: Option<(HostSolveStats, f64)>,
+    /// The timed run (device rows): its counters with per-kernel times, its iterations and
+    /// its ms per iteration — or why there is none.
+    timed: Option<(DeviceCounters, usize, f64)>,
+    timing_absent: Option<String>,
     error: Option<String>,
 }
 
@@ -470,7 +478,15 @@ fn run_row(
     };
     let r = (|| -> jello::Result<()> {
         // Fixed iterations: a warm-up step, then the measured steps.
-        let mut b = build(case, solver, device, Some(o.fixed_iterations), o.cap, sub)?;
+        let mut b = build(
+            case,
+            solver,
+            device,
+            Some(o.fixed_iterations),
+            o.cap,
+            sub,
+            false,
+        )?;
         b.sim.step(false)?;
         let c0 = b.counters.as_ref().map(|c| c.snapshot());
         let h0 = b.host.as_ref().map(|h| h());
@@ -504,10 +520,36 @@ fn run_row(
             ));
         }
         drop(b);
+        // Timed: the per-kernel split from timestamp queries, on a fresh solver, one step of
+        // the fixed iterations (no warm-up needed: pipelines and bind groups are made before a
+        // plan's timestamps start, and uploads are not kernels).
+        if device {
+            match build(
+                case,
+                solver,
+                true,
+                Some(o.fixed_iterations),
+                o.cap,
+                sub,
+                true,
+            ) {
+                Ok(mut b) => {
+                    let c0 = b.counters.as_ref().map(|c| c.snapshot());
+                    let t0 = Instant::now();
+                    let r = b.sim.step(false)?;
+                    let ms = t0.elapsed().as_secs_f64() * 1e3;
+                    if let (Some(c), Some(c0)) = (&b.counters, &c0) {
+                        let its = r.iterations.max(1);
+                        row.timed = Some((c.snapshot().since(c0), its, ms / its as f64));
+                    }
+                }
+                Err(e) => row.timing_absent = Some(e.to_string()),
+            }
+        }
         // Converged: the shared stop rule.
         // A warm-up step first (pipelines, bind groups, factorisations), as above: the
         // converged steps start from the state after it.
-        let mut b = build(case, solver, device, None, o.cap, sub)?;
+        let mut b = build(case, solver, device, None, o.cap, sub, false)?;
         b.sim.step(false)?;
         let (mut its, mut ms, mut ok) = (0, 0.0, 0);
         for _ in 0..o.converged_steps {
@@ -574,11 +616,6 @@ fn main() {
         }
     };
     let reference = streaming_reference();
-    notes.push(
-        "per-kernel time split: absent — TIMESTAMP_QUERY is an optional feature the engine does \
-         not request (Features::empty(), Limits::default())"
-            .into(),
-    );
     let mut rows = Vec::new();
     for case in &cases {
         let big = case.model.mesh.num_tets() > 500_000;
@@ -604,7 +641,7 @@ fn main() {
     // Markdown.
     let mut md = String::new();
     md.push_str(&format!(
-        "# GPU bench ({})\n\nadapter: {adapter_name}; streaming reference (axpy, 12 B/item): {} GB/s; \
+        "# GPU bench ({})\n\nadapter: {adapter_name}; streaming reference (copy_vec4, 32 B/item): {} GB/s; \
          {} fixed iterations per step × {} steps (median ms/iteration), {} converged steps (CN, ε = 1e-5)\n\n",
         if o.quick { "quick" } else { "full" },
         reference.map_or("—".into(), |r| fmt(r, 2)),
@@ -670,10 +707,18 @@ fn main() {
         let kernels: Vec<Value> = r.counts.as_ref().map_or(Vec::new(), |c| {
             c.kernel_counts()
                 .map(|(k, n)| {
+                    // The timed run's time for this kernel, per iteration of that run.
+                    let time = r.timed.as_ref().and_then(|(t, tits, _)| {
+                        t.kernels
+                            .get(k.index())
+                            .filter(|kc| kc.timed > 0)
+                            .map(|kc| kc.time_ns as f64 * 1e-3 / *tits as f64)
+                    });
                     json!({
                         "kernel": k.desc().name,
                         "dispatches_per_iteration": n.dispatches as f64 / its,
                         "bytes_per_iteration": (n.read_bytes + n.write_bytes) as f64 / its,
+                        "time_us_per_iteration": time,
                     })
                 })
                 .collect()
@@ -703,6 +748,7 @@ fn main() {
                 "compulsory_bytes_per_iteration": min,
                 "kernels": kernels,
             })),
+            "timed_ms_per_iteration": r.timed.as_ref().map(|t| t.2),
             "host_solve": r.host.as_ref().map(|(h, wall)| json!({
                 "calls": h.calls, "bytes": h.bytes, "transfer_ms": h.transfer_ms,
                 "wait_ms": h.wait_ms, "host_ms": h.host_ms, "wall_ms": wall,
@@ -710,6 +756,60 @@ fn main() {
         }));
     }
     md.push('\n');
+    // Per-kernel time split from the timed runs.
+    let timed_rows: Vec<&Row> = rows.iter().filter(|r| r.timed.is_some()).collect();
+    let absent: Vec<String> = rows
+        .iter()
+        .filter_map(|r| r.timing_absent.clone())
+        .collect();
+    if !timed_rows.is_empty() {
+        md.push_str(&format!(
+            "Per-kernel time split (timestamp queries at the start and end of each dispatch, in a \
+             separate run of one {}-iteration step with each dispatch in its own pass): kernel \
+             time per iteration, the timed run's wall ms per iteration, and the kernels taking \
+             the most time (µs per iteration, share of the kernel time).\n\n",
+            o.fixed_iterations
+        ));
+        md.push_str("| case | solver | kernel ms/it | wall ms/it (timed run) | kernels by time (µs/it, %) |\n");
+        md.push_str("|---|---|---|---|---|\n");
+        for r in &timed_rows {
+            let (c, its, wall) = r.timed.as_ref().expect("filtered");
+            let its = *its as f64;
+            let mut ks: Vec<(Kernel, u64)> =
+                c.kernel_counts().map(|(k, n)| (k, n.time_ns)).collect();
+            ks.sort_by_key(|k| std::cmp::Reverse(k.1));
+            let total: u64 = ks.iter().map(|k| k.1).sum();
+            let top: Vec<String> = ks
+                .iter()
+                .take(6)
+                .map(|(k, ns)| {
+                    format!(
+                        "{} {:.0} ({:.0}%)",
+                        k.desc().name,
+                        *ns as f64 * 1e-3 / its,
+                        100.0 * *ns as f64 / total.max(1) as f64
+                    )
+                })
+                .collect();
+            md.push_str(&format!(
+                "| {} | {} | {} | {} | {}{} |\n",
+                r.case,
+                r.solver,
+                fmt(total as f64 * 1e-6 / its, 2),
+                fmt(*wall, 2),
+                top.join(", "),
+                if ks.len() > 6 {
+                    format!(", {} more", ks.len() - 6)
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        md.push('\n');
+    }
+    if let Some(why) = absent.first() {
+        notes.push(format!("per-kernel time split: absent ({why})"));
+    }
     for n in &notes {
         md.push_str(&format!("- {n}\n"));
     }
@@ -720,7 +820,11 @@ fn main() {
         "mode": if o.quick { "quick" } else { "full" },
         "adapter": adapter_name,
         "streaming_reference_gb_s": reference,
-        "timestamp_query": "absent",
+        "timestamp_query": if rows.iter().any(|r| r.timed.is_some()) {
+            "present".to_string()
+        } else {
+            format!("absent: {}", rows.iter().find_map(|r| r.timing_absent.clone()).unwrap_or_else(|| "no device row".into()))
+        },
         "fixed_iterations": o.fixed_iterations,
         "notes": notes,
         "wall_s": wall,

@@ -18,6 +18,8 @@ pub struct CpuDevice {
     bufs: Vec<Option<CpuBuf>>,
     pub(crate) scratch: Scratch,
     pub(crate) counters: CounterHandle,
+    /// Whether each twin call is timed ([`crate::gpu::Device::set_kernel_timing`]).
+    timing: bool,
 }
 
 impl Default for CpuDevice {
@@ -34,6 +36,7 @@ impl CpuDevice {
             bufs: Vec::new(),
             scratch: Scratch::default(),
             counters: CounterHandle::default(),
+            timing: false,
         }
     }
     fn get(&self, id: BufferId) -> Result<&CpuBuf> {
@@ -120,7 +123,13 @@ impl BackendImpl for CpuDevice {
                                 );
                             }
                         }
-                        (desc.cpu)(params, &mut bindings)
+                        let t0 = self.timing.then(std::time::Instant::now);
+                        let r = (desc.cpu)(params, &mut bindings);
+                        if let Some(t0) = t0 {
+                            let ns = t0.elapsed().as_nanos() as u64;
+                            self.counters.add(|c| c.add_time(*kernel, ns));
+                        }
+                        r
                     };
                     for (i, w) in taken {
                         self.bufs[i].as_mut().expect("validated").words = w;
@@ -137,6 +146,10 @@ impl BackendImpl for CpuDevice {
         Ok(())
     }
     fn wait_idle(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn set_kernel_timing(&mut self, on: bool) -> Result<()> {
+        self.timing = on;
         Ok(())
     }
 }

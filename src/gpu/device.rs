@@ -74,6 +74,11 @@ pub struct KernelCount {
     pub read_bytes: u64,
     /// Bytes its writable bindings wrote, estimated as in [`DeviceCounters::kernel_write_bytes`].
     pub write_bytes: u64,
+    /// Dispatches timed while kernel timing was on ([`Device::set_kernel_timing`]).
+    pub timed: u64,
+    /// Their summed time, ns: on a GPU from timestamp queries around each dispatch, on the CPU
+    /// backend the host's wall time of each twin call.
+    pub time_ns: u64,
 }
 
 /// What a device did since it was created (or since [`Device::reset_counters`]): dispatches,
@@ -141,6 +146,8 @@ impl DeviceCounters {
                     dispatches: a.dispatches - b.dispatches,
                     read_bytes: a.read_bytes - b.read_bytes,
                     write_bytes: a.write_bytes - b.write_bytes,
+                    timed: a.timed - b.timed,
+                    time_ns: a.time_ns - b.time_ns,
                 }
             })
             .collect();
@@ -165,6 +172,16 @@ impl DeviceCounters {
             .enumerate()
             .filter(|(_, c)| c.dispatches > 0)
             .filter_map(|(i, c)| Kernel::ALL.get(i).map(|k| (*k, *c)))
+    }
+    /// Adds one timed dispatch of `kernel` that took `ns` nanoseconds.
+    pub(crate) fn add_time(&mut self, kernel: Kernel, ns: u64) {
+        let i = kernel.index();
+        if self.kernels.len() <= i {
+            self.kernels.resize(i + 1, KernelCount::default());
+        }
+        let k = &mut self.kernels[i];
+        k.timed += 1;
+        k.time_ns += ns;
     }
     fn count_dispatch(&mut self, kernel: Kernel, read: u64, write: u64) {
         self.dispatches += 1;
@@ -376,6 +393,8 @@ pub(crate) trait BackendImpl {
     fn read_bytes(&mut self, id: BufferId, range: Range<u64>) -> Result<Vec<u8>>;
     fn run(&mut self, steps: &[Step]) -> Result<()>;
     fn wait_idle(&mut self) -> Result<()>;
+    /// Turns per-dispatch timing on or off ([`Device::set_kernel_timing`]).
+    fn set_kernel_timing(&mut self, on: bool) -> Result<()>;
 }
 
 /// A compute device: the wgpu backend or the CPU backend behind one API.
@@ -453,6 +472,18 @@ impl Device {
     /// [`DeviceCounters`]); take two and [`DeviceCounters::since`] for an interval.
     pub fn counters(&self) -> DeviceCounters {
         self.counter_handle().snapshot()
+    }
+    /// Times every dispatch from now on (`on`) or stops: each kernel's summed time lands in
+    /// [`KernelCount::time_ns`] of the counters. On a GPU it needs the adapter's optional
+    /// `TIMESTAMP_QUERY` feature (an own device requests it when the adapter has it; an
+    /// adopted device has it if its host requested it) and errs without it. Timing changes how
+    /// work is submitted — each dispatch in its own compute pass with a timestamp at its start
+    /// and end, and after each plan one wait for the timestamps (not counted in
+    /// [`DeviceCounters::syncs`]) — so measure time and counts in separate runs, and read the
+    /// split, not the sum, as the kernels' cost. On the CPU backend it is the wall time of each
+    /// twin call.
+    pub fn set_kernel_timing(&mut self, on: bool) -> Result<()> {
+        self.imp_mut().set_kernel_timing(on)
     }
     /// Zeroes the counters.
     pub fn reset_counters(&mut self) {

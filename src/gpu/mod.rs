@@ -24,7 +24,8 @@
 //! # Embedding in a host application
 //! [`Device::from_wgpu`] adopts the host's `wgpu::Device` and `wgpu::Queue` (clones of the
 //! handles; the engine never destroys the device and installs no error or device-lost
-//! callbacks on it). Needed: no optional features; within `Limits::default()`: 8 storage
+//! callbacks on it). Needed: no optional features (`TIMESTAMP_QUERY`, when the host requested
+//! it, serves only [`Device::set_kernel_timing`]); within `Limits::default()`: 8 storage
 //! buffers per compute stage, 256 invocations per workgroup, 2 bind groups, 1 dynamic uniform
 //! buffer; bindings up to `max_storage_buffer_binding_size` (Hessians take 576 B per element).
 //!

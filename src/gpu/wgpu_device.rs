@@ -1,6 +1,7 @@
 //! The wgpu backend of the device API.
 //!
-//! Requirements on a device (own or adopted): no optional features; `Limits::default()`
+//! Requirements on a device (own or adopted): no optional features (`TIMESTAMP_QUERY` is used
+//! for per-kernel timing when present, and an own device requests it then); `Limits::default()`
 //! suffices (8 storage buffers per compute stage, 256 invocations per workgroup, 2 bind groups,
 //! 1 dynamic uniform buffer). The largest binding must fit `max_storage_buffer_binding_size`
 //! (128 MiB by default = 233k elements' Hessians); an own device requests the adapter's larger
@@ -49,9 +50,14 @@ pub struct GpuDevice {
     uncaptured: Arc<Mutex<Vec<String>>>,
     lost: Arc<Mutex<Option<String>>>,
     readback_timeout: Duration,
+    /// Whether each dispatch is timed with timestamp queries ([`Self::set_kernel_timing`]).
+    timing: bool,
     pub(crate) scratch: Scratch,
     pub(crate) counters: CounterHandle,
 }
+
+/// Timestamp queries per query set (two per dispatch: wgpu's `QUERY_SET_MAX_QUERIES`).
+const QUERIES_PER_SET: u32 = wgpu::QUERY_SET_MAX_QUERIES;
 
 fn gpu_err(what: &str, e: impl std::fmt::Display) -> JelloError {
     JelloError::Gpu(format!("{what}: {e}"))
@@ -78,9 +84,12 @@ impl GpuDevice {
         } else {
             al.clone()
         };
+        // Timestamp queries, when the adapter has them, for per-kernel timing on request
+        // (`Device::set_kernel_timing`); nothing else optional.
+        let features = adapter.features() & wgpu::Features::TIMESTAMP_QUERY;
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("jello"),
-            required_features: wgpu::Features::empty(),
+            required_features: features,
             required_limits: limits,
             ..Default::default()
         }))
@@ -190,6 +199,7 @@ impl GpuDevice {
             uncaptured: Arc::new(Mutex::new(Vec::new())),
             lost: Arc::new(Mutex::new(None)),
             readback_timeout: DEFAULT_READBACK_TIMEOUT,
+            timing: false,
             scratch: Scratch::default(),
             counters: CounterHandle::default(),
         })
@@ -384,6 +394,145 @@ impl GpuDevice {
             Err(e) => Err(gpu_err("waiting for the GPU", e)),
         }
     }
+
+    /// Maps `staging` (MAP_READ) once submission `index` has run, returns its bytes and
+    /// destroys it.
+    fn map_read(&self, staging: wgpu::Buffer, index: wgpu::SubmissionIndex) -> Result<Vec<u8>> {
+        let status: Arc<Mutex<Option<std::result::Result<(), wgpu::BufferAsyncError>>>> =
+            Arc::new(Mutex::new(None));
+        let st = status.clone();
+        staging.map_async(wgpu::MapMode::Read, .., move |r| {
+            if let Ok(mut s) = st.lock() {
+                *s = Some(r);
+            }
+        });
+        self.wait(Some(index))?;
+        // The callback runs inside poll once the copy has completed.
+        let r = status.lock().ok().and_then(|mut s| s.take());
+        match r {
+            Some(Ok(())) => {}
+            Some(Err(e)) => return Err(gpu_err("mapping the readback buffer", e)),
+            None => {
+                self.wait(None)?;
+                match status.lock().ok().and_then(|mut s| s.take()) {
+                    Some(Ok(())) => {}
+                    Some(Err(e)) => return Err(gpu_err("mapping the readback buffer", e)),
+                    None => return Err(JelloError::Gpu("readback buffer was never mapped".into())),
+                }
+            }
+        }
+        let out = {
+            let view = staging
+                .get_mapped_range(..)
+                .map_err(|e| gpu_err("reading the mapped buffer", e))?;
+            view.to_vec()
+        };
+        staging.unmap();
+        staging.destroy();
+        Ok(out)
+    }
+
+    /// Records `steps`' dispatches with a timestamp at the start and end of each (one pass per
+    /// dispatch), submits, waits for the timestamps and adds each dispatch's time to its
+    /// kernel's counters.
+    fn run_timed(&self, steps: &[Step], grids: &[(u32, u32, u32)]) -> Result<()> {
+        let n = grids.len() as u32;
+        let per_set = QUERIES_PER_SET / 2;
+        let (staging, index, kernels) = self.scoped("submitting a timed plan", |s| {
+            let sets: Vec<wgpu::QuerySet> = (0..n.div_ceil(per_set))
+                .map(|j| {
+                    s.device.create_query_set(&wgpu::QuerySetDescriptor {
+                        label: Some("jello kernel timestamps"),
+                        ty: wgpu::QueryType::Timestamp,
+                        count: 2 * (n - j * per_set).min(per_set),
+                    })
+                })
+                .collect();
+            let bytes = 16 * n as u64;
+            let resolve = s.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("jello timestamps"),
+                size: bytes,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            let staging = s.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("jello timestamps readback"),
+                size: bytes,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            let mut enc = s
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("jello timed plan"),
+                });
+            let mut grid = grids.iter();
+            let mut kernels = Vec::with_capacity(n as usize);
+            for st in steps {
+                match st {
+                    Step::Dispatch { kernel, bufs, .. } => {
+                        let (off, gx, gy) = *grid.next().expect("one grid per dispatch");
+                        let k = kernels.len() as u32;
+                        let slot = 2 * (k % per_set);
+                        let mut p = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                            label: Some("jello timed"),
+                            timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                                query_set: &sets[(k / per_set) as usize],
+                                beginning_of_pass_write_index: Some(slot),
+                                end_of_pass_write_index: Some(slot + 1),
+                            }),
+                        });
+                        let pipe = s.pipes[kernel.index()].as_ref().expect("created above");
+                        p.set_pipeline(&pipe.pipeline);
+                        p.set_bind_group(0, &s.bind_groups[&(*kernel, bufs.clone())], &[]);
+                        p.set_bind_group(
+                            1,
+                            &s.params_buf.as_ref().expect("params allocated").1,
+                            &[off],
+                        );
+                        p.dispatch_workgroups(gx, gy, 1);
+                        kernels.push(*kernel);
+                    }
+                    Step::Copy {
+                        src,
+                        src_offset,
+                        dst,
+                        dst_offset,
+                        bytes,
+                    } => {
+                        if let (Ok(a), Ok(b)) = (s.get(*src), s.get(*dst)) {
+                            enc.copy_buffer_to_buffer(
+                                &a.buffer,
+                                *src_offset,
+                                &b.buffer,
+                                *dst_offset,
+                                *bytes,
+                            );
+                        }
+                    }
+                }
+            }
+            for (j, set) in sets.iter().enumerate() {
+                let first = j as u32 * per_set;
+                let count = 2 * (n - first).min(per_set);
+                enc.resolve_query_set(set, 0..count, &resolve, 16 * first as u64);
+            }
+            enc.copy_buffer_to_buffer(&resolve, 0, &staging, 0, bytes);
+            let index = s.queue.submit([enc.finish()]);
+            resolve.destroy();
+            (staging, index, kernels)
+        })?;
+        let raw = self.map_read(staging, index)?;
+        let period = self.queue.get_timestamp_period() as f64;
+        let ticks: &[u64] = bytemuck::cast_slice(&raw);
+        self.counters.add(|c| {
+            for (k, t) in kernels.iter().zip(ticks.chunks_exact(2)) {
+                let ns = (t[1].saturating_sub(t[0]) as f64 * period).round() as u64;
+                c.add_time(*k, ns);
+            }
+        });
+        Ok(())
+    }
 }
 
 impl BackendImpl for GpuDevice {
@@ -457,38 +606,7 @@ impl BackendImpl for GpuDevice {
             let index = s.queue.submit([enc.finish()]);
             (staging, index)
         })?;
-        let status: Arc<Mutex<Option<std::result::Result<(), wgpu::BufferAsyncError>>>> =
-            Arc::new(Mutex::new(None));
-        let st = status.clone();
-        staging.map_async(wgpu::MapMode::Read, .., move |r| {
-            if let Ok(mut s) = st.lock() {
-                *s = Some(r);
-            }
-        });
-        self.wait(Some(index))?;
-        // The callback runs inside poll once the copy has completed.
-        let r = status.lock().ok().and_then(|mut s| s.take());
-        match r {
-            Some(Ok(())) => {}
-            Some(Err(e)) => return Err(gpu_err("mapping the readback buffer", e)),
-            None => {
-                self.wait(None)?;
-                match status.lock().ok().and_then(|mut s| s.take()) {
-                    Some(Ok(())) => {}
-                    Some(Err(e)) => return Err(gpu_err("mapping the readback buffer", e)),
-                    None => return Err(JelloError::Gpu("readback buffer was never mapped".into())),
-                }
-            }
-        }
-        let out = {
-            let view = staging
-                .get_mapped_range(..)
-                .map_err(|e| gpu_err("reading the mapped buffer", e))?;
-            view.to_vec()
-        };
-        staging.unmap();
-        staging.destroy();
-        Ok(out)
+        self.map_read(staging, index)
     }
     fn run(&mut self, steps: &[Step]) -> Result<()> {
         if steps.is_empty() {
@@ -535,6 +653,14 @@ impl BackendImpl for GpuDevice {
         // The parameter blocks cross the bus with the submit (counted here: the CPU has none).
         let pb = param_bytes.len() as u64;
         self.counters.add(|c| c.param_bytes += pb);
+        if self.timing && !grids.is_empty() {
+            if let Some((buf, _, _)) = &self.params_buf {
+                if !param_bytes.is_empty() {
+                    self.queue.write_buffer(buf, 0, &param_bytes);
+                }
+            }
+            return self.run_timed(steps, &grids);
+        }
         let this = &*self;
         this.scoped("submitting a plan", |s| {
             if let Some((pb, _, _)) = &s.params_buf {
@@ -596,5 +722,20 @@ impl BackendImpl for GpuDevice {
     }
     fn wait_idle(&mut self) -> Result<()> {
         self.wait(None)
+    }
+    fn set_kernel_timing(&mut self, on: bool) -> Result<()> {
+        if on
+            && !self
+                .device
+                .features()
+                .contains(wgpu::Features::TIMESTAMP_QUERY)
+        {
+            return Err(JelloError::Gpu(format!(
+                "device {} lacks TIMESTAMP_QUERY: no per-kernel timing on it",
+                self.info
+            )));
+        }
+        self.timing = on;
+        Ok(())
     }
 }

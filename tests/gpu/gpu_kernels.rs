@@ -297,6 +297,34 @@ fn axpy_and_scale_match() {
     }
 }
 
+/// `copy_vec4` (the GPU bench's streaming reference) copies exactly: every lane of the first
+/// n vec4s, nothing past n (the output's tail keeps its NaN poison).
+#[test]
+fn copy_vec4_matches() {
+    let mut rng = common::rng("copy_vec4_matches");
+    let n = 10_000 + rng.random_range(0..3000);
+    let x = randf(&mut rng, 4 * (n + 5), 10.0);
+    let xv: Vec<GpuVec4> = x
+        .chunks_exact(4)
+        .map(|c| [c[0], c[1], c[2], c[3]])
+        .collect();
+    let y = vec![[f32::NAN; 4]; n + 5];
+    let (cpu, gpu) = run_both(
+        Kernel::CopyVec4,
+        &[Data::V(xv.clone()), Data::V(y)],
+        Params::new(),
+        n as u32,
+    );
+    let want: Vec<f32> = xv[..n].iter().flatten().copied().collect();
+    for (what, out) in std::iter::once(("cpu", cpu)).chain(gpu.map(|g| ("gpu", g))) {
+        assert_eq!(out[1][..4 * n], want[..], "copy_vec4 {what}: copied values");
+        assert!(
+            out[1][4 * n..].iter().all(|v| v.is_nan()),
+            "copy_vec4 {what}: wrote past n"
+        );
+    }
+}
+
 #[test]
 fn reductions_match() {
     let mut rng = common::rng("reductions_match");

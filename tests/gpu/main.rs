@@ -26,5 +26,6 @@ mod gpu_kernels;
 mod gpu_multilevel;
 mod gpu_qn;
 mod gpu_surface;
+mod gpu_timing;
 mod render_gpu;
 mod run_png;

@@ -147,6 +147,8 @@ kernels! {
     Axpy => axpy [N, N];
     /// `x = f0·x` (f32, n floats).
     Scale => scale [N];
+    /// `y = x` (n vec4s): the streaming reference (32 B per item).
+    CopyVec4 => copy_vec4 [N, N];
     /// Block partial sums (1024 items per partial) into `out[u0..]`.
     // The block reductions: 4 items per invocation (`REDUCE_BLOCK` = 1024 per workgroup).
     ReduceSum => reduce_sum [N, PARTIALS] group REDUCE_BLOCK;

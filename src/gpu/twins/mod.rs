@@ -36,7 +36,7 @@ pub use jgs2::{
     jgs2_tree_sum, jgs2_trial, jgs2_vertex_terms, vbd_system, vertex_solve,
 };
 pub use surface::{jgs2_edge_terms, jgs2_face_bound, jgs2_face_terms};
-pub use vector::{axpy, reduce_dot, reduce_max_abs, reduce_sum, scale, REDUCE_BLOCK};
+pub use vector::{axpy, copy_vec4, reduce_dot, reduce_max_abs, reduce_sum, scale, REDUCE_BLOCK};
 
 use crate::{JelloError, Result};
 

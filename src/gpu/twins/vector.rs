@@ -1,4 +1,4 @@
-//! Twins of `axpy`, `scale` and the block reductions.
+//! Twins of `axpy`, `scale`, `copy_vec4` and the block reductions.
 
 use super::need;
 use crate::gpu::Params;
@@ -27,6 +27,15 @@ pub fn scale(p: &Params, x: &mut [f32]) -> Result<()> {
     need(x.len(), n, "scale x")?;
     let a = p.f0;
     x[..n].par_iter_mut().for_each(|x| *x *= a);
+    Ok(())
+}
+
+/// `y[i] = x[i]`, i < n (vec4s).
+pub fn copy_vec4(p: &Params, x: &[[f32; 4]], y: &mut [[f32; 4]]) -> Result<()> {
+    let n = p.n as usize;
+    need(x.len(), n, "copy_vec4 x")?;
+    need(y.len(), n, "copy_vec4 y")?;
+    y[..n].copy_from_slice(&x[..n]);
     Ok(())
 }
 
