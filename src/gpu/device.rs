@@ -173,13 +173,17 @@ impl DeviceCounters {
             .filter(|(_, c)| c.dispatches > 0)
             .filter_map(|(i, c)| Kernel::ALL.get(i).map(|k| (*k, *c)))
     }
-    /// Adds one timed dispatch of `kernel` that took `ns` nanoseconds.
-    pub(crate) fn add_time(&mut self, kernel: Kernel, ns: u64) {
+    /// `kernel`'s entry, grown on demand.
+    fn kernel_mut(&mut self, kernel: Kernel) -> &mut KernelCount {
         let i = kernel.index();
         if self.kernels.len() <= i {
             self.kernels.resize(i + 1, KernelCount::default());
         }
-        let k = &mut self.kernels[i];
+        &mut self.kernels[i]
+    }
+    /// Adds one timed dispatch of `kernel` that took `ns` nanoseconds.
+    pub(crate) fn add_time(&mut self, kernel: Kernel, ns: u64) {
+        let k = self.kernel_mut(kernel);
         k.timed += 1;
         k.time_ns += ns;
     }
@@ -187,11 +191,7 @@ impl DeviceCounters {
         self.dispatches += 1;
         self.kernel_read_bytes += read;
         self.kernel_write_bytes += write;
-        let i = kernel.index();
-        if self.kernels.len() <= i {
-            self.kernels.resize(i + 1, KernelCount::default());
-        }
-        let k = &mut self.kernels[i];
+        let k = self.kernel_mut(kernel);
         k.dispatches += 1;
         k.read_bytes += read;
         k.write_bytes += write;

@@ -431,108 +431,6 @@ impl GpuDevice {
         staging.destroy();
         Ok(out)
     }
-
-    /// Records `steps`' dispatches with a timestamp at the start and end of each (one pass per
-    /// dispatch), submits, waits for the timestamps and adds each dispatch's time to its
-    /// kernel's counters.
-    fn run_timed(&self, steps: &[Step], grids: &[(u32, u32, u32)]) -> Result<()> {
-        let n = grids.len() as u32;
-        let per_set = QUERIES_PER_SET / 2;
-        let (staging, index, kernels) = self.scoped("submitting a timed plan", |s| {
-            let sets: Vec<wgpu::QuerySet> = (0..n.div_ceil(per_set))
-                .map(|j| {
-                    s.device.create_query_set(&wgpu::QuerySetDescriptor {
-                        label: Some("jello kernel timestamps"),
-                        ty: wgpu::QueryType::Timestamp,
-                        count: 2 * (n - j * per_set).min(per_set),
-                    })
-                })
-                .collect();
-            let bytes = 16 * n as u64;
-            let resolve = s.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("jello timestamps"),
-                size: bytes,
-                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-                mapped_at_creation: false,
-            });
-            let staging = s.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("jello timestamps readback"),
-                size: bytes,
-                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            });
-            let mut enc = s
-                .device
-                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                    label: Some("jello timed plan"),
-                });
-            let mut grid = grids.iter();
-            let mut kernels = Vec::with_capacity(n as usize);
-            for st in steps {
-                match st {
-                    Step::Dispatch { kernel, bufs, .. } => {
-                        let (off, gx, gy) = *grid.next().expect("one grid per dispatch");
-                        let k = kernels.len() as u32;
-                        let slot = 2 * (k % per_set);
-                        let mut p = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                            label: Some("jello timed"),
-                            timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                                query_set: &sets[(k / per_set) as usize],
-                                beginning_of_pass_write_index: Some(slot),
-                                end_of_pass_write_index: Some(slot + 1),
-                            }),
-                        });
-                        let pipe = s.pipes[kernel.index()].as_ref().expect("created above");
-                        p.set_pipeline(&pipe.pipeline);
-                        p.set_bind_group(0, &s.bind_groups[&(*kernel, bufs.clone())], &[]);
-                        p.set_bind_group(
-                            1,
-                            &s.params_buf.as_ref().expect("params allocated").1,
-                            &[off],
-                        );
-                        p.dispatch_workgroups(gx, gy, 1);
-                        kernels.push(*kernel);
-                    }
-                    Step::Copy {
-                        src,
-                        src_offset,
-                        dst,
-                        dst_offset,
-                        bytes,
-                    } => {
-                        if let (Ok(a), Ok(b)) = (s.get(*src), s.get(*dst)) {
-                            enc.copy_buffer_to_buffer(
-                                &a.buffer,
-                                *src_offset,
-                                &b.buffer,
-                                *dst_offset,
-                                *bytes,
-                            );
-                        }
-                    }
-                }
-            }
-            for (j, set) in sets.iter().enumerate() {
-                let first = j as u32 * per_set;
-                let count = 2 * (n - first).min(per_set);
-                enc.resolve_query_set(set, 0..count, &resolve, 16 * first as u64);
-            }
-            enc.copy_buffer_to_buffer(&resolve, 0, &staging, 0, bytes);
-            let index = s.queue.submit([enc.finish()]);
-            resolve.destroy();
-            (staging, index, kernels)
-        })?;
-        let raw = self.map_read(staging, index)?;
-        let period = self.queue.get_timestamp_period() as f64;
-        let ticks: &[u64] = bytemuck::cast_slice(&raw);
-        self.counters.add(|c| {
-            for (k, t) in kernels.iter().zip(ticks.chunks_exact(2)) {
-                let ns = (t[1].saturating_sub(t[0]) as f64 * period).round() as u64;
-                c.add_time(*k, ns);
-            }
-        });
-        Ok(())
-    }
 }
 
 impl BackendImpl for GpuDevice {
@@ -653,16 +551,9 @@ impl BackendImpl for GpuDevice {
         // The parameter blocks cross the bus with the submit (counted here: the CPU has none).
         let pb = param_bytes.len() as u64;
         self.counters.add(|c| c.param_bytes += pb);
-        if self.timing && !grids.is_empty() {
-            if let Some((buf, _, _)) = &self.params_buf {
-                if !param_bytes.is_empty() {
-                    self.queue.write_buffer(buf, 0, &param_bytes);
-                }
-            }
-            return self.run_timed(steps, &grids);
-        }
+        let timed = self.timing;
         let this = &*self;
-        this.scoped("submitting a plan", |s| {
+        let (index, timestamps) = this.scoped("submitting a plan", |s| {
             if let Some((pb, _, _)) = &s.params_buf {
                 if !param_bytes.is_empty() {
                     s.queue.write_buffer(pb, 0, &param_bytes);
@@ -673,12 +564,43 @@ impl BackendImpl for GpuDevice {
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                     label: Some("jello plan"),
                 });
+            // Kernel timing: each dispatch in its own pass with a timestamp at its start and end,
+            // two per dispatch, in query sets of at most QUERIES_PER_SET.
+            let n = if timed { grids.len() as u32 } else { 0 };
+            let per_set = QUERIES_PER_SET / 2;
+            let sets: Vec<wgpu::QuerySet> = (0..n.div_ceil(per_set))
+                .map(|j| {
+                    s.device.create_query_set(&wgpu::QuerySetDescriptor {
+                        label: Some("jello kernel timestamps"),
+                        ty: wgpu::QueryType::Timestamp,
+                        count: 2 * (n - j * per_set).min(per_set),
+                    })
+                })
+                .collect();
+            let mut kernels = Vec::with_capacity(n as usize);
             let mut grid = grids.iter();
             let mut pass: Option<wgpu::ComputePass<'_>> = None;
             for st in steps {
                 match st {
                     Step::Dispatch { kernel, bufs, .. } => {
                         let (off, gx, gy) = *grid.next().expect("one grid per dispatch");
+                        if timed {
+                            drop(pass.take());
+                            let k = kernels.len() as u32;
+                            let slot = 2 * (k % per_set);
+                            pass = Some(
+                                enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                                    label: Some("jello timed"),
+                                    timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                                        query_set: &sets[(k / per_set) as usize],
+                                        beginning_of_pass_write_index: Some(slot),
+                                        end_of_pass_write_index: Some(slot + 1),
+                                    }),
+                                })
+                                .forget_lifetime(),
+                            );
+                            kernels.push(*kernel);
+                        }
                         let p = pass.get_or_insert_with(|| {
                             enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                                 label: Some("jello"),
@@ -717,8 +639,44 @@ impl BackendImpl for GpuDevice {
                 }
             }
             drop(pass);
-            s.queue.submit([enc.finish()]);
-        })
+            let timestamps = (n > 0).then(|| {
+                let bytes = 16 * n as u64;
+                let resolve = s.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("jello timestamps"),
+                    size: bytes,
+                    usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                    mapped_at_creation: false,
+                });
+                let staging = s.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("jello timestamps readback"),
+                    size: bytes,
+                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                for (j, set) in sets.iter().enumerate() {
+                    let first = j as u32 * per_set;
+                    let count = 2 * (n - first).min(per_set);
+                    enc.resolve_query_set(set, 0..count, &resolve, 16 * first as u64);
+                }
+                enc.copy_buffer_to_buffer(&resolve, 0, &staging, 0, bytes);
+                (resolve, staging, kernels)
+            });
+            (s.queue.submit([enc.finish()]), timestamps)
+        })?;
+        if let Some((resolve, staging, kernels)) = timestamps {
+            // One wait for the timestamps (instrumentation: not counted as a sync).
+            let raw = self.map_read(staging, index)?;
+            resolve.destroy();
+            let period = self.queue.get_timestamp_period() as f64;
+            let ticks: &[u64] = bytemuck::cast_slice(&raw);
+            self.counters.add(|c| {
+                for (k, t) in kernels.iter().zip(ticks.chunks_exact(2)) {
+                    let ns = (t[1].saturating_sub(t[0]) as f64 * period).round() as u64;
+                    c.add_time(*k, ns);
+                }
+            });
+        }
+        Ok(())
     }
     fn wait_idle(&mut self) -> Result<()> {
         self.wait(None)

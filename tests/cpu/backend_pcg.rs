@@ -73,6 +73,47 @@ fn random(n: usize, rng: &mut impl Rng) -> Vec<f64> {
     (0..n).map(|_| rng.random_range(-1.0..1.0)).collect()
 }
 
+/// [`BackendPcg::solve`] on the CPU backend with `a`'s product and its Jacobi preconditioner.
+#[allow(clippy::too_many_arguments)]
+fn solve_on_cpu_backend(
+    be: &mut CpuBackend,
+    solver: &BackendPcg<CpuBackend>,
+    a: &Banded,
+    correction: Option<&mut jello::solver::pcg::HostCorrection>,
+    b: jello::solver::backend::CpuVector,
+    x: jello::solver::backend::CpuVector,
+    warm: bool,
+    tolerance: f64,
+    max_iterations: usize,
+) -> jello::solver::pcg::PcgOutcome {
+    let n = a.diag.len();
+    solver
+        .solve(
+            be,
+            &mut |be: &mut CpuBackend, v, o| {
+                let mut y = vec![0.0; n];
+                a.apply(be.values(v), &mut y);
+                be.write_vector(o, &y)
+            },
+            &mut |be: &mut CpuBackend, r, z| {
+                let zr: Vec<f64> = be
+                    .values(r)
+                    .iter()
+                    .zip(&a.diag)
+                    .map(|(r, d)| r / d)
+                    .collect();
+                be.write_vector(z, &zr)
+            },
+            correction,
+            b,
+            x,
+            warm,
+            tolerance,
+            max_iterations,
+        )
+        .unwrap()
+}
+
 /// Warm-started Jacobi PCG on per-vertex fields, to a tolerance: the same iteration count and
 /// bit-identical iterates.
 #[test]
@@ -106,31 +147,7 @@ fn backend_pcg_on_the_cpu_backend_is_the_f64_pcg() {
     be.write_vector(bv, &b).unwrap();
     be.write_vector(xv, &start).unwrap();
     let solver = BackendPcg::new(&mut be, None).unwrap();
-    let got = solver
-        .solve(
-            &mut be,
-            &mut |be: &mut CpuBackend, v, o| {
-                let mut y = vec![0.0; n];
-                a.apply(be.values(v), &mut y);
-                be.write_vector(o, &y)
-            },
-            &mut |be: &mut CpuBackend, r, z| {
-                let zr: Vec<f64> = be
-                    .values(r)
-                    .iter()
-                    .zip(&a.diag)
-                    .map(|(r, d)| r / d)
-                    .collect();
-                be.write_vector(z, &zr)
-            },
-            None,
-            bv,
-            xv,
-            true,
-            1e-8,
-            5000,
-        )
-        .unwrap();
+    let got = solve_on_cpu_backend(&mut be, &solver, &a, None, bv, xv, true, 1e-8, 5000);
     eprintln!("f64 pcg {want:?}; BackendPcg on the CPU backend {got:?}");
     assert_eq!(got, want);
     assert_eq!(be.values(xv), &x[..], "iterates differ");
@@ -179,31 +196,17 @@ fn backend_pcg_with_a_host_correction_on_flat_vectors() {
         calls += 1;
         Ok(r.iter().zip(&c).map(|(r, c)| c * r).collect())
     };
-    let got = solver
-        .solve(
-            &mut be,
-            &mut |be: &mut CpuBackend, v, o| {
-                let mut y = vec![0.0; n];
-                a.apply(be.values(v), &mut y);
-                be.write_vector(o, &y)
-            },
-            &mut |be: &mut CpuBackend, r, z| {
-                let zr: Vec<f64> = be
-                    .values(r)
-                    .iter()
-                    .zip(&a.diag)
-                    .map(|(r, d)| r / d)
-                    .collect();
-                be.write_vector(z, &zr)
-            },
-            Some(&mut correction),
-            bv,
-            xv,
-            false,
-            0.0,
-            60,
-        )
-        .unwrap();
+    let got = solve_on_cpu_backend(
+        &mut be,
+        &solver,
+        &a,
+        Some(&mut correction),
+        bv,
+        xv,
+        false,
+        0.0,
+        60,
+    );
     assert_eq!(got.iterations, 60, "{got:?}");
     let diff: f64 = be
         .values(xv)
