@@ -42,10 +42,9 @@
 
 use super::{Backend, Coef, Combine, Dots, GradientScalars, Point, PotentialBackend, TrialScalars};
 use crate::error::{JelloError, Result};
-use crate::gpu::abi::COMBINE_VEC4;
 use crate::gpu::abi::{
-    dev_groups, COMBINE_DOT, COMBINE_SET, ELASTIC_ABS, ELASTIC_GRADIENT, ELASTIC_HESSIAN,
-    ELASTIC_PROJECT, ENERGY_REFERENCE, ENERGY_STRICT, SLOT_NONE,
+    dev_groups, COMBINE_DOT, COMBINE_SET, COMBINE_VEC4, ELASTIC_ABS, ELASTIC_GRADIENT,
+    ELASTIC_HESSIAN, ELASTIC_PROJECT, ENERGY_REFERENCE, ENERGY_STRICT, SLOT_NONE,
 };
 use crate::gpu::{Buf, Device, DeviceModel, GpuContact, GpuMat3, GpuVec4, Kernel, Params, Plan};
 use crate::material::EigenFilter;

@@ -290,9 +290,9 @@
 //! there. The SMS level's affine coarse correction stays host f64 (`RᵀGR` from 12 host Galerkin
 //! products per object, as on the CPU path, and its small Cholesky): each SMS PCG iteration
 //! reads the residual (one subspace vector), solves on the host and adds the correction to the
-//! device's block Jacobi (the `correction` of [`crate::solver::pcg::BackendPcg::solve`]). `auto` still picks the CPU
-//! for multilevel (the device path uploads H each iteration and has not been profiled on a
-//! real GPU). The kernels, in the kernel table with f32 CPU twins in binding order
+//! device's block Jacobi (the `correction` of [`crate::solver::pcg::BackendPcg::solve`]).
+//! `auto` still picks the CPU for multilevel (the device path uploads H each iteration and has
+//! not been profiled on a real GPU). The kernels, in the kernel table with f32 CPU twins in binding order
 //! ([`crate::gpu::twins::multilevel`]):
 //! - `ml_lift`: `u = P U q`, per vertex over its (handle, weighted frame) list, zero at pins;
 //! - `ml_restrict`: `q = Uᵀ P y`, one 64-invocation workgroup per handle gathering over the

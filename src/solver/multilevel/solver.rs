@@ -15,8 +15,7 @@ use crate::material::{element_hessian_filtered, EigenFilter};
 use crate::problem::{ElasticTerms, HessianLayout, Model, StepProblem};
 use crate::solver::jgs2::{FrozenJgs2, Jgs2Preconditioner, Jgs2Subspace};
 use crate::solver::newton::{newton_loop, InnerSolve, Iterate};
-use crate::solver::pcg::HostCorrection;
-use crate::solver::pcg::{dot, pcg, pcg_with, Beta};
+use crate::solver::pcg::{dot, pcg, pcg_with, Beta, HostCorrection};
 use crate::solver::report::{max_vertex_norm, ms};
 use crate::solver::{
     backtracking, LineSearchResult, StepReport, StepSolver, StepTimings, StepWork,
