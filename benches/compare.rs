@@ -12,6 +12,9 @@
 //! `cargo bench --bench compare`. Env: `JELLO_BENCH_COMPARE_SCENES` (comma-separated scene
 //! names, default every bundled scene below 20k tets), `JELLO_BENCH_COMPARE_SOLVERS`
 //! (default every solver), `JELLO_BENCH_COMPARE_STEPS` (steps per pair, default each case's),
+//! `JELLO_BENCH_COMPARE_CONTINUE=FILE` (an earlier run's `compare.md`: its pairs are not run
+//! again but copied, each row naming the commit of the run that measured it, so a whole table
+//! can be finished over several sittings — a full run takes hours on a software adapter),
 //! `JELLO_BENCH_BOOK=1` to write the book's table.
 
 #[path = "common/report.rs"]
@@ -93,7 +96,47 @@ fn list(var: &str) -> Option<Vec<String>> {
         .map(|s| s.split(',').map(|t| t.trim().to_string()).collect())
 }
 
+/// The rows of an earlier run's document by (scene, solver), each ending in the column that
+/// names its run (the earlier document's commit, or the column it already had), and that run's
+/// provenance line.
+fn earlier_rows(path: &str) -> (std::collections::HashMap<(String, String), String>, String) {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| {
+        eprintln!("JELLO_BENCH_COMPARE_CONTINUE: cannot read {path}: {e}");
+        std::process::exit(2);
+    });
+    let provenance = text
+        .lines()
+        .find(|l| l.starts_with("_Measured"))
+        .unwrap_or("_Measured at an unknown commit_")
+        .to_string();
+    let commit = provenance
+        .split("commit ")
+        .nth(1)
+        .and_then(|c| c.split(|ch: char| !ch.is_ascii_hexdigit()).next())
+        .filter(|c| !c.is_empty())
+        .unwrap_or("unknown")
+        .to_string();
+    let mut rows = std::collections::HashMap::new();
+    for l in text.lines().filter(|l| l.starts_with("| ")) {
+        let cells: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
+        if cells.len() < 8 || cells[0] == "scene" {
+            continue;
+        }
+        let row = if cells.len() == 8 {
+            format!("{l} {commit} |")
+        } else {
+            l.to_string()
+        };
+        rows.insert((cells[0].to_string(), cells[1].to_string()), row);
+    }
+    (rows, provenance)
+}
+
 fn main() {
+    let earlier = std::env::var("JELLO_BENCH_COMPARE_CONTINUE")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .map(|p| earlier_rows(p.trim()));
     let scenes = list("JELLO_BENCH_COMPARE_SCENES");
     let solvers = list("JELLO_BENCH_COMPARE_SOLVERS");
     let steps_override =
@@ -143,27 +186,54 @@ fn main() {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    if let Some((rows, provenance)) = &earlier {
+        out!(
+            "Continued from an earlier run ({} of its pairs copied, not rerun; the last column \
+             names the commit each row was measured at, \"this run\" for the rest). The \
+             earlier run's provenance: {}",
+            rows.len(),
+            provenance.trim_matches('_')
+        );
+    }
     out!();
-    out!("| scene | solver | steps | worst max deviation | worst mean deviation | iterations CPU / device | converged steps CPU / device | wall s |");
-    out!("|---|---|---|---|---|---|---|---|");
+    out!("| scene | solver | steps | worst max deviation | worst mean deviation | iterations CPU / device | converged steps CPU / device | wall s | run |");
+    out!("|---|---|---|---|---|---|---|---|---|");
     let mut adapter = None;
     for case in CASES {
         if scenes
             .as_ref()
             .is_some_and(|l| !l.iter().any(|n| n == case.name))
         {
+            // Not run in this sitting: the earlier run's rows stay in the table.
+            for &kind in &kinds {
+                if let Some(row) = earlier.as_ref().and_then(|(rows, _)| {
+                    rows.get(&(case.name.to_string(), kind.name().to_string()))
+                }) {
+                    out!("{row}");
+                }
+            }
             continue;
         }
         let path = dir.join(format!("{}.toml", case.name));
         let built = match Scene::load(&path).and_then(|s| s.build()) {
             Ok(b) => b,
             Err(e) => {
-                out!("| {} | — | — | scene error: {e} | | | | |", case.name);
+                out!(
+                    "| {} | — | — | scene error: {e} | | | | | this run |",
+                    case.name
+                );
                 continue;
             }
         };
         let steps = steps_override.unwrap_or(case.steps);
         for &kind in &kinds {
+            if let Some(row) = earlier
+                .as_ref()
+                .and_then(|(rows, _)| rows.get(&(case.name.to_string(), kind.name().to_string())))
+            {
+                out!("{row}");
+                continue;
+            }
             let mut b = built.clone();
             b.config.set_solver(SolverChoice::Named(kind));
             let t = Instant::now();
@@ -186,7 +256,7 @@ fn main() {
                         ""
                     };
                     out!(
-                        "| {} | {} | {} | {:.2e}{mark} | {:.2e} | {ic} / {ig} | {cc} / {cg} | {:.1} |",
+                        "| {} | {} | {} | {:.2e}{mark} | {:.2e} | {ic} / {ig} | {cc} / {cg} | {:.1} | this run |",
                         case.name,
                         kind.name(),
                         r.steps.len(),
@@ -199,7 +269,7 @@ fn main() {
                 Err(e) => {
                     let msg = e.to_string().replace('|', "/").replace('\n', " ");
                     out!(
-                        "| {} | {} | — | not on the device: {msg} | | | | {:.1} |",
+                        "| {} | {} | — | not on the device: {msg} | | | | {:.1} | this run |",
                         case.name,
                         kind.name(),
                         t.elapsed().as_secs_f64()
