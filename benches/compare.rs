@@ -12,9 +12,10 @@
 //! `cargo bench --bench compare`. Env: `JELLO_BENCH_COMPARE_SCENES` (comma-separated scene
 //! names, default every bundled scene below 20k tets), `JELLO_BENCH_COMPARE_SOLVERS`
 //! (default every solver), `JELLO_BENCH_COMPARE_STEPS` (steps per pair, default each case's),
-//! `JELLO_BENCH_COMPARE_CONTINUE=FILE` (an earlier run's `compare.md`: its pairs are not run
-//! again but copied, each row naming the commit of the run that measured it, so a whole table
-//! can be finished over several sittings — a full run takes hours on a software adapter),
+//! `JELLO_BENCH_COMPARE_CONTINUE=FILE[,FILE…]` (earlier runs' `compare.md`: their pairs are not
+//! run again but copied, each row naming the commit of the run that measured it, so a whole
+//! table can be finished over several sittings, or from runs made side by side with
+//! `JELLO_BENCH_OUT` and different scenes — a full run takes hours on a software adapter),
 //! `JELLO_BENCH_BOOK=1` to write the book's table.
 
 #[path = "common/report.rs"]
@@ -133,10 +134,19 @@ fn earlier_rows(path: &str) -> (std::collections::HashMap<(String, String), Stri
 }
 
 fn main() {
+    // Several earlier documents (comma-separated) merge; a later one's row wins.
     let earlier = std::env::var("JELLO_BENCH_COMPARE_CONTINUE")
         .ok()
         .filter(|s| !s.trim().is_empty())
-        .map(|p| earlier_rows(p.trim()));
+        .map(|list| {
+            let (mut rows, mut lines) = (std::collections::HashMap::new(), Vec::new());
+            for p in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                let (r, provenance) = earlier_rows(p);
+                rows.extend(r);
+                lines.push(provenance.trim_matches('_').to_string());
+            }
+            (rows, lines.join("; "))
+        });
     let scenes = list("JELLO_BENCH_COMPARE_SCENES");
     let solvers = list("JELLO_BENCH_COMPARE_SOLVERS");
     let steps_override =
@@ -188,11 +198,11 @@ fn main() {
     );
     if let Some((rows, provenance)) = &earlier {
         out!(
-            "Continued from an earlier run ({} of its pairs copied, not rerun; the last column \
-             names the commit each row was measured at, \"this run\" for the rest). The \
-             earlier run's provenance: {}",
+            "Continued from earlier runs ({} of their pairs copied, not rerun; the last column \
+             names the commit each row was measured at, \"this run\" for the rest). Their \
+             provenance: {}",
             rows.len(),
-            provenance.trim_matches('_')
+            provenance
         );
     }
     out!();
