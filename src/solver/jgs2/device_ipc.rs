@@ -72,8 +72,21 @@
 //! rises on nearly every contact step, the device solves a stiffer problem than the f64
 //! backend, and device VBD on the balls ends 3.8e-3 of the diagonal from the f64 VBD after 10
 //! steps (`jello compare`; 1.6e-4 with the rule kept, 3.7e-6 with IPC's): not taken either.
-//! The way out that keeps IPC's rule is a CCD whose certified gap is not limited by f32
-//! arithmetic (a compensated, double-f32 distance evaluation), not attempted.
+//! The bundled hoop shows where the raise ends: from Newton's state after 22 steps (the ball
+//! wedged in the pinned hoop, to slide 2 cm further through it under friction), κ doubles six
+//! times in ten iterations and stops at κ_max (100 κ_min) while an edge–edge pair of a ball
+//! edge and a hoop edge 0.22 m from the origin closes to 1.56e-7 m. Its certified gap is then
+//! 5e-10 m (the distance's lower bound 1.07e-7 m less the positions' rounding term 1.07e-7
+//! m), every combined step moves ~3e-7 m, and the step ends at the cap (CN 8.3). Measured and
+//! reverted: a κ cap of 10⁴ κ_min alone (the pair stays frozen: the CCD certifies no motion in
+//! any direction); the rounding term counted only for a pair's moving side (a still vertex's
+//! x + t·0 is exact: the term halves here) alone (the pair closes to 1.03e-7 m and freezes
+//! again); both together (κ climbs until the contact sits at 0.94 d̂, and the answer is 1.1 mm
+//! from Newton-IPC's, unconverged after 300 iterations). The barrier's resting gap at IPC's κ
+//! is below what f32 positions 0.2 m from the origin resolve (one ulp is 1.5e-8 m there). The
+//! way out that keeps IPC's rule is positions that the contact kernels read with more than
+//! f32's 24 bits (a double-f32 hi/lo pair per vertex, and a CCD evaluated in it), not
+//! attempted.
 //! Friction is lagged again at converged points from positions read back once per pass (the f64
 //! [`StepProblem::lag_friction`] then builds the pairs). Energies stay relative to the step
 //! start's at the start's κ and friction: a change shifts the reference of every later value
