@@ -536,6 +536,16 @@ impl Device {
     pub fn free<T>(&mut self, buf: Buf<T>) {
         self.imp_mut().free(buf.id);
     }
+    /// Replaces `buf` by a buffer of `len` elements when it holds fewer (its contents are not
+    /// kept; a plan recorded with the old one is stale); true when it did.
+    pub fn grow<T: Pod>(&mut self, buf: &mut Buf<T>, label: &str, len: usize) -> Result<bool> {
+        if buf.len >= len {
+            return Ok(false);
+        }
+        let new = self.alloc(label, len)?;
+        self.free(std::mem::replace(buf, new));
+        Ok(true)
+    }
     /// Writes `data` at element `start`. Ordered after every earlier submit and before every later one.
     pub fn write<T: Pod>(&mut self, buf: &Buf<T>, start: usize, data: &[T]) -> Result<()> {
         if start + data.len() > buf.len {

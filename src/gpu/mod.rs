@@ -50,6 +50,7 @@
 pub mod abi;
 mod adapter;
 mod broad;
+mod contact_terms;
 mod cpu_device;
 mod csr;
 mod device;
@@ -67,6 +68,7 @@ pub use adapter::{
     is_software, list_adapters, AdapterList, AdapterReport, Backend, BackendChoice, DeviceInfo,
 };
 pub use broad::{BroadCount, DeviceBroadPhase};
+pub use contact_terms::{ContactTerms, Gather};
 pub use cpu_device::CpuDevice;
 pub use csr::{SurfaceCsr, SurfaceEdgeCsr, VertexCsr};
 pub use device::{

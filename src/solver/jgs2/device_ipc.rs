@@ -5,7 +5,10 @@
 //! and friction's (PSD) pair Hessians — into the per-vertex barrier Hessians every local
 //! system adds (`ipc_gather` over host-built CSRs, no atomics).
 //! Their per-pair energies are reduced into the iteration's readback, so an evaluation still
-//! returns only scalars. This is the device half of what `contact.rs` does in f64.
+//! returns only scalars. This is the device half of what `contact.rs` does in f64. The lists
+//! and the two term kernels' recording are [`ContactTerms`] (shared with the multilevel
+//! solver's line search); this file adds what an iteration needs around them: positions from
+//! the iterate, the step filter, κ's device reduction and the pairs' coupling.
 //!
 //! # Data
 //! The collision positions are the model's vertices (copied from the iterate by the plan) then
@@ -103,8 +106,8 @@ use crate::gpu::model::{relative, relative_one};
 use crate::gpu::twins::ccd::ROUND;
 use crate::gpu::twins::trust::TRUST_GROUP;
 use crate::gpu::{
-    Buf, BufferId, Device, GpuFrictionPair, GpuMat3, GpuPair, GpuVec4, Kernel, PairList, Params,
-    Plan,
+    Buf, BufferId, ContactTerms, Device, Gather, GpuMat3, GpuPair, GpuVec4, Kernel, PairList,
+    Params, Plan,
 };
 use crate::problem::StepProblem;
 use std::sync::Arc;
@@ -137,26 +140,15 @@ pub(super) struct DeviceIpc {
     n_coll: usize,
     origin: [f64; 3],
     pinned: Vec<bool>,
-    /// κ of the step (J/m⁴), d̂² (m²), friction's ε_v·h (m).
-    kappa: f32,
-    dhat_sq: f32,
-    eps: f32,
-    /// Collision positions (model vertices, then obstacle vertices at the step's end).
-    xc: Buf<GpuVec4>,
-    /// Step displacement per collision vertex (friction).
-    dxc: Buf<GpuVec4>,
+    /// The pair lists and term kernels; their positions are the model vertices (copied from
+    /// the iterate by the plan) then the obstacle vertices at the step's end, their
+    /// displacements x − x̂ formed by the plan and the obstacles' motion. The pair Hessians
+    /// are kept: the Hessian-vector products read both after the gathers.
+    terms: ContactTerms,
     /// x̂ of the model's vertices, relative to the origin.
     x_hat: Buf<GpuVec4>,
-    barrier: Option<PairList<GpuPair>>,
-    /// The barrier's and friction's pair Hessians (144 per pair each; the Hessian-vector
-    /// products read both after the gathers).
-    hess: Buf<f32>,
-    fhess: Buf<f32>,
     /// Scratch for one direction's H·d while the pairs' coupling is gathered into it.
     hd_tmp: Buf<GpuVec4>,
-    dist: Buf<f32>,
-    ptype: Buf<u32>,
-    friction: Option<PairList<GpuFrictionPair>>,
     /// `dev_combine`'s per-group dot partials (unused).
     combine_part: Buf<f32>,
     /// The step filter (module docs, "Step filter"): per model vertex its trust box (lo, hi;
@@ -179,8 +171,8 @@ pub(super) struct DeviceIpc {
     vertex_part: Buf<f32>,
     /// 1.0 per 256-vertex group: the neutral partials when there is no pair.
     ones: Buf<f32>,
-    /// Unread bindings of `ipc_gather` without the Hessian.
-    scratch: (Buf<f32>, Buf<GpuMat3>),
+    /// `dev_combine`'s scalar slots, none of which the displacement pass reads.
+    no_scalars: Buf<f32>,
 }
 
 impl DeviceIpc {
@@ -204,24 +196,14 @@ impl DeviceIpc {
             on_surface[v as usize] = true;
         }
         Ok(DeviceIpc {
-            dhat_sq: ipc.dhat_sq() as f32,
+            terms: ContactTerms::new(dev, n_coll, ipc.dhat_sq())?,
             ipc,
             nv,
             n_coll,
             origin,
             pinned: pinned.to_vec(),
-            kappa: 0.0,
-            eps: 1.0,
-            xc: dev.alloc("contact positions", n_coll.max(1))?,
-            dxc: dev.alloc("contact step displacements", n_coll.max(1))?,
             x_hat: dev.alloc("contact x-hat", nv.max(1))?,
-            barrier: None,
-            hess: dev.alloc("contact pair Hessians", 144)?,
-            fhess: dev.alloc("friction pair Hessians", 144)?,
             hd_tmp: dev.alloc("contact Hessian-direction scratch", nv.max(1))?,
-            dist: dev.alloc("contact pair distances", 1)?,
-            ptype: dev.alloc("contact pair types", 1)?,
-            friction: None,
             combine_part: dev.alloc("contact combine partials", dev_groups(nv).max(1))?,
             boxes: dev.alloc("contact trust boxes", 2 * nv.max(1))?,
             on_surface,
@@ -234,10 +216,7 @@ impl DeviceIpc {
             vertex_min: dev.alloc("contact vertex minima", nv.max(1))?,
             vertex_part: dev.alloc("contact vertex partials", groups)?,
             ones: dev.upload("contact neutral partials", &vec![1.0f32; groups])?,
-            scratch: (
-                dev.alloc("contact no Hessian", 1)?,
-                dev.alloc("contact no Hessian diagonal", 1)?,
-            ),
+            no_scalars: dev.alloc("contact no scalars", 1)?,
         })
     }
 
@@ -258,10 +237,10 @@ impl DeviceIpc {
                 .iter()
                 .map(|p| relative_one(*p, self.origin))
                 .collect();
-            dev.write(&self.xc, self.nv, &obs)?;
+            dev.write(&self.terms.xc, self.nv, &obs)?;
         }
         dev.write(&self.x_hat, 0, &relative(&problem.x_hat, self.origin))?;
-        self.kappa = problem.kappa() as f32;
+        self.terms.kappa = problem.kappa() as f32;
         let predicted: Vec<f64> = problem
             .x_tilde
             .iter()
@@ -332,77 +311,26 @@ impl DeviceIpc {
     }
     /// Replaces the candidate list (collision ids).
     fn set_pairs(&mut self, dev: &mut Device, pairs: &[ContactPair]) -> Result<()> {
-        let list: Vec<GpuPair> = pairs.iter().map(GpuPair::of).collect();
-        let stencils: Vec<[u32; 4]> = pairs.iter().map(|p| p.ids).collect();
-        if let Some(old) = self.barrier.take() {
-            old.free(dev);
-        }
+        let pinned = &self.pinned;
+        self.terms
+            .set_barrier(dev, pairs, self.nv, |v| !pinned[v as usize], true)?;
         let n = pairs.len().max(1);
-        if self.hess.len() < 144 * n {
-            let new = dev.alloc("contact pair Hessians", 144 * n)?;
-            dev.free(std::mem::replace(&mut self.hess, new));
-        }
-        if self.dist.len() < n {
-            let old = std::mem::replace(&mut self.dist, dev.alloc("contact pair distances", n)?);
-            dev.free(old);
-            let old = std::mem::replace(&mut self.ptype, dev.alloc("contact pair types", n)?);
-            dev.free(old);
-            let old = std::mem::replace(
-                &mut self.pair_toi,
-                dev.alloc("contact pair times of impact", n)?,
-            );
-            dev.free(old);
-            let old = std::mem::replace(
-                &mut self.pair_iters,
-                dev.alloc("contact pair CCD iterations", n)?,
-            );
-            dev.free(old);
-        }
-        if !pairs.is_empty() {
-            self.barrier = Some(PairList::new(
-                dev,
-                "contact pairs",
-                &list,
-                &stencils,
-                self.nv,
-                |v| !self.pinned[v as usize],
-            )?);
-        }
+        dev.grow(&mut self.pair_toi, "contact pair times of impact", n)?;
+        dev.grow(&mut self.pair_iters, "contact pair CCD iterations", n)?;
         Ok(())
     }
 
     /// Re-reads the lagged friction pairs and ε_v·h from `problem` (after
     /// [`StepProblem::lag_friction`]) and the obstacle vertices' motion over the step.
     pub(super) fn lag_friction(&mut self, dev: &mut Device, problem: &StepProblem) -> Result<()> {
-        if let Some(old) = self.friction.take() {
-            old.free(dev);
-        }
-        let Some(f) = problem.lagged_friction() else {
+        let lagged = problem.lagged_friction();
+        let set = lagged.as_ref().map(|f| &f.0);
+        let pinned = &self.pinned;
+        self.terms
+            .set_friction(dev, set, self.nv, |v| !pinned[v as usize], true)?;
+        let Some(set) = set.filter(|_| self.terms.friction.is_some()) else {
             return Ok(());
         };
-        let set = &f.0;
-        if set.pairs.is_empty() {
-            return Ok(());
-        }
-        let list: Vec<GpuFrictionPair> = set
-            .pairs
-            .iter()
-            .map(|p| GpuFrictionPair::new(p.ids, p))
-            .collect();
-        let stencils: Vec<[u32; 4]> = set.pairs.iter().map(|p| p.ids).collect();
-        if self.fhess.len() < 144 * list.len() {
-            let new = dev.alloc("friction pair Hessians", 144 * list.len())?;
-            dev.free(std::mem::replace(&mut self.fhess, new));
-        }
-        self.friction = Some(PairList::new(
-            dev,
-            "friction pairs",
-            &list,
-            &stencils,
-            self.nv,
-            |v| !self.pinned[v as usize],
-        )?);
-        self.eps = set.eps as f32;
         if self.n_coll > self.nv {
             let motion: Vec<GpuVec4> = (self.nv..self.n_coll)
                 .map(|v| {
@@ -414,15 +342,15 @@ impl DeviceIpc {
                     [d[0] as f32, d[1] as f32, d[2] as f32, 0.0]
                 })
                 .collect();
-            dev.write(&self.dxc, self.nv, &motion)?;
+            dev.write(&self.terms.dxc, self.nv, &motion)?;
         }
         Ok(())
     }
 
     /// Partial sums the energies take in the readback ([`Self::rec_energy_partials`]).
     pub(super) fn partials(&self) -> usize {
-        let n = |t: Option<usize>| t.map_or(0, |n| n.div_ceil(REDUCE_BLOCK));
-        n(self.barrier.as_ref().map(|t| t.n)) + n(self.friction.as_ref().map(|t| t.n))
+        let t = &self.terms;
+        t.barrier_len().div_ceil(REDUCE_BLOCK) + t.friction_len().div_ceil(REDUCE_BLOCK)
     }
 
     /// Records the terms at the iterate `x` (the model's positions): the pair energies, and
@@ -435,41 +363,27 @@ impl DeviceIpc {
         g: &Buf<GpuVec4>,
         hbar: &Buf<GpuMat3>,
     ) {
-        let scratch = (&self.scratch.0, &self.scratch.1);
-        if let Some(b) = &self.barrier {
-            p.copy(x, 0, &self.xc, 0, self.nv);
-            p.dispatch(
-                Kernel::IpcPairs,
-                &[
-                    self.xc.id(),
-                    b.list.id(),
-                    b.energy.id(),
-                    self.dist.id(),
-                    self.ptype.id(),
-                    b.grad.id(),
-                    self.hess.id(),
-                ],
-                Params {
-                    f1: self.kappa,
-                    ..Params::new()
-                        .u0(IPC_GRADIENT | IPC_HESSIAN | IPC_PROJECT)
-                        .f0(self.dhat_sq)
-                },
-                b.n as u32,
-            );
-            b.record_gather(p, Some((&self.hess, hbar)), scratch, g, self.nv);
+        let t = &self.terms;
+        let gather = Some(Gather {
+            g,
+            blocks: Some(hbar),
+            rows: self.nv,
+        });
+        if t.barrier.is_some() {
+            p.copy(x, 0, &t.xc, 0, self.nv);
+            t.rec_barrier(p, IPC_GRADIENT | IPC_HESSIAN | IPC_PROJECT, gather);
         }
-        if let Some(f) = &self.friction {
+        if t.friction.is_some() {
             // x − x̂ of the model's vertices; the obstacles' motion was written at the lag.
-            p.copy(x, 0, &self.dxc, 0, self.nv);
+            p.copy(x, 0, &t.dxc, 0, self.nv);
             // dev_combine with no scalar slots: y += f0·x over xyz.
             p.dispatch(
                 Kernel::DevCombine,
                 &[
-                    self.scratch.0.id(),
+                    self.no_scalars.id(),
                     self.x_hat.id(),
                     self.x_hat.id(),
-                    self.dxc.id(),
+                    t.dxc.id(),
                     self.combine_part.id(),
                 ],
                 Params {
@@ -480,21 +394,7 @@ impl DeviceIpc {
                 },
                 self.nv as u32,
             );
-            p.dispatch(
-                Kernel::IpcFriction,
-                &[
-                    self.dxc.id(),
-                    f.list.id(),
-                    f.energy.id(),
-                    f.grad.id(),
-                    self.fhess.id(),
-                ],
-                Params::new()
-                    .u0(FRICTION_GRADIENT | FRICTION_HESSIAN)
-                    .f0(self.eps),
-                f.n as u32,
-            );
-            f.record_gather(p, Some((&self.fhess, hbar)), scratch, g, self.nv);
+            t.rec_friction(p, FRICTION_GRADIENT | FRICTION_HESSIAN, gather);
         }
     }
 
@@ -502,8 +402,8 @@ impl DeviceIpc {
     pub(super) fn rec_energy_partials(&self, p: &mut Plan, readback: BufferId, at: usize) {
         let mut at = at;
         for (e, n) in [
-            self.barrier.as_ref().map(|t| (t.energy.id(), t.n)),
-            self.friction.as_ref().map(|t| (t.energy.id(), t.n)),
+            self.terms.barrier.as_ref().map(|t| (t.energy.id(), t.n)),
+            self.terms.friction.as_ref().map(|t| (t.energy.id(), t.n)),
         ]
         .into_iter()
         .flatten()
@@ -533,18 +433,19 @@ impl DeviceIpc {
         hd: &Buf<GpuVec4>,
         count: usize,
     ) {
-        if self.barrier.is_none() && self.friction.is_none() {
+        let t = &self.terms;
+        if t.barrier.is_none() && t.friction.is_none() {
             return;
         }
         let nv = self.nv;
         for k in 0..count {
             p.copy(dirs, k * nv, &self.ccd_dx, 0, nv);
             p.copy(hd, k * nv, &self.hd_tmp, 0, nv);
-            if let Some(b) = &self.barrier {
-                self.rec_pair_hvp(p, b, &self.hess);
+            if let Some(b) = &t.barrier {
+                self.rec_pair_hvp(p, b, &t.hess);
             }
-            if let Some(f) = &self.friction {
-                self.rec_pair_hvp(p, f, &self.fhess);
+            if let Some(f) = &t.friction {
+                self.rec_pair_hvp(p, f, &t.fhess);
             }
             p.copy(&self.hd_tmp, 0, hd, k * nv, nv);
         }
@@ -568,13 +469,13 @@ impl DeviceIpc {
             Params::new(),
             list.n as u32,
         );
-        let scratch = (&self.scratch.0, &self.scratch.1);
-        list.record_gather(p, None, scratch, &self.hd_tmp, self.nv);
+        self.terms
+            .rec_gather_vectors(p, list, &self.hd_tmp, self.nv);
     }
 
     /// Sets κ (J/m⁴) after the loop raised it.
     pub(super) fn set_kappa(&mut self, kappa: f64) {
-        self.kappa = kappa as f32;
+        self.terms.kappa = kappa as f32;
     }
 
     /// Records the step filter of the move `step` (per model vertex, m) from the model
@@ -608,17 +509,17 @@ impl DeviceIpc {
             nv as u32,
         );
         p.max_abs(&self.trust_part, groups as u32, readback, trust_slot as u32);
-        let Some(b) = &self.barrier else {
+        let Some(b) = &self.terms.barrier else {
             p.copy(&self.ones, 0, bound, nv, groups);
             return;
         };
-        p.copy(x, 0, &self.xc, 0, nv);
+        p.copy(x, 0, &self.terms.xc, 0, nv);
         p.copy(step, 0, &self.ccd_dx, 0, nv);
         let accd = AccdParams::default();
         p.dispatch(
             Kernel::IpcCcd,
             &[
-                self.xc.id(),
+                self.terms.xc.id(),
                 self.ccd_dx.id(),
                 b.list.id(),
                 self.pair_toi.id(),
@@ -664,8 +565,8 @@ impl DeviceIpc {
     /// reads it): over the pairs with a free model vertex (a pair of pinned and obstacle
     /// vertices only does not move within the step), capped at d̂².
     pub(super) fn rec_min_distance(&self, p: &mut Plan, readback: &Buf<f32>, slot: usize) {
-        if let Some(b) = &self.barrier {
-            self.rec_vertex_min(p, b, &self.dist, self.dhat_sq);
+        if let Some(b) = &self.terms.barrier {
+            self.rec_vertex_min(p, b, &self.terms.dist, self.terms.dhat_sq);
             let groups = self.nv.div_ceil(TRUST_GROUP);
             p.max_abs(&self.vertex_part, groups as u32, readback, slot as u32);
         }
@@ -674,11 +575,11 @@ impl DeviceIpc {
     /// The smallest squared distance of the pairs within d̂ (m², +∞ when none) from the
     /// readback value [`Self::rec_min_distance`] wrote.
     pub(super) fn min_distance_sq(&self, value: f32) -> f64 {
-        if self.barrier.is_none() || value.is_nan() || value <= 0.0 {
+        if self.terms.barrier.is_none() || value.is_nan() || value <= 0.0 {
             return f64::INFINITY;
         }
         let d2 = 1.0 / value as f64;
-        if d2 >= (1.0 - 1e-6) * self.dhat_sq as f64 {
+        if d2 >= (1.0 - 1e-6) * self.terms.dhat_sq as f64 {
             f64::INFINITY
         } else {
             d2
@@ -688,6 +589,7 @@ impl DeviceIpc {
     /// Whether a barrier partial carries the touching pair's sentinel (+∞ energy).
     pub(super) fn touching(&self, partials: &[f32]) -> bool {
         let n = self
+            .terms
             .barrier
             .as_ref()
             .map_or(0, |t| t.n.div_ceil(REDUCE_BLOCK));

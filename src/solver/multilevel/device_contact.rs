@@ -1,6 +1,8 @@
 //! IPC contact of a step on a [`Device`]: the barrier κ·Σ m·b(d²) over a candidate pair list
 //! (`ipc_pairs`) and the lagged friction Σ μλ·f₀(‖u‖) (`ipc_friction`), with their gradient
-//! summed per model vertex (`ipc_gather`, one pass per term over host-built CSRs) — the contact
+//! summed per model vertex (`ipc_gather`, one pass per term over host-built CSRs; the lists
+//! and the kernels' recording are [`ContactTerms`], shared with the JGS2 / VBD device
+//! iteration) at host positions — the contact
 //! half of the multilevel solver's device gradient and line-search energies (issue 13; the
 //! line search uses it through [`super::device_energy`]). [`DeviceContact`] is checked term by
 //! term against the f64 [`StepProblem`] in `tests/gpu/gpu_multilevel.rs`.
@@ -21,16 +23,12 @@
 //! **Sums.** Per-pair energies are read back (4 bytes per pair) and summed in f64 on the host;
 //! a pair at d² ≤ 0 reports [`IPC_SENTINEL`] and makes the barrier +∞, as the f64 potential's.
 
-use super::device::upload_nonempty;
 use super::device_energy::ROUNDING_UNIT;
-use crate::contact::friction::FrictionSet;
 use crate::contact::{ContactPair, IpcContact};
 use crate::error::{JelloError, Result};
 use crate::gpu::abi::{dev_groups, FRICTION_GRADIENT, IPC_GRADIENT, IPC_SENTINEL};
 use crate::gpu::model::relative_one;
-use crate::gpu::{
-    Buf, Device, GpuFrictionPair, GpuMat3, GpuPair, GpuTet, GpuVec4, Kernel, PairList, Params, Plan,
-};
+use crate::gpu::{Buf, ContactTerms, Device, Gather, GpuVec4, Kernel, PairList, Params, Plan};
 use crate::problem::StepProblem;
 use std::sync::Arc;
 
@@ -48,67 +46,6 @@ pub struct ContactEnergy {
     pub rounding: f64,
 }
 
-/// One term's pairs on the device ([`PairList`], its CSR over the collision positions) and
-/// what `dev_rounding` needs.
-struct PairTerm<T> {
-    pairs: PairList<T>,
-    /// Each pair's collision vertices (for `dev_rounding`).
-    stencils: Buf<GpuTet>,
-    /// `dev_rounding`'s per-group partials.
-    rounding: Buf<f32>,
-}
-
-impl<T> std::ops::Deref for PairTerm<T> {
-    type Target = PairList<T>;
-    fn deref(&self) -> &PairList<T> {
-        &self.pairs
-    }
-}
-
-impl<T: bytemuck::Pod + Default> PairTerm<T> {
-    fn new(
-        dev: &mut Device,
-        label: &str,
-        list: &[T],
-        stencils: &[[u32; 4]],
-        nx: usize,
-    ) -> Result<Self> {
-        Ok(PairTerm {
-            pairs: PairList::new(dev, label, list, stencils, nx, |_| true)?,
-            stencils: upload_nonempty(dev, "contact stencils", stencils)?,
-            rounding: dev.alloc("contact rounding partials", dev_groups(list.len()).max(1))?,
-        })
-    }
-
-    fn free(self, dev: &mut Device) {
-        dev.free(self.stencils);
-        dev.free(self.rounding);
-        self.pairs.free(dev);
-    }
-
-    /// Records `dev_rounding` over the per-pair forces of the last gradient pass and the
-    /// coordinates `coords` the pairs read.
-    fn record_rounding(&self, plan: &mut Plan, coords: &Buf<GpuVec4>) {
-        plan.dispatch(
-            Kernel::DevRounding,
-            &[
-                self.grad.id(),
-                coords.id(),
-                self.stencils.id(),
-                self.rounding.id(),
-            ],
-            Params::new(),
-            self.n as u32,
-        );
-    }
-
-    /// The sum of the `dev_rounding` partials (J, the 2⁻²⁴ applied).
-    fn read_rounding(&self, dev: &mut Device) -> Result<f64> {
-        let p = dev.read_range(&self.rounding, 0..dev_groups(self.n))?;
-        Ok(p.iter().map(|&v| v as f64).sum::<f64>() * ROUNDING_UNIT)
-    }
-}
-
 /// The barrier and lagged friction of one step on a device (module docs).
 pub struct DeviceContact {
     /// The model's contact (pairs' ids, obstacle positions).
@@ -116,26 +53,44 @@ pub struct DeviceContact {
     n_model: usize,
     n_coll: usize,
     origin: [f64; 3],
-    kappa: f32,
-    dhat_sq: f32,
-    /// ε_v·h of the lagged friction (m).
-    eps: f32,
-    x: Buf<GpuVec4>,
-    /// Step displacement per collision vertex (m).
-    dx: Buf<GpuVec4>,
+    /// The pair lists and term kernels (positions and displacements uploaded per point).
+    terms: ContactTerms,
     /// x̂ (m, flat, model vertices) and each obstacle vertex's motion over the step (m).
     x_hat: Vec<f64>,
     motion: Vec<[f64; 3]>,
-    barrier: PairTerm<GpuPair>,
-    dist: Buf<f32>,
-    ptype: Buf<u32>,
-    friction: PairTerm<GpuFrictionPair>,
-    dummy_hess: Buf<f32>,
-    dummy_hdiag: Buf<GpuMat3>,
+    /// `dev_rounding`'s per-group partials of the barrier and friction pairs.
+    rounding: [Buf<f32>; 2],
     g: Buf<GpuVec4>,
     /// The obstacles' positions at the step's end ([`StepProblem::obstacles_end`]; `None`:
     /// where the collision mesh has them).
     obstacles_at_end: Option<Vec<[f64; 3]>>,
+}
+
+/// Records `dev_rounding` over `list`'s per-pair forces of the last gradient pass and the
+/// coordinates `coords` the pairs read, into the per-group partials `rounding`.
+fn record_rounding<T>(
+    plan: &mut Plan,
+    list: &PairList<T>,
+    coords: &Buf<GpuVec4>,
+    rounding: &Buf<f32>,
+) {
+    plan.dispatch(
+        Kernel::DevRounding,
+        &[
+            list.grad.id(),
+            coords.id(),
+            list.stencils.id(),
+            rounding.id(),
+        ],
+        Params::new(),
+        list.n as u32,
+    );
+}
+
+/// The sum of `n` pairs' `dev_rounding` partials (J, the 2⁻²⁴ applied).
+fn read_rounding(dev: &mut Device, rounding: &Buf<f32>, n: usize) -> Result<f64> {
+    let p = dev.read_range(rounding, 0..dev_groups(n))?;
+    Ok(p.iter().map(|&v| v as f64).sum::<f64>() * ROUNDING_UNIT)
 }
 
 impl DeviceContact {
@@ -150,42 +105,32 @@ impl DeviceContact {
         let n_model = model.num_vertices();
         let n_coll = ipc.mesh.num_vertices();
         let origin = crate::problem::centroid(&model.mesh.positions);
-        let gpairs: Vec<GpuPair> = pairs.iter().map(GpuPair::of).collect();
-        let stencils: Vec<[u32; 4]> = pairs.iter().map(|p| p.ids).collect();
-        let barrier = PairTerm::new(dev, "contact pairs", &gpairs, &stencils, n_coll)?;
-        let lagged: Option<Arc<(FrictionSet, f64)>> = problem.lagged_friction();
-        let (fpairs, eps, motion) = match &lagged {
-            Some(f) => (
-                f.0.pairs
-                    .iter()
-                    .map(|p| GpuFrictionPair::new(p.ids, p))
-                    .collect::<Vec<_>>(),
-                f.0.eps,
-                f.0.obstacle_motion.clone(),
-            ),
-            None => (Vec::new(), 1.0, Vec::new()),
-        };
-        let fstencils: Vec<[u32; 4]> = fpairs.iter().map(|p| p.v).collect();
-        let friction = PairTerm::new(dev, "friction pairs", &fpairs, &fstencils, n_coll)?;
-        let n = pairs.len().max(1);
+        let mut terms = ContactTerms::new(dev, n_coll, ipc.dhat_sq())?;
+        terms.kappa = problem.kappa() as f32;
+        terms.set_barrier(dev, pairs, n_model, |_| true, false)?;
+        let lagged = problem.lagged_friction();
+        let set = lagged.as_ref().map(|f| &f.0);
+        terms.set_friction(dev, set, n_model, |_| true, false)?;
+        let motion = set.map_or_else(Vec::new, |f| f.obstacle_motion.clone());
+        let rounding = [
+            dev.alloc(
+                "contact rounding partials",
+                dev_groups(terms.barrier_len()).max(1),
+            )?,
+            dev.alloc(
+                "friction rounding partials",
+                dev_groups(terms.friction_len()).max(1),
+            )?,
+        ];
         Ok(DeviceContact {
-            dhat_sq: ipc.dhat_sq() as f32,
             ipc,
             n_model,
             n_coll,
             origin,
-            kappa: problem.kappa() as f32,
-            eps: eps as f32,
-            x: dev.alloc("contact positions", n_coll.max(1))?,
-            dx: dev.alloc("contact step displacements", n_coll.max(1))?,
+            terms,
             x_hat: problem.x_hat.clone(),
             motion,
-            barrier,
-            dist: dev.alloc("contact pair distance", n)?,
-            ptype: dev.alloc("contact pair type", n)?,
-            friction,
-            dummy_hess: dev.alloc("contact no hessian", 1)?,
-            dummy_hdiag: dev.alloc("contact no hessian diagonal", 1)?,
+            rounding,
             g: dev.alloc("contact gradient", n_model.max(1))?,
             obstacles_at_end: problem.obstacles_end.clone(),
         })
@@ -193,7 +138,7 @@ impl DeviceContact {
 
     /// Number of candidate pairs and of lagged friction pairs.
     pub fn counts(&self) -> (usize, usize) {
-        (self.barrier.n, self.friction.n)
+        (self.terms.barrier_len(), self.terms.friction_len())
     }
 
     /// The energies at the flat model positions `x` (m; obstacles where the step has them)
@@ -239,9 +184,10 @@ impl DeviceContact {
                 self.n_coll
             )));
         }
+        let t = &self.terms;
         let pos: Vec<GpuVec4> = xs.iter().map(|p| relative_one(*p, self.origin)).collect();
-        dev.write(&self.x, 0, &pos)?;
-        if self.friction.n > 0 {
+        dev.write(&t.xc, 0, &pos)?;
+        if t.friction.is_some() {
             let dx: Vec<GpuVec4> = (0..self.n_coll)
                 .map(|v| {
                     let d = if v < self.n_model {
@@ -255,95 +201,50 @@ impl DeviceContact {
                     [d[0] as f32, d[1] as f32, d[2] as f32, 0.0]
                 })
                 .collect();
-            dev.write(&self.dx, 0, &dx)?;
+            dev.write(&t.dxc, 0, &dx)?;
         }
-        let gather = gradient.is_some();
-        let want_g = gather || bounded;
-        let mut plan = Plan::new();
-        if gather {
+        let want_g = gradient.is_some() || bounded;
+        let gather = gradient.is_some().then_some(Gather {
+            g: &self.g,
+            blocks: None,
+            rows: self.n_model,
+        });
+        if gather.is_some() {
             dev.write(&self.g, 0, &vec![[0.0f32; 4]; self.n_model])?;
         }
-        if self.barrier.n > 0 {
-            plan.dispatch(
-                Kernel::IpcPairs,
-                &[
-                    self.x.id(),
-                    self.barrier.list.id(),
-                    self.barrier.energy.id(),
-                    self.dist.id(),
-                    self.ptype.id(),
-                    self.barrier.grad.id(),
-                    self.dummy_hess.id(),
-                ],
-                Params {
-                    f1: self.kappa,
-                    ..Params::new()
-                        .u0(if want_g { IPC_GRADIENT } else { 0 })
-                        .f0(self.dhat_sq)
-                },
-                self.barrier.n as u32,
-            );
-            if bounded {
-                self.barrier.record_rounding(&mut plan, &self.x);
+        let mut plan = Plan::new();
+        t.rec_barrier(&mut plan, if want_g { IPC_GRADIENT } else { 0 }, gather);
+        t.rec_friction(
+            &mut plan,
+            if want_g { FRICTION_GRADIENT } else { 0 },
+            gather,
+        );
+        if bounded {
+            if let Some(b) = &t.barrier {
+                record_rounding(&mut plan, b, &t.xc, &self.rounding[0]);
             }
-            if gather {
-                self.barrier.record_gather(
-                    &mut plan,
-                    None,
-                    (&self.dummy_hess, &self.dummy_hdiag),
-                    &self.g,
-                    self.n_model,
-                );
-            }
-        }
-        if self.friction.n > 0 {
-            plan.dispatch(
-                Kernel::IpcFriction,
-                &[
-                    self.dx.id(),
-                    self.friction.list.id(),
-                    self.friction.energy.id(),
-                    self.friction.grad.id(),
-                    self.dummy_hess.id(),
-                ],
-                Params::new()
-                    .u0(if want_g { FRICTION_GRADIENT } else { 0 })
-                    .f0(self.eps),
-                self.friction.n as u32,
-            );
-            if bounded {
-                self.friction.record_rounding(&mut plan, &self.dx);
-            }
-            if gather {
-                self.friction.record_gather(
-                    &mut plan,
-                    None,
-                    (&self.dummy_hess, &self.dummy_hdiag),
-                    &self.g,
-                    self.n_model,
-                );
+            if let Some(f) = &t.friction {
+                record_rounding(&mut plan, f, &t.dxc, &self.rounding[1]);
             }
         }
         dev.submit(&plan)?;
         let mut out = ContactEnergy::default();
-        if self.barrier.n > 0 {
-            let e = dev.read_range(&self.barrier.energy, 0..self.barrier.n)?;
+        if let Some(b) = &t.barrier {
+            let e = dev.read_range(&b.energy, 0..b.n)?;
             out.barrier = if e.iter().any(|&v| v.is_nan() || v >= 0.5 * IPC_SENTINEL) {
                 f64::INFINITY
             } else {
                 e.iter().map(|&v| v as f64).sum()
             };
-        }
-        if self.friction.n > 0 {
-            let e = dev.read_range(&self.friction.energy, 0..self.friction.n)?;
-            out.friction = e.iter().map(|&v| v as f64).sum();
-        }
-        if bounded {
-            if self.barrier.n > 0 {
-                out.rounding += self.barrier.read_rounding(dev)?;
+            if bounded {
+                out.rounding += read_rounding(dev, &self.rounding[0], b.n)?;
             }
-            if self.friction.n > 0 {
-                out.rounding += self.friction.read_rounding(dev)?;
+        }
+        if let Some(f) = &t.friction {
+            let e = dev.read_range(&f.energy, 0..f.n)?;
+            out.friction = e.iter().map(|&v| v as f64).sum();
+            if bounded {
+                out.rounding += read_rounding(dev, &self.rounding[1], f.n)?;
             }
         }
         if let Some(g) = gradient {
@@ -359,14 +260,10 @@ impl DeviceContact {
 
     /// Releases the buffers.
     pub fn free(self, dev: &mut Device) {
-        self.barrier.free(dev);
-        self.friction.free(dev);
-        dev.free(self.x);
-        dev.free(self.dx);
-        dev.free(self.dist);
-        dev.free(self.ptype);
-        dev.free(self.dummy_hess);
-        dev.free(self.dummy_hdiag);
+        self.terms.free(dev);
+        let [a, b] = self.rounding;
+        dev.free(a);
+        dev.free(b);
         dev.free(self.g);
     }
 }
