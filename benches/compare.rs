@@ -188,7 +188,8 @@ fn main() {
         .collect();
     out!(
         "Scenes, in order: {}; solvers: {}. The document is rewritten after every pair, so a run \
-         stopped early publishes the pairs it finished (the last line says when all ran).",
+         stopped early publishes the pairs it finished (a last line says when the sitting ended, and \
+         which pairs no run has measured).",
         planned.join(", "),
         kinds
             .iter()
@@ -209,6 +210,8 @@ fn main() {
     out!("| scene | solver | steps | worst max deviation | worst mean deviation | iterations CPU / device | converged steps CPU / device | wall s | run |");
     out!("|---|---|---|---|---|---|---|---|---|");
     let mut adapter = None;
+    // Pairs of the whole table that neither this sitting nor an earlier run measured.
+    let mut missing: Vec<String> = Vec::new();
     for case in CASES {
         if scenes
             .as_ref()
@@ -220,6 +223,8 @@ fn main() {
                     rows.get(&(case.name.to_string(), kind.name().to_string()))
                 }) {
                     out!("{row}");
+                } else {
+                    missing.push(format!("{} {}", case.name, kind.name()));
                 }
             }
             continue;
@@ -290,11 +295,18 @@ fn main() {
         }
     }
     out!();
-    out!(
-        "All pairs ran. Adapter: {}.",
-        adapter
-            .as_deref()
-            .unwrap_or("none (no pair ran on a device)")
-    );
+    let adapter = adapter
+        .as_deref()
+        .unwrap_or("none (no pair ran on a device in this sitting)");
+    if missing.is_empty() {
+        out!("Every pair is in the table. Adapter of this sitting: {adapter}.");
+    } else {
+        out!(
+            "This sitting finished; {} pairs are not in the table yet: {}. Adapter of this \
+             sitting: {adapter}.",
+            missing.len(),
+            missing.join(", ")
+        );
+    }
     report::finish("compare");
 }
