@@ -105,11 +105,20 @@ fn earlier_rows(path: &str) -> (std::collections::HashMap<(String, String), Stri
         eprintln!("JELLO_BENCH_COMPARE_CONTINUE: cannot read {path}: {e}");
         std::process::exit(2);
     });
-    let provenance = text
+    let mut provenance = text
         .lines()
         .find(|l| l.starts_with("_Measured"))
         .unwrap_or("_Measured at an unknown commit_")
+        .trim_matches('_')
         .to_string();
+    // A continued document names the runs it copied from: keep them.
+    if let Some(before) = text
+        .lines()
+        .find(|l| l.starts_with("Continued from"))
+        .and_then(|l| l.split_once("provenance: "))
+    {
+        provenance = format!("{provenance}; {}", before.1);
+    }
     let commit = provenance
         .split("commit ")
         .nth(1)
@@ -123,10 +132,15 @@ fn earlier_rows(path: &str) -> (std::collections::HashMap<(String, String), Stri
         if cells.len() < 8 || cells[0] == "scene" {
             continue;
         }
-        let row = if cells.len() == 8 {
-            format!("{l} {commit} |")
-        } else {
-            l.to_string()
+        // The run column names the document's own commit where it said "this run".
+        let row = match cells.len() {
+            8 => format!("{l} {commit} |"),
+            _ if cells[8] == "this run" => {
+                let cut = l.trim_end().trim_end_matches('|').trim_end();
+                let cut = cut.strip_suffix("this run").unwrap_or(cut);
+                format!("{cut}{commit} |")
+            }
+            _ => l.to_string(),
         };
         rows.insert((cells[0].to_string(), cells[1].to_string()), row);
     }
@@ -143,7 +157,7 @@ fn main() {
             for p in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
                 let (r, provenance) = earlier_rows(p);
                 rows.extend(r);
-                lines.push(provenance.trim_matches('_').to_string());
+                lines.push(provenance);
             }
             (rows, lines.join("; "))
         });
