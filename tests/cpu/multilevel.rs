@@ -693,3 +693,40 @@ fn the_rescue_after_and_subspace_solve_keys_reach_the_params() {
         );
     }
 }
+
+/// The bundled ring net is 22 connected pieces (21 rings and the ball) in two objects, more
+/// than the default handle count (16 at its size), and SMS needs a handle per piece: the count
+/// is raised to the mesh's components (it was raised to the objects' count only, and the
+/// precompute refused the scene), and the first two steps land on Newton's.
+#[test]
+fn a_mesh_of_more_pieces_than_default_handles_gets_a_handle_each() {
+    let built = common::bundled_scene("ring_net.toml");
+    let m = &built.model;
+    let n = m.num_vertices();
+    let pieces = jello_precompute::sms::mesh_components(n, &m.mesh.tets);
+    let default_k = jello::solver::multilevel::default_handles(n);
+    assert!(
+        pieces > default_k && pieces > m.bodies.len(),
+        "ring_net no longer has more pieces ({pieces}) than default handles ({default_k}) and \
+         objects ({})",
+        m.bodies.len()
+    );
+    let k = jello::solver::multilevel::sms_options(m, &MultilevelParams::default())
+        .partition
+        .k;
+    assert_eq!(k, pieces);
+    common::assert_matches_newton_on_bundled_scene(
+        "ring_net.toml",
+        2,
+        "multilevel",
+        &mut |m, eps| {
+            Box::new(multilevel(
+                m,
+                MultilevelParams {
+                    stop: MultilevelStop::Shared(StopRule::Cn { eps }),
+                    ..MultilevelParams::default()
+                },
+            ))
+        },
+    );
+}

@@ -155,6 +155,14 @@ pub struct SmsBasis {
     pub stats: SmsStats,
 }
 
+/// The connected components of the tet mesh `tets` over `n` vertices (a vertex no tet
+/// touches counts as one): the smallest partition count [`build_sms`] accepts, one handle per
+/// component at least.
+pub fn mesh_components(n: usize, tets: &[[u32; 4]]) -> usize {
+    let adj = mesh::vertex_adjacency(n, tets);
+    mesh::components(&adj, |_| true).1
+}
+
 /// Builds the SMS basis for a tet mesh.
 ///
 /// - `positions`: rest vertex positions (m);

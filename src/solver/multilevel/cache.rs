@@ -5,7 +5,9 @@
 use super::params::{default_handles, MultilevelParams};
 use crate::error::{JelloError, Result};
 use crate::problem::Model;
-use jello_precompute::sms::{build_sms, cache as sms_cache, sms_cache_key, SmsBasis, SmsOptions};
+use jello_precompute::sms::{
+    build_sms, cache as sms_cache, mesh_components, sms_cache_key, SmsBasis, SmsOptions,
+};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -37,11 +39,13 @@ pub fn element_youngs(model: &Model) -> Vec<f64> {
 }
 
 /// The precompute options of `params` for `model` (handle count clamped to at least the
-/// number of bodies: each connected object needs a partition).
+/// number of connected components of the mesh: each needs a partition of its own — an object
+/// may hold several, as the bundled ring net's 21 rings).
 pub fn sms_options(model: &Model, params: &MultilevelParams) -> SmsOptions {
     let n = model.num_vertices();
     let k = params.handles.unwrap_or_else(|| default_handles(n));
-    let mut opts = SmsOptions::new(k.max(model.bodies.len()).min(n));
+    let components = mesh_components(n, &model.mesh.tets);
+    let mut opts = SmsOptions::new(k.max(components).min(n));
     opts.partition.jump_factor = params.jump_factor;
     opts.n_cg = params.n_cg;
     opts.cubature.targets = params.cubature;
