@@ -12,10 +12,13 @@
 //! `cargo bench --bench compare`. Env: `JELLO_BENCH_COMPARE_SCENES` (comma-separated scene
 //! names, default every bundled scene below 20k tets), `JELLO_BENCH_COMPARE_SOLVERS`
 //! (default every solver), `JELLO_BENCH_COMPARE_STEPS` (steps per pair, default each case's),
-//! `JELLO_BENCH_COMPARE_CONTINUE=FILE[,FILE…]` (earlier runs' `compare.md`: their pairs are not
-//! run again but copied, each row naming the commit of the run that measured it, so a whole
-//! table can be finished over several sittings, or from runs made side by side with
-//! `JELLO_BENCH_OUT` and different scenes — a full run takes hours on a software adapter),
+//! `JELLO_BENCH_COMPARE_CONTINUE=FILE[,FILE…]` (earlier runs' `compare.md`: their pairs are
+//! copied, each row naming the commit of the run that measured it, except those this sitting
+//! selects by name — the scenes of `JELLO_BENCH_COMPARE_SCENES` with the solvers of
+//! `JELLO_BENCH_COMPARE_SOLVERS` run again; without a scene list the sitting runs only the
+//! pairs no earlier run has. So a whole table can be finished over several sittings, or from
+//! runs made side by side with `JELLO_BENCH_OUT` and different scenes — a full run takes
+//! hours on a software adapter),
 //! `JELLO_BENCH_BOOK=1` to write the book's table.
 
 #[path = "common/report.rs"]
@@ -232,7 +235,7 @@ fn main() {
             .is_some_and(|l| !l.iter().any(|n| n == case.name))
         {
             // Not run in this sitting: the earlier run's rows stay in the table.
-            for &kind in &kinds {
+            for &kind in SolverKind::ALL {
                 if let Some(row) = earlier.as_ref().and_then(|(rows, _)| {
                     rows.get(&(case.name.to_string(), kind.name().to_string()))
                 }) {
@@ -255,12 +258,18 @@ fn main() {
             }
         };
         let steps = steps_override.unwrap_or(case.steps);
-        for &kind in &kinds {
-            if let Some(row) = earlier
+        for &kind in SolverKind::ALL {
+            // A pair runs when this sitting selects it: its solver is listed (or none are) and,
+            // when continuing, its scene was named (it runs again) or no earlier run has it.
+            let copied = earlier
                 .as_ref()
-                .and_then(|(rows, _)| rows.get(&(case.name.to_string(), kind.name().to_string())))
-            {
-                out!("{row}");
+                .and_then(|(rows, _)| rows.get(&(case.name.to_string(), kind.name().to_string())));
+            let selected = kinds.contains(&kind) && (scenes.is_some() || copied.is_none());
+            if !selected {
+                match copied {
+                    Some(row) => out!("{row}"),
+                    None => missing.push(format!("{} {}", case.name, kind.name())),
+                }
                 continue;
             }
             let mut b = built.clone();
