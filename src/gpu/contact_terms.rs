@@ -244,8 +244,12 @@ impl ContactTerms {
         g: &Buf<GpuVec4>,
         rows: usize,
     ) {
-        let unused = (&self.unused.0, &self.unused.1);
-        list.record_gather(p, None, unused, g, rows);
+        let gather = Gather {
+            g,
+            blocks: None,
+            rows,
+        };
+        self.rec_gather(p, list, None, gather);
     }
 
     /// Releases the buffers.
