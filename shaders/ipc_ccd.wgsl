@@ -10,7 +10,10 @@
 // rigorous lower bound (feature distances less their rounding bounds, region tests with
 // rounding margins, a position-rounding term), l_p is inflated, and an advance is accepted only
 // when it stays inside the certified interval. Derivation, constants and costs: the twin
-// src/gpu/twins/ccd.rs, which mirrors these functions operation for operation.
+// src/gpu/twins/ccd.rs, which mirrors these functions operation for operation. u1 > 0:
+// positions in two parts, vertex v at x[v] + x[u1 + v], and the pair moves relative to its
+// first vertex's start (`pair_relative`, shared/pair_record.wgsl), so the position-rounding
+// term scales with the pair's size, not its distance from the origin; u1 = 0: from x[v].
 #import params
 #import pair_record
 
@@ -22,11 +25,21 @@
 
 const EPS: f32 = 1.1920929e-7; // f32 machine epsilon
 const ROUND: f32 = 1.9073486e-6; // 16 ε
+const NEAR: f32 = 2.3841858e-7; // 2 ε: a near point's displacement bound
 const TINY: f32 = 1.17549435e-38; // smallest normal f32
 const FMAX: f32 = 3.40282347e38;
 
 fn nrm(v: vec3<f32>) -> f32 {
     return sqrt(dot(v, v));
+}
+
+// A near point's parameter num/den clamped to [0, 1] (0 for NaN).
+fn near_parameter(num: f32, den: f32) -> f32 {
+    let s = num / den;
+    if s > 0.0 {
+        return min(s, 1.0);
+    }
+    return 0.0;
 }
 
 fn pp_lb(p: vec3<f32>, q: vec3<f32>) -> f32 {
@@ -84,7 +97,13 @@ fn pt_lb(p: vec3<f32>, t0: vec3<f32>, t1: vec3<f32>, t2: vec3<f32>) -> f32 {
     let w = p - t0;
     let ln = sqrt(nn);
     let plane = (abs(dot(w, n)) / ln) * (1.0 - ROUND) - ROUND * (nrm(w) * s12 / ln);
-    return min(segs, plane);
+    // The same plane distance from a point of the plane near p's projection.
+    let a = near_parameter(dot(cross(e2, n), w), nn);
+    let b = near_parameter(dot(cross(n, e1), w), nn);
+    let wn = (w - e1 * a) - e2 * b;
+    let slip = NEAR * (nrm(w) + a * nrm(e1) + b * nrm(e2));
+    let near = (abs(dot(wn, n)) / ln) * (1.0 - ROUND) - ROUND * (nrm(wn) * s12 / ln) - slip;
+    return min(segs, max(plane, near));
 }
 
 fn beyond(p0: vec3<f32>, p1: vec3<f32>, e0: vec3<f32>, e: vec3<f32>, ee: f32) -> bool {
@@ -153,7 +172,13 @@ fn ee_lb(a0: vec3<f32>, a1: vec3<f32>, b0: vec3<f32>, b1: vec3<f32>) -> f32 {
         }
         let ln = sqrt(nn);
         let ll = (abs(dot(r, n)) / ln) * (1.0 - ROUND) - ROUND * (lr * lu * lv / ln);
-        line = max(line, ll);
+        // The same line distance between near points of the two lines.
+        let s = near_parameter(sn, nn);
+        let t = near_parameter(tn, nn);
+        let w = (r + u * s) - v * t;
+        let slip = NEAR * (lr + s * lu + t * lv);
+        let near = (abs(dot(w, n)) / ln) * (1.0 - ROUND) - ROUND * (nrm(w) * lu * lv / ln) - slip;
+        line = max(max(line, ll), near);
     }
     return min(ends, line);
 }
@@ -179,16 +204,29 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         return;
     }
     let pr = pairs[i];
-    let xs = array<vec3<f32>, 4>(x[pr.v.x].xyz, x[pr.v.y].xyz, x[pr.v.z].xyz, x[pr.v.w].xyz);
+    let hs = array<vec3<f32>, 4>(x[pr.v.x].xyz, x[pr.v.y].xyz, x[pr.v.z].xyz, x[pr.v.w].xyz);
+    var fs = array<vec3<f32>, 4>(vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0));
+    let at = P.u1;
+    if at > 0u {
+        fs = array<vec3<f32>, 4>(x[at + pr.v.x].xyz, x[at + pr.v.y].xyz, x[at + pr.v.z].xyz, x[at + pr.v.w].xyz);
+    }
+    var xs = hs;
+    if at > 0u {
+        xs = pair_relative(hs, fs);
+    }
     let ds = array<vec3<f32>, 4>(dx[pr.v.x].xyz, dx[pr.v.y].xyz, dx[pr.v.z].xyz, dx[pr.v.w].xyz);
     let xi = P.f0;
     let t_max = clamp(P.f1, 0.0, 1.0);
     let eta = P.f2;
     var scale = 0.0;
+    var input = 0.0;
     for (var k = 0u; k < 4u; k++) {
         scale = max(scale, nrm(xs[k]) + nrm(ds[k]));
+        if at > 0u {
+            input = max(input, nrm(xs[k]) + nrm(fs[k] - fs[0]));
+        }
     }
-    let pos = 4.0 * EPS * scale;
+    let pos = 4.0 * EPS * scale + 2.0 * EPS * input;
     var g = gap_at(pr.kind, xs, ds, 0.0, pos, xi);
     if !(g > 0.0) {
         toi[i] = 0.0;

@@ -5,7 +5,9 @@
 // grad[4i + k].xyz (k in the pair's vertex order, w = 0); u0 & 2: the Hessian hess[144i + 12r + c]
 // (row-major, dofs vertex-major [x0 y0 z0 x1 …] — the elastic kernel's layout); u0 & 4: projected
 // to PSD by cyclic Jacobi (shared/sym12.wgsl). d² ≥ d̂²: energy, gradient, Hessian 0; d² ≤ 0:
-// energy 1e30 (read as +∞), derivatives 0. Formulas, type codes and precision: the twin
+// energy 1e30 (read as +∞), derivatives 0. u1 > 0: positions in two parts, vertex v at
+// x[v] + x[u1 + v], and the pair is evaluated relative to its first vertex (`pair_relative`,
+// shared/pair_record.wgsl); u1 = 0: at x[v]. Formulas, type codes and precision: the twin
 // src/gpu/twins/ipc.rs.
 #import params
 #import pair_record
@@ -27,7 +29,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         return;
     }
     let pr = pairs[i];
-    let xs = array<vec3<f32>, 4>(x[pr.v.x].xyz, x[pr.v.y].xyz, x[pr.v.z].xyz, x[pr.v.w].xyz);
+    let hs = array<vec3<f32>, 4>(x[pr.v.x].xyz, x[pr.v.y].xyz, x[pr.v.z].xyz, x[pr.v.w].xyz);
+    var fs = array<vec3<f32>, 4>(vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0));
+    let at = P.u1;
+    if at > 0u {
+        fs = array<vec3<f32>, 4>(x[at + pr.v.x].xyz, x[at + pr.v.y].xyz, x[at + pr.v.z].xyz, x[at + pr.v.w].xyz);
+    }
+    var xs = hs;
+    if at > 0u {
+        xs = pair_relative(hs, fs);
+    }
     var code: u32;
     if pr.kind == 0u {
         code = pt_type(xs[0], xs[1], xs[2], xs[3]);

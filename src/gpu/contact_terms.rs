@@ -9,7 +9,9 @@
 //! rounding bounds there, trust boxes, CCD and the pairs' coupling here).
 //!
 //! **Data.** Both kernels read collision-vertex arrays: [`ContactTerms::xc`], the model's
-//! vertices then the obstacles' (f32, relative to the caller's origin), and
+//! vertices then the obstacles' (f32, relative to the caller's origin; with fine parts, each
+//! position split as coarse + fine, the fine parts after the n_coll coarse ones —
+//! `twins::ipc::pair_relative`), and
 //! [`ContactTerms::dxc`], each collision vertex's step displacement (friction's u). Who fills
 //! them, and how, is the caller's: a host upload, or copies from a device iterate.
 //!
@@ -44,8 +46,12 @@ pub struct ContactTerms {
     pub kappa: f32,
     pub dhat_sq: f32,
     pub eps: f32,
-    /// Collision positions (m, f32 relative to the caller's origin).
+    /// Collision positions (m, f32 relative to the caller's origin), then — when
+    /// [`Self::fine_at`] is not 0 — their fine parts from index `fine_at` (= the collision
+    /// vertices): position = `xc[v] + xc[fine_at + v]`.
     pub xc: Buf<GpuVec4>,
+    /// Where [`Self::xc`]'s fine parts begin (0: plain f32 positions).
+    pub fine_at: u32,
     /// Step displacement per collision vertex (m).
     pub dxc: Buf<GpuVec4>,
     /// The candidate barrier pairs and the lagged friction pairs (`None`: none).
@@ -63,13 +69,15 @@ pub struct ContactTerms {
 
 impl ContactTerms {
     /// Empty lists over `n_coll` collision vertices, κ = 0, with activation distance d̂² =
-    /// `dhat_sq` (m²).
-    pub fn new(dev: &mut Device, n_coll: usize, dhat_sq: f64) -> Result<Self> {
+    /// `dhat_sq` (m²); with `fine_parts`, room for the positions' fine parts in [`Self::xc`].
+    pub fn new(dev: &mut Device, n_coll: usize, dhat_sq: f64, fine_parts: bool) -> Result<Self> {
+        let n = n_coll.max(1);
         Ok(ContactTerms {
             kappa: 0.0,
             dhat_sq: dhat_sq as f32,
             eps: 1.0,
-            xc: dev.alloc("contact positions", n_coll.max(1))?,
+            xc: dev.alloc("contact positions", if fine_parts { 2 * n } else { n })?,
+            fine_at: if fine_parts { n as u32 } else { 0 },
             dxc: dev.alloc("contact step displacements", n_coll.max(1))?,
             barrier: None,
             friction: None,
@@ -186,6 +194,7 @@ impl ContactTerms {
                 hess.id(),
             ],
             Params {
+                u1: self.fine_at,
                 f1: self.kappa,
                 ..Params::new().u0(flags).f0(self.dhat_sq)
             },

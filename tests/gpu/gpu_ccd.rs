@@ -601,3 +601,129 @@ fn ipc_trust_keeps_each_move_in_its_box() {
     }
     println!("{n} vertices, {limited} limited by their box; α at most {worst_low:.1e} below the exact ratio");
 }
+
+/// One far sliding pair: coarse and fine parts of its 4 vertices, their f32 moves, the exact
+/// gap (m) and the pair's size L (m).
+type FarPair = ([GpuVec4; 4], [GpuVec4; 4], [GpuVec4; 4], f64, f64);
+
+/// Edge–edge pairs 0.2–3 m from the origin, crossing at a gap of 2e-7–1e-6 m and sliding
+/// tangentially, in the split layout the JGS2 / VBD device iteration passes (u1 > 0: each
+/// position the f32 of its f64 value plus the f32 of the rest — `twins::ipc::pair_relative`).
+fn far_sliding_pairs(rng: &mut ChaCha8Rng, n: usize) -> Vec<FarPair> {
+    (0..n)
+        .map(|_| {
+            let dir = rand_point(rng, 1.0).normalize();
+            let c = dir * rng.random_range(0.2..3.0);
+            // An orthonormal frame (u, v, normal) at a random orientation.
+            let u = rand_point(rng, 1.0).normalize();
+            let normal = u.cross(&rand_point(rng, 1.0)).normalize();
+            let v = normal.cross(&u);
+            let gap = rng.random_range(2e-7..1e-6);
+            let half = 0.005;
+            let p = [
+                c - u * half,
+                c + u * half,
+                c + normal * gap - v * half,
+                c + normal * gap + v * half,
+            ];
+            let slide = u * rng.random_range(1e-6..1e-5);
+            let coarse = p.map(|q| [q.x as f32, q.y as f32, q.z as f32, 0.0]);
+            let fine = [0, 1, 2, 3].map(|k| {
+                let r = [0, 1, 2].map(|j| (p[k][j] - coarse[k][j] as f64) as f32);
+                [r[0], r[1], r[2], 0.0]
+            });
+            let d = [slide, slide, V3::zeros(), V3::zeros()]
+                .map(|s| [s.x as f32, s.y as f32, s.z as f32, 0.0]);
+            (coarse, fine, d, gap, 2.0f64.sqrt() * half)
+        })
+        .collect()
+}
+
+#[test]
+fn split_positions_let_a_pair_far_from_the_origin_slide_at_a_tiny_gap() {
+    // With f32 positions relative to the origin the CCD's position term 4ε·‖x‖ (1e-7 m at
+    // 0.2 m, 1.4e-6 m at 3 m) swallows such gaps and certifies little or no motion (the bundled
+    // hoop's and cup's stalls, `solver::jgs2::device_ipc`); with the split positions the
+    // pair's coordinates round with its size, and a tangential slide, which keeps the gap, is
+    // certified whole. The distances check the fine parts themselves: without them (u1 = 0
+    // here) a pair's distance is off by up to an ulp of its coordinates (measured: 3.67e-7
+    // against the exact 3.85e-7 m, 14× the tolerance).
+    let mut rng = common::rng("split_positions_let_a_pair_far_from_the_origin_slide_at_a_tiny_gap");
+    let n = 128;
+    let cases = far_sliding_pairs(&mut rng, n);
+    let mut x = vec![[0.0f32; 4]; 8 * n];
+    let mut dx = vec![[0.0f32; 4]; 4 * n];
+    let mut pairs = Vec::with_capacity(n);
+    for (i, (coarse, fine, d, _, _)) in cases.iter().enumerate() {
+        for k in 0..4 {
+            x[4 * i + k] = coarse[k];
+            x[4 * n + 4 * i + k] = fine[k];
+            dx[4 * i + k] = d[k];
+        }
+        let v = 4 * i as u32;
+        pairs.push(GpuPair::edge_edge([v, v + 1], [v + 2, v + 3], 1e-12));
+    }
+    let params = Params {
+        f0: 0.0,
+        f1: 1.0,
+        f2: ETA,
+        u1: 4 * n as u32,
+        ..Params::new().u0(CAP_SLIDING)
+    };
+    let data = [
+        Data::V(x.clone()),
+        Data::V(dx),
+        Data::P(pairs.clone()),
+        nan_f(n),
+        Data::U(vec![u32::MAX; n]),
+    ];
+    let (cpu, gpu) = run_both(Kernel::IpcCcd, &data, params, n as u32);
+    for (name, r) in std::iter::once(("twin", &cpu)).chain(gpu.as_ref().map(|g| ("gpu", g))) {
+        for i in 0..n {
+            assert_eq!(
+                r[3][i],
+                1.0,
+                "{name} pair {i} (gap {:.2e} m, {:.2} m out): a tangential slide certified \
+                 only to t = {} after {} iterations",
+                cases[i].3,
+                f64v(&cases[i].0[0]).norm(),
+                r[3][i],
+                r[4][i].to_bits()
+            );
+        }
+    }
+    // The pair kernel reads the same layout: its distances lie within the CCD's rounding
+    // scale C·L of the exact gaps (C = twins::ccd::ROUND), where f32 positions relative to
+    // the origin are off by up to an ulp of the coordinates (2.4e-7 m at 3 m).
+    let dhat = 1e-3f32;
+    let pdata = [
+        Data::V(x),
+        Data::P(pairs),
+        nan_f(n),
+        nan_f(n),
+        Data::U(vec![u32::MAX; n]),
+        Data::V(vec![[0.0; 4]; 1]),
+        nan_f(1),
+    ];
+    let pparams = Params {
+        u1: 4 * n as u32,
+        f0: dhat * dhat,
+        f1: 1.0,
+        ..Params::new()
+    };
+    let (cpu, gpu) = run_both(Kernel::IpcPairs, &pdata, pparams, n as u32);
+    let mut worst = 0.0f64;
+    for (name, r) in std::iter::once(("twin", &cpu)).chain(gpu.as_ref().map(|g| ("gpu", g))) {
+        for (i, case) in cases.iter().enumerate() {
+            let d = (r[3][i] as f64).max(0.0).sqrt();
+            let tol = ROUND as f64 * case.4;
+            worst = worst.max((d - case.3).abs() / tol);
+            assert!(
+                (d - case.3).abs() <= tol,
+                "{name} pair {i}: distance {d:.4e} m vs the exact {:.4e} m (tolerance {tol:.1e})",
+                case.3
+            );
+        }
+    }
+    eprintln!("pair distances: worst |d − gap| = {worst:.3} of C·L");
+}

@@ -1009,28 +1009,74 @@ fn combine_trial_apply_match_on_gpu() {
             assert_close(&g[k], &cpu[k], 1e-6, &format!("{what} gpu vs cpu"));
         }
     }
-    // Apply to a list.
+    // The trial's fine parts (positions kept as the step start's f32 value + a fine part):
+    // the fine parts plus the trial's move from its dirs slot 2.
+    let fine = rand_v4(&mut rng, nv, 0.01);
+    let moved: Vec<GpuVec4> = bytemuck::cast_slice(&cpu[6]).to_vec();
+    let data = [D::V(fine.clone()), D::V(moved.clone()), nan_v4(nv)];
+    let (cpu, gpu) = run_both(Kernel::Jgs2TrialFine, &data, Params::default(), nv as u32);
+    for v in 0..nv {
+        for k in 0..3 {
+            let want = fine[v][k] + moved[2 * nv + v][k];
+            assert_eq!(cpu[2][4 * v + k], want, "trial_fine vertex {v}[{k}]");
+        }
+        assert_eq!(cpu[2][4 * v + 3], 0.0, "trial_fine vertex {v}: w");
+    }
+    if let Some(g) = &gpu {
+        // One correctly rounded f32 addition per component: identical on any adapter.
+        assert_close(&g[2], &cpu[2], 0.0, "trial_fine gpu vs cpu");
+    }
+    // Apply to a list: without fine parts (u0 = 0, not read), then with (u0 = 1: they take
+    // the same move).
     let mut lists = vec![9u32];
     lists.extend((0..nv as u32).filter(|v| v % 3 == 0));
     let n = (lists.len() - 1) as u32;
-    let data = [
-        D::U(lists),
-        D::V(dirs[..nv].to_vec()),
-        D::V(x),
-        D::C(contacts),
-        nan_f(nv),
-    ];
-    let p = Params {
-        u1: 1,
-        f0: -0.25,
-        f1: 0.75,
-        ..Params::default()
-    };
-    let (cpu, gpu) = run_both(Kernel::Jgs2Apply, &data, p, n);
-    if let Some(g) = &gpu {
-        assert_close(&g[2], &cpu[2], 1e-6, "apply x gpu vs cpu");
-        assert_close(&g[3], &cpu[3], 1e-6, "apply contacts gpu vs cpu");
-        compare_written(&cpu[4], &g[4], 1, 1e-6, "apply moves gpu vs cpu");
+    for with_fine in [false, true] {
+        let data = [
+            D::U(lists.clone()),
+            D::V(dirs[..nv].to_vec()),
+            D::V(x.clone()),
+            D::C(contacts.clone()),
+            nan_f(nv),
+            if with_fine {
+                D::V(fine.clone())
+            } else {
+                nan_v4(1)
+            },
+        ];
+        let p = Params {
+            u0: with_fine as u32,
+            u1: 1,
+            f0: -0.25,
+            f1: 0.75,
+            ..Params::default()
+        };
+        let (cpu, gpu) = run_both(Kernel::Jgs2Apply, &data, p, n);
+        if with_fine {
+            for v in 0..nv {
+                let listed = lists[1..].contains(&(v as u32));
+                for k in 0..3 {
+                    let moved = cpu[2][4 * v + k] - x[v][k];
+                    let want = if listed {
+                        fine[v][k] + -0.25 * dirs[v][k]
+                    } else {
+                        fine[v][k]
+                    };
+                    assert_eq!(cpu[5][4 * v + k], want, "apply fine vertex {v}[{k}]");
+                    if !listed {
+                        assert_eq!(moved, 0.0, "apply: unlisted vertex {v} moved");
+                    }
+                }
+            }
+        }
+        if let Some(g) = &gpu {
+            assert_close(&g[2], &cpu[2], 1e-6, "apply x gpu vs cpu");
+            if with_fine {
+                assert_close(&g[5], &cpu[5], 1e-6, "apply fine gpu vs cpu");
+            }
+            assert_close(&g[3], &cpu[3], 1e-6, "apply contacts gpu vs cpu");
+            compare_written(&cpu[4], &g[4], 1, 1e-6, "apply moves gpu vs cpu");
+        }
     }
 }
 

@@ -208,8 +208,10 @@ kernels! {
     Jgs2FaceBound => jgs2_face_bound [N, N, N_PLUS_1, ANY, N];
     /// Line-search trial positions, previous step and per-vertex moves.
     Jgs2Trial => jgs2_trial [N, N, ANY, N, N, N, n(3), N];
-    /// Applies a scaled step to listed vertices.
-    Jgs2Apply => jgs2_apply [ANY, ANY, ANY, ANY, ANY];
+    /// The fine parts of the trial positions (after `Jgs2Trial`, when the positions keep them).
+    Jgs2TrialFine => jgs2_trial_fine [N, n(3), N];
+    /// Applies a scaled step to listed vertices (and their fine parts when u0 = 1).
+    Jgs2Apply => jgs2_apply [ANY, ANY, ANY, ANY, ANY, ANY];
     // ---- device backend of the generic solver loops (`crate::solver::backend`) ----
     // `group DEV_GROUP` (and `ADMM_*` below): the twins lay out their per-group partials by
     // these constants, so the registry ties them to the shaders' workgroup sizes.

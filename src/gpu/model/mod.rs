@@ -20,7 +20,7 @@
 mod relative;
 mod step;
 
-pub use relative::{relative, relative_one};
+pub use relative::{relative, relative_low, relative_low_one, relative_one};
 pub use step::StepConstants;
 
 use super::csr::VertexCsr;

@@ -40,9 +40,27 @@
 //!   edges' roles swapped; the best of the valid bounds is taken). The interior test
 //!   also rejects the line term when both ends of one edge project beyond the same end of the
 //!   other, so collinear, separated edges are not stalled at distance 0.
+//! - **Near points.** The plane and line–line bounds above lose C·‖w‖ (‖r‖ for edges): the
+//!   normal's absolute rounding times the length of the vector projected on it, which runs
+//!   from a triangle corner or an edge end — of the order of the pair's size L, so gaps below
+//!   ~C·L (5e-8 m for 2.7 cm edges) certified nothing. The same distance is also taken from a
+//!   vector between near points — w − a·e₁ − b·e₂ from the plane point with p's (clamped)
+//!   projection parameters, r + s·u − t·v between the lines' (clamped) closest parameters —
+//!   whose length is about the distance itself, so the normal's rounding costs C times the
+//!   distance. Any parameters give a valid bound: the point a + s·e formed in f32 lies within
+//!   1.5ε(‖a‖ + s‖e‖) of the exact line through a along the exact difference e rounds (the
+//!   roundings of e, of s·e, of the sums), and [`NEAR`]·(…) = 2ε(…) is subtracted. The larger
+//!   of the two bounds is taken, so nothing is lost where the corner one is tighter.
 //! - **Positions**: x + t·Δx rounds by at most 2.01u(‖x‖ + ‖Δx‖) per vertex (t ≤ 1), which
-//!   moves the distance by at most twice that; the gap subtracts 4ε·max(‖x‖ + ‖Δx‖) (so the
-//!   margin grows with the distance from the origin, as f32 positions do).
+//!   moves the distance by at most twice that; the gap subtracts 4ε·max(‖x‖ + ‖Δx‖). With
+//!   positions in two parts (u1 > 0) the pair is first taken relative to its first vertex's
+//!   start, r_k = (h_k − h_0) + (f_k − f_0) from the coarse parts h and fine parts f
+//!   ([`pair_relative`]), each component within ε(|r_k| + |f_k − f_0|) of the exact
+//!   difference, which moves the distance by at most 2ε·max(‖r_k‖ + ‖f_k − f_0‖), also
+//!   subtracted; x is then r, and every term is of the pair's size, its motion and the fine
+//!   parts (the step's displacement), not of its distance from the origin (4ε·‖x‖ is 1.07e-7
+//!   m for a pair 0.22 m out — more than the gaps the barrier rests at;
+//!   `solver::jgs2::device_ipc`, "κ and friction").
 //! - **l_p** is an upper bound: any m (not only the exact mean) gives a valid Lipschitz
 //!   constant, and the norms are inflated by (1 + C).
 //! - **Advancing**: τ = t + η·gap/l_p is accepted only when τ − t (exact by Sterbenz) is at most
@@ -50,7 +68,7 @@
 //!   resolution of t) the certified t is returned. τ is clamped to t_max (the CPU evaluates past
 //!   it; here that would only widen the position bound).
 //!
-//! The price: gaps below the rounding bound (≈ C·L for pairs of size L, plus 4ε·‖x‖) are not
+//! The price: gaps below the rounding bound (≈ C·L for pairs of size L, plus ~6ε·L) are not
 //! resolved, so grazing motion closer than that counts as contact and stops early; nearly
 //! parallel, overlapping edges keep up to k/16 ≈ ‖u‖²sin²θ/8 of slack in d². `tests/gpu/gpu_ccd.rs` reports the ratio of these
 //! times to the f64 ACCD's on the adversarial CCD set.
@@ -65,6 +83,7 @@
 //! a tiny time representable where t_max − t would round; 1/(1/t) is within 2 ulp of t, so a
 //! host that needs a strict bound scales 1/M by 1 − 4ε).
 
+use super::ipc::pair_relative;
 use super::need;
 use crate::gpu::{GpuPair, GpuVec4, Params};
 use crate::{JelloError, Result};
@@ -73,10 +92,25 @@ use rayon::prelude::*;
 
 /// The relative rounding bound C of the distance lower bounds (module docs): 16·ε_f32.
 pub const ROUND: f32 = 16.0 * f32::EPSILON;
+/// The displacement bound of a near point (module docs, "near points"): a point a + s·e formed
+/// in f32 (s ∈ [0, 1]) lies within ε(‖a‖ + s‖e‖) of the exact line through the f32 a with the
+/// exact direction e is rounded from; twice that.
+const NEAR: f32 = 2.0 * f32::EPSILON;
 /// Degenerate-length threshold (the smallest normal f32, as in `twins::ipc`).
 const TINY: f32 = f32::MIN_POSITIVE;
 /// Workgroup size of `ipc_vertex_toi` (vertices per partial).
 pub const VERTEX_TOI_GROUP: usize = 256;
+
+/// A near point's parameter num/den clamped to [0, 1] (any value keeps the bound valid; 0 for
+/// NaN).
+fn near_parameter(num: f32, den: f32) -> f32 {
+    let s = num / den;
+    if s > 0.0 {
+        s.min(1.0)
+    } else {
+        0.0
+    }
+}
 
 /// x ≤ y or either is NaN — the WGSL's `!(x > y)`, which sends NaN down the safe branch.
 fn not_above(x: f32, y: f32) -> bool {
@@ -149,7 +183,16 @@ fn pt_lb(p: Vec3, t0: Vec3, t1: Vec3, t2: Vec3) -> f32 {
     let w = p - t0;
     let ln = nn.sqrt();
     let plane = (w.dot(n).abs() / ln) * (1.0 - ROUND) - ROUND * (norm(w) * s12 / ln);
-    segs.min(plane)
+    // The same plane distance from a point of the plane near p's projection (module docs,
+    // "near points"): its rounding scales with the distance, not with ‖w‖.
+    let (a, b) = (
+        near_parameter(e2.cross(n).dot(w), nn),
+        near_parameter(n.cross(e1).dot(w), nn),
+    );
+    let wn = (w - e1 * a) - e2 * b;
+    let slip = NEAR * (norm(w) + a * norm(e1) + b * norm(e2));
+    let near = (wn.dot(n).abs() / ln) * (1.0 - ROUND) - ROUND * (norm(wn) * s12 / ln) - slip;
+    segs.min(plane.max(near))
 }
 
 /// Whether both ends of `p0 p1` project beyond the same end of segment e0e1 (with a rounding
@@ -226,7 +269,13 @@ fn ee_lb(a0: Vec3, a1: Vec3, b0: Vec3, b1: Vec3) -> f32 {
         }
         let ln = nn.sqrt();
         let ll = (r.dot(n).abs() / ln) * (1.0 - ROUND) - ROUND * (lr * lu * lv / ln);
-        line = line.max(ll);
+        // The same line distance between near points of the two lines (module docs, "near
+        // points"): its rounding scales with the distance, not with ‖r‖.
+        let (s, t) = (near_parameter(sn, nn), near_parameter(tn, nn));
+        let w = (r + u * s) - v * t;
+        let slip = NEAR * (lr + s * lu + t * lv);
+        let near = (w.dot(n).abs() / ln) * (1.0 - ROUND) - ROUND * (norm(w) * lu * lv / ln) - slip;
+        line = line.max(ll).max(near);
     }
     ends.min(line)
 }
@@ -247,10 +296,14 @@ fn gap_at(kind: u32, x: &[Vec3; 4], dx: &[Vec3; 4], tau: f32, pos: f32, xi: f32)
     (pair_lower_bound(kind, &xs) - pos) - xi
 }
 
-/// One pair's conservative time of impact and iteration count (module docs).
+/// One pair's conservative time of impact and iteration count (module docs): `x` the pair's
+/// start, `dx` its moves, `input` (m) a bound on how far the rounding of `x` itself (when it
+/// was formed by [`pair_relative`]) moves the distance — 0 for positions taken as they are.
+#[allow(clippy::too_many_arguments)]
 pub fn accd_f32(
     kind: u32,
     x: &[Vec3; 4],
+    input: f32,
     dx: &[Vec3; 4],
     xi: f32,
     t_max: f32,
@@ -262,7 +315,7 @@ pub fn accd_f32(
     for k in 0..4 {
         scale = scale.max(norm(x[k]) + norm(dx[k]));
     }
-    let pos = 4.0 * f32::EPSILON * scale;
+    let pos = 4.0 * f32::EPSILON * scale + 2.0 * f32::EPSILON * input;
     let mut g = gap_at(kind, x, dx, 0.0, pos, xi);
     if not_above(g, 0.0) {
         return (0.0, 0);
@@ -316,7 +369,8 @@ fn v3(p: &GpuVec4) -> Vec3 {
 
 /// Twin of `ipc_ccd.wgsl` (module docs): per pair i < n, `toi[i]` ∈ [0, t_max] and `iters[i]`
 /// from start positions `x` (m) and displacements `dx` (m). f0 = ξ (m), f1 = t_max, f2 = η,
-/// u0 = the iteration cap.
+/// u0 = the iteration cap, u1 > 0: positions in two parts, vertex v at `x[v] + x[u1 + v]`,
+/// taken relative to the pair's first vertex ([`pair_relative`]); 0: `x[v]` as they are.
 pub fn ipc_ccd(
     p: &Params,
     x: &[GpuVec4],
@@ -329,7 +383,13 @@ pub fn ipc_ccd(
     need(pairs.len(), n, "ipc_ccd pairs")?;
     need(toi.len(), n, "ipc_ccd toi")?;
     need(iters.len(), n, "ipc_ccd iters")?;
-    let nv = x.len().min(dx.len());
+    let at = p.u1 as usize;
+    let nv = if at > 0 {
+        need(x.len(), 2 * at, "ipc_ccd x (with fine parts)")?;
+        at.min(dx.len())
+    } else {
+        x.len().min(dx.len())
+    };
     if let Some((i, pr)) = pairs[..n]
         .iter()
         .enumerate()
@@ -346,9 +406,21 @@ pub fn ipc_ccd(
         .enumerate()
         .for_each(|(i, (t, it))| {
             let pr = &pairs[i];
-            let xs = pr.v.map(|v| v3(&x[v as usize]));
+            let hs = pr.v.map(|v| v3(&x[v as usize]));
+            let fs = if at > 0 {
+                pr.v.map(|v| v3(&x[at + v as usize]))
+            } else {
+                [Vec3::ZERO; 4]
+            };
+            let (xs, input) = if at > 0 {
+                let xs = pair_relative(&hs, &fs);
+                let input = (0..4).fold(0.0f32, |m, k| m.max(norm(xs[k]) + norm(fs[k] - fs[0])));
+                (xs, input)
+            } else {
+                (hs, 0.0)
+            };
             let ds = pr.v.map(|v| v3(&dx[v as usize]));
-            (*t, *it) = accd_f32(pr.kind, &xs, &ds, p.f0, p.f1, p.f2, p.u0);
+            (*t, *it) = accd_f32(pr.kind, &xs, input, &ds, p.f0, p.f1, p.f2, p.u0);
         });
     Ok(())
 }

@@ -655,9 +655,27 @@ fn v3(p: &GpuVec4) -> Vec3 {
     Vec3::new(p[0], p[1], p[2])
 }
 
+/// Twin of `pair_relative` (shaders/shared/pair_record.wgsl): a pair's four vertices relative
+/// to its first, from positions split as p = h + f (the `ipc_pairs` / `ipc_ccd` u1 > 0 layout:
+/// h the step start's f32 position, f the rest — its low part plus the step's displacement):
+/// r_k = (h_k − h_0) + (f_k − f_0), each component within ε(|r_k| + |f_k − f_0|) of the exact
+/// difference. Translation leaves a pair's distance and derivatives unchanged, and the
+/// coordinates round with the pair's size, not its distance from the origin.
+pub fn pair_relative(h: &[Vec3; 4], f: &[Vec3; 4]) -> [Vec3; 4] {
+    let mut r = [Vec3::ZERO; 4];
+    for k in 1..4 {
+        r[k] = (h[k] - h[0]) + (f[k] - f[0]);
+    }
+    r
+}
+
 /// Twin of `ipc_pairs.wgsl` (module docs): per pair i < n, `energy[i]` (J), `dist[i]` = d²
 /// (m²), `ptype[i]`, and with [`IPC_GRADIENT`] `grad[4i + k]` (N, w = 0; k in the pair's vertex
-/// order), with [`IPC_HESSIAN`] `hess[144i..]` (N/m). f0 = d̂² (m²), f1 = κ, u0 = flags.
+/// order), with [`IPC_HESSIAN`] `hess[144i..]` (N/m). f0 = d̂² (m²), f1 = κ, u0 = flags, u1 > 0:
+/// positions in two parts, vertex v at `x[v] + x[u1 + v]`, evaluated relative to the pair's
+/// first vertex ([`pair_relative`]: the distance and its derivatives are unchanged and the
+/// coordinates round with the pair's size, not with their distance from the origin); 0: at
+/// `x[v]` (a distance between two vertices then rounds once, however far the others are).
 #[allow(clippy::too_many_arguments)]
 pub fn ipc_pairs(
     p: &Params,
@@ -683,16 +701,21 @@ pub fn ipc_pairs(
     if want_h {
         need(hess.len(), 144 * n, "ipc_pairs hess")?;
     }
+    let at = p.u1 as usize;
+    let nv = if at > 0 {
+        need(x.len(), 2 * at, "ipc_pairs x (with fine parts)")?;
+        at
+    } else {
+        x.len()
+    };
     if let Some((i, pr)) = pairs[..n]
         .iter()
         .enumerate()
-        .find(|(_, pr)| pr.v.iter().any(|&v| v as usize >= x.len()) || pr.kind > GpuPair::EDGE_EDGE)
+        .find(|(_, pr)| pr.v.iter().any(|&v| v as usize >= nv) || pr.kind > GpuPair::EDGE_EDGE)
     {
         return Err(JelloError::Invalid(format!(
-            "ipc_pairs: pair {i} = {:?} (kind {}) indexes past {} vertices or has an unknown kind",
-            pr.v,
-            pr.kind,
-            x.len()
+            "ipc_pairs: pair {i} = {:?} (kind {}) indexes past {nv} vertices or has an unknown kind",
+            pr.v, pr.kind
         )));
     }
     let (dhat2, kappa) = (p.f0, p.f1);
@@ -716,7 +739,13 @@ pub fn ipc_pairs(
         .enumerate()
         .for_each(|(i, ((((e, d), t), g), h))| {
             let pr = &pairs[i];
-            let xs = pr.v.map(|v| v3(&x[v as usize]));
+            let hs = pr.v.map(|v| v3(&x[v as usize]));
+            let fs = if at > 0 {
+                pr.v.map(|v| v3(&x[at + v as usize]))
+            } else {
+                [Vec3::ZERO; 4]
+            };
+            let xs = if at > 0 { pair_relative(&hs, &fs) } else { hs };
             let o = pair(&xs, pr, dhat2, kappa, project, g.take(), h.take());
             *e = o.energy;
             *d = o.dist;

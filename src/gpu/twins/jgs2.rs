@@ -1014,8 +1014,30 @@ pub fn jgs2_trial(
     Ok(())
 }
 
+/// Twin of `jgs2_trial_fine.wgsl`: per vertex v < n, `fine_new[v] = fine[v] + dirs[2n + v]`
+/// (w = 0) — the fine parts of [`jgs2_trial`]'s positions, recorded after it when the positions
+/// keep them (IPC contact; [`super::ipc::pair_relative`]).
+pub fn jgs2_trial_fine(
+    p: &Params,
+    fine: &[GpuVec4],
+    dirs: &[GpuVec4],
+    fine_new: &mut [GpuVec4],
+) -> Result<()> {
+    let n = p.n as usize;
+    need(fine.len(), n, "jgs2_trial_fine fine")?;
+    need(dirs.len(), 3 * n, "jgs2_trial_fine dirs")?;
+    need(fine_new.len(), n, "jgs2_trial_fine fine_new")?;
+    fine_new[..n]
+        .par_iter_mut()
+        .enumerate()
+        .with_min_len(CHUNK)
+        .for_each(|(v, f)| *f = v4(v3(&fine[v]) + v3(&dirs[2 * n + v])));
+    Ok(())
+}
+
 /// Twin of `jgs2_apply.wgsl`: `x[i] += f0·dirs[i]` (contacts advanced alike),
-/// `dxn[i] = f1·|dirs[i]|` for listed i.
+/// `dxn[i] = f1·|dirs[i]|` for listed i; with u0 = 1 the move is added to the fine parts
+/// `fine[i]` too ([`jgs2_trial_fine`]), else `fine` is not read.
 pub fn jgs2_apply(
     p: &Params,
     lists: &[u32],
@@ -1023,10 +1045,15 @@ pub fn jgs2_apply(
     x: &mut [GpuVec4],
     contacts: &mut [GpuContact],
     dxn: &mut [f32],
+    fine: &mut [GpuVec4],
 ) -> Result<()> {
     let nv = x.len();
     need(dxn.len(), nv, "jgs2_apply dxn")?;
     need(dirs.len(), nv, "jgs2_apply dirs")?;
+    let with_fine = p.u0 == 1;
+    if with_fine {
+        need(fine.len(), nv, "jgs2_apply fine")?;
+    }
     let nc = per_vertex(contacts, nv, "jgs2_apply contacts")?;
     let list = listed(p, lists, nv, "jgs2_apply lists")?;
     for &i in list {
@@ -1035,6 +1062,9 @@ pub fn jgs2_apply(
         let pos = x[i];
         let s = p.f0 * d;
         x[i] = [pos[0] + s.x, pos[1] + s.y, pos[2] + s.z, pos[3]];
+        if with_fine {
+            fine[i] = v4(v3(&fine[i]) + s);
+        }
         for c in &mut contacts[i * nc..i * nc + nc] {
             *c = contact_advance(c, s);
         }

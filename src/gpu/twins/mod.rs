@@ -33,7 +33,7 @@ pub use gather::{gather_gradient, gather_hessian_diag, inertia};
 pub use hmatrix::{jgs2_hm_backward, jgs2_hm_coupling, jgs2_hm_forward};
 pub use jgs2::{
     elastic_list, hess_vec, jgs2_apply, jgs2_combine, jgs2_dots, jgs2_rotation, jgs2_system,
-    jgs2_tree_sum, jgs2_trial, jgs2_vertex_terms, vbd_system, vertex_solve,
+    jgs2_tree_sum, jgs2_trial, jgs2_trial_fine, jgs2_vertex_terms, vbd_system, vertex_solve,
 };
 pub use surface::{jgs2_edge_terms, jgs2_face_bound, jgs2_face_terms};
 pub use vector::{axpy, copy_vec4, reduce_dot, reduce_max_abs, reduce_sum, scale, REDUCE_BLOCK};

@@ -134,7 +134,7 @@ use crate::gpu::abi::{
     ZERO_BLOCK,
 };
 use crate::gpu::layout::{GpuContact, GpuLocalSystem, GpuTreeNode};
-use crate::gpu::model::{relative_one, upload_nonempty};
+use crate::gpu::model::{relative, relative_low, relative_one, upload_nonempty};
 use crate::gpu::{
     Buf, BufferId, Device, DeviceInfo, DeviceModel, GpuMat3, GpuTet, GpuVec4, Kernel, Params, Plan,
     SurfaceCsr, SurfaceEdgeCsr,
@@ -536,6 +536,13 @@ struct Jgs2State {
     /// [`Cx::x`] after the backend's current and trial points.
     scratch_x: Buf<GpuVec4>,
     scratch_contacts: Buf<GpuContact>,
+    /// Under IPC contact, per point of [`Cx::x`] its fine parts: each position is its step
+    /// start's f32 value plus its fine part (the start's low part plus the displacement since),
+    /// which `jgs2_apply` and `jgs2_trial_fine` keep and the contact kernels read
+    /// (`device_ipc.rs`, "Data"). One-entry placeholders without IPC.
+    fine: [Buf<GpuVec4>; 3],
+    /// The step start's f32 positions (the coarse parts of the fine ones), kept on the host.
+    coarse: Vec<GpuVec4>,
     sweep_dxn: Buf<f32>,
     hess: Buf<f32>,
     g: Buf<GpuVec4>,
@@ -1011,6 +1018,15 @@ impl Jgs2State {
             surface_reach: longest_surface_edge(model),
             scratch_x: d.alloc("sweep positions", nv.max(1))?,
             scratch_contacts: d.alloc("sweep contact records", nc * nv.max(1))?,
+            fine: {
+                let n = if ipc.is_some() { nv.max(1) } else { 1 };
+                [
+                    d.alloc("position fine parts", n)?,
+                    d.alloc("trial position fine parts", n)?,
+                    d.alloc("sweep position fine parts", n)?,
+                ]
+            },
+            coarse: Vec::new(),
             sweep_dxn: d.alloc("sweep vertex moves", nv.max(1))?,
             hess: d.alloc("element Hessians", 144 * ne.max(1))?,
             g: d.alloc("gradient", nv.max(1))?,
@@ -1165,7 +1181,7 @@ impl Jgs2State {
             }
         }
         if let Some(ipc) = &self.ipc {
-            ipc.rec_terms(p, &cx.x[xb], &self.g, &self.hbar);
+            ipc.rec_terms(p, &cx.x[xb], &self.fine[xb], &self.g, &self.hbar);
         }
     }
 
@@ -1499,6 +1515,9 @@ impl Jgs2State {
             }
             Variant::GaussSeidel => {
                 p.copy(&cx.x[xb], 0, &cx.x[SCRATCH], 0, cx.m.nv);
+                if self.ipc.is_some() {
+                    p.copy(&self.fine[xb], 0, &self.fine[SCRATCH], 0, cx.m.nv);
+                }
                 p.copy(
                     &cx.contacts[xb],
                     0,
@@ -1561,6 +1580,7 @@ impl Jgs2State {
                 ipc.rec_step_bound(
                     p,
                     &cx.x[cur],
+                    &self.fine[cur],
                     &self.step,
                     &self.bound,
                     &self.readback,
@@ -1593,6 +1613,19 @@ impl Jgs2State {
             },
             cx.m.nv as u32,
         );
+        if self.ipc.is_some() {
+            // The trial's fine parts, from the move `jgs2_trial` wrote.
+            p.dispatch(
+                Kernel::Jgs2TrialFine,
+                &[
+                    self.fine[from].id(),
+                    self.dirs.id(),
+                    self.fine[1 - from].id(),
+                ],
+                Params::default(),
+                cx.m.nv as u32,
+            );
+        }
     }
 
     /// x[xb] += the local steps (dirs slot 0) of `list`, their contact records advanced, the
@@ -1606,8 +1639,10 @@ impl Jgs2State {
                 cx.x[xb].id(),
                 cx.contacts[xb].id(),
                 dxn.id(),
+                self.fine[xb].id(),
             ],
             Params {
+                u0: self.ipc.is_some() as u32,
                 u1: list.off,
                 f0: 1.0,
                 f1: 1.0,
@@ -1688,6 +1723,9 @@ impl Jgs2State {
         };
         self.e_ref = 0.0;
         if let Some(ipc) = &mut self.ipc {
+            self.coarse = relative(&problem.x_start, cx.m.origin);
+            let fine = relative_low(&problem.x_start, cx.m.origin);
+            cx.dev.write(&self.fine[0], 0, &fine)?;
             ipc.begin_step(cx.dev, problem)?;
         }
         self.fit_readback(cx)
@@ -1747,7 +1785,7 @@ impl Jgs2State {
         } else {
             cx.dev.read(&cx.contacts[cx.cur])?
         };
-        let mut x = self.read_positions(cx, cx.x[cx.cur], true)?;
+        let mut x = self.read_current(cx)?;
         self.rebuild_from_records(cx, &mut x, &records);
         Ok(x)
     }
@@ -1820,6 +1858,24 @@ impl Jgs2State {
 }
 
 impl Jgs2State {
+    /// The current point's positions (3n, m, f64): under IPC contact the step start's f32
+    /// positions plus the fine parts (the f32 iterate rounds with its distance from the
+    /// origin), else the iterate; plus the origin.
+    fn read_current(&mut self, cx: &mut Cx) -> Result<Vec<f64>> {
+        if self.ipc.is_none() {
+            return self.read_positions(cx, cx.x[cx.cur], true);
+        }
+        let fine = cx.dev.read(&self.fine[cx.cur])?;
+        let o = cx.m.origin;
+        Ok(self
+            .coarse
+            .iter()
+            .zip(fine.iter())
+            .take(cx.m.nv)
+            .flat_map(|(c, f)| (0..3).map(move |k| o[k] + (c[k] as f64 + f[k] as f64)))
+            .collect())
+    }
+
     /// The model positions of `buf` (one of `x`, or `step` for displacements), f64, with the
     /// origin added when `absolute`.
     fn read_positions(
@@ -2042,7 +2098,7 @@ impl Jgs2State {
             if trust < 1.0 && alpha >= (1.0 - 1e-3) * trust {
                 // A trust box cut the step short: the candidate list around the new point,
                 // swept along the rest of the step (one position readback).
-                let x = self.read_positions(cx, cx.x[cx.cur], true)?;
+                let x = self.read_current(cx)?;
                 let rest = 1.0 - alpha;
                 let ahead: Vec<f64> = self
                     .read_positions(cx, self.step, false)?
@@ -2089,7 +2145,7 @@ impl Jgs2State {
             return Ok(None);
         }
         // Once per lagging pass, at a converged point: one position readback.
-        let x = self.read_positions(cx, cx.x[cx.cur], true)?;
+        let x = self.read_current(cx)?;
         if problem.lag_friction(&x) == 0 {
             return Ok(None);
         }
@@ -2122,6 +2178,9 @@ impl Jgs2State {
             // Keep the result in the position buffer hosts draw from.
             let mut p = Plan::new();
             p.copy(&cx.x[1], 0, &cx.x[0], 0, cx.m.nv);
+            if self.ipc.is_some() {
+                p.copy(&self.fine[1], 0, &self.fine[0], 0, cx.m.nv);
+            }
             cx.dev.submit(&p)?;
             cx.cur = 0;
         }

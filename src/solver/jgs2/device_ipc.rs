@@ -11,9 +11,19 @@
 //! the iterate, the step filter, κ's device reduction and the pairs' coupling.
 //!
 //! # Data
-//! The collision positions are the model's vertices (copied from the iterate by the plan) then
-//! the obstacle vertices at the step's end (written once per step), relative to the model's
-//! origin as every device position is. Friction reads each collision vertex's step
+//! The collision positions are the model's vertices then the obstacle vertices at the step's
+//! end, relative to the model's origin as every device position is, each in two parts
+//! (`ContactTerms::fine_at`): a coarse f32 part written once per step — the model's step start,
+//! the device model's own x_start, and the obstacles' end positions — and a fine f32 part —
+//! the obstacles' low parts (what their f32 coarse part dropped) and, copied from the iterate
+//! by the plan, the model vertices' fine parts, which the iteration keeps beside its f32
+//! positions (`jgs2_apply`, `jgs2_trial_fine`): the step start's low part plus the move since.
+//! The pair kernels take each pair relative to its first vertex from the two parts
+//! (`twins::ipc::pair_relative`), so a pair's coordinates round with its size and the step's
+//! displacement, not with its distance from the origin: f32 positions 0.22 m out resolve only
+//! ~3e-8 m, and the CCD's position term on them (4ε·‖x‖ = 1.07e-7 m) certified no motion of
+//! a pair closer than that (below, "κ and friction"). The f64 point read back is the coarse
+//! start plus the fine parts. Friction reads each collision vertex's step
 //! displacement x − x̂: for model vertices formed on the device from the iterate and x̂ (both
 //! f32 relative to the origin, so the difference carries the positions' absolute rounding,
 //! ~6e-8 of the body's distance from its centroid), for obstacle vertices their motion over
@@ -66,7 +76,10 @@
 //! shrinking and steps 6–10 converge in 59–106 iterations (the f64 backend: 44–66). Not
 //! always in time: from Newton's state after 7 steps the gap falls 1.6e-5 → 2.2e-7 → 7.5e-8 m
 //! in three iterations, κ doubles five times (to 32×) but the pair is then inside the
-//! rounding bound, where the CCD lets it move in no direction, and the step stalls at the cap.
+//! rounding bound, where the CCD lets it move in no direction, and the step stalls at the cap
+//! (with positions relative to the origin; since the two-part positions ("Data") and the near
+//! point bounds, step 8 from that state converges in 169 iterations, 1.06e-3 m from
+//! Newton-IPC's answer, within its residual bound).
 //! Calibrating κ_min itself higher (142× at a gap of ε_f32 of the diagonal) removes that
 //! stall but moves the contact out to gaps of the order of d̂: the answers were 0.4–2.4 mm
 //! from Newton-IPC's on the balls, above `jello compare`'s bound, so it was not taken. Raising
@@ -75,25 +88,26 @@
 //! rises on nearly every contact step, the device solves a stiffer problem than the f64
 //! backend, and device VBD on the balls ends 3.8e-3 of the diagonal from the f64 VBD after 10
 //! steps (`jello compare`; 1.6e-4 with the rule kept, 3.7e-6 with IPC's): not taken either.
-//! The bundled hoop shows where the raise ends: from Newton's state after 22 steps (the ball
-//! wedged in the pinned hoop, to slide 2 cm further through it under friction), κ doubles six
-//! times in ten iterations and stops at κ_max (100 κ_min) while an edge–edge pair of a ball
-//! edge and a hoop edge 0.22 m from the origin closes to 1.56e-7 m. Its certified gap is then
-//! 5e-10 m (the distance's lower bound 1.07e-7 m less the positions' rounding term 1.07e-7
-//! m), every combined step moves ~3e-7 m, and the step ends at the cap (CN 8.3). Measured and
-//! reverted: a κ cap of 10⁴ κ_min alone (the pair stays frozen: the CCD certifies no motion in
-//! any direction); the rounding term counted only for a pair's moving side (a still vertex's
-//! x + t·0 is exact: the term halves here) alone (the pair closes to 1.03e-7 m and freezes
-//! again); both together (κ climbs until the contact sits at 0.94 d̂, and the answer is 1.1 mm
-//! from Newton-IPC's, unconverged after 300 iterations). The bundled cup stalls the same way
-//! (step 12 from Newton's state: a ball edge against a cup edge at 1.4e-7 m, 5e-9 m certified);
-//! with the origin moved from the ball's rest centroid to the contact (an experiment) the
-//! rounding term falls from 9.1e-8 to 1.0e-8 m and the step converges in 52 iterations. The
-//! barrier's resting gap at IPC's κ
-//! is below what f32 positions 0.2 m from the origin resolve (one ulp is 1.5e-8 m there). The
-//! way out that keeps IPC's rule is positions that the contact kernels read with more than
-//! f32's 24 bits (a double-f32 hi/lo pair per vertex, and a CCD evaluated in it), not
-//! attempted.
+//! The bundled hoop and cup show where the raise ends. From Newton's states (hoop: after 22
+//! steps, the ball wedged in the pinned hoop, to slide 2 cm further through it under
+//! friction; cup: after 11), κ doubles up to κ_max (100 κ_min) while an edge–edge pair of a
+//! ball edge and a still edge (hoop, cup) 0.2–0.3 m from the origin closes within ten
+//! iterations — in Newton's answers no pair is closer than 1.3e-5 m (hoop) and 6.6e-6 m
+//! (cup). With positions relative to the origin the CCD's position term was 4ε·‖x‖ = 1.07e-7
+//! m (hoop) and 9.1e-8 m (cup): the pairs froze at 1.56e-7 and 1.4e-7 m with 5e-10 and 5.4e-9
+//! m certified, and both steps ran to the cap (hoop CN 8.3 after 300 iterations, cup 4.7e-2
+//! after 120). Measured and reverted then: a κ cap of 10⁴ κ_min (the pair stays frozen), the
+//! term counted for the moving side only (it closes to 1.03e-7 m and freezes again), both
+//! (κ climbs until the contact sits at 0.94 d̂, 1.1 mm from Newton-IPC's answer). With the
+//! positions in two parts ("Data") and the CCD's near-point bounds (`twins::ccd`), the cup's
+//! step 12 converges in 59 iterations, 7.6e-4 m from Newton-IPC's answer (its residual bound
+//! 8.7e-2 in the M-norm, measured 3.5e-4). The hoop's does not: the pair (edges of 2.7 and 2.1
+//! cm, nearly perpendicular) now closes to 3.5e-8 m and freezes there — the CCD's bound of a
+//! pair's distance still loses ~2ε of its size (the near points' displacement, 1.2e-8 m) and
+//! its position term 6ε of it (2e-8 m) — while κ sits at κ_max and each accepted combined
+//! step may close a pair to (1 − η) = 0.1 of its gap. An f32 iteration that drives a pair
+//! below ~20ε of its size stops there; what is left is letting such a pair's other motion
+//! through (separation, or its vertices held while the rest moves), not attempted.
 //! Friction is lagged again at converged points from positions read back once per pass (the f64
 //! [`StepProblem::lag_friction`] then builds the pairs). Energies stay relative to the step
 //! start's at the start's κ and friction: a change shifts the reference of every later value
@@ -106,7 +120,7 @@ use crate::gpu::abi::{
     dev_groups, FRICTION_GRADIENT, FRICTION_HESSIAN, IPC_GRADIENT, IPC_HESSIAN, IPC_PROJECT,
     IPC_SENTINEL, REDUCE_BLOCK,
 };
-use crate::gpu::model::{relative, relative_one};
+use crate::gpu::model::{relative, relative_low_one, relative_one};
 use crate::gpu::twins::ccd::ROUND;
 use crate::gpu::twins::trust::TRUST_GROUP;
 use crate::gpu::{
@@ -200,7 +214,7 @@ impl DeviceIpc {
             on_surface[v as usize] = true;
         }
         Ok(DeviceIpc {
-            terms: ContactTerms::new(dev, n_coll, ipc.dhat_sq())?,
+            terms: ContactTerms::new(dev, n_coll, ipc.dhat_sq(), true)?,
             ipc,
             nv,
             n_coll,
@@ -236,13 +250,27 @@ impl DeviceIpc {
                 self.n_coll
             )));
         }
-        if self.n_coll > self.nv {
-            let obs: Vec<GpuVec4> = xs[self.nv..]
-                .iter()
-                .map(|p| relative_one(*p, self.origin))
-                .collect();
-            dev.write(&self.terms.xc, self.nv, &obs)?;
-        }
+        // Coarse and fine parts (module docs, "Data"): the model's coarse parts are the step
+        // start's f32 positions, the device model's own x_start; the obstacles' are their
+        // positions at the step's end, fine parts their low parts.
+        let (coarse, fine): (Vec<GpuVec4>, Vec<GpuVec4>) = xs
+            .iter()
+            .enumerate()
+            .map(|(v, &p)| {
+                let low = if v < self.nv {
+                    [0.0; 4]
+                } else {
+                    relative_low_one(p, self.origin)
+                };
+                (relative_one(p, self.origin), low)
+            })
+            .unzip();
+        dev.write(&self.terms.xc, 0, &coarse)?;
+        dev.write(
+            &self.terms.xc,
+            self.terms.fine_at as usize + self.nv,
+            &fine[self.nv..],
+        )?;
         dev.write(&self.x_hat, 0, &relative(&problem.x_hat, self.origin))?;
         self.terms.kappa = problem.kappa() as f32;
         let predicted: Vec<f64> = problem
@@ -357,13 +385,21 @@ impl DeviceIpc {
         t.barrier_len().div_ceil(REDUCE_BLOCK) + t.friction_len().div_ceil(REDUCE_BLOCK)
     }
 
-    /// Records the terms at the iterate `x` (the model's positions): the pair energies, and
-    /// their gradients added into `g` and the diagonal blocks of the barrier's and friction's
-    /// pair Hessians into `hbar`.
+    /// Records the copy of the iterate's fine parts `fine` into the collision positions' (their
+    /// coarse parts, the step start's, were written by [`Self::begin_step`]).
+    fn rec_positions(&self, p: &mut Plan, fine: &Buf<GpuVec4>) {
+        let t = &self.terms;
+        p.copy(fine, 0, &t.xc, t.fine_at as usize, self.nv);
+    }
+
+    /// Records the terms at the iterate `x` (the model's positions; their fine parts `fine`):
+    /// the pair energies, and their gradients added into `g` and the diagonal blocks of the
+    /// barrier's and friction's pair Hessians into `hbar`.
     pub(super) fn rec_terms(
         &self,
         p: &mut Plan,
         x: &Buf<GpuVec4>,
+        fine: &Buf<GpuVec4>,
         g: &Buf<GpuVec4>,
         hbar: &Buf<GpuMat3>,
     ) {
@@ -374,7 +410,7 @@ impl DeviceIpc {
             rows: self.nv,
         });
         if t.barrier.is_some() {
-            p.copy(x, 0, &t.xc, 0, self.nv);
+            self.rec_positions(p, fine);
             t.rec_barrier(p, IPC_GRADIENT | IPC_HESSIAN | IPC_PROJECT, gather);
         }
         if t.friction.is_some() {
@@ -483,16 +519,18 @@ impl DeviceIpc {
     }
 
     /// Records the step filter of the move `step` (per model vertex, m) from the model
-    /// positions `x`: `ipc_trust` folds each vertex's trust-box bound into `bound[..nv]` and
+    /// positions `x` (fine parts `fine`): `ipc_trust` folds each vertex's trust-box bound into `bound[..nv]` and
     /// reduces its own maximum into `readback[trust_slot]`; `ipc_ccd` over the candidate pairs
     /// and `ipc_vertex_toi` give the per-256-vertex partials of the CCD bound, copied into
     /// `bound[nv..nv + groups]` (1.0 without pairs). The caller's max reduction over
     /// `bound[..nv + groups]` then finishes 1/α (module docs). `bound` must hold
     /// [`Self::bound_len`] entries.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn rec_step_bound(
         &self,
         p: &mut Plan,
         x: &Buf<GpuVec4>,
+        fine: &Buf<GpuVec4>,
         step: &Buf<GpuVec4>,
         bound: &Buf<f32>,
         readback: &Buf<f32>,
@@ -517,7 +555,7 @@ impl DeviceIpc {
             p.copy(&self.ones, 0, bound, nv, groups);
             return;
         };
-        p.copy(x, 0, &self.terms.xc, 0, nv);
+        self.rec_positions(p, fine);
         p.copy(step, 0, &self.ccd_dx, 0, nv);
         let accd = AccdParams::default();
         p.dispatch(
@@ -534,6 +572,7 @@ impl DeviceIpc {
                 f1: 1.0,
                 f2: accd.rescaling as f32,
                 u0: CCD_CAP.min(accd.max_iterations as u32),
+                u1: self.terms.fine_at,
                 ..Params::new()
             },
             b.n as u32,

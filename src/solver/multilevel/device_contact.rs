@@ -105,7 +105,7 @@ impl DeviceContact {
         let n_model = model.num_vertices();
         let n_coll = ipc.mesh.num_vertices();
         let origin = crate::problem::centroid(&model.mesh.positions);
-        let mut terms = ContactTerms::new(dev, n_coll, ipc.dhat_sq())?;
+        let mut terms = ContactTerms::new(dev, n_coll, ipc.dhat_sq(), false)?;
         terms.kappa = problem.kappa() as f32;
         terms.set_barrier(dev, pairs, n_model, |_| true, false)?;
         let lagged = problem.lagged_friction();
