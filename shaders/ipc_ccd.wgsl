@@ -5,7 +5,8 @@
 // t ∈ [0, 1]. Params: f0 = separation ξ (m, ≥ 0), f1 = t_max (clamped to [0, 1]), f2 = η ∈ (0, 1)
 // (AccdParams::rescaling), u0 = the iteration cap (AccdParams::max_iterations). Writes
 // toi[i] ∈ [0, t_max] (t_max: no impact before it) and iters[i] (distance evaluations after the
-// first). Conservative in f32: toi[i] never exceeds the first time the exact linear motion of the
+// first; 0xffffffff with toi 0 when the start's gap bound is not positive: a touching pair, or
+// one closer than f32 certifies, which a host may decide in f64). Conservative in f32: toi[i] never exceeds the first time the exact linear motion of the
 // f32 inputs brings the pair to ξ, and the pair at toi[i] is farther than ξ — every gap is a
 // rigorous lower bound (feature distances less their rounding bounds, region tests with
 // rounding margins, a position-rounding term), l_p is inflated, and an advance is accepted only
@@ -27,6 +28,7 @@ const EPS: f32 = 1.1920929e-7; // f32 machine epsilon
 const ROUND: f32 = 1.9073486e-6; // 16 ε
 const NEAR: f32 = 2.3841858e-7; // 2 ε: a near point's displacement bound
 const TINY: f32 = 1.17549435e-38; // smallest normal f32
+const UNCERTIFIED: u32 = 0xffffffffu; // iters of a pair whose start is not certified apart
 const FMAX: f32 = 3.40282347e38;
 
 fn nrm(v: vec3<f32>) -> f32 {
@@ -229,8 +231,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let pos = 4.0 * EPS * scale + 2.0 * EPS * input;
     var g = gap_at(pr.kind, xs, ds, 0.0, pos, xi);
     if !(g > 0.0) {
+        // The start itself is not certified apart (touching, or closer than f32 resolves).
         toi[i] = 0.0;
-        iters[i] = 0u;
+        iters[i] = UNCERTIFIED;
         return;
     }
     let m = (ds[0] + ds[1] + ds[2] + ds[3]) * 0.25;

@@ -1297,3 +1297,68 @@ fn safeguard_cut_keeps_fitting_plain_steps_and_falls_back_on_violent_ones() {
         assert!(err < 1e-3, "{name} deviates from Newton by {err:e}");
     }
 }
+
+#[test]
+fn device_jgs2_slides_the_hoop_ball_past_a_pair_closer_than_f32_certifies() {
+    // The bundled hoop from Newton's state after 22 steps: the ball wedged in the pinned hoop
+    // slides ~2 cm further through it. On the device iteration (here on its CPU twins, the same
+    // plans and kernels) an edge–edge pair of a ball edge and a hoop edge closes to ~3.5e-8 m,
+    // below the ~20ε of its 2.7 cm size the f32 CCD certifies; before the host decided such
+    // pairs in f64 the step froze there and ran to the cap (CN 37 after 300 iterations).
+    use jello::gpu::Device;
+    use jello::solver::jgs2::DeviceJgs2;
+    let built = common::bundled_scene("contact_hoop.toml");
+    let m = built.model.clone();
+    let h = built.config.h;
+    let sub = Arc::new(build_subspace(&m, h, &SubspaceOptions::default()).unwrap());
+    let p = Jgs2Params {
+        stop: StopRule::Cn { eps: 1e-7 },
+        max_iterations: 300,
+        variant: Variant::Jacobi,
+        safeguard: Safeguard::Cut,
+    };
+    let mut solver = DeviceJgs2::new(Device::cpu(), &m, p, Some(sub)).unwrap();
+    let before = common::state_after(&built, 22);
+    let mut x = before.x.clone();
+    let problem = StepProblem::new(&m, &before, h);
+    let r = solver
+        .step(&problem, &m as &dyn ElasticTerms, &mut x, false)
+        .unwrap();
+    let decided = solver.host_decided_pairs();
+    assert!(
+        decided > 0,
+        "no pair was decided on the host: the test no longer reaches what it guards"
+    );
+    assert!(
+        r.converged,
+        "step 23: {} iterations, residual {:.2e}, {decided} pairs decided on the host",
+        r.iterations, r.residual
+    );
+    // Stationary in f64 for the problem as the step left it (its κ raised, friction lagged):
+    let mut g = vec![0.0; x.len()];
+    problem.gradient(&m, &x, &mut g);
+    let cn = m.char_norm.residual(&g);
+    // The f32 iteration's κ ends higher than Newton's (its raise gap, `device_ipc.rs`), so the
+    // two answers solve nearby problems (reported, not compared).
+    let reference = common::newton_reference(&m, &before, h);
+    let dist = common::m_dist(&m, &x, &reference);
+    eprintln!("f64 CN {cn:.3e}; M-distance to Newton-IPC's answer {dist:.2e}");
+    // The device stops at CN 1e-7 on its f32 gradient; in f64 the same point measured 3.5e-7
+    // (the f32 terms' rounding). 1e-6 leaves room for that and fails a point the f32 test
+    // merely passed by noise.
+    assert!(
+        cn <= 1e-6,
+        "f64 CN {cn:.3e} at the device's converged point"
+    );
+    let ipc = m.contact.as_ref().unwrap();
+    let xs = ipc.positions(&x);
+    let pairs = ipc.active_pairs(&xs).unwrap();
+    assert!(
+        ipc.min_distance_sq(&pairs, &xs) > 0.0,
+        "the answer intersects"
+    );
+    eprintln!(
+        "step 23: {} iterations, {decided} pairs decided on the host",
+        r.iterations
+    );
+}

@@ -27,7 +27,7 @@ use common::kernels::{nan_f, run_both, Data};
 use contact_common::ccd_cases::{cases, Case, KINDS_EE, KINDS_PT};
 use contact_common::{rand_point, V3};
 use jello::contact::ccd::{additive_ccd, AccdParams, PairKind};
-use jello::gpu::twins::ccd::{ROUND, VERTEX_TOI_GROUP};
+use jello::gpu::twins::ccd::{ROUND, UNCERTIFIED, VERTEX_TOI_GROUP};
 use jello::gpu::{GpuPair, GpuVec4, Kernel, Params, VertexCsr};
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -609,7 +609,7 @@ type FarPair = ([GpuVec4; 4], [GpuVec4; 4], [GpuVec4; 4], f64, f64);
 /// Edge–edge pairs 0.2–3 m from the origin, crossing at a gap of 2e-7–1e-6 m and sliding
 /// tangentially, in the split layout the JGS2 / VBD device iteration passes (u1 > 0: each
 /// position the f32 of its f64 value plus the f32 of the rest — `twins::ipc::pair_relative`).
-fn far_sliding_pairs(rng: &mut ChaCha8Rng, n: usize) -> Vec<FarPair> {
+fn far_sliding_pairs(rng: &mut ChaCha8Rng, n: usize, gaps: std::ops::Range<f64>) -> Vec<FarPair> {
     (0..n)
         .map(|_| {
             let dir = rand_point(rng, 1.0).normalize();
@@ -618,7 +618,7 @@ fn far_sliding_pairs(rng: &mut ChaCha8Rng, n: usize) -> Vec<FarPair> {
             let u = rand_point(rng, 1.0).normalize();
             let normal = u.cross(&rand_point(rng, 1.0)).normalize();
             let v = normal.cross(&u);
-            let gap = rng.random_range(2e-7..1e-6);
+            let gap = rng.random_range(gaps.clone());
             let half = 0.005;
             let p = [
                 c - u * half,
@@ -650,7 +650,7 @@ fn split_positions_let_a_pair_far_from_the_origin_slide_at_a_tiny_gap() {
     // against the exact 3.85e-7 m, 14× the tolerance).
     let mut rng = common::rng("split_positions_let_a_pair_far_from_the_origin_slide_at_a_tiny_gap");
     let n = 128;
-    let cases = far_sliding_pairs(&mut rng, n);
+    let cases = far_sliding_pairs(&mut rng, n, 2e-7..1e-6);
     let mut x = vec![[0.0f32; 4]; 8 * n];
     let mut dx = vec![[0.0f32; 4]; 4 * n];
     let mut pairs = Vec::with_capacity(n);
@@ -726,4 +726,42 @@ fn split_positions_let_a_pair_far_from_the_origin_slide_at_a_tiny_gap() {
         }
     }
     eprintln!("pair distances: worst |d − gap| = {worst:.3} of C·L");
+    // Below what f32 certifies for a 1 cm pair (~20ε·L ≈ 2e-8 m): no time, and the pair
+    // flagged for a host to decide in f64 (`solver::jgs2::device_ipc`).
+    let close = far_sliding_pairs(&mut rng, 32, 1e-10..1e-9);
+    let mut x = vec![[0.0f32; 4]; 8 * 32];
+    let mut dx = vec![[0.0f32; 4]; 4 * 32];
+    let mut pairs = Vec::new();
+    for (i, (coarse, fine, d, _, _)) in close.iter().enumerate() {
+        for k in 0..4 {
+            x[4 * i + k] = coarse[k];
+            x[4 * 32 + 4 * i + k] = fine[k];
+            dx[4 * i + k] = d[k];
+        }
+        let v = 4 * i as u32;
+        pairs.push(GpuPair::edge_edge([v, v + 1], [v + 2, v + 3], 1e-12));
+    }
+    let data = [
+        Data::V(x),
+        Data::V(dx),
+        Data::P(pairs),
+        nan_f(32),
+        Data::U(vec![0; 32]),
+    ];
+    let params = Params {
+        u1: 4 * 32,
+        ..params
+    };
+    let (cpu, gpu) = run_both(Kernel::IpcCcd, &data, params, 32);
+    for (name, r) in std::iter::once(("twin", &cpu)).chain(gpu.as_ref().map(|g| ("gpu", g))) {
+        for i in 0..32 {
+            assert!(
+                r[3][i] == 0.0 && r[4][i].to_bits() == UNCERTIFIED,
+                "{name} pair {i} at {:.1e} m: t = {}, iterations {}",
+                close[i].3,
+                r[3][i],
+                r[4][i].to_bits()
+            );
+        }
+    }
 }

@@ -9,7 +9,9 @@
 //! η ∈ (0, 1) ([`crate::contact::ccd::AccdParams::rescaling`]), `u0` = the iteration cap
 //! ([`crate::contact::ccd::AccdParams::max_iterations`]). Writes `toi[i]` ∈ [0, t_max] (t_max:
 //! no impact found before t_max) and `iters[i]`, the distance evaluations after the first (the
-//! CPU's [`crate::contact::ccd::TimeOfImpact::iterations`]). The iteration is the CPU's: with
+//! CPU's [`crate::contact::ccd::TimeOfImpact::iterations`]), or [`UNCERTIFIED`] with time 0
+//! when the start's gap bound is not positive (touching, or closer than f32 certifies: a host
+//! can decide such a pair in f64). The iteration is the CPU's: with
 //! l_p = max‖Δx − m‖ over the first primitive + the same over the second, advance by
 //! η·gap/l_p, re-evaluate, stop once the gap is below (1 − η) of the starting gap (returning the
 //! previous time) or t reaches t_max; a start at or below ξ returns 0, no relative motion t_max.
@@ -98,6 +100,9 @@ pub const ROUND: f32 = 16.0 * f32::EPSILON;
 const NEAR: f32 = 2.0 * f32::EPSILON;
 /// Degenerate-length threshold (the smallest normal f32, as in `twins::ipc`).
 const TINY: f32 = f32::MIN_POSITIVE;
+/// `ipc_ccd`'s iteration count of a pair whose start is not certified apart (its gap bound is
+/// not positive: touching, or closer than the f32 bounds resolve); its time is 0.
+pub const UNCERTIFIED: u32 = u32::MAX;
 /// Workgroup size of `ipc_vertex_toi` (vertices per partial).
 pub const VERTEX_TOI_GROUP: usize = 256;
 
@@ -318,7 +323,7 @@ pub fn accd_f32(
     let pos = 4.0 * f32::EPSILON * scale + 2.0 * f32::EPSILON * input;
     let mut g = gap_at(kind, x, dx, 0.0, pos, xi);
     if not_above(g, 0.0) {
-        return (0.0, 0);
+        return (0.0, UNCERTIFIED);
     }
     let m = (dx[0] + dx[1] + dx[2] + dx[3]) * 0.25;
     let split = if kind == GpuPair::POINT_TRIANGLE {

@@ -162,6 +162,10 @@ const SURFACE_THICKNESS: f64 = 1e-4;
 const ALL_FLAGS: u32 = ELASTIC_GRADIENT | ELASTIC_HESSIAN | ELASTIC_PROJECT;
 /// Index of the Gauss–Seidel scratch copy in `x` / `contacts`.
 const SCRATCH: usize = 2;
+/// 1/α at or above which a combined step's bound was set by a pair time of 0 (`ipc_vertex_toi`
+/// floors times at 1e-30): the trial then asks the host to decide the pairs the f32 CCD could
+/// not certify apart ([`DeviceIpc::certify_on_host`]).
+const HOST_CCD_BOUND: f64 = 1e29;
 
 /// A contiguous range of the device `lists` buffer.
 #[derive(Clone, Copy, Debug, Default)]
@@ -699,6 +703,15 @@ impl Jgs2Solver<DeviceBackend> {
         state(self.backend())
             .and_then(|s| s.ipc.as_ref())
             .map_or(0, |i| i.rebuilds())
+    }
+    /// How many contact pairs the last step decided in f64 on the host because the f32 CCD
+    /// could not certify their start apart (closer than ~20ε of their size), 0 without IPC
+    /// contact: for tests and benches.
+    #[doc(hidden)]
+    pub fn host_decided_pairs(&self) -> usize {
+        state(self.backend())
+            .and_then(|s| s.ipc.as_ref())
+            .map_or(0, |i| i.host_decided())
     }
     /// The point positions on the device are relative to (the rest centroid), m.
     pub fn origin(&self) -> [f64; 3] {
@@ -2052,7 +2065,7 @@ impl Jgs2State {
     fn jgs2_trial(
         &mut self,
         cx: &mut Cx,
-        _problem: &StepProblem,
+        problem: &StepProblem,
         _elastic: &dyn ElasticTerms,
         coef: [f64; 3],
         scale: f64,
@@ -2067,7 +2080,24 @@ impl Jgs2State {
         }
         self.rec_trial(cx, &mut p, cx.cur, scale);
         self.rec_eval_guarded(cx, &mut p, 1 - cx.cur, next == Next::Model);
-        let t = self.run(cx, &p)?;
+        let mut t = self.run(cx, &p)?;
+        if fresh && self.ipc.is_some() && t.bound >= HOST_CCD_BOUND {
+            // A pair whose start the f32 CCD could not certify apart held the step at 0:
+            // decide such pairs in f64 (`DeviceIpc::certify_on_host`) and redo the bound and
+            // the trial.
+            let x = self.read_current(cx)?;
+            let step = self.read_positions(cx, self.step, false)?;
+            let ipc = self.ipc.as_mut().expect("checked above");
+            if ipc.certify_on_host(cx.dev, problem, &x, &step)? > 0 {
+                let mut p = Plan::new();
+                ipc.rec_bound_again(&mut p, &self.bound, &self.readback, self.rb.trust);
+                let n = DeviceIpc::bound_len(cx.m.nv) as u32;
+                p.max_abs(&self.bound, n, &self.readback, self.rb.alpha as u32);
+                self.rec_trial(cx, &mut p, cx.cur, scale);
+                self.rec_eval_guarded(cx, &mut p, 1 - cx.cur, next == Next::Model);
+                t = self.run(cx, &p)?;
+            }
+        }
         if fresh {
             let trust = if self.ipc.is_some() {
                 1.0 / t.trust

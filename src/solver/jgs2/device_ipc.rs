@@ -52,6 +52,9 @@
 //!   reduced per vertex (`ipc_vertex_toi`) — all folded into the one maximum whose reciprocal
 //!   the trial reads on the device. Every accepted iterate is therefore intersection-free, as
 //!   a move along one straight path limited by CCD over a superset of the pairs it can meet.
+//!   A pair whose start the f32 CCD cannot certify apart (closer than ~20ε of its size) is
+//!   decided on the host in f64 when it holds a step at 0 ([`DeviceIpc::certify_on_host`];
+//!   "κ and friction").
 //! - When a box (not a time of impact) limited an accepted step, the host reads the positions
 //!   and the step (two readbacks), rebuilds the list swept along the rest of the step with the
 //!   margin doubled, and uploads it: rare where the prediction holds (free flight, resting
@@ -101,19 +104,25 @@
 //! (κ climbs until the contact sits at 0.94 d̂, 1.1 mm from Newton-IPC's answer). With the
 //! positions in two parts ("Data") and the CCD's near-point bounds (`twins::ccd`), the cup's
 //! step 12 converges in 59 iterations, 7.6e-4 m from Newton-IPC's answer (its residual bound
-//! 8.7e-2 in the M-norm, measured 3.5e-4). The hoop's does not: the pair (edges of 2.7 and 2.1
-//! cm, nearly perpendicular) now closes to 3.5e-8 m and freezes there — the CCD's bound of a
+//! 8.7e-2 in the M-norm, measured 3.5e-4). The hoop's did not: the pair (edges of 2.7 and 2.1
+//! cm, nearly perpendicular) then closed to 3.5e-8 m and froze there — the CCD's bound of a
 //! pair's distance still loses ~2ε of its size (the near points' displacement, 1.2e-8 m) and
 //! its position term 6ε of it (2e-8 m) — while κ sits at κ_max and each accepted combined
-//! step may close a pair to (1 − η) = 0.1 of its gap. An f32 iteration that drives a pair
-//! below ~20ε of its size stops there; what is left is letting such a pair's other motion
-//! through (separation, or its vertices held while the rest moves), not attempted.
+//! step may close a pair to (1 − η) = 0.1 of its gap: an f32 iteration that drives a pair
+//! below ~20ε of its size cannot certify it further. Such a pair is flagged by the CCD
+//! (`twins::ccd::UNCERTIFIED`, time 0) and, when it holds the combined step at 0, decided on
+//! the host in f64 ([`DeviceIpc::certify_on_host`]: the reference's ACCD of the pair's joint
+//! straight move from the two-part positions; a readback of the pairs' flags, the positions
+//! and the step, then the bound and the trial again) — rare, and only while such a pair
+//! exists. The hoop's step 23 then converges in 118 iterations (7 pairs decided on the host),
+//! 1.04e-3 m from Newton-IPC's answer (M-distance 5.4e-4): its κ ends at κ_max, Newton's
+//! lower, and the contact sits farther out (closest pair 7.2e-4 m against Newton's 1.3e-5).
 //! Friction is lagged again at converged points from positions read back once per pass (the f64
 //! [`StepProblem::lag_friction`] then builds the pairs). Energies stay relative to the step
 //! start's at the start's κ and friction: a change shifts the reference of every later value
 //! alike, so the line search's comparisons hold.
 
-use crate::contact::ccd::AccdParams;
+use crate::contact::ccd::{additive_ccd, AccdParams};
 use crate::contact::{ContactPair, IpcContact};
 use crate::error::{JelloError, Result};
 use crate::gpu::abi::{
@@ -121,13 +130,14 @@ use crate::gpu::abi::{
     IPC_SENTINEL, REDUCE_BLOCK,
 };
 use crate::gpu::model::{relative, relative_low_one, relative_one};
-use crate::gpu::twins::ccd::ROUND;
+use crate::gpu::twins::ccd::{ROUND, UNCERTIFIED};
 use crate::gpu::twins::trust::TRUST_GROUP;
 use crate::gpu::{
     Buf, BufferId, ContactTerms, Device, Gather, GpuMat3, GpuPair, GpuVec4, Kernel, PairList,
     Params, Plan,
 };
 use crate::problem::StepProblem;
+use nalgebra::Vector3;
 use std::sync::Arc;
 
 /// `dev_combine`'s "no scalar slot".
@@ -177,6 +187,8 @@ pub(super) struct DeviceIpc {
     margin: f64,
     /// List rebuilds this step (each one a position readback).
     rebuilds: usize,
+    /// Pairs decided on the host this step ([`Self::certify_on_host`]).
+    host_decided: usize,
     /// `ipc_trust`'s per-group partials.
     trust_part: Buf<f32>,
     /// CCD's step per collision vertex (model rows copied from the step; obstacles still).
@@ -191,6 +203,9 @@ pub(super) struct DeviceIpc {
     ones: Buf<f32>,
     /// `dev_combine`'s scalar slots, none of which the displacement pass reads.
     no_scalars: Buf<f32>,
+    /// The candidate pairs on the host (collision ids), for the pairs decided in f64
+    /// ([`Self::certify_on_host`]).
+    pairs: Vec<ContactPair>,
 }
 
 impl DeviceIpc {
@@ -227,6 +242,7 @@ impl DeviceIpc {
             on_surface,
             margin: 0.0,
             rebuilds: 0,
+            host_decided: 0,
             trust_part: dev.alloc("contact trust partials", groups)?,
             ccd_dx: dev.upload("contact CCD steps", &vec![[0.0f32; 4]; n_coll.max(1)])?,
             pair_toi: dev.alloc("contact pair times of impact", 1)?,
@@ -235,6 +251,7 @@ impl DeviceIpc {
             vertex_part: dev.alloc("contact vertex partials", groups)?,
             ones: dev.upload("contact neutral partials", &vec![1.0f32; groups])?,
             no_scalars: dev.alloc("contact no scalars", 1)?,
+            pairs: Vec::new(),
         })
     }
 
@@ -282,6 +299,7 @@ impl DeviceIpc {
         let reach = predicted.iter().fold(0.0f64, |m, d| m.max(d.abs()));
         self.margin = MARGIN_DHAT * self.ipc.dhat + MARGIN_PREDICTED * reach;
         self.rebuilds = 0;
+        self.host_decided = 0;
         self.surround(dev, &xs, &predicted)?;
         self.lag_friction(dev, problem)
     }
@@ -305,6 +323,11 @@ impl DeviceIpc {
     /// List rebuilds since the step began.
     pub(super) fn rebuilds(&self) -> usize {
         self.rebuilds
+    }
+
+    /// Pairs decided on the host since the step began ([`Self::certify_on_host`]).
+    pub(super) fn host_decided(&self) -> usize {
+        self.host_decided
     }
 
     /// The candidate pairs of the boxes swept from the collision positions `xs` along the model
@@ -349,6 +372,7 @@ impl DeviceIpc {
         let n = pairs.len().max(1);
         dev.grow(&mut self.pair_toi, "contact pair times of impact", n)?;
         dev.grow(&mut self.pair_iters, "contact pair CCD iterations", n)?;
+        self.pairs = pairs.to_vec();
         Ok(())
     }
 
@@ -579,6 +603,79 @@ impl DeviceIpc {
         );
         self.rec_vertex_min(p, b, &self.pair_toi, 1.0);
         p.copy(&self.vertex_part, 0, bound, nv, groups);
+    }
+
+    /// Decides in f64 the candidate pairs whose start the last [`Self::rec_step_bound`]'s f32
+    /// CCD could not certify apart ([`UNCERTIFIED`]: closer than ~20ε of the pair's size, module
+    /// docs "κ and friction"), from the model positions `x` and the step `step` (flat, m; the
+    /// obstacles still): the reference's ACCD ([`additive_ccd`]) of the joint straight move,
+    /// its time rounded down to f32 into the pair's time of impact. Returns how many pairs it
+    /// decided (one readback of the pairs' iteration counts; nothing else when none).
+    pub(super) fn certify_on_host(
+        &mut self,
+        dev: &mut Device,
+        problem: &StepProblem,
+        x: &[f64],
+        step: &[f64],
+    ) -> Result<usize> {
+        let Some(b) = &self.terms.barrier else {
+            return Ok(0);
+        };
+        let iters = dev.read(&self.pair_iters)?;
+        let flagged: Vec<usize> = (0..b.n).filter(|&i| iters[i] == UNCERTIFIED).collect();
+        if flagged.is_empty() {
+            return Ok(0);
+        }
+        let xs = problem.contact_positions(&self.ipc, x);
+        let at = |v: u32| Vector3::from(xs[v as usize]);
+        let moved = |v: u32| {
+            let v = v as usize;
+            let d = if v < self.nv {
+                Vector3::new(step[3 * v], step[3 * v + 1], step[3 * v + 2])
+            } else {
+                Vector3::zeros()
+            };
+            Vector3::from(xs[v]) + d
+        };
+        let accd = AccdParams::default();
+        for &i in &flagged {
+            let pr = &self.pairs[i];
+            let t = additive_ccd(
+                pr.kind,
+                &pr.ids.map(at),
+                &pr.ids.map(moved),
+                0.0,
+                1.0,
+                &accd,
+            )
+            .t;
+            let mut t32 = t as f32;
+            if t32 as f64 > t {
+                t32 = t32.next_down();
+            }
+            dev.write(&self.pair_toi, i, &[t32])?;
+        }
+        self.host_decided += flagged.len();
+        Ok(flagged.len())
+    }
+
+    /// Records the step bound again from the pairs' times of impact as they stand (after
+    /// [`Self::certify_on_host`] replaced some) and the trust boxes' partials of the last
+    /// [`Self::rec_step_bound`]: as its tail, for the same `bound`, `readback` and slot.
+    pub(super) fn rec_bound_again(
+        &self,
+        p: &mut Plan,
+        bound: &Buf<f32>,
+        readback: &Buf<f32>,
+        trust_slot: usize,
+    ) {
+        let nv = self.nv;
+        let groups = nv.div_ceil(TRUST_GROUP);
+        p.max_abs(&self.trust_part, groups as u32, readback, trust_slot as u32);
+        if let Some(b) = &self.terms.barrier {
+            self.rec_vertex_min(p, b, &self.pair_toi, 1.0);
+            p.copy(&self.vertex_part, 0, bound, nv, groups);
+        }
     }
 
     /// `bound`'s length for [`Self::rec_step_bound`] with `nv` model vertices.
