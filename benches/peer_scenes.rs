@@ -25,6 +25,8 @@
 //!
 //! Env: `JELLO_PEER_SCENES` (comma list of `bar,tss,bunny`), `JELLO_PEER_SOLVERS` (comma list
 //! of `newton,qn,admm,dot,lbfgs-h`), `JELLO_PEER_STEPS`, `JELLO_PEER_CAP`,
+//! `JELLO_PEER_ADMM_CAP` (ADMM's cap alone, default `JELLO_PEER_CAP`: at its defaults it takes
+//! tens of seconds per step on the TSS scenes, issue 43's table),
 //! `JELLO_PEER_REFERENCE=0` to skip the CN 1e-7 reference, `JELLO_MESHES` (the shared meshes'
 //! folder; default `../shared/meshes` beside the repository). `JELLO_BENCH_BOOK=1` writes the
 //! book's table.
@@ -36,6 +38,14 @@
 //! every thread, as jello uses, or sequential) —, best of `JELLO_PEER_FACTOR_REPS` (default 3),
 //! with the stored values of L and the factorisation's flops (Σ c(c + 1) over L's columns,
 //! explicit zeros of relaxed supernodes included) and GFLOP/s. Written as `peer_factor.md`.
+//!
+//! `JELLO_PEER_PASS=1` times instead the elastic gradient pass (energy and gradient, what each
+//! QN/DOT line-search trial costs) at Newton's state after `JELLO_PEER_PASS_STEPS` (default 3)
+//! steps: the model's pass (`ElasticTerms::elastic_gradient`, the tets four at a time with the
+//! corotated family's SVDs in lock-step) against the same pass one tet at a time
+//! (`element_gradient` per tet, the route before), alternated in one process,
+//! `JELLO_PEER_FACTOR_REPS` × 5 rounds (default 15), median and best; the two gradients must
+//! agree bit for bit. Written as `peer_pass.md`.
 //!
 //! `cargo bench --bench peer_scenes`; a quick run:
 //! `JELLO_PEER_STEPS=2 JELLO_PEER_SOLVERS=newton,qn,dot cargo bench --bench peer_scenes`.
@@ -57,7 +67,8 @@ use faer::sparse::linalg::cholesky::{
 };
 use faer::sparse::linalg::SymbolicSupernodalParams;
 use faer::{Par, Side};
-use jello::problem::HessianLayout;
+use jello::material::element_gradient;
+use jello::problem::{ElasticTerms, HessianLayout};
 use jello::problem::{Model, State, StepProblem};
 use jello::scene::Scene;
 use jello::solver::admm::{AdmmParams, AdmmSolver};
@@ -67,6 +78,8 @@ use jello::solver::lbfgs::LbfgsPhases;
 use jello::solver::qn::{QnParams, QnSolver};
 use jello::solver::{NewtonParams, NewtonSolver, StepSolver, StepTimings, StopRule};
 use jello_precompute::cholesky::{Ordering, SparseCholesky};
+use nalgebra::Vector3;
+use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -602,14 +615,107 @@ fn factor_options(scenes: &[String]) {
     report::finish("peer_factor");
 }
 
+/// The elastic gradient one tet at a time (the route before the lane batch): per-element
+/// results collected in parallel, then gathered per vertex as the model's pass does.
+fn gradient_one_by_one(m: &Model, x: &[f64], g: &mut [f64]) -> f64 {
+    let per: Vec<_> = (0..m.mesh.num_tets())
+        .into_par_iter()
+        .map(|t| {
+            let c = m.mesh.tets[t].map(|v| {
+                let v = 3 * v as usize;
+                Vector3::new(x[v], x[v + 1], x[v + 2])
+            });
+            // Only the 13 numbers the gather reads (an `ElementState` has room for a Hessian).
+            let s = element_gradient(&m.materials[t], &m.rest[t], &c);
+            let gradient: [f64; 12] = s.gradient.into();
+            (s.energy, gradient)
+        })
+        .collect();
+    // The model's gather: per vertex in parallel over its incident tets in ascending order.
+    let vt = m.vertex_tets().expect("vertex → tet incidence");
+    g.par_chunks_mut(3).enumerate().for_each(|(v, gv)| {
+        let (k0, k1) = (vt.offsets[v] as usize, vt.offsets[v + 1] as usize);
+        for (&t, &a) in vt.tets[k0..k1].iter().zip(&vt.local[k0..k1]) {
+            let c = &per[t as usize].1;
+            for i in 0..3 {
+                gv[i] += c[3 * a as usize + i];
+            }
+        }
+    });
+    per.iter().map(|s| s.0).sum()
+}
+
+/// `JELLO_PEER_PASS=1`: the gradient pass, lane-batched against one tet at a time (see the
+/// module docs).
+fn gradient_pass(scenes: &[String]) {
+    let rounds = 5 * env_or("JELLO_PEER_FACTOR_REPS", 3usize).max(1);
+    let steps: usize = env_or("JELLO_PEER_PASS_STEPS", 3usize).max(1);
+    let threads = rayon::current_num_threads();
+    out!("## The elastic gradient pass, four tets at a time (issue 43)");
+    out!();
+    out!(
+        "Energy and gradient of every tet at Newton's state after {steps} steps, {threads} \
+         rayon threads, {rounds} rounds alternating the two routes in one process; ms per \
+         pass, median (best). *one by one*: `element_gradient` per tet (the route before); \
+         *lanes*: the model's pass (`ElasticTerms::elastic_gradient`: four tets at a time, \
+         their SVDs in lock-step). The two gradients are equal bit for bit."
+    );
+    out!();
+    out!("| scene | tets | one by one ms | lanes ms | one by one / lanes |");
+    out!("|---|---|---|---|---|");
+    for case in cases(scenes) {
+        let m = &case.model;
+        let r = run(&mut newton(m, 1e-5), &case, steps);
+        let x = r.states.last().cloned().expect("at least one step");
+        let n = x.len();
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let (mut ga, mut gb) = (vec![0.0; n], vec![0.0; n]);
+        for _ in 0..rounds {
+            ga.iter_mut().for_each(|v| *v = 0.0);
+            let t = Instant::now();
+            let ea = gradient_one_by_one(m, &x, &mut ga);
+            a.push(t.elapsed().as_secs_f64() * 1e3);
+            gb.iter_mut().for_each(|v| *v = 0.0);
+            let t = Instant::now();
+            let eb = m.elastic_gradient(&x, &mut gb);
+            b.push(t.elapsed().as_secs_f64() * 1e3);
+            assert!(
+                ea.to_bits() == eb.to_bits()
+                    && ga.iter().zip(&gb).all(|(p, q)| p.to_bits() == q.to_bits()),
+                "{}: the two routes differ",
+                case.name
+            );
+        }
+        let med = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            (v[v.len() / 2], v[0])
+        };
+        let ((ma, ba), (mb, bb)) = (med(&mut a), med(&mut b));
+        out!(
+            "| {} | {} | {ma:.1} ({ba:.1}) | {mb:.1} ({bb:.1}) | {:.2} ({:.2}) |",
+            case.name,
+            m.mesh.num_tets(),
+            ma / mb,
+            ba / bb
+        );
+    }
+    out!();
+    report::finish("peer_pass");
+}
+
 fn main() {
     let scenes = list("JELLO_PEER_SCENES", "bar,tss,bunny");
+    if env_or("JELLO_PEER_PASS", 0) == 1 {
+        gradient_pass(&scenes);
+        return;
+    }
     if env_or("JELLO_PEER_FACTOR", 0) == 1 {
         factor_options(&scenes);
         return;
     }
     let steps: usize = env_or("JELLO_PEER_STEPS", 20).max(1);
     let cap: usize = env_or("JELLO_PEER_CAP", 1000);
+    let admm_cap: usize = env_or("JELLO_PEER_ADMM_CAP", cap);
     let reference = env_or("JELLO_PEER_REFERENCE", 1) == 1;
     let solvers = list("JELLO_PEER_SOLVERS", "newton,qn,admm,dot,lbfgs-h");
     let threads = rayon::current_num_threads();
@@ -618,7 +724,7 @@ fn main() {
     out!();
     out!(
         "f64 CPU backend, {threads} rayon threads; every solver {steps} steps from rest at CN \
-         ε = 1e-5 (cap {cap} iterations, Newton 200), h = 25 ms, fixed corotated. *s/step*: \
+         ε = 1e-5 (cap {cap} iterations, ADMM {admm_cap}, Newton 200), h = 25 ms, fixed corotated. *s/step*: \
          the solver's own wall time per step (solve only). *peer*: the namesake's s per step \
          in issue 43's table — PN, LBFGS-PD (for qn), ADMM-PD (30 iterations, unconverged), \
          DOT; lbfgs-h against the peer's best — measured on the project's 2-core VM by an \
@@ -659,6 +765,7 @@ fn main() {
         let mut rows = Vec::new();
         for name in &solvers {
             let t = Instant::now();
+            let cap = if name == "admm" { admm_cap } else { cap };
             let mut solver = Solver::new(m, name, 1e-5, cap);
             let built = t.elapsed().as_secs_f64();
             let r = run(solver.step_solver(), &case, steps);
