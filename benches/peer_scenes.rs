@@ -19,8 +19,9 @@
 //! rayon threads, LBFGS-H with one. Per solver: steps that met the rule, iterations per step,
 //! s per step (the solver's own wall time: solve only, as the peer's figure), the per-phase
 //! split (ms per step, from `StepTimings` and the L-BFGS loop's phase timers with
-//! `profile = true`) and the largest vertex distance to Newton's CN 1e-7 trajectory over the
-//! steps (mm). The peer's s per step are the fixed reference column: measured by an earlier
+//! `profile = true`), the largest vertex distance between the last step's answer and Newton's
+//! at CN 1e-7 from the same start (mm), and the largest vertex distance to Newton's CN 1e-7
+//! trajectory over the steps (mm). The peer's s per step are the fixed reference column: measured by an earlier
 //! session on the project's 2-core VM (issue 43's table), not by this bench.
 //!
 //! Env: `JELLO_PEER_SCENES` (comma list of `bar,tss,bunny`), `JELLO_PEER_SOLVERS` (comma list
@@ -47,7 +48,9 @@
 //! `JELLO_PEER_FACTOR_REPS` × 5 rounds (default 15), median and best; the two gradients must
 //! agree bit for bit. Written as `peer_pass.md`.
 //!
-//! `cargo bench --bench peer_scenes`; a quick run:
+//! `cargo bench --bench peer_scenes`: the default (20 steps, every scene and solver, the
+//! references) ran 7.3 minutes on the project's 2-core VM, shared with another build; a quick
+//! run (under a minute):
 //! `JELLO_PEER_STEPS=2 JELLO_PEER_SOLVERS=newton,qn,dot cargo bench --bench peer_scenes`.
 
 #[path = "common/distance.rs"]
@@ -405,6 +408,8 @@ struct Run {
     trials: usize,
     /// The positions after every step.
     states: Vec<Vec<f64>>,
+    /// The state the last step started from.
+    last_start: Option<State>,
 }
 
 /// `steps` steps of `solver` from rest.
@@ -434,6 +439,7 @@ fn run(solver: &mut dyn StepSolver, case: &Case, steps: usize) -> Run {
         t.solve_ms += s.solve_ms;
         t.line_search_ms += s.line_search_ms;
         out.states.push(x.clone());
+        out.last_start = Some(state.clone());
         state = advance(&state, x, case.h);
     }
     out
@@ -736,8 +742,12 @@ fn main() {
          factorisations; *solves*: back-solves (ADMM: its global step); *LS*: line search \
          (Newton: its trials' energies; the L-BFGS loop: the step filter, reads and DOT's \
          dᵀHd); *two-loop*: the recursion and the curvature pair; *trials/it*: line-search \
-         trials per iteration. *Newton mm*: the largest vertex distance to Newton's CN 1e-7 \
-         trajectory over the steps, at the last step / the largest."
+         trials per iteration. *step mm*: the largest vertex distance between the solver's last \
+         step and Newton's CN 1e-7 answer from the same start state (the same converged \
+         answer?); *trajectory mm*: the largest vertex distance to Newton's CN 1e-7 trajectory \
+         from rest, at the last step / the largest over the steps (where the motion is \
+         sensitive, as the bunny's twist, this grows with the stop rule's slack: Newton's own \
+         CN 1e-5 trajectory is as far)."
     );
     out!();
     if scenes.iter().any(|s| s == "tss") {
@@ -771,6 +781,19 @@ fn main() {
             let r = run(solver.step_solver(), &case, steps);
             let sp = split(&solver, &r);
             let s_step = r.wall_ms / r.steps as f64 * 1e-3;
+            // The last step's answer against Newton's at CN 1e-7 from the same start: the
+            // "same converged answer" test, free of the trajectory's own sensitivity.
+            let step_mm = match (&reference_states, &r.last_start) {
+                (Some(_), Some(start)) => {
+                    let problem = StepProblem::new(m, start, case.h);
+                    let mut x = Vec::new();
+                    newton(m, 1e-7)
+                        .step(&problem, m, &mut x, false)
+                        .expect("newton 1e-7");
+                    1e3 * max_distance(r.states.last().expect("a step"), &x)
+                }
+                _ => f64::NAN,
+            };
             let (last, worst) = match &reference_states {
                 Some(refs) => {
                     let d: Vec<f64> = r
@@ -796,7 +819,7 @@ fn main() {
                 r.iterations as f64 / r.steps as f64
             );
             rows.push(format!(
-                "| {} | {} | {name} | {}/{} | {:.1} | {:.3} | {:.3}{} | {:.2}{dagger} | {} | {} | {} | {} | {} | {} | {} | {} / {} |",
+                "| {} | {} | {name} | {}/{} | {:.1} | {:.3} | {:.3}{} | {:.2}{dagger} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} |",
                 case.name,
                 m.num_vertices(),
                 r.converged,
@@ -813,6 +836,7 @@ fn main() {
                 cell(sp.line_search, 0),
                 cell(sp.two_loop, 1),
                 cell(sp.trials, 2),
+                cell(step_mm, 3),
                 cell(last, 2),
                 cell(worst, 2),
             ));
@@ -825,8 +849,8 @@ fn main() {
             m.mesh.num_tets()
         );
         out!();
-        out!("| scene | vertices | solver | steps conv. | its/step | s/step | peer s/step | × peer | grad | Hessian | factor | solves | LS | two-loop | trials/it | Newton mm (last / max) |");
-        out!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+        out!("| scene | vertices | solver | steps conv. | its/step | s/step | peer s/step | × peer | grad | Hessian | factor | solves | LS | two-loop | trials/it | step mm | trajectory mm (last / max) |");
+        out!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
         for row in rows {
             out!("{row}");
         }
