@@ -656,9 +656,8 @@ fn lane_batched_element_gradients_are_bit_identical() {
             (ElementRest::new(&rest).unwrap(), x)
         });
         // Even cases: one material in the whole group; odd cases: mixed.
-        let mats: [&Material; 4] = std::array::from_fn(|l| {
-            &ms[if k % 2 == 0 { k / 2 } else { k + 5 * l } % ms.len()]
-        });
+        let mats: [&Material; 4] =
+            std::array::from_fn(|l| &ms[if k % 2 == 0 { k / 2 } else { k + 5 * l } % ms.len()]);
         let mut got = Vec::new();
         element_gradients_lanes(
             mats,
