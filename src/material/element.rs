@@ -4,8 +4,8 @@
 
 use super::{
     c, dpdf_reference, evaluate, evaluate_filtered, filtered_modes_of, stress_and_block,
-    stress_and_exact_block, svd3_fast, svd3_fast_lanes, EigenFilter, Material, MaterialModel,
-    SigmaModes, Svd3,
+    stress_and_exact_block, stress_needs_svd, svd3_fast, svd3_fast_lanes, svd_stress, EigenFilter,
+    Material, MaterialModel, SigmaModes, Svd3,
 };
 use nalgebra::{Matrix3, RealField, SMatrix, SVector, Vector3};
 
@@ -163,18 +163,63 @@ fn element_eval<T: RealField + Copy>(
         return element_eval_modes(m, svd3_fast(&f), &g, vol, filter);
     }
     let s = evaluate_filtered(m, &f, want_hessian, filter);
+    let hessian = s.dpdf.map(|d| contract_dpdf(&d, &g, vol));
+    ElementState {
+        energy: s.psi * vol,
+        gradient: gradient_of(&s.p, &g, vol),
+        hessian,
+    }
+}
+
+/// The element gradient V·Bᵀ vec(P) (N, vertex-major): corner a's rows V·P∇N_a.
+fn gradient_of<T: RealField + Copy>(p: &Matrix3<T>, g: &[Vector3<T>; 4], vol: T) -> SVector<T, 12> {
     let mut gradient = SVector::<T, 12>::zeros();
     for a in 0..4 {
-        let fa = s.p * g[a] * vol;
+        let fa = p * g[a] * vol;
         for i in 0..3 {
             gradient[3 * a + i] = fa[i];
         }
     }
-    let hessian = s.dpdf.map(|d| contract_dpdf(&d, &g, vol));
-    ElementState {
-        energy: s.psi * vol,
-        gradient,
-        hessian,
+    gradient
+}
+
+/// [`element_gradient`] of `L` tets at once (materials, rest data and corner positions per
+/// lane), each state handed to `each(l, state)`; bit-identical to calling it on each. For the
+/// models whose P needs F's SVD (the corotated family) the SVDs' Jacobi eigen-solves — one
+/// dependent chain of square roots and divisions per element, most of a gradient pass — run
+/// in lock-step ([`svd3_fast_lanes`]) as in the Hessian passes; lanes whose P comes from the
+/// invariants or the linear model take the scalar route, and a group with no SVD lane takes
+/// no SVD.
+pub fn element_gradients_lanes<T: RealField + Copy, const L: usize>(
+    m: [&Material; L],
+    rest: [&ElementRest<T>; L],
+    x: &[[Vector3<T>; 4]; L],
+    mut each: impl FnMut(usize, ElementState<T>),
+) {
+    let needs_svd: [bool; L] = std::array::from_fn(|l| stress_needs_svd(m[l].model));
+    if !needs_svd.iter().any(|&n| n) {
+        for l in 0..L {
+            each(l, element_eval(m[l], rest[l], &x[l], false, None));
+        }
+        return;
+    }
+    let f: [Matrix3<T>; L] = std::array::from_fn(|l| rest[l].deformation_gradient(&x[l]));
+    let svd = svd3_fast_lanes(&f);
+    for l in 0..L {
+        if !needs_svd[l] {
+            each(l, element_eval(m[l], rest[l], &x[l], false, None));
+            continue;
+        }
+        let (psi, p) = svd_stress(m[l], &svd[l]);
+        let vol = rest[l].volume;
+        each(
+            l,
+            ElementState {
+                energy: psi * vol,
+                gradient: gradient_of(&p, &rest[l].shape_gradients(), vol),
+                hessian: None,
+            },
+        );
     }
 }
 
@@ -311,16 +356,9 @@ fn element_eval_modes<T: RealField + Copy>(
             h[(j, i)] = v;
         }
     }
-    let mut gradient = SVector::<T, 12>::zeros();
-    for a in 0..4 {
-        let fa = p * g[a] * vol;
-        for i in 0..3 {
-            gradient[3 * a + i] = fa[i];
-        }
-    }
     ElementState {
         energy: psi * vol,
-        gradient,
+        gradient: gradient_of(&p, g, vol),
         hessian: Some(h),
     }
 }

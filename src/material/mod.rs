@@ -19,9 +19,9 @@ mod stress;
 mod svd;
 
 pub use element::{
-    element_corner, element_energy, element_gradient, element_hessian, element_hessian_filtered,
-    element_hessian_reference, element_hessians_filtered_lanes, element_local_corner, ElementRest,
-    ElementState, ELEMENT_LANES,
+    element_corner, element_energy, element_gradient, element_gradients_lanes, element_hessian,
+    element_hessian_filtered, element_hessian_reference, element_hessians_filtered_lanes,
+    element_local_corner, ElementRest, ElementState, ELEMENT_LANES,
 };
 pub use filter::EigenFilter;
 pub use model::{lame_from_young_poisson, Material, MaterialModel};
@@ -31,7 +31,7 @@ pub use stress::{
     evaluate_filtered, pk1, rest_tensor, stress_and_block, stress_and_exact_block, Mat9,
     StressEval,
 };
-pub(crate) use stress::{filtered_modes_of, SigmaModes};
+pub(crate) use stress::{filtered_modes_of, stress_needs_svd, svd_stress, SigmaModes};
 pub use svd::{svd3, svd3_fast, svd3_fast_lanes, symmetric_eigen3, symmetric_eigen3_lanes, Svd3};
 
 /// Converts an `f64` literal into the generic scalar.

@@ -79,13 +79,8 @@ pub fn evaluate_filtered<T: RealField + Copy>(
             return StressEval { psi, p, dpdf: None };
         }
         // P alone: the SVD and σ-space gradient, no eigenpairs.
-        let svd = svd3_fast(f);
-        let d = sigma_derivatives(m, &svd.sigma);
-        return StressEval {
-            psi: d.psi,
-            p: svd.u * Matrix3::from_diagonal(&d.grad) * svd.v.transpose(),
-            dpdf: None,
-        };
+        let (psi, p) = svd_stress(m, &svd3_fast(f));
+        return StressEval { psi, p, dpdf: None };
     }
     let mut out = Mat9::zeros();
     let (psi, p, _) = filtered_modes(m, f, filter, false, |svd, modes| {
@@ -98,6 +93,30 @@ pub fn evaluate_filtered<T: RealField + Copy>(
         p,
         dpdf: Some(out),
     }
+}
+
+/// Whether [`evaluate_filtered`] takes P alone (no ∂P/∂F) through F's SVD: the models whose
+/// energy is written in the singular values (the corotated family), not the linear model nor
+/// those [`invariant_stress`] covers.
+pub(crate) fn stress_needs_svd(model: MaterialModel) -> bool {
+    !matches!(
+        model,
+        MaterialModel::Linear
+            | MaterialModel::StableNeoHookean
+            | MaterialModel::StableNeoHookeanVbd
+            | MaterialModel::NeoHookean
+            | MaterialModel::StVk
+    )
+}
+
+/// Ψ(F) (J/m³) and P(F) (Pa) of a model with [`stress_needs_svd`] from F's SVD: the SVD route
+/// of [`evaluate_filtered`] without ∂P/∂F, for callers that batch the SVDs.
+pub(crate) fn svd_stress<T: RealField + Copy>(m: &Material, svd: &Svd3<T>) -> (T, Matrix3<T>) {
+    let d = sigma_derivatives(m, &svd.sigma);
+    (
+        d.psi,
+        svd.u * Matrix3::from_diagonal(&d.grad) * svd.v.transpose(),
+    )
 }
 
 /// `out += λ vec(M) vec(M)ᵀ` for the F-space mode M = U Q Vᵀ (vec column-major, as ∂P/∂F's).

@@ -9,8 +9,9 @@ use super::surface_contact::{
 use super::{HessianLayout, Model, Obstacle, State, StepScheme};
 use crate::contact::friction::FrictionSet;
 use crate::material::{
-    dpdf_curvature, element_energy, element_gradient, element_hessian_filtered,
-    element_hessians_filtered_lanes, EigenFilter, ElementState, MaterialModel, ELEMENT_LANES,
+    dpdf_curvature, element_energy, element_gradient, element_gradients_lanes,
+    element_hessian_filtered, element_hessians_filtered_lanes, EigenFilter, ElementState,
+    MaterialModel, ELEMENT_LANES,
 };
 use jello_precompute::sparse::{pack_upper_blocks, SymSparse};
 use nalgebra::SMatrix;
@@ -229,12 +230,43 @@ impl Model {
 }
 
 /// One element's energy (J) and gradient (N).
+#[derive(Clone, Copy, Default)]
 struct ElementEnergyGradient {
     energy: f64,
     gradient: [f64; 12],
 }
 
 impl Model {
+    /// Every element's energy (J) and gradient (N) at `x`, tet `t` at index `t`: the tets in
+    /// groups of [`ELEMENT_LANES`] ([`element_gradients_lanes`]: the corotated family's SVDs in
+    /// lock-step), the mesh's last partial group one by one — the same bits either way.
+    fn element_energy_gradients(&self, x: &[f64]) -> Vec<ElementEnergyGradient> {
+        let mut per = vec![ElementEnergyGradient::default(); self.mesh.num_tets()];
+        per.par_chunks_mut(ELEMENT_LANES)
+            .enumerate()
+            .for_each(|(chunk, out)| {
+                let t0 = chunk * ELEMENT_LANES;
+                if out.len() < ELEMENT_LANES {
+                    for (l, o) in out.iter_mut().enumerate() {
+                        *o = self.element_energy_gradient(x, t0 + l);
+                    }
+                    return;
+                }
+                element_gradients_lanes::<f64, ELEMENT_LANES>(
+                    std::array::from_fn(|l| &self.materials[t0 + l]),
+                    std::array::from_fn(|l| &self.rest[t0 + l]),
+                    &std::array::from_fn(|l| corners(x, &self.mesh.tets[t0 + l])),
+                    |l, s| {
+                        out[l] = ElementEnergyGradient {
+                            energy: s.energy,
+                            gradient: s.gradient.into(),
+                        }
+                    },
+                );
+            });
+        per
+    }
+
     /// Adds the per-element gradients `per` (one per tet) into `g`: gathered per vertex in
     /// parallel over the vertex → tet incidence, each vertex's contributions in ascending tet
     /// order — the order of a sequential scatter over the elements, so the same bits, and the
@@ -293,10 +325,7 @@ impl ElasticTerms for Model {
     }
 
     fn elastic_gradient(&self, x: &[f64], g: &mut [f64]) -> f64 {
-        let per: Vec<_> = (0..self.mesh.num_tets())
-            .into_par_iter()
-            .map(|t| self.element_energy_gradient(x, t))
-            .collect();
+        let per = self.element_energy_gradients(x);
         self.add_element_gradients(&per, g);
         per.iter().map(|s| s.energy).sum()
     }
@@ -311,10 +340,7 @@ impl ElasticTerms for Model {
             let total = self.elastic_gradient(x, g);
             return (total, self.elastic_energy_change(x, reference));
         }
-        let per: Vec<_> = (0..self.mesh.num_tets())
-            .into_par_iter()
-            .map(|t| self.element_energy_gradient(x, t))
-            .collect();
+        let per = self.element_energy_gradients(x);
         self.add_element_gradients(&per, g);
         let (mut e, mut change) = (0.0, 0.0);
         for (s, r) in per.iter().zip(&reference.per_element) {

@@ -43,6 +43,9 @@ pub struct StepTimings {
     pub setup_ms: f64,
     /// Energy/gradient/Hessian evaluation and assembly, ms.
     pub assembly_ms: f64,
+    /// Of `assembly_ms`, the Hessian's part where a solver times it apart (Newton's direct
+    /// solve: element Hessians, their filter and the sparse matrix), ms; 0 otherwise.
+    pub hessian_ms: f64,
     /// Numeric factorisation, ms.
     pub factor_ms: f64,
     /// Triangular solves (or local solves), ms.

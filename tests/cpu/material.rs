@@ -633,6 +633,58 @@ fn lane_batched_svd_and_element_hessians_are_bit_identical() {
     }
 }
 
+/// The gradient passes' lane batch equals `element_gradient` tet by tet, bit for bit: every
+/// material alone in a group (the corotated family's SVDs in lock-step, the invariant models'
+/// scalar route) and mixed groups, at inverted, perturbed and rest positions.
+#[test]
+fn lane_batched_element_gradients_are_bit_identical() {
+    let mut rng = common::rng("lane_batched_element_gradients_are_bit_identical");
+    let ms = materials();
+    for k in 0..600 {
+        let tets: [(ElementRest<f64>, [Vector3<f64>; 4]); 4] = std::array::from_fn(|_| {
+            let (rest, mut x) = tet_positions(&mut rng);
+            match rng.random_range(0..4) {
+                1 => x.swap(1, 2),
+                2 => {
+                    for p in x.iter_mut() {
+                        *p += Vector3::from_fn(|_, _| rng.random_range(-0.06..0.06));
+                    }
+                }
+                3 => x = rest.map(Vector3::from),
+                _ => {}
+            }
+            (ElementRest::new(&rest).unwrap(), x)
+        });
+        // Even cases: one material in the whole group; odd cases: mixed.
+        let mats: [&Material; 4] =
+            std::array::from_fn(|l| &ms[if k % 2 == 0 { k / 2 } else { k + 5 * l } % ms.len()]);
+        let mut got = Vec::new();
+        element_gradients_lanes(
+            mats,
+            std::array::from_fn(|l| &tets[l].0),
+            &std::array::from_fn(|l| tets[l].1),
+            |l, s| got.push((l, s)),
+        );
+        assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), [0, 1, 2, 3]);
+        for (l, s) in got {
+            let want = element_gradient(mats[l], &tets[l].0, &tets[l].1);
+            assert!(
+                same(s.energy, want.energy),
+                "{:?} case {k} lane {l}: energy {} vs {}",
+                mats[l].model,
+                s.energy,
+                want.energy
+            );
+            assert!(
+                same_all(s.gradient.iter(), want.gradient.iter()),
+                "{:?} case {k} lane {l}: gradients differ",
+                mats[l].model
+            );
+            assert!(s.hessian.is_none());
+        }
+    }
+}
+
 #[test]
 fn f32_twin_agrees_with_f64() {
     let mut rng = common::rng("f32_twin_agrees_with_f64");

@@ -201,6 +201,7 @@ impl InnerSolve for NewtonSolver {
                 .collect();
             self.augmented = !needed.is_empty();
             timings.assembly_ms += ms(t0);
+            timings.hessian_ms += ms(t0);
             let t0 = Instant::now();
             if self.augmented {
                 let sys = self.contact.ensure(
