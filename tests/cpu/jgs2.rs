@@ -1303,8 +1303,9 @@ fn device_jgs2_slides_the_hoop_ball_past_a_pair_closer_than_f32_certifies() {
     // The bundled hoop from Newton's state after 22 steps: the ball wedged in the pinned hoop
     // slides ~2 cm further through it. On the device iteration (here on its CPU twins, the same
     // plans and kernels) an edge–edge pair of a ball edge and a hoop edge closes to ~3.5e-8 m,
-    // below the ~20ε of its 2.7 cm size the f32 CCD certifies; before the host decided such
-    // pairs in f64 the step froze there and ran to the cap (CN 37 after 300 iterations).
+    // below the ~20ε of its 2.7 cm size the f32 CCD certifies; before the host decided the
+    // pairs holding a step nearly still in f64 the step froze there and ran to the cap (CN 37
+    // after 300 iterations).
     use jello::gpu::Device;
     use jello::solver::jgs2::DeviceJgs2;
     let built = common::bundled_scene("contact_hoop.toml");

@@ -12,12 +12,14 @@
 //! balls (coarse, no friction) pressed together, and the stacked cubes (μ = 0.5) resting on
 //! each other and on the ground, with friction lagged at the step's start.
 //!
-//! **Tolerances.** The device's positions are f32 relative to the rest centroid (~6e-8 m for
-//! these 0.3 m scenes) and the pair distances in contact are ~1e-5..1e-4 m, so a pair's
-//! barrier gradient carries a relative error of ~ε_f32·L/d ≈ 1e-3 (the kernels' own tests,
+//! **Tolerances.** The contact kernels read each pair relative to its first vertex from
+//! positions in two parts (`solver/jgs2/device_ipc.rs`, "Data"), so a pair's coordinates round
+//! with its size L, and the pair distances in contact are ~1e-5..1e-4 m: a pair's barrier
+//! gradient carries a relative error of up to ~ε_f32·L/d ≈ 1e-3 (the kernels' own tests,
 //! `gpu_contact_kernels.rs`, hold each pair to its conditioning). The whole gradient is held to
 //! 1e-3 of the contact gradient's norm — so a missing, doubled or misplaced contact term fails
-//! (measured 1.7e-5 and 4.3e-5) — the blocks to 1e-3 of their norm (Frobenius over all
+//! (measured 1.4e-5 and 4.2e-5; 1.7e-5 and 4.3e-5 with f32 positions relative to the rest
+//! centroid) — the blocks to 1e-3 of their norm (Frobenius over all
 //! vertices; the PSD projection's eigen-decomposition adds f32 error of the same order as the
 //! gradient's), and the energy to 1e-5 of the summed terms' magnitude plus 1e-3 of the contact
 //! energy (measured |Δ| ≤ 1.6e-6 J against 5.5 J).

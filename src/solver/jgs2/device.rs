@@ -162,10 +162,12 @@ const SURFACE_THICKNESS: f64 = 1e-4;
 const ALL_FLAGS: u32 = ELASTIC_GRADIENT | ELASTIC_HESSIAN | ELASTIC_PROJECT;
 /// Index of the Gauss–Seidel scratch copy in `x` / `contacts`.
 const SCRATCH: usize = 2;
-/// 1/α at or above which a combined step's bound was set by a pair time of 0 (`ipc_vertex_toi`
-/// floors times at 1e-30): the trial then asks the host to decide the pairs the f32 CCD could
-/// not certify apart ([`DeviceIpc::certify_on_host`]).
-const HOST_CCD_BOUND: f64 = 1e29;
+/// 1/α at or above which a combined step is held nearly still: the trial then asks the host to
+/// decide in f64 the pairs that hold it ([`DeviceIpc::certify_on_host`]) — f32 cannot certify
+/// a pair closer than ~20ε of its size apart (time 0), nor much motion of one just above that.
+const HOST_CCD_BOUND: f64 = 1.0 / HOST_CCD_TIME as f64;
+/// The pair times the host decides again ([`DeviceIpc::certify_on_host`]).
+const HOST_CCD_TIME: f32 = 1e-3;
 
 /// A contiguous range of the device `lists` buffer.
 #[derive(Clone, Copy, Debug, Default)]
@@ -1194,7 +1196,7 @@ impl Jgs2State {
             }
         }
         if let Some(ipc) = &self.ipc {
-            ipc.rec_terms(p, &cx.x[xb], &self.fine[xb], &self.g, &self.hbar);
+            ipc.rec_terms(p, &self.fine[xb], &self.g, &self.hbar);
         }
     }
 
@@ -2082,13 +2084,12 @@ impl Jgs2State {
         self.rec_eval_guarded(cx, &mut p, 1 - cx.cur, next == Next::Model);
         let mut t = self.run(cx, &p)?;
         if fresh && self.ipc.is_some() && t.bound >= HOST_CCD_BOUND {
-            // A pair whose start the f32 CCD could not certify apart held the step at 0:
-            // decide such pairs in f64 (`DeviceIpc::certify_on_host`) and redo the bound and
-            // the trial.
+            // Pairs held the step nearly still: decide them in f64 (`certify_on_host`) and,
+            // where that certifies more, redo the bound and the trial.
             let x = self.read_current(cx)?;
             let step = self.read_positions(cx, self.step, false)?;
             let ipc = self.ipc.as_mut().expect("checked above");
-            if ipc.certify_on_host(cx.dev, problem, &x, &step)? > 0 {
+            if ipc.certify_on_host(cx.dev, problem, &x, &step, HOST_CCD_TIME)? > 0 {
                 let mut p = Plan::new();
                 ipc.rec_bound_again(&mut p, &self.bound, &self.readback, self.rb.trust);
                 let n = DeviceIpc::bound_len(cx.m.nv) as u32;

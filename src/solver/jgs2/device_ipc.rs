@@ -24,10 +24,10 @@
 //! ~3e-8 m, and the CCD's position term on them (4ε·‖x‖ = 1.07e-7 m) certified no motion of
 //! a pair closer than that (below, "κ and friction"). The f64 point read back is the coarse
 //! start plus the fine parts. Friction reads each collision vertex's step
-//! displacement x − x̂: for model vertices formed on the device from the iterate and x̂ (both
-//! f32 relative to the origin, so the difference carries the positions' absolute rounding,
-//! ~6e-8 of the body's distance from its centroid), for obstacle vertices their motion over
-//! the step, formed in f64.
+//! displacement x − x̂: for model vertices formed on the device as (coarse start − x̂) + fine
+//! part, the first formed in f64 once per step, so it rounds with the step's motion (the f32
+//! iterate less an f32 x̂ carried the positions' absolute rounding, ~6e-8 of the body's
+//! distance from its centroid); for obstacle vertices their motion over the step, in f64.
 //!
 //! # Pairs
 //! The candidate list comes from the host's broad phase
@@ -52,9 +52,9 @@
 //!   reduced per vertex (`ipc_vertex_toi`) — all folded into the one maximum whose reciprocal
 //!   the trial reads on the device. Every accepted iterate is therefore intersection-free, as
 //!   a move along one straight path limited by CCD over a superset of the pairs it can meet.
-//!   A pair whose start the f32 CCD cannot certify apart (closer than ~20ε of its size) is
-//!   decided on the host in f64 when it holds a step at 0 ([`DeviceIpc::certify_on_host`];
-//!   "κ and friction").
+//!   The f32 CCD cannot certify a pair closer than ~20ε of its size apart, nor much motion of
+//!   one just above that: the pairs holding a combined step nearly still (α < 1e-3) are decided
+//!   again on the host in f64 ([`DeviceIpc::certify_on_host`]; "κ and friction").
 //! - When a box (not a time of impact) limited an accepted step, the host reads the positions
 //!   and the step (two readbacks), rebuilds the list swept along the rest of the step with the
 //!   margin doubled, and uploads it: rare where the prediction holds (free flight, resting
@@ -110,13 +110,17 @@
 //! its position term 6ε of it (2e-8 m) — while κ sits at κ_max and each accepted combined
 //! step may close a pair to (1 − η) = 0.1 of its gap: an f32 iteration that drives a pair
 //! below ~20ε of its size cannot certify it further. Such a pair is flagged by the CCD
-//! (`twins::ccd::UNCERTIFIED`, time 0) and, when it holds the combined step at 0, decided on
-//! the host in f64 ([`DeviceIpc::certify_on_host`]: the reference's ACCD of the pair's joint
-//! straight move from the two-part positions; a readback of the pairs' flags, the positions
-//! and the step, then the bound and the trial again) — rare, and only while such a pair
-//! exists. The hoop's step 23 then converges in 118 iterations (7 pairs decided on the host),
-//! 1.04e-3 m from Newton-IPC's answer (M-distance 5.4e-4): its κ ends at κ_max, Newton's
-//! lower, and the contact sits farther out (closest pair 7.2e-4 m against Newton's 1.3e-5).
+//! (`twins::ccd::UNCERTIFIED`, time 0); whenever pairs hold a combined step nearly still (α <
+//! 1e-3), the pairs with times below 1e-3 are decided again on the host in f64
+//! ([`DeviceIpc::certify_on_host`]: the reference's ACCD of the pair's joint straight move from
+//! the two-part positions; a readback of the pairs' times, the positions and the step, then
+//! the bound and the trial again where a time grew). Triggering on uncertified pairs alone
+//! (time 0) was not enough: with friction's displacement taken from the fine parts the hoop's
+//! pair settled just above the f32 limit, its time tiny but not 0, and the step ran to the cap
+//! with no pair decided. With the α trigger the hoop's step 23 converges in 104 iterations (the
+//! times of 10 pairs grown on the host), 5.1e-4 M-distance from Newton-IPC's answer (f64 CN of
+//! the device's point 1.7e-7): its κ ends at κ_max, Newton's lower, so the two answers solve
+//! nearby problems.
 //! Friction is lagged again at converged points from positions read back once per pass (the f64
 //! [`StepProblem::lag_friction`] then builds the pairs). Energies stay relative to the step
 //! start's at the start's κ and friction: a change shifts the reference of every later value
@@ -129,8 +133,8 @@ use crate::gpu::abi::{
     dev_groups, FRICTION_GRADIENT, FRICTION_HESSIAN, IPC_GRADIENT, IPC_HESSIAN, IPC_PROJECT,
     IPC_SENTINEL, REDUCE_BLOCK,
 };
-use crate::gpu::model::{relative, relative_low_one, relative_one};
-use crate::gpu::twins::ccd::{ROUND, UNCERTIFIED};
+use crate::gpu::model::{relative_low_one, relative_one};
+use crate::gpu::twins::ccd::ROUND;
 use crate::gpu::twins::trust::TRUST_GROUP;
 use crate::gpu::{
     Buf, BufferId, ContactTerms, Device, Gather, GpuMat3, GpuPair, GpuVec4, Kernel, PairList,
@@ -168,13 +172,14 @@ pub(super) struct DeviceIpc {
     n_coll: usize,
     origin: [f64; 3],
     pinned: Vec<bool>,
-    /// The pair lists and term kernels; their positions are the model vertices (copied from
-    /// the iterate by the plan) then the obstacle vertices at the step's end, their
-    /// displacements x − x̂ formed by the plan and the obstacles' motion. The pair Hessians
+    /// The pair lists and term kernels; their positions are the model vertices (the step
+    /// start's coarse parts and the iterate's fine parts, "Data") then the obstacle vertices at
+    /// the step's end, their displacements x − x̂ formed by the plan and the obstacles' motion. The pair Hessians
     /// are kept: the Hessian-vector products read both after the gathers.
     terms: ContactTerms,
-    /// x̂ of the model's vertices, relative to the origin.
-    x_hat: Buf<GpuVec4>,
+    /// Per model vertex its step start's coarse part (f32) less x̂ (m), formed in f64: friction's
+    /// x − x̂ is this plus the vertex's fine part.
+    start_less_hat: Buf<GpuVec4>,
     /// Scratch for one direction's H·d while the pairs' coupling is gathered into it.
     hd_tmp: Buf<GpuVec4>,
     /// `dev_combine`'s per-group dot partials (unused).
@@ -235,7 +240,7 @@ impl DeviceIpc {
             n_coll,
             origin,
             pinned: pinned.to_vec(),
-            x_hat: dev.alloc("contact x-hat", nv.max(1))?,
+            start_less_hat: dev.alloc("contact start less x-hat", nv.max(1))?,
             hd_tmp: dev.alloc("contact Hessian-direction scratch", nv.max(1))?,
             combine_part: dev.alloc("contact combine partials", dev_groups(nv).max(1))?,
             boxes: dev.alloc("contact trust boxes", 2 * nv.max(1))?,
@@ -288,7 +293,15 @@ impl DeviceIpc {
             self.terms.fine_at as usize + self.nv,
             &fine[self.nv..],
         )?;
-        dev.write(&self.x_hat, 0, &relative(&problem.x_hat, self.origin))?;
+        let start_less_hat: Vec<GpuVec4> = coarse[..self.nv]
+            .iter()
+            .zip(problem.x_hat.chunks_exact(3))
+            .map(|(c, h)| {
+                let d = [0, 1, 2].map(|k| c[k] as f64 - (h[k] - self.origin[k]));
+                [d[0] as f32, d[1] as f32, d[2] as f32, 0.0]
+            })
+            .collect();
+        dev.write(&self.start_less_hat, 0, &start_less_hat)?;
         self.terms.kappa = problem.kappa() as f32;
         let predicted: Vec<f64> = problem
             .x_tilde
@@ -416,13 +429,13 @@ impl DeviceIpc {
         p.copy(fine, 0, &t.xc, t.fine_at as usize, self.nv);
     }
 
-    /// Records the terms at the iterate `x` (the model's positions; their fine parts `fine`):
-    /// the pair energies, and their gradients added into `g` and the diagonal blocks of the
-    /// barrier's and friction's pair Hessians into `hbar`.
+    /// Records the terms at the iterate whose model positions have the fine parts `fine` (their
+    /// coarse parts are the step start's, "Data"): the pair energies, and their gradients added
+    /// into `g` and the diagonal blocks of the barrier's and friction's pair Hessians into
+    /// `hbar`.
     pub(super) fn rec_terms(
         &self,
         p: &mut Plan,
-        x: &Buf<GpuVec4>,
         fine: &Buf<GpuVec4>,
         g: &Buf<GpuVec4>,
         hbar: &Buf<GpuMat3>,
@@ -438,15 +451,16 @@ impl DeviceIpc {
             t.rec_barrier(p, IPC_GRADIENT | IPC_HESSIAN | IPC_PROJECT, gather);
         }
         if t.friction.is_some() {
-            // x − x̂ of the model's vertices; the obstacles' motion was written at the lag.
-            p.copy(x, 0, &t.dxc, 0, self.nv);
+            // x − x̂ of the model's vertices, (coarse start − x̂) + fine part ("Data"); the
+            // obstacles' motion was written at the lag.
+            p.copy(&self.start_less_hat, 0, &t.dxc, 0, self.nv);
             // dev_combine with no scalar slots: y += f0·x over xyz.
             p.dispatch(
                 Kernel::DevCombine,
                 &[
                     self.no_scalars.id(),
-                    self.x_hat.id(),
-                    self.x_hat.id(),
+                    fine.id(),
+                    fine.id(),
                     t.dxc.id(),
                     self.combine_part.id(),
                 ],
@@ -454,7 +468,7 @@ impl DeviceIpc {
                     u1: NO_SLOT,
                     ..Params::new()
                         .u0(NO_SLOT | NO_SLOT << 10 | NO_SLOT << 20)
-                        .f0(-1.0)
+                        .f0(1.0)
                 },
                 self.nv as u32,
             );
@@ -605,24 +619,28 @@ impl DeviceIpc {
         p.copy(&self.vertex_part, 0, bound, nv, groups);
     }
 
-    /// Decides in f64 the candidate pairs whose start the last [`Self::rec_step_bound`]'s f32
-    /// CCD could not certify apart ([`UNCERTIFIED`]: closer than ~20ε of the pair's size, module
-    /// docs "κ and friction"), from the model positions `x` and the step `step` (flat, m; the
-    /// obstacles still): the reference's ACCD ([`additive_ccd`]) of the joint straight move,
-    /// its time rounded down to f32 into the pair's time of impact. Returns how many pairs it
-    /// decided (one readback of the pairs' iteration counts; nothing else when none).
+    /// Decides in f64 the candidate pairs whose time of impact from the last
+    /// [`Self::rec_step_bound`]'s f32 CCD is below `below` — those it could not certify apart
+    /// ([`crate::gpu::twins::ccd::UNCERTIFIED`]: closer than ~20ε of the pair's size, module
+    /// docs "κ and friction") and those just above that, whose rounding bound leaves a sliver
+    /// of their gap — from the
+    /// model positions `x` and the step `step` (flat, m; the obstacles still): the reference's
+    /// ACCD ([`additive_ccd`]) of the joint straight move, its time rounded down to f32 into the
+    /// pair's time where it is longer. Returns how many pairs' times grew (one readback of the
+    /// pairs' times; nothing else when none is below `below`).
     pub(super) fn certify_on_host(
         &mut self,
         dev: &mut Device,
         problem: &StepProblem,
         x: &[f64],
         step: &[f64],
+        below: f32,
     ) -> Result<usize> {
         let Some(b) = &self.terms.barrier else {
             return Ok(0);
         };
-        let iters = dev.read(&self.pair_iters)?;
-        let flagged: Vec<usize> = (0..b.n).filter(|&i| iters[i] == UNCERTIFIED).collect();
+        let times = dev.read(&self.pair_toi)?;
+        let flagged: Vec<usize> = (0..b.n).filter(|&i| times[i] < below).collect();
         if flagged.is_empty() {
             return Ok(0);
         }
@@ -638,6 +656,7 @@ impl DeviceIpc {
             Vector3::from(xs[v]) + d
         };
         let accd = AccdParams::default();
+        let mut grown = 0;
         for &i in &flagged {
             let pr = &self.pairs[i];
             let t = additive_ccd(
@@ -653,10 +672,13 @@ impl DeviceIpc {
             if t32 as f64 > t {
                 t32 = t32.next_down();
             }
-            dev.write(&self.pair_toi, i, &[t32])?;
+            if t32 > times[i] {
+                dev.write(&self.pair_toi, i, &[t32])?;
+                grown += 1;
+            }
         }
-        self.host_decided += flagged.len();
-        Ok(flagged.len())
+        self.host_decided += grown;
+        Ok(grown)
     }
 
     /// Records the step bound again from the pairs' times of impact as they stand (after
