@@ -431,13 +431,7 @@ fn run(solver: &mut dyn StepSolver, case: &Case, steps: usize) -> Run {
         out.iterations += r.iterations;
         out.wall_ms += r.wall_ms;
         out.trials += r.work.line_search_trials;
-        let (t, s) = (&mut out.timings, &r.timings);
-        t.setup_ms += s.setup_ms;
-        t.assembly_ms += s.assembly_ms;
-        t.hessian_ms += s.hessian_ms;
-        t.factor_ms += s.factor_ms;
-        t.solve_ms += s.solve_ms;
-        t.line_search_ms += s.line_search_ms;
+        out.timings.add(&r.timings);
         out.states.push(x.clone());
         out.last_start = Some(state.clone());
         state = advance(&state, x, case.h);

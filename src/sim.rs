@@ -537,11 +537,5 @@ impl Simulation {
 }
 
 fn add_timings(a: &mut StepReport, b: &StepReport) {
-    let (x, y) = (&mut a.timings, &b.timings);
-    x.setup_ms += y.setup_ms;
-    x.assembly_ms += y.assembly_ms;
-    x.hessian_ms += y.hessian_ms;
-    x.factor_ms += y.factor_ms;
-    x.solve_ms += y.solve_ms;
-    x.line_search_ms += y.line_search_ms;
+    a.timings.add(&b.timings);
 }

@@ -54,6 +54,18 @@ pub struct StepTimings {
     pub line_search_ms: f64,
 }
 
+impl StepTimings {
+    /// Adds `other`'s times field by field (steps or solves summed).
+    pub fn add(&mut self, other: &StepTimings) {
+        self.setup_ms += other.setup_ms;
+        self.assembly_ms += other.assembly_ms;
+        self.hessian_ms += other.hessian_ms;
+        self.factor_ms += other.factor_ms;
+        self.solve_ms += other.solve_ms;
+        self.line_search_ms += other.line_search_ms;
+    }
+}
+
 /// Work a step's inner solvers did, summed over the step's iterations (retries and substeps
 /// included): what a user reads to see where a solver spends its time beyond the outer iteration
 /// count. Each solver fills the fields that apply to it and leaves the others at their defaults.

@@ -2086,10 +2086,22 @@ impl Jgs2State {
         if fresh && self.ipc.is_some() && t.bound >= HOST_CCD_BOUND {
             // Pairs held the step nearly still: decide them in f64 (`certify_on_host`) and,
             // where that certifies more, redo the bound and the trial.
-            let x = self.read_current(cx)?;
-            let step = self.read_positions(cx, self.step, false)?;
-            let ipc = self.ipc.as_mut().expect("checked above");
-            if ipc.certify_on_host(cx.dev, problem, &x, &step, HOST_CCD_TIME)? > 0 {
+            let held = self
+                .ipc
+                .as_ref()
+                .expect("checked above")
+                .held_pairs(cx.dev, HOST_CCD_TIME)?;
+            // The positions and the step are read only when a pair holds the step.
+            let grown = if held.is_empty() {
+                0
+            } else {
+                let x = self.read_current(cx)?;
+                let step = self.read_positions(cx, self.step, false)?;
+                let ipc = self.ipc.as_mut().expect("checked above");
+                ipc.certify_on_host(cx.dev, problem, &x, &step, &held)?
+            };
+            if grown > 0 {
+                let ipc = self.ipc.as_ref().expect("checked above");
                 let mut p = Plan::new();
                 ipc.rec_bound_again(&mut p, &self.bound, &self.readback, self.rb.trust);
                 let n = DeviceIpc::bound_len(cx.m.nv) as u32;

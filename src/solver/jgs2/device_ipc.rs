@@ -174,7 +174,8 @@ pub(super) struct DeviceIpc {
     pinned: Vec<bool>,
     /// The pair lists and term kernels; their positions are the model vertices (the step
     /// start's coarse parts and the iterate's fine parts, "Data") then the obstacle vertices at
-    /// the step's end, their displacements x − x̂ formed by the plan and the obstacles' motion. The pair Hessians
+    /// the step's end, their displacements x − x̂ formed by the plan and the obstacles' motion.
+    /// The pair Hessians
     /// are kept: the Hessian-vector products read both after the gathers.
     terms: ContactTerms,
     /// Per model vertex its step start's coarse part (f32) less x̂ (m), formed in f64: friction's
@@ -557,7 +558,8 @@ impl DeviceIpc {
     }
 
     /// Records the step filter of the move `step` (per model vertex, m) from the model
-    /// positions `x` (fine parts `fine`): `ipc_trust` folds each vertex's trust-box bound into `bound[..nv]` and
+    /// positions `x` (fine parts `fine`): `ipc_trust` folds each vertex's trust-box bound into
+    /// `bound[..nv]` and
     /// reduces its own maximum into `readback[trust_slot]`; `ipc_ccd` over the candidate pairs
     /// and `ipc_vertex_toi` give the per-256-vertex partials of the CCD bound, copied into
     /// `bound[nv..nv + groups]` (1.0 without pairs). The caller's max reduction over
@@ -619,31 +621,34 @@ impl DeviceIpc {
         p.copy(&self.vertex_part, 0, bound, nv, groups);
     }
 
-    /// Decides in f64 the candidate pairs whose time of impact from the last
-    /// [`Self::rec_step_bound`]'s f32 CCD is below `below` — those it could not certify apart
+    /// The candidate pairs whose time of impact from the last [`Self::rec_step_bound`]'s f32
+    /// CCD is below `below`, with those times (one readback): those it could not certify apart
     /// ([`crate::gpu::twins::ccd::UNCERTIFIED`]: closer than ~20ε of the pair's size, module
     /// docs "κ and friction") and those just above that, whose rounding bound leaves a sliver
-    /// of their gap — from the
-    /// model positions `x` and the step `step` (flat, m; the obstacles still): the reference's
-    /// ACCD ([`additive_ccd`]) of the joint straight move, its time rounded down to f32 into the
-    /// pair's time where it is longer. Returns how many pairs' times grew (one readback of the
-    /// pairs' times; nothing else when none is below `below`).
+    /// of their gap.
+    pub(super) fn held_pairs(&self, dev: &mut Device, below: f32) -> Result<Vec<(usize, f32)>> {
+        let Some(b) = &self.terms.barrier else {
+            return Ok(Vec::new());
+        };
+        let times = dev.read(&self.pair_toi)?;
+        Ok((0..b.n)
+            .filter(|&i| times[i] < below)
+            .map(|i| (i, times[i]))
+            .collect())
+    }
+
+    /// Decides in f64 the pairs `held` ([`Self::held_pairs`]) from the model positions `x` and
+    /// the step `step` (flat, m; the obstacles still): the reference's ACCD ([`additive_ccd`])
+    /// of the joint straight move, its time rounded down to f32 into the pair's time where it
+    /// is longer. Returns how many pairs' times grew.
     pub(super) fn certify_on_host(
         &mut self,
         dev: &mut Device,
         problem: &StepProblem,
         x: &[f64],
         step: &[f64],
-        below: f32,
+        held: &[(usize, f32)],
     ) -> Result<usize> {
-        let Some(b) = &self.terms.barrier else {
-            return Ok(0);
-        };
-        let times = dev.read(&self.pair_toi)?;
-        let flagged: Vec<usize> = (0..b.n).filter(|&i| times[i] < below).collect();
-        if flagged.is_empty() {
-            return Ok(0);
-        }
         let xs = problem.contact_positions(&self.ipc, x);
         let at = |v: u32| Vector3::from(xs[v as usize]);
         let moved = |v: u32| {
@@ -657,7 +662,7 @@ impl DeviceIpc {
         };
         let accd = AccdParams::default();
         let mut grown = 0;
-        for &i in &flagged {
+        for &(i, before) in held {
             let pr = &self.pairs[i];
             let t = additive_ccd(
                 pr.kind,
@@ -672,7 +677,7 @@ impl DeviceIpc {
             if t32 as f64 > t {
                 t32 = t32.next_down();
             }
-            if t32 > times[i] {
+            if t32 > before {
                 dev.write(&self.pair_toi, i, &[t32])?;
                 grown += 1;
             }
