@@ -24,9 +24,10 @@
 //! - Raise ([`raise_stiffness`]): after each Newton iteration, when the smallest pair distance
 //!   is below (10⁻⁹·l)² both now and at the previous check, and still decreasing, the barrier is
 //!   not pushing hard enough: κ doubles, up to κ_max.
-//! - The raise gap is a parameter of [`raise_stiffness`]: IPC's 10⁻⁹ assumes positions with
-//!   f64's digits; an f32 device iteration raises below a gap its CCD resolves (the JGS2 / VBD
-//!   device iteration's `device_ipc.rs` says why and what it costs).
+//! - The raise gap is a parameter of [`raise_stiffness`]; every solver passes IPC's 10⁻⁹
+//!   ([`KAPPA_RAISE_GAP`]), the f32 JGS2 / VBD device iteration included: it reads contact
+//!   positions with more than f32's digits near a pair (its `device_ipc.rs`, "κ and friction",
+//!   says how, and what a larger gap cost).
 
 use super::distance::SecondOrder;
 

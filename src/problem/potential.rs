@@ -1064,23 +1064,15 @@ impl<'a> StepProblem<'a> {
             .active_pairs(&xs)
             .map(|p| ipc.min_distance_sq(&p, &xs))
             .unwrap_or(f64::INFINITY);
-        self.raise_contact_stiffness_at(
-            min_sq,
-            prev_min_sq,
-            crate::contact::barrier::KAPPA_RAISE_GAP,
-        )
+        self.raise_contact_stiffness_at(min_sq, prev_min_sq)
     }
 
     /// [`Self::raise_contact_stiffness`] from the smallest squared distance of the pairs within
-    /// d̂ at the current point, `min_sq` (m², +∞ without such a pair), as a device computes it,
-    /// below the raise gap `raise` (fraction of the bounding-box diagonal: IPC's is
-    /// [`crate::contact::barrier::KAPPA_RAISE_GAP`]; an f32 iteration needs a larger one).
-    pub fn raise_contact_stiffness_at(
-        &self,
-        min_sq: f64,
-        prev_min_sq: &mut f64,
-        raise: f64,
-    ) -> bool {
+    /// d̂ at the current point, `min_sq` (m², +∞ without such a pair), as a device computes it
+    /// (below IPC's raise gap, [`crate::contact::barrier::KAPPA_RAISE_GAP`] of the bounding-box
+    /// diagonal, on every backend: `solver/jgs2/device_ipc.rs`, "κ and friction", says why the
+    /// f32 iteration needs no larger one).
+    pub fn raise_contact_stiffness_at(&self, min_sq: f64, prev_min_sq: &mut f64) -> bool {
         let (Some(ipc), Some(bounds)) = (&self.model.contact, self.kappa_bounds()) else {
             return false;
         };
@@ -1094,7 +1086,7 @@ impl<'a> StepProblem<'a> {
             *prev_min_sq,
             min_sq,
             ipc.bbox_diagonal,
-            raise,
+            crate::contact::barrier::KAPPA_RAISE_GAP,
         );
         *prev_min_sq = min_sq;
         if raised != k {

@@ -123,7 +123,7 @@
 //! falls back to the CPU).
 
 use super::backend::{Jgs2Backend, Jgs2Sample, Jgs2StepFlags, Jgs2Trial, Next};
-use super::device_ipc::{DeviceIpc, KAPPA_RAISE_GAP};
+use super::device_ipc::DeviceIpc;
 use super::solver::{Jgs2Params, Jgs2Solver, Variant};
 use super::subspace::Jgs2Subspace;
 use crate::error::{JelloError, Result};
@@ -2170,7 +2170,7 @@ impl Jgs2State {
         let Some(ipc) = &mut self.ipc else {
             return Ok(None);
         };
-        if !problem.raise_contact_stiffness_at(self.s.min_dsq, prev_min_sq, KAPPA_RAISE_GAP) {
+        if !problem.raise_contact_stiffness_at(self.s.min_dsq, prev_min_sq) {
             return Ok(None);
         }
         ipc.set_kappa(problem.kappa());

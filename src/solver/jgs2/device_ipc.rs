@@ -65,62 +65,49 @@
 //!   filtered combined step.
 //!
 //! # κ and friction
-//! As Newton-IPC: κ is raised from the smallest pair distance at each accepted point, reduced
-//! on the device (the per-vertex minimum of the pairs' d², `ipc_vertex_toi` over the barrier
-//! CSR, and its maximum reciprocal; pairs of pinned and obstacle vertices only, which cannot
-//! move within the step, are not seen) and read back with the point's other scalars — but
-//! below a larger gap ([`KAPPA_RAISE_GAP`]: 1.9e-6 of the bounding-box diagonal where IPC's is
-//! 1e-9). IPC calibrates κ for gaps near 1e-8 of the diagonal, where f64 positions keep ~8
-//! digits; the f32 CCD certifies nothing for a pair closer than its rounding bound (~6e-8 m on
-//! the bundled balls, `twins::ccd`), and a pair that approaches it caps every later combined
-//! step at a sliver of its length. Measured on the bundled balls (resolution 6, from their own
-//! free flight): an edge–edge pair at 8.1e-8 m held α at ~4e-6 and steps 7–8 ran to the
-//! 1,000-iteration cap (CN 0.11); with the f32 raise gap κ doubles while such a gap keeps
-//! shrinking and steps 6–10 converge in 59–106 iterations (the f64 backend: 44–66). Not
-//! always in time: from Newton's state after 7 steps the gap falls 1.6e-5 → 2.2e-7 → 7.5e-8 m
-//! in three iterations, κ doubles five times (to 32×) but the pair is then inside the
-//! rounding bound, where the CCD lets it move in no direction, and the step stalls at the cap
-//! (with positions relative to the origin; since the two-part positions ("Data") and the near
-//! point bounds, step 8 from that state converges in 169 iterations, 1.06e-3 m from
-//! Newton-IPC's answer, within its residual bound).
-//! Calibrating κ_min itself higher (142× at a gap of ε_f32 of the diagonal) removes that
-//! stall but moves the contact out to gaps of the order of d̂: the answers were 0.4–2.4 mm
-//! from Newton-IPC's on the balls, above `jello compare`'s bound, so it was not taken. Raising
-//! at the first shrinking distance below the gap (not waiting for a second, as IPC does) also
-//! removes it (steps 6–10 from Newton's states: 62, 73, 174, 58, 57 iterations), but then κ
-//! rises on nearly every contact step, the device solves a stiffer problem than the f64
-//! backend, and device VBD on the balls ends 3.8e-3 of the diagonal from the f64 VBD after 10
-//! steps (`jello compare`; 1.6e-4 with the rule kept, 3.7e-6 with IPC's): not taken either.
-//! The bundled hoop and cup show where the raise ends. From Newton's states (hoop: after 22
-//! steps, the ball wedged in the pinned hoop, to slide 2 cm further through it under
-//! friction; cup: after 11), κ doubles up to κ_max (100 κ_min) while an edge–edge pair of a
-//! ball edge and a still edge (hoop, cup) 0.2–0.3 m from the origin closes within ten
-//! iterations — in Newton's answers no pair is closer than 1.3e-5 m (hoop) and 6.6e-6 m
-//! (cup). With positions relative to the origin the CCD's position term was 4ε·‖x‖ = 1.07e-7
-//! m (hoop) and 9.1e-8 m (cup): the pairs froze at 1.56e-7 and 1.4e-7 m with 5e-10 and 5.4e-9
-//! m certified, and both steps ran to the cap (hoop CN 8.3 after 300 iterations, cup 4.7e-2
-//! after 120). Measured and reverted then: a κ cap of 10⁴ κ_min (the pair stays frozen), the
-//! term counted for the moving side only (it closes to 1.03e-7 m and freezes again), both
-//! (κ climbs until the contact sits at 0.94 d̂, 1.1 mm from Newton-IPC's answer). With the
-//! positions in two parts ("Data") and the CCD's near-point bounds (`twins::ccd`), the cup's
-//! step 12 converges in 59 iterations, 7.6e-4 m from Newton-IPC's answer (its residual bound
-//! 8.7e-2 in the M-norm, measured 3.5e-4). The hoop's did not: the pair (edges of 2.7 and 2.1
-//! cm, nearly perpendicular) then closed to 3.5e-8 m and froze there — the CCD's bound of a
-//! pair's distance still loses ~2ε of its size (the near points' displacement, 1.2e-8 m) and
-//! its position term 6ε of it (2e-8 m) — while κ sits at κ_max and each accepted combined
-//! step may close a pair to (1 − η) = 0.1 of its gap: an f32 iteration that drives a pair
-//! below ~20ε of its size cannot certify it further. Such a pair is flagged by the CCD
-//! (`twins::ccd::UNCERTIFIED`, time 0); whenever pairs hold a combined step nearly still (α <
-//! 1e-3), the pairs with times below 1e-3 are decided again on the host in f64
-//! ([`DeviceIpc::certify_on_host`]: the reference's ACCD of the pair's joint straight move from
-//! the two-part positions; a readback of the pairs' times, the positions and the step, then
-//! the bound and the trial again where a time grew). Triggering on uncertified pairs alone
-//! (time 0) was not enough: with friction's displacement taken from the fine parts the hoop's
-//! pair settled just above the f32 limit, its time tiny but not 0, and the step ran to the cap
-//! with no pair decided. With the α trigger the hoop's step 23 converges in 104 iterations (the
-//! times of 10 pairs grown on the host), 5.1e-4 M-distance from Newton-IPC's answer (f64 CN of
-//! the device's point 1.7e-7): its κ ends at κ_max, Newton's lower, so the two answers solve
-//! nearby problems.
+//! As Newton-IPC, with IPC's own raise gap ([`crate::contact::barrier::KAPPA_RAISE_GAP`], 1e-9
+//! of the bounding-box diagonal): κ is raised from the smallest pair distance at each accepted
+//! point, reduced on the device (the per-vertex minimum of the pairs' d², `ipc_vertex_toi` over
+//! the barrier CSR, and its maximum reciprocal; pairs of pinned and obstacle vertices only,
+//! which cannot move within the step, are not seen) and read back with the point's other
+//! scalars. So the device solves the problem the f64 solvers solve, and `jello compare` can
+//! hold it to their answers.
+//!
+//! IPC calibrates κ for gaps near 1e-8 of the diagonal, where f64 positions keep ~8 digits.
+//! Positions relative to the model's origin in f32 do not: 0.22 m out they resolve ~3e-8 m, and
+//! the CCD's position term on them (4ε·‖x‖ ≈ 1e-7 m) certified no motion of a pair closer than
+//! that, so a pair that came that close capped every later combined step at a sliver of its
+//! length (measured: the bundled balls' steps 7–8, an edge–edge pair at 8.1e-8 m holding α at
+//! ~4e-6, the 1,000-iteration cap; the hoop's and cup's ball–obstacle edge pairs frozen at
+//! 1.4–1.6e-7 m with κ at κ_max). Two things remove that, and with them the need to keep pairs
+//! away from f32's reach:
+//! - the two-part positions ("Data"): a pair rounds with its size and the step's displacement
+//!   (a few 1e-9 m), not with its distance from the origin;
+//! - the host's f64 decision of the pairs that hold a step: a pair still closer than ~20ε of
+//!   its size can be neither resolved nor certified by the f32 CCD (its bound of the pair's
+//!   distance loses ~2ε of the size, its position term 6ε), and each accepted combined step
+//!   may close a pair to (1 − η) = 0.1 of its gap. Such a pair is flagged by the CCD
+//!   (`twins::ccd::UNCERTIFIED`, time 0); whenever pairs hold a combined step nearly still
+//!   (α < 1e-3), the pairs with times below 1e-3 are decided again on the host in f64
+//!   ([`DeviceIpc::certify_on_host`]: the reference's ACCD of the pair's joint straight move
+//!   from the two-part positions; a readback of the pairs' times, then of the positions and the
+//!   step where a pair holds it, then the bound and the trial again where a time grew).
+//!   Triggering on uncertified pairs alone (time 0) was not enough: the hoop's pair settled just
+//!   above the f32 limit, its time tiny but not 0, and the step ran to the cap with none decided.
+//!   The bundled cup reaches it as its ball bounces: from Newton-IPC's state after 12 steps,
+//!   step 13 has 5 pairs' times grown on the host (CPU twins; 23 on lavapipe) and converges in
+//!   89 iterations; with the decision left out it ran to the 300-iteration cap at CN 5.6e-2.
+//!
+//! Before those two, the device raised κ below a gap of the f32 CCD's relative rounding bound
+//! (`twins::ccd::ROUND`, 1.9e-6 of the diagonal) to keep pairs out of that band. With them it
+//! only made the device solve a stiffer problem than the f64 solvers: the bundled cup's impact
+//! (step 12 from Newton-IPC's state) raised κ 16× where Newton keeps it, the answer lay 6.0e-4 m
+//! from Newton-IPC's (f64 CN 6.4e-4 for Newton's problem), and the trajectories parted until
+//! `jello compare` measured 1.07e-1 of the diagonal after 16 steps; with IPC's gap the same step
+//! takes 178 iterations (the f64 JGS2: 154) and lands 6.1e-7 m from Newton-IPC's answer (f64 CN
+//! 2.1e-7). Calibrating κ_min itself higher, or raising at the first shrinking distance below
+//! the gap, moved the contact out to gaps of the order of d̂ (0.4–2.4 mm from Newton-IPC's on
+//! the balls) and was not taken either.
 //! Friction is lagged again at converged points from positions read back once per pass (the f64
 //! [`StepProblem::lag_friction`] then builds the pairs). Energies stay relative to the step
 //! start's at the start's κ and friction: a change shifts the reference of every later value
@@ -134,7 +121,6 @@ use crate::gpu::abi::{
     IPC_SENTINEL, REDUCE_BLOCK,
 };
 use crate::gpu::model::{relative_low_one, relative_one};
-use crate::gpu::twins::ccd::ROUND;
 use crate::gpu::twins::trust::TRUST_GROUP;
 use crate::gpu::{
     Buf, BufferId, ContactTerms, Device, Gather, GpuMat3, GpuPair, GpuVec4, Kernel, PairList,
@@ -156,11 +142,6 @@ const MARGIN_PREDICTED: f64 = 0.25;
 /// How far the trust boxes are rounded inward, relative to their coordinates' magnitude: 64
 /// ε_f32, far above the few ε of f32 rounding they must absorb and far below a margin of d̂.
 const BOX_INSET: f64 = 64.0 * f32::EPSILON as f64;
-/// κ's raise gap in an f32 iteration, a fraction of the bounding-box diagonal (module docs, "κ
-/// and friction"): the device CCD's relative rounding bound [`ROUND`] (16 ε_f32 ≈ 1.9e-6)
-/// instead of IPC's 1e-9 ([`crate::contact::barrier::KAPPA_RAISE_GAP`]); κ_min is calibrated as
-/// IPC's.
-pub(super) const KAPPA_RAISE_GAP: f64 = ROUND as f64;
 /// The device ACCD's iteration cap: a capped pair returns the time certified so far
 /// (conservative); the f64 reference allows 10⁶, too many for one GPU invocation.
 const CCD_CAP: u32 = 10_000;
