@@ -85,8 +85,8 @@ pub enum BodyShape {
         /// Cells per axis (each ≥ 1).
         cells: [usize; 3],
     },
-    /// A tet-mesh file in a format jello reads (`.msh`, `.vtk`, `.vtu`, `.mesh`, `.ele/.node`
-    /// …), its coordinates in metres.
+    /// A tet-mesh file in a format jello reads (`.msh`, `.node`/`.ele`, `.mesh`, `.vtk`), its
+    /// coordinates in metres; a relative path is relative to the working directory.
     File(PathBuf),
 }
 
