@@ -34,7 +34,7 @@ pub use residual::{
 };
 pub use setup::{
     dot_params, load_or_build_subspace, load_partition, make_solver, multilevel_params, setup,
-    setup_on, Setup,
+    setup_on, setup_with_device, Setup,
 };
 
 use crate::error::{JelloError, Result};

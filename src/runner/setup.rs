@@ -376,19 +376,22 @@ pub fn setup_on(
         let blocked = capabilities::device_blocker(&config, model, choice.requested);
         let failure = match blocked {
             Some(why) => JelloError::Invalid(why),
-            None => match on_device(&config, model, cache_dir, &mut subspace)? {
-                Ok(device) => {
-                    let mut options = base_options();
-                    options.strict_solver = device.strict_solver;
-                    options.elastic = device.elastic;
-                    return Ok(Setup {
-                        sim: new_sim(device.solver, options)?,
-                        adapter: Some(device.adapter),
-                        choice,
-                        auto,
-                    });
-                }
+            None => match Device::new(Backend::Gpu) {
                 Err(e) => e,
+                Ok(device) => match on_device(&config, model, cache_dir, &mut subspace, device)? {
+                    Ok(device) => {
+                        let mut options = base_options();
+                        options.strict_solver = device.strict_solver;
+                        options.elastic = device.elastic;
+                        return Ok(Setup {
+                            sim: new_sim(device.solver, options)?,
+                            adapter: Some(device.adapter),
+                            choice,
+                            auto,
+                        });
+                    }
+                    Err(e) => e,
+                },
             },
         };
         if choice.requested == Backend::Gpu {
@@ -410,6 +413,48 @@ pub fn setup_on(
     })
 }
 
+/// Builds the simulation of `built` with its solver's device path on `device`, a device the
+/// caller already holds — typically a host application's own, adopted with
+/// [`Device::from_wgpu`] (e.g. Bevy's render device in `bevy_jello`), so that the solver's
+/// buffers and the host's drawing share one device. Solvers as in [`setup_on`] for a GPU
+/// choice; `auto` is resolved for the GPU. No fallback: a solver without a device path for this
+/// scene ([`capabilities::device_blocker`]) or a device too small for the model is an error,
+/// and the caller decides whether to run on the CPU instead ([`setup_on`] with
+/// [`Backend::Cpu`]).
+pub fn setup_with_device(
+    built: &BuiltScene,
+    device: Device,
+    cache_dir: Option<&Path>,
+) -> Result<Setup> {
+    let model = &built.model;
+    let mut config = static_config(&built.config, model);
+    let auto = auto::resolve(&mut config, model, Backend::Gpu);
+    refuse(&config, model)?;
+    if let Some(why) = capabilities::device_blocker(&config, model, Backend::Gpu) {
+        return Err(JelloError::Invalid(why));
+    }
+    let info = device.info().clone();
+    let mut subspace = None;
+    let on = on_device(&config, model, cache_dir, &mut subspace, device)??;
+    let options = SimOptions {
+        static_increments: config.static_solve.then_some(config.steps),
+        strict_solver: on.strict_solver,
+        elastic: on.elastic,
+    };
+    let state = model.initial_state(&built.velocity);
+    Ok(Setup {
+        sim: Simulation::with_options(model.clone(), state, config.h, on.solver, options)?,
+        adapter: Some(on.adapter),
+        choice: BackendChoice {
+            requested: Backend::Gpu,
+            backend: Backend::Gpu,
+            adapter: Some(info),
+            reason: "a device adopted from the host application".into(),
+        },
+        auto,
+    })
+}
+
 /// A solver's device path, built ([`on_device`]).
 struct OnDevice {
     solver: Box<dyn StepSolver>,
@@ -426,11 +471,8 @@ fn on_device(
     model: &Model,
     cache_dir: Option<&Path>,
     subspace: &mut Option<Arc<Jgs2Subspace>>,
+    device: Device,
 ) -> Result<Result<OnDevice>> {
-    let device = match Device::new(Backend::Gpu) {
-        Ok(d) => d,
-        Err(e) => return Ok(Err(e)),
-    };
     let adapter = device.info().to_string();
     let mut strict_solver = None;
     let mut elastic: Option<Box<dyn ElasticTerms + Send>> = None;
