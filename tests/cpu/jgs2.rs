@@ -1298,6 +1298,19 @@ fn safeguard_cut_keeps_fitting_plain_steps_and_falls_back_on_violent_ones() {
     }
 }
 
+/// The device JGS2 (Jacobi, cut safeguard, CN 1e-7, at most 300 iterations) on its CPU twins
+/// (`Device::cpu`: the same plans and kernels as on a GPU, run in f32 on the host).
+fn twin_jgs2(m: &Model, h: f64) -> jello::solver::jgs2::DeviceJgs2 {
+    let sub = Arc::new(build_subspace(m, h, &SubspaceOptions::default()).unwrap());
+    let p = Jgs2Params {
+        stop: StopRule::Cn { eps: 1e-7 },
+        max_iterations: 300,
+        variant: Variant::Jacobi,
+        safeguard: Safeguard::Cut,
+    };
+    jello::solver::jgs2::DeviceJgs2::new(jello::gpu::Device::cpu(), m, p, Some(sub)).unwrap()
+}
+
 #[test]
 fn device_jgs2_decides_on_the_host_the_pairs_f32_cannot_certify() {
     // The bundled cup from Newton's state after 12 steps: the ball, just landed against the
@@ -1308,19 +1321,10 @@ fn device_jgs2_decides_on_the_host_the_pairs_f32_cannot_certify() {
     // left out (measured) the step ran to the 300-iteration cap at CN 5.6e-2. The step must
     // converge, stationary in f64 for the problem as it left it (κ as raised, friction
     // lagged), apart.
-    use jello::gpu::Device;
-    use jello::solver::jgs2::DeviceJgs2;
     let built = common::bundled_scene("contact_cup.toml");
     let m = built.model.clone();
     let h = built.config.h;
-    let sub = Arc::new(build_subspace(&m, h, &SubspaceOptions::default()).unwrap());
-    let p = Jgs2Params {
-        stop: StopRule::Cn { eps: 1e-7 },
-        max_iterations: 300,
-        variant: Variant::Jacobi,
-        safeguard: Safeguard::Cut,
-    };
-    let mut solver = DeviceJgs2::new(Device::cpu(), &m, p, Some(sub)).unwrap();
+    let mut solver = twin_jgs2(&m, h);
     let before = common::state_after(&built, 12);
     let mut x = before.x.clone();
     let problem = StepProblem::new(&m, &before, h);
@@ -1372,8 +1376,6 @@ fn device_jgs2_solves_newtons_problem_as_the_hoop_ball_slides() {
     // gap the device had used before (the f32 CCD's rounding bound, 1.9e-6 of the diagonal) κ
     // rose to κ_max, an edge–edge pair closed to ~3.5e-8 m, below what the f32 CCD certifies,
     // and the answer solved a stiffer problem (5.1e-4 from Newton's in the M-norm).
-    use jello::gpu::Device;
-    use jello::solver::jgs2::DeviceJgs2;
     let built = common::bundled_scene("contact_hoop.toml");
     let m = built.model.clone();
     let h = built.config.h;
@@ -1404,14 +1406,7 @@ fn device_jgs2_solves_newtons_problem_as_the_hoop_ball_slides() {
         "Newton raised κ: not the test's problem"
     );
 
-    let sub = Arc::new(build_subspace(&m, h, &SubspaceOptions::default()).unwrap());
-    let p = Jgs2Params {
-        stop: StopRule::Cn { eps: 1e-7 },
-        max_iterations: 300,
-        variant: Variant::Jacobi,
-        safeguard: Safeguard::Cut,
-    };
-    let mut solver = DeviceJgs2::new(Device::cpu(), &m, p, Some(sub)).unwrap();
+    let mut solver = twin_jgs2(&m, h);
     let mut x = before.x.clone();
     let device_problem = StepProblem::new(&m, &before, h);
     let r = solver
