@@ -400,7 +400,7 @@ impl Simulation {
                     t.report.energy_change += a.report.energy_change;
                     t.report.residual = a.report.residual;
                     t.report.energy = a.report.energy;
-                    add_timings(&mut t.report, &a.report);
+                    t.report.timings.add(&a.report.timings);
                     if let (Some(tr), Some(more)) = (t.report.trace.as_mut(), a.report.trace) {
                         tr.extend(more);
                     }
@@ -534,8 +534,4 @@ impl Simulation {
         }
         out
     }
-}
-
-fn add_timings(a: &mut StepReport, b: &StepReport) {
-    a.timings.add(&b.timings);
 }

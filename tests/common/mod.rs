@@ -216,6 +216,15 @@ pub fn newton_reference(
     state: &jello::problem::State,
     h: f64,
 ) -> Vec<f64> {
+    newton_answer(m, state, h).0
+}
+
+/// [`newton_reference`] with the κ its solve ended with (J/m⁴; 0 without contact).
+pub fn newton_answer(
+    m: &jello::problem::Model,
+    state: &jello::problem::State,
+    h: f64,
+) -> (Vec<f64>, f64) {
     use jello::solver::StepSolver;
     memo::once(
         memo::key(&[m, state], ("newton_reference", h.to_bits())),
@@ -234,9 +243,55 @@ pub fn newton_reference(
             .step(&problem, m, &mut x, false)
             .unwrap();
             assert!(r.converged, "Newton reference at {:e}", r.residual);
-            x
+            (x, problem.kappa())
         },
     )
+}
+
+/// Asserts that `x`, a contact step's converged point from `state`, solves the problem
+/// Newton-IPC solves: that problem must be the step's as `begin_contact_step` sets it (Newton at
+/// 1e-10 keeps κ and the scene lags friction once — asserted, or the check would compare with a
+/// different problem), `x` must be stationary for it in f64 (CN ≤ 1e-6: a device stops at CN
+/// 1e-7 on its f32 gradient, and the f32 terms' rounding adds a few 1e-7 in f64; a stiffer
+/// problem, e.g. κ raised 16×, measures 6e-4), and lie within the two points' residual bounds
+/// 2h²‖∇E‖_{M⁻¹} of Newton's answer in the mass norm. Returns (f64 CN, M-distance, bound).
+pub fn assert_solves_newtons_problem(
+    m: &jello::problem::Model,
+    state: &jello::problem::State,
+    h: f64,
+    x: &[f64],
+    what: &str,
+) -> (f64, f64, f64) {
+    let problem = jello::problem::StepProblem::new(m, state, h);
+    assert_eq!(
+        problem.begin_contact_step(m),
+        0,
+        "{what}: friction lagged more than once"
+    );
+    let (reference, kappa) = newton_answer(m, state, h);
+    assert_eq!(
+        kappa,
+        problem.kappa(),
+        "{what}: Newton raised κ: not the step's problem"
+    );
+    let mut g = vec![0.0; x.len()];
+    problem.gradient(m, x, &mut g);
+    for (gi, &fixed) in g.iter_mut().zip(&problem.fixed) {
+        if fixed {
+            *gi = 0.0;
+        }
+    }
+    let cn = m.char_norm.residual(&g);
+    let dist = m_dist(m, x, &reference);
+    let bound = residual_bound(&problem, m, x) + residual_bound(&problem, m, &reference);
+    eprintln!(
+        "{what}: f64 CN for Newton's problem {cn:.2e}, ‖x − x*‖_M {dist:.2e} (bound {bound:.2e}), \
+         max vertex distance {:.2e} m",
+        max_dist(x, &reference)
+    );
+    assert!(cn <= 1e-6, "{what}: f64 CN {cn:.3e} at the converged point");
+    assert!(dist <= bound, "{what}: {dist:e} > {bound:e}");
+    (cn, dist, bound)
 }
 
 /// Asserts that `covered` names exactly the scenes bundled in assets/scenes (a new scene must
