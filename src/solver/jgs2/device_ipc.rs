@@ -156,8 +156,7 @@ pub(super) struct DeviceIpc {
     /// The pair lists and term kernels; their positions are the model vertices (the step
     /// start's coarse parts and the iterate's fine parts, "Data") then the obstacle vertices at
     /// the step's end, their displacements x − x̂ formed by the plan and the obstacles' motion.
-    /// The pair Hessians
-    /// are kept: the Hessian-vector products read both after the gathers.
+    /// The pair Hessians are kept: the Hessian-vector products read both after the gathers.
     terms: ContactTerms,
     /// Per model vertex its step start's coarse part (f32) less x̂ (m), formed in f64: friction's
     /// x − x̂ is this plus the vertex's fine part.
@@ -540,11 +539,10 @@ impl DeviceIpc {
 
     /// Records the step filter of the move `step` (per model vertex, m) from the model
     /// positions `x` (fine parts `fine`): `ipc_trust` folds each vertex's trust-box bound into
-    /// `bound[..nv]` and
-    /// reduces its own maximum into `readback[trust_slot]`; `ipc_ccd` over the candidate pairs
-    /// and `ipc_vertex_toi` give the per-256-vertex partials of the CCD bound, copied into
-    /// `bound[nv..nv + groups]` (1.0 without pairs). The caller's max reduction over
-    /// `bound[..nv + groups]` then finishes 1/α (module docs). `bound` must hold
+    /// `bound[..nv]` and reduces its own maximum into `readback[trust_slot]`; `ipc_ccd` over
+    /// the candidate pairs and `ipc_vertex_toi` give the per-256-vertex partials of the CCD
+    /// bound, copied into `bound[nv..nv + groups]` (1.0 without pairs). The caller's max
+    /// reduction over `bound[..nv + groups]` then finishes 1/α (module docs). `bound` must hold
     /// [`Self::bound_len`] entries.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn rec_step_bound(
