@@ -17,7 +17,7 @@ use crate::mesh::VertexTets;
 use crate::problem::{ElasticTerms, Model, StepProblem};
 use crate::solver::backend::CpuBackend;
 use crate::solver::report::ms;
-use crate::solver::{IterationRecord, StepReport, StepSolver, StepTimings, StopRule};
+use crate::solver::{IterationRecord, StepReport, StepSolver, StepTimings, StepWork, StopRule};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -306,6 +306,9 @@ impl<B: Jgs2Backend> StepSolver for Jgs2Solver<B> {
             });
         }
         let mut iterations = 0;
+        // Trial points evaluated (the safeguard's plain trial and every backtracking trial):
+        // each is one evaluation of the state, and on a device one plan and one readback.
+        let mut trials = 0;
         let mut converged;
         let mut max_dx = f64::INFINITY;
         loop {
@@ -333,6 +336,7 @@ impl<B: Jgs2Backend> StepSolver for Jgs2Solver<B> {
                 let slope = s.gd[0];
                 if slope < 0.0 && slope.is_finite() {
                     let t = b.jgs2_trial(problem, elastic, [1.0, 0.0, 0.0], 1.0, Next::Primary)?;
+                    trials += 1;
                     let slack = b.jgs2_slack(problem, elastic, s.energy);
                     if plain_step_fits(s.energy, t.energy, t.bound, slope, slack) {
                         plain_kept = true;
@@ -362,6 +366,7 @@ impl<B: Jgs2Backend> StepSolver for Jgs2Solver<B> {
                 }
                 let mut scale = if descent { 1.0 } else { 0.0 };
                 let mut t = b.jgs2_trial(problem, elastic, coef, scale, Next::Model)?;
+                trials += 1;
                 if descent {
                     let tl = Instant::now();
                     let e0 = s.energy;
@@ -372,6 +377,7 @@ impl<B: Jgs2Backend> StepSolver for Jgs2Solver<B> {
                     {
                         scale *= 0.5;
                         t = b.jgs2_trial(problem, elastic, coef, scale, Next::Model)?;
+                        trials += 1;
                         if tries == 30 {
                             break;
                         }
@@ -382,6 +388,7 @@ impl<B: Jgs2Backend> StepSolver for Jgs2Solver<B> {
                         // the strict floor): stay put rather than step into it.
                         scale = 0.0;
                         t = b.jgs2_trial(problem, elastic, coef, scale, Next::Model)?;
+                        trials += 1;
                     }
                     timings.line_search_ms += ms(tl);
                 }
@@ -435,7 +442,10 @@ impl<B: Jgs2Backend> StepSolver for Jgs2Solver<B> {
             energy_change: problem.energy_change(elastic, x),
             wall_ms: ms(start),
             timings,
-            work: Default::default(),
+            work: StepWork {
+                line_search_trials: trials,
+                ..StepWork::default()
+            },
             trace: records,
             ..StepReport::default()
         })
