@@ -1,7 +1,8 @@
 // Element e's energy, gradient and Hessian (`flags` = the kernels' u0), reading and writing the
 // including kernel's bindings `x`, `tets`, `dm_inv`, `elem`, `energy`, `grad`, `hess`. The body
 // of both `elastic` (every element) and `elastic_list` (listed elements); their twins run
-// `twins::elastic`. With flag 8 (strict inversion) an element whose J = det F is below
+// `twins::elastic`. With flag 64 only the Hessian's four diagonal 3×3 blocks are written (the
+// others keep what they held): what plain VBD reads. With flag 8 (strict inversion) an element whose J = det F is below
 // `j_floor` gets the energy ELASTIC_STRICT_SENTINEL instead (its gradient and Hessian as
 // usual): the host reads sums that large as +∞, so a line search never accepts such a state.
 #import linalg
@@ -9,6 +10,58 @@
 
 const ELASTIC_INV_SQRT2: f32 = 0.70710678118654752;
 const ELASTIC_STRICT_SENTINEL: f32 = 1e30;
+
+// Eigenmode m of the stress derivative (0–2 scaling, 3–5 flip, 6–8 twist; Smith et al. 2019):
+// its matrix Q_m (unit Frobenius norm) and its eigenvalue, filtered as the flags say.
+struct ElasticMode {
+    q: mat3x3<f32>,
+    lam: f32,
+}
+
+fn elastic_mode(m: u32, eig: Eig3, u: mat3x3<f32>, v: mat3x3<f32>, ev: SigmaEval, exact: bool, absolute: bool, project: bool) -> ElasticMode {
+    var r: ElasticMode;
+    if m < 3u {
+        let d = eig.vectors[m];
+        r.q = u * mat3x3<f32>(vec3<f32>(d.x, 0.0, 0.0), vec3<f32>(0.0, d.y, 0.0), vec3<f32>(0.0, 0.0, d.z)) * transpose(v);
+        r.lam = eig.values[m];
+    } else {
+        let pair = (m - 3u) % 3u;
+        var i = 0u;
+        var jj = 1u;
+        if pair == 1u {
+            jj = 2u;
+        } else if pair == 2u {
+            i = 1u;
+            jj = 2u;
+        }
+        let a = outer3(u[i], v[jj]);
+        let b = outer3(u[jj], v[i]);
+        if m < 6u {
+            r.q = (a + b) * ELASTIC_INV_SQRT2;
+            r.lam = ev.flip[pair];
+        } else {
+            r.q = (a - b) * ELASTIC_INV_SQRT2;
+            r.lam = ev.twist[pair];
+        }
+    }
+    if exact {
+        // unfiltered
+    } else if absolute {
+        r.lam = abs(r.lam);
+    } else if project {
+        r.lam = max(r.lam, 0.0);
+    }
+    return r;
+}
+
+// Writes the 3×3 block (a, a) of element `base / 144`'s Hessian (row-major 12 × 12).
+fn elastic_write_block(base: u32, a: u32, blk: mat3x3<f32>) {
+    for (var r = 0u; r < 3u; r++) {
+        for (var c = 0u; c < 3u; c++) {
+            hess[base + (3u * a + r) * 12u + 3u * a + c] = blk[c][r];
+        }
+    }
+}
 
 fn elastic_element(e: u32, flags: u32, j_floor: f32) {
     let t = tets[e];
@@ -49,50 +102,43 @@ fn elastic_element(e: u32, flags: u32, j_floor: f32) {
         // PSD at every F (material/stress.rs: stress_and_exact_block): plain VBD reads only those.
         let exact = (flags & 32u) != 0u && p.model <= MODEL_STABLE_NEO_HOOKEAN_VBD;
         let eig = sym_eig3(ev.hess);
-        var lam: array<f32, 9>;
-        var w: array<array<vec3<f32>, 4>, 9>;
         let u = sv.u;
         let v = sv.v;
+        let base = 144u * e;
+        if (flags & 64u) != 0u {
+            // Flag 64: the four diagonal blocks only, accumulated mode by mode (no per-mode
+            // arrays: VBD's per-colour refresh runs this for every touched element, and the
+            // 9 × 4 vectors of the full path live in memory rather than registers).
+            var d0 = mat3x3<f32>(vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0));
+            var d1 = d0;
+            var d2 = d0;
+            var d3 = d0;
+            for (var m = 0u; m < 9u; m++) {
+                let md = elastic_mode(m, eig, u, v, ev, exact, absolute, project);
+                let wm = md.q * dmit;
+                let w0 = -(wm[0] + wm[1] + wm[2]);
+                d0 += outer3(w0, w0) * md.lam;
+                d1 += outer3(wm[0], wm[0]) * md.lam;
+                d2 += outer3(wm[1], wm[1]) * md.lam;
+                d3 += outer3(wm[2], wm[2]) * md.lam;
+            }
+            elastic_write_block(base, 0u, d0 * vol);
+            elastic_write_block(base, 1u, d1 * vol);
+            elastic_write_block(base, 2u, d2 * vol);
+            elastic_write_block(base, 3u, d3 * vol);
+            return;
+        }
+        var lam: array<f32, 9>;
+        var w: array<array<vec3<f32>, 4>, 9>;
         for (var m = 0u; m < 9u; m++) {
-            var q: mat3x3<f32>;
-            if m < 3u {
-                let d = eig.vectors[m];
-                q = u * mat3x3<f32>(vec3<f32>(d.x, 0.0, 0.0), vec3<f32>(0.0, d.y, 0.0), vec3<f32>(0.0, 0.0, d.z)) * transpose(v);
-                lam[m] = eig.values[m];
-            } else {
-                let pair = (m - 3u) % 3u;
-                var i = 0u;
-                var jj = 1u;
-                if pair == 1u {
-                    jj = 2u;
-                } else if pair == 2u {
-                    i = 1u;
-                    jj = 2u;
-                }
-                let a = outer3(u[i], v[jj]);
-                let b = outer3(u[jj], v[i]);
-                if m < 6u {
-                    q = (a + b) * ELASTIC_INV_SQRT2;
-                    lam[m] = ev.flip[pair];
-                } else {
-                    q = (a - b) * ELASTIC_INV_SQRT2;
-                    lam[m] = ev.twist[pair];
-                }
-            }
-            if exact {
-                // unfiltered
-            } else if absolute {
-                lam[m] = abs(lam[m]);
-            } else if project {
-                lam[m] = max(lam[m], 0.0);
-            }
-            let wm = q * dmit;
+            let md = elastic_mode(m, eig, u, v, ev, exact, absolute, project);
+            lam[m] = md.lam;
+            let wm = md.q * dmit;
             w[m][0] = -(wm[0] + wm[1] + wm[2]);
             w[m][1] = wm[0];
             w[m][2] = wm[1];
             w[m][3] = wm[2];
         }
-        let base = 144u * e;
         for (var a = 0u; a < 4u; a++) {
             for (var b = 0u; b < 4u; b++) {
                 var blk = mat3x3<f32>(vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0));

@@ -23,6 +23,10 @@ pub const ELASTIC_ABS: u32 = 16;
 /// diagonal 3×3 blocks are PSD at every F ([`crate::material::stress_and_exact_block`]): what
 /// plain VBD reads. Overrides [`ELASTIC_PROJECT`] and [`ELASTIC_ABS`] for those models only.
 pub const ELASTIC_EXACT_SNH: u32 = 32;
+/// `elastic` flag: only the Hessian's four diagonal 3×3 blocks are written, the other twelve
+/// keep what they held — what plain VBD reads (its per-colour refresh, `elastic_list`, runs for
+/// every element a colour touches: four times per element and sweep).
+pub const ELASTIC_DIAGONAL: u32 = 64;
 /// The energy (J) [`ELASTIC_STRICT`] writes for an element below the floor: hosts read energy
 /// sums of half of it or more as +∞.
 pub const ELASTIC_STRICT_SENTINEL: f32 = 1e30;

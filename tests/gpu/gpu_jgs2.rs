@@ -1089,56 +1089,97 @@ fn elastic_list_matches_elastic_and_gpu() {
     let (_, x) = deformed(&m, &mut rng, 0.004);
     let (e, g, h) = elastic_cache(&m, &x);
     let (dm, ep) = rest_data(&m);
-    let mut lists = vec![0u32; 2];
-    let listed: Vec<u32> = (0..ne as u32).filter(|_| rng.random_bool(0.5)).collect();
-    lists.extend(&listed);
-    let data = [
-        D::V(x),
-        D::T(m.mesh.tets.clone()),
-        D::M(dm),
-        D::E(ep),
-        D::U(lists),
-        nan_f(ne),
-        nan_v4(4 * ne),
-        nan_f(144 * ne),
-    ];
-    let p = Params {
-        u0: twins::ELASTIC_GRADIENT | twins::ELASTIC_HESSIAN | twins::ELASTIC_PROJECT,
-        u1: 2,
-        ..Params::default()
-    };
-    let (cpu, gpu) = run_both(Kernel::ElasticList, &data, p, listed.len() as u32);
-    // The listed elements equal the `elastic` twin's results (the same function), the others stay
-    // poisoned.
-    for t in 0..ne {
-        let on = listed.contains(&(t as u32));
-        assert_eq!(!cpu[5][t].is_nan(), on, "element {t}");
-        if on {
-            assert_eq!(cpu[5][t], e[t]);
-            assert_eq!(
-                &cpu[6][16 * t..16 * t + 16],
-                bytemuck::cast_slice::<GpuVec4, f32>(&g[4 * t..4 * t + 4])
-            );
-            assert_eq!(&cpu[7][144 * t..144 * t + 144], &h[144 * t..144 * t + 144]);
+    // The whole Hessian, then (ELASTIC_DIAGONAL, plain VBD's pass) its four diagonal blocks only.
+    for diagonal in [false, true] {
+        let mut lists = vec![0u32; 2];
+        let listed: Vec<u32> = (0..ne as u32).filter(|_| rng.random_bool(0.5)).collect();
+        lists.extend(&listed);
+        let data = [
+            D::V(x.clone()),
+            D::T(m.mesh.tets.clone()),
+            D::M(dm.clone()),
+            D::E(ep.clone()),
+            D::U(lists),
+            nan_f(ne),
+            nan_v4(4 * ne),
+            nan_f(144 * ne),
+        ];
+        let p = Params {
+            u0: twins::ELASTIC_GRADIENT
+                | twins::ELASTIC_HESSIAN
+                | twins::ELASTIC_PROJECT
+                | if diagonal { twins::ELASTIC_DIAGONAL } else { 0 },
+            u1: 2,
+            ..Params::default()
+        };
+        // Entry k of an element's 12 × 12 block is in a diagonal 3×3 block.
+        let in_diag = |k: usize| (k / 12) / 3 == (k % 12) / 3;
+        let (cpu, gpu) = run_both(Kernel::ElasticList, &data, p, listed.len() as u32);
+        // The listed elements equal the `elastic` twin's results (the same function): the whole
+        // Hessian, or its diagonal blocks with the rest left as it was; the others stay poisoned.
+        for t in 0..ne {
+            let on = listed.contains(&(t as u32));
+            assert_eq!(!cpu[5][t].is_nan(), on, "element {t}");
+            if on {
+                assert_eq!(cpu[5][t], e[t]);
+                assert_eq!(
+                    &cpu[6][16 * t..16 * t + 16],
+                    bytemuck::cast_slice::<GpuVec4, f32>(&g[4 * t..4 * t + 4])
+                );
+                for k in 0..144 {
+                    let (c, f) = (cpu[7][144 * t + k], h[144 * t + k]);
+                    if diagonal && !in_diag(k) {
+                        assert!(
+                            c.is_nan(),
+                            "element {t}, entry {k}: written off the diagonal"
+                        );
+                    } else {
+                        assert_eq!(c, f, "element {t}, entry {k} (diagonal only: {diagonal})");
+                    }
+                }
+            }
         }
-    }
-    if let Some(gp) = gpu {
-        // Tolerances of tests/gpu/gpu_kernels.rs `elastic_matches_twin_on_gpu` (same formulas).
-        compare_written(&cpu[5], &gp[5], 1, 1e-5, "elastic_list energy gpu vs cpu");
-        compare_written(
-            &cpu[6],
-            &gp[6],
-            16,
-            2e-5,
-            "elastic_list gradient gpu vs cpu",
-        );
-        compare_written(
-            &cpu[7],
-            &gp[7],
-            144,
-            1e-4,
-            "elastic_list hessian gpu vs cpu",
-        );
+        if let Some(gp) = gpu {
+            // Tolerances of tests/gpu/gpu_kernels.rs `elastic_matches_twin_on_gpu` (same
+            // formulas).
+            compare_written(&cpu[5], &gp[5], 1, 1e-5, "elastic_list energy gpu vs cpu");
+            compare_written(
+                &cpu[6],
+                &gp[6],
+                16,
+                2e-5,
+                "elastic_list gradient gpu vs cpu",
+            );
+            if diagonal {
+                // The GPU leaves the same entries untouched, and writes the diagonal blocks.
+                let pick = |v: &[f32]| -> Vec<f32> {
+                    listed
+                        .iter()
+                        .flat_map(|&t| (0..144).filter(|&k| in_diag(k)).map(move |k| (t, k)))
+                        .map(|(t, k)| v[144 * t as usize + k])
+                        .collect()
+                };
+                for t in 0..ne {
+                    for k in (0..144).filter(|&k| !in_diag(k)) {
+                        assert!(gp[7][144 * t + k].is_nan(), "gpu element {t}, entry {k}");
+                    }
+                }
+                assert_close(
+                    &pick(&gp[7]),
+                    &pick(&cpu[7]),
+                    1e-4,
+                    "elastic_list diagonal blocks gpu vs cpu",
+                );
+            } else {
+                compare_written(
+                    &cpu[7],
+                    &gp[7],
+                    144,
+                    1e-4,
+                    "elastic_list hessian gpu vs cpu",
+                );
+            }
+        }
     }
 }
 

@@ -9,8 +9,8 @@ use glam::{Mat3, Vec3};
 use rayon::prelude::*;
 
 pub use crate::gpu::abi::{
-    ELASTIC_ABS, ELASTIC_EXACT_SNH, ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT,
-    ELASTIC_STRICT, ELASTIC_STRICT_SENTINEL,
+    ELASTIC_ABS, ELASTIC_DIAGONAL, ELASTIC_EXACT_SNH, ELASTIC_GRADIENT, ELASTIC_HESSIAN,
+    ELASTIC_PROJECT, ELASTIC_STRICT, ELASTIC_STRICT_SENTINEL,
 };
 
 const INV_SQRT2: f32 = std::f32::consts::FRAC_1_SQRT_2;
@@ -181,8 +181,12 @@ fn element(
                 wm.z_axis,
             ];
         }
+        let diagonal = flags & ELASTIC_DIAGONAL != 0;
         for a in 0..4 {
             for b in 0..4 {
+                if diagonal && a != b {
+                    continue;
+                }
                 let mut blk = Mat3::ZERO;
                 for m in 0..9 {
                     blk += outer3(w[m][a], w[m][b]) * lam[m];

@@ -1087,7 +1087,7 @@ pub fn elastic_list(
     grad: &mut [GpuVec4],
     hess: &mut [f32],
 ) -> Result<()> {
-    use super::element::{ELASTIC_GRADIENT, ELASTIC_HESSIAN};
+    use super::element::{ELASTIC_DIAGONAL, ELASTIC_GRADIENT, ELASTIC_HESSIAN};
     let ne = tets
         .len()
         .min(dm_inv.len())
@@ -1117,7 +1117,16 @@ pub fn elastic_list(
         if want_g {
             grad[4 * e..4 * e + 4].copy_from_slice(&gr[4 * k..4 * k + 4]);
         }
-        if want_h {
+        if want_h && flags & ELASTIC_DIAGONAL != 0 {
+            // Only the diagonal blocks; the rest keeps what it held.
+            for a in 0..4 {
+                for r in 0..3 {
+                    let i = (3 * a + r) * 12 + 3 * a;
+                    hess[144 * e + i..144 * e + i + 3]
+                        .copy_from_slice(&he[144 * k + i..144 * k + i + 3]);
+                }
+            }
+        } else if want_h {
             hess[144 * e..144 * e + 144].copy_from_slice(&he[144 * k..144 * k + 144]);
         }
     }

@@ -26,8 +26,8 @@ pub mod trust;
 mod vector;
 
 pub use element::{
-    deformation_gradient, elastic, svd3, ELASTIC_ABS, ELASTIC_EXACT_SNH, ELASTIC_GRADIENT,
-    ELASTIC_HESSIAN, ELASTIC_PROJECT, ELASTIC_STRICT, ELASTIC_STRICT_SENTINEL,
+    deformation_gradient, elastic, svd3, ELASTIC_ABS, ELASTIC_DIAGONAL, ELASTIC_EXACT_SNH,
+    ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT, ELASTIC_STRICT, ELASTIC_STRICT_SENTINEL,
 };
 pub use gather::{gather_gradient, gather_hessian_diag, inertia};
 pub use hmatrix::{jgs2_hm_backward, jgs2_hm_coupling, jgs2_hm_forward};

@@ -128,10 +128,10 @@ use super::solver::{Jgs2Params, Jgs2Solver, Variant};
 use super::subspace::Jgs2Subspace;
 use crate::error::{JelloError, Result};
 use crate::gpu::abi::{
-    DOTS_STRIDE, ELASTIC_EXACT_SNH, ELASTIC_GRADIENT, ELASTIC_HESSIAN, ELASTIC_PROJECT,
-    ELASTIC_STRICT, ELASTIC_STRICT_SENTINEL, FAR_HMATRIX, FAR_LINEAR, JGS2_DOTS_GD_ONLY,
-    NODE_STRIDE, NO_CHILD, REDUCE_BLOCK, ROTATION_KEEP, SOLVE_PRIMARY, SOLVE_WITH_FALLBACK,
-    ZERO_BLOCK,
+    DOTS_STRIDE, ELASTIC_DIAGONAL, ELASTIC_EXACT_SNH, ELASTIC_GRADIENT, ELASTIC_HESSIAN,
+    ELASTIC_PROJECT, ELASTIC_STRICT, ELASTIC_STRICT_SENTINEL, FAR_HMATRIX, FAR_LINEAR,
+    JGS2_DOTS_GD_ONLY, NODE_STRIDE, NO_CHILD, REDUCE_BLOCK, ROTATION_KEEP, SOLVE_PRIMARY,
+    SOLVE_WITH_FALLBACK, ZERO_BLOCK,
 };
 use crate::gpu::layout::{GpuContact, GpuLocalSystem, GpuTreeNode};
 use crate::gpu::model::{relative, relative_low, relative_one, upload_nonempty};
@@ -570,8 +570,9 @@ struct Jgs2State {
     levels: Vec<Span>,
     /// The step's strict-inversion floor on J (`None`: not strict).
     strict_floor: Option<f32>,
-    /// The element pass's flags this step: [`ALL_FLAGS`], plus [`ELASTIC_EXACT_SNH`] under
-    /// plain VBD (the exact diagonal blocks, as the CPU's `vbd_sweep` uses).
+    /// The element pass's flags this step: [`ALL_FLAGS`], plus [`ELASTIC_EXACT_SNH`] and
+    /// [`ELASTIC_DIAGONAL`] under plain VBD (the exact diagonal blocks, as the CPU's `vbd_sweep`
+    /// uses, and only those).
     elem_flags: u32,
     /// The device energy at x_start (elastic + barrier), subtracted from every sample's, J.
     e_ref: f64,
@@ -1985,11 +1986,12 @@ impl Jgs2State {
         self.upload_step(cx, problem)?;
         let safeguard = flags.safeguard;
         // Plain VBD (no subspace, Gauss–Seidel, no safeguard) reads only the diagonal blocks,
-        // exact where PSD by construction (the CPU's `vbd_sweep`, `element_local_corner`); every
-        // other iteration needs the projected Hessian (JGS2's system, the safeguard's curvature).
+        // exact where PSD by construction (the CPU's `vbd_sweep`, `element_local_corner`), so
+        // the element passes write only those; every other iteration needs the whole projected
+        // Hessian (JGS2's system, the safeguard's curvature).
         self.elem_flags =
             if !self.has_subspace && self.variant == Variant::GaussSeidel && !safeguard {
-                ALL_FLAGS | ELASTIC_EXACT_SNH
+                ALL_FLAGS | ELASTIC_EXACT_SNH | ELASTIC_DIAGONAL
             } else {
                 ALL_FLAGS
             };
