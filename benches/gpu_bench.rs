@@ -301,11 +301,15 @@ fn build(
             };
             let subspace = if jgs2 {
                 if sub.is_none() {
+                    // The precompute runs on the CPU and can take minutes at 1M tets: say so.
+                    eprintln!("  building the JGS2 subspace ({} tets)…", m.mesh.num_tets());
+                    let t0 = Instant::now();
                     *sub = Some(Arc::new(build_subspace(
                         m,
                         case.h,
                         &SubspaceOptions::default(),
                     )?));
+                    eprintln!("  subspace built in {:.1} s", t0.elapsed().as_secs_f64());
                 }
                 sub.clone()
             } else {

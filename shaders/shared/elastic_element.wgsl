@@ -54,11 +54,15 @@ fn elastic_mode(m: u32, eig: Eig3, u: mat3x3<f32>, v: mat3x3<f32>, ev: SigmaEval
     return r;
 }
 
-// Writes the 3×3 block (a, a) of element `base / 144`'s Hessian (row-major 12 × 12).
-fn elastic_write_block(base: u32, a: u32, blk: mat3x3<f32>) {
+// Writes vol · blk as the 3×3 block (a, b) of element `base / 144`'s Hessian (row-major
+// 12 × 12) and, for a ≠ b, its transpose as the block (b, a).
+fn elastic_write_block(base: u32, a: u32, b: u32, vol: f32, blk: mat3x3<f32>) {
     for (var r = 0u; r < 3u; r++) {
         for (var c = 0u; c < 3u; c++) {
-            hess[base + (3u * a + r) * 12u + 3u * a + c] = blk[c][r];
+            hess[base + (3u * a + r) * 12u + 3u * b + c] = vol * blk[c][r];
+            if a != b {
+                hess[base + (3u * b + c) * 12u + 3u * a + r] = vol * blk[c][r];
+            }
         }
     }
 }
@@ -105,52 +109,51 @@ fn elastic_element(e: u32, flags: u32, j_floor: f32) {
         let u = sv.u;
         let v = sv.v;
         let base = 144u * e;
-        if (flags & 64u) != 0u {
-            // Flag 64: the four diagonal blocks only, accumulated mode by mode (no per-mode
-            // arrays: VBD's per-colour refresh runs this for every touched element, and the
-            // 9 × 4 vectors of the full path live in memory rather than registers).
-            var d0 = mat3x3<f32>(vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0));
-            var d1 = d0;
-            var d2 = d0;
-            var d3 = d0;
-            for (var m = 0u; m < 9u; m++) {
-                let md = elastic_mode(m, eig, u, v, ev, exact, absolute, project);
-                let wm = md.q * dmit;
-                let w0 = -(wm[0] + wm[1] + wm[2]);
-                d0 += outer3(w0, w0) * md.lam;
-                d1 += outer3(wm[0], wm[0]) * md.lam;
-                d2 += outer3(wm[1], wm[1]) * md.lam;
-                d3 += outer3(wm[2], wm[2]) * md.lam;
-            }
-            elastic_write_block(base, 0u, d0 * vol);
-            elastic_write_block(base, 1u, d1 * vol);
-            elastic_write_block(base, 2u, d2 * vol);
-            elastic_write_block(base, 3u, d3 * vol);
-            return;
-        }
-        var lam: array<f32, 9>;
-        var w: array<array<vec3<f32>, 4>, 9>;
+        // The blocks accumulated mode by mode in named registers (no per-mode arrays, which
+        // would live in memory); the Hessian is symmetric, so the six blocks above the diagonal
+        // are computed once and written with their transposes below it. Flag 64: the four
+        // diagonal blocks only.
+        let diagonal_only = (flags & 64u) != 0u;
+        let z = mat3x3<f32>(vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0));
+        var h00 = z;
+        var h11 = z;
+        var h22 = z;
+        var h33 = z;
+        var h01 = z;
+        var h02 = z;
+        var h03 = z;
+        var h12 = z;
+        var h13 = z;
+        var h23 = z;
         for (var m = 0u; m < 9u; m++) {
             let md = elastic_mode(m, eig, u, v, ev, exact, absolute, project);
-            lam[m] = md.lam;
             let wm = md.q * dmit;
-            w[m][0] = -(wm[0] + wm[1] + wm[2]);
-            w[m][1] = wm[0];
-            w[m][2] = wm[1];
-            w[m][3] = wm[2];
-        }
-        for (var a = 0u; a < 4u; a++) {
-            for (var b = 0u; b < 4u; b++) {
-                var blk = mat3x3<f32>(vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0));
-                for (var m = 0u; m < 9u; m++) {
-                    blk += outer3(w[m][a], w[m][b]) * lam[m];
-                }
-                for (var r = 0u; r < 3u; r++) {
-                    for (var c = 0u; c < 3u; c++) {
-                        hess[base + (3u * a + r) * 12u + 3u * b + c] = vol * blk[c][r];
-                    }
-                }
+            let w0 = -(wm[0] + wm[1] + wm[2]);
+            let l = md.lam;
+            h00 += outer3(w0, w0) * l;
+            h11 += outer3(wm[0], wm[0]) * l;
+            h22 += outer3(wm[1], wm[1]) * l;
+            h33 += outer3(wm[2], wm[2]) * l;
+            if !diagonal_only {
+                h01 += outer3(w0, wm[0]) * l;
+                h02 += outer3(w0, wm[1]) * l;
+                h03 += outer3(w0, wm[2]) * l;
+                h12 += outer3(wm[0], wm[1]) * l;
+                h13 += outer3(wm[0], wm[2]) * l;
+                h23 += outer3(wm[1], wm[2]) * l;
             }
+        }
+        elastic_write_block(base, 0u, 0u, vol, h00);
+        elastic_write_block(base, 1u, 1u, vol, h11);
+        elastic_write_block(base, 2u, 2u, vol, h22);
+        elastic_write_block(base, 3u, 3u, vol, h33);
+        if !diagonal_only {
+            elastic_write_block(base, 0u, 1u, vol, h01);
+            elastic_write_block(base, 0u, 2u, vol, h02);
+            elastic_write_block(base, 0u, 3u, vol, h03);
+            elastic_write_block(base, 1u, 2u, vol, h12);
+            elastic_write_block(base, 1u, 3u, vol, h13);
+            elastic_write_block(base, 2u, 3u, vol, h23);
         }
     }
 }
