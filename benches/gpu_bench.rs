@@ -6,7 +6,7 @@
 //! `JELLO_BENCH_OUT=DIR` (default `target/gpu-bench/`), `JELLO_MESH_DIR` (default
 //! `../shared/meshes` next to the crate; the device bundle sets it), `JELLO_BENCH_SOLVERS`
 //! (comma list), `JELLO_BENCH_CASES` (comma list of case names: `box`, `armadillo_18k`,
-//! `armadillo_114k`, `box_1m`). Writes `gpu-bench.md` (with its provenance line) and `gpu-bench.json` (the tables, and every row's figures under `data`) there and prints
+//! `armadillo_114k`, `box_1m`), `JELLO_BENCH_BACKENDS` (`device`, `cpu` or both). Writes `gpu-bench.md` (with its provenance line) and `gpu-bench.json` (the tables, and every row's figures under `data`) there and prints
 //! the markdown. Docs: `docs/src/benchmarks/gpu.md`.
 //!
 //! A bench target rather than a `jello bench` subcommand: the CLI is being reworked in
@@ -16,7 +16,8 @@
 //! # Protocol
 //! Per case, solver and backend: one warm-up step (pipelines, bind groups, factorisations),
 //! then `fixed` steps of exactly N iterations (N = 10, quick 4: the stop rule set unreachable,
-//! or QN/ADMM's fixed mode) — ms per iteration is the median over those steps of step ms / N —
+//! or QN/ADMM's fixed mode; inversion allowed, so no step is retried strictly) — ms per
+//! iteration is the median over those steps of step ms / N —
 //! then, on a fresh solver after its own warm-up step, `converged` steps to the shared stop
 //! rule (CN, ε = 1e-5): iterations per step and ms per step (means). The device counters ([`jello::gpu::DeviceCounters`]) are differenced
 //! over the fixed steps and divided by their iterations, so each step's setup (uploads of the
@@ -69,6 +70,7 @@ use jello::solver::jgs2::{
 use jello::solver::qn::{QnMode, QnParams, QnSolver};
 use jello::solver::{NewtonParams, NewtonSolver, StepReport, StepSolver, StopRule};
 use serde_json::{json, Value};
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -267,11 +269,14 @@ fn build(
     // strictly (a different iteration: the device's has no inversion filter and backtracks,
     // measured 3.3 trials per iteration on armadillo_18k, 15 on 114k), so the fixed steps would
     // not time ordinary iterations. Converged steps keep forbid, as a scene does.
-    let mut model = case.model.clone();
-    if fixed.is_some() {
-        model.inversion = InversionPolicy::Allow;
-    }
-    let m = &model;
+    let model = if fixed.is_some() {
+        let mut m = case.model.clone();
+        m.inversion = InversionPolicy::Allow;
+        Cow::Owned(m)
+    } else {
+        Cow::Borrowed(&case.model)
+    };
+    let m: &Model = &model;
     let (stop, max_iterations, mode) = stop_params(fixed, cap);
     let mut strict_solver: Option<Box<dyn StepSolver>> = None;
     let dev = if device {
@@ -317,11 +322,14 @@ fn build(
             };
             match (dev, subspace) {
                 (Some(d), s) => {
-                    // As the runner: forbid's strict retries on the f64 reference.
-                    strict_solver = Some(match &s {
-                        Some(s) => Box::new(Jgs2Solver::jgs2(m, params, s.clone())?),
-                        None => Box::new(Jgs2Solver::vbd(m, params)),
-                    });
+                    // As the runner: forbid's strict retries on the f64 reference (only the
+                    // converged steps keep forbid).
+                    if fixed.is_none() {
+                        strict_solver = Some(match &s {
+                            Some(s) => Box::new(Jgs2Solver::jgs2(m, params, s.clone())?),
+                            None => Box::new(Jgs2Solver::vbd(m, params)),
+                        });
+                    }
                     Box::new(DeviceJgs2::new(d, m, params, s)?)
                 }
                 (None, Some(s)) => Box::new(Jgs2Solver::jgs2(m, params, s)?),
