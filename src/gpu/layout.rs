@@ -262,6 +262,22 @@ impl GpuPair {
             }
         }
     }
+
+    /// The host pair of this record (ε× widened from f32: [`Self::of`] gives the record back
+    /// exactly).
+    pub fn host_pair(&self) -> crate::contact::ContactPair {
+        use crate::contact::ccd::PairKind;
+        let point = self.kind == Self::POINT_TRIANGLE;
+        crate::contact::ContactPair {
+            kind: if point {
+                PairKind::PointTriangle
+            } else {
+                PairKind::EdgeEdge
+            },
+            ids: self.v,
+            eps_x: if point { 0.0 } else { self.eps_x as f64 },
+        }
+    }
 }
 
 /// One lagged IPC friction pair for `ipc_friction` (WGSL `FrictionPair`, 160 bytes): the

@@ -30,11 +30,17 @@
 //! distance from its centroid); for obstacle vertices their motion over the step, in f64.
 //!
 //! # Pairs
-//! The candidate list comes from the host's broad phase
-//! ([`IpcContact::candidates_around`]); the kernels give pairs at d² ≥ d̂² zero energy and
-//! gradient, so any superset of the pairs within d̂ at an evaluated point evaluates that point
-//! exactly. Rows of pinned vertices and of obstacle vertices are left out of the CSRs, so g
-//! stays zero on pinned vertices, as the f64 gradient.
+//! The candidate list comes from the device broad phase ([`DeviceBroadPhase`], a hashed grid
+//! over the swept boxes, `twins::broad`): a superset of the host's
+//! [`IpcContact::candidates_around`] on the same positions (its f32 boxes are rounded outward,
+//! so it adds only pairs within that rounding of overlapping); the kernels give pairs at d² ≥
+//! d̂² zero energy and gradient, so any superset of the pairs within d̂ at an evaluated point
+//! evaluates that point exactly. The list is read back, put in a fixed order (the device emits
+//! it in a scheduling-dependent one, and the energies' sums and the gathers follow the list)
+//! and uploaded with its gather CSRs, built on the host: a query costs the count's readback and
+//! the list's, at a step's start and at each rebuild, never within an iteration. Rows of pinned
+//! vertices and of obstacle vertices are left out of the CSRs, so g stays zero on pinned
+//! vertices, as the f64 gradient.
 //!
 //! # Step filter
 //! The f64 backend runs a swept broad phase on every move. The device instead keeps one list
@@ -123,8 +129,8 @@ use crate::gpu::abi::{
 use crate::gpu::model::{relative_low_one, relative_one};
 use crate::gpu::twins::trust::TRUST_GROUP;
 use crate::gpu::{
-    Buf, BufferId, ContactTerms, Device, Gather, GpuMat3, GpuPair, GpuVec4, Kernel, PairList,
-    Params, Plan,
+    Buf, BufferId, ContactTerms, Device, DeviceBroadPhase, Gather, GpuMat3, GpuPair, GpuVec4,
+    Kernel, PairList, Params, Plan,
 };
 use crate::problem::StepProblem;
 use nalgebra::Vector3;
@@ -192,6 +198,11 @@ pub(super) struct DeviceIpc {
     /// The candidate pairs on the host (collision ids), for the pairs decided in f64
     /// ([`Self::certify_on_host`]).
     pairs: Vec<ContactPair>,
+    /// The broad phase that finds them (module docs, "Pairs") and its query's collision
+    /// positions (f32 relative to the origin) and swept displacements (m).
+    broad: DeviceBroadPhase,
+    broad_x: Buf<GpuVec4>,
+    broad_dx: Buf<GpuVec4>,
 }
 
 impl DeviceIpc {
@@ -216,6 +227,9 @@ impl DeviceIpc {
         }
         Ok(DeviceIpc {
             terms: ContactTerms::new(dev, n_coll, ipc.dhat_sq(), true)?,
+            broad: DeviceBroadPhase::new(dev, &ipc.mesh)?,
+            broad_x: dev.alloc("contact broad-phase positions", n_coll.max(1))?,
+            broad_dx: dev.alloc("contact broad-phase displacements", n_coll.max(1))?,
             ipc,
             nv,
             n_coll,
@@ -332,7 +346,7 @@ impl DeviceIpc {
         for (d, a) in ds.iter_mut().zip(ahead.chunks_exact(3)) {
             *d = [a[0], a[1], a[2]];
         }
-        let pairs = self.ipc.candidates_around(xs, &ds, self.margin)?;
+        let pairs = self.find_pairs(dev, xs, &ds)?;
         self.set_pairs(dev, &pairs)?;
         let half = 0.5 * self.margin;
         let mut boxes = vec![[0.0f32; 4]; 2 * self.nv.max(1)];
@@ -358,6 +372,37 @@ impl DeviceIpc {
         }
         dev.write(&self.boxes, 0, &boxes)
     }
+    /// The pairs whose boxes swept from `xs` along `ds` (both m, one per collision vertex) and
+    /// grown by (d̂ + margin)/2 overlap, found by the device broad phase (module docs, "Pairs"):
+    /// the superset of [`IpcContact::candidates_around`]'s list that f32 boxes rounded outward
+    /// give, read back (one readback after the query's count) and put in a fixed order, so a
+    /// run's pair order does not depend on the device's scheduling.
+    fn find_pairs(
+        &mut self,
+        dev: &mut Device,
+        xs: &[[f64; 3]],
+        ds: &[[f64; 3]],
+    ) -> Result<Vec<ContactPair>> {
+        let x: Vec<GpuVec4> = xs.iter().map(|&p| relative_one(p, self.origin)).collect();
+        let dx: Vec<GpuVec4> = ds
+            .iter()
+            .map(|d| [d[0] as f32, d[1] as f32, d[2] as f32, 0.0])
+            .collect();
+        dev.write(&self.broad_x, 0, &x)?;
+        dev.write(&self.broad_dx, 0, &dx)?;
+        let inflation = self.ipc.dhat + self.margin;
+        let n = self
+            .broad
+            .find(dev, &self.broad_x, Some(&self.broad_dx), inflation)?;
+        let mut found = if n > 0 {
+            dev.read_range(self.broad.pairs(), 0..n)?
+        } else {
+            Vec::new()
+        };
+        found.sort_unstable_by_key(|p| (p.kind, p.v));
+        Ok(found.iter().map(GpuPair::host_pair).collect())
+    }
+
     /// Replaces the candidate list (collision ids).
     fn set_pairs(&mut self, dev: &mut Device, pairs: &[ContactPair]) -> Result<()> {
         let pinned = &self.pinned;
