@@ -43,9 +43,9 @@
 //! and the f64 reference (`crate::material`) to ~1e-6 on well-conditioned elements. The IPC
 //! contact-pair kernels (`ipc_pairs`, `ipc_gather`; [`twins::ipc`]) resolve a pair's squared
 //! distance to ~ε·L/d relative (L the pair's size): f32 is accurate for pairs well above
-//! ε·L and the f64 path (`crate::contact`) is the reference below; their candidates come from the
-//! CPU broad phase (`crate::contact::broad`); [`DeviceBroadPhase`] finds a superset of them on
-//! the device (not yet used by the solvers).
+//! ε·L and the f64 path (`crate::contact`) is the reference below; their candidates come from
+//! [`DeviceBroadPhase`] (JGS2/VBD's device iteration), a superset on the device of what the CPU
+//! broad phase (`crate::contact::broad`) finds, or from the CPU broad phase itself (multilevel).
 
 pub mod abi;
 mod adapter;
