@@ -13,11 +13,23 @@
 //! Device rows run on the first adapter (`WGPU_BACKEND` picks the API); on a software adapter
 //! (lavapipe, llvmpipe) their times say nothing about a GPU's — the table says so.
 //!
+//! A second table gives each solver's ms per iteration and µs per vertex-iteration (its step
+//! time over its iterations, set-up excluded), the figure the JGS2 paper's GPU timing compares
+//! with: 31 ms per iteration on the 394K-vertex house of cards on an RTX 3090, 0.079 µs per
+//! vertex-iteration. Each step's time and iterations are also printed to stderr as the step
+//! finishes (`step:` lines), so a run stopped by a time limit keeps what it measured.
+//!
 //! `cargo bench --bench ipc_solvers`. Env: `JELLO_BENCH_IPC_CELLS` (the stack's cells per cube
 //! side, default "3,6": 486 and 3,888 tets; 10 gives 18k, 18 gives 105k),
 //! `JELLO_BENCH_IPC_CARDS` (the house of cards' cell multiplier, default "1,2"),
 //! `JELLO_BENCH_STEPS` (default 3), `JELLO_BENCH_BUDGET_S`, `JELLO_BENCH_DEVICE=0` to leave the
-//! device rows out, `JELLO_BENCH_BOOK=1` to write the book's table.
+//! device rows out, `JELLO_BENCH_IPC_SOLVERS` (a comma list of columns to run, as `solver:on`
+//! with on `cpu` or `device` and solver `newton`, `jgs2`, `jgs2-extended` or `vbd`; default
+//! all; the × column needs `newton:cpu`), `JELLO_BENCH_IPC_WARMUP` (Newton-IPC steps before the
+//! measured ones, for every case: 0 measures from the scene's start, for sizes where Newton's
+//! warm-up would take longer than the run), `JELLO_SCENE_DIR` (the bundled scenes' folder,
+//! default `assets/scenes` of the crate; the device bundle sets it), `JELLO_BENCH_BOOK=1` to
+//! write the book's table.
 
 #[path = "common/report.rs"]
 #[macro_use]
@@ -43,6 +55,8 @@ struct Runner {
     label: String,
     sim: Result<Simulation, String>,
     wall_ms: Vec<f64>,
+    /// Iterations of each step taken.
+    step_iterations: Vec<usize>,
     stepping_s: f64,
     iterations: usize,
     converged: usize,
@@ -64,13 +78,14 @@ impl Runner {
             label: label((kind, backend, coupling)),
             sim,
             wall_ms: Vec::new(),
+            step_iterations: Vec::new(),
             stepping_s: 0.0,
             iterations: 0,
             converged: 0,
         }
     }
 
-    fn step(&mut self, budget_s: f64) {
+    fn step(&mut self, case: &str, budget_s: f64) {
         if self.stepping_s >= budget_s {
             return;
         }
@@ -78,7 +93,15 @@ impl Runner {
         let t0 = Instant::now();
         match sim.step(false) {
             Ok(r) => {
+                eprintln!(
+                    "step: {case} | {} | {:.1} ms | {} iterations | {}",
+                    self.label,
+                    r.wall_ms,
+                    r.iterations,
+                    if r.converged { "converged" } else { "not converged" }
+                );
                 self.wall_ms.push(r.wall_ms);
+                self.step_iterations.push(r.iterations);
                 self.iterations += r.iterations;
                 self.converged += usize::from(r.converged);
             }
@@ -91,6 +114,38 @@ impl Runner {
         (!self.wall_ms.is_empty())
             .then(|| self.wall_ms.iter().sum::<f64>() / self.wall_ms.len() as f64)
     }
+
+    /// ms per iteration: the steps' summed time over their summed iterations, without the
+    /// first step when there are more (a device solver creates its pipelines in its first).
+    fn ms_per_iteration(&self) -> Option<f64> {
+        let skip = usize::from(self.wall_ms.len() > 1);
+        let its: usize = self.step_iterations[skip..].iter().sum();
+        (its > 0).then(|| self.wall_ms[skip..].iter().sum::<f64>() / its as f64)
+    }
+}
+
+/// The entry a `JELLO_BENCH_IPC_SOLVERS` item names (`solver:on`, module docs).
+fn parse_entry(item: &str) -> Option<Entry> {
+    let (solver, on) = item.trim().split_once(':')?;
+    let backend = match on {
+        "cpu" => Backend::Cpu,
+        "device" => Backend::Gpu,
+        _ => return None,
+    };
+    let (kind, coupling) = match solver {
+        "newton" => (SolverKind::Newton, ContactCoupling::Held),
+        "jgs2" => (SolverKind::Jgs2, ContactCoupling::Held),
+        "jgs2-extended" => (SolverKind::Jgs2, ContactCoupling::Extended),
+        "vbd" => (SolverKind::Vbd, ContactCoupling::Held),
+        _ => return None,
+    };
+    // Newton and the device keep the partners held (extended is the f64 JGS2's option).
+    let valid = match (kind, coupling) {
+        (SolverKind::Newton, _) => backend == Backend::Cpu,
+        (_, ContactCoupling::Extended) => backend == Backend::Cpu,
+        _ => true,
+    };
+    valid.then_some((kind, backend, coupling))
 }
 
 /// A solver, the backend it runs on and JGS2's contact coupling (CPU).
@@ -111,9 +166,11 @@ fn label((kind, backend, coupling): Entry) -> String {
 /// `file` with every `cells = [a, b, c]` multiplied by `k` (each at least 1), or with the
 /// stack's `cells = [3, 3, 3]` set to `n` per side.
 fn scaled(file: &str, edit: impl Fn(&str) -> String) -> Result<BuiltScene, String> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("assets/scenes")
-        .join(file);
+    let dir = std::env::var_os("JELLO_SCENE_DIR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets/scenes"),
+        PathBuf::from,
+    );
+    let path = dir.join(file);
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     let text = edit(&text);
     let scene = Scene::parse(&path, &text).map_err(|e| e.to_string())?;
@@ -153,6 +210,9 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(120.0);
+    let warm_up: Option<usize> = std::env::var("JELLO_BENCH_IPC_WARMUP")
+        .ok()
+        .and_then(|s| s.trim().parse().ok());
     let mut cases = Vec::new();
     for n in list("JELLO_BENCH_IPC_CELLS", "3,6") {
         let cells = format!("cells = [{n}, {n}, {n}]");
@@ -163,7 +223,7 @@ fn main() {
                 name: format!("stack, {n}³ cells per cube"),
                 built,
                 // The cubes have landed and rest on each other by step 10.
-                warm_up: 10,
+                warm_up: warm_up.unwrap_or(10),
             }),
             Err(e) => eprintln!("stack {n}: skipped ({e})"),
         }
@@ -174,7 +234,7 @@ fn main() {
                 name: format!("house of cards, cells ×{k}"),
                 built,
                 // The blocks land on the roof at t ≈ 0.06 s.
-                warm_up: 6,
+                warm_up: warm_up.unwrap_or(6),
             }),
             Err(e) => eprintln!("house of cards ×{k}: skipped ({e})"),
         }
@@ -188,11 +248,17 @@ fn main() {
     out!("## IPC contact: JGS2 and VBD against Newton-IPC, CPU and device");
     out!();
     out!(
-        "Each scene's own tolerance (CN 1e-7), {steps} steps in contact (from the state Newton-IPC \
-         reaches in 10 steps for the stack, 6 for the house of cards), the solvers \
+        "Each scene's own tolerance (CN 1e-7), {steps} steps {}, the solvers \
          stepping in turn; cells: mean ms per step (iterations per step, converged/run steps), \
          and ×: that mean over Newton-IPC's. Set-up not counted; a solver stops after \
          {budget_s:.0} s of stepping. Device: {}.",
+        match warm_up {
+            None => "in contact (from the state Newton-IPC reaches in 10 steps for the stack, 6 \
+                     for the house of cards)"
+                .to_string(),
+            Some(0) => "from the scene's start".to_string(),
+            Some(w) => format!("from the state Newton-IPC reaches in {w} steps"),
+        },
         match &adapter {
             Some(a) if a.is_software() => format!(
                 "{} ({}), a software adapter — its times are correctness-only, not a GPU's",
@@ -205,7 +271,19 @@ fn main() {
     );
     out!();
     let held = ContactCoupling::Held;
-    let solvers: Vec<Entry> = [
+    let chosen: Option<Vec<Entry>> = std::env::var("JELLO_BENCH_IPC_SOLVERS").ok().map(|v| {
+        v.split(',')
+            .filter(|i| !i.trim().is_empty())
+            .filter_map(|i| {
+                let e = parse_entry(i);
+                if e.is_none() {
+                    eprintln!("JELLO_BENCH_IPC_SOLVERS: {i:?} is not solver:cpu|device; left out");
+                }
+                e
+            })
+            .collect()
+    });
+    let all: Vec<Entry> = [
         (SolverKind::Newton, Backend::Cpu, held),
         (SolverKind::Jgs2, Backend::Cpu, held),
         (SolverKind::Jgs2, Backend::Cpu, ContactCoupling::Extended),
@@ -219,9 +297,16 @@ fn main() {
         ]
     }))
     .collect();
+    let solvers: Vec<Entry> = match &chosen {
+        Some(c) => all.into_iter().filter(|e| c.contains(e)).collect(),
+        None => all,
+    };
+    // The × column is over Newton-IPC's mean, when it runs (the first column).
+    let newton_first = solvers.first().map(|e| e.0) == Some(SolverKind::Newton);
     let labels: Vec<String> = solvers.iter().map(|&e| label(e)).collect();
     out!("| scene | tets | vertices | {} |", labels.join(" | "));
     out!("|---|---|---|{}", "---|".repeat(labels.len()));
+    let mut per_iteration = Vec::new();
     for case in &cases {
         // Newton brings the scene into contact; every solver starts from that state.
         let start = {
@@ -241,10 +326,13 @@ fn main() {
         for step in 1..=steps {
             eprintln!("{}: step {step}", case.name);
             for r in &mut runners {
-                r.step(budget_s);
+                r.step(&case.name, budget_s);
             }
         }
-        let newton = runners[0].mean_ms();
+        let newton = runners
+            .first()
+            .filter(|_| newton_first)
+            .and_then(Runner::mean_ms);
         let cells: Vec<String> = runners
             .iter()
             .map(|r| match (&r.sim, r.mean_ms()) {
@@ -255,11 +343,11 @@ fn main() {
                 (_, None) => "—".into(),
                 (_, Some(ms)) => {
                     let n = r.wall_ms.len();
+                    let ratio = newton.map_or(String::new(), |t| format!(" ×{:.2}", ms / t));
                     format!(
-                        "{ms:.0} ({:.1}, {}/{n}) ×{:.2}",
+                        "{ms:.0} ({:.1}, {}/{n}){ratio}",
                         r.iterations as f64 / n as f64,
                         r.converged,
-                        newton.map_or(f64::NAN, |t| ms / t)
                     )
                 }
             })
@@ -271,6 +359,34 @@ fn main() {
             case.built.model.num_vertices(),
             cells.join(" | ")
         );
+        let nv = case.built.model.num_vertices();
+        let its: Vec<String> = runners
+            .iter()
+            .map(|r| {
+                r.ms_per_iteration().map_or("—".into(), |ms| {
+                    format!("{ms:.2} ({:.3})", 1e3 * ms / nv as f64)
+                })
+            })
+            .collect();
+        per_iteration.push(format!(
+            "| {} | {} | {nv} | {} |",
+            case.name,
+            case.built.model.mesh.num_tets(),
+            its.join(" | ")
+        ));
+    }
+    out!();
+    out!(
+        "Per iteration: ms (µs per vertex-iteration), each solver's step time over its \
+         iterations, without its first step when it took more (a device solver creates its \
+         pipelines in its first). The JGS2 paper: 31 ms per iteration on its 394K-vertex house of cards on \
+         an RTX 3090, 0.079 µs per vertex-iteration."
+    );
+    out!();
+    out!("| scene | tets | vertices | {} |", labels.join(" | "));
+    out!("|---|---|---|{}", "---|".repeat(labels.len()));
+    for row in &per_iteration {
+        out!("{row}");
     }
     out!();
     report::finish("ipc_solvers");
