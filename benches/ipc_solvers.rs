@@ -35,7 +35,7 @@
 #[macro_use]
 mod report;
 
-use jello::gpu::{Backend, Device};
+use jello::gpu::{Backend, CounterHandle, Device};
 use jello::problem::State;
 use jello::scene::{BuiltScene, Scene, SolverChoice, SolverKind};
 use jello::sim::Simulation;
@@ -60,6 +60,19 @@ struct Runner {
     stepping_s: f64,
     iterations: usize,
     converged: usize,
+    /// Device columns: the device's counters, and what they counted over the steps taken.
+    counters: Option<CounterHandle>,
+    cost: DeviceCost,
+}
+
+/// What a device column's steps cost the host (sums over the steps taken).
+#[derive(Default)]
+struct DeviceCost {
+    dispatches: u64,
+    submits: u64,
+    syncs: u64,
+    upload_bytes: u64,
+    readback_bytes: u64,
 }
 
 impl Runner {
@@ -67,13 +80,20 @@ impl Runner {
         let mut built = case.built.clone();
         built.config.set_solver(SolverChoice::Named(kind));
         built.config.contact_coupling = coupling;
-        let sim = jello::runner::setup(&built, backend, None)
-            .map_err(|e| e.to_string())
-            .map(|s| {
-                let mut sim = s.sim;
-                sim.state = start.clone();
-                sim
-            });
+        // A device column holds its device, so the bench can read its counters.
+        let mut counters = None;
+        let sim = match backend {
+            Backend::Gpu => Device::new(Backend::Gpu).and_then(|dev| {
+                counters = Some(dev.counter_handle());
+                jello::runner::setup_with_device(&built, dev, None)
+            }),
+            _ => jello::runner::setup(&built, backend, None),
+        };
+        let sim = sim.map_err(|e| e.to_string()).map(|s| {
+            let mut sim = s.sim;
+            sim.state = start.clone();
+            sim
+        });
         Runner {
             label: label((kind, backend, coupling)),
             sim,
@@ -82,6 +102,8 @@ impl Runner {
             stepping_s: 0.0,
             iterations: 0,
             converged: 0,
+            counters,
+            cost: DeviceCost::default(),
         }
     }
 
@@ -91,6 +113,7 @@ impl Runner {
         }
         let Ok(sim) = &mut self.sim else { return };
         let t0 = Instant::now();
+        let c0 = self.counters.as_ref().map(CounterHandle::snapshot);
         match sim.step(false) {
             Ok(r) => {
                 eprintln!(
@@ -98,8 +121,21 @@ impl Runner {
                     self.label,
                     r.wall_ms,
                     r.iterations,
-                    if r.converged { "converged" } else { "not converged" }
+                    if r.converged {
+                        "converged"
+                    } else {
+                        "not converged"
+                    }
                 );
+                if let (Some(h), Some(c0)) = (&self.counters, &c0) {
+                    let d = h.snapshot().since(c0);
+                    let c = &mut self.cost;
+                    c.dispatches += d.dispatches;
+                    c.submits += d.submits;
+                    c.syncs += d.syncs;
+                    c.upload_bytes += d.upload_bytes;
+                    c.readback_bytes += d.readback_bytes;
+                }
                 self.wall_ms.push(r.wall_ms);
                 self.step_iterations.push(r.iterations);
                 self.iterations += r.iterations;
@@ -307,6 +343,7 @@ fn main() {
     out!("| scene | tets | vertices | {} |", labels.join(" | "));
     out!("|---|---|---|{}", "---|".repeat(labels.len()));
     let mut per_iteration = Vec::new();
+    let mut device_cost = Vec::new();
     for case in &cases {
         // Newton brings the scene into contact; every solver starts from that state.
         let start = {
@@ -368,6 +405,24 @@ fn main() {
                 })
             })
             .collect();
+        for r in runners
+            .iter()
+            .filter(|r| r.counters.is_some() && r.iterations > 0)
+        {
+            let (c, its) = (&r.cost, r.iterations as f64);
+            let steps = r.wall_ms.len() as f64;
+            device_cost.push(format!(
+                "| {} | {} | {:.2} | {:.2} | {:.1} | {:.1} | {:.0} | {:.0} |",
+                case.name,
+                r.label,
+                c.syncs as f64 / its,
+                c.submits as f64 / its,
+                c.dispatches as f64 / its,
+                c.readback_bytes as f64 / its,
+                c.upload_bytes as f64 / 1024.0 / steps,
+                c.readback_bytes as f64 / 1024.0 / steps,
+            ));
+        }
         per_iteration.push(format!(
             "| {} | {} | {nv} | {} |",
             case.name,
@@ -389,5 +444,20 @@ fn main() {
         out!("{row}");
     }
     out!();
+    if !device_cost.is_empty() {
+        out!(
+            "Device columns' host traffic, counted by the device over the steps above, each \
+             step's start (the candidate list's broad phase, readback and upload; the lagged \
+             friction) included: synchronisations (readbacks and waits), queue submissions, \
+             dispatches and readback bytes per iteration; uploads and readbacks per step."
+        );
+        out!();
+        out!("| scene | solver | syncs/it | submits/it | dispatches/it | readback B/it | upload KB/step | readback KB/step |");
+        out!("|---|---|---|---|---|---|---|---|");
+        for row in &device_cost {
+            out!("{row}");
+        }
+        out!();
+    }
     report::finish("ipc_solvers");
 }

@@ -27,8 +27,9 @@ pub fn device_path(kind: SolverKind) -> &'static str {
         }
         SolverKind::Jgs2 | SolverKind::Vbd => {
             "the whole iteration on the device (obstacles and IPC contact included; the IPC \
-             candidate list is built on the host once per step); forbid's strict retries on the \
-             f64 reference"
+             candidates from the device broad phase, read back with their gather lists built on \
+             the host at each step's start and list rebuild); forbid's strict retries on the f64 \
+             reference"
         }
         SolverKind::Qn | SolverKind::Dot | SolverKind::LbfgsH => {
             "local steps and residuals on the device; the prefactored solve f64 on the host; \
