@@ -58,6 +58,18 @@ pub const ENERGY_REFERENCE: u32 = 1;
 /// `dev_element_energy` flag (u0 bit 1): the strict inversion floor.
 pub const ENERGY_STRICT: u32 = 2;
 
+// ---- `dev_inversion_bound` / `dev_inversion_finish`: the step bound's inversion filter ----
+
+/// Levels α_o·2^−k the inversion filter samples: 7 (down to 2^−6 of the obstacle bound α_o;
+/// the f64 filter, [`crate::problem::StepProblem::step_limit`], gives up below 1e-2 of it).
+pub const INVERSION_LEVELS: u32 = 7;
+/// [`INVERSION_LEVELS`] of the strict filter (each element above its volume floor), which does
+/// not give up: 32, one bit each in a `u32` mask.
+pub const INVERSION_LEVELS_STRICT: u32 = 32;
+/// `dev_inversion_bound`'s `Params::u1` flag, and bit 16 of `dev_inversion_finish`'s `u0`
+/// (below it the scalar slot): the strict filter.
+pub const INVERSION_STRICT: u32 = 1;
+
 /// Workgroups over `n` items.
 pub fn dev_groups(n: usize) -> usize {
     n.div_ceil(DEV_GROUP)

@@ -698,3 +698,198 @@ radius = 0.3
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The inversion filter of the device step bound (`dev_inversion_bound`, `dev_inversion_finish`)
+/// against its twins and against the f64 filter it mirrors
+/// ([`jello::problem::StepProblem::step_limit`]: halve the obstacle bound α_o until every
+/// element positive at x stays positive — strict: above its volume floor — giving up below
+/// 1e-2·α_o unless strict). Random elements, a tenth of them inverted at x (no constraint),
+/// directions that invert many of the rest within the sampled levels, both filters. A mask bit
+/// may differ from the f64 one only where that level's volume is within f32 rounding of its
+/// threshold (|v − floor| ≤ 1e-5 of the edges' product); the final bounds must then agree with
+/// the f64 filter applied to the f32 masks' level, and the GPU's masks and bound with the twins'
+/// under the same rule.
+#[test]
+fn dev_inversion_bound_matches_the_f64_filter() {
+    use jello::gpu::abi::{INVERSION_LEVELS, INVERSION_LEVELS_STRICT, INVERSION_STRICT};
+    let mut rng = common::rng("dev_inversion_bound_matches_the_f64_filter");
+    let ne = 256 * rng.random_range(2..4) + rng.random_range(1..256);
+    let g = dev_groups(ne);
+    let v3 = |rng: &mut ChaCha8Rng, s: f64| [0, 1, 2].map(|_| rng.random_range(-s..s));
+    let mut x = Vec::with_capacity(4 * ne);
+    let mut d = Vec::with_capacity(4 * ne);
+    let mut tets = Vec::with_capacity(ne);
+    let mut elem = Vec::with_capacity(ne);
+    for e in 0..ne {
+        let o = v3(&mut rng, 1.0);
+        let mut corner = [o; 4];
+        for c in corner.iter_mut().skip(1) {
+            let r = v3(&mut rng, 0.1);
+            *c = [o[0] + r[0], o[1] + r[1], o[2] + r[2]];
+        }
+        // A tenth inverted at x; the rest positive.
+        let six = six_volume(&corner.map(|c| c.map(|v| v as f32)));
+        if (six > 0.0) == (e % 10 == 0) {
+            corner.swap(1, 2);
+        }
+        let scale = rng.random_range(0.02..0.3);
+        for c in corner {
+            x.push([c[0] as f32, c[1] as f32, c[2] as f32, 0.0]);
+            let r = v3(&mut rng, scale);
+            d.push([r[0] as f32, r[1] as f32, r[2] as f32, 0.0]);
+        }
+        let b = 4 * e as u32;
+        tets.push([b, b + 1, b + 2, b + 3]);
+        let v0 = six_volume(&corner.map(|c| c.map(|v| v as f32))).abs() as f32 / 6.0;
+        elem.push(ElemParams {
+            mu: 1.0,
+            lambda: 1.0,
+            volume: v0 * rng.random_range(0.5f32..2.0),
+            model: 0,
+        });
+    }
+    // 1/α_o in slot 3 (above 1: an obstacle limits the step; the finish reads max(1, ·)).
+    let s = rng.random_range(0.5f32..3.0);
+    let scal = vec![0.0, 0.0, 0.0, s];
+    let alpha_o = 1.0 / s.max(1.0) as f64;
+    let pos = |p: &[f32; 4]| [p[0] as f64, p[1] as f64, p[2] as f64];
+    for strict in [false, true] {
+        let what = if strict { "strict" } else { "plain" };
+        let levels = if strict {
+            INVERSION_LEVELS_STRICT
+        } else {
+            INVERSION_LEVELS
+        };
+        let flag = if strict { INVERSION_STRICT } else { 0 };
+        let (cpu, gpu) = run_both(
+            Kernel::DevInversionBound,
+            &[
+                Data::T(tets.clone()),
+                Data::E(elem.clone()),
+                Data::V(x.clone()),
+                Data::V(d.clone()),
+                Data::F(scal.clone()),
+                Data::U(vec![0xdead_beef; g]),
+            ],
+            Params {
+                u1: flag,
+                ..Params::new().u0(3)
+            },
+            ne as u32,
+        );
+        // f64: per element its volume at each level against its threshold, and whether that
+        // level is within rounding of it.
+        let mut want = vec![u32::MAX; g];
+        let mut unsure = vec![0u32; g];
+        let mut limited = 0;
+        for (e, t) in tets.iter().enumerate() {
+            let p = t.map(|i| pos(&x[i as usize]));
+            let q = t.map(|i| pos(&d[i as usize]));
+            let edge =
+                |k: usize, a: f64| [0, 1, 2].map(|c| (p[k][c] - p[0][c]) + a * (q[k][c] - q[0][c]));
+            let vol = |a: f64| {
+                let (u, v, w) = (edge(1, a), edge(2, a), edge(3, a));
+                let cr = [
+                    v[1] * w[2] - v[2] * w[1],
+                    v[2] * w[0] - v[0] * w[2],
+                    v[0] * w[1] - v[1] * w[0],
+                ];
+                let size = [u, v, w]
+                    .iter()
+                    .map(|z| (z[0] * z[0] + z[1] * z[1] + z[2] * z[2]).sqrt())
+                    .product::<f64>();
+                (u[0] * cr[0] + u[1] * cr[1] + u[2] * cr[2], size)
+            };
+            let (v0, _) = vol(0.0);
+            if v0 <= 0.0 {
+                continue;
+            }
+            let floor = if strict {
+                let six_rest = 6.0 * elem[e].volume as f64;
+                let j = v0 / six_rest;
+                j.min((0.1 * j).max(1e-8)) * six_rest
+            } else {
+                0.0
+            };
+            let mut a = alpha_o;
+            for k in 0..levels {
+                let (v, size) = vol(a);
+                let ok = if strict { v >= floor } else { v > 0.0 };
+                if !ok {
+                    want[e / 256] &= !(1 << k);
+                    limited += 1;
+                }
+                if (v - floor).abs() <= 1e-5 * size {
+                    unsure[e / 256] |= 1 << k;
+                }
+                a *= 0.5;
+            }
+        }
+        assert!(
+            limited > ne / 4,
+            "{what}: only {limited} element levels limited"
+        );
+        let bits = |v: &[f32]| v[..g].iter().map(|w| w.to_bits()).collect::<Vec<u32>>();
+        let twin = bits(&cpu[5]);
+        for gi in 0..g {
+            assert_eq!(
+                (twin[gi] ^ want[gi]) & !unsure[gi],
+                0,
+                "{what}: group {gi} twin mask {:#x} vs f64 {:#x} (unsure {:#x})",
+                twin[gi],
+                want[gi],
+                unsure[gi]
+            );
+        }
+        if let Some(gv) = &gpu {
+            let gm = bits(&gv[5]);
+            for gi in 0..g {
+                assert_eq!(
+                    (gm[gi] ^ twin[gi]) & !unsure[gi],
+                    0,
+                    "{what}: group {gi} gpu mask {:#x} vs twin {:#x}",
+                    gm[gi],
+                    twin[gi]
+                );
+            }
+        }
+        // The finish on the twin's masks: the first level every group passes, as the f64
+        // filter halves (and its fallbacks), on both devices alike.
+        let (fc, fg) = run_both(
+            Kernel::DevInversionFinish,
+            &[Data::U(twin.clone()), Data::F(scal.clone())],
+            Params {
+                u1: g as u32,
+                ..Params::new().u0(3 | flag << 16)
+            },
+            1,
+        );
+        let all = twin.iter().fold(u32::MAX, |m, &w| m & w);
+        let m = if levels < 32 {
+            all & ((1 << levels) - 1)
+        } else {
+            all
+        };
+        let want_bound = match (m, strict) {
+            // The obstacle bound as dev_step_bound left it (the trial reads max(1, ·)).
+            (0, false) => s,
+            (0, true) => s.max(1.0) * 2f32.powi(32),
+            (m, _) => s.max(1.0) * 2f32.powi(m.trailing_zeros() as i32),
+        };
+        assert_eq!(fc[1][3], want_bound, "{what}: finish (twin)");
+        assert_eq!(&fc[1][..3], &scal[..3], "{what}: finish wrote other slots");
+        if let Some(fg) = &fg {
+            assert_eq!(fg[1][3], fc[1][3], "{what}: finish gpu vs twin");
+        }
+    }
+}
+
+/// Six times the signed volume of a tet (f64 from f32 corners).
+fn six_volume(c: &[[f32; 3]; 4]) -> f64 {
+    let p = c.map(|v| v.map(|x| x as f64));
+    let e = |k: usize| [0, 1, 2].map(|i| p[k][i] - p[0][i]);
+    let (a, b, c) = (e(1), e(2), e(3));
+    a[0] * (b[1] * c[2] - b[2] * c[1])
+        + a[1] * (b[2] * c[0] - b[0] * c[2])
+        + a[2] * (b[0] * c[1] - b[1] * c[0])
+}

@@ -221,6 +221,10 @@ kernels! {
     DevDots => backend::dev_dots [N, N, ANY, ANY, ANY] group DEV_GROUP;
     /// Per-group max of 1 − the obstacle step bound along a direction.
     DevStepBound => backend::dev_step_bound [N, N, ANY] group DEV_GROUP;
+    /// Per-group AND of the elements' orientation masks at the halvings of the obstacle bound.
+    DevInversionBound => backend::dev_inversion_bound [N, N, ANY, ANY, ANY, ANY] group DEV_GROUP;
+    /// The step bound's reciprocal from the inversion masks (one workgroup).
+    DevInversionFinish => backend::dev_inversion_finish [ANY, ANY] group DEV_GROUP;
     /// Line-search trial positions, contact records, step and per-group max move.
     DevTrial => backend::dev_trial [N, N, N, ANY, N, N, N, ANY] group DEV_GROUP;
     /// Per-group element energy change (or reference) and forbidden-element counts.

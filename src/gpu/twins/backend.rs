@@ -13,7 +13,7 @@ use rayon::prelude::*;
 
 pub use crate::gpu::abi::{
     dev_groups, COMBINE_DOT, COMBINE_SET, COMBINE_VEC4, DEV_GROUP, ENERGY_REFERENCE, ENERGY_STRICT,
-    SLOT_NONE,
+    INVERSION_LEVELS, INVERSION_LEVELS_STRICT, INVERSION_STRICT, SLOT_NONE,
 };
 
 fn v3(p: &GpuVec4) -> Vec3 {
@@ -290,6 +290,100 @@ pub fn dev_step_bound(
     );
     for (g, m) in maxes.iter().enumerate() {
         part[g] = m[0];
+    }
+    Ok(())
+}
+
+/// Twin of `dev_inversion_bound.wgsl`.
+pub fn dev_inversion_bound(
+    p: &Params,
+    tets: &[GpuTet],
+    elem: &[ElemParams],
+    x: &[GpuVec4],
+    d: &[GpuVec4],
+    scal: &[f32],
+    part: &mut [u32],
+) -> Result<()> {
+    let n = p.n as usize;
+    need(tets.len(), n, "dev_inversion_bound tets")?;
+    need(elem.len(), n, "dev_inversion_bound elem")?;
+    need(scal.len(), p.u0 as usize + 1, "dev_inversion_bound scal")?;
+    need(part.len(), dev_groups(n), "dev_inversion_bound part")?;
+    let nv = x.len().min(d.len());
+    if let Some((e, t)) = tets[..n]
+        .iter()
+        .enumerate()
+        .find(|(_, t)| t.iter().any(|&i| i as usize >= nv))
+    {
+        return Err(JelloError::Invalid(format!(
+            "dev_inversion_bound: tet {e} = {t:?} indexes past {nv} vertices"
+        )));
+    }
+    let strict = p.u1 & INVERSION_STRICT != 0;
+    let alpha_o = 1.0 / scal[p.u0 as usize].max(1.0);
+    let mask = |e: usize| -> u32 {
+        let t = &tets[e];
+        let (x0, d0) = (v3(&x[t[0] as usize]), v3(&d[t[0] as usize]));
+        let [a, b, c] = [1, 2, 3].map(|k| v3(&x[t[k] as usize]) - x0);
+        let [da, db, dc] = [1, 2, 3].map(|k| v3(&d[t[k] as usize]) - d0);
+        let v0 = a.dot(b.cross(c));
+        let mut mask = u32::MAX;
+        if v0 > 0.0 {
+            let (floor_v, levels) = if strict {
+                let six_rest = 6.0 * elem[e].volume;
+                let j = v0 / six_rest;
+                (
+                    j.min((0.1 * j).max(1e-8)) * six_rest,
+                    INVERSION_LEVELS_STRICT,
+                )
+            } else {
+                (0.0, INVERSION_LEVELS)
+            };
+            let mut alpha = alpha_o;
+            for k in 0..levels {
+                let v = (a + alpha * da).dot((b + alpha * db).cross(c + alpha * dc));
+                let ok = if strict { v >= floor_v } else { v > 0.0 };
+                if !ok {
+                    mask &= !(1u32 << k);
+                }
+                alpha *= 0.5;
+            }
+        }
+        mask
+    };
+    part[..dev_groups(n)]
+        .par_iter_mut()
+        .enumerate()
+        .for_each(|(g, out)| {
+            let end = ((g + 1) * DEV_GROUP).min(n);
+            *out = (g * DEV_GROUP..end).fold(u32::MAX, |m, e| m & mask(e));
+        });
+    Ok(())
+}
+
+/// Twin of `dev_inversion_finish.wgsl`.
+pub fn dev_inversion_finish(p: &Params, part: &[u32], scal: &mut [f32]) -> Result<()> {
+    let groups = p.u1 as usize;
+    let slot = (p.u0 & 0xffff) as usize;
+    need(part.len(), groups, "dev_inversion_finish part")?;
+    need(scal.len(), slot + 1, "dev_inversion_finish scal")?;
+    let strict = (p.u0 >> 16) & INVERSION_STRICT != 0;
+    let levels = if strict {
+        INVERSION_LEVELS_STRICT
+    } else {
+        INVERSION_LEVELS
+    };
+    let mut m = part[..groups].iter().fold(u32::MAX, |m, &g| m & g);
+    if levels < 32 {
+        m &= (1u32 << levels) - 1;
+    }
+    let base = scal[slot].max(1.0);
+    // ldexp in the kernel: exact, as these doublings are.
+    let ldexp = |b: f32, k: u32| (0..k).fold(b, |b, _| b * 2.0);
+    if m != 0 {
+        scal[slot] = ldexp(base, m.trailing_zeros());
+    } else if strict {
+        scal[slot] = ldexp(base, 32);
     }
     Ok(())
 }
