@@ -3,7 +3,8 @@
 //! The fill-reducing ordering is chosen at analysis time ([`Ordering`]). METIS nested
 //! dissection on the compressed node graph (a 3-DOF vertex is one node, expanded back into
 //! its 3 DOFs) gives markedly less fill than AMD on 3-D elasticity matrices; AMD (faer's
-//! default) is kept as an option. Numeric refactors reuse the symbolic analysis.
+//! default) is kept as an option, and stands in for nested dissection in a build without the
+//! `metis` feature (wasm32: METIS is a C library). Numeric refactors reuse the symbolic analysis.
 //!
 //! This uses faer's lower-level `SymbolicCholesky` (what `SymbolicLlt` wraps) because only
 //! that entry point accepts a custom permutation.
@@ -27,6 +28,8 @@ use crate::{PrecomputeError, Result};
 pub enum Ordering {
     /// METIS nested dissection of the graph obtained by merging each run of `block`
     /// consecutive DOFs into one node (use 3 for xyz-per-vertex problems, 1 otherwise).
+    /// AMD in a build without the `metis` feature: the same factor up to round-off, with more
+    /// fill.
     NestedDissection {
         /// DOFs per graph node.
         block: usize,
@@ -40,6 +43,25 @@ pub enum Ordering {
 impl Default for Ordering {
     fn default() -> Self {
         Ordering::NestedDissection { block: 3 }
+    }
+}
+
+impl Ordering {
+    /// The fill-reducing permutation `(fwd, inv)` this ordering computes from `pattern` itself
+    /// (nested dissection), or `None` when faer's analysis orders (AMD, and nested dissection
+    /// without the `metis` feature) or nothing is reordered (identity).
+    #[cfg_attr(not(feature = "metis"), allow(unused_variables))]
+    pub fn permutation(
+        self,
+        pattern: &SymmetricPattern,
+    ) -> Result<Option<(Vec<usize>, Vec<usize>)>> {
+        match self {
+            #[cfg(feature = "metis")]
+            Ordering::NestedDissection { block } => nested_dissection(pattern, block).map(Some),
+            #[cfg(not(feature = "metis"))]
+            Ordering::NestedDissection { .. } => Ok(None),
+            Ordering::Amd | Ordering::Identity => Ok(None),
+        }
     }
 }
 
@@ -68,13 +90,7 @@ impl std::fmt::Debug for SparseCholesky {
 impl SparseCholesky {
     /// Symbolic analysis of `pattern` with the given ordering (once per pattern).
     pub fn analyze(pattern: std::sync::Arc<SymmetricPattern>, ordering: Ordering) -> Result<Self> {
-        let perm = match ordering {
-            Ordering::NestedDissection { block } => {
-                let (fwd, inv) = nested_dissection(&pattern, block)?;
-                Some((fwd, inv))
-            }
-            _ => None,
-        };
+        let perm = ordering.permutation(&pattern)?;
         Self::analyze_permuted(pattern, ordering, perm)
     }
 
@@ -596,6 +612,7 @@ impl SolveScratch {
 /// METIS nested-dissection permutation `(fwd, inv)` of the pattern's DOFs, computed on the
 /// graph that merges each `block` consecutive DOFs into one node.
 /// `fwd[new] = old`, `inv[old] = new` (faer's convention).
+#[cfg(feature = "metis")]
 pub fn nested_dissection(
     pattern: &SymmetricPattern,
     block: usize,

@@ -17,6 +17,10 @@ pub enum PrecomputeError {
     /// Caller passed inconsistent or invalid data (sizes, NaNs, out-of-range indices...).
     #[error("invalid input: {0}")]
     Invalid(String),
+    /// The operation needs a part this build was compiled without (a cargo feature, such as
+    /// `metis`, that a wasm32 build lacks).
+    #[error("not in this build: {0}")]
+    Unavailable(String),
     /// A numerical routine failed (out of memory inside faer, eigen solver breakdown, ...).
     #[error("numerical failure: {0}")]
     Numeric(String),

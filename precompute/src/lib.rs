@@ -41,6 +41,7 @@ pub use error::{PrecomputeError, Result};
 /// Serialises every METIS call in the process: METIS draws from a process-global random
 /// state (GKlib's), so concurrent calls (tests, rayon) would make orderings and partitions
 /// depend on timing — and a cached partition must be the one a rebuild gives.
+#[cfg(feature = "metis")]
 pub(crate) fn metis_lock() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())

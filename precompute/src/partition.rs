@@ -9,6 +9,10 @@
 //! shared. A vertex belongs to every subdomain one of its elements is in; its copy count n_v
 //! gives the averaging weight B = 1/n_v of DOT's gather.
 //!
+//! METIS is a C library, absent from a build without the `metis` feature (wasm32): there a
+//! partition into more than one subdomain is an error ([`PrecomputeError::Unavailable`]), not a
+//! different partitioner, so that a partition is always the one METIS gives for its key.
+//!
 //! The partition depends only on the mesh and s, and METIS is deterministic for a fixed seed,
 //! so the cache ([`encode`]/[`decode`], [`write()`]/[`read()`]) stores just the element → subdomain
 //! map under the same versioned, checksummed, keyed framing as the JGS2 artifact
@@ -56,6 +60,7 @@ pub struct DecompositionStats {
 
 impl Decomposition {
     /// Partitions `tets` (over `n_vertices` vertices) into `parts` subdomains with METIS.
+    /// Without the `metis` feature only `parts == 1` succeeds.
     ///
     /// `parts` must lie in `1..=tets.len()`. METIS may leave a requested part empty on a
     /// small or disconnected mesh; empty parts are dropped, so [`Self::len`] can be below
@@ -185,6 +190,7 @@ fn check_tets(n_vertices: usize, tets: &[[u32; 4]]) -> Result<()> {
 }
 
 /// METIS k-way partition of the face-adjacency dual graph.
+#[cfg(feature = "metis")]
 fn metis_dual_kway(n_vertices: usize, tets: &[[u32; 4]], parts: usize) -> Result<Vec<u32>> {
     let too_large = || PrecomputeError::Ordering("mesh too large for 32-bit METIS".into());
     if tets.len() * 4 >= i32::MAX as usize || n_vertices >= i32::MAX as usize {
@@ -208,6 +214,13 @@ fn metis_dual_kway(n_vertices: usize, tets: &[[u32; 4]], parts: usize) -> Result
             .map_err(|e| PrecomputeError::Ordering(format!("METIS_PartGraphKway: {e}")))?;
     }
     Ok(part.into_iter().map(|p| p as u32).collect())
+}
+
+#[cfg(not(feature = "metis"))]
+fn metis_dual_kway(_n_vertices: usize, _tets: &[[u32; 4]], parts: usize) -> Result<Vec<u32>> {
+    Err(PrecomputeError::Unavailable(format!(
+        "a METIS partition into {parts} subdomains (the `metis` feature, which wasm32 builds lack)"
+    )))
 }
 
 /// Serialises the element → subdomain map with `key` (payload: `n_elements: u32`,
@@ -314,6 +327,7 @@ mod tests {
         ((nx + 1) * (ny + 1) * (nz + 1), tets)
     }
 
+    #[cfg(feature = "metis")]
     #[test]
     fn vertex_sets_copies_and_balance() {
         let (nv, tets) = grid(8, 4, 4);
@@ -366,6 +380,19 @@ mod tests {
         assert!(Decomposition::new(3, &tets, 1).is_err());
     }
 
+    #[cfg(not(feature = "metis"))]
+    #[test]
+    fn without_metis_only_one_subdomain_is_built() {
+        let (nv, tets) = grid(2, 2, 2);
+        let one = Decomposition::new(nv, &tets, 1).unwrap();
+        assert_eq!(one.len(), 1);
+        assert_eq!(one.copies, vec![1; nv]);
+        let e = Decomposition::new(nv, &tets, 2).unwrap_err();
+        assert!(matches!(e, PrecomputeError::Unavailable(_)), "{e}");
+        assert!(e.to_string().contains("`metis` feature"), "{e}");
+    }
+
+    #[cfg(feature = "metis")]
     #[test]
     fn artifact_round_trip_and_refusals() {
         let (nv, tets) = grid(4, 2, 2);

@@ -149,11 +149,32 @@ pub(crate) fn instance() -> wgpu::Instance {
     wgpu::Instance::new(desc)
 }
 
+/// Waits on the calling thread for a wgpu future (adapters, devices, error scopes).
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) fn block_on<F: std::future::Future>(_what: &str, f: F) -> Result<F::Output> {
+    Ok(pollster::block_on(f))
+}
+
+/// On wasm32 a blocking wait is an error: a browser settles WebGPU's promises only once control
+/// returns to its event loop, so waiting on the calling thread would never end. The async entry
+/// points ([`super::GpuDevice::new_headless_async`]) await instead.
+#[cfg(target_arch = "wasm32")]
+pub(crate) fn block_on<F: std::future::Future>(what: &str, _f: F) -> Result<F::Output> {
+    Err(JelloError::Gpu(format!(
+        "{what}: a wasm build cannot block on the GPU (use the async API)"
+    )))
+}
+
+/// [`pick_adapter_async`], waited for on the calling thread (an error on wasm32).
+pub(crate) fn pick_adapter(instance: &wgpu::Instance) -> Result<Option<wgpu::Adapter>> {
+    block_on("enumerating GPU adapters", pick_adapter_async(instance))?
+}
+
 /// Picks an adapter: env `WGPU_ADAPTER_NAME` (case-insensitive substring) when set, else the
 /// best by type (discrete > integrated > virtual > other > software, where software is
 /// [`is_software`]). `None` when none exists.
-pub(crate) fn pick_adapter(instance: &wgpu::Instance) -> Result<Option<wgpu::Adapter>> {
-    let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+pub(crate) async fn pick_adapter_async(instance: &wgpu::Instance) -> Result<Option<wgpu::Adapter>> {
+    let adapters = instance.enumerate_adapters(wgpu::Backends::all()).await;
     let wanted = std::env::var("WGPU_ADAPTER_NAME")
         .ok()
         .map(|s| s.to_lowercase());
@@ -289,7 +310,8 @@ pub struct AdapterReport {
 #[derive(Clone, Debug, Default)]
 pub struct AdapterList(pub Vec<AdapterReport>);
 
-/// Lists every adapter with its limits and features.
+/// Lists every adapter with its limits and features (native only: it blocks).
+#[cfg(not(target_arch = "wasm32"))]
 pub fn list_adapters() -> AdapterList {
     let instance = instance();
     let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));

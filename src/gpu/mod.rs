@@ -64,9 +64,9 @@ pub mod twins;
 mod wgpu_device;
 mod wgsl_import;
 
-pub use adapter::{
-    is_software, list_adapters, AdapterList, AdapterReport, Backend, BackendChoice, DeviceInfo,
-};
+#[cfg(not(target_arch = "wasm32"))]
+pub use adapter::list_adapters;
+pub use adapter::{is_software, AdapterList, AdapterReport, Backend, BackendChoice, DeviceInfo};
 pub use broad::{BroadCount, DeviceBroadPhase};
 pub use contact_terms::{ContactTerms, Gather};
 pub use cpu_device::CpuDevice;

@@ -65,10 +65,18 @@ fn gpu_err(what: &str, e: impl std::fmt::Display) -> JelloError {
 
 impl GpuDevice {
     /// Creates an own headless device on the adapter picked from env `WGPU_BACKEND` /
-    /// `WGPU_ADAPTER_NAME` (else the best available; software adapters accepted).
+    /// `WGPU_ADAPTER_NAME` (else the best available; software adapters accepted):
+    /// [`Self::new_headless_async`] waited for on the calling thread, so an error on wasm32.
     pub fn new_headless() -> Result<Self> {
+        adapter::block_on("creating a GPU device", Self::new_headless_async())?
+    }
+
+    /// [`Self::new_headless`] as a future, the constructor a wasm32 build uses (in a browser,
+    /// on its WebGPU adapter).
+    pub async fn new_headless_async() -> Result<Self> {
         let instance = adapter::instance();
-        let adapter = adapter::pick_adapter(&instance)?
+        let adapter = adapter::pick_adapter_async(&instance)
+            .await?
             .ok_or_else(|| JelloError::Gpu("no GPU adapter found".into()))?;
         let al = adapter.limits();
         let mut limits = wgpu::Limits::default();
@@ -87,13 +95,15 @@ impl GpuDevice {
         // Timestamp queries, when the adapter has them, for per-kernel timing on request
         // (`Device::set_kernel_timing`); nothing else optional.
         let features = adapter.features() & wgpu::Features::TIMESTAMP_QUERY;
-        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-            label: Some("jello"),
-            required_features: features,
-            required_limits: limits,
-            ..Default::default()
-        }))
-        .map_err(|e| gpu_err("request_device", e))?;
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("jello"),
+                required_features: features,
+                required_limits: limits,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| gpu_err("request_device", e))?;
         let d = Self::build(
             device,
             queue,
@@ -247,8 +257,8 @@ impl GpuDevice {
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let val = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let r = f(self);
-        let e1 = pollster::block_on(val.pop());
-        let e2 = pollster::block_on(oom.pop());
+        let e1 = adapter::block_on(what, val.pop())?;
+        let e2 = adapter::block_on(what, oom.pop())?;
         if let Some(e) = e1.or(e2) {
             return Err(gpu_err(what, e));
         }

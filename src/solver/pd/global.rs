@@ -39,7 +39,7 @@ use faer::sparse::linalg::cholesky::{
     SymmetricOrdering,
 };
 use faer::{Conj, MatMut, Side};
-use jello_precompute::cholesky::{nested_dissection, Ordering};
+use jello_precompute::cholesky::Ordering;
 use jello_precompute::sparse::{SymSparse, SymmetricPattern};
 use std::sync::Arc;
 use std::time::Instant;
@@ -310,13 +310,15 @@ impl GlobalSystem {
                     .ok_or_else(|| JelloError::Solver("diagonal missing".into()))
             })
             .collect::<Result<Vec<_>>>()?;
-        let perm = match self.options.ordering {
-            Ordering::NestedDissection { block } => {
-                Some(nested_dissection(&pattern, block.max(1)).map_err(err)?)
-            }
-            _ => None,
+        // A block of 0 DOFs per node means one here.
+        let ordering = match self.options.ordering {
+            Ordering::NestedDissection { block } => Ordering::NestedDissection {
+                block: block.max(1),
+            },
+            other => other,
         };
-        let ord = match (&perm, self.options.ordering) {
+        let perm = ordering.permutation(&pattern).map_err(err)?;
+        let ord = match (&perm, ordering) {
             (Some((fwd, inv)), _) => SymmetricOrdering::Custom(PermRef::new_checked(fwd, inv, nf)),
             (None, Ordering::Identity) => SymmetricOrdering::Identity,
             (None, _) => SymmetricOrdering::Amd,
