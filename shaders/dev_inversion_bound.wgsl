@@ -10,6 +10,7 @@
 // there. dev_inversion_finish turns the groups' AND into the bound. Edges are formed as
 // (x_i − x_0) + α(d_i − d_0), so the volume rounds with the element's size, not its position.
 #import params
+#import wg_reduce
 
 @group(0) @binding(0) var<storage, read> tets: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> elem: array<ElemParams>;
@@ -25,8 +26,6 @@ struct ElemParams {
     volume: f32,
     model: u32,
 }
-
-var<workgroup> wg_mask: array<u32, 256>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -69,14 +68,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             }
         }
     }
-    wg_mask[lid.x] = mask;
-    for (var s = 128u; s > 0u; s >>= 1u) {
-        workgroupBarrier();
-        if lid.x < s {
-            wg_mask[lid.x] &= wg_mask[lid.x + s];
-        }
-    }
+    let joint = wg_and(lid.x, mask);
     if lid.x == 0u {
-        part[g] = wg_mask[0];
+        part[g] = joint;
     }
 }

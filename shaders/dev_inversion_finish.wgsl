@@ -6,11 +6,10 @@
 // Without such a level: the obstacle bound alone (not strict: the f64 filter gives up below
 // 1e-2·α_o and lets the line search decide), or α_o·2^−32 (strict). u0 & 0xffff = the slot.
 #import params
+#import wg_reduce
 
 @group(0) @binding(0) var<storage, read> part: array<u32>;
 @group(0) @binding(1) var<storage, read_write> scal: array<f32>;
-
-var<workgroup> wg_mask: array<u32, 256>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
@@ -18,13 +17,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
     for (var i = lid.x; i < P.u1; i += 256u) {
         mask &= part[i];
     }
-    wg_mask[lid.x] = mask;
-    for (var s = 128u; s > 0u; s >>= 1u) {
-        workgroupBarrier();
-        if lid.x < s {
-            wg_mask[lid.x] &= wg_mask[lid.x + s];
-        }
-    }
+    let joint = wg_and(lid.x, mask);
     if lid.x == 0u {
         let slot = P.u0 & 0xffffu;
         let strict = ((P.u0 >> 16u) & 1u) != 0u;
@@ -32,7 +25,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
         if strict {
             levels = 32u;
         }
-        var m = wg_mask[0];
+        var m = joint;
         if levels < 32u {
             m &= (1u << levels) - 1u;
         }

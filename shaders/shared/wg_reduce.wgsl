@@ -29,6 +29,20 @@ fn wg_max3(lid: u32, v: vec3<f32>) -> vec3<f32> {
     return wg_acc[0];
 }
 
+var<workgroup> wg_bits: array<u32, 256>;
+
+// Bitwise AND of v over the workgroup.
+fn wg_and(lid: u32, v: u32) -> u32 {
+    wg_bits[lid] = v;
+    for (var s = 128u; s > 0u; s >>= 1u) {
+        workgroupBarrier();
+        if lid < s {
+            wg_bits[lid] &= wg_bits[lid + s];
+        }
+    }
+    return wg_bits[0];
+}
+
 // Number of 256-item workgroups over n items.
 fn wg_groups(n: u32) -> u32 {
     return (n + 255u) / 256u;
