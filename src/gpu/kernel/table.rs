@@ -219,7 +219,7 @@ kernels! {
     DevCombine => backend::dev_combine [ANY, N, N, N, ANY] group DEV_GROUP;
     /// Per-group partial dot products a·b, a·a, b·b.
     DevDots => backend::dev_dots [N, N, ANY, ANY, ANY] group DEV_GROUP;
-    /// Per-group max of 1 − the obstacle step bound along a direction.
+    /// Per-group max of the obstacle step bound's reciprocal 1/α along a direction.
     DevStepBound => backend::dev_step_bound [N, N, ANY] group DEV_GROUP;
     /// Per-group AND of the elements' orientation masks at the halvings of the obstacle bound.
     DevInversionBound => backend::dev_inversion_bound [N, N, ANY, ANY, ANY, ANY] group DEV_GROUP;
