@@ -1,6 +1,7 @@
 //! IPC contact across the solvers that take it on both backends: Newton-IPC (f64, the
 //! reference), JGS2 (with the partners of a contacting vertex held, the default, and with the
-//! paper's §7 coupling, `contact_coupling = "extended"`) and VBD on the f64 CPU backend, and JGS2
+//! paper's §7 coupling, `contact_coupling = "extended"`, and with the coarse correction,
+//! `"coarse"`) and VBD on the f64 CPU backend, and JGS2
 //! and VBD on the device (issue 39's bench), on the bundled stack of three cubes (friction
 //! μ = 0.5, scaled by its cubes' cells) and the house of cards (a mesh floor, thin stiff plates,
 //! two heavy blocks; scaled by every object's cells), at the scenes' own tolerance (CN 1e-7), from their start, for a few steps.
@@ -24,7 +25,8 @@
 //! `JELLO_BENCH_IPC_CARDS` (the house of cards' cell multiplier, default "1,2"),
 //! `JELLO_BENCH_STEPS` (default 3), `JELLO_BENCH_BUDGET_S`, `JELLO_BENCH_DEVICE=0` to leave the
 //! device rows out, `JELLO_BENCH_IPC_SOLVERS` (a comma list of columns to run, as `solver:on`
-//! with on `cpu` or `device` and solver `newton`, `jgs2`, `jgs2-extended` or `vbd`; default
+//! with on `cpu` or `device` and solver `newton`, `jgs2`, `jgs2-extended`, `jgs2-coarse` or
+//! `vbd`; default
 //! all; the × column needs `newton:cpu`), `JELLO_BENCH_IPC_WARMUP` (Newton-IPC steps before the
 //! measured ones, for every case: 0 measures from the scene's start, for sizes where Newton's
 //! warm-up would take longer than the run), `JELLO_SCENE_DIR` (the bundled scenes' folder,
@@ -172,13 +174,15 @@ fn parse_entry(item: &str) -> Option<Entry> {
         "newton" => (SolverKind::Newton, ContactCoupling::Held),
         "jgs2" => (SolverKind::Jgs2, ContactCoupling::Held),
         "jgs2-extended" => (SolverKind::Jgs2, ContactCoupling::Extended),
+        "jgs2-coarse" => (SolverKind::Jgs2, ContactCoupling::Coarse),
         "vbd" => (SolverKind::Vbd, ContactCoupling::Held),
         _ => return None,
     };
-    // Newton and the device keep the partners held (extended is the f64 JGS2's option).
+    // Newton and the device keep the partners held (extended and coarse are the f64 JGS2's
+    // options).
     let valid = match (kind, coupling) {
         (SolverKind::Newton, _) => backend == Backend::Cpu,
-        (_, ContactCoupling::Extended) => backend == Backend::Cpu,
+        (_, ContactCoupling::Extended | ContactCoupling::Coarse) => backend == Backend::Cpu,
         _ => true,
     };
     valid.then_some((kind, backend, coupling))
@@ -195,6 +199,7 @@ fn label((kind, backend, coupling): Entry) -> String {
     };
     match coupling {
         ContactCoupling::Extended => format!("{} extended ({on})", kind.name()),
+        ContactCoupling::Coarse => format!("{} coarse ({on})", kind.name()),
         ContactCoupling::Held => format!("{} ({on})", kind.name()),
     }
 }
@@ -323,6 +328,7 @@ fn main() {
         (SolverKind::Newton, Backend::Cpu, held),
         (SolverKind::Jgs2, Backend::Cpu, held),
         (SolverKind::Jgs2, Backend::Cpu, ContactCoupling::Extended),
+        (SolverKind::Jgs2, Backend::Cpu, ContactCoupling::Coarse),
         (SolverKind::Vbd, Backend::Cpu, held),
     ]
     .into_iter()

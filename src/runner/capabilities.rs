@@ -130,6 +130,18 @@ pub fn refusal(config: &RunConfig, model: &Model) -> Option<String> {
              Hessian once per step, so it takes clamp or abs)"
         ));
     }
+    // The coarse correction's operator is one dense matrix of 12 unknowns per body at least.
+    if kind == SolverKind::Jgs2
+        && config.contact_coupling == ContactCoupling::Coarse
+        && 12 * model.bodies.len() > crate::solver::jgs2::MAX_COARSE_UNKNOWNS
+    {
+        return Some(format!(
+            "solver.contact_coupling: \"coarse\" takes at most {} objects (one dense coarse \
+             matrix of 12 unknowns each); this scene has {}",
+            crate::solver::jgs2::MAX_COARSE_UNKNOWNS / 12,
+            model.bodies.len()
+        ));
+    }
     // ADMM's splitting needs the inertia term.
     if config.static_solve && kind == SolverKind::Admm {
         return Some(
@@ -164,11 +176,15 @@ pub fn device_blocker(config: &RunConfig, model: &Model, requested: Backend) -> 
         SolverKind::Jgs2
             if model.contact.is_some() && config.contact_coupling != ContactCoupling::Held =>
         {
-            Some(
-                "jgs2 with contact_coupling = \"extended\" runs on the CPU backend (the device \
-                 keeps the partners held)"
-                    .into(),
-            )
+            Some(format!(
+                "jgs2 with contact_coupling = \"{}\" runs on the CPU backend (the device \
+                     keeps the partners held)",
+                if config.contact_coupling == ContactCoupling::Coarse {
+                    "coarse"
+                } else {
+                    "extended"
+                }
+            ))
         }
         SolverKind::Jgs2 | SolverKind::Vbd => None,
         // IPC's surface pairs, additive CCD and κ updates are f64 host work.

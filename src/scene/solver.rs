@@ -230,6 +230,8 @@ choice!(
         Held = "held",
         /// The JGS2 paper's §7: its perturbation extended to the vertices it touches.
         Extended = "extended",
+        /// Held, plus a coarse correction on every body's octants' affine motions.
+        Coarse = "coarse",
     }
 );
 
@@ -351,6 +353,7 @@ impl From<CouplingKind> for crate::solver::jgs2::ContactCoupling {
         match c {
             CouplingKind::Held => Self::Held,
             CouplingKind::Extended => Self::Extended,
+            CouplingKind::Coarse => Self::Coarse,
         }
     }
 }
@@ -534,8 +537,8 @@ pub struct Jgs2Spec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub safeguard: Option<SafeguardKind>,
     /// How a vertex in IPC contact sees the vertices it touches on other bodies: `held`
-    /// (default) or `extended` (the paper's §7; f64 CPU backend only, the device keeps them
-    /// held). See `jello::solver::jgs2::ContactCoupling`.
+    /// (default), `extended` (the paper's §7) or `coarse` (held, with a coarse correction);
+    /// the last two on the f64 CPU backend only, the device keeps them held. See `jello::solver::jgs2::ContactCoupling`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contact_coupling: Option<CouplingKind>,
     /// See [`FarFieldSpec::far_tolerance`].

@@ -90,6 +90,10 @@ pub enum ContactCoupling {
     /// The JGS2 paper's §7: the vertex's perturbation extended to the vertices it touches on
     /// the other bodies (their subspace rows set to the same perturbation).
     Extended,
+    /// The partners held, and the block-Jacobi direction of the model step gains a coarse
+    /// correction: the step's quadratic model solved on the affine motions of each octant of
+    /// every body (coarse.rs; the measured alternative to `Extended`).
+    Coarse,
 }
 
 impl VertexContact {
@@ -203,6 +207,12 @@ impl VertexContact {
             Ok(k) => self.diag[k].1,
             Err(_) => Matrix3::zeros(),
         }
+    }
+
+    /// Every active pair's stencil (model vertex ids; obstacle ids ≥ the vertex count) and its
+    /// PSD Hessian block (N/m).
+    pub(super) fn blocks(&self) -> impl Iterator<Item = (&[u32; 4], &SMatrix<f64, 12, 12>)> {
+        self.blocks.iter().map(|(ids, h)| (ids, h))
     }
 
     /// Model vertices in an active pair (sorted): those whose gradient the terms change.

@@ -12,6 +12,7 @@
 //! (`StepProblem::max_step` under `strict_inversion`, else `max_obstacle_step`).
 
 use super::backend::{Jgs2Backend, Jgs2Sample, Jgs2Setup, Jgs2StepFlags, Jgs2Trial, Next};
+use super::coarse::CoarseSpace;
 use super::contact::{filter_group, ContactCoupling, VertexContact};
 use super::local::{
     element_gradient_pass, element_pass, hess_vec, hmatrix_far_field, jgs2_system,
@@ -61,6 +62,8 @@ struct CpuJgs2 {
     contact: Option<VertexContact>,
     /// How a JGS2 vertex in contact sees its partners on other bodies.
     coupling: ContactCoupling,
+    /// The step's coarse space ([`ContactCoupling::Coarse`] with IPC contact and a subspace).
+    coarse: Option<CoarseSpace>,
 }
 
 /// Builds the state for `model` into `b`'s extension slot.
@@ -101,6 +104,7 @@ pub(super) fn setup(b: &mut CpuBackend, model: &Model, setup: Jgs2Setup) {
         energy: 0.0,
         contact: None,
         coupling: ContactCoupling::default(),
+        coarse: None,
     };
     *b.extension_mut() = Some(Box::new(state));
 }
@@ -189,6 +193,10 @@ impl Jgs2Backend for CpuBackend {
             s.dirs = [None, None, None];
             s.step = None;
             let (x, _) = b.points_mut();
+            s.coarse = (s.coupling == ContactCoupling::Coarse
+                && s.subspace.is_some()
+                && problem.model.contact.is_some())
+            .then(|| CoarseSpace::new(problem.model, x));
             // The iteration keeps the element cache and g current; the residual is then free.
             if s.plain_vbd() {
                 element_gradient_pass(problem.model, x, &mut s.cache);
@@ -423,7 +431,15 @@ impl CpuJgs2 {
         }
         if next == Next::Model {
             if self.subspace.is_some() && self.dirs[1].is_none() {
-                self.dirs[1] = Some(self.jacobi_direction(problem, x, true));
+                let mut d = self.jacobi_direction(problem, x, true);
+                if let Some(space) = &self.coarse {
+                    let pairs = self.contact.iter().flat_map(|c| c.blocks());
+                    let a = space.operator(problem, &self.cache, x, pairs);
+                    for (di, ci) in d.iter_mut().zip(space.correction(a, &self.g)) {
+                        *di += ci;
+                    }
+                }
+                self.dirs[1] = Some(d);
             }
             self.dirs[2] = self
                 .prev

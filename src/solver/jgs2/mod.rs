@@ -274,9 +274,10 @@
 //!   host relative to the start's, with a round-off allowance of 1e-6 of the summed terms),
 //!   static increments (the runner falls back to the CPU), plain (unsafeguarded) iterations
 //!   under IPC contact (its CCD filters only the combined step, so the loop keeps the
-//!   safeguard on) and the f64 backend's `contact_coupling = "extended"`.
+//!   safeguard on) and the f64 backend's `contact_coupling = "extended"` and `"coarse"`.
 
 mod backend;
+mod coarse;
 mod contact;
 mod cpu;
 mod device;
@@ -289,6 +290,7 @@ mod subspace;
 pub use backend::{
     model_coefficients, Jgs2Backend, Jgs2Sample, Jgs2Setup, Jgs2StepFlags, Jgs2Trial, Next,
 };
+pub use coarse::MAX_COARSE_UNKNOWNS;
 pub use contact::ContactCoupling;
 pub use device::{DeviceJgs2, DeviceTerms, PackedHMatrix};
 pub use local::{
