@@ -4,7 +4,7 @@
 //! slot.
 
 use super::backend::{AdmmBackend, GlobalStep, LocalScalars};
-use super::prox::{prox_hyperelastic_within, prox_pd_within};
+use super::prox::{prox_hyperelastic_lanes, prox_hyperelastic_within, prox_pd_within, ProxInput};
 use super::{CustomProx, ProxKind};
 use crate::error::{JelloError, Result};
 use crate::material::{pk1, Material};
@@ -12,6 +12,10 @@ use crate::problem::{ElasticTerms, Model, StepProblem, StrainLimit};
 use crate::solver::backend::{Backend, CpuBackend, CpuScalar, CpuVector, Point};
 use nalgebra::{Matrix3, Vector3};
 use rayon::prelude::*;
+
+/// Elements per call of [`prox_hyperelastic_lanes`] in the CPU z-step (as the gradient pass's
+/// lane batch: four f64 lanes fill one AVX2 register).
+const Z_LANES: usize = 4;
 
 /// Handle to a [`CpuBackend`] per-element field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,6 +71,60 @@ impl Setup {
                 out
             })
             .collect()
+    }
+
+    /// The z- and u-steps of every element: v_e = F_e + ū_e, z_e = prox_e(v_e), ū_e ← v_e − z_e
+    /// (F form), with `custom` in place of the model's prox if given. The hyperelastic prox
+    /// runs [`Z_LANES`] elements at a time ([`prox_hyperelastic_lanes`], bit-identical to one at
+    /// a time).
+    fn z_step(
+        &self,
+        fx: &[Matrix3<f64>],
+        u: &[Matrix3<f64>],
+        custom: Option<&CustomProx>,
+    ) -> (Vec<Matrix3<f64>>, Vec<Matrix3<f64>>) {
+        let v: Vec<Matrix3<f64>> = fx.iter().zip(u).map(|(f, u)| f + u).collect();
+        let mut z = vec![Matrix3::zeros(); v.len()];
+        z.par_chunks_mut(Z_LANES)
+            .zip(v.par_chunks(Z_LANES))
+            .enumerate()
+            .for_each(|(c, (z, v))| self.prox_chunk(c * Z_LANES, v, z, custom));
+        let u = v.iter().zip(&z).map(|(v, z)| v - z).collect();
+        (z, u)
+    }
+
+    /// z ← prox_e(v_e) for the elements `first..first + v.len()` (see [`Setup::z_step`]).
+    fn prox_chunk(
+        &self,
+        first: usize,
+        v: &[Matrix3<f64>],
+        z: &mut [Matrix3<f64>],
+        custom: Option<&CustomProx>,
+    ) {
+        let els = &self.elements[first..first + v.len()];
+        if let (None, ProxKind::Hyperelastic, Ok(v4)) =
+            (custom, self.prox, <&[Matrix3<f64>; Z_LANES]>::try_from(v))
+        {
+            let input: [ProxInput<'_>; Z_LANES] = std::array::from_fn(|l| ProxInput {
+                material: &els[l].material,
+                volume: els[l].volume,
+                v: v4[l],
+                w2: els[l].w2,
+                limit: els[l].limit,
+            });
+            z.copy_from_slice(&prox_hyperelastic_lanes(&input));
+            return;
+        }
+        for (k, ((z, v), el)) in z.iter_mut().zip(v).zip(els).enumerate() {
+            *z = match (custom, self.prox) {
+                (Some(c), _) => c(first + k, v, el.w2),
+                (None, ProxKind::Pd) => prox_pd_within(&el.material, el.volume, v, el.w2, el.limit)
+                    .expect("PD form checked in AdmmSolver::new"),
+                (None, ProxKind::Hyperelastic) => {
+                    prox_hyperelastic_within(&el.material, el.volume, v, el.w2, el.limit)
+                }
+            };
+        }
     }
 
     /// out ← Σ_e w_e² D_eᵀ G_e (per vertex a: w_e² G_e ∇N_a), element by element.
@@ -217,25 +275,7 @@ impl AdmmBackend for CpuBackend {
             let fx = s.deformation(b.positions(Point::Current));
             let z_prev = std::mem::take(&mut a.fields[z.0]);
             let custom = a.custom.as_ref();
-            let (zn, un): (Vec<_>, Vec<_>) = a.fields[u.0]
-                .par_iter()
-                .enumerate()
-                .map(|(e, u)| {
-                    let el = &s.elements[e];
-                    let v = fx[e] + u;
-                    let z = match s.prox {
-                        _ if custom.is_some() => custom.expect("some")(e, &v, el.w2),
-                        ProxKind::Pd => {
-                            prox_pd_within(&el.material, el.volume, &v, el.w2, el.limit)
-                                .expect("PD form checked in AdmmSolver::new")
-                        }
-                        ProxKind::Hyperelastic => {
-                            prox_hyperelastic_within(&el.material, el.volume, &v, el.w2, el.limit)
-                        }
-                    };
-                    (z, v - z)
-                })
-                .unzip();
+            let (zn, un) = s.z_step(&fx, &a.fields[u.0], custom);
             // Dual residual s = DᵀW²(zⁿ⁺¹ − zⁿ) on the free vertices.
             let mut sv = vec![0.0; b.positions(Point::Current).len()];
             s.scatter(|e| zn[e] - z_prev[e], &mut sv);

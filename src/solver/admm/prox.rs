@@ -17,13 +17,15 @@
 //!   form: PD would solve a different problem than every other solver).
 //! - [`ProxKind::Hyperelastic`] (default) — every jello material.
 //!   - Isotropic models: the signed SVD v = U diag(σ̃) Vᵀ (rotations U, V, the sign on the
-//!     smallest singular value: [`crate::material::svd3`]), then the 3-D problem
+//!     smallest singular value: [`crate::material::svd3_fast`], Jacobi on vᵀv; a group of
+//!     elements takes them in lock-step, [`prox_hyperelastic_lanes`]), then the 3-D problem
 //!     min_σ φ(σ) = ψ̂(σ) + τ/2‖σ − σ̃‖², τ = w²/V (Pa), and z = U diag(σ) Vᵀ. Solved by a
 //!     damped Newton method on σ with jello's own ψ̂, ∂ψ̂/∂σ, ∂²ψ̂/∂σ²
 //!     ([`crate::material::sigma_derivatives`]) — a documented substitute for the paper's
 //!     "≤ 10 L-BFGS iterations": the Hessian is 3 × 3 and exact, so Newton converges
 //!     quadratically in a handful of iterations to round-off, which T5 needs. The Hessian
-//!     φ'' = ψ̂'' + τI is made definite by clamping its eigenvalues at 10⁻⁶τ (ψ̂ is nonconvex
+//!     φ'' = ψ̂'' + τI is made definite by clamping its eigenvalues (Jacobi,
+//!     [`crate::material::symmetric_eigen3`]) at 10⁻⁶τ (ψ̂ is nonconvex
 //!     in σ for every model away from rest); backtracking halves the step until φ decreases
 //!     (Armijo, 10⁻⁴; near the minimum, where φ's decrease falls below the round-off of
 //!     ψ̂'s cancelling terms, the full Newton step is also taken when it halves ‖∇φ‖ and φ
@@ -37,9 +39,12 @@
 //!     the constant tensor C ([`crate::material::rest_tensor`]), so the prox is the 9 × 9 solve
 //!     (C + τI) vec(F − I) = τ vec(v − I), exact.
 
-use crate::material::{rest_tensor, sigma_derivatives, svd3, Material, MaterialModel};
+use crate::material::{
+    rest_tensor, sigma_derivatives, svd3, svd3_fast, svd3_fast_lanes, symmetric_eigen3, Material,
+    MaterialModel, Svd3,
+};
 use crate::problem::StrainLimit;
-use nalgebra::{Matrix3, SymmetricEigen, Vector3};
+use nalgebra::{Matrix3, Vector3};
 
 /// Which proximal operator the z-step uses (`[solver] prox`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,9 +169,117 @@ pub fn prox_hyperelastic_within(
         let d = a.cholesky().map(|ch| ch.solve(&rhs)).unwrap_or(rhs / tau);
         return Matrix3::identity() + Matrix3::from_column_slice(d.as_slice());
     }
-    let svd = svd3(v);
+    prox_of_svd(m, &svd3_fast(v), tau, limit)
+}
+
+/// The hyperelastic z-step of the isotropic models once v's signed SVD is known: the σ-prox
+/// ([`prox_sigma_within`]) recomposed on v's rotations.
+fn prox_of_svd(
+    m: &Material,
+    svd: &Svd3<f64>,
+    tau: f64,
+    limit: Option<StrainLimit>,
+) -> Matrix3<f64> {
     let sigma = prox_sigma_within(m, &svd.sigma, tau, limit);
     svd.u * Matrix3::from_diagonal(&sigma) * svd.v.transpose()
+}
+
+/// One element's z-step inputs for [`prox_hyperelastic_lanes`]: material, rest volume (m³), v
+/// (F form), w² (J) and its strain limit.
+#[derive(Clone, Copy, Debug)]
+pub struct ProxInput<'a> {
+    /// The element's material.
+    pub material: &'a Material,
+    /// Rest volume V_e, m³.
+    pub volume: f64,
+    /// v = D_e x + ū_e (F form, dimensionless).
+    pub v: Matrix3<f64>,
+    /// w_e² (J).
+    pub w2: f64,
+    /// Hard strain limits, if any.
+    pub limit: Option<StrainLimit>,
+}
+
+/// [`prox_hyperelastic_within`] of `L` elements at once, bit-identical to calling it on each:
+/// the signed SVDs of the isotropic lanes run in lock-step ([`svd3_fast_lanes`]: their Jacobi
+/// eigen-solves are one dependent chain of square roots and divisions per element, which a
+/// lone element leaves the core waiting on), then each lane's σ-prox on its own. Linear lanes
+/// take their 9 × 9 route, and a group with no isotropic lane takes no SVD.
+pub fn prox_hyperelastic_lanes<const L: usize>(p: &[ProxInput<'_>; L]) -> [Matrix3<f64>; L] {
+    let scalar =
+        |q: &ProxInput<'_>| prox_hyperelastic_within(q.material, q.volume, &q.v, q.w2, q.limit);
+    let isotropic: [bool; L] =
+        std::array::from_fn(|l| p[l].material.model != MaterialModel::Linear);
+    if !isotropic.iter().any(|&i| i) {
+        return std::array::from_fn(|l| scalar(&p[l]));
+    }
+    let svd: [Svd3<f64>; L] = svd3_fast_lanes(&std::array::from_fn(|l| p[l].v));
+    std::array::from_fn(|l| {
+        if isotropic[l] {
+            prox_of_svd(p[l].material, &svd[l], p[l].w2 / p[l].volume, p[l].limit)
+        } else {
+            scalar(&p[l])
+        }
+    })
+}
+
+/// H = Q diag(λ) Qᵀ (symmetric 3 × 3) by Jacobi ([`symmetric_eigen3`], about a tenth of
+/// nalgebra's general `SymmetricEigen`), λ clamped below at `floor`.
+fn clamped_eigen(h: &Matrix3<f64>, floor: f64) -> (Vector3<f64>, Matrix3<f64>) {
+    let (lambda, q) = symmetric_eigen3(h);
+    (lambda.map(|l| if l > floor { l } else { floor }), q)
+}
+
+/// H̃⁻¹ r, H̃ the symmetric `h` with its eigenvalues clamped below at `floor` (> 0). Where H −
+/// floor·I has a Cholesky factor every eigenvalue already exceeds the floor, H̃ = H, and H's own
+/// Cholesky solves (the common case: φ'' = ψ̂'' + τI is definite near the prox's minimum);
+/// otherwise Q diag(1/λ̃) Qᵀ r on the clamped eigen-decomposition ([`clamped_eigen`]). The
+/// eigen-solve's Jacobi sweeps were a sixth of ADMM's iteration on an 86k-tet bar.
+fn clamped_solve(h: &Matrix3<f64>, r: &Vector3<f64>, floor: f64) -> Vector3<f64> {
+    let definite = Ldlt3::new(&(h - Matrix3::identity() * floor)).is_some();
+    if let Some(f) = Ldlt3::new(h).filter(|_| definite) {
+        return f.solve(r);
+    }
+    let (lambda, q) = clamped_eigen(h, floor);
+    q * q.tr_mul(r).component_div(&lambda)
+}
+
+/// H = L D Lᵀ of a symmetric 3 × 3 matrix (L unit lower triangular), written out: no square
+/// roots, one division per pivot.
+struct Ldlt3 {
+    /// L's entries below the diagonal: (1, 0), (2, 0), (2, 1).
+    l: [f64; 3],
+    /// D's diagonal.
+    d: [f64; 3],
+}
+
+impl Ldlt3 {
+    /// The factorisation if every pivot is > 0 (H positive definite; NaN fails).
+    fn new(h: &Matrix3<f64>) -> Option<Self> {
+        let positive = |x: f64| (x > 0.0).then_some(x);
+        let d0 = positive(h[(0, 0)])?;
+        let (l10, l20) = (h[(1, 0)] / d0, h[(2, 0)] / d0);
+        let d1 = positive(h[(1, 1)] - l10 * h[(1, 0)])?;
+        let l21 = (h[(2, 1)] - l20 * h[(1, 0)]) / d1;
+        let d2 = positive(h[(2, 2)] - l20 * h[(2, 0)] - l21 * l21 * d1)?;
+        Some(Ldlt3 {
+            l: [l10, l20, l21],
+            d: [d0, d1, d2],
+        })
+    }
+
+    /// H⁻¹ r.
+    fn solve(&self, r: &Vector3<f64>) -> Vector3<f64> {
+        let [l10, l20, l21] = self.l;
+        // L y = r, then D z = y, then Lᵀ x = z.
+        let y0 = r[0];
+        let y1 = r[1] - l10 * y0;
+        let y2 = r[2] - l20 * y0 - l21 * y1;
+        let x2 = y2 / self.d[2];
+        let x1 = y1 / self.d[1] - l21 * x2;
+        let x0 = y0 / self.d[0] - l10 * x1 - l20 * x2;
+        Vector3::new(x0, x1, x2)
+    }
 }
 
 /// min_σ ψ̂(σ) + τ/2‖σ − σ̃‖² by damped Newton (see the module docs).
@@ -229,19 +342,18 @@ pub fn prox_sigma_within(
             h.column_mut(i).fill(0.0);
             h[(i, i)] = 1.0;
         }
-        let mut eig = SymmetricEigen::new(h);
         let floor = 1e-6 * tau;
-        eig.eigenvalues
-            .iter_mut()
-            .for_each(|l| *l = if *l > floor { *l } else { floor });
-        let largest = eig.eigenvalues.max();
-        let newton = -(eig
-            .recompose()
-            .try_inverse()
-            .unwrap_or_else(Matrix3::identity)
-            * pg);
+        let newton = -clamped_solve(&h, &pg, floor);
         let mut accepted = false;
-        for (k, step) in [newton, -pg / largest].into_iter().enumerate() {
+        for k in 0..2 {
+            // The gradient step, scaled by H's largest clamped eigenvalue, only where the
+            // Newton step found no decrease (rare: its eigen-solve is not paid otherwise).
+            let step = if k == 0 {
+                newton
+            } else {
+                let largest = clamped_eigen(&h, floor).0.max();
+                -pg / largest
+            };
             let mut alpha = 1.0;
             for _ in 0..60 {
                 let trial = project(s + step * alpha);
