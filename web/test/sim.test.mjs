@@ -117,3 +117,17 @@ test('pin targets set from JavaScript hold the pinned vertices there', () => {
   assert.throws(() => sim.setPinTargets(0, targets.subarray(3)), /holds/);
   assert.throws(() => sim.setPinTargets(1, targets), /pin 1 does not exist/);
 });
+
+test('every solver the page offers steps the beam on wasm32', () => {
+  const offered = [...readFileSync(join(web, 'index.html'), 'utf8').matchAll(/<option>([a-z0-9-]+)<\/option>/g)].map((m) => m[1]);
+  assert.ok(offered.includes('newton') && offered.includes('jgs2'), `the page's solvers: ${offered}`);
+  for (const solver of offered) {
+    const sim = new Simulation(sceneText, undefined, solver);
+    assert.ok(sim.solver.startsWith(solver), `${solver}: runs ${sim.solver}`);
+    for (let s = 0; s < 3; s++) {
+      const st = sim.step();
+      assert.ok(st.converged, `${solver}: step ${st.step} did not converge (residual ${st.residual})`);
+    }
+    assert.ok(sim.positionsF64().every(Number.isFinite), `${solver}: positions finite`);
+  }
+});
