@@ -11,6 +11,9 @@
 //! [`solver::StepReport`].
 
 pub mod adjoint;
+/// The clock every timing reads: std's `Instant` natively, the host's `performance.now()` on
+/// wasm32 (where std's panics); one definition, in `jello_precompute::clock`.
+pub use jello_precompute::clock;
 pub mod compare;
 pub mod contact;
 pub mod error;

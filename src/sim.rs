@@ -2,6 +2,7 @@
 //! implicit-Euler or BDF2 steps (the model's [`crate::problem::Integrator`]) or static load
 //! increments, checking every accepted step against the model's physical invariants.
 
+use crate::clock::Instant;
 use crate::contact::friction::FrictionSet;
 use crate::contact::CrossingWatch;
 use crate::error::{JelloError, Result};
@@ -12,7 +13,6 @@ use crate::problem::{
 use crate::solver::pd::PinCarry;
 use crate::solver::{StepReport, StepSolver, StepWork};
 use std::sync::Arc;
-use std::time::Instant;
 
 /// Substep counts tried, in order, when a step under `inversion = "forbid"` cannot keep every
 /// element positive at the full step (after the strict retry at the full step).

@@ -101,7 +101,7 @@
 //! tests: on a 272-vertex beam the streamed product is within 2.6e-3 / 7.7e-6 of the dense
 //! `G`'s at ε 1e-2 / 1e-4, the solved build's 2.3e-3 / 8.0e-6.
 
-use std::time::Instant;
+use crate::clock::Instant;
 
 use rayon::prelude::*;
 

@@ -57,8 +57,8 @@
 //!   `Â_i = S_i − Σ_{e∋i} Ū_eᵀK̄_eŪ_e` (the run time adds the incident elements' current,
 //!   co-rotated `U_eᵀK_e(x)U_e`, so `A_i` is exact at rest and follows the deformation near `i`).
 
+use crate::clock::Instant;
 use std::sync::Arc;
-use std::time::Instant;
 
 use rayon::prelude::*;
 
@@ -878,34 +878,39 @@ impl Jgs2Precompute {
             .iter()
             .map(|_| std::sync::Mutex::new(None))
             .collect();
+        let worker = || {
+            let mut sc = BatchScratch::default();
+            loop {
+                let b = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if b >= batches.len() || stream.failed() {
+                    break;
+                }
+                let (lo, hi) = batches[b];
+                let batch: Vec<usize> = tree.perm[lo..hi].iter().map(|&v| v as usize).collect();
+                let out = self.process_batch(
+                    &batch,
+                    Mode::PerVertex,
+                    poses,
+                    hq,
+                    tt,
+                    opts,
+                    &mut sc,
+                    Some((stream, lo)),
+                );
+                if out.is_err() {
+                    stream.abort();
+                }
+                *slots[b].lock().unwrap_or_else(|e| e.into_inner()) = Some(out);
+            }
+        };
+        // wasm32 cannot spawn threads (`std::thread::scope` panics there): the one worker runs
+        // on the calling thread, taking the batches in tree order as a single-thread pool does.
+        #[cfg(target_arch = "wasm32")]
+        worker();
+        #[cfg(not(target_arch = "wasm32"))]
         std::thread::scope(|scope| {
             for _ in 0..rayon::current_num_threads().max(1) {
-                scope.spawn(|| {
-                    let mut sc = BatchScratch::default();
-                    loop {
-                        let b = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                        if b >= batches.len() || stream.failed() {
-                            break;
-                        }
-                        let (lo, hi) = batches[b];
-                        let batch: Vec<usize> =
-                            tree.perm[lo..hi].iter().map(|&v| v as usize).collect();
-                        let out = self.process_batch(
-                            &batch,
-                            Mode::PerVertex,
-                            poses,
-                            hq,
-                            tt,
-                            opts,
-                            &mut sc,
-                            Some((stream, lo)),
-                        );
-                        if out.is_err() {
-                            stream.abort();
-                        }
-                        *slots[b].lock().unwrap_or_else(|e| e.into_inner()) = Some(out);
-                    }
-                });
+                scope.spawn(worker);
             }
         });
         slots

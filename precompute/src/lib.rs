@@ -17,6 +17,7 @@
 //! - [`sms`]: sparse material-aware skinning bases (stiffness-weighted heat-geodesic K-means
 //!   partitions, local biharmonic weights), their modal moment-fitting cubature, the N_cg
 //!   rule and their cache artifact, for the multilevel solver;
+//! - [`clock`]: the `Instant` every timing uses (the browser's clock on wasm32);
 //! - [`artifact`]: a versioned, checksummed file format for the JGS2 basis (and the framing
 //!   every precompute artifact shares).
 
@@ -25,6 +26,7 @@
 
 pub mod artifact;
 pub mod cholesky;
+pub mod clock;
 pub mod eigen;
 pub mod error;
 pub mod hmatrix;

@@ -5,9 +5,9 @@ use super::options::Unconverged;
 use super::params::{young_poisson_jacobian, Gradients, Param};
 use super::step::{step_adjoint, StepInputs, Wanted};
 use super::tape::Tape;
+use crate::clock::Instant;
 use crate::error::{JelloError, Result};
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 /// dL/dxˢ and dL/dvˢ of a loss L on the states of a recorded run: per step number s (0 = the
 /// initial state), 3n values (flattened per vertex); steps not listed contribute nothing.

@@ -2,12 +2,12 @@
 
 use super::contact::StepContact;
 use super::options::{Checkpointing, RecordOptions};
+use crate::clock::Instant;
 use crate::error::{JelloError, Result};
 use crate::problem::{History, Model, Script, State, StepProblem, StepScheme};
 use crate::solver::{NewtonParams, NewtonSolver, StepSolver, StopRule};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// How one recorded step ended.
 #[derive(Clone, Copy, Debug, PartialEq)]

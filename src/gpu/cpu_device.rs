@@ -123,7 +123,7 @@ impl BackendImpl for CpuDevice {
                                 );
                             }
                         }
-                        let t0 = self.timing.then(std::time::Instant::now);
+                        let t0 = self.timing.then(crate::clock::Instant::now);
                         let r = (desc.cpu)(params, &mut bindings);
                         if let Some(t0) = t0 {
                             let ns = t0.elapsed().as_nanos() as u64;

@@ -15,11 +15,12 @@ use super::adapter::{self, DeviceInfo};
 use super::device::{BackendImpl, BufferId, CounterHandle, Scratch, Step};
 use super::kernel::{Access, Kernel};
 use super::layout::Params;
+use crate::clock::Instant;
 use crate::{JelloError, Result};
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Default time a readback may wait for the GPU.
 pub const DEFAULT_READBACK_TIMEOUT: Duration = Duration::from_secs(120);

@@ -11,9 +11,10 @@ mod transform;
 
 pub use generate::{ball, box_grid, ring, ring_net, ring_net_clearance, RingNet};
 pub use io::{
-    convert, parse_mesh, parse_tetgen, parse_triangle_mesh, read_mesh, read_triangle_mesh,
-    tetgen_paths, write_gmsh, write_mesh, write_obj, write_ply, write_pvd, write_tetgen, write_vtu,
-    Field, GmshFormat, LoadedMesh, PvdCollection, TriangleMesh, DEGENERATE_REL_VOLUME,
+    convert, mesh_from_arrays, parse_mesh, parse_tetgen, parse_triangle_mesh, read_mesh,
+    read_triangle_mesh, tetgen_paths, write_gmsh, write_mesh, write_obj, write_ply, write_pvd,
+    write_tetgen, write_vtu, Field, GmshFormat, LoadedMesh, PvdCollection, TriangleMesh,
+    DEGENERATE_REL_VOLUME,
 };
 pub use measure::TET_EDGES;
 pub use stats::MeshInfo;

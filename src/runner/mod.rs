@@ -37,6 +37,7 @@ pub use setup::{
     setup_on, setup_with_device, Setup,
 };
 
+use crate::clock::Instant;
 use crate::error::{JelloError, Result};
 use crate::gpu::{Backend, BackendChoice};
 use crate::output::run_dir::{self, DirState, CHECKPOINT, STATS};
@@ -48,7 +49,6 @@ use outputs::{dir_error, ms, RunInfo, RunWriter};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 /// The most steps a run may ask for. Nothing is allocated per requested step; the cap keeps step
 /// indices, frame names and totals far inside every integer type (1e9 steps at 1 ms each is

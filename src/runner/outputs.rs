@@ -8,6 +8,7 @@
 //! checkpoint and trims the rest to it.
 
 use super::residual::{step_problem, vertex_residuals, ResidualProbe};
+use crate::clock::Instant;
 use crate::error::{JelloError, Result};
 use crate::gpu::{Backend, BackendChoice};
 use crate::output::run_dir::{self, CHECKPOINT, STATS};
@@ -20,7 +21,6 @@ use crate::problem::State;
 use crate::scene::RunConfig;
 use crate::sim::Simulation;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 /// What a run directory needs to know about the run.
 pub(super) struct RunInfo<'a> {

@@ -175,7 +175,7 @@ pub fn load_partition(
     subdomains: usize,
     cache_dir: Option<&Path>,
 ) -> Result<Arc<jello_precompute::partition::Decomposition>> {
-    let t0 = std::time::Instant::now();
+    let t0 = crate::clock::Instant::now();
     let (d, origin, warnings) = load_or_build_decomposition(model, subdomains, cache_dir)?;
     for w in warnings {
         eprintln!("warning: {w}");

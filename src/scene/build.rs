@@ -109,7 +109,14 @@ pub struct BuiltScene {
 
 struct Ctx<'a> {
     scene: &'a Scene,
+    /// Meshes given in memory by the name a `mesh.file` gives them ([`Scene::build_with_meshes`]).
+    meshes: &'a MeshFiles,
 }
+
+/// Meshes held in memory, by the name a scene's `mesh.file` gives them: an embedder without a
+/// file system (the browser) hands its mesh data to [`Scene::build_with_meshes`] under the name
+/// its scene uses ([`crate::mesh::mesh_from_arrays`] checks them as the file readers do).
+pub type MeshFiles = std::collections::BTreeMap<String, crate::mesh::LoadedMesh>;
 
 impl Ctx<'_> {
     fn err(&self, key: impl Into<String>, msg: impl Into<String>) -> JelloError {
@@ -172,7 +179,16 @@ impl Ctx<'_> {
 impl Scene {
     /// Validates every value and builds the model. Errors name the file and the dotted key.
     pub fn build(&self) -> Result<BuiltScene> {
-        let cx = Ctx { scene: self };
+        self.build_with_meshes(&MeshFiles::new())
+    }
+
+    /// [`Scene::build`], where a `mesh.file` that names an entry of `meshes` takes that mesh
+    /// instead of reading the file (its warnings join the scene's).
+    pub fn build_with_meshes(&self, meshes: &MeshFiles) -> Result<BuiltScene> {
+        let cx = Ctx {
+            scene: self,
+            meshes,
+        };
         let s = &self.spec;
         let h = s.simulation.h;
         let (h_min, h_max) = TIME_STEP_RANGE;
@@ -658,6 +674,10 @@ impl Scene {
         match (&spec.file, &spec.generator) {
             (Some(file), None) => {
                 stray("a mesh file", &[])?;
+                if let Some(given) = cx.meshes.get(file) {
+                    warnings.extend(given.warnings.iter().cloned());
+                    return Ok(given.mesh.clone());
+                }
                 let dir = self.path.parent().unwrap_or(std::path::Path::new("."));
                 let path = dir.join(file);
                 if !path.exists() {

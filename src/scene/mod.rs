@@ -10,7 +10,7 @@ mod build;
 mod solver;
 mod spec;
 
-pub use build::{ball_max_resolution, BuiltScene, RunConfig};
+pub use build::{ball_max_resolution, BuiltScene, MeshFiles, RunConfig};
 pub use solver::*;
 pub use spec::*;
 

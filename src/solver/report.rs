@@ -1,7 +1,7 @@
 //! What a solver reports for one step.
 
+use crate::clock::Instant;
 use serde::Serialize;
-use std::time::Instant;
 
 /// One iteration of a trace.
 #[derive(Clone, Copy, Debug, Default, Serialize)]

@@ -30,9 +30,9 @@
 //! (every cluster before it is complete, and within a batch the clusters are taken in the order
 //! they end, each finished as soon as its last column is in), so the pass always progresses.
 
+use crate::clock::Instant;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::{Condvar, Mutex, OnceLock};
-use std::time::Instant;
 
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};

@@ -58,7 +58,7 @@ pub mod kmeans;
 mod mesh;
 pub mod weights;
 
-use std::time::Instant;
+use crate::clock::Instant;
 
 use rayon::prelude::*;
 

@@ -138,6 +138,60 @@ pub fn parse_tetgen(
     finish(tetgen::parse_ele(ele_path, ele, nodes)?)
 }
 
+/// A mesh from flat arrays in memory (`positions`: x, y, z per vertex in m; `tets`: four 0-based
+/// vertex indices per tet), with every check of [`read_mesh`]; `name` names it in messages (the
+/// elements are numbered as records, 0-based). An out-of-range index, a non-finite or
+/// out-of-range coordinate or a length that is not a multiple of 3 (4) is an error.
+pub fn mesh_from_arrays(name: &Path, positions: &[f64], tets: &[u32]) -> Result<LoadedMesh> {
+    let err = |msg: String| JelloError::mesh(name, msg);
+    if !positions.len().is_multiple_of(3) || !tets.len().is_multiple_of(4) {
+        return Err(err(format!(
+            "{} coordinate(s) and {} tet index(es): want 3 per vertex and 4 per tet",
+            positions.len(),
+            tets.len()
+        )));
+    }
+    let n = positions.len() / 3;
+    if n > crate::limits::MAX_MESH_VERTICES || tets.len() / 4 > crate::limits::MAX_MESH_ELEMENTS {
+        return Err(err(format!(
+            "{n} vertices and {} tets: above the caps in jello::limits",
+            tets.len() / 4
+        )));
+    }
+    let max = crate::limits::MAX_COORDINATE;
+    if let Some(k) = positions
+        .iter()
+        .position(|x| !(x.is_finite() && x.abs() <= max))
+    {
+        return Err(err(format!(
+            "vertex {}: coordinate {} is not finite or beyond {max:e} m",
+            k / 3,
+            positions[k]
+        )));
+    }
+    if let Some(k) = tets.iter().position(|&i| i as usize >= n) {
+        return Err(err(format!(
+            "element #{}: vertex index {} outside 0..{n}",
+            k / 4,
+            tets[k]
+        )));
+    }
+    finish(RawMesh {
+        positions: positions
+            .chunks_exact(3)
+            .map(|p| [p[0], p[1], p[2]])
+            .collect(),
+        tets: tets
+            .chunks_exact(4)
+            .map(|t| [t[0], t[1], t[2], t[3]])
+            .collect(),
+        tet_where: (0..tets.len() as u32 / 4).collect(),
+        origin: Origin::Records,
+        tet_path: name.to_path_buf(),
+        warnings: Vec::new(),
+    })
+}
+
 fn locate(raw: &RawMesh, t: usize, msg: String) -> JelloError {
     match raw.origin {
         Origin::Lines => JelloError::parse(&raw.tet_path, raw.tet_where[t] as usize, msg),

@@ -15,7 +15,9 @@ mod vtu;
 
 pub use convert::{convert, write_mesh};
 pub use gmsh::{write_gmsh, GmshFormat};
-pub use load::{parse_mesh, parse_tetgen, read_mesh, LoadedMesh, DEGENERATE_REL_VOLUME};
+pub use load::{
+    mesh_from_arrays, parse_mesh, parse_tetgen, read_mesh, LoadedMesh, DEGENERATE_REL_VOLUME,
+};
 pub use surface_files::{write_obj, write_ply};
 pub use tetgen::{tetgen_paths, write_tetgen};
 pub use triangle_files::{parse_triangle_mesh, read_triangle_mesh, TriangleMesh};

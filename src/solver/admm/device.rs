@@ -6,13 +6,13 @@
 
 use super::backend::{AdmmBackend, GlobalStep, LocalScalars};
 use super::ProxKind;
+use crate::clock::Instant;
 use crate::error::{JelloError, Result};
 use crate::gpu::abi::{ADMM_PROX_HYPERELASTIC, ADMM_PROX_PD, ADMM_RESET};
 use crate::gpu::{Buf, GpuMat3, GpuVec4, Kernel, Params};
 use crate::problem::{ElasticTerms, Model, StepProblem};
 use crate::solver::backend::{DeviceBackend, DeviceScalar, DeviceVector};
 use nalgebra::Matrix3;
-use std::time::Instant;
 
 /// ADMM's per-element constants and scratch on the device.
 struct DeviceAdmm {

@@ -5,6 +5,7 @@ use super::backend::AdmmBackend;
 use super::contact::{kkt_gradient, ContactInput, ContactSolver};
 use super::params::AdmmParams;
 use super::prox::{pd_refusal, ProxKind};
+use crate::clock::Instant;
 use crate::error::{JelloError, Result};
 use crate::material::MaterialModel;
 use crate::problem::{ElasticReference, ElasticTerms, Model, StepProblem};
@@ -15,7 +16,6 @@ use crate::solver::report::ms;
 use crate::solver::{IterationRecord, StepReport, StepSolver, StepTimings, StepWork, StopRule};
 use nalgebra::Matrix3;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// What one ADMM iteration did (for tests, traces and benches).
 #[derive(Clone, Copy, Debug, Default)]

@@ -41,6 +41,7 @@
 //! `src/solver/admm/mod.rs` for the figures.
 
 use super::{Backend, Coef, Combine, Dots, GradientScalars, Point, PotentialBackend, TrialScalars};
+use crate::clock::Instant;
 use crate::error::{JelloError, Result};
 use crate::gpu::abi::{
     dev_groups, COMBINE_DOT, COMBINE_SET, COMBINE_VEC4, ELASTIC_ABS, ELASTIC_GRADIENT,
@@ -49,7 +50,6 @@ use crate::gpu::abi::{
 use crate::gpu::{Buf, Device, DeviceModel, GpuContact, GpuMat3, GpuVec4, Kernel, Params, Plan};
 use crate::material::EigenFilter;
 use crate::problem::{ElasticTerms, Model, Obstacle, StepProblem};
-use std::time::Instant;
 
 mod ext;
 

@@ -1,6 +1,7 @@
 //! DOT's initial inverse Hessian D₁ = B Sᵀ diag(H₁⁻¹ … H_s⁻¹) S (Li et al. 2019, Eq. 10–13).
 
 use super::params::{DotParams, Gather};
+use crate::clock::Instant;
 use crate::error::{JelloError, Result};
 use crate::problem::{ElasticTerms, HessianLayout, Model, StepProblem};
 use crate::solver::backend::PotentialBackend;
@@ -14,7 +15,6 @@ use jello_precompute::sparse::{SymSparse, SymmetricPattern};
 use nalgebra::{Matrix3, Vector3};
 use rayon::prelude::*;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// One subdomain: its DOFs, the principal submatrix of the global Hessian over them, its
 /// factor and a right-hand side buffer.

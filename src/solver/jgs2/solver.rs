@@ -12,6 +12,7 @@
 use super::backend::{model_coefficients, Jgs2Backend, Jgs2Setup, Jgs2StepFlags, Next};
 use super::local::rotations;
 use super::subspace::Jgs2Subspace;
+use crate::clock::Instant;
 use crate::error::{JelloError, Result};
 use crate::mesh::VertexTets;
 use crate::problem::{ElasticTerms, Model, StepProblem};
@@ -19,7 +20,6 @@ use crate::solver::backend::CpuBackend;
 use crate::solver::report::ms;
 use crate::solver::{IterationRecord, StepReport, StepSolver, StepTimings, StepWork, StopRule};
 use std::sync::Arc;
-use std::time::Instant;
 
 /// How vertices are swept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,13 +2,13 @@
 
 use super::contact::ContactSchedule;
 use super::{InitialInverse, LbfgsParams};
+use crate::clock::Instant;
 use crate::error::{JelloError, Result};
 use crate::problem::{ElasticTerms, StepProblem};
 use crate::solver::backend::{Coef, Combine, Dots, Point, PotentialBackend};
 use crate::solver::report::ms;
 use crate::solver::QnMode;
 use crate::solver::{IterationRecord, StepReport, StepSolver, StepTimings, StepWork, StopRule};
-use std::time::Instant;
 
 /// What one L-BFGS iteration did (for tests, traces and benches).
 #[derive(Clone, Copy, Debug, Default)]

@@ -10,6 +10,7 @@ use super::device_energy::{device_backtracking, DeviceEnergy};
 use super::levels::Level;
 use super::operator::{invert_blocks, ElementTerm, HessianOperator};
 use super::params::{LagRefresh, MultilevelParams, MultilevelStop, Preconditioner};
+use crate::clock::Instant;
 use crate::error::{JelloError, Result};
 use crate::material::{element_hessian_filtered, EigenFilter};
 use crate::problem::{ElasticTerms, HessianLayout, Model, StepProblem};
@@ -26,7 +27,6 @@ use nalgebra::Vector3;
 use rayon::prelude::*;
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// Full-space PCG iterations when there is no SMS level and no override (the paper's upper
 /// N_cg value).

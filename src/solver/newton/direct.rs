@@ -9,6 +9,7 @@
 //! the direct solve. Each factorisation counts in [`StepWork::refactorisations`].
 
 use super::outer::{newton_loop, InnerSolve, Iterate};
+use crate::clock::Instant;
 use crate::error::{JelloError, Result};
 use crate::material::EigenFilter;
 use crate::problem::{ElasticTerms, HessianLayout, Model, StepProblem};
@@ -20,7 +21,6 @@ use crate::solver::{
 };
 use jello_precompute::cholesky::{Ordering, SparseCholesky};
 use jello_precompute::sparse::SymSparse;
-use std::time::Instant;
 
 /// Newton's parameters.
 #[derive(Clone, Copy, Debug)]

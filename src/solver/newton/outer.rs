@@ -14,13 +14,13 @@
 //! A first iteration that cannot move from a start already meeting the rule counts as
 //! converged ([`StopRule`]'s docs).
 
+use crate::clock::Instant;
 use crate::error::{JelloError, Result};
 use crate::problem::{ElasticTerms, StepProblem};
 use crate::solver::report::{max_vertex_norm, ms};
 use crate::solver::{
     backtracking, IterationRecord, LineSearchResult, StepReport, StepTimings, StepWork, StopRule,
 };
-use std::time::Instant;
 
 /// The point one iteration starts from, for [`InnerSolve::direction`].
 pub(crate) struct Iterate<'a> {

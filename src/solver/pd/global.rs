@@ -28,6 +28,7 @@
 
 use super::operator::{element_operator, operator_gram};
 use super::stiffness::{element_weights, PAPER_INTERVAL};
+use crate::clock::Instant;
 use crate::error::{JelloError, Result};
 use crate::material::Material;
 use crate::problem::Model;
@@ -42,7 +43,6 @@ use faer::{Conj, MatMut, Side};
 use jello_precompute::cholesky::Ordering;
 use jello_precompute::sparse::{SymSparse, SymmetricPattern};
 use std::sync::Arc;
-use std::time::Instant;
 
 /// How the global matrix is built and factored.
 #[derive(Clone, Copy, Debug, PartialEq)]
