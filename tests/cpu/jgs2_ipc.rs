@@ -43,41 +43,39 @@ fn params(eps: f64, variant: Variant, safeguard: Safeguard, cap: usize) -> Jgs2P
     }
 }
 
-#[test]
-fn jgs2_with_ipc_lands_on_newtons_answer_on_the_colliding_balls() {
+/// JGS2 (Jacobi, cut safeguard) with `coupling` lands on Newton-IPC's answer on the coarse balls'
+/// contact step.
+fn assert_jgs2_matches_newton(coupling: ContactCoupling, what: &str) {
     let built = coarse_balls();
     let sub = subspace(&built.model, built.config.h);
     common::assert_matches_newton(
         "coarse contact_balls.toml",
         &built,
         IN_CONTACT,
-        "jgs2-ipc (Jacobi)",
+        what,
         &mut |m, eps| {
             let p = params(eps, Variant::Jacobi, Safeguard::Cut, 5000);
-            Box::new(Jgs2Solver::jgs2(m, p, sub.clone()).unwrap())
+            Box::new(
+                Jgs2Solver::jgs2(m, p, sub.clone())
+                    .unwrap()
+                    .with_contact_coupling(coupling),
+            )
         },
     );
+}
+
+#[test]
+fn jgs2_with_ipc_lands_on_newtons_answer_on_the_colliding_balls() {
+    assert_jgs2_matches_newton(ContactCoupling::Held, "jgs2-ipc (Jacobi)");
 }
 
 #[test]
 fn jgs2_with_the_papers_contact_coupling_lands_on_newtons_answer_on_the_colliding_balls() {
     // ContactCoupling::Extended changes each contacting vertex's local system, not the
     // fixed point: the step still ends where Newton-IPC's does.
-    let built = coarse_balls();
-    let sub = subspace(&built.model, built.config.h);
-    common::assert_matches_newton(
-        "coarse contact_balls.toml",
-        &built,
-        IN_CONTACT,
+    assert_jgs2_matches_newton(
+        ContactCoupling::Extended,
         "jgs2-ipc (Jacobi, extended coupling)",
-        &mut |m, eps| {
-            let p = params(eps, Variant::Jacobi, Safeguard::Cut, 5000);
-            Box::new(
-                Jgs2Solver::jgs2(m, p, sub.clone())
-                    .unwrap()
-                    .with_contact_coupling(ContactCoupling::Extended),
-            )
-        },
     );
 }
 
@@ -85,21 +83,9 @@ fn jgs2_with_the_papers_contact_coupling_lands_on_newtons_answer_on_the_collidin
 fn jgs2_with_the_coarse_correction_lands_on_newtons_answer_on_the_colliding_balls() {
     // ContactCoupling::Coarse adds a direction to the model step, not a term to the potential:
     // the step still ends where Newton-IPC's does.
-    let built = coarse_balls();
-    let sub = subspace(&built.model, built.config.h);
-    common::assert_matches_newton(
-        "coarse contact_balls.toml",
-        &built,
-        IN_CONTACT,
+    assert_jgs2_matches_newton(
+        ContactCoupling::Coarse,
         "jgs2-ipc (Jacobi, coarse correction)",
-        &mut |m, eps| {
-            let p = params(eps, Variant::Jacobi, Safeguard::Cut, 5000);
-            Box::new(
-                Jgs2Solver::jgs2(m, p, sub.clone())
-                    .unwrap()
-                    .with_contact_coupling(ContactCoupling::Coarse),
-            )
-        },
     );
 }
 
