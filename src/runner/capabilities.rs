@@ -178,11 +178,10 @@ pub fn device_blocker(config: &RunConfig, model: &Model, requested: Backend) -> 
         {
             Some(format!(
                 "jgs2 with contact_coupling = \"{}\" runs on the CPU backend (the device \
-                     keeps the partners held)",
-                if config.contact_coupling == ContactCoupling::Coarse {
-                    "coarse"
-                } else {
-                    "extended"
+                 keeps the partners held)",
+                match config.contact_coupling {
+                    ContactCoupling::Coarse => "coarse",
+                    _ => "extended",
                 }
             ))
         }

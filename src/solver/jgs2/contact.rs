@@ -25,7 +25,9 @@
 //! sweep every partner takes the same shared step at once. Measured (CN 1e-7, from each scene's
 //! start, `jello run --solver jgs2 --backend cpu`, 12 steps of contact_stack.toml and 8 of
 //! house_of_cards.toml; `benches/ipc_solvers.rs` has both columns): held 1,041 and 3,094
-//! iterations, extended 1,125 and 4,345, every step converged either way.
+//! iterations, extended 1,125 and 4,345, every step converged either way. What the slow
+//! modes are, and the option that removes most of them ([`ContactCoupling::Coarse`]: the
+//! partners held plus a Galerkin correction on every body's octants), is in `coarse.rs`.
 
 //! # Step filter
 //! Every group of vertices that moves together (all free vertices in a Jacobi iteration, one
